@@ -1,0 +1,488 @@
+//! The commit log: every message of every topic, appended in one sequence of segments.
+//!
+//! A record never spans segments. When the next record (plus room for a blank marker) does
+//! not fit in the active segment, a [`BlankRecord`] fills the rest and writing continues at
+//! the next segment. Offsets are byte positions in the whole log, as in RocketMQ.
+
+use zerocopy::byteorder::big_endian::{I32, U32};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::error::{Corruption, Error};
+use crate::layout::{BlankRecord, MAGIC_BLANK, MAGIC_V1, MAGIC_V2, RecordHead};
+use crate::media::Directory;
+use crate::record::{MessageIn, RecordError, RecordView, SYSFLAG_BORNHOST_V6, StoreStamp};
+use crate::segments::Segments;
+
+/// Room always left at a segment's end for the blank marker (RocketMQ's
+/// `END_FILE_MIN_BLANK_LENGTH`).
+pub const BLANK_RESERVE: u64 = 8;
+
+/// RocketMQ's server default segment size: 1 GiB.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 30;
+
+/// Where an appended record landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Commit-log offset of the record.
+    pub offset: u64,
+    /// Its size in bytes.
+    pub size: u32,
+}
+
+/// What is at a position of the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// A record of this size starts here.
+    Record(u32),
+    /// The segment's blank tail: the next record is at this offset.
+    Skip(u64),
+    /// Nothing written here yet.
+    End,
+}
+
+/// How to find the end of the log when opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// The store was closed cleanly at this end offset: trust it after a cheap check.
+    Clean {
+        /// The end written at shutdown.
+        end: u64,
+    },
+    /// The store was not closed cleanly: scan forward from the segment holding `from`,
+    /// verifying every record, and cut the log at the first one that fails.
+    Scan {
+        /// A position known to be durable (from the checkpoint); 0 scans everything.
+        from: u64,
+    },
+}
+
+/// What recovery found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Records verified by the scan.
+    pub records_verified: u64,
+    /// Where the log now ends.
+    pub end: u64,
+    /// Bytes after `end` that were cut (torn or unflushed garbage), within the last segment.
+    pub cut: bool,
+}
+
+/// The commit log over the segments of one directory.
+#[derive(Debug)]
+pub struct CommitLog<D: Directory> {
+    segs: Segments<D>,
+    /// Next append offset.
+    write_pos: u64,
+    /// Everything below this is durable.
+    flushed: u64,
+}
+
+impl<D: Directory> CommitLog<D> {
+    /// Opens the log in `dir` and finds its end as `recovery` says.
+    pub fn open(
+        dir: D,
+        segment_size: u64,
+        recovery: Recovery,
+    ) -> Result<(Self, RecoveryReport), Error<D::Error>> {
+        assert!(segment_size > BLANK_RESERVE * 2, "segment too small");
+        let segs = Segments::open(dir, segment_size)?;
+        let mut log = Self {
+            segs,
+            write_pos: 0,
+            flushed: 0,
+        };
+        let Some((first, last)) = log.segs.span() else {
+            return Ok((log, RecoveryReport::default()));
+        };
+        let mut report = RecoveryReport::default();
+        let clean_end = match recovery {
+            Recovery::Clean { end } if end >= first && end <= last + segment_size => {
+                log.write_pos = end;
+                match log.slot_at(end) {
+                    Ok(Slot::End) => Some(end),
+                    _ if end == last + segment_size => Some(end),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(end) = clean_end {
+            log.write_pos = end;
+            log.flushed = end;
+            report.end = end;
+            // Bytes after a clean end were never acknowledged; make sure none linger.
+            if end < last + segment_size {
+                log.segs.cut(end)?;
+            }
+            return Ok((log, report));
+        }
+        let from = match recovery {
+            Recovery::Scan { from } => from.clamp(first, last),
+            Recovery::Clean { .. } => {
+                crate::trace::log_warn!("clean end does not match the log; scanning");
+                first
+            }
+        };
+        let mut pos = log.segs.base_of(from);
+        loop {
+            match log.verified_slot_at(pos) {
+                Ok(Slot::Record(size)) => {
+                    pos += u64::from(size);
+                    report.records_verified += 1;
+                }
+                Ok(Slot::Skip(next)) => {
+                    pos = next;
+                    if next > last {
+                        break;
+                    }
+                }
+                Ok(Slot::End) | Err(Error::Corrupt(_)) | Err(Error::Record(_)) => {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        log.write_pos = pos;
+        log.flushed = pos;
+        report.end = pos;
+        // Anything after the end is torn or unflushed: zero it so no later scan sees it.
+        report.cut = log.has_bytes_after(pos)?;
+        log.segs.cut(pos)?;
+        Ok((log, report))
+    }
+
+    fn has_bytes_after(&self, pos: u64) -> Result<bool, Error<D::Error>> {
+        let Some((_, last)) = self.segs.span() else {
+            return Ok(false);
+        };
+        if self.segs.base_of(pos) < last {
+            return Ok(true);
+        }
+        if pos >= last + self.segs.size() {
+            return Ok(false);
+        }
+        let mut probe = [0u8; 8];
+        let n = (self.segs.base_of(pos) + self.segs.size() - pos).min(8) as usize;
+        self.segs.read(pos, &mut probe[..n])?;
+        Ok(probe[..n].iter().any(|&b| b != 0))
+    }
+
+    /// Bytes per segment.
+    pub fn segment_size(&self) -> u64 {
+        self.segs.size()
+    }
+    /// Offset of the oldest byte still held.
+    pub fn min_offset(&self) -> u64 {
+        self.segs
+            .span()
+            .map_or(self.write_pos, |(first, _)| first.min(self.write_pos))
+    }
+    /// Offset the next record will be written at (the log's end).
+    pub fn max_offset(&self) -> u64 {
+        self.write_pos
+    }
+    /// Everything below this offset is durable.
+    pub fn flushed_offset(&self) -> u64 {
+        self.flushed
+    }
+
+    /// Starts an empty log at `offset` (a replica starting from its master's position).
+    pub fn reset_empty_to(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
+        if self.segs.span().is_some() {
+            return Err(Error::OutOfRange);
+        }
+        self.write_pos = offset;
+        self.flushed = offset;
+        Ok(())
+    }
+
+    /// Makes room for `len` bytes at the end: writes the blank tail and rolls to the next
+    /// segment when they do not fit in the active one. Returns the offset to write at.
+    fn reserve(&mut self, len: u64) -> Result<u64, Error<D::Error>> {
+        let size = self.segs.size();
+        if len + BLANK_RESERVE > size {
+            return Err(Error::TooLarge);
+        }
+        let base = self.segs.base_of(self.write_pos);
+        let remaining = base + size - self.write_pos;
+        self.segs.ensure(self.write_pos)?;
+        if len + BLANK_RESERVE > remaining {
+            let blank = BlankRecord {
+                total_size: I32::new(remaining as i32),
+                magic: U32::new(MAGIC_BLANK),
+            };
+            self.segs.write(self.write_pos, blank.as_bytes())?;
+            self.write_pos = base + size;
+            self.segs.ensure(self.write_pos)?;
+        }
+        Ok(self.write_pos)
+    }
+
+    fn put(
+        &mut self,
+        msg: &MessageIn<'_>,
+        crc: i32,
+        stamp: StoreStamp,
+        len: usize,
+    ) -> Result<(), Error<D::Error>> {
+        let at = stamp.physical_offset as u64;
+        let base = self.segs.base_of(at);
+        let start = (at - base) as usize;
+        let media = self.segs.media_mut(base)?;
+        if let Some(bytes) = crate::media::Media::as_bytes_mut(media) {
+            let out = bytes.get_mut(start..start + len).ok_or(Error::OutOfRange)?;
+            msg.encode_with_crc(stamp, crc, out)?;
+            debug_assert!(RecordView::parse(out).is_ok());
+            return Ok(());
+        }
+        // Media that is not memory: stream the pieces.
+        let mut at = at;
+        let segs = &mut self.segs;
+        msg.encode_pieces(stamp, crc, &mut |piece: &[u8]| {
+            segs.write(at, piece)?;
+            at += piece.len() as u64;
+            Ok(())
+        })
+    }
+
+    /// Appends one record. `queue_offset` is the caller's counter for the record's queue.
+    pub fn append(
+        &mut self,
+        msg: &MessageIn<'_>,
+        queue_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<Appended, Error<D::Error>> {
+        let len = msg.encoded_len()?;
+        let crc = crate::hash::body_crc(msg.body);
+        let at = self.reserve(len as u64)?;
+        let stamp = StoreStamp {
+            queue_offset,
+            physical_offset: at as i64,
+            store_timestamp,
+        };
+        self.put(msg, crc, stamp, len)?;
+        self.write_pos = at + len as u64;
+        Ok(Appended {
+            offset: at,
+            size: len as u32,
+        })
+    }
+
+    /// Appends a batch into one segment, with consecutive queue offsets from
+    /// `first_queue_offset`. `landed` is told where each record went, in order.
+    pub fn append_batch(
+        &mut self,
+        msgs: &[MessageIn<'_>],
+        first_queue_offset: i64,
+        store_timestamp: i64,
+        landed: &mut dyn FnMut(Appended),
+    ) -> Result<(), Error<D::Error>> {
+        let mut total = 0u64;
+        for m in msgs {
+            total += m.encoded_len()? as u64;
+        }
+        let mut at = self.reserve(total)?;
+        for (i, m) in msgs.iter().enumerate() {
+            let len = m.encoded_len()?;
+            let stamp = StoreStamp {
+                queue_offset: first_queue_offset + i as i64,
+                physical_offset: at as i64,
+                store_timestamp,
+            };
+            self.put(m, crate::hash::body_crc(m.body), stamp, len)?;
+            landed(Appended {
+                offset: at,
+                size: len as u32,
+            });
+            at += len as u64;
+            self.write_pos = at;
+        }
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable. Returns the new flushed offset.
+    pub fn flush(&mut self) -> Result<u64, Error<D::Error>> {
+        let (from, to) = (self.flushed, self.write_pos);
+        if to > from {
+            self.segs.flush(from, to)?;
+            self.flushed = to;
+        }
+        Ok(self.flushed)
+    }
+
+    /// What is at `offset`: a record, the blank tail of a segment, or nothing yet.
+    pub fn slot_at(&self, offset: u64) -> Result<Slot, Error<D::Error>> {
+        if offset >= self.write_pos && self.write_pos != 0 && offset != self.write_pos {
+            return Err(Error::OutOfRange);
+        }
+        let base = self.segs.base_of(offset);
+        let remaining = base + self.segs.size() - offset;
+        if remaining < BLANK_RESERVE {
+            return Ok(Slot::Skip(base + self.segs.size()));
+        }
+        let mut head = [0u8; 8];
+        self.segs.read(offset, &mut head)?;
+        let (size, magic) = (
+            i32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+            u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+        );
+        match magic {
+            MAGIC_BLANK if size as u64 == remaining => Ok(Slot::Skip(base + self.segs.size())),
+            MAGIC_V1 | MAGIC_V2 if size > 0 && size as u64 <= remaining => {
+                Ok(Slot::Record(size as u32))
+            }
+            0 if size == 0 => Ok(Slot::End),
+            _ => Err(Corruption::Record {
+                offset,
+                error: RecordError::BadMagic(magic),
+            }
+            .into()),
+        }
+    }
+
+    /// Like [`CommitLog::slot_at`], and a record found is fully verified: layout, position
+    /// and body CRC. Used by recovery only.
+    fn verified_slot_at(&self, offset: u64) -> Result<Slot, Error<D::Error>> {
+        let base = self.segs.base_of(offset);
+        if self.segs.dir().media(base).is_none() {
+            return Ok(Slot::End);
+        }
+        // The recovery scan runs before `write_pos` is known.
+        let slot = {
+            let remaining = base + self.segs.size() - offset;
+            if remaining < BLANK_RESERVE {
+                return Ok(Slot::Skip(base + self.segs.size()));
+            }
+            let mut head = [0u8; 8];
+            self.segs.read(offset, &mut head)?;
+            let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            match magic {
+                MAGIC_BLANK if size as u64 == remaining => {
+                    return Ok(Slot::Skip(base + self.segs.size()));
+                }
+                MAGIC_V1 | MAGIC_V2 if size > 0 && size as u64 + BLANK_RESERVE <= remaining => {
+                    size as u32
+                }
+                _ if size == 0 && magic == 0 => return Ok(Slot::End),
+                _ => {
+                    return Err(Corruption::Record {
+                        offset,
+                        error: RecordError::BadMagic(magic),
+                    }
+                    .into());
+                }
+            }
+        };
+        self.with_record(offset, slot, &mut [], |view| {
+            let view = view.map_err(|error| Corruption::Record { offset, error })?;
+            view.verify_crc()
+                .map_err(|error| Corruption::Record { offset, error })?;
+            if view.physical_offset() != offset as i64 {
+                return Err(Corruption::Record {
+                    offset,
+                    error: RecordError::BadSize(slot as i32),
+                }
+                .into());
+            }
+            Ok(Slot::Record(slot))
+        })
+    }
+
+    /// Runs `f` over the record of `size` bytes at `offset`: in place when the media is
+    /// memory, else copied into `scratch` (which must then be large enough).
+    pub fn with_record<T>(
+        &self,
+        offset: u64,
+        size: u32,
+        scratch: &mut [u8],
+        f: impl FnOnce(Result<RecordView<'_>, RecordError>) -> Result<T, Error<D::Error>>,
+    ) -> Result<T, Error<D::Error>> {
+        if let Some(bytes) = self.segs.slice(offset, size as usize)? {
+            return f(RecordView::parse(bytes));
+        }
+        let buf = scratch.get_mut(..size as usize).ok_or(Error::TooLarge)?;
+        self.segs.read(offset, buf)?;
+        f(RecordView::parse(buf))
+    }
+
+    /// The stored bytes of `len` bytes at `offset`, in place, when the media is memory.
+    pub fn slice(&self, offset: u64, len: usize) -> Result<Option<&[u8]>, Error<D::Error>> {
+        if offset + len as u64 > self.write_pos {
+            return Err(Error::OutOfRange);
+        }
+        self.segs.slice(offset, len)
+    }
+
+    /// Copies stored bytes at `offset` into `buf` (within one segment).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error<D::Error>> {
+        if offset < self.min_offset() || offset + buf.len() as u64 > self.write_pos {
+            return Err(Error::OutOfRange);
+        }
+        self.segs.read(offset, buf)
+    }
+
+    /// Store time of the record at `offset`, read from its fixed part only.
+    pub fn store_timestamp_at(&self, offset: u64) -> Result<i64, Error<D::Error>> {
+        let mut head = [0u8; 48 + 20 + 8];
+        let base = self.segs.base_of(offset);
+        let n = (base + self.segs.size() - offset).min(head.len() as u64) as usize;
+        self.read(
+            offset,
+            &mut head[..n.min((self.write_pos - offset) as usize)],
+        )
+        .or_else(|_| self.segs.read(offset, &mut head[..n]))?;
+        let (h, _) = RecordHead::ref_from_prefix(&head[..]).map_err(|_| Error::OutOfRange)?;
+        let at = 48
+            + if h.sys_flag.get() & SYSFLAG_BORNHOST_V6 != 0 {
+                20
+            } else {
+                8
+            };
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&head[at..at + 8]);
+        Ok(i64::from_be_bytes(ts))
+    }
+
+    /// Cuts the log at `offset` (a record boundary): later bytes are zeroed and later
+    /// segments removed. Used when a replica must follow a master that lost a tail.
+    pub fn truncate(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
+        if offset > self.write_pos {
+            return Err(Error::OutOfRange);
+        }
+        self.segs.cut(offset)?;
+        self.write_pos = offset;
+        self.flushed = self.flushed.min(offset);
+        Ok(())
+    }
+
+    /// Removes whole segments that end at or before `offset`, never the active one.
+    /// Returns how many were removed.
+    pub fn delete_segments_before(&mut self, offset: u64) -> Result<u32, Error<D::Error>> {
+        let mut removed = 0;
+        while let Some((first, last)) = self.segs.span() {
+            if first == last
+                || first + self.segs.size() > offset
+                || first + self.segs.size() > self.write_pos
+            {
+                break;
+            }
+            self.segs.remove_first()?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Base offsets of the oldest and newest segment.
+    pub fn segment_span(&self) -> Option<(u64, u64)> {
+        self.segs.span()
+    }
+
+    /// Gives the directory back (the process "stops" without flushing, as a crash would).
+    pub fn into_dir(self) -> D {
+        self.segs.into_dir()
+    }
+}
+
+#[cfg(test)]
+mod tests;

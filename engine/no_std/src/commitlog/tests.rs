@@ -1,0 +1,185 @@
+extern crate std;
+use std::vec;
+use std::vec::Vec;
+
+use super::*;
+use crate::faulty::{Crash, FaultPlan};
+use crate::ram::RamDir;
+use crate::record::Host;
+
+const SEG: u64 = 1024;
+
+fn msg<'a>(body: &'a [u8]) -> MessageIn<'a> {
+    MessageIn {
+        topic: "T",
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        born_host: Host::V4 {
+            ip: [127, 0, 0, 1],
+            port: 1,
+        },
+        store_host: Host::V4 {
+            ip: [127, 0, 0, 1],
+            port: 10911,
+        },
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        properties: b"",
+    }
+}
+
+fn dir<'a>(plan: &'a FaultPlan, bufs: &'a mut [Vec<u8>]) -> RamDir<'a, 16> {
+    let mut d = RamDir::new(plan);
+    for b in bufs.iter_mut() {
+        d.give(b.as_mut_slice()).unwrap();
+    }
+    d
+}
+
+fn bufs() -> Vec<Vec<u8>> {
+    (0..16).map(|_| vec![0u8; 2 * SEG as usize]).collect()
+}
+
+#[test]
+fn appends_roll_to_next_segment_with_a_blank_tail() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let body = [7u8; 300];
+    let mut offsets = Vec::new();
+    for _ in 0..5 {
+        offsets.push(log.append(&msg(&body), 0, 5).unwrap());
+    }
+    // 300-byte bodies make ~390-byte records: two per 1 KiB segment.
+    assert_eq!(offsets[2].offset, SEG);
+    assert_eq!(offsets[4].offset, 2 * SEG);
+    assert!(
+        matches!(log.slot_at(offsets[1].offset + u64::from(offsets[1].size)).unwrap(), Slot::Skip(n) if n == SEG)
+    );
+    for a in &offsets {
+        log.with_record(a.offset, a.size, &mut [], |v| {
+            let v = v.unwrap();
+            assert_eq!(v.physical_offset() as u64, a.offset);
+            assert_eq!(v.body(), &body[..]);
+            Ok(())
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn record_larger_than_a_segment_is_refused() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let body = [0u8; 1000];
+    assert_eq!(log.append(&msg(&body), 0, 0), Err(Error::TooLarge));
+    assert_eq!(log.max_offset(), 0);
+}
+
+#[test]
+fn recovery_scan_cuts_a_torn_tail_and_keeps_flushed_records() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let a = log.append(&msg(b"one"), 0, 1).unwrap();
+    let b1 = log.append(&msg(b"two"), 1, 2).unwrap();
+    log.flush().unwrap();
+    let _c = log.append(&msg(b"three, never flushed"), 2, 3).unwrap();
+    let mut d = log.into_dir();
+    // The third record's write reaches the media only in part.
+    d.crash(Crash::Torn {
+        keep: 0,
+        tear_at: 20,
+    });
+    let (log, report) = CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap();
+    assert_eq!(report.records_verified, 2);
+    assert_eq!(log.max_offset(), b1.offset + u64::from(b1.size));
+    assert!(report.cut);
+    assert_eq!(a.offset, 0);
+}
+
+#[test]
+fn clean_recovery_trusts_the_recorded_end() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    for i in 0..7 {
+        log.append(&msg(b"x"), i, i).unwrap();
+    }
+    log.flush().unwrap();
+    let end = log.max_offset();
+    let d = log.into_dir();
+    let (log, report) = CommitLog::open(d, SEG, Recovery::Clean { end }).unwrap();
+    assert_eq!(log.max_offset(), end);
+    assert_eq!(report.records_verified, 0);
+}
+
+#[test]
+fn flipped_bit_ends_the_log_at_the_damaged_record() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let first = log.append(&msg(b"good"), 0, 1).unwrap();
+    let second = log.append(&msg(b"rotten"), 1, 1).unwrap();
+    log.flush().unwrap();
+    let mut d = log.into_dir();
+    let (_, seg) = d.segments_mut().next().unwrap();
+    seg.flip_bit(second.offset + u64::from(second.size) - 8, 3);
+    let (log, _) = CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap();
+    assert_eq!(log.max_offset(), first.offset + u64::from(first.size));
+}
+
+#[test]
+fn truncate_zeroes_the_tail_so_it_never_comes_back() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let mut last = None;
+    for i in 0..10 {
+        last = Some(log.append(&msg(&[1u8; 200]), i, i).unwrap());
+    }
+    log.flush().unwrap();
+    let keep = log.append(&msg(b"k"), 10, 10).unwrap();
+    let _ = last;
+    log.truncate(keep.offset).unwrap();
+    assert_eq!(log.max_offset(), keep.offset);
+    let d = log.into_dir();
+    let (log, _) = CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap();
+    assert_eq!(log.max_offset(), keep.offset);
+}
+
+#[test]
+fn delete_segments_before_keeps_the_active_one() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    for i in 0..9 {
+        log.append(&msg(&[0u8; 300]), i, i).unwrap();
+    }
+    assert_eq!(log.segment_span(), Some((0, 4 * SEG)));
+    assert_eq!(log.delete_segments_before(2 * SEG).unwrap(), 2);
+    assert_eq!(log.min_offset(), 2 * SEG);
+    assert_eq!(log.delete_segments_before(u64::MAX).unwrap(), 2);
+    assert_eq!(log.segment_span(), Some((4 * SEG, 4 * SEG)));
+}
+
+#[test]
+fn store_timestamp_is_read_from_the_fixed_part() {
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let a = log.append(&msg(b"x"), 0, 1234).unwrap();
+    assert_eq!(log.store_timestamp_at(a.offset).unwrap(), 1234);
+}

@@ -1,0 +1,84 @@
+//! The engine's errors: small, `Copy`, generic over the media's own error.
+
+use crate::record::RecordError;
+
+/// What went wrong in an engine operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error<E> {
+    /// The media failed; its error is carried unchanged.
+    Media(E),
+    /// A message cannot be encoded (too long a topic, properties, or body).
+    Record(RecordError),
+    /// A record or a batch is larger than a segment can hold.
+    TooLarge,
+    /// The offset is outside what the structure holds.
+    OutOfRange,
+    /// Stored bytes contradict an invariant; see [`Corruption`].
+    Corrupt(Corruption),
+    /// A fixed-capacity table of the caller or of the engine is full.
+    TableFull,
+}
+
+/// Which invariant stored bytes broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Corruption {
+    /// Segments are not contiguous: the one at `missing` is absent.
+    SegmentGap {
+        /// Base offset of the first missing segment.
+        missing: u64,
+    },
+    /// A segment's base is not a multiple of the segment size.
+    SegmentMisaligned {
+        /// The misaligned base.
+        base: u64,
+    },
+    /// A segment's length is not the configured segment size.
+    SegmentSize {
+        /// Base offset of the segment.
+        base: u64,
+    },
+    /// A record inside the verified part of the log does not parse.
+    Record {
+        /// Where the record should start.
+        offset: u64,
+        /// Why it does not parse.
+        error: RecordError,
+    },
+    /// A consume-queue offset arrived out of order.
+    QueueOffset {
+        /// The offset the queue expected next.
+        expected: i64,
+        /// The offset it was given.
+        got: i64,
+    },
+    /// An index file's header or geometry is impossible.
+    IndexFile {
+        /// Base (name) of the index file.
+        base: u64,
+    },
+}
+
+impl<E> From<RecordError> for Error<E> {
+    fn from(e: RecordError) -> Self {
+        Error::Record(e)
+    }
+}
+
+impl<E> From<Corruption> for Error<E> {
+    fn from(c: Corruption) -> Self {
+        Error::Corrupt(c)
+    }
+}
+
+/// Lifts a media result into an engine result.
+pub(crate) trait MediaResult<T, E> {
+    fn media(self) -> Result<T, Error<E>>;
+}
+
+impl<T, E> MediaResult<T, E> for Result<T, E> {
+    fn media(self) -> Result<T, Error<E>> {
+        self.map_err(Error::Media)
+    }
+}

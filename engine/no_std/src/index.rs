@@ -1,0 +1,465 @@
+//! The hash index: message keys to commit-log offsets, in RocketMQ's index-file format.
+//!
+//! Each file is a header, a table of slots (the newest entry number per hash bucket) and
+//! the entries, chained newest to oldest through `prev_index`. Files are named by a
+//! `yyyyMMddHHmmssSSS` stamp; a full file rolls to a new one. Keys are `topic#UNIQ_KEY` and
+//! `topic#k` for each space-separated `KEYS` entry.
+
+use zerocopy::byteorder::big_endian::{I32, I64};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::error::{Corruption, Error, MediaResult};
+use crate::hash::index_key_hash;
+use crate::layout::{IndexEntry, IndexHeader};
+use crate::media::{Directory, Media};
+
+/// Header bytes.
+pub const HEADER_SIZE: u64 = 40;
+/// Slot bytes.
+pub const SLOT_SIZE: u64 = 4;
+/// Entry bytes.
+pub const ENTRY_SIZE: u64 = 20;
+/// RocketMQ's slots per file.
+pub const DEFAULT_SLOTS: u32 = 5_000_000;
+/// RocketMQ's entries per file.
+pub const DEFAULT_ENTRIES: u32 = 20_000_000;
+/// Most offsets one query returns (RocketMQ's `maxMsgsNumBatch`).
+pub const MAX_QUERY_RESULTS: usize = 64;
+
+/// Geometry of the index files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexConfig {
+    /// Hash slots per file.
+    pub slots: u32,
+    /// Entries per file.
+    pub entries: u32,
+}
+
+impl IndexConfig {
+    /// RocketMQ's server geometry (420 MB files).
+    pub const SERVER: IndexConfig = IndexConfig {
+        slots: DEFAULT_SLOTS,
+        entries: DEFAULT_ENTRIES,
+    };
+
+    /// Bytes of one index file.
+    pub fn file_size(&self) -> u64 {
+        HEADER_SIZE + u64::from(self.slots) * SLOT_SIZE + u64::from(self.entries) * ENTRY_SIZE
+    }
+    fn slot_at(&self, hash: i32) -> u64 {
+        HEADER_SIZE + (hash as u32 % self.slots) as u64 * SLOT_SIZE
+    }
+    fn entry_at(&self, n: u32) -> u64 {
+        HEADER_SIZE + u64::from(self.slots) * SLOT_SIZE + u64::from(n) * ENTRY_SIZE
+    }
+}
+
+/// A record's keys, as the dispatcher hands them to the index.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordKeys<'a> {
+    /// Topic of the record.
+    pub topic: &'a str,
+    /// Its UNIQ_KEY property.
+    pub uniq_key: Option<&'a str>,
+    /// Its KEYS property (space-separated).
+    pub keys: Option<&'a str>,
+}
+
+/// The index: up to `FILES` index files, oldest first.
+#[derive(Debug)]
+pub struct Index<D: Directory, const FILES: usize = 256> {
+    dir: D,
+    config: IndexConfig,
+    files: heapless::Deque<u64, FILES>,
+    /// Header of the newest file, kept in memory and written after each record.
+    head: IndexHeader,
+}
+
+fn empty_header() -> IndexHeader {
+    IndexHeader {
+        begin_timestamp: I64::new(0),
+        end_timestamp: I64::new(0),
+        begin_phy_offset: I64::new(0),
+        end_phy_offset: I64::new(-1),
+        hash_slot_count: I32::new(0),
+        index_count: I32::new(1),
+    }
+}
+
+/// `yyyyMMddHHmmssSSS` of a UTC time in ms: the index file's name.
+pub fn file_stamp(ms: i64) -> u64 {
+    let ms = ms.max(0) as u64;
+    let (days, rem) = (ms / 86_400_000, ms % 86_400_000);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (h, mi, s, milli) = (
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000,
+    );
+    (((((y as u64 * 100 + m as u64) * 100 + d as u64) * 100 + h) * 100 + mi) * 100 + s) * 1000
+        + milli
+}
+
+impl<D: Directory, const FILES: usize> Index<D, FILES> {
+    /// Opens the index files in `dir`. The newest one is recovered: its header is rebuilt
+    /// from the entries themselves when `rebuild` (after a crash, the header may be stale
+    /// or torn), and every entry that points at or past `log_end` is dropped.
+    pub fn open(
+        dir: D,
+        config: IndexConfig,
+        log_end: u64,
+        rebuild: bool,
+    ) -> Result<Self, Error<D::Error>> {
+        assert!(config.slots > 0 && config.entries > 1, "index geometry");
+        let mut idx = Self {
+            dir,
+            config,
+            files: heapless::Deque::new(),
+            head: empty_header(),
+        };
+        let mut overflow = false;
+        let mut files = heapless::Deque::<u64, FILES>::new();
+        idx.dir
+            .scan(&mut |b| overflow |= files.push_back(b).is_err())
+            .media()?;
+        if overflow {
+            return Err(Error::TableFull);
+        }
+        idx.files = files;
+        for &b in idx.files.iter() {
+            if idx.dir.media(b).map(|m| m.len()) != Some(config.file_size()) {
+                return Err(Corruption::IndexFile { base: b }.into());
+            }
+        }
+        // Files wholly past the log's end index records that no longer exist.
+        while let Some(&last) = idx.files.back() {
+            let h = idx.header(last)?;
+            if h.index_count.get() > 1 && h.begin_phy_offset.get() as u64 >= log_end {
+                idx.dir.remove(last).media()?;
+                idx.files.pop_back();
+            } else {
+                break;
+            }
+        }
+        if let Some(&last) = idx.files.back() {
+            let h = idx.header(last)?;
+            idx.head = h;
+            if rebuild || h.end_phy_offset.get() >= log_end as i64 {
+                idx.rebuild_last(log_end)?;
+            }
+        }
+        Ok(idx)
+    }
+
+    fn header(&self, base: u64) -> Result<IndexHeader, Error<D::Error>> {
+        let m = self.dir.media(base).ok_or(Error::OutOfRange)?;
+        let mut b = [0u8; HEADER_SIZE as usize];
+        m.read_at(0, &mut b).media()?;
+        Ok(IndexHeader::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("40 bytes")))
+    }
+
+    fn entry(&self, base: u64, n: u32) -> Result<IndexEntry, Error<D::Error>> {
+        let m = self.dir.media(base).ok_or(Error::OutOfRange)?;
+        let mut b = [0u8; ENTRY_SIZE as usize];
+        m.read_at(self.config.entry_at(n), &mut b).media()?;
+        Ok(IndexEntry::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("20 bytes")))
+    }
+
+    fn slot(&self, base: u64, hash: i32) -> Result<u32, Error<D::Error>> {
+        let m = self.dir.media(base).ok_or(Error::OutOfRange)?;
+        let mut b = [0u8; 4];
+        m.read_at(self.config.slot_at(hash), &mut b).media()?;
+        Ok(u32::from_be_bytes(b))
+    }
+
+    /// Rebuilds the newest file from its entries: counts entries while they are valid and
+    /// below `log_end`, drops the newest record's entries (it may be partly indexed: it
+    /// is re-dispatched whole), rewrites every slot, then the header.
+    fn rebuild_last(&mut self, log_end: u64) -> Result<(), Error<D::Error>> {
+        let Some(&base) = self.files.back() else {
+            return Ok(());
+        };
+        let begin_ts = self.head.begin_timestamp.get();
+        let mut count = 1u32;
+        let mut last_phys = -1i64;
+        while count < self.config.entries {
+            let e = self.entry(base, count)?;
+            let phys = e.phy_offset.get();
+            let unwritten = e.as_bytes().iter().all(|&b| b == 0);
+            let valid = !unwritten
+                && e.key_hash.get() >= 0
+                && phys >= 0
+                && (phys as u64) < log_end
+                && phys >= last_phys
+                && e.time_diff.get() >= 0
+                && (e.prev_index.get() as u32) < count;
+            if !valid {
+                break;
+            }
+            last_phys = phys;
+            count += 1;
+        }
+        // Drop the newest record's entries: re-dispatch indexes it again, whole.
+        while count > 1 && self.entry(base, count - 1)?.phy_offset.get() == last_phys {
+            count -= 1;
+        }
+        let media = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+        let zero = [0u8; 4096];
+        let slots_end = HEADER_SIZE + u64::from(self.config.slots) * SLOT_SIZE;
+        let mut at = HEADER_SIZE;
+        while at < slots_end {
+            let n = (slots_end - at).min(zero.len() as u64) as usize;
+            media.write_at(at, &zero[..n]).media()?;
+            at += n as u64;
+        }
+        let mut used = 0i32;
+        let mut end = (begin_ts, -1i64);
+        for n in 1..count {
+            let e = self.entry(base, n)?;
+            let slot = self.config.slot_at(e.key_hash.get());
+            let media = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+            let mut prev = [0u8; 4];
+            media.read_at(slot, &mut prev).media()?;
+            if prev == [0; 4] {
+                used += 1;
+            }
+            media.write_at(slot, &n.to_be_bytes()).media()?;
+            end = (
+                begin_ts + i64::from(e.time_diff.get()) * 1000,
+                e.phy_offset.get(),
+            );
+        }
+        self.head.index_count = I32::new(count as i32);
+        self.head.hash_slot_count = I32::new(used);
+        self.head.end_timestamp = I64::new(end.0);
+        self.head.end_phy_offset = I64::new(end.1);
+        if count == 1 {
+            self.head.begin_phy_offset = I64::new(0);
+        }
+        let media = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+        media.write_at(0, self.head.as_bytes()).media()?;
+        media.flush(0..self.config.file_size()).media()?;
+        Ok(())
+    }
+
+    /// Offset of the newest indexed record, or -1.
+    pub fn end_phy_offset(&self) -> i64 {
+        self.head.end_phy_offset.get()
+    }
+
+    /// Store time of the newest indexed record.
+    pub fn end_timestamp(&self) -> i64 {
+        self.head.end_timestamp.get()
+    }
+
+    /// Index files held.
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Indexes one record under each of its keys. Records at or below the newest indexed
+    /// offset were indexed before and are skipped (re-dispatch is idempotent). Returns
+    /// the number of entries written.
+    pub fn put_record(
+        &mut self,
+        keys: RecordKeys<'_>,
+        phys: u64,
+        store_timestamp: i64,
+    ) -> Result<u32, Error<D::Error>> {
+        if phys as i64 <= self.head.end_phy_offset.get() {
+            return Ok(0);
+        }
+        let mut written = 0;
+        if let Some(u) = keys.uniq_key.filter(|u| !u.is_empty()) {
+            self.put_key(keys.topic, u, phys, store_timestamp)?;
+            written += 1;
+        }
+        if let Some(ks) = keys.keys {
+            for k in ks.split(' ').filter(|k| !k.is_empty()) {
+                self.put_key(keys.topic, k, phys, store_timestamp)?;
+                written += 1;
+            }
+        }
+        if written > 0 {
+            self.write_header()?;
+        }
+        Ok(written)
+    }
+
+    fn write_header(&mut self) -> Result<(), Error<D::Error>> {
+        let Some(&base) = self.files.back() else {
+            return Ok(());
+        };
+        let head = self.head;
+        let m = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+        m.write_at(0, head.as_bytes()).media()
+    }
+
+    /// The base for a new file: its creation stamp, kept increasing.
+    fn roll(&mut self, store_timestamp: i64) -> Result<(), Error<D::Error>> {
+        if self.files.is_full() {
+            return Err(Error::TableFull);
+        }
+        let prev = self.head;
+        if self.files.back().is_some() {
+            self.write_header()?;
+            self.flush_last()?;
+        }
+        let mut base = file_stamp(store_timestamp);
+        if let Some(&last) = self.files.back() {
+            base = base.max(last + 1);
+        }
+        self.dir.create(base, self.config.file_size()).media()?;
+        // Not full: checked above.
+        let _ = self.files.push_back(base);
+        let mut head = empty_header();
+        if prev.index_count.get() > 1 {
+            // RocketMQ seeds a new file with the previous file's end.
+            head.begin_timestamp = prev.end_timestamp;
+            head.begin_phy_offset = prev.end_phy_offset;
+            head.end_timestamp = prev.end_timestamp;
+            head.end_phy_offset = prev.end_phy_offset;
+        }
+        self.head = head;
+        self.write_header()
+    }
+
+    fn put_key(
+        &mut self,
+        topic: &str,
+        key: &str,
+        phys: u64,
+        ts: i64,
+    ) -> Result<(), Error<D::Error>> {
+        if self.files.is_empty() || self.head.index_count.get() as u32 >= self.config.entries {
+            self.roll(ts)?;
+        }
+        let Some(&base) = self.files.back() else {
+            return Err(Error::OutOfRange);
+        };
+        let hash = index_key_hash(&[topic, "#", key]);
+        let n = self.head.index_count.get() as u32;
+        if n == 1 && self.head.end_phy_offset.get() < 0 {
+            self.head.begin_timestamp = I64::new(ts);
+            self.head.begin_phy_offset = I64::new(phys as i64);
+        }
+        let head_slot = self.slot(base, hash)?;
+        let diff = ((ts - self.head.begin_timestamp.get()) / 1000).clamp(0, i64::from(i32::MAX));
+        let entry = IndexEntry {
+            key_hash: I32::new(hash),
+            phy_offset: I64::new(phys as i64),
+            time_diff: I32::new(diff as i32),
+            prev_index: I32::new(if head_slot < n { head_slot as i32 } else { 0 }),
+        };
+        let (slot_at, entry_at) = (self.config.slot_at(hash), self.config.entry_at(n));
+        let m = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+        // Entry before slot: a crash between them leaves an unreachable entry, never a
+        // slot pointing at garbage.
+        m.write_at(entry_at, entry.as_bytes()).media()?;
+        m.write_at(slot_at, &n.to_be_bytes()).media()?;
+        if head_slot == 0 {
+            self.head.hash_slot_count = I32::new(self.head.hash_slot_count.get() + 1);
+        }
+        self.head.index_count = I32::new(n as i32 + 1);
+        self.head.end_timestamp = I64::new(ts);
+        self.head.end_phy_offset = I64::new(phys as i64);
+        Ok(())
+    }
+
+    fn flush_last(&mut self) -> Result<(), Error<D::Error>> {
+        let Some(&base) = self.files.back() else {
+            return Ok(());
+        };
+        let size = self.config.file_size();
+        let m = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+        m.flush(0..size).media()
+    }
+
+    /// Makes the newest file durable (older files were flushed when they rolled).
+    pub fn flush(&mut self) -> Result<(), Error<D::Error>> {
+        self.write_header()?;
+        self.flush_last()
+    }
+
+    /// Offsets of records stored under `topic#key` between `begin` and `end` (ms,
+    /// inclusive), newest first, at most `max` (capped at [`MAX_QUERY_RESULTS`]). Hash
+    /// collisions are possible: callers check the record's keys.
+    pub fn query(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin: i64,
+        end: i64,
+        out: &mut dyn FnMut(u64),
+    ) -> Result<usize, Error<D::Error>> {
+        let max = max.min(MAX_QUERY_RESULTS);
+        let hash = index_key_hash(&[topic, "#", key]);
+        let mut found = 0;
+        for (i, &base) in self.files.iter().enumerate().rev() {
+            if found >= max {
+                break;
+            }
+            let h = if i + 1 == self.files.len() {
+                self.head
+            } else {
+                self.header(base)?
+            };
+            let count = h.index_count.get() as u32;
+            if count <= 1 || h.end_timestamp.get() < begin || h.begin_timestamp.get() > end {
+                continue;
+            }
+            let mut n = self.slot(base, hash)?;
+            // Every hop goes to a strictly older entry: at most `count` hops.
+            let mut hops = 0;
+            while n > 0 && n < count && hops < count && found < max {
+                let e = self.entry(base, n)?;
+                let t = h.begin_timestamp.get() + i64::from(e.time_diff.get()) * 1000;
+                if t < begin {
+                    break;
+                }
+                if e.key_hash.get() == hash && t <= end {
+                    out(e.phy_offset.get() as u64);
+                    found += 1;
+                }
+                let prev = e.prev_index.get() as u32;
+                if prev >= n {
+                    break;
+                }
+                n = prev;
+                hops += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Removes index files whose every record is below `log_min`, never the newest.
+    pub fn delete_before_log(&mut self, log_min: u64) -> Result<(), Error<D::Error>> {
+        while self.files.len() > 1 {
+            let Some(&first) = self.files.front() else {
+                break;
+            };
+            if self.header(first)?.end_phy_offset.get() >= log_min as i64 {
+                break;
+            }
+            self.dir.remove(first).media()?;
+            self.files.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Gives the directory back.
+    pub fn into_dir(self) -> D {
+        self.dir
+    }
+}

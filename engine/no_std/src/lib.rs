@@ -1,0 +1,54 @@
+//! Tern's storage engine: RocketMQ's commit log, consume queues and hash index, in their
+//! on-disk formats, over a [`media::Media`] trait. No `std`, no heap: the same engine runs in
+//! a cluster broker over mapped files and on a gateway or microcontroller over flash or RAM.
+//!
+//! # What the media promises
+//!
+//! Recovery is the code that turns every state these promises allow back into a consistent
+//! store, so they come first:
+//!
+//! 1. A write is visible to reads at once, on every media.
+//! 2. Bytes are durable only once a `flush` covering them has returned `Ok`.
+//! 3. **Process crash** (`kill -9`): everything written is kept (the page cache survives).
+//! 4. **Power loss**: any write not yet flushed may be lost, and the last write in flight
+//!    may be torn at any byte; flushed bytes are intact. Bits may rot: records carry CRCs.
+//! 5. Creating or removing a whole segment is atomic (the file layer renames into place).
+//!
+//! # What recovery guarantees
+//!
+//! After [`store::Store::open`], for every state above:
+//! - every record whose bytes were flushed is present, intact, and in its original order;
+//! - nothing that was never written appears: the log ends at the first record that fails
+//!   its magic, size, position or CRC check, and everything after it is zeroed;
+//! - consume queues and the hash index point only into the log, and every log record of a
+//!   dispatchable type is in its consume queue exactly once.
+//!
+//! # Modules
+//!
+//! Layouts live in [`layout`], the record codec in [`record`], and each structure in the
+//! module named for it. [`store`] composes them and holds recovery.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod checkpoint;
+pub mod commitlog;
+pub mod consumequeue;
+pub mod dispatch;
+pub mod error;
+pub mod faulty;
+pub mod hash;
+pub mod index;
+pub mod layout;
+pub mod media;
+pub mod properties;
+pub mod ram;
+pub mod record;
+pub mod segments;
+pub mod store;
+mod trace;
+
+pub use error::Error;

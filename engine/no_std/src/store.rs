@@ -1,0 +1,441 @@
+//! The store: commit log, consume queues and index together, and recovery.
+//!
+//! Recovery, in the order it runs, for every state the media promises allow:
+//! 1. Read the checkpoint. A torn or missing one means "nothing is known": scan from 0.
+//! 2. Find the log's end. After a clean shutdown the checkpoint names it. Otherwise scan
+//!    from the segment holding the checkpoint's dispatched offset, verifying every record
+//!    (magic, sizes, position, CRC); the first failure is the end, and the bytes after it
+//!    are zeroed so no later scan can see them.
+//! 3. Open each consume queue: cut entries that point past the log's end or are torn.
+//! 4. Open the index: drop files past the log's end, rebuild the newest file's slots and
+//!    header from its entries after a crash.
+//! 5. Dispatch from the checkpoint's dispatched offset to the log's end. Dispatch is
+//!    idempotent (queues and index skip records they hold), so starting early is safe.
+//! 6. Write a checkpoint that marks the store open (no clean end).
+
+use crate::checkpoint::Checkpoint;
+use crate::commitlog::{Appended, CommitLog, Recovery, RecoveryReport, Slot};
+use crate::consumequeue::{ConsumeQueue, Entry, Put};
+use crate::dispatch::DispatchRecord;
+use crate::error::{Corruption, Error};
+use crate::index::{Index, IndexConfig, RecordKeys};
+use crate::media::{Directory, Media};
+use crate::record::{
+    MessageIn, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
+};
+
+/// Geometry of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Bytes per commit-log segment.
+    pub log_segment_size: u64,
+    /// Entries per consume-queue file.
+    pub queue_entries_per_file: u64,
+    /// Index file geometry.
+    pub index: IndexConfig,
+}
+
+impl StoreConfig {
+    /// RocketMQ's server geometry: 1 GiB log segments, 300,000-entry queue files,
+    /// 5,000,000-slot / 20,000,000-entry index files.
+    pub const SERVER: StoreConfig = StoreConfig {
+        log_segment_size: crate::commitlog::DEFAULT_SEGMENT_SIZE,
+        queue_entries_per_file: crate::consumequeue::DEFAULT_ENTRIES_PER_FILE,
+        index: IndexConfig::SERVER,
+    };
+}
+
+/// A consume queue and the next queue offset to assign to a new record.
+///
+/// The counter runs ahead of the queue between an append and its dispatch.
+#[derive(Debug)]
+pub struct QueueSlot<D: Directory> {
+    /// The queue.
+    pub queue: ConsumeQueue<D>,
+    /// Queue offset the next appended record gets.
+    pub next_offset: u64,
+}
+
+/// The caller's table of consume queues, one per (topic, queue id).
+///
+/// A broker holds thousands (a hash map on the heap); a gateway a few (a fixed table).
+/// The engine only needs these operations.
+pub trait QueueTable {
+    /// Directory type of each queue.
+    type Dir: Directory;
+
+    /// The queue of (topic, queue id), if it exists.
+    fn get(&self, topic: &str, queue_id: i32) -> Option<&QueueSlot<Self::Dir>>;
+
+    /// The queue of (topic, queue id), if it exists, for writing.
+    fn get_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut QueueSlot<Self::Dir>>;
+
+    /// Makes storage for a new queue. The engine then opens it and hands it to `insert`.
+    fn create_dir(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Self::Dir, Error<<Self::Dir as Directory>::Error>>;
+
+    /// Adds a queue.
+    fn insert(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        slot: QueueSlot<Self::Dir>,
+    ) -> Result<(), Error<<Self::Dir as Directory>::Error>>;
+
+    /// Opens every queue present in storage: for each, passes its directory to `open`
+    /// and keeps what it returns.
+    #[allow(clippy::type_complexity)]
+    fn open_existing(
+        &mut self,
+        open: &mut dyn FnMut(
+            Self::Dir,
+        ) -> Result<
+            QueueSlot<Self::Dir>,
+            Error<<Self::Dir as Directory>::Error>,
+        >,
+    ) -> Result<(), Error<<Self::Dir as Directory>::Error>>;
+
+    /// Visits every queue.
+    #[allow(clippy::type_complexity)]
+    fn for_each_mut(
+        &mut self,
+        f: &mut dyn FnMut(
+            &str,
+            i32,
+            &mut QueueSlot<Self::Dir>,
+        ) -> Result<(), Error<<Self::Dir as Directory>::Error>>,
+    ) -> Result<(), Error<<Self::Dir as Directory>::Error>>;
+}
+
+/// What opening found and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The store had not been closed cleanly.
+    pub crashed: bool,
+    /// The checkpoint was missing or torn.
+    pub checkpoint_lost: bool,
+    /// What the commit-log scan found.
+    pub log: RecoveryReport,
+    /// Records dispatched during recovery.
+    pub redispatched: u64,
+}
+
+/// Where a put landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// Commit-log offset and size.
+    pub at: Appended,
+    /// Queue offset assigned (0 for half messages and rollback markers).
+    pub queue_offset: u64,
+}
+
+/// Commit log, consume queues, index and checkpoint over the caller's directories.
+#[derive(Debug)]
+pub struct Store<L, I, Q, C>
+where
+    L: Directory,
+    I: Directory<Error = L::Error>,
+    Q: QueueTable,
+    Q::Dir: Directory<Error = L::Error>,
+    C: Media<Error = L::Error>,
+{
+    config: StoreConfig,
+    log: CommitLog<L>,
+    index: Index<I>,
+    queues: Q,
+    checkpoint_media: C,
+    /// Log offset up to which records are in queues and index.
+    dispatched: u64,
+    /// Store time of the newest record dispatched.
+    last_dispatched_timestamp: i64,
+}
+
+type Res<T, E> = Result<T, Error<E>>;
+
+impl<L, I, Q, C> Store<L, I, Q, C>
+where
+    L: Directory,
+    I: Directory<Error = L::Error>,
+    Q: QueueTable,
+    Q::Dir: Directory<Error = L::Error>,
+    C: Media<Error = L::Error>,
+{
+    /// Opens a store, recovering it (see the module docs). `crashed` says whether the
+    /// previous run ended without a clean close (the abort marker was present).
+    /// `scratch` is needed only by media that are not memory: one record's worth.
+    pub fn open(
+        config: StoreConfig,
+        log_dir: L,
+        index_dir: I,
+        mut queues: Q,
+        checkpoint_media: C,
+        crashed: bool,
+        scratch: &mut [u8],
+    ) -> Res<(Self, OpenReport), L::Error> {
+        let checkpoint = Checkpoint::read(&checkpoint_media)?;
+        let mut report = OpenReport {
+            crashed,
+            checkpoint_lost: checkpoint.is_none(),
+            ..Default::default()
+        };
+        let recovery = match checkpoint {
+            Some(Checkpoint {
+                clean_end: Some(end),
+                ..
+            }) if !crashed => Recovery::Clean { end },
+            Some(c) => Recovery::Scan {
+                from: c.dispatched_offset.min(c.flushed_offset),
+            },
+            None => Recovery::Scan { from: 0 },
+        };
+        let rebuild = !matches!(recovery, Recovery::Clean { .. });
+        let (log, log_report) = CommitLog::open(log_dir, config.log_segment_size, recovery)?;
+        report.log = log_report;
+        let entries = config.queue_entries_per_file;
+        queues.open_existing(&mut |dir| {
+            let queue = ConsumeQueue::open(dir, entries, &log)?;
+            let next_offset = queue.max_offset();
+            Ok(QueueSlot { queue, next_offset })
+        })?;
+        let index = Index::open(index_dir, config.index, log.max_offset(), rebuild)?;
+        let dispatched = match (recovery, checkpoint) {
+            (Recovery::Clean { end }, _) => end.min(log.max_offset()),
+            (_, Some(c)) => c
+                .dispatched_offset
+                .min(log.max_offset())
+                .max(log.min_offset()),
+            (_, None) => log.min_offset(),
+        };
+        let mut store = Self {
+            config,
+            log,
+            index,
+            queues,
+            checkpoint_media,
+            dispatched,
+            last_dispatched_timestamp: checkpoint.map_or(0, |c| c.logics_timestamp),
+        };
+        report.redispatched = store.dispatch(scratch, &mut |_| {})?;
+        store.write_checkpoint(None)?;
+        Ok((store, report))
+    }
+
+    /// Appends one message. Its queue offset comes from the queue's counter, except for
+    /// half messages and rollback markers, which take 0 and no queue position.
+    pub fn put(&mut self, msg: &MessageIn<'_>, store_timestamp: i64) -> Res<Stored, L::Error> {
+        let queued = !matches!(
+            msg.sys_flag & SYSFLAG_TRANSACTION_MASK,
+            SYSFLAG_TRANSACTION_PREPARED | SYSFLAG_TRANSACTION_ROLLBACK
+        );
+        let queue_offset = if queued {
+            self.slot(msg.topic, msg.queue_id)?.next_offset
+        } else {
+            0
+        };
+        let at = self.log.append(msg, queue_offset as i64, store_timestamp)?;
+        if queued {
+            self.slot(msg.topic, msg.queue_id)?.next_offset += 1;
+        }
+        Ok(Stored { at, queue_offset })
+    }
+
+    /// Appends a batch to one queue with consecutive queue offsets; `landed` is told where
+    /// each record went.
+    pub fn put_batch(
+        &mut self,
+        msgs: &[MessageIn<'_>],
+        store_timestamp: i64,
+        landed: &mut dyn FnMut(Stored),
+    ) -> Res<(), L::Error> {
+        let Some(first) = msgs.first() else {
+            return Ok(());
+        };
+        let (topic, queue_id) = (first.topic, first.queue_id);
+        if msgs
+            .iter()
+            .any(|m| m.topic != topic || m.queue_id != queue_id)
+        {
+            return Err(Error::OutOfRange);
+        }
+        let base = self.slot(topic, queue_id)?.next_offset;
+        let mut n = 0u64;
+        self.log
+            .append_batch(msgs, base as i64, store_timestamp, &mut |at| {
+                landed(Stored {
+                    at,
+                    queue_offset: base + n,
+                });
+                n += 1;
+            })?;
+        self.slot(topic, queue_id)?.next_offset = base + n;
+        Ok(())
+    }
+
+    fn slot(&mut self, topic: &str, queue_id: i32) -> Res<&mut QueueSlot<Q::Dir>, L::Error> {
+        if self.queues.get(topic, queue_id).is_none() {
+            let dir = self.queues.create_dir(topic, queue_id)?;
+            let queue = ConsumeQueue::open(dir, self.config.queue_entries_per_file, &self.log)?;
+            let next_offset = queue.max_offset();
+            self.queues
+                .insert(topic, queue_id, QueueSlot { queue, next_offset })?;
+        }
+        self.queues.get_mut(topic, queue_id).ok_or(Error::TableFull)
+    }
+
+    /// Follows the log from the last dispatched offset to its end, adding each record to
+    /// its consume queue and the index, and telling `on_record` (the broker wakes waiting
+    /// pulls). Returns how many records were dispatched.
+    pub fn dispatch(
+        &mut self,
+        scratch: &mut [u8],
+        on_record: &mut dyn FnMut(&DispatchRecord<'_>),
+    ) -> Res<u64, L::Error> {
+        let end = self.log.max_offset();
+        let mut count = 0;
+        while self.dispatched < end {
+            let at = self.dispatched;
+            let size = match self.log.slot_at(at)? {
+                Slot::Record(size) => size,
+                Slot::Skip(next) => {
+                    self.dispatched = next;
+                    continue;
+                }
+                Slot::End => break,
+            };
+            let (log, queues, index, config) =
+                (&self.log, &mut self.queues, &mut self.index, &self.config);
+            let ts = log.with_record(at, size, scratch, |view| {
+                let view = view.map_err(|error| Corruption::Record { offset: at, error })?;
+                let Some(rec) = DispatchRecord::from_view(&view, at) else {
+                    return Ok(None);
+                };
+                if rec.goes_to_queue() {
+                    if queues.get(rec.topic, rec.queue_id).is_none() {
+                        let dir = queues.create_dir(rec.topic, rec.queue_id)?;
+                        let queue = ConsumeQueue::open(dir, config.queue_entries_per_file, log)?;
+                        let next_offset = queue.max_offset();
+                        queues.insert(rec.topic, rec.queue_id, QueueSlot { queue, next_offset })?;
+                    }
+                    let slot = queues
+                        .get_mut(rec.topic, rec.queue_id)
+                        .ok_or(Error::TableFull)?;
+                    let entry = Entry {
+                        physical_offset: at,
+                        size,
+                        tag_code: rec.tag_code,
+                    };
+                    if let Put::Stored(n) = slot.queue.put(rec.queue_offset as u64, entry)? {
+                        slot.next_offset = slot.next_offset.max(n + 1);
+                    }
+                }
+                if rec.goes_to_index() {
+                    let keys = RecordKeys {
+                        topic: rec.topic,
+                        uniq_key: rec.uniq_key,
+                        keys: rec.keys,
+                    };
+                    index.put_record(keys, at, rec.store_timestamp)?;
+                }
+                on_record(&rec);
+                Ok(Some(rec.store_timestamp))
+            })?;
+            if let Some(ts) = ts {
+                self.last_dispatched_timestamp = ts;
+            }
+            self.dispatched = at + u64::from(size);
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// Makes every appended record durable (the flush service; group commit). Returns
+    /// the flushed offset.
+    pub fn flush_log(&mut self) -> Res<u64, L::Error> {
+        self.log.flush()
+    }
+
+    /// Flushes queues and index, then records in the checkpoint how far recovery may
+    /// trust them.
+    pub fn checkpoint(&mut self) -> Res<(), L::Error> {
+        self.flush_log()?;
+        self.queues
+            .for_each_mut(&mut |_, _, slot| slot.queue.flush())?;
+        self.index.flush()?;
+        self.write_checkpoint(None)
+    }
+
+    fn write_checkpoint(&mut self, clean_end: Option<u64>) -> Res<(), L::Error> {
+        let c = Checkpoint {
+            physic_timestamp: self.last_dispatched_timestamp,
+            logics_timestamp: self.last_dispatched_timestamp,
+            index_timestamp: self.index.end_timestamp(),
+            flushed_offset: self.log.flushed_offset(),
+            dispatched_offset: self.dispatched.min(self.log.flushed_offset()),
+            clean_end,
+        };
+        c.write(&mut self.checkpoint_media)
+    }
+
+    /// Closes cleanly: dispatches the rest, flushes everything, and writes a checkpoint
+    /// with the log's end so the next open skips the scan. Returns the parts.
+    pub fn close(mut self, scratch: &mut [u8]) -> Res<(L, I, Q, C), L::Error> {
+        self.dispatch(scratch, &mut |_| {})?;
+        self.checkpoint()?;
+        let end = self.log.max_offset();
+        self.write_checkpoint(Some(end))?;
+        Ok(self.into_parts())
+    }
+
+    /// Stops without flushing anything, as a crash would; for tests and for callers whose
+    /// media failed.
+    pub fn into_parts(self) -> (L, I, Q, C) {
+        (
+            self.log.into_dir(),
+            self.index.into_dir(),
+            self.queues,
+            self.checkpoint_media,
+        )
+    }
+
+    /// Deletes log segments that end at or before `offset` (retention), then queue files
+    /// and index files that only point into them. Returns segments removed.
+    pub fn delete_before(&mut self, offset: u64) -> Res<u32, L::Error> {
+        let offset = offset.min(self.dispatched);
+        let removed = self.log.delete_segments_before(offset)?;
+        if removed > 0 {
+            let min = self.log.min_offset();
+            self.queues
+                .for_each_mut(&mut |_, _, slot| slot.queue.delete_before_log(min))?;
+            self.index.delete_before_log(min)?;
+        }
+        Ok(removed)
+    }
+
+    /// The commit log.
+    pub fn log(&self) -> &CommitLog<L> {
+        &self.log
+    }
+    /// The index.
+    pub fn index(&self) -> &Index<I> {
+        &self.index
+    }
+    /// The queue table.
+    pub fn queues(&self) -> &Q {
+        &self.queues
+    }
+    /// The consume queue of (topic, queue id), if it exists.
+    pub fn queue(&self, topic: &str, queue_id: i32) -> Option<&ConsumeQueue<Q::Dir>> {
+        self.queues.get(topic, queue_id).map(|s| &s.queue)
+    }
+    /// Log offset up to which records are dispatched.
+    pub fn dispatched_offset(&self) -> u64 {
+        self.dispatched
+    }
+    /// The geometry.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+}

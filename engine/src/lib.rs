@@ -1,0 +1,41 @@
+//! Tern's storage engine on real files.
+//!
+//! The engine itself (`tern-engine`) is `no_std` and runs over two traits, `Media` and
+//! `Directory`. This crate implements them on a Linux file system and adds what a broker
+//! needs around a store directory:
+//!
+//! - [`MappedFile`] (`mapped`): one segment, mapped with memmap2, preallocated with
+//!   `fallocate`, flushed by range with `msync`;
+//! - [`FileDirectory`] (`directory`): the segments of one folder, named by base offset;
+//! - [`StoreLayout`] (`layout`): RocketMQ's store paths, and the consume queues present;
+//! - [`StoreLock`] (`lock`): the exclusive `flock` that keeps a second process out;
+//! - [`StoreDir`] (`store`): an opened store: lock, abort marker, checkpoint;
+//! - [`meta`]: metadata files, postcard + CRC32, atomically replaced, with a `.bak`;
+//! - [`disk_usage`] (`disk`): free space for the broker's retention watermarks.
+//!
+//! Everything is synchronous; the broker decides when to flush and runs flushes off its
+//! reactor. Errors never panic on a bad file: media errors are the small `Copy`
+//! [`FsError`] the engine carries; store-level errors ([`StoreError`], [`MetaError`]) name
+//! the file.
+//!
+//! What a segment promises the engine is stated in `mapped`: writes are visible at once
+//! and survive a process crash; they survive power loss once `flush` of their range has
+//! returned.
+
+pub mod directory;
+pub mod disk;
+pub mod error;
+pub mod layout;
+pub mod lock;
+pub mod mapped;
+pub mod meta;
+pub mod store;
+
+pub use directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS};
+pub use disk::{DiskUsage, disk_usage};
+pub use error::{FsError, FsOp, StoreError};
+pub use layout::StoreLayout;
+pub use lock::StoreLock;
+pub use mapped::{Access, MappedFile};
+pub use meta::{MetaError, load, save};
+pub use store::{CHECKPOINT_LEN, StoreDir};

@@ -1,0 +1,269 @@
+//! [`MappedFile`]: one segment file mapped into memory, the engine's [`Media`] on files.
+//!
+//! Why a mapping: readers hand stored records to sockets without copying
+//! ([`Media::as_bytes`]), and writes are one copy into the page cache.
+//!
+//! Why preallocation: a segment is created at its full size with `fallocate`, so the
+//! blocks exist before any record is written. Flushing then only writes data pages;
+//! `fdatasync`/`msync` never have to journal a size or block-map change, which keeps
+//! group-commit latency flat and turns "disk full" into an error at segment creation
+//! rather than a SIGBUS on a page fault in the middle of a write.
+//!
+//! What a mapped file promises (the engine's [`Media`] contract, on Linux):
+//! - a `write_at` is in the page cache when it returns, so every later read (in this
+//!   process or another) sees it, and a process crash loses nothing written;
+//! - `flush(range)` returns after `msync(MS_SYNC)` of the pages covering `range`, which on
+//!   Linux writes them and waits like `fdatasync` of that range: they survive power loss;
+//! - power loss may lose any page not flushed, and tears only at page granularity or
+//!   finer (the device's sector size).
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::ops::Range;
+use std::path::Path;
+
+use memmap2::{Advice, MmapMut, MmapOptions};
+use tern_engine::media::Media;
+
+use crate::error::{FsError, FsOp};
+
+/// How the engine will read a segment, passed to `madvise` so the kernel reads ahead
+/// (or does not) accordingly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Access {
+    /// No hint (the kernel's default read-ahead).
+    #[default]
+    Normal,
+    /// Front to back: the commit log and consume queues (aggressive read-ahead, pages
+    /// behind the reader are dropped early).
+    Sequential,
+    /// Scattered: the hash index (no read-ahead, which would only pollute the cache).
+    Random,
+}
+
+impl Access {
+    fn advice(self) -> Option<Advice> {
+        match self {
+            Access::Normal => None,
+            Access::Sequential => Some(Advice::Sequential),
+            Access::Random => Some(Advice::Random),
+        }
+    }
+}
+
+/// A file mapped read-write, shared with the page cache.
+#[derive(Debug)]
+pub struct MappedFile {
+    /// Kept open for fallocate, ftruncate and fdatasync, and so the mapping's file
+    /// stays the one we opened even if the name is replaced.
+    file: File,
+    /// The whole file, `len` bytes.
+    map: MmapMut,
+    /// The file's size when mapped; the mapping's length.
+    len: u64,
+    /// The hint re-applied after every remap.
+    access: Access,
+}
+
+impl MappedFile {
+    /// Maps an existing file at its current size.
+    pub fn open(path: &Path, access: Access) -> Result<Self, FsError> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| FsError::io(FsOp::Open, &e))?;
+        Self::from_file(file, access)
+    }
+
+    /// Maps an open read-write file at its current size.
+    pub fn from_file(file: File, access: Access) -> Result<Self, FsError> {
+        let len = file
+            .metadata()
+            .map_err(|e| FsError::io(FsOp::Open, &e))?
+            .len();
+        let map = map_file(&file, len, access)?;
+        Ok(MappedFile {
+            file,
+            map,
+            len,
+            access,
+        })
+    }
+
+    /// The open file, for callers that need its metadata.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The mapped bytes, writable (the engine reaches them through
+    /// [`Media::as_bytes_mut`]; this is for tools and tests).
+    pub fn as_mut_bytes(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+
+    /// Checks that `offset..offset + len` lies inside the file and returns it as a
+    /// `usize` range.
+    fn span(&self, op: FsOp, offset: u64, len: usize) -> Result<Range<usize>, FsError> {
+        let end = offset
+            .checked_add(len as u64)
+            .filter(|&end| end <= self.len)
+            .ok_or(FsError::new(op, ErrorKind::InvalidInput))?;
+        // Both fit in usize: they are at most `self.len`, which is the mapping's length.
+        Ok(offset as usize..end as usize)
+    }
+}
+
+impl Media for MappedFile {
+    type Error = FsError;
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), FsError> {
+        let span = self.span(FsOp::Read, offset, buf.len())?;
+        buf.copy_from_slice(&self.map[span]);
+        Ok(())
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), FsError> {
+        let span = self.span(FsOp::Write, offset, data.len())?;
+        self.map[span].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn flush(&mut self, range: Range<u64>) -> Result<(), FsError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(FsError::new(FsOp::Flush, ErrorKind::InvalidInput));
+        }
+        if range.is_empty() {
+            return Ok(());
+        }
+        // memmap2 widens the range to whole pages and calls msync(MS_SYNC).
+        self.map
+            .flush_range(range.start as usize, (range.end - range.start) as usize)
+            .map_err(|e| FsError::io(FsOp::Flush, &e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn set_len(&mut self, len: u64) -> Result<(), FsError> {
+        if len == self.len {
+            return Ok(());
+        }
+        if len < self.len {
+            // Map the shorter region first and drop the old mapping before truncating, so
+            // no mapping ever covers pages past the file's end (touching them would fault).
+            self.map = map_file(&self.file, len, self.access)?;
+            self.len = len;
+            rustix::fs::ftruncate(&self.file, len).map_err(|e| FsError::errno(FsOp::Resize, e))?;
+        } else {
+            allocate(&self.file, len)?;
+        }
+        // The new size is metadata: make it durable now, so a segment never comes back
+        // from a crash at its old size while the engine believes the new one.
+        rustix::fs::fdatasync(&self.file).map_err(|e| FsError::errno(FsOp::Flush, e))?;
+        if len > self.len {
+            self.map = map_file(&self.file, len, self.access)?;
+            self.len = len;
+        }
+        Ok(())
+    }
+
+    fn as_bytes(&self) -> Option<&[u8]> {
+        Some(&self.map)
+    }
+
+    /// The commit log encodes records straight into the mapping: one copy from the
+    /// request body to the page cache.
+    fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        Some(&mut self.map)
+    }
+}
+
+/// Reserves the blocks of `file` up to `len` bytes and sets its size to at least `len`.
+///
+/// Falls back to `ftruncate` (a sparse file) where the file system does not support
+/// `fallocate` (tmpfs on old kernels, some network file systems): correctness is the same,
+/// only the "disk full is found at creation" property is lost.
+pub(crate) fn allocate(file: &File, len: u64) -> Result<(), FsError> {
+    if len == 0 {
+        return Ok(());
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+            rustix::fs::ftruncate(file, len).map_err(|e| FsError::errno(FsOp::Resize, e))
+        }
+        Err(e) => Err(FsError::errno(FsOp::Allocate, e)),
+    }
+}
+
+/// Maps `len` bytes of `file` and applies the access hint.
+fn map_file(file: &File, len: u64, access: Access) -> Result<MmapMut, FsError> {
+    let len = usize::try_from(len).map_err(|_| FsError::new(FsOp::Map, ErrorKind::FileTooLarge))?;
+    // SAFETY: the mapping is shared with the file, so it is undefined behaviour only if
+    // another party truncates or rewrites the file behind it. Segment files live in a store
+    // directory held under an exclusive `flock` (see `lock.rs`), so no other Tern process
+    // opens them; this process changes a segment's size only through `set_len`, which drops
+    // the old mapping before shrinking. Writes by other tools are outside what the store
+    // supports, as with RocketMQ's mapped files.
+    let map = unsafe { MmapOptions::new().len(len).map_mut(file) }
+        .map_err(|e| FsError::io(FsOp::Map, &e))?;
+    if let Some(advice) = access.advice() {
+        // A hint only: a kernel that refuses it serves the mapping all the same.
+        if let Err(e) = map.advise(advice) {
+            log::debug!("madvise({advice:?}) refused: {e}");
+        }
+    }
+    Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(len: u64) -> (tempfile::TempDir, MappedFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg");
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        allocate(&file, len).unwrap();
+        let media = MappedFile::from_file(file, Access::Sequential).unwrap();
+        (dir, media)
+    }
+
+    #[test]
+    fn write_is_visible_to_read_and_as_bytes() {
+        let (_dir, mut media) = scratch(4096);
+        media.write_at(100, b"hello").unwrap();
+        let mut buf = [0u8; 5];
+        media.read_at(100, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        assert_eq!(&media.as_bytes().unwrap()[100..105], b"hello");
+        media.flush(0..4096).unwrap();
+    }
+
+    #[test]
+    fn access_past_end_is_an_error_not_a_panic() {
+        let (_dir, mut media) = scratch(16);
+        let mut buf = [0u8; 4];
+        assert_eq!(media.read_at(13, &mut buf).unwrap_err().op, FsOp::Read);
+        assert_eq!(media.write_at(u64::MAX, b"x").unwrap_err().op, FsOp::Write);
+        assert_eq!(media.flush(0..17).unwrap_err().op, FsOp::Flush);
+        media.write_at(12, &buf).unwrap();
+    }
+
+    #[test]
+    fn zero_length_file_maps_to_empty_slice() {
+        let (_dir, mut media) = scratch(0);
+        assert!(media.is_empty());
+        assert_eq!(media.as_bytes(), Some(&[][..]));
+        media.flush(0..0).unwrap();
+        media.set_len(10).unwrap();
+        assert_eq!(media.as_bytes(), Some(&[0u8; 10][..]));
+    }
+}

@@ -1,0 +1,207 @@
+//! [`StoreDir`]: a store directory opened for one process: its folders made, its lock
+//! held, its abort marker set, and its checkpoint read and written.
+//!
+//! The abort marker is how the next open learns the last one did not close cleanly
+//! (crash, `kill -9`, power loss), which decides between the quick and the full recovery.
+//! It is made durable before the store is used, so power loss cannot lose it, and removed
+//! only by [`StoreDir::close`].
+
+use std::fs::{self, File};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS, sync_dir};
+use crate::disk::{DiskUsage, disk_usage};
+use crate::error::{FsError, FsOp, StoreError};
+use crate::layout::StoreLayout;
+use crate::lock::StoreLock;
+use crate::mapped::{Access, allocate};
+
+/// Size of the checkpoint file (RocketMQ's `StoreCheckpoint` maps one OS page).
+pub const CHECKPOINT_LEN: usize = 4096;
+
+/// An open store directory. Dropping it without [`StoreDir::close`] releases the lock but
+/// leaves the abort marker, as a crash would.
+#[derive(Debug)]
+pub struct StoreDir {
+    /// Where everything is.
+    layout: StoreLayout,
+    /// Held for as long as the store is open.
+    _lock: StoreLock,
+    /// Whether the abort marker was already there at open.
+    abort_existed: bool,
+    /// The checkpoint file, once read or written.
+    checkpoint: Option<File>,
+}
+
+impl StoreDir {
+    /// Opens (creating if needed) the store at `root`: makes its folders, takes its lock,
+    /// and creates the abort marker holding our pid.
+    ///
+    /// Fails with [`StoreError::Locked`] if another open holds the store.
+    pub fn open(root: &Path) -> Result<Self, StoreError> {
+        let layout = StoreLayout::new(root);
+        layout.create_dirs()?;
+        let lock = StoreLock::acquire(&layout.lock_path(), root)?;
+        let abort = layout.abort_path();
+        let abort_existed = abort.exists();
+        if abort_existed {
+            log::warn!(
+                "{}: found, the store was not closed cleanly",
+                abort.display()
+            );
+        }
+        write_abort(&abort)?;
+        sync_dir(root).map_err(|e| StoreError::io(root, e))?;
+        Ok(StoreDir {
+            layout,
+            _lock: lock,
+            abort_existed,
+            checkpoint: None,
+        })
+    }
+
+    /// Where each part of the store lives.
+    pub fn layout(&self) -> &StoreLayout {
+        &self.layout
+    }
+
+    /// True when the abort marker was present at open: the last open did not close
+    /// cleanly, and the engine must run its full recovery.
+    pub fn abort_existed(&self) -> bool {
+        self.abort_existed
+    }
+
+    /// The commit log's segments (20-digit names, sequential access).
+    pub fn commitlog(&self) -> Result<FileDirectory, StoreError> {
+        FileDirectory::open(
+            &self.layout.commitlog_dir(),
+            OFFSET_NAME_DIGITS,
+            Access::Sequential,
+        )
+    }
+
+    /// One consume queue's segments (20-digit names, sequential access); its folder is
+    /// created if missing.
+    pub fn consume_queue(&self, topic: &str, queue_id: u32) -> Result<FileDirectory, StoreError> {
+        let dir = self.layout.queue_dir(topic, queue_id)?;
+        FileDirectory::open(&dir, OFFSET_NAME_DIGITS, Access::Sequential)
+    }
+
+    /// The hash index's files (17-digit time-stamp names, random access).
+    pub fn index(&self) -> Result<FileDirectory, StoreError> {
+        FileDirectory::open(&self.layout.index_dir(), INDEX_NAME_DIGITS, Access::Random)
+    }
+
+    /// Every consume queue on disk as `(topic, queue_id)`, sorted.
+    pub fn list_queues(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        self.layout.list_queues()
+    }
+
+    /// Usage of the file system holding the store.
+    pub fn disk_usage(&self) -> Result<DiskUsage, StoreError> {
+        disk_usage(self.layout.root())
+    }
+
+    /// The checkpoint's bytes, or `None` when there is none yet. A checkpoint of the wrong
+    /// size is reported as none, with a warning: the engine then recovers from the start,
+    /// which is slow but safe.
+    pub fn read_checkpoint(&mut self) -> Result<Option<[u8; CHECKPOINT_LEN]>, StoreError> {
+        let path = self.layout.checkpoint_path();
+        let err = |op, e: &std::io::Error| StoreError::io(&path, FsError::io(op, e));
+        if self.checkpoint.is_none() {
+            match File::options().read(true).write(true).open(&path) {
+                Ok(file) => self.checkpoint = Some(file),
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(err(FsOp::Open, &e)),
+            }
+        }
+        let Some(file) = &self.checkpoint else {
+            return Ok(None);
+        };
+        let len = file.metadata().map_err(|e| err(FsOp::Read, &e))?.len();
+        if len != CHECKPOINT_LEN as u64 {
+            log::warn!(
+                "{}: {len} bytes instead of {CHECKPOINT_LEN}, ignored",
+                path.display()
+            );
+            // The next write replaces the file whole rather than patching it.
+            self.checkpoint = None;
+            return Ok(None);
+        }
+        let mut bytes = [0u8; CHECKPOINT_LEN];
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(|e| err(FsOp::Read, &e))?;
+        Ok(Some(bytes))
+    }
+
+    /// Writes `bytes` (at most [`CHECKPOINT_LEN`], zero-padded) as the checkpoint and
+    /// makes it durable before returning.
+    ///
+    /// The file is created once (under a temp name, preallocated, renamed) and then
+    /// rewritten in place with one 4096-byte write and `fdatasync`, as RocketMQ flushes its
+    /// mapped checkpoint; the engine's checkpoint layout carries its own check for a
+    /// write torn by power loss.
+    pub fn write_checkpoint(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.layout.checkpoint_path();
+        if bytes.len() > CHECKPOINT_LEN {
+            return Err(StoreError::Invalid {
+                path,
+                reason: "checkpoint larger than 4096 bytes",
+            });
+        }
+        let mut page = [0u8; CHECKPOINT_LEN];
+        page[..bytes.len()].copy_from_slice(bytes);
+        if self.checkpoint.is_none() {
+            self.checkpoint = Some(create_checkpoint(&path, self.layout.root())?);
+        }
+        let Some(file) = &self.checkpoint else {
+            return Ok(());
+        };
+        file.write_all_at(&page, 0)
+            .map_err(|e| StoreError::io(&path, FsError::io(FsOp::Write, &e)))?;
+        rustix::fs::fdatasync(file)
+            .map_err(|e| StoreError::io(&path, FsError::errno(FsOp::Flush, e)))
+    }
+
+    /// Closes the store cleanly: removes the abort marker (durably), then releases the
+    /// lock. Call only after everything is flushed and the checkpoint written.
+    pub fn close(self) -> Result<(), StoreError> {
+        let abort = self.layout.abort_path();
+        match fs::remove_file(&abort) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&abort, FsError::io(FsOp::Remove, &e))),
+        }
+        let root = self.layout.root();
+        sync_dir(root).map_err(|e| StoreError::io(root, e))
+    }
+}
+
+/// Writes the abort marker with our pid and makes its content durable.
+fn write_abort(path: &Path) -> Result<(), StoreError> {
+    let err = |op, e: &std::io::Error| StoreError::io(path, FsError::io(op, e));
+    let mut file = File::create(path).map_err(|e| err(FsOp::Create, &e))?;
+    writeln!(file, "{}", std::process::id()).map_err(|e| err(FsOp::Write, &e))?;
+    file.sync_all().map_err(|e| err(FsOp::Flush, &e))
+}
+
+/// Creates the checkpoint file at its full size, zero-filled, under a temp name first so
+/// a crash never leaves a short checkpoint.
+fn create_checkpoint(path: &Path, root: &Path) -> Result<File, StoreError> {
+    let temp = path.with_extension("tmp");
+    let err = |op, e: &std::io::Error| StoreError::io(&temp, FsError::io(op, e));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temp)
+        .map_err(|e| err(FsOp::Create, &e))?;
+    allocate(&file, CHECKPOINT_LEN as u64).map_err(|e| StoreError::io(&temp, e))?;
+    file.sync_all().map_err(|e| err(FsOp::Flush, &e))?;
+    fs::rename(&temp, path).map_err(|e| err(FsOp::Rename, &e))?;
+    sync_dir(root).map_err(|e| StoreError::io(root, e))?;
+    Ok(file)
+}
