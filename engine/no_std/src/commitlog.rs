@@ -146,25 +146,8 @@ impl<D: Directory> CommitLog<D> {
         log.flushed = pos;
         report.end = pos;
         // Anything after the end is torn or unflushed: zero it so no later scan sees it.
-        report.cut = log.has_bytes_after(pos)?;
-        log.segs.cut(pos)?;
+        report.cut = log.segs.cut(pos)?;
         Ok((log, report))
-    }
-
-    fn has_bytes_after(&self, pos: u64) -> Result<bool, Error<D::Error>> {
-        let Some((_, last)) = self.segs.span() else {
-            return Ok(false);
-        };
-        if self.segs.base_of(pos) < last {
-            return Ok(true);
-        }
-        if pos >= last + self.segs.size() {
-            return Ok(false);
-        }
-        let mut probe = [0u8; 8];
-        let n = (self.segs.base_of(pos) + self.segs.size() - pos).min(8) as usize;
-        self.segs.read(pos, &mut probe[..n])?;
-        Ok(probe[..n].iter().any(|&b| b != 0))
     }
 
     /// Bytes per segment.
@@ -218,31 +201,57 @@ impl<D: Directory> CommitLog<D> {
         Ok(self.write_pos)
     }
 
-    fn put(
+    /// Writes the record at `stamp.physical_offset` except its first 8 bytes (size and
+    /// magic), which it returns for [`CommitLog::put_head`].
+    ///
+    /// Until the head lands, the slot reads as unwritten, so a process killed mid-copy,
+    /// or a write torn anywhere in the record, leaves no half record that parses:
+    /// recovery sees the end of the log there.
+    fn put_body(
         &mut self,
         msg: &MessageIn<'_>,
         crc: i32,
         stamp: StoreStamp,
         len: usize,
-    ) -> Result<(), Error<D::Error>> {
+    ) -> Result<[u8; 8], Error<D::Error>> {
         let at = stamp.physical_offset as u64;
         let base = self.segs.base_of(at);
         let start = (at - base) as usize;
+        let mut head = [0u8; 8];
         let media = self.segs.media_mut(base)?;
         if let Some(bytes) = crate::media::Media::as_bytes_mut(media) {
             let out = bytes.get_mut(start..start + len).ok_or(Error::OutOfRange)?;
-            msg.encode_with_crc(stamp, crc, out)?;
-            debug_assert!(RecordView::parse(out).is_ok());
-            return Ok(());
+            let mut pos = 0usize;
+            msg.encode_pieces(stamp, crc, &mut |piece: &[u8]| {
+                let skip = 8usize.saturating_sub(pos).min(piece.len());
+                head[pos.min(8)..pos.min(8) + skip].copy_from_slice(&piece[..skip]);
+                out[pos + skip..pos + piece.len()].copy_from_slice(&piece[skip..]);
+                pos += piece.len();
+                Ok::<(), Error<D::Error>>(())
+            })?;
+            return Ok(head);
         }
         // Media that is not memory: stream the pieces.
-        let mut at = at;
+        let mut pos = 0usize;
         let segs = &mut self.segs;
         msg.encode_pieces(stamp, crc, &mut |piece: &[u8]| {
-            segs.write(at, piece)?;
-            at += piece.len() as u64;
-            Ok(())
-        })
+            let skip = 8usize.saturating_sub(pos).min(piece.len());
+            head[pos.min(8)..pos.min(8) + skip].copy_from_slice(&piece[..skip]);
+            if skip < piece.len() {
+                segs.write(at + (pos + skip) as u64, &piece[skip..])?;
+            }
+            pos += piece.len();
+            Ok::<(), Error<D::Error>>(())
+        })?;
+        Ok(head)
+    }
+
+    /// Publishes a record written by [`CommitLog::put_body`].
+    fn put_head(&mut self, at: u64, head: &[u8; 8]) -> Result<(), Error<D::Error>> {
+        // Keep the compiler from moving body stores after the head: a process killed
+        // between them must not leave a head over a partial body.
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        self.segs.write(at, head)
     }
 
     /// Appends one record. `queue_offset` is the caller's counter for the record's queue.
@@ -260,7 +269,8 @@ impl<D: Directory> CommitLog<D> {
             physical_offset: at as i64,
             store_timestamp,
         };
-        self.put(msg, crc, stamp, len)?;
+        let head = self.put_body(msg, crc, stamp, len)?;
+        self.put_head(at, &head)?;
         self.write_pos = at + len as u64;
         Ok(Appended {
             offset: at,
@@ -281,7 +291,11 @@ impl<D: Directory> CommitLog<D> {
         for m in msgs {
             total += m.encoded_len()? as u64;
         }
-        let mut at = self.reserve(total)?;
+        let start = self.reserve(total)?;
+        // The first record's head goes last: until it lands, no record of the batch is
+        // visible, so a batch is stored whole or not at all.
+        let mut first_head = None;
+        let mut at = start;
         for (i, m) in msgs.iter().enumerate() {
             let len = m.encoded_len()?;
             let stamp = StoreStamp {
@@ -289,13 +303,23 @@ impl<D: Directory> CommitLog<D> {
                 physical_offset: at as i64,
                 store_timestamp,
             };
-            self.put(m, crate::hash::body_crc(m.body), stamp, len)?;
-            landed(Appended {
-                offset: at,
-                size: len as u32,
-            });
+            let head = self.put_body(m, crate::hash::body_crc(m.body), stamp, len)?;
+            if i == 0 {
+                first_head = Some(head);
+            } else {
+                self.put_head(at, &head)?;
+            }
             at += len as u64;
-            self.write_pos = at;
+        }
+        if let Some(head) = first_head {
+            self.put_head(start, &head)?;
+        }
+        self.write_pos = at;
+        let mut at = start;
+        for m in msgs {
+            let size = m.encoded_len()? as u32;
+            landed(Appended { offset: at, size });
+            at += u64::from(size);
         }
         Ok(())
     }

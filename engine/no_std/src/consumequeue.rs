@@ -79,12 +79,18 @@ pub struct ConsumeQueue<D: Directory> {
 
 impl<D: Directory> ConsumeQueue<D> {
     /// Opens the queue in `dir` and finds its end: the first entry that is unwritten,
-    /// impossible, or points past `log`'s end. Entries after it are cut, and the last
-    /// entry is checked against the log record it names (a torn entry is dropped).
+    /// impossible, or points past `log`'s end or the durable point. Entries after it are
+    /// cut.
+    ///
+    /// `durable_below` is `None` after a clean shutdown. After a crash it is the log
+    /// offset below which entries are known durable (the checkpoint's dispatched offset):
+    /// each queue file is written back on its own, so a later file may have survived
+    /// where an earlier one lost its tail, and the scan must start early enough.
     pub fn open<L: Directory>(
         dir: D,
         entries_per_file: u64,
         log: &CommitLog<L>,
+        durable_below: Option<u64>,
     ) -> Result<Self, Error<D::Error>> {
         let segs = Segments::open(dir, entries_per_file * ENTRY_SIZE)?;
         let mut q = Self {
@@ -97,13 +103,22 @@ impl<D: Directory> ConsumeQueue<D> {
         let Some((first, last)) = q.segs.span() else {
             return Ok(q);
         };
-        let log_end = log.max_offset();
-        // The newest segment with any entry decides the end; start scanning there.
+        // Entries past the durable point may be lost or torn: keep none of them; dispatch
+        // from that point writes them again.
+        let keep_end = durable_below.unwrap_or(u64::MAX).min(log.max_offset());
+        // Start at the newest file whose first entry is known good: every entry before it
+        // is then durable too.
         let mut scan_base = last;
-        while scan_base > first
-            && q.raw(scan_base / ENTRY_SIZE)?.physical_offset.get() == 0
-            && q.raw(scan_base / ENTRY_SIZE)?.size.get() == 0
-        {
+        while scan_base > first {
+            let head = q.raw(scan_base / ENTRY_SIZE)?;
+            let trusted = match (Entry::decode(&head), durable_below) {
+                (Some(_), None) => true,
+                (Some(e), Some(durable)) => e.end() <= durable,
+                (None, _) => false,
+            };
+            if trusted {
+                break;
+            }
             scan_base -= q.segs.size();
         }
         let mut n = scan_base / ENTRY_SIZE;
@@ -117,7 +132,7 @@ impl<D: Directory> ConsumeQueue<D> {
             }
             match Entry::decode(&raw) {
                 Some(e)
-                    if e.end() <= log_end
+                    if e.end() <= keep_end
                         && last_valid.is_none_or(|(_, p)| e.physical_offset >= p.end()) =>
                 {
                     last_valid = Some((n, e));
@@ -126,32 +141,12 @@ impl<D: Directory> ConsumeQueue<D> {
                 _ => break,
             }
         }
-        // A torn last entry names bytes that are not the record it should: drop it.
-        if let Some((at, e)) = last_valid
-            && !Self::matches_log(log, at, &e)
-        {
-            n = at;
-            last_valid = None;
-            if at > 0 && at > first / ENTRY_SIZE {
-                if let Some(prev) = Entry::decode(&q.raw(at - 1)?) {
-                    last_valid = Some((at - 1, prev));
-                }
-            }
-        }
         q.max = n;
         q.max_phys_end = last_valid.map_or(0, |(_, e)| e.end());
         q.flushed = n;
         q.min = q.first_real_entry(first / ENTRY_SIZE, n)?;
         q.segs.cut(n * ENTRY_SIZE)?;
         Ok(q)
-    }
-
-    fn matches_log<L: Directory>(log: &CommitLog<L>, logical: u64, e: &Entry) -> bool {
-        log.with_record(e.physical_offset, e.size, &mut [], |v| {
-            Ok(v.is_ok_and(|v| v.queue_offset() == logical as i64 && v.total_size() == e.size))
-        })
-        // A log without memory access cannot be checked cheaply; trust the entry.
-        .unwrap_or(true)
     }
 
     /// First logical offset in `[from, to)` holding a real entry (fillers skipped).

@@ -8,6 +8,7 @@
 use zerocopy::byteorder::big_endian::{I32, I64};
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::commitlog::CommitLog;
 use crate::error::{Corruption, Error, MediaResult};
 use crate::hash::index_key_hash;
 use crate::layout::{IndexEntry, IndexHeader};
@@ -111,16 +112,22 @@ pub fn file_stamp(ms: i64) -> u64 {
 }
 
 impl<D: Directory, const FILES: usize> Index<D, FILES> {
-    /// Opens the index files in `dir`. The newest one is recovered: its header is rebuilt
-    /// from the entries themselves when `rebuild` (after a crash, the header may be stale
-    /// or torn), and every entry that points at or past `log_end` is dropped.
-    pub fn open(
+    /// Opens the index files in `dir`.
+    ///
+    /// `durable_below` is `None` after a clean shutdown. After a crash it is the log
+    /// offset below which index entries are known durable (the checkpoint's dispatched
+    /// offset; files that rolled were flushed then). The newest file then keeps only its
+    /// entries below it, with slots and header rebuilt from them: an entry past it may be
+    /// lost or torn (a torn `prev_index` would silently cut a chain). Dispatch from that
+    /// offset indexes the rest again.
+    pub fn open<L: Directory<Error = D::Error>>(
         dir: D,
         config: IndexConfig,
-        log_end: u64,
-        rebuild: bool,
+        log: &CommitLog<L>,
+        durable_below: Option<u64>,
     ) -> Result<Self, Error<D::Error>> {
         assert!(config.slots > 0 && config.entries > 1, "index geometry");
+        let log_end = log.max_offset();
         let mut idx = Self {
             dir,
             config,
@@ -141,10 +148,16 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
                 return Err(Corruption::IndexFile { base: b }.into());
             }
         }
-        // Files wholly past the log's end index records that no longer exist.
+        // A file rolled and flushed while the log's tail was not: after a crash, newer files
+        // may index records the log lost. Drop files that start at or past the point
+        // entries are trusted to, and cut the newest remaining one back to it.
+        let keep_below = durable_below.unwrap_or(log_end).min(log_end);
         while let Some(&last) = idx.files.back() {
-            let h = idx.header(last)?;
-            if h.index_count.get() > 1 && h.begin_phy_offset.get() as u64 >= log_end {
+            let first = idx.entry(last, 1)?;
+            let starts_past = first.as_bytes().iter().all(|&b| b == 0)
+                || first.phy_offset.get() < 0
+                || first.phy_offset.get() as u64 >= keep_below;
+            if starts_past && idx.files.len() > 1 {
                 idx.dir.remove(last).media()?;
                 idx.files.pop_back();
             } else {
@@ -154,8 +167,8 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         if let Some(&last) = idx.files.back() {
             let h = idx.header(last)?;
             idx.head = h;
-            if rebuild || h.end_phy_offset.get() >= log_end as i64 {
-                idx.rebuild_last(log_end)?;
+            if durable_below.is_some() || h.end_phy_offset.get() >= keep_below as i64 {
+                idx.rebuild_last(log, keep_below)?;
             }
         }
         Ok(idx)
@@ -183,13 +196,15 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
     }
 
     /// Rebuilds the newest file from its entries: counts entries while they are valid and
-    /// below `log_end`, drops the newest record's entries (it may be partly indexed: it
-    /// is re-dispatched whole), rewrites every slot, then the header.
-    fn rebuild_last(&mut self, log_end: u64) -> Result<(), Error<D::Error>> {
+    /// below `keep_below`, rewrites every slot, then the header.
+    fn rebuild_last<L: Directory<Error = D::Error>>(
+        &mut self,
+        log: &CommitLog<L>,
+        keep_below: u64,
+    ) -> Result<(), Error<D::Error>> {
         let Some(&base) = self.files.back() else {
             return Ok(());
         };
-        let begin_ts = self.head.begin_timestamp.get();
         let mut count = 1u32;
         let mut last_phys = -1i64;
         while count < self.config.entries {
@@ -199,7 +214,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             let valid = !unwritten
                 && e.key_hash.get() >= 0
                 && phys >= 0
-                && (phys as u64) < log_end
+                && (phys as u64) < keep_below
                 && phys >= last_phys
                 && e.time_diff.get() >= 0
                 && (e.prev_index.get() as u32) < count;
@@ -209,9 +224,16 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             last_phys = phys;
             count += 1;
         }
-        // Drop the newest record's entries: re-dispatch indexes it again, whole.
-        while count > 1 && self.entry(base, count - 1)?.phy_offset.get() == last_phys {
-            count -= 1;
+        // The header may be torn: take the time base from the first entry's record, whose
+        // store time the log holds.
+        let mut begin_ts = self.head.begin_timestamp.get();
+        if count > 1 {
+            let first = self.entry(base, 1)?;
+            if let Ok(ts) = log.store_timestamp_at(first.phy_offset.get() as u64) {
+                begin_ts = ts - i64::from(first.time_diff.get()) * 1000;
+            }
+            self.head.begin_timestamp = I64::new(begin_ts);
+            self.head.begin_phy_offset = first.phy_offset;
         }
         let media = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
         let zero = [0u8; 4096];
@@ -239,12 +261,22 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
                 e.phy_offset.get(),
             );
         }
+        // Entries past the kept ones are stale: zero them, or a later crash could make
+        // them look like a continuation of new entries.
+        let zero_entry = [0u8; ENTRY_SIZE as usize];
+        let mut n = count;
+        while n < self.config.entries && self.entry(base, n)?.as_bytes() != zero_entry {
+            let at = self.config.entry_at(n);
+            let media = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
+            media.write_at(at, &zero_entry).media()?;
+            n += 1;
+        }
         self.head.index_count = I32::new(count as i32);
         self.head.hash_slot_count = I32::new(used);
         self.head.end_timestamp = I64::new(end.0);
         self.head.end_phy_offset = I64::new(end.1);
         if count == 1 {
-            self.head.begin_phy_offset = I64::new(0);
+            self.head = empty_header();
         }
         let media = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
         media.write_at(0, self.head.as_bytes()).media()?;
@@ -280,15 +312,29 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             return Ok(0);
         }
         let mut written = 0;
-        if let Some(u) = keys.uniq_key.filter(|u| !u.is_empty()) {
-            self.put_key(keys.topic, u, phys, store_timestamp)?;
-            written += 1;
+        let uniq = keys.uniq_key.filter(|u| !u.is_empty());
+        let rest = keys
+            .keys
+            .into_iter()
+            .flat_map(|ks| ks.split(' '))
+            .filter(|k| !k.is_empty());
+        // A record's keys never straddle two files: a file's newest record is then
+        // complete, which recovery relies on when it trusts a rolled file's end.
+        let needed = uniq.iter().count() as u32 + rest.clone().count() as u32;
+        if needed == 0 {
+            return Ok(0);
         }
-        if let Some(ks) = keys.keys {
-            for k in ks.split(' ').filter(|k| !k.is_empty()) {
-                self.put_key(keys.topic, k, phys, store_timestamp)?;
-                written += 1;
+        if self.files.is_empty()
+            || self.head.index_count.get() as u32 + needed > self.config.entries
+        {
+            if needed >= self.config.entries {
+                return Err(Error::TooLarge);
             }
+            self.roll(store_timestamp)?;
+        }
+        for k in uniq.into_iter().chain(rest) {
+            self.put_key(keys.topic, k, phys, store_timestamp)?;
+            written += 1;
         }
         if written > 0 {
             self.write_header()?;
@@ -341,9 +387,6 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         phys: u64,
         ts: i64,
     ) -> Result<(), Error<D::Error>> {
-        if self.files.is_empty() || self.head.index_count.get() as u32 >= self.config.entries {
-            self.roll(ts)?;
-        }
         let Some(&base) = self.files.back() else {
             return Err(Error::OutOfRange);
         };

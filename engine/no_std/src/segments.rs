@@ -162,16 +162,19 @@ impl<D: Directory> Segments<D> {
     }
 
     /// Zeroes `[from, end of its segment)`, flushes it, and removes every later segment,
-    /// so that nothing past `from` can be read back as data after a crash.
-    pub fn cut(&mut self, from: u64) -> Result<(), Error<D::Error>> {
+    /// so that nothing past `from` can be read back as data after a crash. Returns
+    /// whether there was anything to cut.
+    pub fn cut(&mut self, from: u64) -> Result<bool, Error<D::Error>> {
         let Some((first, last)) = self.span else {
-            return Ok(());
+            return Ok(false);
         };
+        let mut cut_any = false;
         let base = self.base_of(from);
         // Remove newest first: a crash in between leaves a shorter contiguous run.
         let mut b = last;
         while b > base && b >= first {
             self.dir.remove(b).media()?;
+            cut_any = true;
             self.span = if b == first {
                 None
             } else {
@@ -180,7 +183,7 @@ impl<D: Directory> Segments<D> {
             b -= self.size;
         }
         if base < first || base > last {
-            return Ok(());
+            return Ok(cut_any);
         }
         let media = self.media_mut(base)?;
         let zero = [0u8; ZERO_CHUNK];
@@ -200,7 +203,7 @@ impl<D: Directory> Segments<D> {
         if let Some((s, e)) = dirty {
             media.flush(s..e).media()?;
         }
-        Ok(())
+        Ok(cut_any || dirty.is_some())
     }
 
     /// Removes the oldest segment; the caller decides it is no longer needed.

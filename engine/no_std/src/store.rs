@@ -191,16 +191,20 @@ where
             },
             None => Recovery::Scan { from: 0 },
         };
-        let rebuild = !matches!(recovery, Recovery::Clean { .. });
         let (log, log_report) = CommitLog::open(log_dir, config.log_segment_size, recovery)?;
         report.log = log_report;
         let entries = config.queue_entries_per_file;
+        let durable_below = match (recovery, checkpoint) {
+            (Recovery::Clean { .. }, _) => None,
+            (_, Some(c)) => Some(c.dispatched_offset),
+            (_, None) => Some(0),
+        };
         queues.open_existing(&mut |dir| {
-            let queue = ConsumeQueue::open(dir, entries, &log)?;
+            let queue = ConsumeQueue::open(dir, entries, &log, durable_below)?;
             let next_offset = queue.max_offset();
             Ok(QueueSlot { queue, next_offset })
         })?;
-        let index = Index::open(index_dir, config.index, log.max_offset(), rebuild)?;
+        let index = Index::open(index_dir, config.index, &log, durable_below)?;
         let dispatched = match (recovery, checkpoint) {
             (Recovery::Clean { end }, _) => end.min(log.max_offset()),
             (_, Some(c)) => c
@@ -277,7 +281,8 @@ where
     fn slot(&mut self, topic: &str, queue_id: i32) -> Res<&mut QueueSlot<Q::Dir>, L::Error> {
         if self.queues.get(topic, queue_id).is_none() {
             let dir = self.queues.create_dir(topic, queue_id)?;
-            let queue = ConsumeQueue::open(dir, self.config.queue_entries_per_file, &self.log)?;
+            let queue =
+                ConsumeQueue::open(dir, self.config.queue_entries_per_file, &self.log, None)?;
             let next_offset = queue.max_offset();
             self.queues
                 .insert(topic, queue_id, QueueSlot { queue, next_offset })?;
@@ -315,7 +320,8 @@ where
                 if rec.goes_to_queue() {
                     if queues.get(rec.topic, rec.queue_id).is_none() {
                         let dir = queues.create_dir(rec.topic, rec.queue_id)?;
-                        let queue = ConsumeQueue::open(dir, config.queue_entries_per_file, log)?;
+                        let queue =
+                            ConsumeQueue::open(dir, config.queue_entries_per_file, log, None)?;
                         let next_offset = queue.max_offset();
                         queues.insert(rec.topic, rec.queue_id, QueueSlot { queue, next_offset })?;
                     }

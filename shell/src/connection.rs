@@ -1,0 +1,491 @@
+//! One remoting connection, used the same way by clients and servers.
+//!
+//! A reader task owns the read half: it completes pending requests by `opaque`, and hands
+//! requests from the peer (client→broker, or broker→client such as
+//! CHECK_TRANSACTION_STATE) to a [`Processor`], one task per request so a long-polling
+//! pull does not stall the connection. Writers share the write half under a lock, one whole
+//! frame at a time. A malformed frame closes only this connection.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_lock::Semaphore;
+use async_std::channel::{Sender, bounded};
+use async_std::io::{BufReader, prelude::*};
+use async_std::net::{Shutdown as NetShutdown, TcpStream, ToSocketAddrs};
+
+use crate::code::ResponseCode;
+use crate::frame::{
+    FLAG_ONEWAY, FLAG_RESPONSE, FrameError, FrameLimits, RemotingCommand, SerializeType,
+    check_frame_length,
+};
+use crate::runtime::{self, Shutdown};
+
+/// Handles requests the peer sends on a connection.
+///
+/// Return `Some(response)` to answer; it is sent with the request's opaque (and, for JSON
+/// requests, JSON encoding). The answer to a oneway request is dropped, as RocketMQ does.
+pub trait Processor: Send + Sync + 'static {
+    /// Processes one request.
+    fn process(
+        &self,
+        conn: &ConnectionCtx,
+        req: RemotingCommand,
+    ) -> impl Future<Output = Option<RemotingCommand>> + Send;
+}
+
+/// What a processor sees of the connection a request came on: the peer's address, and a
+/// handle to send server-initiated requests back (NOTIFY_CONSUMER_IDS_CHANGED...).
+pub type ConnectionCtx = Connection;
+
+/// Answers every request with REQUEST_CODE_NOT_SUPPORTED: for connections that expect no
+/// requests from their peer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProcessor;
+
+impl Processor for NoProcessor {
+    async fn process(
+        &self,
+        _conn: &ConnectionCtx,
+        req: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        Some(not_supported(&req))
+    }
+}
+
+/// Java's answer to an unknown code (§1.5).
+pub fn not_supported(req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::error_response(
+        req,
+        ResponseCode::RequestCodeNotSupported,
+        format!(" request type {} not supported", req.code),
+    )
+}
+
+/// Errors of remote calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemotingError {
+    /// Connecting failed.
+    Connect(String),
+    /// Reading or writing the socket failed.
+    Io(String),
+    /// No response within the timeout; a late response will be dropped.
+    Timeout,
+    /// The connection closed before the response came.
+    Closed,
+    /// The command could not be encoded.
+    Frame(FrameError),
+}
+
+impl std::fmt::Display for RemotingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(e) => write!(f, "connect failed: {e}"),
+            Self::Io(e) => write!(f, "io error: {e}"),
+            Self::Timeout => write!(f, "request timed out"),
+            Self::Closed => write!(f, "connection closed"),
+            Self::Frame(e) => write!(f, "frame error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RemotingError {}
+
+/// Connection settings.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// Frame size limits applied to the peer's frames.
+    pub limits: FrameLimits,
+    /// Close after this long without traffic either way (Java servers: 120 s).
+    pub idle_timeout: Option<Duration>,
+    /// Requests from the peer processed at once; beyond it the answer is SYSTEM_BUSY.
+    pub max_in_flight: usize,
+    /// How long a graceful close waits for in-flight requests.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            limits: FrameLimits::default(),
+            idle_timeout: None,
+            max_in_flight: 1024,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A cheap, cloneable handle to one connection.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: u64,
+    peer: SocketAddr,
+    local: SocketAddr,
+    stream: TcpStream,
+    writer: async_lock::Mutex<TcpStream>,
+    pending: Mutex<HashMap<i32, Sender<RemotingCommand>>>,
+    next_opaque: AtomicI32,
+    closed: AtomicBool,
+    close_signal: Shutdown,
+    done: Shutdown,
+    started: Instant,
+    last_activity_ms: AtomicU64,
+}
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Connection {
+    /// Connects to `addr` (e.g. `"127.0.0.1:9876"`); requests from the peer are refused.
+    pub async fn connect(
+        addr: &str,
+        config: ConnectionConfig,
+        connect_timeout: Duration,
+    ) -> Result<Self, RemotingError> {
+        Self::connect_with(addr, config, connect_timeout, Arc::new(NoProcessor)).await
+    }
+
+    /// Connects to `addr`; requests from the peer go to `processor` (a client's handler of
+    /// CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED, ...).
+    pub async fn connect_with<P: Processor>(
+        addr: &str,
+        config: ConnectionConfig,
+        connect_timeout: Duration,
+        processor: Arc<P>,
+    ) -> Result<Self, RemotingError> {
+        let stream = runtime::timeout(connect_timeout, async {
+            let addrs: Vec<SocketAddr> = addr.to_socket_addrs().await?.collect();
+            TcpStream::connect(&addrs[..]).await
+        })
+        .await
+        .map_err(|_| RemotingError::Connect(format!("{addr}: timed out")))?
+        .map_err(|e| RemotingError::Connect(format!("{addr}: {e}")))?;
+        Self::start(stream, config, processor).map_err(|e| RemotingError::Connect(e.to_string()))
+    }
+
+    /// Wraps an accepted or connected stream and spawns its reader task.
+    pub fn start<P: Processor>(
+        stream: TcpStream,
+        config: ConnectionConfig,
+        processor: Arc<P>,
+    ) -> std::io::Result<Self> {
+        let _ = stream.set_nodelay(true);
+        let inner = Arc::new(Inner {
+            id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+            peer: stream.peer_addr()?,
+            local: stream.local_addr()?,
+            writer: async_lock::Mutex::new(stream.clone()),
+            stream: stream.clone(),
+            pending: Mutex::new(HashMap::new()),
+            next_opaque: AtomicI32::new(1),
+            closed: AtomicBool::new(false),
+            close_signal: Shutdown::new(),
+            done: Shutdown::new(),
+            started: Instant::now(),
+            last_activity_ms: AtomicU64::new(0),
+        });
+        let conn = Connection { inner };
+        let reader = conn.clone();
+        runtime::spawn(async move { reader.read_loop(stream, config, processor).await });
+        Ok(conn)
+    }
+
+    /// Process-unique id of this connection.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The peer's address (the broker records it as a message's born host).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer
+    }
+
+    /// Our side's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    /// True once the connection has closed (or is draining).
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Asks the connection to stop reading, finish in-flight requests and close.
+    pub fn close(&self) {
+        self.inner.close_signal.trigger();
+    }
+
+    /// Resolves once the connection is fully closed.
+    pub async fn closed(&self) {
+        self.inner.done.wait().await;
+    }
+
+    /// Sends a request and waits up to `timeout` for its response. The opaque is assigned
+    /// here so that it is unique on this connection.
+    pub async fn request(
+        &self,
+        mut cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
+        let opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
+        cmd.opaque = opaque;
+        cmd.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
+        let (tx, rx) = bounded(1);
+        self.lock_pending().insert(opaque, tx);
+        // Checked after inserting: a close that drained `pending` before our insert is seen here.
+        if self.is_closed() {
+            self.lock_pending().remove(&opaque);
+            return Err(RemotingError::Closed);
+        }
+        if let Err(e) = self.write(&cmd).await {
+            self.lock_pending().remove(&opaque);
+            return Err(e);
+        }
+        match runtime::timeout(timeout, rx.recv()).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(RemotingError::Closed),
+            Err(_) => {
+                self.lock_pending().remove(&opaque);
+                Err(RemotingError::Timeout)
+            }
+        }
+    }
+
+    /// Sends a oneway request: no response is expected or awaited.
+    pub async fn oneway(&self, mut cmd: RemotingCommand) -> Result<(), RemotingError> {
+        cmd.opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
+        cmd.flag = (cmd.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
+        self.write(&cmd).await
+    }
+
+    /// Writes one command as a whole frame.
+    pub async fn write(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
+        if self.is_closed() {
+            return Err(RemotingError::Closed);
+        }
+        let bytes = cmd.encode().map_err(RemotingError::Frame)?;
+        let mut w = self.inner.writer.lock().await;
+        let res = async {
+            w.write_all(&bytes).await?;
+            w.flush().await
+        }
+        .await;
+        drop(w);
+        match res {
+            Ok(()) => {
+                self.touch();
+                Ok(())
+            }
+            Err(e) => {
+                self.abort();
+                Err(RemotingError::Io(e.to_string()))
+            }
+        }
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Sender<RemotingCommand>>> {
+        // A poisoned map is still a valid map: the panicking holder only inserted or removed.
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        let ms = self.inner.started.elapsed().as_millis() as u64;
+        self.inner.last_activity_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = self.inner.last_activity_ms.load(Ordering::Relaxed);
+        self.inner
+            .started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
+    }
+
+    /// Closes the socket now and fails every pending request.
+    fn abort(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        let _ = self.inner.stream.shutdown(NetShutdown::Both);
+        // Dropping the senders wakes every waiter with `Closed`.
+        self.lock_pending().clear();
+    }
+
+    async fn read_loop<P: Processor>(
+        self,
+        stream: TcpStream,
+        config: ConnectionConfig,
+        processor: Arc<P>,
+    ) {
+        let mut reader = BufReader::new(stream);
+        let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
+        let idle = config
+            .idle_timeout
+            .unwrap_or(Duration::from_secs(3600 * 24 * 365));
+        loop {
+            // Wait for data without consuming it, so a timeout or close never cuts a frame.
+            let ready = runtime::race(
+                async {
+                    let fill = std::future::poll_fn(|cx| {
+                        use async_std::io::BufRead;
+                        std::pin::Pin::new(&mut reader)
+                            .poll_fill_buf(cx)
+                            .map(|r| r.map(|buf| buf.is_empty()))
+                    });
+                    match runtime::timeout(idle, fill).await {
+                        Ok(Ok(true)) => Wait::Eof,
+                        Ok(Ok(false)) => Wait::Data,
+                        Ok(Err(_)) => Wait::Eof,
+                        Err(_) => Wait::Idle,
+                    }
+                },
+                async {
+                    self.inner.close_signal.wait().await;
+                    Wait::Close
+                },
+            )
+            .await;
+            match ready {
+                Wait::Data => {}
+                Wait::Idle if self.idle_for() < idle => continue,
+                Wait::Idle => {
+                    log::info!(
+                        "closing idle connection {} from {}",
+                        self.id(),
+                        self.peer_addr()
+                    );
+                    break;
+                }
+                Wait::Eof => break,
+                Wait::Close => {
+                    self.drain(&in_flight, &config).await;
+                    break;
+                }
+            }
+            let cmd = match read_frame(&mut reader, &config.limits).await {
+                Ok(cmd) => cmd,
+                Err(e) => {
+                    log::warn!(
+                        "closing connection {} from {}: {e}",
+                        self.id(),
+                        self.peer_addr()
+                    );
+                    break;
+                }
+            };
+            self.touch();
+            if cmd.is_response() {
+                let waiter = self.lock_pending().remove(&cmd.opaque);
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.try_send(cmd);
+                    }
+                    None => log::debug!(
+                        "dropping response with unknown opaque {} (timed out?)",
+                        cmd.opaque
+                    ),
+                }
+                continue;
+            }
+            self.dispatch(cmd, &processor, &in_flight).await;
+        }
+        self.abort();
+        self.inner.done.trigger();
+    }
+
+    async fn dispatch<P: Processor>(
+        &self,
+        req: RemotingCommand,
+        processor: &Arc<P>,
+        in_flight: &Arc<Semaphore>,
+    ) {
+        let Some(permit) = in_flight.try_acquire_arc() else {
+            if !req.is_oneway() {
+                let busy = RemotingCommand::error_response(
+                    &req,
+                    ResponseCode::SystemBusy,
+                    "[OVERLOAD]too many requests in flight",
+                );
+                let _ = self.write(&busy).await;
+            }
+            return;
+        };
+        let conn = self.clone();
+        let processor = processor.clone();
+        runtime::spawn(async move {
+            let oneway = req.is_oneway();
+            let (opaque, ser) = (req.opaque, req.serialize_type);
+            let resp = processor.process(&conn, req).await;
+            if let (Some(mut resp), false) = (resp, oneway) {
+                resp.opaque = opaque;
+                resp.flag |= FLAG_RESPONSE;
+                if ser == SerializeType::Json {
+                    // The C++ client reads JSON only: a JSON request gets a JSON answer.
+                    resp.serialize_type = SerializeType::Json;
+                }
+                let _ = conn.write(&resp).await;
+            }
+            drop(permit);
+        });
+    }
+
+    /// Waits (bounded) until every in-flight request has been answered.
+    async fn drain(&self, in_flight: &Arc<Semaphore>, config: &ConnectionConfig) {
+        let all = async {
+            let mut held = Vec::with_capacity(config.max_in_flight);
+            for _ in 0..config.max_in_flight {
+                held.push(in_flight.acquire().await);
+            }
+        };
+        let _ = runtime::timeout(config.drain_timeout, all).await;
+    }
+}
+
+enum Wait {
+    Data,
+    Eof,
+    Idle,
+    Close,
+}
+
+/// Reads one frame. Memory grows with the bytes actually received, so a peer that
+/// announces 16 MiB and sends nothing costs nothing.
+async fn read_frame<R: async_std::io::Read + Unpin>(
+    reader: &mut R,
+    limits: &FrameLimits,
+) -> Result<RemotingCommand, ReadError> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len).await.map_err(ReadError::Io)?;
+    let length = check_frame_length(u32::from_be_bytes(len), limits).map_err(ReadError::Frame)?;
+    let mut payload = Vec::new();
+    reader
+        .take(u64::from(length))
+        .read_to_end(&mut payload)
+        .await
+        .map_err(ReadError::Io)?;
+    if payload.len() != length as usize {
+        return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    }
+    RemotingCommand::decode_payload(&payload, limits).map_err(ReadError::Frame)
+}
+
+#[derive(Debug)]
+enum ReadError {
+    Io(std::io::Error),
+    Frame(FrameError),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "{e}"),
+            Self::Frame(e) => write!(f, "{e}"),
+        }
+    }
+}

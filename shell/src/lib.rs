@@ -1,0 +1,30 @@
+//! Tern's remoting layer: the one place that knows RocketMQ's bytes on the wire.
+//!
+//! * [`frame`]: the frame codec and [`RemotingCommand`]; [`serialize`]: JSON and ROCKETMQ headers.
+//! * [`code`]: request, response and language codes (unknown values kept raw).
+//! * [`headers`]: typed extFields headers for every request the services handle.
+//! * [`lenient_json`] + [`body`]: fastjson-compatible JSON bodies (unquoted and object keys).
+//! * [`message`]: batch bodies, pulled records, message ids, compression.
+//! * [`connection`], [`server`], [`pool`]: async transport; [`runtime`]: executor glue.
+#![forbid(unsafe_code)]
+
+pub mod body;
+pub mod code;
+pub mod connection;
+pub mod frame;
+pub mod headers;
+pub mod lenient_json;
+pub mod message;
+pub mod pool;
+pub mod runtime;
+pub mod serialize;
+pub mod server;
+
+pub use code::{LanguageCode, RequestCode, ResponseCode};
+pub use connection::{
+    Connection, ConnectionConfig, ConnectionCtx, NoProcessor, Processor, RemotingError,
+};
+pub use frame::{ExtFields, FrameError, FrameLimits, RemotingCommand, SerializeType};
+pub use headers::{FromExtFields, HeaderError, ToExtFields};
+pub use pool::ConnectionPool;
+pub use server::{Server, ServerConfig};

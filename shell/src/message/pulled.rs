@@ -1,0 +1,226 @@
+//! Decoding PULL / QUERY_MESSAGE / VIEW_MESSAGE_BY_ID bodies: stored records back to back
+//! (§4.6), each parsed by the engine's `RecordView` (the one record decoder in Tern).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use tern_engine::record::{Host, RecordError, RecordView};
+
+use super::{
+    MAX_INFLATED_BYTES, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, inflate_body,
+    offset_msg_id,
+};
+use super::{property, string_to_properties};
+
+/// Most records one body may hold; a bound on peer-driven work.
+pub const MAX_RECORDS_PER_BODY: usize = 65_536;
+
+/// Why a pulled body could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PulledError {
+    /// A record failed the engine's validation.
+    Record(RecordError),
+    /// A compressed body could not be inflated.
+    Inflate(&'static str),
+    /// The body uses a compression type we do not support (LZ4, ZSTD).
+    UnsupportedCompression(i32),
+    /// More records than [`MAX_RECORDS_PER_BODY`].
+    TooManyRecords,
+}
+
+impl std::fmt::Display for PulledError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Record(e) => write!(f, "bad record: {e:?}"),
+            Self::Inflate(e) => write!(f, "cannot inflate body: {e}"),
+            Self::UnsupportedCompression(t) => write!(f, "unsupported compression type {t:#x}"),
+            Self::TooManyRecords => write!(f, "too many records in one body"),
+        }
+    }
+}
+
+impl std::error::Error for PulledError {}
+
+/// A stored message as a consumer sees it (Java's `MessageExt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageExt {
+    /// Topic.
+    pub topic: String,
+    /// Queue.
+    pub queue_id: i32,
+    /// User flag.
+    pub flag: i32,
+    /// Consume-queue offset.
+    pub queue_offset: i64,
+    /// Commit-log offset.
+    pub commit_log_offset: i64,
+    /// sysFlag as stored (the compressed bit stays set; `body` is already inflated).
+    pub sys_flag: i32,
+    /// Producer's timestamp.
+    pub born_timestamp: i64,
+    /// Producer's address.
+    pub born_host: SocketAddr,
+    /// Broker's store timestamp.
+    pub store_timestamp: i64,
+    /// Broker's address.
+    pub store_host: SocketAddr,
+    /// Retry count.
+    pub reconsume_times: i32,
+    /// Half-message offset of a committed transaction message.
+    pub prepared_transaction_offset: i64,
+    /// Stored body CRC.
+    pub body_crc: i32,
+    /// Record size in the commit log.
+    pub store_size: u32,
+    /// Body, inflated if it was compressed.
+    pub body: Vec<u8>,
+    /// Properties.
+    pub properties: BTreeMap<String, String>,
+    /// Offset msgId (§5.1).
+    pub offset_msg_id: String,
+}
+
+impl MessageExt {
+    /// Java's `getMsgId()`: the UNIQ_KEY when present, else the offset msgId.
+    pub fn msg_id(&self) -> &str {
+        self.properties
+            .get(property::UNIQ_KEY)
+            .map(String::as_str)
+            .unwrap_or(&self.offset_msg_id)
+    }
+
+    /// The TAGS property.
+    pub fn tags(&self) -> Option<&str> {
+        self.properties.get(property::TAGS).map(String::as_str)
+    }
+
+    /// Builds the owned form from a validated record view.
+    pub fn from_view(view: &RecordView<'_>) -> Result<Self, PulledError> {
+        let sys_flag = view.sys_flag();
+        let body = if sys_flag & SYSFLAG_COMPRESSED != 0 {
+            let kind = sys_flag & SYSFLAG_COMPRESSION_TYPE_MASK;
+            if kind != 0 && kind != super::SYSFLAG_COMPRESSION_ZLIB {
+                return Err(PulledError::UnsupportedCompression(kind));
+            }
+            inflate_body(view.body(), MAX_INFLATED_BYTES).map_err(PulledError::Inflate)?
+        } else {
+            view.body().to_vec()
+        };
+        let store_host = socket_addr(view.store_host());
+        Ok(Self {
+            topic: String::from_utf8_lossy(view.topic()).into_owned(),
+            queue_id: view.queue_id(),
+            flag: view.flag(),
+            queue_offset: view.queue_offset(),
+            commit_log_offset: view.physical_offset(),
+            sys_flag,
+            born_timestamp: view.born_timestamp(),
+            born_host: socket_addr(view.born_host()),
+            store_timestamp: view.store_timestamp(),
+            store_host,
+            reconsume_times: view.reconsume_times(),
+            prepared_transaction_offset: view.prepared_transaction_offset(),
+            body_crc: view.body_crc(),
+            store_size: view.total_size(),
+            body,
+            properties: string_to_properties(view.properties()),
+            offset_msg_id: offset_msg_id(store_host, view.physical_offset()),
+        })
+    }
+}
+
+/// Converts the engine's host to a socket address (port truncated to 16 bits as Java does).
+pub fn socket_addr(host: Host) -> SocketAddr {
+    match host {
+        Host::V4 { ip, port } => SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port as u16),
+        Host::V6 { ip, port } => SocketAddr::new(IpAddr::V6(Ipv6Addr::from(ip)), port as u16),
+    }
+}
+
+/// Decodes every record of a pull/query/view body. `verify_crc` re-checks body CRCs (Java
+/// clients do not; useful in tests and tools).
+pub fn decode_pulled(mut body: &[u8], verify_crc: bool) -> Result<Vec<MessageExt>, PulledError> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        if out.len() >= MAX_RECORDS_PER_BODY {
+            return Err(PulledError::TooManyRecords);
+        }
+        let view = RecordView::parse(body).map_err(PulledError::Record)?;
+        if verify_crc {
+            view.verify_crc().map_err(PulledError::Record)?;
+        }
+        out.push(MessageExt::from_view(&view)?);
+        body = body.get(view.total_size() as usize..).unwrap_or_default();
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{compress_body, property};
+    use tern_engine::record::{MessageIn, StoreStamp};
+
+    fn record(body: &[u8], sys_flag: i32, offset: i64) -> Vec<u8> {
+        let props = format!(
+            "{}\u{1}TagA\u{2}{}\u{1}ABC\u{2}",
+            property::TAGS,
+            property::UNIQ_KEY
+        );
+        let m = MessageIn {
+            topic: "T",
+            queue_id: 1,
+            flag: 0,
+            sys_flag,
+            born_timestamp: 5,
+            born_host: Host::V4 {
+                ip: [127, 0, 0, 1],
+                port: 5555,
+            },
+            store_host: Host::V4 {
+                ip: [127, 0, 0, 1],
+                port: 10911,
+            },
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties: props.as_bytes(),
+        };
+        let mut out = vec![0u8; m.encoded_len().unwrap()];
+        let stamp = StoreStamp {
+            queue_offset: 3,
+            physical_offset: offset,
+            store_timestamp: 9,
+        };
+        m.encode(stamp, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn back_to_back_records_decode_in_order() {
+        let mut body = record(b"first", 0, 0);
+        let first_len = body.len() as i64;
+        body.extend(record(b"second", 0, first_len));
+        let msgs = decode_pulled(&body, true).unwrap();
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[0].body, b"first");
+        assert_eq!(msgs[1].commit_log_offset, first_len);
+        assert_eq!(msgs[1].msg_id(), "ABC");
+        assert_eq!(msgs[0].tags(), Some("TagA"));
+        assert_eq!(msgs[0].store_host.port(), 10911);
+    }
+
+    #[test]
+    fn compressed_bodies_are_inflated() {
+        let plain = vec![b'x'; 5000];
+        let c = compress_body(&plain).unwrap();
+        let msgs = decode_pulled(&record(&c, SYSFLAG_COMPRESSED, 0), true).unwrap();
+        assert_eq!(msgs[0].body, plain);
+    }
+
+    #[test]
+    fn truncated_body_is_an_error() {
+        let body = record(b"x", 0, 0);
+        assert!(decode_pulled(&body[..body.len() - 1], false).is_err());
+    }
+}

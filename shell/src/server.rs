@@ -1,0 +1,167 @@
+//! The listener: accepts connections, bounds how many are open, closes idle ones, and
+//! drains on shutdown (stop accepting, let in-flight requests finish, close).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_lock::Semaphore;
+use async_std::net::TcpListener;
+
+use crate::connection::{Connection, ConnectionConfig, Processor};
+use crate::runtime::{self, JoinHandle, Shutdown};
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Most connections open at once; further clients wait in the accept backlog.
+    pub max_connections: usize,
+    /// Per-connection settings; `idle_timeout` defaults to Java's 120 s here.
+    pub connection: ConnectionConfig,
+    /// How long shutdown waits for connections to drain.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            connection: ConnectionConfig {
+                idle_timeout: Some(Duration::from_secs(120)),
+                ..ConnectionConfig::default()
+            },
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A running server. Dropping it does not stop it; call [`Server::shutdown`].
+#[derive(Debug)]
+pub struct Server {
+    local_addr: SocketAddr,
+    shutdown: Shutdown,
+    connections: Arc<Mutex<HashMap<u64, Connection>>>,
+    accept_task: JoinHandle<()>,
+    drain_timeout: Duration,
+}
+
+impl Server {
+    /// Binds `addr` (e.g. `"127.0.0.1:0"` in tests) and starts accepting.
+    pub async fn bind<P: Processor>(
+        addr: &str,
+        config: ServerConfig,
+        processor: Arc<P>,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        let shutdown = Shutdown::new();
+        let connections: Arc<Mutex<HashMap<u64, Connection>>> = Arc::default();
+        let accept_task = runtime::spawn(accept_loop(
+            listener,
+            config.clone(),
+            processor,
+            shutdown.clone(),
+            connections.clone(),
+        ));
+        Ok(Self {
+            local_addr,
+            shutdown,
+            connections,
+            accept_task,
+            drain_timeout: config.drain_timeout,
+        })
+    }
+
+    /// The bound address (the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Open connections right now (the broker uses them to reach clients).
+    pub fn connections(&self) -> Vec<Connection> {
+        lock(&self.connections).values().cloned().collect()
+    }
+
+    /// Stops accepting, asks every connection to finish its in-flight requests and close,
+    /// and waits (bounded by the drain timeout) until they have.
+    pub async fn shutdown(self) {
+        self.shutdown.trigger();
+        let conns_table = self.connections.clone();
+        self.accept_task.await;
+        let conns: Vec<Connection> = lock(&conns_table).values().cloned().collect();
+        for c in &conns {
+            c.close();
+        }
+        let all_closed = async {
+            for c in &conns {
+                c.closed().await;
+            }
+        };
+        if runtime::timeout(self.drain_timeout, all_closed)
+            .await
+            .is_err()
+        {
+            log::warn!("shutdown: some connections did not drain in time");
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn accept_loop<P: Processor>(
+    listener: TcpListener,
+    config: ServerConfig,
+    processor: Arc<P>,
+    shutdown: Shutdown,
+    connections: Arc<Mutex<HashMap<u64, Connection>>>,
+) {
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let permit = match runtime::race(async { Some(slots.acquire_arc().await) }, async {
+            shutdown.wait().await;
+            None
+        })
+        .await
+        {
+            Some(p) => p,
+            None => return,
+        };
+        let accepted = runtime::race(async { Some(listener.accept().await) }, async {
+            shutdown.wait().await;
+            None
+        })
+        .await;
+        let stream = match accepted {
+            None => return,
+            Some(Ok((stream, _))) => {
+                backoff = Duration::from_millis(5);
+                stream
+            }
+            Some(Err(e)) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                log::warn!("accept failed: {e}; retrying in {backoff:?}");
+                runtime::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let conn = match Connection::start(stream, config.connection.clone(), processor.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("could not start connection: {e}");
+                continue;
+            }
+        };
+        lock(&connections).insert(conn.id(), conn.clone());
+        let registry = connections.clone();
+        runtime::spawn(async move {
+            conn.closed().await;
+            lock(&registry).remove(&conn.id());
+            drop(permit);
+        });
+    }
+}

@@ -1,0 +1,295 @@
+//! Connection, server and pool behaviour over real sockets on 127.0.0.1.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_std::io::{ReadExt, WriteExt};
+use async_std::net::TcpStream;
+use tern_shell::runtime::{block_on, sleep, spawn, timeout};
+use tern_shell::{
+    Connection, ConnectionConfig, ConnectionCtx, ConnectionPool, Processor, RemotingCommand,
+    RemotingError, RequestCode, ResponseCode, Server, ServerConfig,
+};
+
+const ECHO: RequestCode = RequestCode::Other(9001);
+const SLOW: RequestCode = RequestCode::Other(9002);
+const ASK_CLIENT: RequestCode = RequestCode::Other(9003);
+const COUNT: RequestCode = RequestCode::Other(9004);
+
+#[derive(Default)]
+struct TestProcessor {
+    oneways: AtomicUsize,
+}
+
+impl Processor for TestProcessor {
+    async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
+        let n = req.ext_fields.get("n").cloned().unwrap_or_default();
+        match req.request_code_enum() {
+            ECHO => {
+                // Answer out of order: later requests may finish first.
+                let delay = n.parse::<u64>().unwrap_or(0) % 7;
+                sleep(Duration::from_millis(delay)).await;
+                Some(RemotingCommand::response_to(&req, ResponseCode::Success).with_ext("n", n))
+            }
+            SLOW => {
+                sleep(Duration::from_millis(300)).await;
+                Some(RemotingCommand::response_to(&req, ResponseCode::Success).with_ext("n", n))
+            }
+            ASK_CLIENT => {
+                // A server-initiated request on the same connection, like CHECK_TRANSACTION_STATE.
+                let ask = RemotingCommand::request_code(RequestCode::CheckTransactionState);
+                let answer = conn.request(ask, Duration::from_secs(2)).await.ok()?;
+                Some(
+                    RemotingCommand::response_to(&req, ResponseCode::Success)
+                        .with_remark(answer.remark.unwrap_or_default()),
+                )
+            }
+            COUNT => {
+                self.oneways.fetch_add(1, Ordering::SeqCst);
+                Some(RemotingCommand::response_to(&req, ResponseCode::Success))
+            }
+            _ => Some(tern_shell::connection::not_supported(&req)),
+        }
+    }
+}
+
+struct ClientHandler;
+
+impl Processor for ClientHandler {
+    async fn process(
+        &self,
+        _conn: &ConnectionCtx,
+        req: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        Some(
+            RemotingCommand::response_to(&req, ResponseCode::Success).with_remark("client says hi"),
+        )
+    }
+}
+
+async fn start(config: ServerConfig) -> (Server, Arc<TestProcessor>) {
+    let p = Arc::new(TestProcessor::default());
+    let server = Server::bind("127.0.0.1:0", config, p.clone())
+        .await
+        .unwrap();
+    (server, p)
+}
+
+async fn connect(server: &Server) -> Connection {
+    let addr = server.local_addr().to_string();
+    Connection::connect(&addr, ConnectionConfig::default(), Duration::from_secs(2))
+        .await
+        .unwrap()
+}
+
+fn echo(n: usize) -> RemotingCommand {
+    RemotingCommand::request_code(ECHO).with_ext("n", n.to_string())
+}
+
+#[test]
+fn concurrent_requests_on_one_connection_get_their_own_responses() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let conn = connect(&server).await;
+        let tasks: Vec<_> = (0..300)
+            .map(|n| {
+                let c = conn.clone();
+                spawn(async move { (n, c.request(echo(n), Duration::from_secs(5)).await) })
+            })
+            .collect();
+        for t in tasks {
+            let (n, resp) = t.await;
+            let resp = resp.unwrap();
+            assert_eq!(resp.ext_fields["n"], n.to_string());
+            assert!(resp.is_response());
+        }
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn timed_out_request_fails_cleanly_and_late_response_is_dropped() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let conn = connect(&server).await;
+        let slow = RemotingCommand::request_code(SLOW).with_ext("n", "late");
+        let r = conn.request(slow, Duration::from_millis(50)).await;
+        assert_eq!(r.unwrap_err(), RemotingError::Timeout);
+        // Let the late response arrive; it must not be taken for the next request's answer.
+        sleep(Duration::from_millis(400)).await;
+        let resp = conn.request(echo(5), Duration::from_secs(2)).await.unwrap();
+        assert_eq!(resp.ext_fields["n"], "5");
+        assert!(!conn.is_closed());
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn malformed_frame_closes_only_that_connection() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let good = connect(&server).await;
+        let mut bad = TcpStream::connect(server.local_addr()).await.unwrap();
+        // Length 8, serialize type 7 (unknown), header length 4.
+        bad.write_all(&[0, 0, 0, 8, 7, 0, 0, 4, b'{', b'}', b' ', b' '])
+            .await
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let n = timeout(Duration::from_secs(2), bad.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        assert_eq!(
+            n, 0,
+            "the server closes the malformed connection without answering"
+        );
+        let resp = good.request(echo(1), Duration::from_secs(2)).await.unwrap();
+        assert_eq!(resp.ext_fields["n"], "1");
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn oversized_frame_announcement_closes_the_connection() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let mut bad = TcpStream::connect(server.local_addr()).await.unwrap();
+        bad.write_all(&0x7fff_ffffu32.to_be_bytes()).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = timeout(Duration::from_secs(2), bad.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn oneway_requests_are_processed_and_never_answered() {
+    block_on(async {
+        let (server, p) = start(ServerConfig::default()).await;
+        let conn = connect(&server).await;
+        for _ in 0..3 {
+            conn.oneway(RemotingCommand::request_code(COUNT))
+                .await
+                .unwrap();
+        }
+        // A normal request after them gets its own answer, not a stray oneway reply.
+        let resp = conn.request(echo(2), Duration::from_secs(2)).await.unwrap();
+        assert_eq!(resp.ext_fields["n"], "2");
+        sleep(Duration::from_millis(50)).await;
+        assert_eq!(p.oneways.load(Ordering::SeqCst), 3);
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn server_initiated_requests_reach_the_client_handler() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let addr = server.local_addr().to_string();
+        let conn = Connection::connect_with(
+            &addr,
+            ConnectionConfig::default(),
+            Duration::from_secs(2),
+            Arc::new(ClientHandler),
+        )
+        .await
+        .unwrap();
+        let resp = conn
+            .request(
+                RemotingCommand::request_code(ASK_CLIENT),
+                Duration::from_secs(3),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.remark.as_deref(), Some("client says hi"));
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn unknown_codes_are_answered_not_supported() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let conn = connect(&server).await;
+        let resp = conn
+            .request(
+                RemotingCommand::request_code(RequestCode::Other(31337)),
+                Duration::from_secs(2),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.response_code(), ResponseCode::RequestCodeNotSupported);
+        assert_eq!(
+            resp.remark.as_deref(),
+            Some(" request type 31337 not supported")
+        );
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn idle_connections_are_closed_by_the_server() {
+    block_on(async {
+        let mut config = ServerConfig::default();
+        config.connection.idle_timeout = Some(Duration::from_millis(150));
+        let (server, _) = start(config).await;
+        let conn = connect(&server).await;
+        timeout(Duration::from_secs(3), conn.closed())
+            .await
+            .expect("closed after idling");
+        assert!(conn.is_closed());
+        server.shutdown().await;
+    });
+}
+
+#[test]
+fn shutdown_drains_in_flight_requests() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let conn = connect(&server).await;
+        let c = conn.clone();
+        let pending = spawn(async move {
+            c.request(
+                RemotingCommand::request_code(SLOW).with_ext("n", "x"),
+                Duration::from_secs(3),
+            )
+            .await
+        });
+        sleep(Duration::from_millis(50)).await;
+        server.shutdown().await;
+        let resp = pending.await.unwrap();
+        assert_eq!(resp.ext_fields["n"], "x");
+        timeout(Duration::from_secs(2), conn.closed())
+            .await
+            .expect("closed after drain");
+    });
+}
+
+#[test]
+fn pool_reuses_a_connection_and_replaces_a_closed_one() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let addr = server.local_addr().to_string();
+        let pool = ConnectionPool::new(ConnectionConfig::default(), Duration::from_secs(2));
+        let a = pool.get(&addr).await.unwrap();
+        let b = pool.get(&addr).await.unwrap();
+        assert_eq!(a.id(), b.id());
+        a.close();
+        timeout(Duration::from_secs(2), a.closed()).await.unwrap();
+        let resp = pool
+            .invoke(&addr, echo(3), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(resp.ext_fields["n"], "3");
+        assert_ne!(pool.get(&addr).await.unwrap().id(), a.id());
+        assert!(matches!(
+            pool.get("127.0.0.1:1").await,
+            Err(RemotingError::Connect(_))
+        ));
+        server.shutdown().await;
+    });
+}
