@@ -163,7 +163,7 @@ pub enum StoreError {
         error: FsError,
     },
     /// A name or argument the store cannot use (a topic name that is not a plain file
-    /// name, a checkpoint larger than its file).
+    /// name, a negative queue id).
     Invalid {
         /// The file or directory concerned.
         path: PathBuf,

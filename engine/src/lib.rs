@@ -9,7 +9,9 @@
 //! - [`FileDirectory`] (`directory`): the segments of one folder, named by base offset;
 //! - [`StoreLayout`] (`layout`): RocketMQ's store paths, and the consume queues present;
 //! - [`StoreLock`] (`lock`): the exclusive `flock` that keeps a second process out;
-//! - [`StoreDir`] (`store`): an opened store: lock, abort marker, checkpoint;
+//! - [`StoreDir`] (`store`): an opened store directory: lock, abort marker, checkpoint;
+//! - [`FsStore`] (`fs_store`): the engine's `Store` on all of the above, as the broker
+//!   opens it;
 //! - [`meta`]: metadata files, postcard + CRC32, atomically replaced, with a `.bak`;
 //! - [`disk_usage`] (`disk`): free space for the broker's retention watermarks.
 //!
@@ -25,6 +27,7 @@
 pub mod directory;
 pub mod disk;
 pub mod error;
+pub mod fs_store;
 pub mod layout;
 pub mod lock;
 pub mod mapped;
@@ -34,6 +37,7 @@ pub mod store;
 pub use directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS};
 pub use disk::{DiskUsage, disk_usage};
 pub use error::{FsError, FsOp, StoreError};
+pub use fs_store::{EngineError, EngineStore, FsQueues, FsStore, FsStoreError};
 pub use layout::StoreLayout;
 pub use lock::StoreLock;
 pub use mapped::{Access, MappedFile};

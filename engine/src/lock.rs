@@ -18,6 +18,16 @@ use crate::error::{FsError, FsOp, StoreError};
 /// Longest pid text read back from a lock file (a pid is at most 10 digits).
 const MAX_PID_TEXT: u64 = 32;
 
+/// Extra attempts before a held lock is reported, and the wait between them.
+///
+/// Why retry at all: a process that spawns a child (`Command::spawn`) gives the child a
+/// copy of every descriptor, the lock file's included, until the child's `exec` closes it
+/// (`O_CLOEXEC`). A store closed and reopened in that window finds its own lock still
+/// held by the not-yet-exec'd child. The window is microseconds; 20 × 5 ms covers it
+/// with room while a real second holder is still reported within 0.1 s.
+const LOCK_TRIES: u32 = 20;
+const LOCK_RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// The held lock of one store; released on drop (or when the process dies).
 #[derive(Debug)]
 pub struct StoreLock {
@@ -39,15 +49,22 @@ impl StoreLock {
             .truncate(false)
             .open(lock_path)
             .map_err(|e| io(FsOp::Open, &e))?;
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-                return Err(StoreError::Locked {
-                    dir: store_dir.to_path_buf(),
-                    holder_pid: read_pid(&mut file),
-                });
+        let mut tries = 0;
+        loop {
+            match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK && tries < LOCK_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(LOCK_RETRY_WAIT);
+                }
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                    return Err(StoreError::Locked {
+                        dir: store_dir.to_path_buf(),
+                        holder_pid: read_pid(&mut file),
+                    });
+                }
+                Err(e) => return Err(StoreError::io(lock_path, FsError::errno(FsOp::Lock, e))),
             }
-            Err(e) => return Err(StoreError::io(lock_path, FsError::errno(FsOp::Lock, e))),
         }
         let pid = rustix::process::getpid().as_raw_nonzero().get();
         file.set_len(0).map_err(|e| io(FsOp::Write, &e))?;

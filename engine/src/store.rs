@@ -1,5 +1,5 @@
 //! [`StoreDir`]: a store directory opened for one process: its folders made, its lock
-//! held, its abort marker set, and its checkpoint read and written.
+//! held, its abort marker set, and its checkpoint file mapped for the engine.
 //!
 //! The abort marker is how the next open learns the last one did not close cleanly
 //! (crash, `kill -9`, power loss), which decides between the quick and the full recovery.
@@ -8,7 +8,6 @@
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS, sync_dir};
@@ -16,7 +15,7 @@ use crate::disk::{DiskUsage, disk_usage};
 use crate::error::{FsError, FsOp, StoreError};
 use crate::layout::StoreLayout;
 use crate::lock::StoreLock;
-use crate::mapped::{Access, allocate};
+use crate::mapped::{Access, MappedFile, allocate};
 
 /// Size of the checkpoint file (RocketMQ's `StoreCheckpoint` maps one OS page).
 pub const CHECKPOINT_LEN: usize = 4096;
@@ -31,8 +30,6 @@ pub struct StoreDir {
     _lock: StoreLock,
     /// Whether the abort marker was already there at open.
     abort_existed: bool,
-    /// The checkpoint file, once read or written.
-    checkpoint: Option<File>,
 }
 
 impl StoreDir {
@@ -58,7 +55,6 @@ impl StoreDir {
             layout,
             _lock: lock,
             abort_existed,
-            checkpoint: None,
         })
     }
 
@@ -85,8 +81,7 @@ impl StoreDir {
     /// One consume queue's segments (20-digit names, sequential access); its folder is
     /// created if missing.
     pub fn consume_queue(&self, topic: &str, queue_id: u32) -> Result<FileDirectory, StoreError> {
-        let dir = self.layout.queue_dir(topic, queue_id)?;
-        FileDirectory::open(&dir, OFFSET_NAME_DIGITS, Access::Sequential)
+        open_queue_dir(&self.layout, topic, queue_id)
     }
 
     /// The hash index's files (17-digit time-stamp names, random access).
@@ -104,65 +99,37 @@ impl StoreDir {
         disk_usage(self.layout.root())
     }
 
-    /// The checkpoint's bytes, or `None` when there is none yet. A checkpoint of the wrong
-    /// size is reported as none, with a warning: the engine then recovers from the start,
-    /// which is slow but safe.
-    pub fn read_checkpoint(&mut self) -> Result<Option<[u8; CHECKPOINT_LEN]>, StoreError> {
+    /// The checkpoint file, mapped: the engine reads and writes its checkpoint through it
+    /// (`tern_engine::checkpoint::Checkpoint::read/write`), as RocketMQ maps its
+    /// `StoreCheckpoint`.
+    ///
+    /// A missing file is created at [`CHECKPOINT_LEN`] bytes, zero-filled (no checkpoint
+    /// yet). A file of any other size was not written by us whole: it is replaced by a
+    /// fresh page, with a warning, and the engine then recovers from the log's start,
+    /// which is slow but safe. Each write is one page rewritten in place and flushed; the
+    /// engine's layout carries a CRC, so a write torn by power loss reads as no checkpoint.
+    pub fn checkpoint_media(&self) -> Result<MappedFile, StoreError> {
         let path = self.layout.checkpoint_path();
         let err = |op, e: &std::io::Error| StoreError::io(&path, FsError::io(op, e));
-        if self.checkpoint.is_none() {
-            match File::options().read(true).write(true).open(&path) {
-                Ok(file) => self.checkpoint = Some(file),
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(err(FsOp::Open, &e)),
+        let file = match File::options().read(true).write(true).open(&path) {
+            Ok(file) => {
+                let len = file.metadata().map_err(|e| err(FsOp::Read, &e))?.len();
+                if len == CHECKPOINT_LEN as u64 {
+                    file
+                } else {
+                    log::warn!(
+                        "{}: {len} bytes instead of {CHECKPOINT_LEN}, replaced",
+                        path.display()
+                    );
+                    create_checkpoint(&path, self.layout.root())?
+                }
             }
-        }
-        let Some(file) = &self.checkpoint else {
-            return Ok(None);
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                create_checkpoint(&path, self.layout.root())?
+            }
+            Err(e) => return Err(err(FsOp::Open, &e)),
         };
-        let len = file.metadata().map_err(|e| err(FsOp::Read, &e))?.len();
-        if len != CHECKPOINT_LEN as u64 {
-            log::warn!(
-                "{}: {len} bytes instead of {CHECKPOINT_LEN}, ignored",
-                path.display()
-            );
-            // The next write replaces the file whole rather than patching it.
-            self.checkpoint = None;
-            return Ok(None);
-        }
-        let mut bytes = [0u8; CHECKPOINT_LEN];
-        file.read_exact_at(&mut bytes, 0)
-            .map_err(|e| err(FsOp::Read, &e))?;
-        Ok(Some(bytes))
-    }
-
-    /// Writes `bytes` (at most [`CHECKPOINT_LEN`], zero-padded) as the checkpoint and
-    /// makes it durable before returning.
-    ///
-    /// The file is created once (under a temp name, preallocated, renamed) and then
-    /// rewritten in place with one 4096-byte write and `fdatasync`, as RocketMQ flushes its
-    /// mapped checkpoint; the engine's checkpoint layout carries its own check for a
-    /// write torn by power loss.
-    pub fn write_checkpoint(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.layout.checkpoint_path();
-        if bytes.len() > CHECKPOINT_LEN {
-            return Err(StoreError::Invalid {
-                path,
-                reason: "checkpoint larger than 4096 bytes",
-            });
-        }
-        let mut page = [0u8; CHECKPOINT_LEN];
-        page[..bytes.len()].copy_from_slice(bytes);
-        if self.checkpoint.is_none() {
-            self.checkpoint = Some(create_checkpoint(&path, self.layout.root())?);
-        }
-        let Some(file) = &self.checkpoint else {
-            return Ok(());
-        };
-        file.write_all_at(&page, 0)
-            .map_err(|e| StoreError::io(&path, FsError::io(FsOp::Write, &e)))?;
-        rustix::fs::fdatasync(file)
-            .map_err(|e| StoreError::io(&path, FsError::errno(FsOp::Flush, e)))
+        MappedFile::from_file(file, Access::Random).map_err(|e| StoreError::io(&path, e))
     }
 
     /// Closes the store cleanly: removes the abort marker (durably), then releases the
@@ -177,6 +144,18 @@ impl StoreDir {
         let root = self.layout.root();
         sync_dir(root).map_err(|e| StoreError::io(root, e))
     }
+}
+
+/// One consume queue's segments under `layout` (20-digit names, sequential access); its
+/// folder is created if missing. Shared by [`StoreDir::consume_queue`] and the queue table
+/// of `FsStore`, which creates queues while the store is open.
+pub(crate) fn open_queue_dir(
+    layout: &StoreLayout,
+    topic: &str,
+    queue_id: u32,
+) -> Result<FileDirectory, StoreError> {
+    let dir = layout.queue_dir(topic, queue_id)?;
+    FileDirectory::open(&dir, OFFSET_NAME_DIGITS, Access::Sequential)
 }
 
 /// Writes the abort marker with our pid and makes its content durable.

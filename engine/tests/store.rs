@@ -1,11 +1,12 @@
 //! `StoreDir` over a real temp dir: folders, the lock (within a process and across
-//! processes), the abort marker, the checkpoint, and disk usage.
+//! processes), the abort marker, the checkpoint page, and disk usage.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use tern_engine::media::Directory;
+use tern_engine::checkpoint::Checkpoint;
+use tern_engine::media::{Directory, Media};
 use tern_engine_fs::{CHECKPOINT_LEN, StoreDir, StoreError};
 
 /// Set in the child process that holds a store's lock for the cross-process test.
@@ -122,59 +123,50 @@ fn abort_marker_tells_a_crash_from_a_clean_close() {
 }
 
 #[test]
-fn checkpoint_round_trips_and_is_padded_to_a_page() {
+fn checkpoint_round_trips_through_the_mapped_page() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut store = StoreDir::open(tmp.path()).unwrap();
-    assert_eq!(store.read_checkpoint().unwrap(), None);
-    store.write_checkpoint(&[1, 2, 3]).unwrap();
-    let mut expected = [0u8; CHECKPOINT_LEN];
-    expected[..3].copy_from_slice(&[1, 2, 3]);
-    assert_eq!(store.read_checkpoint().unwrap(), Some(expected));
-    let full = [7u8; CHECKPOINT_LEN];
-    store.write_checkpoint(&full).unwrap();
+    let store = StoreDir::open(tmp.path()).unwrap();
+    let mut media = store.checkpoint_media().unwrap();
+    assert_eq!(media.len(), CHECKPOINT_LEN as u64);
+    assert_eq!(
+        Checkpoint::read(&media).unwrap(),
+        None,
+        "a new page is no checkpoint"
+    );
+    let c = Checkpoint {
+        flushed_offset: 4096,
+        dispatched_offset: 1000,
+        clean_end: Some(4096),
+        ..Default::default()
+    };
+    c.write(&mut media).unwrap();
+    drop(media);
     store.close().unwrap();
 
-    let mut store = StoreDir::open(tmp.path()).unwrap();
-    assert_eq!(store.read_checkpoint().unwrap(), Some(full));
+    let store = StoreDir::open(tmp.path()).unwrap();
+    let media = store.checkpoint_media().unwrap();
+    assert_eq!(Checkpoint::read(&media).unwrap(), Some(c));
     assert_eq!(
         fs::metadata(tmp.path().join("checkpoint")).unwrap().len(),
         CHECKPOINT_LEN as u64
     );
-    assert!(matches!(
-        store.write_checkpoint(&[0; CHECKPOINT_LEN + 1]),
-        Err(StoreError::Invalid { .. })
-    ));
+    drop(media);
     store.close().unwrap();
 }
 
 #[test]
-fn short_checkpoint_reads_as_none() {
-    let tmp = tempfile::tempdir().unwrap();
-    fs::write(tmp.path().join("checkpoint"), [9u8; 100]).unwrap();
-    let mut store = StoreDir::open(tmp.path()).unwrap();
-    assert_eq!(store.read_checkpoint().unwrap(), None);
-    // Writing replaces it with a full page.
-    store.write_checkpoint(&[5]).unwrap();
-    store.close().unwrap();
-    let mut store = StoreDir::open(tmp.path()).unwrap();
-    assert_eq!(store.read_checkpoint().unwrap().map(|c| c[0]), Some(5));
-    store.close().unwrap();
-}
-
-#[test]
-fn oversized_checkpoint_reads_as_none_and_is_replaced_by_a_page() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("checkpoint");
-    fs::write(&path, [9u8; CHECKPOINT_LEN + 100]).unwrap();
-    let mut store = StoreDir::open(tmp.path()).unwrap();
-    assert_eq!(store.read_checkpoint().unwrap(), None);
-    store.write_checkpoint(&[5]).unwrap();
-    assert_eq!(fs::metadata(&path).unwrap().len(), CHECKPOINT_LEN as u64);
-    assert_eq!(
-        store.read_checkpoint().unwrap().map(|c| c[..2] == [5, 0]),
-        Some(true)
-    );
-    store.close().unwrap();
+fn checkpoint_of_the_wrong_size_is_replaced_by_an_empty_page() {
+    for len in [100, CHECKPOINT_LEN + 100] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("checkpoint");
+        fs::write(&path, vec![9u8; len]).unwrap();
+        let store = StoreDir::open(tmp.path()).unwrap();
+        let media = store.checkpoint_media().unwrap();
+        assert_eq!(Checkpoint::read(&media).unwrap(), None, "{len}");
+        assert_eq!(fs::metadata(&path).unwrap().len(), CHECKPOINT_LEN as u64);
+        drop(media);
+        store.close().unwrap();
+    }
 }
 
 #[test]

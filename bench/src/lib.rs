@@ -1,0 +1,38 @@
+//! Tern's benchmark harness: named scenarios, each measured beside a baseline in the same
+//! run, printed as a markdown table and saved as CSV under `bench/results/`.
+//!
+//! Why beside a baseline: absolute numbers move with the machine, the disk and whatever
+//! else runs on it; the ratio to the simplest thing that does the same job (a raw
+//! `write()` of the same bytes) is what a change to the engine can be judged by. Each
+//! scenario runs its case and its baseline interleaved, A/B, for a few rounds, so drift
+//! during the run hits both.
+//!
+//! Scenarios:
+//! - `engine` ([`engine`]): the storage engine's append rate, unflushed and with group
+//!   commit, against raw `write()` and `write()` + `fdatasync`.
+
+pub mod engine;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+
+/// Where a run keeps its data when `--dir` is not given: beside the binary in the
+/// target dir (`target/tern-bench-data`), which is on the disk the project builds on and
+/// is already ignored by git; the system temp dir when the binary is not in a target dir.
+pub fn default_data_dir() -> PathBuf {
+    let exe = std::env::current_exe().ok();
+    let target = exe
+        .as_deref()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .filter(|p| p.join("CACHEDIR.TAG").exists());
+    match target {
+        Some(t) => t.join("tern-bench-data"),
+        None => std::env::temp_dir().join("tern-bench-data"),
+    }
+}
+
+/// Folder the CSV files go to: `bench/results/` of this crate (git-ignored).
+pub fn results_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("results")
+}

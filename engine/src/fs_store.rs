@@ -1,0 +1,450 @@
+//! [`FsStore`]: the engine's [`Store`] on files, as the broker opens it.
+//!
+//! The engine does the storage work (append, dispatch, recovery); this module only wires
+//! it to a store directory: the lock and abort marker ([`StoreDir`]), the commit log and
+//! index folders ([`FileDirectory`]), a queue table that makes and finds
+//! `consumequeue/<topic>/<queue>/` folders ([`FsQueues`]), and the mapped checkpoint page.
+//! Whether the last run crashed is the abort marker's answer, passed to the engine's
+//! recovery as `crashed`.
+//!
+//! The broker calls the engine's operations itself ([`FsStore::store_mut`]: `put`,
+//! `put_batch`, `dispatch`, `flush_log`, `checkpoint`, `delete_before`, `queue`, `log`),
+//! so this layer adds nothing to the append path. Engine errors are small and `Copy`
+//! and carry no path; [`FsStore::error`] turns one into an [`FsStoreError`] that names the
+//! store (or the segment, when the error says which) for an operator.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use tern_engine::Error;
+use tern_engine::error::Corruption;
+use tern_engine::store::{OpenReport, QueueSlot, QueueTable, Store, StoreConfig};
+
+use crate::directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS, segment_name};
+use crate::error::{FsError, FsOp, StoreError};
+use crate::layout::StoreLayout;
+use crate::mapped::MappedFile;
+use crate::store::{StoreDir, open_queue_dir};
+
+/// The engine's store over files: commit log and index folders, the queue table, and the
+/// mapped checkpoint page.
+pub type EngineStore = Store<FileDirectory, FileDirectory, FsQueues, MappedFile>;
+
+/// An engine error with the media's error of this crate.
+pub type EngineError = Error<FsError>;
+
+/// Record scratch passed to the engine. Every segment is a mapping, so the engine reads
+/// records in place and never copies into scratch: an empty one is enough.
+const NO_SCRATCH: usize = 0;
+
+/// The consume queues of a store, one folder each under `consumequeue/`.
+///
+/// Keyed topic first, then queue id, rather than by `(String, i32)`: the engine looks a
+/// queue up by `&str` on every put, and a tuple key would need an owned `String` (an
+/// allocation) per lookup.
+#[derive(Debug)]
+pub struct FsQueues {
+    /// Where queue folders are made and found.
+    layout: StoreLayout,
+    /// The open queues.
+    topics: HashMap<String, HashMap<i32, QueueSlot<FileDirectory>>>,
+}
+
+impl FsQueues {
+    /// An empty table for the store laid out as `layout`; queues on disk are opened by
+    /// the engine through [`QueueTable::open_existing`].
+    pub fn new(layout: StoreLayout) -> Self {
+        FsQueues {
+            layout,
+            topics: HashMap::new(),
+        }
+    }
+
+    /// Number of open queues.
+    pub fn len(&self) -> usize {
+        self.topics.values().map(HashMap::len).sum()
+    }
+
+    /// True when no queue is open.
+    pub fn is_empty(&self) -> bool {
+        self.topics.values().all(HashMap::is_empty)
+    }
+
+    /// Every open queue as `(topic, queue id)`, sorted (for admin listings and tests).
+    pub fn keys(&self) -> Vec<(String, i32)> {
+        let mut keys: Vec<_> = self
+            .topics
+            .iter()
+            .flat_map(|(t, qs)| qs.keys().map(move |&q| (t.clone(), q)))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The folder of (topic, queue id), created if missing. The engine's error has no
+    /// room for a path, so the path is logged here before it is lost.
+    fn dir_of(&self, topic: &str, queue_id: i32) -> Result<FileDirectory, EngineError> {
+        let Ok(id) = u32::try_from(queue_id) else {
+            log::warn!("queue id {queue_id} of topic {topic:?} is negative: refused");
+            return Err(Error::Media(FsError::new(
+                FsOp::Create,
+                ErrorKind::InvalidInput,
+            )));
+        };
+        open_queue_dir(&self.layout, topic, id).map_err(|e| {
+            log::warn!("consume queue {topic}/{queue_id}: {e}");
+            Error::Media(
+                e.fs_error()
+                    .unwrap_or(FsError::new(FsOp::Create, ErrorKind::InvalidInput)),
+            )
+        })
+    }
+}
+
+impl QueueTable for FsQueues {
+    type Dir = FileDirectory;
+
+    fn get(&self, topic: &str, queue_id: i32) -> Option<&QueueSlot<FileDirectory>> {
+        self.topics.get(topic)?.get(&queue_id)
+    }
+
+    fn get_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut QueueSlot<FileDirectory>> {
+        self.topics.get_mut(topic)?.get_mut(&queue_id)
+    }
+
+    fn create_dir(&mut self, topic: &str, queue_id: i32) -> Result<FileDirectory, EngineError> {
+        self.dir_of(topic, queue_id)
+    }
+
+    fn insert(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        slot: QueueSlot<FileDirectory>,
+    ) -> Result<(), EngineError> {
+        self.topics
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, slot);
+        Ok(())
+    }
+
+    fn open_existing(
+        &mut self,
+        open: &mut dyn FnMut(FileDirectory) -> Result<QueueSlot<FileDirectory>, EngineError>,
+    ) -> Result<(), EngineError> {
+        let found = self.layout.list_queues().map_err(|e| {
+            log::warn!("{e}");
+            Error::Media(
+                e.fs_error()
+                    .unwrap_or(FsError::new(FsOp::Scan, ErrorKind::Other)),
+            )
+        })?;
+        for (topic, id) in found {
+            let Ok(queue_id) = i32::try_from(id) else {
+                log::warn!("consume queue {topic}/{id}: queue id out of range, ignored");
+                continue;
+            };
+            let dir = self.dir_of(&topic, queue_id)?;
+            let slot = open(dir)?;
+            self.insert(&topic, queue_id, slot)?;
+        }
+        Ok(())
+    }
+
+    fn for_each_mut(
+        &mut self,
+        f: &mut dyn FnMut(&str, i32, &mut QueueSlot<FileDirectory>) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        for (topic, queues) in &mut self.topics {
+            for (&queue_id, slot) in queues {
+                f(topic, queue_id, slot)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An open store on files, held by one process.
+///
+/// Dropping it without [`FsStore::close`] is a crash as far as the next open is concerned:
+/// the abort marker stays and the next open runs the full recovery. Nothing written is
+/// lost by that (the page cache keeps it); only what was never flushed is at risk from
+/// power loss.
+#[derive(Debug)]
+pub struct FsStore {
+    /// The engine over this store's files.
+    store: EngineStore,
+    /// Lock and abort marker, released and removed by `close`.
+    dir: StoreDir,
+}
+
+impl FsStore {
+    /// Opens (creating if needed) the store at `root` and recovers it.
+    ///
+    /// Takes the store's lock (fails with [`StoreError::Locked`] inside
+    /// [`FsStoreError::Dir`] while another open holds it), then opens the commit log
+    /// (20-digit names, sequential access), the consume queues present, the index (17-digit
+    /// names, random access) and the checkpoint, and runs the engine's recovery, full if
+    /// the abort marker says the last run did not close.
+    pub fn open(root: &Path, config: StoreConfig) -> Result<(Self, OpenReport), FsStoreError> {
+        check_config(root, &config)?;
+        let dir = StoreDir::open(root)?;
+        let log = dir.commitlog()?;
+        let index = dir.index()?;
+        let checkpoint = dir.checkpoint_media()?;
+        let queues = FsQueues::new(dir.layout().clone());
+        let crashed = dir.abort_existed();
+        let opened = Store::open(
+            config,
+            log,
+            index,
+            queues,
+            checkpoint,
+            crashed,
+            &mut [0u8; NO_SCRATCH],
+        );
+        match opened {
+            Ok((store, report)) => Ok((FsStore { store, dir }, report)),
+            Err(error) => Err(engine_error(dir.layout(), &config, "open", error)),
+        }
+    }
+
+    /// Closes cleanly: dispatches what is left, flushes log, queues and index, writes the
+    /// checkpoint with the log's end (so the next open skips the scan), then removes the
+    /// abort marker and releases the lock.
+    pub fn close(self) -> Result<(), FsStoreError> {
+        let FsStore { store, dir } = self;
+        let config = *store.config();
+        match store.close(&mut [0u8; NO_SCRATCH]) {
+            // The parts are unmapped here, before the abort marker goes.
+            Ok(parts) => drop(parts),
+            Err(error) => return Err(engine_error(dir.layout(), &config, "close", error)),
+        }
+        Ok(dir.close()?)
+    }
+
+    /// The engine's store, for reads: `log()`, `queue(topic, id)`, `index()`.
+    pub fn store(&self) -> &EngineStore {
+        &self.store
+    }
+
+    /// The engine's store, for writes: `put`, `put_batch`, `dispatch`, `flush_log`,
+    /// `checkpoint`, `delete_before`. Scratch for `dispatch` may be empty (`&mut []`):
+    /// segments are mappings, read in place.
+    pub fn store_mut(&mut self) -> &mut EngineStore {
+        &mut self.store
+    }
+
+    /// Dispatches every record appended since the last dispatch to its queue and the
+    /// index (the reput step), telling `on_record` about each. Returns how many.
+    pub fn dispatch(
+        &mut self,
+        on_record: &mut dyn FnMut(&tern_engine::dispatch::DispatchRecord<'_>),
+    ) -> Result<u64, FsStoreError> {
+        self.store
+            .dispatch(&mut [0u8; NO_SCRATCH], on_record)
+            .map_err(|e| self.error("dispatch", e))
+    }
+
+    /// The store's paths.
+    pub fn layout(&self) -> &StoreLayout {
+        self.dir.layout()
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        self.dir.layout().root()
+    }
+
+    /// The store directory (disk usage, queue listing).
+    pub fn dir(&self) -> &StoreDir {
+        &self.dir
+    }
+
+    /// Explains an engine error of operation `op` (`"put"`, `"flush"`, ...) on this store:
+    /// names the segment file when the error says which, else the store's root.
+    pub fn error(&self, op: &'static str, error: EngineError) -> FsStoreError {
+        engine_error(self.dir.layout(), self.store.config(), op, error)
+    }
+}
+
+/// Refuses geometry the engine would reject with a panic (it asserts its geometry).
+fn check_config(root: &Path, c: &StoreConfig) -> Result<(), FsStoreError> {
+    let reason = if c.log_segment_size <= 2 * tern_engine::commitlog::BLANK_RESERVE {
+        "commit-log segment size must be larger than 16 bytes"
+    } else if c.queue_entries_per_file == 0
+        || c.queue_entries_per_file
+            .checked_mul(tern_engine::consumequeue::ENTRY_SIZE)
+            .is_none()
+    {
+        "consume-queue files must hold at least one entry"
+    } else if c.index.slots == 0 || c.index.entries < 2 {
+        "index files need at least one slot and two entries"
+    } else {
+        return Ok(());
+    };
+    Err(FsStoreError::Config {
+        root: root.to_path_buf(),
+        reason,
+    })
+}
+
+fn engine_error(
+    layout: &StoreLayout,
+    config: &StoreConfig,
+    op: &'static str,
+    error: EngineError,
+) -> FsStoreError {
+    let segment = |dir: PathBuf, base: u64, digits: u8| match segment_name(base, digits) {
+        Some(name) => dir.join(name),
+        None => dir,
+    };
+    let path = match error {
+        Error::Corrupt(Corruption::Record { offset, .. }) => {
+            let base = offset - offset % config.log_segment_size;
+            segment(layout.commitlog_dir(), base, OFFSET_NAME_DIGITS)
+        }
+        Error::Corrupt(Corruption::IndexFile { base }) => {
+            segment(layout.index_dir(), base, INDEX_NAME_DIGITS)
+        }
+        _ => layout.root().to_path_buf(),
+    };
+    FsStoreError::Engine { path, op, error }
+}
+
+/// A store operation failed; the message names the file or the store.
+#[derive(Debug)]
+pub enum FsStoreError {
+    /// Opening or closing the store directory failed (lock held, folder not writable).
+    Dir(StoreError),
+    /// The geometry asked for cannot work.
+    Config {
+        /// The store's root.
+        root: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The engine failed.
+    Engine {
+        /// The segment concerned when the error names one, else the store's root.
+        path: PathBuf,
+        /// The operation (`"open"`, `"put"`, `"flush"`, ...).
+        op: &'static str,
+        /// The engine's error, for callers that act on its kind.
+        error: EngineError,
+    },
+}
+
+impl FsStoreError {
+    /// The file error inside, if any (to tell "disk full" from other failures).
+    pub fn fs_error(&self) -> Option<FsError> {
+        match self {
+            FsStoreError::Dir(e) => e.fs_error(),
+            FsStoreError::Engine {
+                error: Error::Media(e),
+                ..
+            } => Some(*e),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for FsStoreError {
+    fn from(e: StoreError) -> Self {
+        FsStoreError::Dir(e)
+    }
+}
+
+impl fmt::Display for FsStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FsStoreError::Dir(e) => e.fmt(f),
+            FsStoreError::Config { root, reason } => write!(f, "{}: {reason}", root.display()),
+            FsStoreError::Engine { path, op, error } => {
+                write!(f, "{}: {op}: ", path.display())?;
+                match error {
+                    Error::Media(e) => write!(f, "{e}"),
+                    Error::Record(e) => write!(f, "message cannot be stored: {e:?}"),
+                    Error::TooLarge => f.write_str("larger than a commit-log segment"),
+                    Error::OutOfRange => f.write_str("offset out of range"),
+                    Error::TableFull => f.write_str("a fixed-size table is full"),
+                    Error::Corrupt(c) => write_corruption(f, c),
+                }
+            }
+        }
+    }
+}
+
+fn write_corruption(f: &mut fmt::Formatter<'_>, c: &Corruption) -> fmt::Result {
+    match c {
+        Corruption::SegmentGap { missing } => {
+            write!(f, "corrupt: segment at offset {missing} is missing")
+        }
+        Corruption::SegmentMisaligned { base } => write!(
+            f,
+            "corrupt: segment at offset {base} is not a multiple of the segment size"
+        ),
+        Corruption::SegmentSize { base } => write!(
+            f,
+            "corrupt: segment at offset {base} is not the configured size"
+        ),
+        Corruption::Record { offset, error } => {
+            write!(f, "corrupt: record at offset {offset}: {error:?}")
+        }
+        Corruption::QueueOffset { expected, got } => write!(
+            f,
+            "corrupt: queue offset {got} arrived where {expected} was expected"
+        ),
+        Corruption::IndexFile { base } => write!(f, "corrupt: index file {base}"),
+    }
+}
+
+impl std::error::Error for FsStoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FsStoreError::Dir(e) => Some(e),
+            FsStoreError::Engine {
+                error: Error::Media(e),
+                ..
+            } => Some(e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_record_error_names_its_segment_file() {
+        let layout = StoreLayout::new("/s");
+        let config = StoreConfig {
+            log_segment_size: 1024,
+            ..StoreConfig::SERVER
+        };
+        let error = Error::Corrupt(Corruption::Record {
+            offset: 2100,
+            error: tern_engine::record::RecordError::Truncated,
+        });
+        let text = engine_error(&layout, &config, "dispatch", error).to_string();
+        assert!(
+            text.starts_with("/s/commitlog/00000000000000002048: dispatch: corrupt"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn geometry_the_engine_would_reject_is_an_error_not_a_panic() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            log_segment_size: 8,
+            ..StoreConfig::SERVER
+        };
+        let error = FsStore::open(tmp.path(), config).unwrap_err();
+        assert!(matches!(error, FsStoreError::Config { .. }), "{error}");
+    }
+}
