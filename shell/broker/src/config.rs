@@ -1,0 +1,347 @@
+//! The broker's configuration, as RocketMQ users write it in `broker.conf`.
+//!
+//! Keys and defaults are RocketMQ's (`BrokerConfig`, `MessageStoreConfig`,
+//! `NettyServerConfig`), read through [`tern_shell::config`]: unknown keys are warnings, a
+//! known key with a bad value is fatal and the error names it and its line.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tern_shell::config::{Config, ConfigError, ConfigReader};
+use tern_shell::config_enum;
+
+config_enum! {
+    /// How appends are made durable before the producer is answered.
+    pub enum FlushDiskType {
+        /// Answer once the record is in the page cache; a flush task syncs periodically.
+        Async = "ASYNC_FLUSH",
+        /// Answer once the record is on disk; one fdatasync serves every waiting sender.
+        Sync = "SYNC_FLUSH",
+    }
+}
+
+config_enum! {
+    /// Role of this broker in a replica set.
+    pub enum BrokerRole {
+        /// Master that answers without waiting for slaves.
+        AsyncMaster = "ASYNC_MASTER",
+        /// Master that waits for a slave's acknowledgement.
+        SyncMaster = "SYNC_MASTER",
+        /// Read-only replica.
+        Slave = "SLAVE",
+    }
+}
+
+/// Everything the broker reads from its config file and flags.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Cluster this broker belongs to (`brokerClusterName`).
+    pub cluster_name: String,
+    /// Name shared by a master and its slaves (`brokerName`).
+    pub broker_name: String,
+    /// 0 for a master, > 0 for slaves (`brokerId`).
+    pub broker_id: i64,
+    /// Name servers to register with (`namesrvAddr`, `;`-separated).
+    pub namesrv_addrs: Vec<String>,
+    /// Address clients should dial, advertised in routes and message ids (`brokerIP1`).
+    pub broker_ip1: IpAddr,
+    /// Address to bind (`listenAddr`, Tern's own; all interfaces by default).
+    pub listen_ip: IpAddr,
+    /// Remoting port (`listenPort`); the VIP port is this minus 2.
+    pub listen_port: u16,
+    /// Store root (`storePathRootDir`).
+    pub store_root: PathBuf,
+    /// Role (`brokerRole`).
+    pub role: BrokerRole,
+    /// Flush policy (`flushDiskType`).
+    pub flush_disk_type: FlushDiskType,
+    /// Commit-log segment size (`mapedFileSizeCommitLog`).
+    pub commit_log_segment_bytes: u64,
+    /// Entries per consume-queue file (`mapedFileSizeConsumeQueue` / 20).
+    pub consume_queue_entries: u64,
+    /// Index slots per file (`maxHashSlotNum`).
+    pub index_slots: u32,
+    /// Index entries per file (`maxIndexNum`).
+    pub index_entries: u32,
+    /// Hours a commit-log segment is kept (`fileReservedTime`).
+    pub file_reserved_hours: u64,
+    /// Hours of the day deletion runs (`deleteWhen`, e.g. "04" or "04;16").
+    pub delete_when: Vec<u8>,
+    /// Disk use (percent) past which old segments are deleted early (`diskMaxUsedSpaceRatio`).
+    pub disk_max_used_ratio: u8,
+    /// Disk use (percent) past which writes are refused (`diskSpaceWarningLevelRatio`).
+    pub disk_refuse_ratio: u8,
+    /// Create topics on first send from the TBW102 template (`autoCreateTopicEnable`).
+    pub auto_create_topic: bool,
+    /// Create subscription groups on first heartbeat (`autoCreateSubscriptionGroup`).
+    pub auto_create_subscription_group: bool,
+    /// Queues of the TBW102 template (`defaultTopicQueueNums`).
+    pub default_topic_queue_nums: i32,
+    /// Largest message body accepted (`maxMessageSize`).
+    pub max_message_size: usize,
+    /// How long a SYNC_FLUSH sender waits for the disk (`syncFlushTimeout`).
+    pub sync_flush_timeout: Duration,
+    /// Period of the ASYNC_FLUSH flush (`flushIntervalCommitLog`).
+    pub flush_interval: Duration,
+    /// Hold pulls until messages arrive (`longPollingEnable`).
+    pub long_polling: bool,
+    /// Hold time when long polling is off (`shortPollingTimeMills`).
+    pub short_polling: Duration,
+    /// Period of registration with the name servers (`registerNameServerPeriod`, 10–60 s).
+    pub register_period: Duration,
+    /// Clients silent this long are dropped (`channelExpiredTimeout`).
+    pub client_expiry: Duration,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let source = tern_shell::config::ConfigSource::new();
+        // Every default is declared once, in `read`.
+        match tern_shell::config::load::<BrokerConfig>(&source) {
+            Ok(l) => l.config,
+            Err(e) => unreachable!("defaults are valid: {e}"),
+        }
+    }
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display>(
+    lo: T,
+    hi: T,
+) -> impl FnOnce(&T) -> Result<(), String> {
+    move |v| {
+        if *v >= lo && *v <= hi {
+            Ok(())
+        } else {
+            Err(format!("{v} is outside {lo}..{hi}"))
+        }
+    }
+}
+
+fn ip(r: &mut ConfigReader<'_>, key: &str, default: &str) -> Result<IpAddr, ConfigError> {
+    let s: String = r.get_checked(key, default.to_owned(), |s| {
+        s.parse::<IpAddr>()
+            .map(|_| ())
+            .map_err(|_| format!("invalid IP address '{s}'"))
+    })?;
+    Ok(s.parse().unwrap_or_else(|_| unreachable!("checked")))
+}
+
+impl Config for BrokerConfig {
+    fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let addrs: Vec<String> = r.get_checked("namesrvAddr", Vec::new(), |v: &Vec<String>| {
+            v.iter().try_for_each(|a| check_addr(a))
+        })?;
+        let ms = |r: &mut ConfigReader<'_>,
+                  key: &str,
+                  default: u64,
+                  lo: u64,
+                  hi: u64|
+         -> Result<Duration, ConfigError> {
+            Ok(Duration::from_millis(r.get_checked(
+                key,
+                default,
+                in_range(lo, hi),
+            )?))
+        };
+        let delete_when: String = r.get_checked("deleteWhen", "04".to_owned(), |s| {
+            parse_hours(s).map(|_| ())
+        })?;
+        let cq_bytes: u64 = r.get_checked("mapedFileSizeConsumeQueue", 300_000 * 20, |n| {
+            if *n >= 20 * 64 && n % 20 == 0 {
+                Ok(())
+            } else {
+                Err(format!("{n} is not a multiple of 20 of at least 1280"))
+            }
+        })?;
+        let cfg = Self {
+            cluster_name: r.get_checked("brokerClusterName", "DefaultCluster".to_owned(), |s| {
+                non_empty(s)
+            })?,
+            broker_name: r.get_checked("brokerName", "broker-a".to_owned(), |s| non_empty(s))?,
+            broker_id: r.get_checked("brokerId", 0i64, in_range(0, i64::MAX))?,
+            namesrv_addrs: addrs,
+            broker_ip1: ip(r, "brokerIP1", "127.0.0.1")?,
+            listen_ip: ip(r, "listenAddr", "0.0.0.0")?,
+            listen_port: r.port("listenPort", 10911)?,
+            store_root: r.get("storePathRootDir", home.join("store"))?,
+            role: r.get("brokerRole", BrokerRole::AsyncMaster)?,
+            flush_disk_type: r.get("flushDiskType", FlushDiskType::Async)?,
+            commit_log_segment_bytes: r.get_checked(
+                "mapedFileSizeCommitLog",
+                1u64 << 30,
+                in_range(64 * 1024, 1u64 << 40),
+            )?,
+            consume_queue_entries: cq_bytes / 20,
+            index_slots: r.get_checked("maxHashSlotNum", 5_000_000u32, in_range(1, u32::MAX))?,
+            index_entries: r.get_checked("maxIndexNum", 20_000_000u32, in_range(2, u32::MAX))?,
+            file_reserved_hours: r.get("fileReservedTime", 72u64)?,
+            delete_when: parse_hours(&delete_when).unwrap_or_default(),
+            disk_max_used_ratio: r.get_checked("diskMaxUsedSpaceRatio", 75u32, in_range(10, 95))?
+                as u8,
+            disk_refuse_ratio: r.get_checked(
+                "diskSpaceWarningLevelRatio",
+                90u32,
+                in_range(10, 99),
+            )? as u8,
+            auto_create_topic: r.get("autoCreateTopicEnable", true)?,
+            auto_create_subscription_group: r.get("autoCreateSubscriptionGroup", true)?,
+            default_topic_queue_nums: r.get_checked(
+                "defaultTopicQueueNums",
+                8i32,
+                in_range(1, 1024),
+            )?,
+            max_message_size: r.get_checked(
+                "maxMessageSize",
+                4usize * 1024 * 1024,
+                in_range(1, 64 * 1024 * 1024),
+            )?,
+            sync_flush_timeout: ms(r, "syncFlushTimeout", 5_000, 1, 600_000)?,
+            flush_interval: ms(r, "flushIntervalCommitLog", 500, 1, 60_000)?,
+            long_polling: r.get("longPollingEnable", true)?,
+            short_polling: ms(r, "shortPollingTimeMills", 1_000, 0, 60_000)?,
+            register_period: ms(r, "registerNameServerPeriod", 30_000, 0, u64::MAX)?
+                .clamp(Duration::from_secs(10), Duration::from_secs(60)),
+            client_expiry: ms(r, "channelExpiredTimeout", 120_000, 1_000, 3_600_000)?,
+        };
+        // RocketMQ options with no effect here: accepted quietly so real broker.conf files
+        // do not produce a wall of warnings.
+        for key in [
+            "rocketmqHome",
+            "brokerPermission",
+            "sendMessageThreadPoolNums",
+            "pullMessageThreadPoolNums",
+            "useEpollNativeSelector",
+            "serverWorkerThreads",
+            "serverSelectorThreads",
+            "storePathCommitLog",
+            "storePathConsumeQueue",
+            "storePathIndex",
+            "storeCheckpoint",
+            "abortFile",
+            "transientStorePoolEnable",
+            "warmMapedFileEnable",
+            "traceTopicEnable",
+            "aclEnable",
+            "brokerIP2",
+            "haListenPort",
+            "enablePropertyFilter",
+        ] {
+            r.ignore(key);
+        }
+        Ok(cfg)
+    }
+}
+
+fn non_empty(s: &str) -> Result<(), String> {
+    if s.trim().is_empty() {
+        Err("must not be empty".into())
+    } else {
+        Ok(())
+    }
+}
+
+fn check_addr(a: &str) -> Result<(), String> {
+    match a.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!("'{a}' is not host:port")),
+    }
+}
+
+fn parse_hours(s: &str) -> Result<Vec<u8>, String> {
+    s.split(';')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| match h.parse::<u8>() {
+            Ok(n) if n < 24 => Ok(n),
+            _ => Err(format!("'{h}' is not an hour 0..23")),
+        })
+        .collect()
+}
+
+impl BrokerConfig {
+    /// The address this broker advertises: `brokerIP1:port`.
+    pub fn advertised_addr(&self, bound_port: u16) -> SocketAddr {
+        SocketAddr::new(self.broker_ip1, bound_port)
+    }
+
+    /// The effective configuration as `key=value` lines.
+    pub fn render(&self) -> String {
+        let mut source = tern_shell::config::ConfigSource::new();
+        let origin = tern_shell::config::Origin::Program;
+        let flush = match self.flush_disk_type {
+            FlushDiskType::Async => "ASYNC_FLUSH",
+            FlushDiskType::Sync => "SYNC_FLUSH",
+        };
+        source.set("flushDiskType", flush, origin.clone());
+        source.set("brokerName", self.broker_name.clone(), origin.clone());
+        source.set(
+            "brokerClusterName",
+            self.cluster_name.clone(),
+            origin.clone(),
+        );
+        source.set(
+            "storePathRootDir",
+            self.store_root.display().to_string(),
+            origin.clone(),
+        );
+        source.set("listenPort", self.listen_port.to_string(), origin.clone());
+        source.set("namesrvAddr", self.namesrv_addrs.join(";"), origin);
+        tern_shell::config::load::<BrokerConfig>(&source)
+            .map(|l| l.render())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_shell::config::{ConfigSource, load};
+
+    #[test]
+    fn file_sets_known_keys_and_warns_about_unknown_ones() {
+        let src = ConfigSource::parse_properties(
+            "# comment\nbrokerClusterName = C1\nbrokerName=b1\nlistenPort=10999\nflushDiskType=SYNC_FLUSH\nnamesrvAddr=a:9876;b:9876\nsomeJavaOnlyKey=1\n",
+            "broker.conf",
+        );
+        let l = load::<BrokerConfig>(&src).unwrap();
+        let c = l.config;
+        assert_eq!(c.cluster_name, "C1");
+        assert_eq!(c.listen_port, 10999);
+        assert_eq!(c.flush_disk_type, FlushDiskType::Sync);
+        assert_eq!(c.namesrv_addrs, vec!["a:9876", "b:9876"]);
+        assert_eq!(l.warnings.len(), 1);
+        assert!(
+            l.warnings[0].contains("someJavaOnlyKey"),
+            "{:?}",
+            l.warnings
+        );
+    }
+
+    #[test]
+    fn bad_value_names_key_and_line() {
+        let src = ConfigSource::parse_properties("\nlistenPort=abc\n", "broker.conf");
+        let e = load::<BrokerConfig>(&src).unwrap_err().to_string();
+        assert!(
+            e.contains("broker.conf:2") && e.contains("listenPort"),
+            "{e}"
+        );
+        let src = ConfigSource::parse_properties("namesrvAddr=nohost\n", "broker.conf");
+        assert!(
+            load::<BrokerConfig>(&src)
+                .unwrap_err()
+                .to_string()
+                .contains("namesrvAddr")
+        );
+        let src = ConfigSource::parse_properties("flushDiskType=SOMETIMES\n", "broker.conf");
+        assert!(
+            load::<BrokerConfig>(&src)
+                .unwrap_err()
+                .to_string()
+                .contains("flushDiskType")
+        );
+    }
+}

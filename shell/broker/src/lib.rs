@@ -1,0 +1,224 @@
+//! Tern's broker: RocketMQ's remoting processors over the Tern storage engine.
+//!
+//! [`Broker::start`] opens and recovers the store, starts the listeners (the remoting port
+//! and, as RocketMQ does, the VIP port two below it), the store tasks (reput, flush,
+//! checkpoint, retention), client housekeeping, offset persistence, and registration with
+//! every name server. [`Broker::shutdown`] drains connections, unregisters, flushes,
+//! persists offsets and configs, and closes the store cleanly (removing the abort marker).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tern_shell::runtime::{self, JoinHandle, Shutdown};
+use tern_shell::{Server, ServerConfig};
+
+pub mod clients;
+pub mod config;
+pub mod groups;
+pub mod longpoll;
+pub mod offsets;
+pub mod processor;
+pub mod register;
+pub mod retention;
+pub mod store;
+pub mod topics;
+
+use config::BrokerConfig;
+
+/// Everything the processors and tasks share.
+#[derive(Debug)]
+pub struct BrokerCtx {
+    /// Effective configuration.
+    pub config: BrokerConfig,
+    /// The store and its watermarks.
+    pub store: Arc<store::StoreService>,
+    /// Topic table.
+    pub topics: topics::Topics,
+    /// Consumer offsets.
+    pub offsets: offsets::Offsets,
+    /// Subscription groups.
+    pub groups: groups::Groups,
+    /// Connected clients and queue locks.
+    pub clients: clients::Clients,
+    /// Held pulls.
+    pub holds: longpoll::PullHolds,
+    /// `brokerIP1:port`: what clients dial, and what message ids encode.
+    pub store_host: SocketAddr,
+    /// Asks the registration task to register now (topics changed).
+    pub register_now: event_listener::Event,
+    /// When the broker started.
+    pub started: Instant,
+    /// Triggered at shutdown; held pulls answer at once.
+    pub shutdown: Shutdown,
+    /// Connections to the name servers.
+    pub namesrv: tern_shell::ConnectionPool,
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Broker {
+    ctx: Arc<BrokerCtx>,
+    servers: Vec<Server>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Broker {
+    /// Opens the store and starts serving. The listen port may be 0 (ephemeral): the
+    /// advertised address then uses the bound port.
+    pub async fn start(config: BrokerConfig) -> Result<Broker, String> {
+        let started = Instant::now();
+        let store =
+            store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
+        let listen = SocketAddr::new(config.listen_ip, config.listen_port);
+        let processor_ctx_slot: Arc<std::sync::OnceLock<Arc<BrokerCtx>>> = Arc::default();
+        let processor = Arc::new(processor::BrokerProcessor::new(processor_ctx_slot.clone()));
+        let server_config = ServerConfig::default();
+        let main = Server::bind(
+            &listen.to_string(),
+            server_config.clone(),
+            processor.clone(),
+        )
+        .await
+        .map_err(|e| format!("binding {listen}: {e}"))?;
+        let port = main.local_addr().port();
+        let mut servers = vec![main];
+        if config.listen_port > 2 {
+            let vip = SocketAddr::new(config.listen_ip, config.listen_port - 2);
+            match Server::bind(&vip.to_string(), server_config, processor).await {
+                Ok(s) => servers.push(s),
+                Err(e) => log::warn!(
+                    "VIP port {vip} unavailable ({e}); old Java clients must disable vipChannel"
+                ),
+            }
+        }
+        let ctx = Arc::new(BrokerCtx {
+            topics: topics::Topics::load(
+                &config.store_root,
+                &config.cluster_name,
+                &config.broker_name,
+                config.auto_create_topic,
+                config.default_topic_queue_nums,
+            ),
+            offsets: offsets::Offsets::load(&config.store_root),
+            groups: groups::Groups::load(&config.store_root, config.auto_create_subscription_group),
+            clients: clients::Clients::default(),
+            holds: longpoll::PullHolds::default(),
+            store_host: config.advertised_addr(port),
+            register_now: event_listener::Event::new(),
+            started,
+            shutdown: Shutdown::new(),
+            namesrv: tern_shell::ConnectionPool::new(
+                tern_shell::ConnectionConfig::default(),
+                Duration::from_secs(3),
+            ),
+            store,
+            config,
+        });
+        let _ = processor_ctx_slot.set(ctx.clone());
+        let tasks = spawn_tasks(&ctx);
+        log::info!(
+            "broker {} of {} serving on {} (started in {:?})",
+            ctx.config.broker_name,
+            ctx.config.cluster_name,
+            ctx.store_host,
+            started.elapsed()
+        );
+        Ok(Broker {
+            ctx,
+            servers,
+            tasks,
+        })
+    }
+
+    /// The address the remoting port is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.servers[0].local_addr()
+    }
+
+    /// The shared context (tests and the embedded name server use it).
+    pub fn ctx(&self) -> &Arc<BrokerCtx> {
+        &self.ctx
+    }
+
+    /// Stops serving and closes the store cleanly.
+    pub async fn shutdown(self) -> Result<(), String> {
+        let Broker {
+            ctx,
+            servers,
+            tasks,
+        } = self;
+        ctx.shutdown.trigger();
+        ctx.holds.wake_all();
+        register::unregister_all(&ctx).await;
+        for s in servers {
+            s.shutdown().await;
+        }
+        for t in tasks {
+            t.await;
+        }
+        ctx.offsets.persist();
+        ctx.topics.persist();
+        let store = ctx.store.clone();
+        drop(ctx);
+        // Connections hold processor references to the context only through the slot;
+        // give their tasks a moment to finish dropping them.
+        let mut store = store;
+        for _ in 0..100 {
+            match Arc::try_unwrap(store) {
+                Ok(s) => return Arc::new(s).close(),
+                Err(s) => {
+                    store = s;
+                    runtime::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        // Still shared: flush and checkpoint through the lock; the abort marker stays,
+        // so the next start verifies the log (nothing is lost either way).
+        let mut s = store.lock();
+        s.store_mut()
+            .checkpoint()
+            .map_err(|e| format!("final checkpoint: {e:?}"))
+    }
+}
+
+fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    let sd = ctx.shutdown.clone();
+    tasks.push(runtime::spawn(ctx.store.clone().run_flush(sd.clone())));
+    let holds_ctx = ctx.clone();
+    tasks.push(runtime::spawn(
+        ctx.store
+            .clone()
+            .run_reput(sd.clone(), move |t, q| holds_ctx.holds.wake(t, q)),
+    ));
+    tasks.push(runtime::spawn(
+        ctx.store
+            .clone()
+            .run_checkpoint(sd.clone(), Duration::from_secs(1)),
+    ));
+    tasks.push(runtime::spawn(register::run(ctx.clone())));
+    tasks.push(runtime::spawn(retention::run(ctx.clone())));
+    let c = ctx.clone();
+    tasks.push(runtime::spawn(async move {
+        while !c.shutdown.is_triggered() {
+            let _ = runtime::race(runtime::sleep(Duration::from_secs(5)), c.shutdown.wait()).await;
+            c.offsets.persist();
+        }
+    }));
+    let c = ctx.clone();
+    tasks.push(runtime::spawn(async move {
+        while !c.shutdown.is_triggered() {
+            let _ = runtime::race(runtime::sleep(Duration::from_secs(10)), c.shutdown.wait()).await;
+            let (dead, changed) = c.clients.expire(c.config.client_expiry);
+            for conn in dead {
+                log::info!("closing silent client connection {}", conn.peer_addr());
+                conn.close();
+            }
+            for g in changed {
+                processor::client::notify_ids_changed(&c, &g).await;
+            }
+        }
+    }));
+    tasks
+}

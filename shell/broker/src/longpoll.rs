@@ -1,0 +1,39 @@
+//! Held pulls: a pull that finds nothing waits (up to the client's suspend timeout) for
+//! the reput task to dispatch a message to its queue.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use event_listener::{Event, EventListener};
+
+/// One wake-up signal per queue that has ever had a waiter.
+#[derive(Debug, Default)]
+pub struct PullHolds {
+    queues: Mutex<HashMap<(String, i32), Arc<Event>>>,
+}
+
+impl PullHolds {
+    /// Starts listening for new messages on a queue. Check the queue again after calling
+    /// this and before awaiting, so a message dispatched in between is not missed.
+    pub fn listen(&self, topic: &str, queue_id: i32) -> EventListener {
+        let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let event = q.entry((topic.to_owned(), queue_id)).or_default().clone();
+        event.listen()
+    }
+
+    /// Wakes every pull held on a queue.
+    pub fn wake(&self, topic: &str, queue_id: i32) {
+        let q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = q.get(&(topic.to_owned(), queue_id)) {
+            e.notify(usize::MAX);
+        }
+    }
+
+    /// Wakes every held pull (shutdown).
+    pub fn wake_all(&self) {
+        let q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        for e in q.values() {
+            e.notify(usize::MAX);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! `tern-broker`: the broker binary, and with `--standalone` a whole Tern in one process
+//! (an embedded name server plus a broker on a local data directory).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tern_broker::Broker;
+use tern_broker::config::BrokerConfig;
+use tern_namesrv::{NameServer, NamesrvConfig, logger};
+use tern_shell::config::{self, ConfigSource, Origin};
+use tern_shell::runtime;
+use tern_shell::signal::TerminationSignals;
+
+const USAGE: &str = "\
+usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--log-level LEVEL]
+       tern-broker --standalone [--data-dir DIR] [--listen HOST:PORT] [--namesrv-listen HOST:PORT]
+
+  -c, --config FILE        broker.conf in RocketMQ's key=value form
+  -n, --namesrv ADDRS      name servers, \"host:port;host:port\" (overrides namesrvAddr)
+  -p, --print-config       print the effective configuration (sorted key=value) and exit
+      --listen ADDR        bind address and port (overrides listenAddr/listenPort)
+      --standalone         also run a name server in this process (one-command Tern)
+      --data-dir DIR       standalone: store and name-server data under DIR (default ./data)
+      --namesrv-listen ADDR standalone: the name server's address (default 127.0.0.1:9876)
+      --log-level LEVEL    error|warn|info|debug|trace|off (default: RUST_LOG, else info)
+  -h, --help               this text
+";
+
+#[derive(Debug, Default)]
+struct Args {
+    config_file: Option<PathBuf>,
+    namesrv: Option<String>,
+    print_config: bool,
+    listen: Option<String>,
+    standalone: bool,
+    data_dir: Option<PathBuf>,
+    namesrv_listen: Option<String>,
+    log_level: Option<String>,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut a = Args::default();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "-c" | "--config" => a.config_file = Some(PathBuf::from(value(&flag)?)),
+            "-n" | "--namesrv" => a.namesrv = Some(value(&flag)?),
+            "-p" | "--print-config" => a.print_config = true,
+            "--listen" => a.listen = Some(value(&flag)?),
+            "--standalone" => a.standalone = true,
+            "--data-dir" => a.data_dir = Some(PathBuf::from(value(&flag)?)),
+            "--namesrv-listen" => a.namesrv_listen = Some(value(&flag)?),
+            "--log-level" => a.log_level = Some(value(&flag)?),
+            "-h" | "--help" => return Ok(None),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    if !a.standalone && (a.data_dir.is_some() || a.namesrv_listen.is_some()) {
+        return Err("--data-dir and --namesrv-listen need --standalone".into());
+    }
+    Ok(Some(a))
+}
+
+fn split_host_port(flag: &str, addr: &str) -> Result<(String, String), String> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{flag}: expected HOST:PORT, got '{addr}'"))?;
+    Ok((
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+        port.to_owned(),
+    ))
+}
+
+/// The file first, then flags over it; standalone fills in what a one-command start needs.
+fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource, String> {
+    let mut src = match &args.config_file {
+        Some(path) => ConfigSource::load_file(path).map_err(|e| e.to_string())?,
+        None => ConfigSource::new(),
+    };
+    if args.standalone {
+        let data = args
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("data"));
+        if src.get("storePathRootDir").is_none() {
+            src.set(
+                "storePathRootDir",
+                data.join("store").display().to_string(),
+                Origin::Flag("--data-dir".into()),
+            );
+        }
+        if let Some(ns) = namesrv_addr {
+            src.set("namesrvAddr", ns, Origin::Flag("--standalone".into()));
+        }
+    }
+    if let Some(n) = &args.namesrv {
+        src.set("namesrvAddr", n.clone(), Origin::Flag("-n".into()));
+    }
+    if let Some(listen) = &args.listen {
+        let (host, port) = split_host_port("--listen", listen)?;
+        let origin = Origin::Flag("--listen".into());
+        src.set("listenAddr", host, origin.clone());
+        src.set("listenPort", port, origin);
+    }
+    Ok(src)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tern-broker: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let level = match args.log_level.as_deref() {
+        Some(l) => match logger::parse_level(l) {
+            Some(l) => l,
+            None => {
+                eprintln!("tern-broker: --log-level: unknown level '{l}'");
+                return ExitCode::from(2);
+            }
+        },
+        None => logger::level_from_env(),
+    };
+    logger::init(level);
+    if args.print_config {
+        return match broker_source(&args, None)
+            .and_then(|s| config::load::<BrokerConfig>(&s).map_err(|e| e.to_string()))
+        {
+            Ok(l) => {
+                print!("{}", l.render());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tern-broker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match runtime::block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tern-broker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    // Signals first: one that arrives while starting must stop us cleanly, not kill us.
+    let mut signals =
+        TerminationSignals::install().map_err(|e| format!("installing signal handlers: {e}"))?;
+    let namesrv = if args.standalone {
+        let data = args
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("data"));
+        let listen = args
+            .namesrv_listen
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:9876".into());
+        let (host, port) = split_host_port("--namesrv-listen", &listen)?;
+        let mut src = ConfigSource::new();
+        let origin = Origin::Flag("--standalone".into());
+        src.set("bindAddress", host, origin.clone());
+        src.set("listenPort", port, origin.clone());
+        src.set(
+            "kvConfigPath",
+            data.join("namesrv")
+                .join("kvConfig.json")
+                .display()
+                .to_string(),
+            origin,
+        );
+        let cfg = config::load::<NamesrvConfig>(&src)
+            .map_err(|e| e.to_string())?
+            .config;
+        let ns = NameServer::start(cfg)
+            .await
+            .map_err(|e| format!("starting the name server: {e}"))?;
+        println!("tern-namesrv listening on {}", ns.local_addr());
+        Some(ns)
+    } else {
+        None
+    };
+    let ns_addr = namesrv.as_ref().map(|n| n.local_addr().to_string());
+    let loaded = config::load::<BrokerConfig>(&broker_source(&args, ns_addr.as_deref())?)
+        .map_err(|e| e.to_string())?;
+    for w in &loaded.warnings {
+        log::warn!("{w}");
+    }
+    let cfg = loaded.config;
+    if cfg.namesrv_addrs.is_empty() {
+        log::warn!(
+            "no name server configured (namesrvAddr or -n): clients will not find this broker"
+        );
+    }
+    let broker = Broker::start(cfg).await?;
+    println!("tern-broker listening on {}", broker.ctx().store_host);
+    if let Some(ns) = &ns_addr {
+        println!("ready: clients use name server {ns}");
+    } else {
+        println!("ready");
+    }
+    let _ = std::io::stdout().flush();
+    let sig = signals.wait().await;
+    log::info!("{sig:?}: shutting down");
+    let result = broker.shutdown().await;
+    if let Some(ns) = namesrv {
+        ns.shutdown().await;
+    }
+    log::info!("stopped");
+    result
+}

@@ -1,0 +1,138 @@
+//! Consumer offsets: where each group is in each queue, committed by consumers and
+//! persisted every few seconds and at shutdown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// Key of a group's progress in a topic: `topic@group`, as RocketMQ writes it.
+fn key(topic: &str, group: &str) -> String {
+    format!("{topic}@{group}")
+}
+
+/// The offset table.
+#[derive(Debug)]
+pub struct Offsets {
+    table: Mutex<HashMap<String, BTreeMap<i32, i64>>>,
+    dirty: std::sync::atomic::AtomicBool,
+    path: PathBuf,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Persisted {
+    offsets: Vec<(String, Vec<(i32, i64)>)>,
+}
+
+impl Offsets {
+    /// Loads `config/consumerOffset` under `store_root`.
+    pub fn load(store_root: &Path) -> Self {
+        let path = store_root.join("config").join("consumerOffset.tern");
+        let mut table = HashMap::new();
+        match tern_engine_fs::meta::load::<Persisted>(&path) {
+            Ok(Some(p)) => {
+                for (k, qs) in p.offsets {
+                    table.insert(k, qs.into_iter().collect());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => log::error!("consumer offsets unreadable, starting empty: {e}"),
+        }
+        Self {
+            table: Mutex::new(table),
+            dirty: false.into(),
+            path,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<i32, i64>>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `group` consumed `topic`/`queue_id` up to `offset`.
+    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        self.lock()
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, offset);
+        self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The committed offset, if any.
+    pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.lock()
+            .get(&key(topic, group))
+            .and_then(|q| q.get(&queue_id).copied())
+    }
+
+    /// Every group's offsets for `topic`: group → (queue → offset).
+    pub fn groups_of_topic(&self, topic: &str) -> Vec<(String, BTreeMap<i32, i64>)> {
+        let prefix = format!("{topic}@");
+        self.lock()
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|g| (g.to_owned(), v.clone())))
+            .collect()
+    }
+
+    /// Every (topic, queue → offset) of `group`.
+    pub fn topics_of_group(&self, group: &str) -> Vec<(String, BTreeMap<i32, i64>)> {
+        let suffix = format!("@{group}");
+        self.lock()
+            .iter()
+            .filter_map(|(k, v)| k.strip_suffix(&suffix).map(|t| (t.to_owned(), v.clone())))
+            .collect()
+    }
+
+    /// The whole table as `topic@group → queue → offset` (GET_ALL_CONSUMER_OFFSET).
+    pub fn snapshot(&self) -> BTreeMap<String, BTreeMap<i32, i64>> {
+        self.lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Forgets a topic (deleted).
+    pub fn delete_topic(&self, topic: &str) {
+        let prefix = format!("{topic}@");
+        self.lock().retain(|k, _| !k.starts_with(&prefix));
+        self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Writes the table if it changed since the last write.
+    pub fn persist(&self) {
+        if !self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let p = Persisted {
+            offsets: self
+                .lock()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
+                .collect(),
+        };
+        if let Err(e) = tern_engine_fs::meta::save(&self.path, &p) {
+            self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+            log::error!("saving consumer offsets: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_offsets_survive_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Offsets::load(dir.path());
+        o.commit("g", "t", 1, 42);
+        o.commit("g2", "t", 0, 7);
+        assert_eq!(o.query("g", "t", 1), Some(42));
+        assert_eq!(o.query("g", "t", 0), None);
+        o.persist();
+        let again = Offsets::load(dir.path());
+        assert_eq!(again.query("g", "t", 1), Some(42));
+        assert_eq!(again.groups_of_topic("t").len(), 2);
+    }
+}

@@ -1,0 +1,136 @@
+//! Administration: topics and subscription groups.
+
+use tern_shell::body::{SubscriptionGroupConfig, TopicConfig};
+use tern_shell::headers::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, TopicRequestHeader,
+};
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use super::bad_header;
+use crate::BrokerCtx;
+use crate::topics::validate_topic;
+
+/// Most queues a topic may have.
+const MAX_QUEUES: i32 = 1024;
+
+/// UPDATE_AND_CREATE_TOPIC: creates or updates a topic, then registers at once so routes
+/// show it.
+pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: CreateTopicRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    if let Err(e) = validate_topic(&h.topic) {
+        return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+    }
+    if h.topic == h.default_topic
+        && h.topic != crate::topics::AUTO_CREATE_TOPIC
+        && h.topic == ctx.config.cluster_name
+    {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!(
+                "the topic[{}] is conflict with system reserved words",
+                h.topic
+            ),
+        );
+    }
+    for (what, n) in [
+        ("readQueueNums", h.read_queue_nums),
+        ("writeQueueNums", h.write_queue_nums),
+    ] {
+        if !(1..=MAX_QUEUES).contains(&n) {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::InvalidParameter,
+                format!("{what} {n} is outside 1..{MAX_QUEUES}"),
+            );
+        }
+    }
+    let t = TopicConfig {
+        topic_name: h.topic.clone(),
+        read_queue_nums: h.read_queue_nums,
+        write_queue_nums: h.write_queue_nums,
+        perm: h.perm,
+        topic_filter_type: h.topic_filter_type.clone(),
+        topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
+        order: h.order,
+        ..TopicConfig::default()
+    };
+    if ctx.topics.upsert(t) {
+        log::info!(
+            "topic {} created or updated: {} read / {} write queues, perm {}",
+            h.topic,
+            h.read_queue_nums,
+            h.write_queue_nums,
+            h.perm
+        );
+        crate::register::register_all_now(ctx).await;
+    }
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// DELETE_TOPIC_IN_BROKER: forgets the topic and its offsets. Stored messages age out
+/// with their segments.
+pub fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: TopicRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    ctx.topics.delete(&h.topic);
+    ctx.offsets.delete_topic(&h.topic);
+    ctx.register_now.notify(1);
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// GET_ALL_TOPIC_CONFIG.
+pub fn all_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&ctx.topics.wrapper()))
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
+pub fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let g: SubscriptionGroupConfig = match tern_shell::body::from_json(&req.body) {
+        Ok(g) => g,
+        Err(e) => {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("bad subscription group body: {e}"),
+            );
+        }
+    };
+    if g.group_name.is_empty() || g.group_name.len() > 120 {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::InvalidParameter,
+            "group name must be 1..120 characters",
+        );
+    }
+    ctx.groups.upsert(g);
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG.
+pub fn all_groups(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&ctx.groups.wrapper()))
+}
+
+/// DELETE_SUBSCRIPTIONGROUP.
+pub fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: DeleteSubscriptionGroupRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    ctx.groups.delete(&h.group_name);
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// GET_BROKER_CONFIG: the effective configuration as `key=value` lines.
+pub fn broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(ctx.config.render().into_bytes())
+}

@@ -1,0 +1,203 @@
+//! Client management: heartbeats, unregistration, group membership, queue locks.
+
+use std::sync::Arc;
+
+use tern_shell::body::{
+    Connection as ConnInfo, ConsumerConnection, GetConsumerListByGroupResponseBody, HeartbeatData,
+    LockBatchRequestBody, LockBatchResponseBody,
+};
+use tern_shell::code::RequestCode;
+use tern_shell::headers::{ConsumerGroupRequestHeader, UnregisterClientRequestHeader};
+use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode, runtime};
+
+use super::bad_header;
+use crate::BrokerCtx;
+
+/// Tells every member of `group` to rebalance now (oneway, as RocketMQ does).
+pub async fn notify_ids_changed(ctx: &BrokerCtx, group: &str) {
+    if ctx
+        .groups
+        .get(group)
+        .is_some_and(|g| !g.notify_consumer_ids_changed_enable)
+    {
+        return;
+    }
+    let Some(g) = ctx.clients.consumer_group(group) else {
+        return;
+    };
+    let header = ConsumerGroupRequestHeader {
+        consumer_group: group.to_owned(),
+    };
+    for m in g.members.values() {
+        let cmd = RemotingCommand::request(RequestCode::NotifyConsumerIdsChanged, &header).oneway();
+        if let Err(e) = m.conn.oneway(cmd).await {
+            log::debug!("notifying {} of group {group} changes: {e}", m.client_id);
+        }
+    }
+}
+
+/// HEART_BEAT: registers producer and consumer groups of the client on this connection.
+pub async fn heartbeat(
+    ctx: &Arc<BrokerCtx>,
+    conn: &ConnectionCtx,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let hb: HeartbeatData = match tern_shell::body::from_json(&req.body) {
+        Ok(hb) => hb,
+        Err(e) => {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("bad heartbeat body: {e}"),
+            );
+        }
+    };
+    for c in &hb.consumer_data_set {
+        let Some(group) = ctx.groups.get_or_create(&c.group_name) else {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SubscriptionGroupNotExist,
+                format!("subscription group [{}] does not exist", c.group_name),
+            );
+        };
+        if c.message_model == tern_shell::body::MessageModel::Clustering {
+            let retry = format!("%RETRY%{}", c.group_name);
+            if ctx.topics.get(&retry).is_none() {
+                ctx.topics.ensure(&retry, group.retry_queue_nums.max(1), 6);
+                ctx.register_now.notify(1);
+            }
+        }
+    }
+    let (changed, new_conn) = ctx.clients.heartbeat(conn, req.language, req.version, &hb);
+    if new_conn {
+        let (ctx2, conn2) = (ctx.clone(), conn.clone());
+        runtime::spawn(async move {
+            conn2.closed().await;
+            for g in ctx2.clients.connection_closed(conn2.id()) {
+                log::info!(
+                    "consumer of group {g} at {} disconnected",
+                    conn2.peer_addr()
+                );
+                notify_ids_changed(&ctx2, &g).await;
+            }
+        });
+    }
+    for g in changed {
+        log::info!("consumer {} joined group {g}", hb.client_id);
+        notify_ids_changed(ctx, &g).await;
+    }
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// UNREGISTER_CLIENT.
+pub async fn unregister(
+    ctx: &BrokerCtx,
+    conn: &ConnectionCtx,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let h: UnregisterClientRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    for g in ctx.clients.unregister(
+        conn.id(),
+        h.producer_group.as_deref(),
+        h.consumer_group.as_deref(),
+    ) {
+        notify_ids_changed(ctx, &g).await;
+    }
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// GET_CONSUMER_LIST_BY_GROUP.
+pub fn consumer_list(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: ConsumerGroupRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    match ctx.clients.consumer_group(&h.consumer_group) {
+        Some(g) if !g.members.is_empty() => {
+            let body = GetConsumerListByGroupResponseBody {
+                consumer_id_list: g.client_ids(),
+            };
+            RemotingCommand::response_to(req, ResponseCode::Success)
+                .with_body(tern_shell::body::to_json(&body))
+        }
+        _ => RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("no consumer for this group, {}", h.consumer_group),
+        ),
+    }
+}
+
+/// GET_CONSUMER_CONNECTION_LIST.
+pub fn consumer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: ConsumerGroupRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let Some(g) = ctx.clients.consumer_group(&h.consumer_group) else {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::ConsumerNotOnline,
+            format!("the consumer group[{}] not online", h.consumer_group),
+        );
+    };
+    let body = ConsumerConnection {
+        connection_set: g
+            .members
+            .values()
+            .map(|m| ConnInfo {
+                client_id: m.client_id.clone(),
+                client_addr: m.conn.peer_addr().to_string(),
+                language: m.language,
+                version: m.version,
+            })
+            .collect(),
+        subscription_table: g.subscriptions.clone(),
+        consume_type: g.consume_type.clone(),
+        message_model: g.message_model.clone(),
+        consume_from_where: g.consume_from_where.clone(),
+    };
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body))
+}
+
+/// LOCK_BATCH_MQ: orderly consumers lock the queues they own. Cheap by design: the C++
+/// client retries a refused lock in a tight loop.
+pub fn lock_batch(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let body: LockBatchRequestBody = match tern_shell::body::from_json(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("bad lock body: {e}"),
+            );
+        }
+    };
+    let ok = ctx
+        .clients
+        .lock_queues(&body.consumer_group, &body.client_id, &body.mq_set);
+    let resp = LockBatchResponseBody { lock_ok_mq_set: ok };
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&resp))
+}
+
+/// UNLOCK_BATCH_MQ.
+pub fn unlock_batch(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let body: LockBatchRequestBody = match tern_shell::body::from_json(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("bad unlock body: {e}"),
+            );
+        }
+    };
+    ctx.clients
+        .unlock_queues(&body.consumer_group, &body.client_id, &body.mq_set);
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}

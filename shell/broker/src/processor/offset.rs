@@ -1,0 +1,154 @@
+//! Offsets: committed consumer offsets and queue bounds, searches by time.
+
+use std::collections::BTreeMap;
+
+use tern_shell::body::{ConsumerOffsetSerializeWrapper, NumKeyMap};
+use tern_shell::headers::{
+    GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader, TopicQueueRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use super::bad_header;
+use crate::BrokerCtx;
+
+fn offset_response(req: &RemotingCommand, offset: i64) -> RemotingCommand {
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_header(&OffsetResponseHeader { offset })
+}
+
+/// QUERY_CONSUMER_OFFSET: the committed offset; when none, 0 if the queue still holds its
+/// first message (RocketMQ's behaviour, so a new group reads from the start of a young
+/// queue), else QUERY_NOT_FOUND so the client applies its ConsumeFromWhere.
+pub fn query_consumer_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: QueryConsumerOffsetRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    if let Some(o) = ctx.offsets.query(&h.consumer_group, &h.topic, h.queue_id) {
+        return offset_response(req, o);
+    }
+    let (min, _) = ctx.store.queue_bounds(&h.topic, h.queue_id);
+    if min == 0 && h.set_zero_if_not_found != Some(false) {
+        return offset_response(req, 0);
+    }
+    RemotingCommand::error_response(
+        req,
+        ResponseCode::QueryNotFound,
+        "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+    )
+}
+
+/// UPDATE_CONSUMER_OFFSET.
+pub fn update_consumer_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: UpdateConsumerOffsetRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    if ctx.topics.get(&h.topic).is_none() {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist", h.topic),
+        );
+    }
+    ctx.offsets
+        .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// GET_MAX_OFFSET: the next queue offset to be written.
+pub fn max_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetMaxOffsetRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    offset_response(req, ctx.store.queue_bounds(&h.topic, h.queue_id).1 as i64)
+}
+
+/// GET_MIN_OFFSET.
+pub fn min_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: TopicQueueRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    offset_response(req, ctx.store.queue_bounds(&h.topic, h.queue_id).0 as i64)
+}
+
+/// SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after the time (LOWER), or
+/// the last one stored at or before it (UPPER).
+pub fn search_by_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: SearchOffsetRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let upper = h
+        .boundary_type
+        .as_deref()
+        .is_some_and(|b| b.eq_ignore_ascii_case("UPPER"));
+    let s = ctx.store.lock();
+    let store = s.store();
+    let Some(q) = store.queue(&h.topic, h.queue_id) else {
+        return offset_response(req, 0);
+    };
+    let log = store.log();
+    let found = if upper {
+        q.offset_at_time(log, h.timestamp.saturating_add(1))
+            .map(|o| o.saturating_sub(1).max(q.min_offset()))
+    } else {
+        q.offset_at_time(log, h.timestamp)
+    };
+    match found {
+        Ok(o) => offset_response(req, o as i64),
+        Err(e) => RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("search failed: {e:?}"),
+        ),
+    }
+}
+
+/// GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message.
+pub fn earliest_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: TopicQueueRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let s = ctx.store.lock();
+    let store = s.store();
+    let ts = store
+        .queue(&h.topic, h.queue_id)
+        .and_then(|q| q.get(q.min_offset()).ok().flatten())
+        .and_then(|e| store.log().store_timestamp_at(e.physical_offset).ok());
+    match ts {
+        Some(timestamp) => RemotingCommand::response_to(req, ResponseCode::Success)
+            .with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp }),
+        None => RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("no message in {}/{}", h.topic, h.queue_id),
+        ),
+    }
+}
+
+/// GET_ALL_CONSUMER_OFFSET: the whole table, as consumerOffset.json.
+pub fn all_consumer_offsets(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let table: BTreeMap<String, NumKeyMap<i64>> = ctx
+        .offsets
+        .snapshot()
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k,
+                NumKeyMap(v.into_iter().map(|(q, o)| (i64::from(q), o)).collect()),
+            )
+        })
+        .collect();
+    let body = ConsumerOffsetSerializeWrapper {
+        offset_table: table,
+        ..Default::default()
+    };
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body))
+}

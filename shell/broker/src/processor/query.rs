@@ -1,0 +1,261 @@
+//! Lookups: messages by key and by id, runtime information, topic and consume stats.
+
+use std::collections::BTreeMap;
+
+use tern_shell::body::{
+    ConsumeStats, KvTable, MessageQueue, OffsetWrapper, QueueKeyMap, TopicOffset, TopicStatsTable,
+};
+use tern_shell::headers::{
+    GetConsumeStatsRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
+    TopicRequestHeader, ViewMessageRequestHeader,
+};
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use super::bad_header;
+use crate::BrokerCtx;
+use crate::store::now_ms;
+
+/// Most messages a key query returns (RocketMQ's `maxMsgsNumBatch`; 32 for unique keys).
+const MAX_QUERY: usize = 64;
+
+/// QUERY_MESSAGE: messages stored under `topic#key` in the time range, via the index. Hash
+/// collisions are filtered out by checking each record's keys.
+pub fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: QueryMessageRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let max = if h.unique_key_query == Some(true) {
+        32
+    } else {
+        (h.max_num.max(1) as usize).min(MAX_QUERY)
+    };
+    let s = ctx.store.lock();
+    let store = s.store();
+    let mut offsets = Vec::new();
+    let _ = store.index().query(
+        &h.topic,
+        &h.key,
+        max,
+        h.begin_timestamp,
+        h.end_timestamp,
+        &mut |o| offsets.push(o),
+    );
+    let mut body = Vec::new();
+    let log = store.log();
+    for off in offsets {
+        let Ok(tern_engine::commitlog::Slot::Record(size)) = log.slot_at(off) else {
+            continue;
+        };
+        let Ok(Some(bytes)) = log.slice(off, size as usize) else {
+            continue;
+        };
+        let Ok(view) = tern_engine::record::RecordView::parse(bytes) else {
+            continue;
+        };
+        let props = view.properties();
+        let matches = view.topic() == h.topic.as_bytes()
+            && (tern_engine::properties::get(props, "UNIQ_KEY") == Some(h.key.as_str())
+                || tern_engine::properties::get(props, "KEYS")
+                    .is_some_and(|ks| ks.split(' ').any(|k| k == h.key)));
+        if matches {
+            body.extend_from_slice(bytes);
+        }
+    }
+    if body.is_empty() {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::QueryNotFound,
+            format!(
+                "can not find message, maybe time range not correct, key: {}",
+                h.key
+            ),
+        );
+    }
+    let header = QueryMessageResponseHeader {
+        index_last_update_timestamp: store.index().end_timestamp(),
+        index_last_update_phyoffset: store.index().end_phy_offset(),
+    };
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_header(&header)
+        .with_body(body)
+}
+
+/// VIEW_MESSAGE_BY_ID: the record at a commit-log offset (decoded from an offset msgId).
+pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: ViewMessageRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let s = ctx.store.lock();
+    let log = s.store().log();
+    let off = h.offset.max(0) as u64;
+    let bytes = match log.slot_at(off) {
+        Ok(tern_engine::commitlog::Slot::Record(size)) => {
+            log.slice(off, size as usize).ok().flatten()
+        }
+        _ => None,
+    };
+    match bytes {
+        Some(b) if tern_engine::record::RecordView::parse(b).is_ok() => {
+            RemotingCommand::response_to(req, ResponseCode::Success).with_body(b.to_vec())
+        }
+        _ => RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("can not find message by the offset, {}", h.offset),
+        ),
+    }
+}
+
+/// GET_BROKER_RUNTIME_INFO: a KV table of counters, as RocketMQ's admin tools read it.
+pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let mut t = BTreeMap::new();
+    {
+        let s = ctx.store.lock();
+        let store = s.store();
+        let log = store.log();
+        t.insert("commitLogMinOffset".into(), log.min_offset().to_string());
+        t.insert("commitLogMaxOffset".into(), log.max_offset().to_string());
+        t.insert(
+            "dispatchBehindBytes".into(),
+            log.max_offset()
+                .saturating_sub(store.dispatched_offset())
+                .to_string(),
+        );
+        t.insert("flushedOffset".into(), log.flushed_offset().to_string());
+    }
+    t.insert(
+        "brokerVersionDesc".into(),
+        format!("Tern {}", env!("CARGO_PKG_VERSION")),
+    );
+    t.insert(
+        "brokerVersion".into(),
+        tern_shell::code::version::CURRENT.to_string(),
+    );
+    t.insert(
+        "msgPutTotalTodayNow".into(),
+        ctx.store
+            .put_count
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .to_string(),
+    );
+    t.insert(
+        "bootTimestamp".into(),
+        (now_ms() - ctx.started.elapsed().as_millis() as i64).to_string(),
+    );
+    t.insert(
+        "runtime".into(),
+        format!("[ {} seconds ]", ctx.started.elapsed().as_secs()),
+    );
+    t.insert("diskFull".into(), ctx.store.disk_full().to_string());
+    if let Ok(u) = tern_engine_fs::disk::disk_usage(&ctx.config.store_root) {
+        t.insert(
+            "commitLogDiskRatio".into(),
+            format!("{:.4}", u.used_ratio()),
+        );
+    }
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&KvTable { table: t }))
+}
+
+fn mq(ctx: &BrokerCtx, topic: &str, queue_id: i32) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_owned(),
+        broker_name: ctx.config.broker_name.clone(),
+        queue_id,
+    }
+}
+
+fn last_update(ctx: &BrokerCtx, topic: &str, queue_id: i32, max: u64) -> i64 {
+    if max == 0 {
+        return 0;
+    }
+    let s = ctx.store.lock();
+    let store = s.store();
+    store
+        .queue(topic, queue_id)
+        .and_then(|q| q.get(max - 1).ok().flatten())
+        .and_then(|e| store.log().store_timestamp_at(e.physical_offset).ok())
+        .unwrap_or(0)
+}
+
+/// GET_TOPIC_STATS_INFO: min/max offsets of every queue of a topic.
+pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: TopicRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let Some(topic) = ctx.topics.get(&h.topic) else {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist", h.topic),
+        );
+    };
+    let mut table = BTreeMap::new();
+    for q in 0..topic.write_queue_nums.max(topic.read_queue_nums) {
+        let (min, max) = ctx.store.queue_bounds(&h.topic, q);
+        let ts = last_update(ctx, &h.topic, q, max);
+        table.insert(
+            mq(ctx, &h.topic, q),
+            TopicOffset {
+                min_offset: min as i64,
+                max_offset: max as i64,
+                last_update_timestamp: ts,
+            },
+        );
+    }
+    let body = TopicStatsTable {
+        offset_table: QueueKeyMap(table),
+        topic_put_tps: None,
+    };
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body))
+}
+
+/// GET_CONSUME_STATS: per queue, the broker's max offset and the group's committed offset.
+pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetConsumeStatsRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let mut topics: Vec<String> = match h.topic.as_deref().filter(|t| !t.is_empty()) {
+        Some(t) => vec![t.to_owned()],
+        None => ctx
+            .offsets
+            .topics_of_group(&h.consumer_group)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect(),
+    };
+    if let Some(list) = h.topic_list.as_deref() {
+        topics.extend(list.split(';').filter(|t| !t.is_empty()).map(str::to_owned));
+    }
+    let mut table = BTreeMap::new();
+    for topic in topics {
+        let Some(cfg) = ctx.topics.get(&topic) else {
+            continue;
+        };
+        for q in 0..cfg.read_queue_nums {
+            let (_, max) = ctx.store.queue_bounds(&topic, q);
+            let consumer = ctx.offsets.query(&h.consumer_group, &topic, q).unwrap_or(0);
+            let ts = last_update(ctx, &topic, q, max);
+            table.insert(
+                mq(ctx, &topic, q),
+                OffsetWrapper {
+                    broker_offset: max as i64,
+                    consumer_offset: consumer,
+                    pull_offset: consumer,
+                    last_timestamp: ts,
+                },
+            );
+        }
+    }
+    let body = ConsumeStats {
+        offset_table: QueueKeyMap(table),
+        consume_tps: 0.0,
+    };
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body))
+}

@@ -1,0 +1,406 @@
+//! SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK.
+//!
+//! Checks come first and answer with RocketMQ's codes: topic name, permissions, queue id,
+//! body and properties size. The record is then encoded once into the commit log; the
+//! answer waits for the flush policy.
+
+use std::net::SocketAddr;
+
+use tern_engine::properties::{self, key};
+use tern_engine::record::{
+    Host, MessageIn, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+};
+use tern_engine::store::Stored;
+use tern_shell::headers::{
+    ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
+};
+use tern_shell::message::{decode_batch, offset_msg_id};
+use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
+
+use super::bad_header;
+use crate::BrokerCtx;
+use crate::store::{Durability, PutError};
+use crate::topics::{PERM_WRITE, validate_topic};
+
+/// Properties longer than this are refused (Java's short length).
+const MAX_PROPERTIES: usize = properties::MAX_PROPERTIES_LEN;
+
+/// A record host from a socket address.
+pub fn host(addr: SocketAddr) -> Host {
+    match addr {
+        SocketAddr::V4(a) => Host::V4 {
+            ip: a.ip().octets(),
+            port: u32::from(a.port()),
+        },
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => Host::V4 {
+                ip: v4.octets(),
+                port: u32::from(a.port()),
+            },
+            None => Host::V6 {
+                ip: a.ip().octets(),
+                port: u32::from(a.port()),
+            },
+        },
+    }
+}
+
+fn illegal(req: &RemotingCommand, remark: impl Into<String>) -> RemotingCommand {
+    RemotingCommand::error_response(req, ResponseCode::MessageIllegal, remark)
+}
+
+/// The properties a stored message carries: the producer's, plus CLUSTER.
+fn stored_properties(ctx: &BrokerCtx, props: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(props.len() + 32);
+    out.extend_from_slice(props);
+    if properties::get(props, key::CLUSTER).is_none() {
+        if !out.is_empty() && out.last() != Some(&properties::PROPERTY_SEPARATOR) {
+            out.push(properties::PROPERTY_SEPARATOR);
+        }
+        out.extend_from_slice(key::CLUSTER.as_bytes());
+        out.push(properties::NAME_VALUE_SEPARATOR);
+        out.extend_from_slice(ctx.config.cluster_name.as_bytes());
+        out.push(properties::PROPERTY_SEPARATOR);
+    }
+    out
+}
+
+/// Resolves the target topic, creating it from the template when allowed.
+fn topic_for_send(
+    ctx: &BrokerCtx,
+    req: &RemotingCommand,
+    h: &SendMessageRequestHeader,
+) -> Result<tern_shell::body::TopicConfig, RemotingCommand> {
+    validate_topic(&h.topic)
+        .map_err(|e| RemotingCommand::error_response(req, ResponseCode::SystemError, e))?;
+    if let Some(t) = ctx.topics.get(&h.topic) {
+        if t.perm & PERM_WRITE == 0 {
+            return Err(RemotingCommand::error_response(
+                req,
+                ResponseCode::NoPermission,
+                format!("the topic[{}] sending message is forbidden", h.topic),
+            ));
+        }
+        return Ok(t);
+    }
+    let created = if h.topic.starts_with("%RETRY%") {
+        Some(ctx.topics.ensure(&h.topic, 1, 6))
+    } else if ctx.config.auto_create_topic {
+        ctx.topics
+            .create_from_template(&h.topic, &h.default_topic, h.default_topic_queue_nums, 0)
+    } else {
+        None
+    };
+    match created {
+        Some(t) => {
+            ctx.register_now.notify(1);
+            Ok(t)
+        }
+        None => Err(RemotingCommand::error_response(
+            req,
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+        )),
+    }
+}
+
+/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
+pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h = match SendMessageRequestHeader::from_command(req) {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    if ctx.config.role == crate::config::BrokerRole::Slave {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SlaveNotAvailable,
+            "the broker is a slave: send to its master",
+        );
+    }
+    let topic = match topic_for_send(ctx, req, &h) {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    let queue_id = if h.queue_id < 0 {
+        (ctx.store
+            .put_count
+            .load(std::sync::atomic::Ordering::Relaxed)
+            % topic.write_queue_nums.max(1) as u64) as i32
+    } else {
+        h.queue_id
+    };
+    if queue_id >= topic.write_queue_nums {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!(
+                "request queueId[{queue_id}] is illegal, {} writeQueueNums: {}",
+                h.topic, topic.write_queue_nums
+            ),
+        );
+    }
+    if h.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_PREPARED {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::NoPermission,
+            "transactional messages are not supported by this broker yet",
+        );
+    }
+    if h.is_batch() {
+        return send_batch(ctx, conn, req, &h, queue_id).await;
+    }
+    if req.body.len() > ctx.config.max_message_size {
+        return illegal(
+            req,
+            format!(
+                "message body size {} exceeds the maximum of {} bytes",
+                req.body.len(),
+                ctx.config.max_message_size
+            ),
+        );
+    }
+    let props_in = h.properties.as_deref().unwrap_or("").as_bytes();
+    let props = stored_properties(ctx, props_in);
+    if props.len() > MAX_PROPERTIES {
+        return illegal(
+            req,
+            format!(
+                "message properties size {} exceeds the maximum of {MAX_PROPERTIES} bytes",
+                props.len()
+            ),
+        );
+    }
+    let msg = MessageIn {
+        topic: &h.topic,
+        queue_id,
+        flag: h.flag,
+        sys_flag: h.sys_flag,
+        born_timestamp: h.born_timestamp,
+        born_host: host(conn.peer_addr()),
+        store_host: host(ctx.store_host),
+        reconsume_times: h.reconsume_times.unwrap_or(0),
+        prepared_transaction_offset: 0,
+        body: &req.body,
+        properties: &props,
+    };
+    let store = ctx.store.clone();
+    let stored = match store.put(&msg) {
+        Ok(s) => s,
+        Err(e) => return put_error(req, e),
+    };
+    let durability = if properties::get(&props, key::WAIT) == Some("false") {
+        Durability::Durable
+    } else {
+        store
+            .await_durable(stored.at.offset + u64::from(stored.at.size))
+            .await
+    };
+    let mut header = SendMessageResponseHeader::new(
+        offset_msg_id(ctx.store_host, stored.at.offset as i64),
+        queue_id,
+        stored.queue_offset as i64,
+    );
+    header.transaction_id = properties::get(&props, key::UNIQ_KEY).map(str::to_owned);
+    respond(req, durability, &header)
+}
+
+fn respond(
+    req: &RemotingCommand,
+    durability: Durability,
+    header: &SendMessageResponseHeader,
+) -> RemotingCommand {
+    let code = match durability {
+        Durability::Durable => ResponseCode::Success,
+        Durability::FlushTimeout => ResponseCode::FlushDiskTimeout,
+    };
+    RemotingCommand::response_to(req, code).with_header(header)
+}
+
+fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
+    match e {
+        PutError::DiskFull => RemotingCommand::error_response(
+            req,
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: the broker's disk is full, writes are refused until space is freed",
+        ),
+        PutError::Illegal(why) => illegal(req, format!("message cannot be stored: {why}")),
+        PutError::Store(e) => {
+            log::error!("append failed: {e}");
+            RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("append failed: {e}"),
+            )
+        }
+    }
+}
+
+async fn send_batch(
+    ctx: &BrokerCtx,
+    conn: &ConnectionCtx,
+    req: &RemotingCommand,
+    h: &SendMessageRequestHeader,
+    queue_id: i32,
+) -> RemotingCommand {
+    if h.topic.starts_with("%RETRY%") {
+        return illegal(req, "batch messages cannot be sent to a retry topic");
+    }
+    let items = match decode_batch(&req.body) {
+        Ok(items) if !items.is_empty() => items,
+        Ok(_) => return illegal(req, "empty batch"),
+        Err(e) => return illegal(req, format!("malformed batch body: {e}")),
+    };
+    let mut props = Vec::with_capacity(items.len());
+    for it in &items {
+        if it.body.len() > ctx.config.max_message_size {
+            return illegal(
+                req,
+                format!(
+                    "a message body of {} bytes exceeds the maximum of {} bytes",
+                    it.body.len(),
+                    ctx.config.max_message_size
+                ),
+            );
+        }
+        let p = stored_properties(ctx, it.properties);
+        if p.len() > MAX_PROPERTIES {
+            return illegal(req, "message properties exceed 32767 bytes");
+        }
+        props.push(p);
+    }
+    let born = host(conn.peer_addr());
+    let store_host = host(ctx.store_host);
+    let msgs: Vec<MessageIn<'_>> = items
+        .iter()
+        .zip(&props)
+        .map(|(it, p)| MessageIn {
+            topic: &h.topic,
+            queue_id,
+            flag: it.flag,
+            sys_flag: h.sys_flag,
+            born_timestamp: h.born_timestamp,
+            born_host: born,
+            store_host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: it.body,
+            properties: p,
+        })
+        .collect();
+    let stored: Vec<Stored> = match ctx.store.put_batch(&msgs) {
+        Ok(s) => s,
+        Err(e) => return put_error(req, e),
+    };
+    let (Some(first), Some(last)) = (stored.first(), stored.last()) else {
+        return illegal(req, "empty batch");
+    };
+    let durability = ctx
+        .store
+        .await_durable(last.at.offset + u64::from(last.at.size))
+        .await;
+    let ids: Vec<String> = stored
+        .iter()
+        .map(|s| offset_msg_id(ctx.store_host, s.at.offset as i64))
+        .collect();
+    let header = SendMessageResponseHeader::new(ids.join(","), queue_id, first.queue_offset as i64);
+    respond(req, durability, &header)
+}
+
+/// CONSUMER_SEND_MSG_BACK: a consumer could not process a message; store a copy in the
+/// group's retry topic (or its DLQ after too many attempts).
+pub async fn send_back(
+    ctx: &BrokerCtx,
+    conn: &ConnectionCtx,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let h: ConsumerSendMsgBackRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let Some(group) = ctx.groups.get_or_create(&h.group) else {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group not exist, {}", h.group),
+        );
+    };
+    // Copy the original out of the log before appending (the lock is not held across).
+    let original = {
+        let s = ctx.store.lock();
+        let log = s.store().log();
+        let off = h.offset.max(0) as u64;
+        match log.slot_at(off) {
+            Ok(tern_engine::commitlog::Slot::Record(size)) => log
+                .slice(off, size as usize)
+                .ok()
+                .flatten()
+                .map(<[u8]>::to_vec),
+            _ => None,
+        }
+    };
+    let Some(original) = original else {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("look message by offset failed, {}", h.offset),
+        );
+    };
+    let view = match tern_engine::record::RecordView::parse(&original) {
+        Ok(v) => v,
+        Err(e) => {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("stored message unreadable: {e:?}"),
+            );
+        }
+    };
+    let reconsume = view.reconsume_times();
+    let max = h.max_reconsume_times.unwrap_or(group.retry_max_times);
+    let origin_topic = view.topic_str().unwrap_or_default().to_owned();
+    let retry_topic_of_origin =
+        tern_engine::properties::get(view.properties(), key::RETRY_TOPIC).map(str::to_owned);
+    let (topic, queues) = if reconsume >= max || h.delay_level < 0 {
+        (format!("%DLQ%{}", h.group), 1)
+    } else {
+        (format!("%RETRY%{}", h.group), group.retry_queue_nums.max(1))
+    };
+    ctx.topics.ensure(&topic, queues, 6);
+    ctx.register_now.notify(1);
+    let mut props = view.properties().to_vec();
+    let mut add = |k: &str, v: &str| {
+        props.extend_from_slice(k.as_bytes());
+        props.push(properties::NAME_VALUE_SEPARATOR);
+        props.extend_from_slice(v.as_bytes());
+        props.push(properties::PROPERTY_SEPARATOR);
+    };
+    if retry_topic_of_origin.is_none() {
+        add(key::RETRY_TOPIC, &origin_topic);
+    }
+    if let Some(id) = h.origin_msg_id.as_deref().filter(|s| !s.is_empty()) {
+        add("ORIGIN_MESSAGE_ID", id);
+    }
+    let msg = MessageIn {
+        topic: &topic,
+        queue_id: 0,
+        flag: view.flag(),
+        sys_flag: view.sys_flag(),
+        born_timestamp: view.born_timestamp(),
+        born_host: host(conn.peer_addr()),
+        store_host: host(ctx.store_host),
+        reconsume_times: reconsume + 1,
+        prepared_transaction_offset: 0,
+        body: view.body(),
+        properties: &props,
+    };
+    match ctx.store.put(&msg) {
+        Ok(s) => {
+            let _ = ctx
+                .store
+                .await_durable(s.at.offset + u64::from(s.at.size))
+                .await;
+            RemotingCommand::response_to(req, ResponseCode::Success)
+        }
+        Err(e) => put_error(req, e),
+    }
+}

@@ -1,0 +1,125 @@
+//! Registration with the name servers: at start, every `registerNameServerPeriod`, and at
+//! once when topics change; unregistration at shutdown. Each name server is independent:
+//! one that is down does not delay the others.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tern_shell::body::RegisterBrokerBody;
+use tern_shell::code::RequestCode;
+use tern_shell::headers::{BrokerIdentityRequestHeader, RegisterBrokerRequestHeader};
+use tern_shell::runtime;
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use crate::BrokerCtx;
+
+/// Request timeout for registration (RocketMQ uses 24 s; a live name server answers fast).
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
+
+fn identity(ctx: &BrokerCtx) -> (String, String) {
+    (
+        ctx.store_host.to_string(),
+        format!("{}:{}", ctx.store_host.ip(), ctx.store_host.port() + 1),
+    )
+}
+
+/// Registers with one name server.
+async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), String> {
+    let (broker_addr, ha) = identity(ctx);
+    let header = RegisterBrokerRequestHeader {
+        broker_name: ctx.config.broker_name.clone(),
+        broker_addr,
+        cluster_name: ctx.config.cluster_name.clone(),
+        ha_server_addr: ha,
+        broker_id: ctx.config.broker_id,
+        heartbeat_timeout_millis: None,
+        enable_acting_master: None,
+        compressed: Some(false),
+        body_crc32: Some(tern_engine::hash::body_crc(body)),
+    };
+    let req =
+        RemotingCommand::request(RequestCode::RegisterBroker, &header).with_body(body.to_vec());
+    let resp = ctx
+        .namesrv
+        .invoke(addr, req, REGISTER_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.response_code() == ResponseCode::Success {
+        Ok(())
+    } else {
+        Err(format!(
+            "code {} {}",
+            resp.code,
+            resp.remark.unwrap_or_default()
+        ))
+    }
+}
+
+/// Registers with every name server, concurrently.
+pub async fn register_all(ctx: &Arc<BrokerCtx>) {
+    let body = tern_shell::body::to_json(&RegisterBrokerBody {
+        topic_config_serialize_wrapper: ctx.topics.wrapper(),
+        filter_server_list: Vec::new(),
+    });
+    let body = Arc::new(body);
+    let mut handles = Vec::new();
+    for addr in ctx.config.namesrv_addrs.clone() {
+        let (ctx, body) = (ctx.clone(), body.clone());
+        handles.push(runtime::spawn(async move {
+            if let Err(e) = register_one(&ctx, &addr, &body).await {
+                log::warn!("registering with name server {addr} failed: {e}");
+                ctx.namesrv.close(&addr).await;
+            }
+        }));
+    }
+    for h in handles {
+        h.await;
+    }
+}
+
+/// Registers now, from a request handler that has the context by reference.
+pub async fn register_all_now(ctx: &BrokerCtx) {
+    let body = tern_shell::body::to_json(&RegisterBrokerBody {
+        topic_config_serialize_wrapper: ctx.topics.wrapper(),
+        filter_server_list: Vec::new(),
+    });
+    for addr in &ctx.config.namesrv_addrs {
+        if let Err(e) = register_one(ctx, addr, &body).await {
+            log::warn!("registering with name server {addr} failed: {e}");
+        }
+    }
+}
+
+/// Unregisters from every name server (shutdown).
+pub async fn unregister_all(ctx: &Arc<BrokerCtx>) {
+    let (broker_addr, _) = identity(ctx);
+    let header = BrokerIdentityRequestHeader {
+        broker_name: ctx.config.broker_name.clone(),
+        broker_addr,
+        cluster_name: ctx.config.cluster_name.clone(),
+        broker_id: ctx.config.broker_id,
+    };
+    for addr in &ctx.config.namesrv_addrs {
+        let req = RemotingCommand::request(RequestCode::UnregisterBroker, &header);
+        if let Err(e) = ctx.namesrv.invoke(addr, req, Duration::from_secs(3)).await {
+            log::warn!("unregistering from name server {addr} failed: {e}");
+        }
+    }
+    ctx.namesrv.close_all().await;
+}
+
+/// The registration task.
+pub async fn run(ctx: Arc<BrokerCtx>) {
+    while !ctx.shutdown.is_triggered() {
+        let asked = ctx.register_now.listen();
+        register_all(&ctx).await;
+        let period = ctx.config.register_period;
+        let _ = runtime::race(
+            async {
+                let _ = runtime::timeout(period, asked).await;
+            },
+            ctx.shutdown.wait(),
+        )
+        .await;
+    }
+}

@@ -1,0 +1,87 @@
+//! Retention: commit-log segments older than `fileReservedTime` are deleted at the
+//! `deleteWhen` hours, and at any hour when the disk is past `diskMaxUsedSpaceRatio`;
+//! past `diskSpaceWarningLevelRatio` writes are refused until space is freed.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tern_shell::runtime;
+
+use crate::BrokerCtx;
+
+/// How often the disk and segment ages are checked.
+const PERIOD: Duration = Duration::from_secs(10);
+
+/// Current hour of the day (UTC; RocketMQ uses local time, which servers keep in UTC).
+fn hour_now() -> u8 {
+    let secs = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    ((secs / 3600) % 24) as u8
+}
+
+/// One pass: refuse or accept writes by disk use, then delete what is due.
+pub fn check_once(ctx: &BrokerCtx) {
+    let root = ctx.config.store_root.clone();
+    let used = match tern_engine_fs::disk::disk_usage(&root) {
+        Ok(u) => (u.used_ratio() * 100.0) as u8,
+        Err(e) => {
+            log::warn!("disk usage of {}: {e}", root.display());
+            return;
+        }
+    };
+    ctx.store
+        .set_disk_full(used >= ctx.config.disk_refuse_ratio);
+    let pressure = used >= ctx.config.disk_max_used_ratio;
+    let due = ctx.config.delete_when.contains(&hour_now());
+    if !(pressure || due) {
+        return;
+    }
+    let reserved = Duration::from_secs(ctx.config.file_reserved_hours * 3600);
+    let dir = root.join("commitlog");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut segments: Vec<(u64, SystemTime)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let base = e.file_name().to_str()?.parse::<u64>().ok()?;
+            Some((base, e.metadata().ok()?.modified().ok()?))
+        })
+        .collect();
+    segments.sort();
+    // Delete up to the end of the newest expired segment (never the active one). Under
+    // pressure, the oldest segment goes even if young, one per pass.
+    let now = SystemTime::now();
+    let seg = ctx.config.commit_log_segment_bytes;
+    let mut cut = None;
+    for (i, (base, modified)) in segments.iter().enumerate() {
+        if i + 1 == segments.len() {
+            break;
+        }
+        let old = now.duration_since(*modified).unwrap_or_default() >= reserved;
+        if old || (pressure && i == 0) {
+            cut = Some(base + seg);
+        } else {
+            break;
+        }
+    }
+    let Some(cut) = cut else { return };
+    let mut s = ctx.store.lock();
+    match s.store_mut().delete_before(cut) {
+        Ok(0) => {}
+        Ok(n) => log::info!(
+            "retention deleted {n} commit-log segment(s) before offset {cut} (disk {used}% used)"
+        ),
+        Err(e) => log::error!("retention: {}", s.error("delete", e)),
+    }
+}
+
+/// The retention task.
+pub async fn run(ctx: Arc<BrokerCtx>) {
+    while !ctx.shutdown.is_triggered() {
+        let c = ctx.clone();
+        async_std::task::spawn_blocking(move || check_once(&c)).await;
+        let _ = runtime::race(runtime::sleep(PERIOD), ctx.shutdown.wait()).await;
+    }
+}

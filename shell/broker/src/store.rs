@@ -1,0 +1,432 @@
+//! The store service: the engine on files behind one lock, with the tasks that follow it.
+//!
+//! - appends run on the request's task, under the lock, and return where the record went;
+//! - the reput task dispatches new records to consume queues and the index, then wakes
+//!   pulls held on those queues;
+//! - the flush task makes the log durable: periodically for ASYNC_FLUSH, and for
+//!   SYNC_FLUSH as soon as a sender waits, with one fdatasync serving every waiter below
+//!   the new watermark (group commit);
+//! - the checkpoint task flushes queues and index and records how far recovery can trust
+//!   them.
+//!
+//! The lock is a plain mutex held only for memory work or one flush; nothing awaits while
+//! holding it. Blocking work (flushes) runs on the blocking pool.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use event_listener::Event;
+use tern_engine::consumequeue::Entry;
+use tern_engine::index::IndexConfig;
+use tern_engine::record::MessageIn;
+use tern_engine::store::{StoreConfig, Stored};
+use tern_engine_fs::fs_store::{FsStore, FsStoreError};
+use tern_shell::runtime;
+
+use crate::config::{BrokerConfig, FlushDiskType};
+
+/// Most bytes one pull answer carries (RocketMQ's `maxTransferBytesOnMessageInMemory`).
+pub const MAX_PULL_BYTES: usize = 256 * 1024;
+/// Most messages one pull answer carries.
+pub const MAX_PULL_MSGS: u32 = 32;
+/// Most consume-queue entries a pull looks at when a filter skips messages.
+const MAX_FILTER_SCAN: u64 = 800;
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Why an append failed.
+#[derive(Debug)]
+pub enum PutError {
+    /// Writes are refused: the disk is past its hard watermark.
+    DiskFull,
+    /// The message cannot be stored (too large for a segment, bad layout).
+    Illegal(String),
+    /// The store failed.
+    Store(FsStoreError),
+}
+
+/// How a flush wait ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// On disk (or the policy does not wait).
+    Durable,
+    /// Stored, but not on disk within `syncFlushTimeout`.
+    FlushTimeout,
+}
+
+/// The outcome of reading a queue for a pull.
+#[derive(Debug, Default)]
+pub struct Pulled {
+    /// Records found, back to back, as stored.
+    pub body: Vec<u8>,
+    /// How many records are in `body`.
+    pub count: u32,
+    /// Where the next pull should start.
+    pub next: u64,
+    /// Queue minimum offset.
+    pub min: u64,
+    /// Queue maximum offset.
+    pub max: u64,
+    /// Entries were scanned but every one was filtered out.
+    pub all_filtered: bool,
+}
+
+/// The store and its watermarks, shared by processors and tasks.
+#[derive(Debug)]
+pub struct StoreService {
+    store: Mutex<FsStore>,
+    flush_type: FlushDiskType,
+    sync_flush_timeout: Duration,
+    flush_interval: Duration,
+    /// Everything below is durable.
+    flushed: AtomicU64,
+    /// Log end as of the last append.
+    written: AtomicU64,
+    /// Wakes the flush task (a sync sender is waiting).
+    flush_wanted: Event,
+    /// Signalled after each flush.
+    flush_done: Event,
+    /// Wakes the reput task (something was appended).
+    appended: Event,
+    /// Set while the disk is past the refuse watermark.
+    disk_full: AtomicBool,
+    /// Records appended since start (runtime info).
+    pub put_count: AtomicU64,
+}
+
+impl StoreService {
+    /// Opens the store under `config.store_root` and recovers it.
+    pub fn open(config: &BrokerConfig) -> Result<Arc<Self>, FsStoreError> {
+        let geometry = StoreConfig {
+            log_segment_size: config.commit_log_segment_bytes,
+            queue_entries_per_file: config.consume_queue_entries,
+            index: IndexConfig {
+                slots: config.index_slots,
+                entries: config.index_entries,
+            },
+        };
+        let started = Instant::now();
+        let (store, report) = FsStore::open(&config.store_root, geometry)?;
+        log::info!(
+            "store {} opened in {:?}: {}, log end {}, {} records re-dispatched",
+            config.store_root.display(),
+            started.elapsed(),
+            if report.crashed {
+                "recovered after a crash"
+            } else {
+                "clean"
+            },
+            store.store().log().max_offset(),
+            report.redispatched,
+        );
+        let end = store.store().log().max_offset();
+        Ok(Arc::new(Self {
+            store: Mutex::new(store),
+            flush_type: config.flush_disk_type,
+            sync_flush_timeout: config.sync_flush_timeout,
+            flush_interval: config.flush_interval,
+            flushed: AtomicU64::new(end),
+            written: AtomicU64::new(end),
+            flush_wanted: Event::new(),
+            flush_done: Event::new(),
+            appended: Event::new(),
+            disk_full: AtomicBool::new(false),
+            put_count: AtomicU64::new(0),
+        }))
+    }
+
+    /// The store, locked. Hold it only for memory work.
+    pub fn lock(&self) -> MutexGuard<'_, FsStore> {
+        // A panic while holding the lock leaves the store as the engine left it; the
+        // engine's state is consistent between calls, so keep serving.
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Refuses or accepts writes (the retention task watches the disk).
+    pub fn set_disk_full(&self, full: bool) {
+        if self.disk_full.swap(full, Ordering::Relaxed) != full {
+            if full {
+                log::error!("disk use past the hard watermark: refusing writes");
+            } else {
+                log::warn!("disk use back under the hard watermark: accepting writes");
+            }
+        }
+    }
+
+    /// Whether writes are refused.
+    pub fn disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::Relaxed)
+    }
+
+    fn check_put(&self) -> Result<(), PutError> {
+        if self.disk_full() {
+            Err(PutError::DiskFull)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn map_err(store: &FsStore, e: tern_engine_fs::fs_store::EngineError) -> PutError {
+        match e {
+            tern_engine::Error::TooLarge | tern_engine::Error::Record(_) => {
+                PutError::Illegal(format!("{e:?}"))
+            }
+            tern_engine::Error::Media(m) if m.is_no_space() => PutError::DiskFull,
+            e => PutError::Store(store.error("put", e)),
+        }
+    }
+
+    /// Appends one message; returns where it went. Durability is awaited separately.
+    pub fn put(&self, msg: &MessageIn<'_>) -> Result<Stored, PutError> {
+        self.check_put()?;
+        let stored = {
+            let mut s = self.lock();
+            let r = s.store_mut().put(msg, now_ms());
+            let r = r.map_err(|e| Self::map_err(&s, e))?;
+            self.written
+                .store(s.store().log().max_offset(), Ordering::Release);
+            r
+        };
+        self.put_count.fetch_add(1, Ordering::Relaxed);
+        self.appended.notify(usize::MAX);
+        Ok(stored)
+    }
+
+    /// Appends a batch to one queue; returns where each record went.
+    pub fn put_batch(&self, msgs: &[MessageIn<'_>]) -> Result<Vec<Stored>, PutError> {
+        self.check_put()?;
+        let mut out = Vec::with_capacity(msgs.len());
+        {
+            let mut s = self.lock();
+            let r = s
+                .store_mut()
+                .put_batch(msgs, now_ms(), &mut |st| out.push(st));
+            r.map_err(|e| Self::map_err(&s, e))?;
+            self.written
+                .store(s.store().log().max_offset(), Ordering::Release);
+        }
+        self.put_count
+            .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+        self.appended.notify(usize::MAX);
+        Ok(out)
+    }
+
+    /// Waits until the log is durable up to `end` when the policy says senders wait.
+    pub async fn await_durable(&self, end: u64) -> Durability {
+        if self.flush_type == FlushDiskType::Async {
+            return Durability::Durable;
+        }
+        let deadline = Instant::now() + self.sync_flush_timeout;
+        loop {
+            let listener = self.flush_done.listen();
+            if self.flushed.load(Ordering::Acquire) >= end {
+                return Durability::Durable;
+            }
+            self.flush_wanted.notify(1);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
+                return if self.flushed.load(Ordering::Acquire) >= end {
+                    Durability::Durable
+                } else {
+                    Durability::FlushTimeout
+                };
+            }
+        }
+    }
+
+    /// Flushes the log once (on the blocking pool) and wakes waiters.
+    async fn flush_once(self: &Arc<Self>) {
+        if self.flushed.load(Ordering::Acquire) >= self.written.load(Ordering::Acquire) {
+            return;
+        }
+        let me = Arc::clone(self);
+        let result = async_std::task::spawn_blocking(move || {
+            let mut s = me.lock();
+            let r = s.store_mut().flush_log();
+            r.map_err(|e| s.error("flush", e))
+        })
+        .await;
+        match result {
+            Ok(flushed) => self.flushed.store(flushed, Ordering::Release),
+            Err(e) => log::error!("flush failed: {e}"),
+        }
+        self.flush_done.notify(usize::MAX);
+    }
+
+    /// The flush task: until `shutdown`, flush when asked (sync) or every interval.
+    pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        while !shutdown.is_triggered() {
+            let wanted = self.flush_wanted.listen();
+            let wait = match self.flush_type {
+                FlushDiskType::Sync => Duration::from_millis(10),
+                FlushDiskType::Async => self.flush_interval,
+            };
+            let _ = runtime::race(async { runtime::timeout(wait, wanted).await.ok() }, async {
+                shutdown.wait().await;
+                None
+            })
+            .await;
+            self.flush_once().await;
+        }
+    }
+
+    /// The reput task: dispatches new records, then tells `wake` which queues grew.
+    pub async fn run_reput(
+        self: Arc<Self>,
+        shutdown: runtime::Shutdown,
+        wake: impl Fn(&str, i32) + Send + Sync + 'static,
+    ) {
+        let mut touched: Vec<(String, i32)> = Vec::new();
+        while !shutdown.is_triggered() {
+            let listener = self.appended.listen();
+            let done = {
+                let mut s = self.lock();
+                let end = s.store().log().max_offset();
+                if s.store().dispatched_offset() < end {
+                    let r = s.dispatch(&mut |rec| {
+                        if rec.goes_to_queue()
+                            && !touched
+                                .iter()
+                                .any(|(t, q)| t == rec.topic && *q == rec.queue_id)
+                        {
+                            touched.push((rec.topic.to_owned(), rec.queue_id));
+                        }
+                    });
+                    if let Err(e) = r {
+                        log::error!("reput failed: {e}");
+                    }
+                    false
+                } else {
+                    true
+                }
+            };
+            for (t, q) in touched.drain(..) {
+                wake(&t, q);
+            }
+            if done {
+                let _ = runtime::race(
+                    async {
+                        runtime::timeout(Duration::from_millis(200), listener)
+                            .await
+                            .ok()
+                    },
+                    async {
+                        shutdown.wait().await;
+                        None
+                    },
+                )
+                .await;
+            }
+        }
+    }
+
+    /// The checkpoint task: queues, index and checkpoint made durable every `period`.
+    pub async fn run_checkpoint(self: Arc<Self>, shutdown: runtime::Shutdown, period: Duration) {
+        while !shutdown.is_triggered() {
+            let _ = runtime::race(runtime::sleep(period), shutdown.wait()).await;
+            if shutdown.is_triggered() {
+                break;
+            }
+            let me = Arc::clone(&self);
+            let r = async_std::task::spawn_blocking(move || {
+                let mut s = me.lock();
+                let r = s.store_mut().checkpoint();
+                let flushed = s.store().log().flushed_offset();
+                (r.map_err(|e| s.error("checkpoint", e)), flushed)
+            })
+            .await;
+            match r {
+                (Ok(()), flushed) => {
+                    self.flushed.fetch_max(flushed, Ordering::AcqRel);
+                    self.flush_done.notify(usize::MAX);
+                }
+                (Err(e), _) => log::error!("checkpoint failed: {e}"),
+            }
+        }
+    }
+
+    /// Reads up to `max_msgs` records of a queue from `offset` whose tag code passes
+    /// `filter`, bounded by [`MAX_PULL_BYTES`].
+    pub fn read_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+        max_msgs: u32,
+        filter: Option<&dyn Fn(i64) -> bool>,
+    ) -> Option<Pulled> {
+        let s = self.lock();
+        let store = s.store();
+        let queue = store.queue(topic, queue_id)?;
+        let (min, max) = (queue.min_offset(), queue.max_offset());
+        let mut out = Pulled {
+            min,
+            max,
+            next: offset,
+            ..Pulled::default()
+        };
+        if offset < min || offset >= max {
+            return Some(out);
+        }
+        let log = store.log();
+        let want = max_msgs.clamp(1, MAX_PULL_MSGS);
+        let mut matched = 0u32;
+        let mut last_taken = None;
+        let mut byte_stop = false;
+        let scanned_to = queue.scan(
+            offset,
+            MAX_FILTER_SCAN.max(u64::from(want)),
+            filter,
+            &mut |n, e: Entry| {
+                if out.body.len() + e.size as usize > MAX_PULL_BYTES && matched > 0 {
+                    byte_stop = true;
+                    return false;
+                }
+                match log.slice(e.physical_offset, e.size as usize) {
+                    Ok(Some(bytes)) => out.body.extend_from_slice(bytes),
+                    // Records below the log's start were deleted by retention: skip.
+                    _ => return true,
+                }
+                matched += 1;
+                last_taken = Some(n);
+                matched < want
+            },
+        );
+        let scanned_to = match scanned_to {
+            Ok(n) => n,
+            Err(e) => {
+                log::error!("reading {topic}/{queue_id} at {offset}: {e:?}");
+                return Some(out);
+            }
+        };
+        out.count = matched;
+        // Stopping for size leaves the entry that did not fit for the next pull.
+        out.next = match last_taken {
+            Some(n) if byte_stop => n + 1,
+            _ => scanned_to,
+        };
+        out.all_filtered = matched == 0 && scanned_to > offset;
+        Some(out)
+    }
+
+    /// Min and max offsets of a queue; `(0, 0)` for a queue never written.
+    pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (u64, u64) {
+        let s = self.lock();
+        s.store()
+            .queue(topic, queue_id)
+            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+    }
+
+    /// Flushes everything and closes the store cleanly (removes the abort marker).
+    pub fn close(self: Arc<Self>) -> Result<(), String> {
+        let me = Arc::try_unwrap(self).map_err(|_| "store still in use at shutdown".to_owned())?;
+        let store = me.store.into_inner().unwrap_or_else(|p| p.into_inner());
+        store.close().map_err(|e| e.to_string())
+    }
+}

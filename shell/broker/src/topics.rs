@@ -1,0 +1,296 @@
+//! Topic configurations: the broker's topic table, persisted under `config/`, with
+//! RocketMQ's system topics and auto-creation from the TBW102 template.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use serde::{Deserialize, Serialize};
+use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+
+use crate::store::now_ms;
+
+/// Template topic for auto-creation.
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+/// Longest topic name RocketMQ accepts.
+pub const MAX_TOPIC_LEN: usize = 127;
+/// Perm: readable.
+pub const PERM_READ: i32 = 4;
+/// Perm: writable.
+pub const PERM_WRITE: i32 = 2;
+/// Perm: inheritable (a template topic).
+pub const PERM_INHERIT: i32 = 1;
+
+/// Why a topic name is refused.
+pub fn validate_topic(topic: &str) -> Result<(), String> {
+    if topic.is_empty() {
+        return Err("the specified topic is blank".into());
+    }
+    if topic.len() > MAX_TOPIC_LEN {
+        return Err(format!(
+            "the specified topic is longer than topic max length {MAX_TOPIC_LEN}"
+        ));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '-' | '_')))
+    {
+        return Err(format!(
+            "the specified topic[{topic}] contains illegal characters ('{c}'), allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+/// On-disk form of the table.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Persisted {
+    topics: Vec<(String, i32, i32, i32, String, i32, bool)>,
+    counter: i64,
+    timestamp: i64,
+}
+
+/// The topic table.
+#[derive(Debug)]
+pub struct Topics {
+    table: RwLock<(BTreeMap<String, TopicConfig>, DataVersion)>,
+    path: PathBuf,
+}
+
+fn topic(name: &str, read: i32, write: i32, perm: i32) -> TopicConfig {
+    TopicConfig {
+        topic_name: name.into(),
+        read_queue_nums: read,
+        write_queue_nums: write,
+        perm,
+        ..TopicConfig::default()
+    }
+}
+
+impl Topics {
+    /// Loads `config/topics` under `store_root`, adding the system topics.
+    pub fn load(
+        store_root: &std::path::Path,
+        cluster: &str,
+        broker_name: &str,
+        auto_create: bool,
+        default_queues: i32,
+    ) -> Self {
+        let path = store_root.join("config").join("topics.tern");
+        let mut table = BTreeMap::new();
+        let mut version = DataVersion {
+            state_version: 0,
+            timestamp: now_ms(),
+            counter: 0,
+        };
+        match tern_engine_fs::meta::load::<Persisted>(&path) {
+            Ok(Some(p)) => {
+                for (name, read, write, perm, filter, sys, order) in p.topics {
+                    let mut t = topic(&name, read, write, perm);
+                    t.topic_filter_type = filter;
+                    t.topic_sys_flag = sys;
+                    t.order = order;
+                    table.insert(name, t);
+                }
+                version.counter = p.counter;
+                version.timestamp = p.timestamp;
+            }
+            Ok(None) => {}
+            Err(e) => log::error!("topic table unreadable, starting with system topics only: {e}"),
+        }
+        let rw = PERM_READ | PERM_WRITE;
+        let mut system = vec![
+            topic("SELF_TEST_TOPIC", 1, 1, rw),
+            topic("OFFSET_MOVED_EVENT", 1, 1, rw),
+            topic("SCHEDULE_TOPIC_XXXX", 18, 18, rw),
+            topic("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1, rw),
+            topic("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1, rw),
+            topic("BenchmarkTest", 1024, 1024, rw),
+            topic(cluster, 16, 16, rw | PERM_INHERIT),
+            topic(broker_name, 1, 1, rw | PERM_INHERIT),
+        ];
+        if auto_create {
+            system.push(topic(
+                AUTO_CREATE_TOPIC,
+                default_queues,
+                default_queues,
+                rw | PERM_INHERIT,
+            ));
+        }
+        for t in system {
+            table.entry(t.topic_name.clone()).or_insert(t);
+        }
+        Self {
+            table: RwLock::new((table, version)),
+            path,
+        }
+    }
+
+    /// The configuration of `topic`, if it exists.
+    pub fn get(&self, topic: &str) -> Option<TopicConfig> {
+        self.read().0.get(topic).cloned()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, (BTreeMap<String, TopicConfig>, DataVersion)> {
+        self.table.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, (BTreeMap<String, TopicConfig>, DataVersion)> {
+        self.table.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates or replaces a topic; persists and returns true when something changed.
+    pub fn upsert(&self, config: TopicConfig) -> bool {
+        let changed = {
+            let mut w = self.write();
+            let changed = w.0.get(&config.topic_name) != Some(&config);
+            if changed {
+                w.0.insert(config.topic_name.clone(), config);
+                w.1.counter += 1;
+                w.1.timestamp = now_ms();
+            }
+            changed
+        };
+        if changed {
+            self.persist();
+        }
+        changed
+    }
+
+    /// Creates `topic` on first send from the template `default_topic`, as RocketMQ does:
+    /// the template must exist and be inheritable; the queue count is the smaller of the
+    /// producer's wish and the template's.
+    pub fn create_from_template(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        queues: i32,
+        sys_flag: i32,
+    ) -> Option<TopicConfig> {
+        if let Some(t) = self.get(topic) {
+            return Some(t);
+        }
+        let template = self.get(default_topic)?;
+        if template.perm & PERM_INHERIT == 0 {
+            return None;
+        }
+        let n = queues.clamp(1, template.write_queue_nums.max(1));
+        let mut t = topic_config_new(topic, n, n, template.perm & !PERM_INHERIT);
+        t.topic_sys_flag = sys_flag;
+        self.upsert(t.clone());
+        log::info!("auto-created topic {topic} with {n} queues from {default_topic}");
+        Some(t)
+    }
+
+    /// Creates a retry or DLQ topic for a group if missing.
+    pub fn ensure(&self, topic: &str, queues: i32, perm: i32) -> TopicConfig {
+        if let Some(t) = self.get(topic) {
+            return t;
+        }
+        let t = topic_config_new(topic, queues, queues, perm);
+        self.upsert(t.clone());
+        t
+    }
+
+    /// Removes a topic; true when it existed.
+    pub fn delete(&self, topic: &str) -> bool {
+        let existed = {
+            let mut w = self.write();
+            let existed = w.0.remove(topic).is_some();
+            if existed {
+                w.1.counter += 1;
+                w.1.timestamp = now_ms();
+            }
+            existed
+        };
+        if existed {
+            self.persist();
+        }
+        existed
+    }
+
+    /// Every topic, as the GET_ALL_TOPIC_CONFIG body and the registration body carry it.
+    pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        let r = self.read();
+        TopicConfigSerializeWrapper {
+            topic_config_table: r.0.clone(),
+            data_version: r.1.clone(),
+            ..TopicConfigSerializeWrapper::default()
+        }
+    }
+
+    /// Names of every topic.
+    pub fn names(&self) -> Vec<String> {
+        self.read().0.keys().cloned().collect()
+    }
+
+    /// Writes the table to disk (atomic, with the previous version kept).
+    pub fn persist(&self) {
+        let p = {
+            let r = self.read();
+            Persisted {
+                topics: r
+                    .0
+                    .values()
+                    .map(|t| {
+                        (
+                            t.topic_name.clone(),
+                            t.read_queue_nums,
+                            t.write_queue_nums,
+                            t.perm,
+                            t.topic_filter_type.clone(),
+                            t.topic_sys_flag,
+                            t.order,
+                        )
+                    })
+                    .collect(),
+                counter: r.1.counter,
+                timestamp: r.1.timestamp,
+            }
+        };
+        if let Err(e) = tern_engine_fs::meta::save(&self.path, &p) {
+            log::error!("saving topics: {e}");
+        }
+    }
+}
+
+/// A new topic's configuration.
+pub fn topic_config_new(name: &str, read: i32, write: i32, perm: i32) -> TopicConfig {
+    topic(name, read, write, perm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_rocketmq_rules() {
+        assert!(validate_topic("Topic_A-1|%RETRY%g").is_ok());
+        assert!(validate_topic("").is_err());
+        assert!(
+            validate_topic("bad topic")
+                .unwrap_err()
+                .contains("illegal characters")
+        );
+        assert!(validate_topic(&"t".repeat(128)).is_err());
+    }
+
+    #[test]
+    fn auto_create_takes_the_smaller_queue_count_and_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = Topics::load(dir.path(), "C", "b", true, 8);
+        let t = topics
+            .create_from_template("New", AUTO_CREATE_TOPIC, 4, 0)
+            .unwrap();
+        assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (4, 4, 6));
+        assert!(
+            topics
+                .create_from_template("X", "NoSuchTemplate", 4, 0)
+                .is_none()
+        );
+        let again = Topics::load(dir.path(), "C", "b", true, 8);
+        assert_eq!(again.get("New").unwrap().write_queue_nums, 4);
+    }
+}
