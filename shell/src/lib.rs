@@ -10,6 +10,7 @@
 
 pub mod body;
 pub mod code;
+pub mod config;
 pub mod connection;
 pub mod frame;
 pub mod headers;
@@ -19,6 +20,7 @@ pub mod pool;
 pub mod runtime;
 pub mod serialize;
 pub mod server;
+pub mod signal;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use connection::{

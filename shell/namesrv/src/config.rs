@@ -1,0 +1,177 @@
+//! The name server's configuration: RocketMQ's `NamesrvConfig` and `NettyServerConfig`
+//! keys we honour, read from a `namesrv.conf` properties file and flags.
+
+use std::path::PathBuf;
+
+use tern_shell::config::{Config, ConfigError, ConfigReader};
+
+/// RocketMQ's name server port.
+pub const DEFAULT_PORT: u16 = 9876;
+/// Java's `BROKER_CHANNEL_EXPIRED_TIME`: a broker silent this long is dropped.
+pub const DEFAULT_BROKER_EXPIRED_MILLIS: u64 = 120_000;
+/// Java's scan period for silent brokers.
+pub const DEFAULT_SCAN_INTERVAL_MILLIS: u64 = 5_000;
+
+/// Everything the name server needs to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamesrvConfig {
+    /// Address to bind (`bindAddress`, 5.x); `0.0.0.0` serves every interface.
+    pub bind_address: String,
+    /// TCP port (`listenPort`); 0 picks a free one (tests).
+    pub listen_port: u16,
+    /// Where KV config is persisted (`kvConfigPath`, Java default `~/namesrv/kvConfig.json`).
+    pub kv_config_path: PathBuf,
+    /// Broker expiry without register/heartbeat (`brokerExpiredMillis`), short in tests.
+    pub broker_expired_millis: u64,
+    /// How often silent brokers are looked for (`scanNotActiveBrokerInterval`).
+    pub scan_not_active_broker_interval_millis: u64,
+    /// Serve GET_ALL_TOPIC_LIST_FROM_NAMESERVER (`enableAllTopicList`); off hides topics.
+    pub enable_all_topic_list: bool,
+    /// Serve topic-by-cluster, system and unit topic lists (`enableTopicList`).
+    pub enable_topic_list: bool,
+    /// Put the ORDER_TOPIC_CONFIG KV entry into routes as `orderTopicConf`
+    /// (`orderMessageEnable`, Java default false).
+    pub order_message_enable: bool,
+    /// Return the ORDER_TOPIC_CONFIG namespace to registering brokers
+    /// (`returnOrderTopicConfigToBroker`, default true).
+    pub return_order_topic_config_to_broker: bool,
+    /// Close client connections idle this long (`serverChannelMaxIdleTimeSeconds`).
+    pub server_channel_max_idle_time_seconds: u64,
+}
+
+impl Default for NamesrvConfig {
+    fn default() -> Self {
+        Self {
+            bind_address: "0.0.0.0".into(),
+            listen_port: DEFAULT_PORT,
+            kv_config_path: default_kv_path(),
+            broker_expired_millis: DEFAULT_BROKER_EXPIRED_MILLIS,
+            scan_not_active_broker_interval_millis: DEFAULT_SCAN_INTERVAL_MILLIS,
+            enable_all_topic_list: true,
+            enable_topic_list: true,
+            order_message_enable: false,
+            return_order_topic_config_to_broker: true,
+            server_channel_max_idle_time_seconds: 120,
+        }
+    }
+}
+
+/// `$HOME/namesrv/kvConfig.json`, where Java keeps it.
+fn default_kv_path() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join("namesrv").join("kvConfig.json")
+}
+
+/// The KV file under a `--home` directory.
+pub fn kv_path_in_home(home: &std::path::Path) -> PathBuf {
+    home.join("kvConfig.json")
+}
+
+fn positive(v: &u64) -> Result<(), String> {
+    if *v == 0 {
+        Err("must be greater than 0".into())
+    } else {
+        Ok(())
+    }
+}
+
+impl Config for NamesrvConfig {
+    fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+        let d = Self::default();
+        let cfg = Self {
+            bind_address: r.get("bindAddress", d.bind_address)?,
+            listen_port: r.port("listenPort", d.listen_port)?,
+            kv_config_path: r.get("kvConfigPath", d.kv_config_path)?,
+            broker_expired_millis: r.get_checked(
+                "brokerExpiredMillis",
+                d.broker_expired_millis,
+                positive,
+            )?,
+            scan_not_active_broker_interval_millis: r.get_checked(
+                "scanNotActiveBrokerInterval",
+                d.scan_not_active_broker_interval_millis,
+                positive,
+            )?,
+            enable_all_topic_list: r.get("enableAllTopicList", d.enable_all_topic_list)?,
+            enable_topic_list: r.get("enableTopicList", d.enable_topic_list)?,
+            order_message_enable: r.get("orderMessageEnable", d.order_message_enable)?,
+            return_order_topic_config_to_broker: r.get(
+                "returnOrderTopicConfigToBroker",
+                d.return_order_topic_config_to_broker,
+            )?,
+            server_channel_max_idle_time_seconds: r.get_checked(
+                "serverChannelMaxIdleTimeSeconds",
+                d.server_channel_max_idle_time_seconds,
+                positive,
+            )?,
+        };
+        // Java options with no effect here: accepted silently so real namesrv.conf files
+        // do not produce a wall of warnings.
+        for key in [
+            "rocketmqHome",
+            "configStorePath",
+            "productEnvName",
+            "clusterTest",
+            "serverWorkerThreads",
+            "serverCallbackExecutorThreads",
+            "serverSelectorThreads",
+            "serverOnewaySemaphoreValue",
+            "serverAsyncSemaphoreValue",
+            "serverSocketSndBufSize",
+            "serverSocketRcvBufSize",
+            "serverPooledByteBufAllocatorEnable",
+            "useEpollNativeSelector",
+            "defaultThreadPoolNums",
+            "clientRequestThreadPoolNums",
+            "clientRequestThreadPoolQueueCapacity",
+            "defaultThreadPoolQueueCapacity",
+        ] {
+            r.ignore(key);
+        }
+        Ok(cfg)
+    }
+}
+
+impl NamesrvConfig {
+    /// `bindAddress:listenPort`, what the server binds.
+    pub fn listen_addr(&self) -> String {
+        if self.bind_address.contains(':') && !self.bind_address.starts_with('[') {
+            format!("[{}]:{}", self.bind_address, self.listen_port)
+        } else {
+            format!("{}:{}", self.bind_address, self.listen_port)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_shell::config::{ConfigSource, load};
+
+    #[test]
+    fn defaults_match_rocketmq() {
+        let c = load::<NamesrvConfig>(&ConfigSource::new()).unwrap().config;
+        assert_eq!(c.listen_port, 9876);
+        assert_eq!(c.broker_expired_millis, 120_000);
+        assert_eq!(c.scan_not_active_broker_interval_millis, 5_000);
+        assert_eq!(c.listen_addr(), "0.0.0.0:9876");
+    }
+
+    #[test]
+    fn zero_expiry_is_rejected_with_its_key() {
+        let src = ConfigSource::parse_properties("brokerExpiredMillis=0", "namesrv.conf");
+        let err = load::<NamesrvConfig>(&src).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "namesrv.conf:1: brokerExpiredMillis: must be greater than 0"
+        );
+    }
+
+    #[test]
+    fn java_thread_pool_keys_are_accepted_silently() {
+        let src = ConfigSource::parse_properties("serverWorkerThreads=8", "namesrv.conf");
+        assert!(load::<NamesrvConfig>(&src).unwrap().warnings.is_empty());
+    }
+}

@@ -1,0 +1,141 @@
+//! Tern's name server: brokers register here (with every name server; the name servers
+//! never talk to each other), clients ask here which broker holds a topic's queues.
+//!
+//! * [`routes`]: the route table, broker liveness and expiry.
+//! * [`kv`]: the persisted KV config (`kvConfig.json`).
+//! * [`processor`]: request codes → table operations.
+//! * [`config`]: `namesrv.conf` keys; [`logger`]: the stderr logger the binary installs.
+//!
+//! [`NameServer::start`] runs one in-process: the `tern-namesrv` binary is a thin wrapper,
+//! and the broker's standalone mode embeds one the same way.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod kv;
+pub mod logger;
+pub mod processor;
+pub mod routes;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tern_shell::runtime::{self, JoinHandle, Shutdown};
+use tern_shell::{ConnectionConfig, Server, ServerConfig};
+
+pub use config::NamesrvConfig;
+pub use processor::NamesrvProcessor;
+
+use kv::{KvError, KvStore};
+use processor::State;
+
+/// Why the name server could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The KV file could not be loaded.
+    Kv(KvError),
+    /// The listen address could not be bound.
+    Bind {
+        /// What we tried to bind.
+        addr: String,
+        /// The OS error.
+        error: std::io::Error,
+    },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Kv(e) => write!(f, "cannot load kv config: {e}"),
+            Self::Bind { addr, error } => write!(f, "cannot listen on {addr}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A running name server. Stop it with [`shutdown`](Self::shutdown); dropping it leaves it
+/// running until the process exits.
+#[derive(Debug)]
+pub struct NameServer {
+    server: Server,
+    stop: Shutdown,
+    scanner: JoinHandle<()>,
+    state: Arc<State>,
+}
+
+impl NameServer {
+    /// Loads the KV store, binds `config.listen_addr()` and starts serving and expiring.
+    pub async fn start(config: NamesrvConfig) -> Result<Self, StartError> {
+        let kv = KvStore::open(&config.kv_config_path).map_err(StartError::Kv)?;
+        let addr = config.listen_addr();
+        let server_config = ServerConfig {
+            connection: ConnectionConfig {
+                idle_timeout: Some(Duration::from_secs(
+                    config.server_channel_max_idle_time_seconds,
+                )),
+                ..ConnectionConfig::default()
+            },
+            ..ServerConfig::default()
+        };
+        let state = Arc::new(State::new(config, kv));
+        let processor = Arc::new(NamesrvProcessor::new(state.clone()));
+        let server = Server::bind(&addr, server_config, processor)
+            .await
+            .map_err(|error| StartError::Bind { addr, error })?;
+        let stop = Shutdown::new();
+        let scanner = runtime::spawn(scan_loop(state.clone(), stop.clone()));
+        log::info!("name server serving on {}", server.local_addr());
+        Ok(Self {
+            server,
+            stop,
+            scanner,
+            state,
+        })
+    }
+
+    /// The bound address (the real port when `listenPort` was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &NamesrvConfig {
+        &self.state.config
+    }
+
+    /// Stops expiring, stops accepting, lets in-flight requests finish and closes every
+    /// connection. KV changes are already on disk (each is persisted before it is acked).
+    pub async fn shutdown(self) {
+        self.stop.trigger();
+        self.scanner.await;
+        self.server.shutdown().await;
+        log::info!("name server stopped");
+    }
+}
+
+/// Every `scanNotActiveBrokerInterval`, drops brokers silent past their expiry.
+async fn scan_loop(state: Arc<State>, stop: Shutdown) {
+    let every = Duration::from_millis(state.config.scan_not_active_broker_interval_millis);
+    loop {
+        let stopped = runtime::race(
+            async {
+                runtime::sleep(every).await;
+                false
+            },
+            async {
+                stop.wait().await;
+                true
+            },
+        )
+        .await;
+        if stopped {
+            return;
+        }
+        let removed = state.routes_mut().expire(Instant::now());
+        if removed > 0 {
+            log::info!("expired {removed} silent brokers");
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `tern-namesrv`: the name server binary. Flags, config file and logging here; the
+//! server itself is [`tern_namesrv::NameServer`].
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tern_namesrv::config::kv_path_in_home;
+use tern_namesrv::{NameServer, NamesrvConfig, logger};
+use tern_shell::config::{self, ConfigSource, Origin};
+use tern_shell::runtime;
+use tern_shell::signal::TerminationSignals;
+
+const USAGE: &str = "\
+usage: tern-namesrv [-c FILE] [-p] [--listen HOST:PORT] [--home DIR] [--log-level LEVEL]
+
+  -c, --config FILE     namesrv.conf in RocketMQ's key=value form
+  -p, --print-config    print the effective configuration (sorted key=value) and exit
+      --listen ADDR     bind address and port, overriding bindAddress/listenPort
+      --home DIR        keep kvConfig.json in DIR (overrides kvConfigPath)
+      --log-level LEVEL error|warn|info|debug|trace|off (default: RUST_LOG, else info)
+  -h, --help            this text
+";
+
+/// Parsed command line.
+#[derive(Debug, Default)]
+struct Args {
+    config_file: Option<PathBuf>,
+    print_config: bool,
+    listen: Option<String>,
+    home: Option<PathBuf>,
+    log_level: Option<String>,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut a = Args::default();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "-c" | "--config" => a.config_file = Some(PathBuf::from(value(&flag)?)),
+            "-p" | "--print-config" => a.print_config = true,
+            "--listen" => a.listen = Some(value(&flag)?),
+            "--home" => a.home = Some(PathBuf::from(value(&flag)?)),
+            "--log-level" => a.log_level = Some(value(&flag)?),
+            "-h" | "--help" => return Ok(None),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    Ok(Some(a))
+}
+
+/// File first, then flags over it.
+fn config_source(args: &Args) -> Result<ConfigSource, String> {
+    let mut src = match &args.config_file {
+        Some(path) => ConfigSource::load_file(path).map_err(|e| e.to_string())?,
+        None => ConfigSource::new(),
+    };
+    if let Some(listen) = &args.listen {
+        let (host, port) = listen
+            .rsplit_once(':')
+            .ok_or_else(|| format!("--listen: expected HOST:PORT, got '{listen}'"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let origin = Origin::Flag("--listen".into());
+        src.set("bindAddress", host, origin.clone());
+        src.set("listenPort", port, origin);
+    }
+    if let Some(home) = &args.home {
+        let path = kv_path_in_home(home);
+        src.set(
+            "kvConfigPath",
+            path.display().to_string(),
+            Origin::Flag("--home".into()),
+        );
+    }
+    Ok(src)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tern-namesrv: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let level = match &args.log_level {
+        Some(l) => match logger::parse_level(l) {
+            Some(level) => level,
+            None => {
+                eprintln!("tern-namesrv: --log-level: unknown level '{l}'");
+                return ExitCode::from(2);
+            }
+        },
+        None => logger::level_from_env(),
+    };
+    logger::init(level);
+
+    let loaded = match config_source(&args)
+        .and_then(|src| config::load::<NamesrvConfig>(&src).map_err(|e| e.to_string()))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tern-namesrv: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for w in &loaded.warnings {
+        log::warn!("{w}");
+    }
+    if args.print_config {
+        print!("{}", loaded.render());
+        return ExitCode::SUCCESS;
+    }
+
+    // Before announcing readiness: a SIGTERM right after the banner must shut down cleanly.
+    let mut signals = match TerminationSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tern-namesrv: cannot install signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime::block_on(async move {
+        let ns = match NameServer::start(loaded.config).await {
+            Ok(ns) => ns,
+            Err(e) => {
+                eprintln!("tern-namesrv: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("tern-namesrv listening on {}", ns.local_addr());
+        let _ = std::io::stdout().flush();
+        let sig = signals.wait().await;
+        log::info!("{sig:?} received, shutting down");
+        ns.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,154 @@
+//! The binary as an operator sees it: KV persistence across restarts, config files, -p,
+//! signals.
+
+mod common;
+
+use common::*;
+use tern_shell::headers::{KvConfigKeyRequestHeader, PutKvConfigRequestHeader};
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+
+fn key(ns: &str, k: &str) -> KvConfigKeyRequestHeader {
+    KvConfigKeyRequestHeader {
+        namespace: ns.into(),
+        key: k.into(),
+    }
+}
+
+#[test]
+fn kv_config_put_get_delete_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    {
+        let ns = Namesrv::start(&home, &[]);
+        let conn = ns.connect();
+        for (k, v) in [("a", "1"), ("b", "2")] {
+            let put = PutKvConfigRequestHeader {
+                namespace: "ns".into(),
+                key: k.into(),
+                value: v.into(),
+            };
+            let r = call(
+                &conn,
+                RemotingCommand::request(RequestCode::PutKvConfig, &put),
+            );
+            assert_eq!(r.response_code(), ResponseCode::Success);
+        }
+        let r = call(
+            &conn,
+            RemotingCommand::request(RequestCode::GetKvConfig, &key("ns", "a")),
+        );
+        assert_eq!(r.ext_fields.get("value").map(String::as_str), Some("1"));
+        let r = call(
+            &conn,
+            RemotingCommand::request(RequestCode::DeleteKvConfig, &key("ns", "b")),
+        );
+        assert_eq!(r.response_code(), ResponseCode::Success);
+        assert_eq!(ns.signal_and_wait("TERM").code(), Some(0));
+    }
+    let text = std::fs::read_to_string(home.join("kvConfig.json")).unwrap();
+    assert_eq!(text, r#"{"configTable":{"ns":{"a":"1"}}}"#);
+    let ns = Namesrv::start(&home, &[]);
+    let conn = ns.connect();
+    let r = call(
+        &conn,
+        RemotingCommand::request(RequestCode::GetKvConfig, &key("ns", "a")),
+    );
+    assert_eq!(r.ext_fields.get("value").map(String::as_str), Some("1"));
+    let r = call(
+        &conn,
+        RemotingCommand::request(RequestCode::GetKvConfig, &key("ns", "b")),
+    );
+    assert_eq!(r.response_code(), ResponseCode::QueryNotFound);
+}
+
+#[test]
+fn print_config_prints_sorted_effective_values_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(
+        &conf,
+        "# test\nlistenPort = 19876\nenableAllTopicList:false\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "-c",
+        conf.to_str().unwrap(),
+        "-p",
+        "--home",
+        "/tmp/tern-home",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut sorted = lines.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted);
+    assert!(lines.contains(&"listenPort=19876"), "{text}");
+    assert!(lines.contains(&"enableAllTopicList=false"), "{text}");
+    assert!(lines.contains(&"brokerExpiredMillis=120000"), "{text}");
+    assert!(
+        lines.contains(&"kvConfigPath=/tmp/tern-home/kvConfig.json"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_config_key_is_a_warning_and_the_server_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(&conf, "listenPort=9876\nnoSuchOption=1\n").unwrap();
+    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    let err = ns.stderr();
+    assert!(err.contains("WARN"), "{err}");
+    assert!(
+        err.contains("namesrv.conf:2: unknown key 'noSuchOption' ignored"),
+        "{err}"
+    );
+    // --listen overrode the file's port.
+    assert!(!ns.addr.ends_with(":9876"));
+}
+
+#[test]
+fn invalid_config_value_exits_non_zero_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(&conf, "# port\nlistenPort=abc\n").unwrap();
+    let out = run(&["-c", conf.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("namesrv.conf:2: listenPort: invalid port 'abc'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_config_file_and_bad_flags_exit_non_zero() {
+    let out = run(&["-c", "/nonexistent/namesrv.conf"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/namesrv.conf"));
+    let out = run(&["--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["--listen", "127.0.0.1:notaport", "-p"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("flag --listen: listenPort"));
+}
+
+#[test]
+fn sigterm_and_sigint_shut_down_cleanly() {
+    for sig in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let ns = Namesrv::start(&dir.path().join("home"), &[]);
+        let conn = ns.connect();
+        let r = call(
+            &conn,
+            RemotingCommand::request_code(RequestCode::GetBrokerClusterInfo),
+        );
+        assert_eq!(r.response_code(), ResponseCode::Success);
+        let stderr_path = ns.stderr_path.clone();
+        let status = ns.signal_and_wait(sig);
+        assert_eq!(status.code(), Some(0), "SIG{sig}: {status:?}");
+        let log = std::fs::read_to_string(stderr_path).unwrap();
+        assert!(log.contains("name server stopped"), "{log}");
+    }
+}
