@@ -87,9 +87,14 @@ fn empty_header() -> IndexHeader {
     }
 }
 
-/// `yyyyMMddHHmmssSSS` of a UTC time in ms: the index file's name.
+/// Last ms of year 9999: later times would not fit the 17-digit name.
+const MAX_STAMP_MS: i64 = 253_402_300_799_999;
+
+/// `yyyyMMddHHmmssSSS` of a UTC time in ms: the index file's name. Times outside
+/// 1970..=9999 are clamped: a store time comes from a record (its CRC covers only the
+/// body) or a clock, and neither may overflow the name.
 pub fn file_stamp(ms: i64) -> u64 {
-    let ms = ms.max(0) as u64;
+    let ms = ms.clamp(0, MAX_STAMP_MS) as u64;
     let (days, rem) = (ms / 86_400_000, ms % 86_400_000);
     // Civil-from-days (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -230,7 +235,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         if count > 1 {
             let first = self.entry(base, 1)?;
             if let Ok(ts) = log.store_timestamp_at(first.phy_offset.get() as u64) {
-                begin_ts = ts - i64::from(first.time_diff.get()) * 1000;
+                begin_ts = ts.saturating_sub(i64::from(first.time_diff.get()) * 1000);
             }
             self.head.begin_timestamp = I64::new(begin_ts);
             self.head.begin_phy_offset = first.phy_offset;
@@ -257,7 +262,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             }
             media.write_at(slot, &n.to_be_bytes()).media()?;
             end = (
-                begin_ts + i64::from(e.time_diff.get()) * 1000,
+                begin_ts.saturating_add(i64::from(e.time_diff.get()) * 1000),
                 e.phy_offset.get(),
             );
         }
@@ -397,7 +402,10 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             self.head.begin_phy_offset = I64::new(phys as i64);
         }
         let head_slot = self.slot(base, hash)?;
-        let diff = ((ts - self.head.begin_timestamp.get()) / 1000).clamp(0, i64::from(i32::MAX));
+        // Store times come from records (not under their CRC) and headers: saturate, never
+        // overflow.
+        let diff = (ts.saturating_sub(self.head.begin_timestamp.get()) / 1000)
+            .clamp(0, i64::from(i32::MAX));
         let entry = IndexEntry {
             key_hash: I32::new(hash),
             phy_offset: I64::new(phys as i64),
@@ -467,7 +475,10 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             let mut hops = 0;
             while n > 0 && n < count && hops < count && found < max {
                 let e = self.entry(base, n)?;
-                let t = h.begin_timestamp.get() + i64::from(e.time_diff.get()) * 1000;
+                let t = h
+                    .begin_timestamp
+                    .get()
+                    .saturating_add(i64::from(e.time_diff.get()) * 1000);
                 if t < begin {
                     break;
                 }
@@ -504,5 +515,57 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
     /// Gives the directory back.
     pub fn into_dir(self) -> D {
         self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_stamp_of_any_time_fits_seventeen_digits() {
+        // Found by the `recovery` fuzz target: a record's store time is not under its CRC,
+        // and a rotted one overflowed the name while re-dispatch rolled an index file.
+        assert_eq!(file_stamp(i64::MAX), 99_991_231_235_959_999);
+        assert_eq!(file_stamp(MAX_STAMP_MS + 1), 99_991_231_235_959_999);
+        assert_eq!(file_stamp(MAX_STAMP_MS), 99_991_231_235_959_999);
+        assert_eq!(file_stamp(i64::MIN), 19_700_101_000_000_000);
+        assert_eq!(file_stamp(1_700_000_000_123), 20_231_114_221_320_123);
+    }
+
+    #[test]
+    fn store_times_at_the_ends_of_i64_index_without_overflow() {
+        use crate::commitlog::{CommitLog, Recovery};
+        use crate::faulty::FaultPlan;
+        use crate::ram::RamDir;
+        use std::vec;
+
+        // Found by the `recovery` fuzz target: re-dispatch of records whose (rotted) store
+        // times lie far apart overflowed `ts - begin_timestamp` in `put_key`.
+        let plan = FaultPlan::none();
+        let config = IndexConfig {
+            slots: 4,
+            entries: 8,
+        };
+        let mut log_buf = vec![0u8; 2 * 512];
+        let mut idx_buf = vec![0u8; 2 * config.file_size() as usize];
+        let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
+        log_dir.give(&mut log_buf).unwrap();
+        let mut idx_dir: RamDir<'_, 1> = RamDir::new(&plan);
+        idx_dir.give(&mut idx_buf).unwrap();
+        let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
+        let mut index: Index<_, 1> = Index::open(idx_dir, config, &log, None).unwrap();
+        let keys = RecordKeys {
+            topic: "T",
+            uniq_key: Some("u"),
+            keys: None,
+        };
+        assert_eq!(index.put_record(keys, 0, i64::MIN), Ok(1));
+        assert_eq!(index.put_record(keys, 100, i64::MAX), Ok(1));
+        let mut hits = 0;
+        index
+            .query("T", "u", 8, i64::MIN, i64::MAX, &mut |_| hits += 1)
+            .unwrap();
+        assert_eq!(hits, 2);
     }
 }
