@@ -2,8 +2,8 @@
 //! built from this crate's encoders. It proves the C++ client accepts our route data, send
 //! responses, pull responses (engine-encoded records) and group bodies.
 //!
-//! Needs the venv at /tmp/rmqvenv (or `TERN_RMQ_PYTHON`); without it the test says so and
-//! passes, since CI machines may lack it.
+//! Needs a venv with rocketmq==0.4.4: `TERN_RMQ_PYTHON`, `.venv` at the repo root (made by
+//! `scripts/setup-python.sh`) or /tmp/rmqvenv; without one the test says so and passes.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -209,9 +209,15 @@ impl Processor for FakeCluster {
     }
 }
 
+/// The venv's python: `TERN_RMQ_PYTHON`, else `.venv` at the repo root (made by
+/// `scripts/setup-python.sh`), else /tmp/rmqvenv.
 fn python() -> Option<String> {
-    let p = std::env::var("TERN_RMQ_PYTHON").unwrap_or_else(|_| "/tmp/rmqvenv/bin/python".into());
-    std::path::Path::new(&p).exists().then_some(p)
+    let repo_venv = format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR"));
+    std::env::var("TERN_RMQ_PYTHON")
+        .ok()
+        .into_iter()
+        .chain([repo_venv, "/tmp/rmqvenv/bin/python".to_string()])
+        .find(|p| std::path::Path::new(p).exists())
 }
 
 fn run_client(py: &str, args: &[&str]) -> Vec<serde_json::Value> {

@@ -92,6 +92,8 @@ pub struct BrokerConfig {
     pub register_period: Duration,
     /// Clients silent this long are dropped (`channelExpiredTimeout`).
     pub client_expiry: Duration,
+    /// How often disk use and segment ages are checked (`cleanResourceInterval`).
+    pub clean_interval: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -206,6 +208,7 @@ impl Config for BrokerConfig {
             register_period: ms(r, "registerNameServerPeriod", 30_000, 0, u64::MAX)?
                 .clamp(Duration::from_secs(10), Duration::from_secs(60)),
             client_expiry: ms(r, "channelExpiredTimeout", 120_000, 1_000, 3_600_000)?,
+            clean_interval: ms(r, "cleanResourceInterval", 10_000, 10, 3_600_000)?,
         };
         // RocketMQ options with no effect here: accepted quietly so real broker.conf files
         // do not produce a wall of warnings.

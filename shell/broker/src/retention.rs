@@ -9,9 +9,6 @@ use tern_shell::runtime;
 
 use crate::BrokerCtx;
 
-/// How often the disk and segment ages are checked.
-const PERIOD: Duration = Duration::from_secs(10);
-
 /// Current hour of the day (UTC; RocketMQ uses local time, which servers keep in UTC).
 fn hour_now() -> u8 {
     let secs = SystemTime::now()
@@ -82,6 +79,10 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     while !ctx.shutdown.is_triggered() {
         let c = ctx.clone();
         async_std::task::spawn_blocking(move || check_once(&c)).await;
-        let _ = runtime::race(runtime::sleep(PERIOD), ctx.shutdown.wait()).await;
+        let _ = runtime::race(
+            runtime::sleep(ctx.config.clean_interval),
+            ctx.shutdown.wait(),
+        )
+        .await;
     }
 }

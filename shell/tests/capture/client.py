@@ -10,6 +10,7 @@ the C++ client writes its logs under $HOME/logs.
 """
 import json
 import sys
+import threading
 import time
 
 from rocketmq.client import Message, Producer, PushConsumer
@@ -17,8 +18,16 @@ from rocketmq.client import Message, Producer, PushConsumer
 TOPIC = "TernTopic"
 
 
+# Consumer callbacks run on several C++ threads: one line at a time, or lines interleave
+# and the caller drops what it cannot parse.
+_out_lock = threading.Lock()
+
+
 def out(**kw):
-    print(json.dumps(kw), flush=True)
+    line = json.dumps(kw) + "\n"
+    with _out_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def produce(namesrv):

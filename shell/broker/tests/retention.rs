@@ -1,0 +1,222 @@
+//! Retention and the disk watermark, through the real broker binary: expired commit-log
+//! segments are deleted (and pulls below the new minimum are moved on), and past the hard
+//! disk watermark sends are refused with a clear answer until space is freed.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tern_shell::code::RequestCode;
+use tern_shell::headers::{
+    OffsetResponseHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    TopicQueueRequestHeader,
+};
+use tern_shell::runtime::block_on;
+use tern_shell::{Connection, ConnectionConfig, RemotingCommand, ResponseCode};
+
+/// A broker process, killed when dropped so a failing test leaks nothing.
+struct Running {
+    child: Child,
+    broker: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path, conf: &str) -> Running {
+    let conf_path = dir.join("broker.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern-broker"))
+        .args([
+            "--standalone",
+            "--listen",
+            "127.0.0.1:0",
+            "--namesrv-listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "warn",
+            "-c",
+        ])
+        .arg(&conf_path)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut broker = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+            broker = Some(a.to_owned());
+        }
+        if line.starts_with("ready") {
+            break;
+        }
+    }
+    Running {
+        child,
+        broker: broker.expect("broker address printed"),
+    }
+}
+
+async fn connect(addr: &str) -> Connection {
+    Connection::connect(addr, ConnectionConfig::default(), Duration::from_secs(3))
+        .await
+        .unwrap()
+}
+
+async fn send(conn: &Connection, topic: &str, body: Vec<u8>) -> RemotingCommand {
+    let h: SendMessageRequestHeaderV2 = SendMessageRequestHeader {
+        producer_group: "PG".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 1,
+        queue_id: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        flag: 0,
+        properties: Some("KEYS\u{1}k\u{2}".into()),
+        ..Default::default()
+    }
+    .into();
+    let req = RemotingCommand::request(RequestCode::SendMessageV2, &h).with_body(body);
+    conn.request(req, Duration::from_secs(10)).await.unwrap()
+}
+
+async fn min_offset(conn: &Connection, topic: &str) -> i64 {
+    let h = TopicQueueRequestHeader {
+        topic: topic.into(),
+        queue_id: 0,
+    };
+    let resp = conn
+        .request(
+            RemotingCommand::request(RequestCode::GetMinOffset, &h),
+            Duration::from_secs(3),
+        )
+        .await
+        .unwrap();
+    resp.decode_header::<OffsetResponseHeader>().unwrap().offset
+}
+
+const SMALL: &str = "mapedFileSizeCommitLog=1048576\nmapedFileSizeConsumeQueue=6000\nmaxHashSlotNum=1000\nmaxIndexNum=4000\ncleanResourceInterval=100\n";
+
+#[test]
+fn expired_segments_are_deleted_and_queues_move_their_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let every_hour: Vec<String> = (0..24).map(|h| format!("{h:02}")).collect();
+    let conf = format!(
+        "{SMALL}fileReservedTime=0\ndeleteWhen={}\ndiskMaxUsedSpaceRatio=95\n",
+        every_hour.join(";")
+    );
+    let b = start(dir.path(), &conf);
+    block_on(async {
+        let conn = connect(&b.broker).await;
+        // 12 × 300 KiB fills four 1 MiB segments; all but the active one may go.
+        for i in 0..12 {
+            let resp = send(&conn, "Retained", vec![i as u8; 300 * 1024]).await;
+            assert_eq!(
+                resp.response_code(),
+                ResponseCode::Success,
+                "{:?}",
+                resp.remark
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut min = 0;
+        while Instant::now() < deadline {
+            min = min_offset(&conn, "Retained").await;
+            if min > 0 {
+                break;
+            }
+            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(min > 0, "old segments were never deleted");
+        let segments = std::fs::read_dir(dir.path().join("data/store/commitlog"))
+            .unwrap()
+            .count();
+        assert!(segments <= 2, "{segments} segments left");
+        // A new message still lands after deletion.
+        let resp = send(&conn, "Retained", b"after".to_vec()).await;
+        assert_eq!(resp.response_code(), ResponseCode::Success);
+    });
+}
+
+/// A small tmpfs, so filling the disk is cheap and harmless. Needs root (CI is root);
+/// without it the test says so and passes vacuously only there.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(mb: u32) -> Option<Self> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn writes_are_refused_past_the_disk_watermark_and_accepted_when_space_is_freed() {
+    let Some(fs) = Tmpfs::mount(24) else {
+        eprintln!("SKIP: cannot mount a tmpfs (not root?)");
+        return;
+    };
+    let conf = format!("{SMALL}diskSpaceWarningLevelRatio=60\ndiskMaxUsedSpaceRatio=95\n");
+    let b = start(fs.0.path(), &conf);
+    block_on(async {
+        let conn = connect(&b.broker).await;
+        let resp = send(&conn, "Full", b"before".to_vec()).await;
+        assert_eq!(
+            resp.response_code(),
+            ResponseCode::Success,
+            "{:?}",
+            resp.remark
+        );
+        // Fill the file system past 60 %.
+        let filler = fs.0.path().join("filler");
+        std::fs::write(&filler, vec![7u8; 16 * 1024 * 1024]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let refused = loop {
+            let resp = send(&conn, "Full", b"while full".to_vec()).await;
+            if resp.response_code() == ResponseCode::ServiceNotAvailable {
+                break resp;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never refused: {:?}",
+                resp.remark
+            );
+            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(refused.remark.unwrap_or_default().contains("disk is full"));
+        std::fs::remove_file(&filler).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let resp = send(&conn, "Full", b"after".to_vec()).await;
+            if resp.response_code() == ResponseCode::Success {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never accepted again: {:?}",
+                resp.remark
+            );
+            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    drop(b);
+}
