@@ -125,6 +125,8 @@ mod tests {
     #[test]
     fn committed_offsets_survive_a_reload() {
         let dir = tempfile::tempdir().unwrap();
+        // The store creates config/ before these tables are loaded.
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
         let o = Offsets::load(dir.path());
         o.commit("g", "t", 1, 42);
         o.commit("g2", "t", 0, 7);

@@ -280,6 +280,8 @@ mod tests {
     #[test]
     fn auto_create_takes_the_smaller_queue_count_and_persists() {
         let dir = tempfile::tempdir().unwrap();
+        // The store creates config/ before these tables are loaded.
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
         let topics = Topics::load(dir.path(), "C", "b", true, 8);
         let t = topics
             .create_from_template("New", AUTO_CREATE_TOPIC, 4, 0)

@@ -109,7 +109,9 @@ pub fn search_by_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand
     }
 }
 
-/// GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message.
+/// GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message; -1 when the queue
+/// holds none (Java answers SUCCESS with the store's -1, and its client would throw on an
+/// error code).
 pub fn earliest_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: TopicQueueRequestHeader = match req.decode_header() {
         Ok(h) => h,
@@ -121,15 +123,11 @@ pub fn earliest_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
         .queue(&h.topic, h.queue_id)
         .and_then(|q| q.get(q.min_offset()).ok().flatten())
         .and_then(|e| store.log().store_timestamp_at(e.physical_offset).ok());
-    match ts {
-        Some(timestamp) => RemotingCommand::response_to(req, ResponseCode::Success)
-            .with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp }),
-        None => RemotingCommand::error_response(
-            req,
-            ResponseCode::SystemError,
-            format!("no message in {}/{}", h.topic, h.queue_id),
-        ),
-    }
+    RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+        &GetEarliestMsgStoretimeResponseHeader {
+            timestamp: ts.unwrap_or(-1),
+        },
+    )
 }
 
 /// GET_ALL_CONSUMER_OFFSET: the whole table, as consumerOffset.json.
