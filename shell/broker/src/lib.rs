@@ -45,14 +45,26 @@ pub struct BrokerCtx {
     pub holds: longpoll::PullHolds,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
     pub store_host: SocketAddr,
-    /// Asks the registration task to register now (topics changed).
+    /// Wakes the registration task (topics changed).
     pub register_now: event_listener::Event,
+    /// Set when topics changed since the last registration began.
+    pub register_pending: std::sync::atomic::AtomicBool,
     /// When the broker started.
     pub started: Instant,
     /// Triggered at shutdown; held pulls answer at once.
     pub shutdown: Shutdown,
     /// Connections to the name servers.
     pub namesrv: tern_shell::ConnectionPool,
+}
+
+impl BrokerCtx {
+    /// Asks for a registration with every name server soon (topics changed). A request
+    /// that arrives while one is running is not lost: the flag makes the task go again.
+    pub fn request_registration(&self) {
+        self.register_pending
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.register_now.notify(1);
+    }
 }
 
 /// A running broker.
@@ -106,6 +118,7 @@ impl Broker {
             holds: longpoll::PullHolds::default(),
             store_host: config.advertised_addr(port),
             register_now: event_listener::Event::new(),
+            register_pending: std::sync::atomic::AtomicBool::new(false),
             started,
             shutdown: Shutdown::new(),
             namesrv: tern_shell::ConnectionPool::new(
@@ -116,6 +129,9 @@ impl Broker {
             config,
         });
         let _ = processor_ctx_slot.set(ctx.clone());
+        // Register before reporting ready: a client that starts right after must find
+        // the broker's routes. A name server that is down only costs its connect error.
+        register::register_all(&ctx).await;
         let tasks = spawn_tasks(&ctx);
         log::info!(
             "broker {} of {} serving on {} (started in {:?})",

@@ -3,6 +3,7 @@
 //! one that is down does not delay the others.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tern_shell::body::RegisterBrokerBody;
@@ -108,18 +109,25 @@ pub async fn unregister_all(ctx: &Arc<BrokerCtx>) {
     ctx.namesrv.close_all().await;
 }
 
-/// The registration task.
+/// The registration task: the first registration happened at start; then every period,
+/// or at once when topics change.
 pub async fn run(ctx: Arc<BrokerCtx>) {
-    while !ctx.shutdown.is_triggered() {
+    loop {
         let asked = ctx.register_now.listen();
+        if !ctx.register_pending.load(Ordering::Acquire) {
+            let period = ctx.config.register_period;
+            let _ = runtime::race(
+                async {
+                    let _ = runtime::timeout(period, asked).await;
+                },
+                ctx.shutdown.wait(),
+            )
+            .await;
+        }
+        if ctx.shutdown.is_triggered() {
+            break;
+        }
+        ctx.register_pending.store(false, Ordering::Release);
         register_all(&ctx).await;
-        let period = ctx.config.register_period;
-        let _ = runtime::race(
-            async {
-                let _ = runtime::timeout(period, asked).await;
-            },
-            ctx.shutdown.wait(),
-        )
-        .await;
     }
 }

@@ -80,7 +80,7 @@ pub fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     };
     ctx.topics.delete(&h.topic);
     ctx.offsets.delete_topic(&h.topic);
-    ctx.register_now.notify(1);
+    ctx.request_registration();
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 

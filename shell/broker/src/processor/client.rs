@@ -64,7 +64,7 @@ pub async fn heartbeat(
             let retry = format!("%RETRY%{}", c.group_name);
             if ctx.topics.get(&retry).is_none() {
                 ctx.topics.ensure(&retry, group.retry_queue_nums.max(1), 6);
-                ctx.register_now.notify(1);
+                ctx.request_registration();
             }
         }
     }

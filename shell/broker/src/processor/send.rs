@@ -93,7 +93,7 @@ fn topic_for_send(
     };
     match created {
         Some(t) => {
-            ctx.register_now.notify(1);
+            ctx.request_registration();
             Ok(t)
         }
         None => Err(RemotingCommand::error_response(
@@ -366,7 +366,7 @@ pub async fn send_back(
         (format!("%RETRY%{}", h.group), group.retry_queue_nums.max(1))
     };
     ctx.topics.ensure(&topic, queues, 6);
-    ctx.register_now.notify(1);
+    ctx.request_registration();
     let mut props = view.properties().to_vec();
     let mut add = |k: &str, v: &str| {
         props.extend_from_slice(k.as_bytes());

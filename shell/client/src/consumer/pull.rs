@@ -1,0 +1,387 @@
+//! The pull consumer (lite-pull style): assign queues, pull from an offset, commit offsets.
+//!
+//! Pulls are PULL_MESSAGE (11) with the SUBSCRIPTION flag and no SUSPEND: the broker
+//! answers at once, filters by tag hash, and the client re-filters by tag string (tag
+//! hashes collide), as Java does.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tern_shell::body::{
+    ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData,
+};
+use tern_shell::headers::{
+    GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader, pull_sys_flag,
+};
+use tern_shell::message::{MessageExt, decode_pulled};
+use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
+
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result};
+use crate::instance::{ClientInstance, PERM_READ, ok};
+use crate::message::keys;
+use crate::producer::java_hash;
+
+/// Outcome of one pull (Java's `PullStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PullStatus {
+    /// Messages found (after the tag re-filter there may be none).
+    Found,
+    /// Nothing at or after the offset yet.
+    NoNewMsg,
+    /// Messages exist but none matched the expression.
+    NoMatchedMsg,
+    /// The offset is outside the queue; continue at `next_begin_offset`.
+    OffsetIllegal,
+}
+
+/// What one pull returns.
+#[derive(Debug, Clone)]
+pub struct PullResult {
+    /// Outcome.
+    pub status: PullStatus,
+    /// Where the next pull should start.
+    pub next_begin_offset: i64,
+    /// The queue's min offset at the broker.
+    pub min_offset: i64,
+    /// The queue's max offset (next to be written).
+    pub max_offset: i64,
+    /// The messages, decoded and inflated, tag re-filtered.
+    pub messages: Vec<MessageExt>,
+}
+
+/// A lite-pull consumer; cloning shares it.
+#[derive(Debug, Clone)]
+pub struct PullConsumer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: ClientInstance,
+    group: String,
+    assigned: Mutex<BTreeSet<MessageQueue>>,
+    /// Budget of one pull RPC.
+    pull_timeout: Duration,
+}
+
+impl PullConsumer {
+    /// A pull consumer of `group` with its own client instance.
+    pub fn new(group: impl Into<String>, client: ClientConfig) -> Result<Self> {
+        Ok(Self::with_instance(group, ClientInstance::new(client)?))
+    }
+
+    /// A pull consumer on a shared client instance.
+    pub fn with_instance(group: impl Into<String>, client: ClientInstance) -> Self {
+        let pull_timeout = client.config().rpc_timeout.max(Duration::from_secs(10));
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                group: group.into(),
+                assigned: Mutex::new(BTreeSet::new()),
+                pull_timeout,
+            }),
+        }
+    }
+
+    /// The consumer group.
+    pub fn group(&self) -> &str {
+        &self.inner.group
+    }
+
+    /// The client instance.
+    pub fn client(&self) -> &ClientInstance {
+        &self.inner.client
+    }
+
+    /// Starts heartbeats (so admin tools see the group) and route refresh.
+    pub async fn start(&self) {
+        self.announce();
+        self.inner.client.start();
+        self.inner.client.send_heartbeat_to_all_brokers().await;
+    }
+
+    /// Unregisters from every broker and closes the client instance.
+    pub async fn shutdown(&self) {
+        self.inner.client.shutdown().await;
+    }
+
+    /// The readable queues of `topic`, fresh from the name server, sorted.
+    pub async fn fetch_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        let route = self.inner.client.fetch_route(topic).await?;
+        let mut out = Vec::new();
+        for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
+            for id in 0..q.read_queue_nums.max(0) {
+                out.push(MessageQueue {
+                    topic: topic.to_owned(),
+                    broker_name: q.broker_name.clone(),
+                    queue_id: id,
+                });
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Replaces the assigned queues; the group's heartbeat then lists their topics.
+    pub async fn assign(&self, queues: Vec<MessageQueue>) {
+        *self.lock_assigned() = queues.into_iter().collect();
+        // Heartbeats go to the brokers of known routes: learn the assigned topics' ones.
+        let topics: BTreeSet<String> = self
+            .lock_assigned()
+            .iter()
+            .map(|q| q.topic.clone())
+            .collect();
+        for t in topics {
+            if let Err(e) = self.inner.client.topic_route(&t).await {
+                log::warn!("route of assigned topic {t}: {e}");
+            }
+        }
+        self.announce();
+        self.inner.client.send_heartbeat_to_all_brokers().await;
+    }
+
+    /// The assigned queues.
+    pub fn assignment(&self) -> Vec<MessageQueue> {
+        self.lock_assigned().iter().cloned().collect()
+    }
+
+    fn lock_assigned(&self) -> std::sync::MutexGuard<'_, BTreeSet<MessageQueue>> {
+        self.inner
+            .assigned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn announce(&self) {
+        let topics: BTreeSet<String> = self
+            .lock_assigned()
+            .iter()
+            .map(|q| q.topic.clone())
+            .collect();
+        let subs = topics
+            .into_iter()
+            .map(|t| SubscriptionData {
+                topic: t,
+                sub_string: "*".into(),
+                sub_version: now_ms(),
+                expression_type: "TAG".into(),
+                ..SubscriptionData::default()
+            })
+            .collect();
+        self.inner.client.register_consumer(ConsumerData {
+            group_name: self.inner.group.clone(),
+            consume_type: ConsumeType::ConsumeActively,
+            message_model: MessageModel::Clustering,
+            consume_from_where: ConsumeFromWhere::ConsumeFromFirstOffset,
+            subscription_data_set: subs,
+            unit_mode: false,
+        });
+    }
+
+    /// Pulls up to `max` messages of every tag from `offset`.
+    pub async fn pull(&self, queue: &MessageQueue, offset: i64, max: i32) -> Result<PullResult> {
+        self.pull_with_expression(queue, "*", offset, max).await
+    }
+
+    /// Pulls up to `max` messages matching a tag expression (`*`, `TagA || TagB`).
+    pub async fn pull_with_expression(
+        &self,
+        queue: &MessageQueue,
+        expression: &str,
+        offset: i64,
+        max: i32,
+    ) -> Result<PullResult> {
+        let addr = self.broker_addr(queue).await?;
+        let tags = SubscriptionData::parse_tags(expression);
+        let header = PullMessageRequestHeader {
+            consumer_group: self.inner.group.clone(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            queue_offset: offset,
+            max_msg_nums: max.max(1),
+            sys_flag: pull_sys_flag::SUBSCRIPTION,
+            commit_offset: 0,
+            suspend_timeout_millis: 20_000,
+            subscription: Some(if tags.is_empty() {
+                "*".into()
+            } else {
+                expression.trim().to_owned()
+            }),
+            sub_version: now_ms(),
+            expression_type: Some("TAG".into()),
+            ..PullMessageRequestHeader::default()
+        };
+        let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
+        let resp = self
+            .inner
+            .client
+            .invoke(&addr, cmd, self.inner.pull_timeout)
+            .await?;
+        let status = match resp.response_code() {
+            ResponseCode::Success => PullStatus::Found,
+            ResponseCode::PullNotFound => PullStatus::NoNewMsg,
+            ResponseCode::PullRetryImmediately => PullStatus::NoMatchedMsg,
+            ResponseCode::PullOffsetMoved => PullStatus::OffsetIllegal,
+            _ => return Err(ClientError::from_response(&resp)),
+        };
+        let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
+            .map_err(|e| ClientError::Protocol(format!("pull response: {e}")))?;
+        let mut messages = Vec::new();
+        if status == PullStatus::Found {
+            messages = decode_pulled(&resp.body, false)
+                .map_err(|e| ClientError::Protocol(format!("pulled messages: {e}")))?;
+            if !tags.is_empty() {
+                messages.retain(|m| m.tags().is_some_and(|t| tags.iter().any(|x| x == t)));
+            }
+            for m in &mut messages {
+                m.properties
+                    .insert(keys::MIN_OFFSET.into(), h.min_offset.to_string());
+                m.properties
+                    .insert(keys::MAX_OFFSET.into(), h.max_offset.to_string());
+            }
+        }
+        Ok(PullResult {
+            status,
+            next_begin_offset: h.next_begin_offset,
+            min_offset: h.min_offset,
+            max_offset: h.max_offset,
+            messages,
+        })
+    }
+
+    /// The group's committed offset of `queue`; `None` when the broker has none (22).
+    pub async fn query_offset(&self, queue: &MessageQueue) -> Result<Option<i64>> {
+        let addr = self.broker_addr(queue).await?;
+        let h = QueryConsumerOffsetRequestHeader {
+            consumer_group: self.inner.group.clone(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            // 5.x brokers then answer 22 rather than 0 for a group that never committed;
+            // 4.x brokers ignore the field and may answer 0.
+            set_zero_if_not_found: Some(false),
+        };
+        let cmd = RemotingCommand::request(RequestCode::QueryConsumerOffset, &h);
+        let resp = self
+            .inner
+            .client
+            .invoke(&addr, cmd, self.inner.client.config().rpc_timeout)
+            .await?;
+        if resp.response_code() == ResponseCode::QueryNotFound {
+            return Ok(None);
+        }
+        offset_of(ok(resp)?).map(Some)
+    }
+
+    /// Stores the group's offset of `queue` (UPDATE_CONSUMER_OFFSET, answered).
+    pub async fn commit_offset(&self, queue: &MessageQueue, offset: i64) -> Result<()> {
+        let addr = self.broker_addr(queue).await?;
+        let h = UpdateConsumerOffsetRequestHeader {
+            consumer_group: self.inner.group.clone(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            commit_offset: offset,
+        };
+        let cmd = RemotingCommand::request(RequestCode::UpdateConsumerOffset, &h);
+        self.inner.client.invoke_ok(&addr, cmd).await.map(drop)
+    }
+
+    /// The queue's smallest offset still stored.
+    pub async fn min_offset(&self, queue: &MessageQueue) -> Result<i64> {
+        queue_offset(&self.inner.client, queue, OffsetKind::Min).await
+    }
+
+    /// The queue's next offset to be written.
+    pub async fn max_offset(&self, queue: &MessageQueue) -> Result<i64> {
+        queue_offset(&self.inner.client, queue, OffsetKind::Max).await
+    }
+
+    /// The first offset stored at or after `timestamp_ms`.
+    pub async fn search_offset(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<i64> {
+        queue_offset(&self.inner.client, queue, OffsetKind::AtTime(timestamp_ms)).await
+    }
+
+    async fn broker_addr(&self, queue: &MessageQueue) -> Result<String> {
+        broker_addr(&self.inner.client, queue).await
+    }
+}
+
+/// Which offset of a queue to ask for.
+#[derive(Debug, Clone, Copy)]
+pub enum OffsetKind {
+    /// GET_MIN_OFFSET.
+    Min,
+    /// GET_MAX_OFFSET.
+    Max,
+    /// SEARCH_OFFSET_BY_TIMESTAMP (lower boundary).
+    AtTime(i64),
+}
+
+/// Asks the queue's broker for one of its offsets.
+pub async fn queue_offset(
+    client: &ClientInstance,
+    queue: &MessageQueue,
+    kind: OffsetKind,
+) -> Result<i64> {
+    let addr = broker_addr(client, queue).await?;
+    let (topic, queue_id) = (queue.topic.clone(), queue.queue_id);
+    let cmd = match kind {
+        OffsetKind::Min => RemotingCommand::request(
+            RequestCode::GetMinOffset,
+            &GetMinOffsetRequestHeader { topic, queue_id },
+        ),
+        OffsetKind::Max => RemotingCommand::request(
+            RequestCode::GetMaxOffset,
+            &GetMaxOffsetRequestHeader {
+                topic,
+                queue_id,
+                committed: None,
+            },
+        ),
+        OffsetKind::AtTime(timestamp) => RemotingCommand::request(
+            RequestCode::SearchOffsetByTimestamp,
+            &SearchOffsetRequestHeader {
+                topic,
+                queue_id,
+                timestamp,
+                boundary_type: None,
+            },
+        ),
+    };
+    offset_of(client.invoke_ok(&addr, cmd).await?)
+}
+
+/// The address serving `queue` (master first), looking the route up if needed.
+pub async fn broker_addr(client: &ClientInstance, queue: &MessageQueue) -> Result<String> {
+    if let Some(a) = client.any_addr(&queue.broker_name) {
+        return Ok(a);
+    }
+    client.fetch_route(&queue.topic).await?;
+    client.any_addr(&queue.broker_name).ok_or_else(|| {
+        ClientError::NotFound(format!(
+            "broker {} is not in the route of {}",
+            queue.broker_name, queue.topic
+        ))
+    })
+}
+
+fn offset_of(resp: RemotingCommand) -> Result<i64> {
+    resp.decode_header::<OffsetResponseHeader>()
+        .map(|h| h.offset)
+        .map_err(|e| ClientError::Protocol(e.to_string()))
+}
+
+/// Tag code of a tag, as brokers compute it (kept for filters built client-side).
+pub fn tag_code(tag: &str) -> i64 {
+    i64::from(java_hash(tag.trim()))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,430 @@
+//! The client instance (Java's `MQClientInstance`): one per config, shared by the
+//! producers, consumers and admin built on it. It owns the connections, talks to the name
+//! servers with fail-over, caches topic routes and broker addresses, and keeps every broker
+//! in its routes informed through heartbeats until it shuts down.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tern_shell::body::{ConsumerData, HeartbeatData, ProducerData, TopicRouteData, from_json};
+use tern_shell::headers::{GetRouteInfoRequestHeader, UnregisterClientRequestHeader};
+use tern_shell::message::UniqIdGenerator;
+use tern_shell::runtime::{self, Shutdown};
+use tern_shell::{ConnectionConfig, ConnectionPool, RemotingCommand, RequestCode, ResponseCode};
+
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result, tidy_reason};
+
+/// Perm bit: consumers may read.
+pub const PERM_READ: i32 = 4;
+/// Perm bit: producers may write.
+pub const PERM_WRITE: i32 = 2;
+
+/// A shared client instance; cloning shares it.
+#[derive(Debug, Clone)]
+pub struct ClientInstance {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ClientConfig,
+    client_id: String,
+    client_ip: IpAddr,
+    pool: ConnectionPool,
+    /// Index of the name server that answered last; tried first next time.
+    ns_index: AtomicUsize,
+    routes: Mutex<HashMap<String, TopicRouteData>>,
+    /// brokerName → (brokerId → address), from every route seen.
+    brokers: Mutex<HashMap<String, BTreeMap<i64, String>>>,
+    producers: Mutex<BTreeSet<String>>,
+    consumers: Mutex<BTreeMap<String, ConsumerData>>,
+    uniq: UniqIdGenerator,
+    started: AtomicBool,
+    shutdown: Shutdown,
+}
+
+static INSTANCE_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps stay valid if a holder panicked: every update is a single insert/remove.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClientInstance {
+    /// A new instance; fails only when the name server list is empty.
+    pub fn new(config: ClientConfig) -> Result<Self> {
+        if config.namesrv_addrs.is_empty() {
+            return Err(ClientError::InvalidMessage(
+                "no name server address configured".into(),
+            ));
+        }
+        let client_ip = config
+            .client_ip
+            .unwrap_or_else(|| local_ip_towards(&config.namesrv_addrs[0]));
+        let n = INSTANCE_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let instance = config
+            .instance_name
+            .clone()
+            .unwrap_or_else(|| format!("{}#{n}", std::process::id()));
+        let client_id = format!("{client_ip}@{instance}");
+        let pool = ConnectionPool::new(ConnectionConfig::default(), config.connect_timeout);
+        let hash = client_id
+            .bytes()
+            .fold(0i32, |h, b| h.wrapping_mul(31).wrapping_add(i32::from(b)));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                uniq: UniqIdGenerator::new(client_ip, hash),
+                config,
+                client_id,
+                client_ip,
+                pool,
+                ns_index: AtomicUsize::new(0),
+                routes: Mutex::new(HashMap::new()),
+                brokers: Mutex::new(HashMap::new()),
+                producers: Mutex::new(BTreeSet::new()),
+                consumers: Mutex::new(BTreeMap::new()),
+                started: AtomicBool::new(false),
+                shutdown: Shutdown::new(),
+            }),
+        })
+    }
+
+    /// `clientIP@instanceName`, how brokers know this client.
+    pub fn client_id(&self) -> &str {
+        &self.inner.client_id
+    }
+
+    /// The local address in the client id.
+    pub fn client_ip(&self) -> IpAddr {
+        self.inner.client_ip
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// A new UNIQ_KEY (§5.2).
+    pub fn next_uniq_id(&self) -> String {
+        self.inner.uniq.next_id()
+    }
+
+    /// Starts the background task (route refresh and heartbeats every 30 s). Idempotent.
+    pub fn start(&self) {
+        if self.inner.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        runtime::spawn(async move { me.background().await });
+    }
+
+    async fn background(self) {
+        let cfg = &self.inner.config;
+        let tick = cfg
+            .heartbeat_interval
+            .min(cfg.poll_name_server_interval)
+            .max(Duration::from_millis(100));
+        let (mut since_hb, mut since_poll) = (Duration::ZERO, Duration::ZERO);
+        loop {
+            let stop = runtime::race(
+                async {
+                    runtime::sleep(tick).await;
+                    false
+                },
+                async {
+                    self.inner.shutdown.wait().await;
+                    true
+                },
+            )
+            .await;
+            if stop {
+                return;
+            }
+            since_hb += tick;
+            since_poll += tick;
+            if since_poll >= cfg.poll_name_server_interval {
+                since_poll = Duration::ZERO;
+                self.refresh_all_routes().await;
+            }
+            if since_hb >= cfg.heartbeat_interval {
+                since_hb = Duration::ZERO;
+                self.send_heartbeat_to_all_brokers().await;
+            }
+        }
+    }
+
+    /// True once [`ClientInstance::shutdown`] ran.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shutdown.is_triggered()
+    }
+
+    /// Sends `cmd` to a name server, starting with the one that answered last and moving
+    /// to the next on a connect or transport failure. A reply with an error code is a
+    /// reply: it is returned, not retried elsewhere.
+    pub async fn invoke_namesrv(&self, cmd: RemotingCommand) -> Result<RemotingCommand> {
+        if self.is_shut_down() {
+            return Err(ClientError::Shutdown);
+        }
+        let addrs = &self.inner.config.namesrv_addrs;
+        let timeout = self.inner.config.rpc_timeout;
+        let start = self.inner.ns_index.load(Ordering::Relaxed);
+        let mut reasons = Vec::new();
+        for i in 0..addrs.len() {
+            let idx = (start + i) % addrs.len();
+            let addr = &addrs[idx];
+            match self.inner.pool.invoke(addr, cmd.clone(), timeout).await {
+                Ok(resp) => {
+                    self.inner.ns_index.store(idx, Ordering::Relaxed);
+                    return Ok(resp);
+                }
+                Err(e) => {
+                    let reason = match e {
+                        tern_shell::RemotingError::Connect(r) => tidy_reason(addr, &r),
+                        tern_shell::RemotingError::Timeout => {
+                            format!("no answer within {} ms", timeout.as_millis())
+                        }
+                        other => other.to_string(),
+                    };
+                    log::warn!("name server {addr} failed: {reason}");
+                    self.inner.pool.close(addr).await;
+                    reasons.push(format!("{addr}: {reason}"));
+                }
+            }
+        }
+        Err(ClientError::NameServerUnreachable { reasons })
+    }
+
+    /// Sends `cmd` to `addr` and waits up to `timeout` for the answer.
+    pub async fn invoke(
+        &self,
+        addr: &str,
+        cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        if self.is_shut_down() {
+            return Err(ClientError::Shutdown);
+        }
+        self.inner
+            .pool
+            .invoke(addr, cmd, timeout)
+            .await
+            .map_err(|e| ClientError::remoting(addr, e, timeout.as_millis() as u64))
+    }
+
+    /// Sends `cmd` to `addr` with the default RPC timeout and fails on a non-zero code.
+    pub async fn invoke_ok(&self, addr: &str, cmd: RemotingCommand) -> Result<RemotingCommand> {
+        let resp = self
+            .invoke(addr, cmd, self.inner.config.rpc_timeout)
+            .await?;
+        ok(resp)
+    }
+
+    /// Sends `cmd` to `addr` oneway.
+    pub async fn invoke_oneway(&self, addr: &str, cmd: RemotingCommand) -> Result<()> {
+        if self.is_shut_down() {
+            return Err(ClientError::Shutdown);
+        }
+        let ms = self.inner.config.rpc_timeout.as_millis() as u64;
+        self.inner
+            .pool
+            .invoke_oneway(addr, cmd)
+            .await
+            .map_err(|e| ClientError::remoting(addr, e, ms))
+    }
+
+    /// Asks the name servers for `topic`'s route and caches it (and its brokers).
+    pub async fn fetch_route(&self, topic: &str) -> Result<TopicRouteData> {
+        let header = GetRouteInfoRequestHeader {
+            topic: topic.to_owned(),
+            accept_standard_json_only: None,
+        };
+        let resp = self
+            .invoke_namesrv(RemotingCommand::request(
+                RequestCode::GetRouteinfoByTopic,
+                &header,
+            ))
+            .await?;
+        if resp.response_code() == ResponseCode::TopicNotExist {
+            lock(&self.inner.routes).remove(topic);
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+            });
+        }
+        let resp = ok(resp)?;
+        let route: TopicRouteData =
+            from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        if route.queue_datas.is_empty() || route.broker_datas.is_empty() {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+            });
+        }
+        self.remember_brokers(&route);
+        lock(&self.inner.routes).insert(topic.to_owned(), route.clone());
+        Ok(route)
+    }
+
+    /// The cached route of `topic`, fetched on first use.
+    pub async fn topic_route(&self, topic: &str) -> Result<TopicRouteData> {
+        if let Some(r) = lock(&self.inner.routes).get(topic) {
+            return Ok(r.clone());
+        }
+        self.fetch_route(topic).await
+    }
+
+    /// Records broker addresses from a route (routes from the admin's cluster info too).
+    pub fn remember_brokers(&self, route: &TopicRouteData) {
+        let mut b = lock(&self.inner.brokers);
+        for bd in &route.broker_datas {
+            b.insert(bd.broker_name.clone(), bd.broker_addrs.0.clone());
+        }
+    }
+
+    /// The master address (id 0) of `broker_name`, from the routes seen so far.
+    pub fn master_addr(&self, broker_name: &str) -> Option<String> {
+        lock(&self.inner.brokers)
+            .get(broker_name)
+            .and_then(|m| m.get(&0).cloned())
+    }
+
+    /// The master address, or any replica's when the master is gone (reads only).
+    pub fn any_addr(&self, broker_name: &str) -> Option<String> {
+        lock(&self.inner.brokers)
+            .get(broker_name)
+            .and_then(|m| m.get(&0).or_else(|| m.values().next()).cloned())
+    }
+
+    /// Re-fetches every cached route; failures keep the old route.
+    pub async fn refresh_all_routes(&self) {
+        let topics: Vec<String> = lock(&self.inner.routes).keys().cloned().collect();
+        for t in topics {
+            if let Err(e) = self.fetch_route(&t).await {
+                log::debug!("route refresh of {t} failed: {e}");
+            }
+        }
+    }
+
+    /// Announces a producer group in heartbeats.
+    pub fn register_producer(&self, group: &str) {
+        lock(&self.inner.producers).insert(group.to_owned());
+    }
+
+    /// Announces a consumer group (with its subscriptions) in heartbeats.
+    pub fn register_consumer(&self, data: ConsumerData) {
+        lock(&self.inner.consumers).insert(data.group_name.clone(), data);
+    }
+
+    /// The heartbeat body as of now.
+    pub fn heartbeat_data(&self) -> HeartbeatData {
+        HeartbeatData {
+            client_id: self.inner.client_id.clone(),
+            producer_data_set: lock(&self.inner.producers)
+                .iter()
+                .map(|g| ProducerData {
+                    group_name: g.clone(),
+                })
+                .collect(),
+            consumer_data_set: lock(&self.inner.consumers).values().cloned().collect(),
+            ..HeartbeatData::default()
+        }
+    }
+
+    /// Sends a heartbeat to every broker in the routes: masters only when this client
+    /// has no consumers (as Java does), every replica otherwise. Returns the failures.
+    pub async fn send_heartbeat_to_all_brokers(&self) -> Vec<ClientError> {
+        let data = self.heartbeat_data();
+        if data.producer_data_set.is_empty() && data.consumer_data_set.is_empty() {
+            return Vec::new();
+        }
+        let body = tern_shell::body::to_json(&data);
+        let only_masters = data.consumer_data_set.is_empty();
+        let addrs: BTreeSet<String> = lock(&self.inner.brokers)
+            .values()
+            .flat_map(|m| {
+                m.iter()
+                    .filter(|(id, _)| !only_masters || **id == 0)
+                    .map(|(_, a)| a.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut errors = Vec::new();
+        for addr in addrs {
+            let cmd = RemotingCommand::request_code(RequestCode::HeartBeat).with_body(body.clone());
+            if let Err(e) = self.invoke_ok(&addr, cmd).await {
+                log::warn!("heartbeat to {addr} failed: {e}");
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
+    /// Unregisters every group from every known broker, stops the background task and
+    /// closes the connections. Further calls fail with [`ClientError::Shutdown`].
+    pub async fn shutdown(&self) {
+        if self.is_shut_down() {
+            return;
+        }
+        let producers: Vec<String> = lock(&self.inner.producers).iter().cloned().collect();
+        let consumers: Vec<String> = lock(&self.inner.consumers).keys().cloned().collect();
+        let addrs: BTreeSet<String> = lock(&self.inner.brokers)
+            .values()
+            .flat_map(|m| m.values().cloned().collect::<Vec<_>>())
+            .collect();
+        let groups = producers
+            .into_iter()
+            .map(|g| (Some(g), None))
+            .chain(consumers.into_iter().map(|g| (None, Some(g))));
+        for (producer_group, consumer_group) in groups {
+            let h = UnregisterClientRequestHeader {
+                client_id: self.inner.client_id.clone(),
+                producer_group,
+                consumer_group,
+            };
+            for addr in &addrs {
+                let cmd = RemotingCommand::request(RequestCode::UnregisterClient, &h);
+                if let Err(e) = self.invoke_ok(addr, cmd).await {
+                    log::debug!("unregister at {addr} failed: {e}");
+                }
+            }
+        }
+        self.inner.shutdown.trigger();
+        self.inner.pool.close_all().await;
+    }
+}
+
+/// Passes a success response through; turns any other code into an error.
+pub fn ok(resp: RemotingCommand) -> Result<RemotingCommand> {
+    if resp.response_code() == ResponseCode::Success {
+        Ok(resp)
+    } else {
+        Err(ClientError::from_response(&resp))
+    }
+}
+
+/// The local address the OS would use to reach `addr` (a UDP "connect" sends nothing).
+fn local_ip_towards(addr: &str) -> IpAddr {
+    let fallback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let Some(target) = addr
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .or_else(|| addr.parse::<SocketAddr>().ok())
+    else {
+        return fallback;
+    };
+    let bind = if target.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    UdpSocket::bind(bind)
+        .and_then(|s| {
+            s.connect(target)?;
+            s.local_addr()
+        })
+        .map(|a| a.ip())
+        .unwrap_or(fallback)
+}

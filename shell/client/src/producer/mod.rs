@@ -1,0 +1,510 @@
+//! The producer (Java's `DefaultMQProducer`): sync, async and oneway sends, batches,
+//! sends to a chosen queue or through a selector, retries on another broker, UNIQ_KEY on
+//! every message, zlib above 4 KiB, and TBW102's route for topics not created yet.
+//!
+//! Sends go as SEND_MESSAGE_V2 (310) and batches as SEND_BATCH_MESSAGE (320), with the
+//! one-letter header Java uses; every RocketMQ broker since 3.x accepts both.
+
+mod selector;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tern_shell::body::{MessageQueue, TopicRouteData};
+use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use tern_shell::message::{Message, SYSFLAG_COMPRESSED, compress_body, encode_batch, property};
+use tern_shell::runtime::{self, JoinHandle};
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+
+pub use selector::{HashSelector, PublishInfo, QueueSelector, hash_index, java_hash};
+
+use crate::config::{ClientConfig, ProducerConfig};
+use crate::error::{ClientError, Result};
+use crate::instance::ClientInstance;
+use crate::message::{MAX_PROPERTIES_LEN, check_message, check_topic};
+
+/// How the broker stored a message (the success codes 0, 10, 12, 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SendStatus {
+    /// Stored (and flushed/replicated as configured).
+    SendOk,
+    /// Stored, but the sync flush did not finish in time.
+    FlushDiskTimeout,
+    /// Stored, but the slave did not acknowledge in time.
+    FlushSlaveTimeout,
+    /// Stored, but no slave was available for a SYNC_MASTER.
+    SlaveNotAvailable,
+}
+
+impl SendStatus {
+    /// Java's enum name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SendOk => "SEND_OK",
+            Self::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            Self::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            Self::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        }
+    }
+}
+
+/// What a successful send tells the caller.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendResult {
+    /// How it was stored.
+    pub status: SendStatus,
+    /// The UNIQ_KEY (comma-joined for a batch): Java's `getMsgId()`.
+    pub msg_id: String,
+    /// The broker's offset msgId(s) (§5.1): where it is stored.
+    pub offset_msg_id: String,
+    /// The queue it went to.
+    pub queue: MessageQueue,
+    /// Its queue offset (the first one for a batch).
+    pub queue_offset: i64,
+    /// Transaction id from the broker, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transaction_id: Option<String>,
+}
+
+/// A send running in the background; await it for the result. Dropping it does not
+/// cancel the send.
+#[derive(Debug)]
+pub struct SendFuture {
+    handle: Pin<Box<JoinHandle<Result<SendResult>>>>,
+}
+
+impl Future for SendFuture {
+    type Output = Result<SendResult>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.handle.as_mut().poll(cx)
+    }
+}
+
+/// A producer; cloning shares it.
+#[derive(Debug, Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: ClientInstance,
+    config: ProducerConfig,
+    /// topic → (route it was built from, queues with the round-robin position).
+    publish: Mutex<HashMap<String, (TopicRouteData, Arc<PublishInfo>)>>,
+}
+
+/// A message made ready for the wire once, reused by every attempt.
+#[derive(Debug)]
+struct Prepared {
+    topic: String,
+    body: Vec<u8>,
+    properties: String,
+    sys_flag: i32,
+    flag: i32,
+    uniq_id: String,
+    batch: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Sync,
+    Oneway,
+}
+
+impl Producer {
+    /// A producer with its own client instance.
+    pub fn new(config: ProducerConfig, client: ClientConfig) -> Result<Self> {
+        Ok(Self::with_instance(config, ClientInstance::new(client)?))
+    }
+
+    /// A producer on a shared client instance.
+    pub fn with_instance(config: ProducerConfig, client: ClientInstance) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                publish: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The client instance.
+    pub fn client(&self) -> &ClientInstance {
+        &self.inner.client
+    }
+
+    /// Announces the group and starts heartbeats and route refresh.
+    pub fn start(&self) {
+        self.inner
+            .client
+            .register_producer(&self.inner.config.group);
+        self.inner.client.start();
+    }
+
+    /// Unregisters from every broker and closes the client instance.
+    pub async fn shutdown(&self) {
+        self.inner.client.shutdown().await;
+    }
+
+    /// Sends and waits for the broker's answer, retrying on another broker/queue up to
+    /// `retry_times_when_send_failed` times within `send_timeout`.
+    pub async fn send(&self, msg: Message) -> Result<SendResult> {
+        let p = self.prepare(msg)?;
+        self.send_default(&p, Mode::Sync)
+            .await
+            .and_then(need_result)
+    }
+
+    /// Starts a send in the background (with the same retries as [`Producer::send`]).
+    pub fn send_async(&self, msg: Message) -> SendFuture {
+        let me = self.clone();
+        SendFuture {
+            handle: Box::pin(runtime::spawn(async move { me.send(msg).await })),
+        }
+    }
+
+    /// Writes the message and returns without waiting for the broker (no retries; the
+    /// broker's answer, if any, is never read).
+    pub async fn send_oneway(&self, msg: Message) -> Result<()> {
+        let p = self.prepare(msg)?;
+        self.send_default(&p, Mode::Oneway).await.map(drop)
+    }
+
+    /// Sends to one queue (no retry elsewhere: the caller chose it).
+    pub async fn send_to_queue(&self, msg: Message, queue: &MessageQueue) -> Result<SendResult> {
+        if msg.topic != queue.topic {
+            return Err(ClientError::InvalidMessage(format!(
+                "message topic {} differs from queue topic {}",
+                msg.topic, queue.topic
+            )));
+        }
+        let p = self.prepare(msg)?;
+        let timeout = self.inner.config.send_timeout;
+        self.send_kernel(queue, &p, Mode::Sync, timeout)
+            .await
+            .and_then(need_result)
+    }
+
+    /// Sends to the queue `selector` picks among the topic's writable queues.
+    pub async fn send_with_selector(
+        &self,
+        msg: Message,
+        selector: &dyn QueueSelector,
+    ) -> Result<SendResult> {
+        let p = self.prepare(msg.clone())?;
+        let info = self.publish_info(&p.topic).await?;
+        let idx = selector.select(&info.queues, &msg) % info.queues.len().max(1);
+        let queue = info.queues.get(idx).cloned().ok_or(ClientError::NoRoute {
+            topic: p.topic.clone(),
+        })?;
+        let timeout = self.inner.config.send_timeout;
+        self.send_kernel(&queue, &p, Mode::Sync, timeout)
+            .await
+            .and_then(need_result)
+    }
+
+    /// Sends so that every message with the same `sharding_key` lands in the same queue,
+    /// in order (Java's `SelectMessageQueueByHash`).
+    pub async fn send_ordered(&self, msg: Message, sharding_key: &str) -> Result<SendResult> {
+        self.send_with_selector(msg, &HashSelector(sharding_key.to_owned()))
+            .await
+    }
+
+    /// Sends messages of one topic as one SEND_BATCH_MESSAGE; they get consecutive
+    /// offsets in one queue. No delay levels; not to a `%RETRY%` topic; not compressed.
+    pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult> {
+        let p = self.prepare_batch(msgs)?;
+        self.send_default(&p, Mode::Sync)
+            .await
+            .and_then(need_result)
+    }
+
+    fn prepare(&self, mut msg: Message) -> Result<Prepared> {
+        let cfg = &self.inner.config;
+        check_message(&msg, cfg.max_message_bytes)?;
+        let uniq_id = msg
+            .properties
+            .entry(property::UNIQ_KEY.to_owned())
+            .or_insert_with(|| self.inner.client.next_uniq_id())
+            .clone();
+        let properties = msg.properties_string();
+        let compressed = (msg.body.len() >= cfg.compress_over_bytes)
+            .then(|| compress_body(&msg.body))
+            .flatten();
+        let (body, sys_flag) = match compressed {
+            Some(c) => (c, SYSFLAG_COMPRESSED),
+            None => (msg.body, 0),
+        };
+        check_properties(&properties)?;
+        Ok(Prepared {
+            topic: msg.topic,
+            body,
+            properties,
+            sys_flag,
+            flag: msg.flag,
+            uniq_id,
+            batch: false,
+        })
+    }
+
+    fn prepare_batch(&self, mut msgs: Vec<Message>) -> Result<Prepared> {
+        let Some(topic) = msgs.first().map(|m| m.topic.clone()) else {
+            return Err(ClientError::InvalidMessage("the batch is empty".into()));
+        };
+        check_topic(&topic)?;
+        if topic.starts_with("%RETRY%") {
+            return Err(ClientError::InvalidMessage(
+                "batches cannot go to a %RETRY% topic".into(),
+            ));
+        }
+        let mut ids = Vec::with_capacity(msgs.len());
+        for m in &mut msgs {
+            if m.topic != topic {
+                return Err(ClientError::InvalidMessage(
+                    "every message of a batch must have the same topic".into(),
+                ));
+            }
+            if m.properties.contains_key(property::DELAY) {
+                return Err(ClientError::InvalidMessage(
+                    "batched messages cannot have a delay level".into(),
+                ));
+            }
+            check_message(m, self.inner.config.max_message_bytes)?;
+            let id = m
+                .properties
+                .entry(property::UNIQ_KEY.to_owned())
+                .or_insert_with(|| self.inner.client.next_uniq_id())
+                .clone();
+            check_properties(&m.properties_string())?;
+            ids.push(id);
+        }
+        let body = encode_batch(&msgs).map_err(|e| ClientError::InvalidMessage(e.to_string()))?;
+        let max = self.inner.config.max_message_bytes;
+        if body.len() > max {
+            return Err(ClientError::MessageTooLarge {
+                size: body.len(),
+                max,
+            });
+        }
+        Ok(Prepared {
+            topic,
+            body,
+            properties: String::new(),
+            sys_flag: 0,
+            flag: 0,
+            uniq_id: ids.join(","),
+            batch: true,
+        })
+    }
+
+    /// The writable queues of `topic`; TBW102's queues when the topic has no route yet.
+    pub async fn publish_info(&self, topic: &str) -> Result<Arc<PublishInfo>> {
+        let client = &self.inner.client;
+        let cached = self.cached_publish(topic);
+        if let Some(info) = &cached {
+            if !info.from_default_topic {
+                // Follow the instance's periodic refresh: rebuild if the route changed.
+                if let Ok(route) = client.topic_route(topic).await {
+                    return Ok(self.publish_for(topic, route, None));
+                }
+                return Ok(info.clone());
+            }
+        }
+        match client.fetch_route(topic).await {
+            Ok(route) => Ok(self.publish_for(topic, route, None)),
+            Err(ClientError::NoRoute { .. }) => {
+                if let Some(info) = cached {
+                    return Ok(info);
+                }
+                let key = &self.inner.config.create_topic_key;
+                let route = match client.topic_route(key).await {
+                    Ok(r) => r,
+                    Err(ClientError::NoRoute { .. }) => {
+                        return Err(ClientError::NoRoute {
+                            topic: topic.to_owned(),
+                        });
+                    }
+                    Err(e) => return Err(e),
+                };
+                let n = self.inner.config.default_topic_queue_nums;
+                Ok(self.publish_for(topic, route, Some(n)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn cached_publish(&self, topic: &str) -> Option<Arc<PublishInfo>> {
+        let map = self.inner.publish.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(topic).map(|(_, i)| i.clone())
+    }
+
+    fn publish_for(
+        &self,
+        topic: &str,
+        route: TopicRouteData,
+        max_queues: Option<i32>,
+    ) -> Arc<PublishInfo> {
+        let mut map = self.inner.publish.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((r, info)) = map.get(topic) {
+            if *r == route && info.from_default_topic == max_queues.is_some() {
+                return info.clone();
+            }
+        }
+        let info = Arc::new(PublishInfo::from_route(topic, &route, max_queues));
+        map.insert(topic.to_owned(), (route, info.clone()));
+        info
+    }
+
+    async fn send_default(&self, p: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
+        let cfg = &self.inner.config;
+        let deadline = Instant::now() + cfg.send_timeout;
+        let info = self.publish_info(&p.topic).await?;
+        if info.queues.is_empty() {
+            return Err(ClientError::NoRoute {
+                topic: p.topic.clone(),
+            });
+        }
+        let attempts = match mode {
+            Mode::Sync => 1 + cfg.retry_times_when_send_failed,
+            Mode::Oneway => 1,
+        };
+        let mut last_broker: Option<String> = None;
+        let mut last_err = None;
+        for _ in 0..attempts {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let Some(queue) = info.pick(last_broker.as_deref()) else {
+                break;
+            };
+            match self.send_kernel(&queue, p, mode, left).await {
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_retryable() => {
+                    log::warn!("send to {queue:?} failed, retrying elsewhere: {e}");
+                    last_broker = Some(queue.broker_name.clone());
+                    last_err = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| ClientError::Timeout {
+            what: format!("send to topic {}", p.topic),
+            timeout_ms: cfg.send_timeout.as_millis() as u64,
+        }))
+    }
+
+    async fn send_kernel(
+        &self,
+        queue: &MessageQueue,
+        p: &Prepared,
+        mode: Mode,
+        timeout: Duration,
+    ) -> Result<Option<SendResult>> {
+        let client = &self.inner.client;
+        let addr = match client.master_addr(&queue.broker_name) {
+            Some(a) => a,
+            None => {
+                client.fetch_route(&queue.topic).await.ok();
+                client.master_addr(&queue.broker_name).ok_or_else(|| {
+                    ClientError::NotFound(format!(
+                        "no master address for broker {}",
+                        queue.broker_name
+                    ))
+                })?
+            }
+        };
+        let cfg = &self.inner.config;
+        let header = SendMessageRequestHeaderV2 {
+            a: cfg.group.clone(),
+            b: p.topic.clone(),
+            c: cfg.create_topic_key.clone(),
+            d: cfg.default_topic_queue_nums,
+            e: queue.queue_id,
+            f: p.sys_flag,
+            g: now_ms(),
+            h: p.flag,
+            i: (!p.properties.is_empty()).then(|| p.properties.clone()),
+            j: Some(0),
+            k: Some(false),
+            l: None,
+            m: Some(p.batch),
+            n: None,
+        };
+        let code = if p.batch {
+            RequestCode::SendBatchMessage
+        } else {
+            RequestCode::SendMessageV2
+        };
+        let cmd = RemotingCommand::request(code, &header).with_body(p.body.clone());
+        if mode == Mode::Oneway {
+            client.invoke_oneway(&addr, cmd).await?;
+            return Ok(None);
+        }
+        let resp = client
+            .invoke(&addr, cmd, timeout)
+            .await
+            .map_err(|e| match e {
+                ClientError::Timeout { .. } => ClientError::Timeout {
+                    what: format!("send to {addr}"),
+                    timeout_ms: timeout.as_millis() as u64,
+                },
+                other => other,
+            })?;
+        let status = match resp.response_code() {
+            ResponseCode::Success => SendStatus::SendOk,
+            ResponseCode::FlushDiskTimeout => SendStatus::FlushDiskTimeout,
+            ResponseCode::FlushSlaveTimeout => SendStatus::FlushSlaveTimeout,
+            ResponseCode::SlaveNotAvailable => SendStatus::SlaveNotAvailable,
+            ResponseCode::TopicNotExist => {
+                return Err(ClientError::TopicNotExist {
+                    topic: p.topic.clone(),
+                    remark: resp.remark.clone().unwrap_or_default(),
+                });
+            }
+            _ => return Err(ClientError::from_response(&resp)),
+        };
+        let h: SendMessageResponseHeader = resp
+            .decode_header()
+            .map_err(|e| ClientError::Protocol(format!("send response: {e}")))?;
+        Ok(Some(SendResult {
+            status,
+            msg_id: p.uniq_id.clone(),
+            offset_msg_id: h.msg_id,
+            queue: MessageQueue {
+                topic: queue.topic.clone(),
+                broker_name: queue.broker_name.clone(),
+                queue_id: h.queue_id,
+            },
+            queue_offset: h.queue_offset,
+            transaction_id: h.transaction_id,
+        }))
+    }
+}
+
+fn need_result(r: Option<SendResult>) -> Result<SendResult> {
+    r.ok_or_else(|| ClientError::Protocol("sync send returned no result".into()))
+}
+
+fn check_properties(props: &str) -> Result<()> {
+    if props.len() > MAX_PROPERTIES_LEN {
+        return Err(ClientError::InvalidMessage(format!(
+            "properties are {} bytes, the maximum is {MAX_PROPERTIES_LEN}",
+            props.len()
+        )));
+    }
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
