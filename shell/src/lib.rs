@@ -9,12 +9,14 @@
 #![forbid(unsafe_code)]
 
 pub mod body;
+pub mod cli;
 pub mod code;
 pub mod config;
 pub mod connection;
 pub mod frame;
 pub mod headers;
 pub mod lenient_json;
+pub mod logger;
 pub mod message;
 pub mod pool;
 pub mod runtime;

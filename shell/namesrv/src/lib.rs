@@ -4,7 +4,7 @@
 //! * [`routes`]: the route table, broker liveness and expiry.
 //! * [`kv`]: the persisted KV config (`kvConfig.json`).
 //! * [`processor`]: request codes → table operations.
-//! * [`config`]: `namesrv.conf` keys; [`logger`]: the stderr logger the binary installs.
+//! * [`config`]: `namesrv.conf` keys.
 //!
 //! [`NameServer::start`] runs one in-process: the `tern-namesrv` binary is a thin wrapper,
 //! and the broker's standalone mode embeds one the same way.
@@ -12,7 +12,6 @@
 
 pub mod config;
 pub mod kv;
-pub mod logger;
 pub mod processor;
 pub mod routes;
 

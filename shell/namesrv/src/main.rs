@@ -6,8 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tern_namesrv::config::kv_path_in_home;
-use tern_namesrv::{NameServer, NamesrvConfig, logger};
+use tern_namesrv::{NameServer, NamesrvConfig};
+use tern_shell::cli::Flags;
 use tern_shell::config::{self, ConfigSource, Origin};
+use tern_shell::logger;
 use tern_shell::runtime;
 use tern_shell::signal::TerminationSignals;
 
@@ -32,25 +34,16 @@ struct Args {
     log_level: Option<String>,
 }
 
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut a = Args::default();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+    let mut f = Flags::new(it);
+    while let Some(flag) = f.next_flag() {
         match flag.as_str() {
-            "-c" | "--config" => a.config_file = Some(PathBuf::from(value(&flag)?)),
+            "-c" | "--config" => a.config_file = Some(PathBuf::from(f.value(&flag)?)),
             "-p" | "--print-config" => a.print_config = true,
-            "--listen" => a.listen = Some(value(&flag)?),
-            "--home" => a.home = Some(PathBuf::from(value(&flag)?)),
-            "--log-level" => a.log_level = Some(value(&flag)?),
+            "--listen" => a.listen = Some(f.value(&flag)?),
+            "--home" => a.home = Some(PathBuf::from(f.value(&flag)?)),
+            "--log-level" => a.log_level = Some(f.value(&flag)?),
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -96,17 +89,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let level = match &args.log_level {
-        Some(l) => match logger::parse_level(l) {
-            Some(level) => level,
-            None => {
-                eprintln!("tern-namesrv: --log-level: unknown level '{l}'");
-                return ExitCode::from(2);
-            }
-        },
-        None => logger::level_from_env(),
-    };
-    logger::init(level);
+    if let Err(e) = logger::init_from_flag(args.log_level.as_deref()) {
+        eprintln!("tern-namesrv: {e}");
+        return ExitCode::from(2);
+    }
 
     let loaded = match config_source(&args)
         .and_then(|src| config::load::<NamesrvConfig>(&src).map_err(|e| e.to_string()))

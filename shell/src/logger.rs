@@ -65,6 +65,17 @@ pub fn init(level: LevelFilter) {
     }
 }
 
+/// Installs the logger at the level `--log-level` names, else from `RUST_LOG`; an unknown
+/// name is an error for the caller to report as a usage error.
+pub fn init_from_flag(flag: Option<&str>) -> Result<(), String> {
+    let level = match flag {
+        Some(l) => parse_level(l).ok_or_else(|| format!("--log-level: unknown level '{l}'"))?,
+        None => level_from_env(),
+    };
+    init(level);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,61 @@
+//! Command-line flags as the server binaries take them: `-x VALUE`, `--long VALUE` and
+//! `--long=VALUE`. Each binary matches flag names itself; this only walks the arguments.
+
+/// Walks arguments, splitting `--flag=value` and fetching a flag's value on request.
+#[derive(Debug)]
+pub struct Flags<I: Iterator<Item = String>> {
+    args: I,
+    inline: Option<String>,
+}
+
+impl<I: Iterator<Item = String>> Flags<I> {
+    /// Flags from `args` (without the program name).
+    pub fn new(args: I) -> Self {
+        Self { args, inline: None }
+    }
+
+    /// The next flag's name, or `None` at the end.
+    pub fn next_flag(&mut self) -> Option<String> {
+        let arg = self.args.next()?;
+        match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => {
+                self.inline = Some(v.to_owned());
+                Some(f.to_owned())
+            }
+            _ => {
+                self.inline = None;
+                Some(arg)
+            }
+        }
+    }
+
+    /// The value of the flag just read: its `=value`, or the next argument.
+    pub fn value(&mut self, flag: &str) -> Result<String, String> {
+        self.inline
+            .take()
+            .or_else(|| self.args.next())
+            .ok_or_else(|| format!("{flag} needs a value"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_inline_values_and_fetches_separate_ones() {
+        let mut f = Flags::new(
+            ["--listen=a:1", "-c", "x.conf", "-p", "--home"]
+                .map(String::from)
+                .into_iter(),
+        );
+        assert_eq!(f.next_flag().as_deref(), Some("--listen"));
+        assert_eq!(f.value("--listen").as_deref(), Ok("a:1"));
+        assert_eq!(f.next_flag().as_deref(), Some("-c"));
+        assert_eq!(f.value("-c").as_deref(), Ok("x.conf"));
+        assert_eq!(f.next_flag().as_deref(), Some("-p"));
+        assert_eq!(f.next_flag().as_deref(), Some("--home"));
+        assert_eq!(f.value("--home"), Err("--home needs a value".into()));
+        assert_eq!(f.next_flag(), None);
+    }
+}
