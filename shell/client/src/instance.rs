@@ -17,6 +17,7 @@ use tern_shell::{ConnectionConfig, ConnectionPool, RemotingCommand, RequestCode,
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result, tidy_reason};
+use crate::processor::{ClientProcessor, ConsumerHook, Hooks};
 
 /// Perm bit: consumers may read.
 pub const PERM_READ: i32 = 4;
@@ -34,7 +35,10 @@ struct Inner {
     config: ClientConfig,
     client_id: String,
     client_ip: IpAddr,
-    pool: ConnectionPool,
+    /// Connections; requests from brokers on them go to the registered consumers' hooks.
+    pool: ConnectionPool<ClientProcessor>,
+    /// Push consumers by group, for broker→client requests.
+    hooks: Hooks,
     /// Index of the name server that answered last; tried first next time.
     ns_index: AtomicUsize,
     routes: Mutex<HashMap<String, TopicRouteData>>,
@@ -71,7 +75,12 @@ impl ClientInstance {
             .clone()
             .unwrap_or_else(|| format!("{}#{n}", std::process::id()));
         let client_id = format!("{client_ip}@{instance}");
-        let pool = ConnectionPool::new(ConnectionConfig::default(), config.connect_timeout);
+        let hooks = Hooks::default();
+        let pool = ConnectionPool::with_processor(
+            ConnectionConfig::default(),
+            config.connect_timeout,
+            Arc::new(ClientProcessor::new(hooks.clone())),
+        );
         let hash = client_id
             .bytes()
             .fold(0i32, |h, b| h.wrapping_mul(31).wrapping_add(i32::from(b)));
@@ -82,6 +91,7 @@ impl ClientInstance {
                 client_id,
                 client_ip,
                 pool,
+                hooks,
                 ns_index: AtomicUsize::new(0),
                 routes: Mutex::new(HashMap::new()),
                 brokers: Mutex::new(HashMap::new()),
@@ -315,6 +325,38 @@ impl ClientInstance {
     /// Announces a consumer group (with its subscriptions) in heartbeats.
     pub fn register_consumer(&self, data: ConsumerData) {
         lock(&self.inner.consumers).insert(data.group_name.clone(), data);
+    }
+
+    /// Routes NOTIFY_CONSUMER_IDS_CHANGED and GET_CONSUMER_RUNNING_INFO for `group` to
+    /// `hook`.
+    pub fn register_hook(&self, group: &str, hook: Arc<dyn ConsumerHook>) {
+        lock(&self.inner.hooks).insert(group.to_owned(), hook);
+    }
+
+    /// Asks one broker serving `topic` for the client ids of `group`
+    /// (GET_CONSUMER_LIST_BY_GROUP), sorted as Java sorts them.
+    pub async fn consumer_ids(&self, topic: &str, group: &str) -> Result<Vec<String>> {
+        let route = self.topic_route(topic).await?;
+        let addr = route
+            .broker_datas
+            .iter()
+            .find_map(|b| {
+                let m = &b.broker_addrs.0;
+                m.get(&0).or_else(|| m.values().next()).cloned()
+            })
+            .ok_or_else(|| ClientError::NoRoute {
+                topic: topic.to_owned(),
+            })?;
+        let h = tern_shell::headers::ConsumerGroupRequestHeader {
+            consumer_group: group.to_owned(),
+        };
+        let cmd = RemotingCommand::request(RequestCode::GetConsumerListByGroup, &h);
+        let resp = self.invoke_ok(&addr, cmd).await?;
+        let body: tern_shell::body::GetConsumerListByGroupResponseBody =
+            from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let mut ids = body.consumer_id_list;
+        crate::consumer::allocate::sort_client_ids(&mut ids);
+        Ok(ids)
     }
 
     /// The heartbeat body as of now.

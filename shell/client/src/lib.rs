@@ -7,13 +7,17 @@
 //! * [`Producer`] ([`producer`]): sync / async / oneway sends, batches, chosen queues and
 //!   selectors, retries elsewhere, UNIQ_KEY, zlib over 4 KiB, TBW102 auto-creation.
 //! * [`PullConsumer`] ([`consumer`]): assign queues, pull from offsets, commit offsets.
-//!   The push consumer (rebalance, orderly, broadcast, retry) is the next module there.
+//! * [`PushConsumer`] ([`consumer::push`]): subscriptions with tag expressions, rebalance
+//!   (Java-identical allocation), long polling, concurrent and orderly listeners on a
+//!   worker pool, retry through `%RETRY%group`, clustering (broker offsets) and
+//!   broadcasting (local offset file).
 //! * [`Admin`] ([`admin`]): topics, clusters, groups, consumer progress, message queries;
 //!   the `tern-admin` binary is a command line over it.
 //!
 //! The API is async but names no executor: futures can be awaited from any runtime (IO
 //! runs on async-io's reactor through `tern_shell::runtime`); background work (heartbeats,
-//! [`Producer::send_async`]) is spawned there too.
+//! [`Producer::send_async`], pull loops) is spawned there too. Push listeners are plain
+//! callbacks run on the consumer's own worker threads.
 #![forbid(unsafe_code)]
 
 pub mod admin;
@@ -22,11 +26,16 @@ pub mod consumer;
 pub mod error;
 pub mod instance;
 pub mod message;
+pub mod processor;
 pub mod producer;
 
 pub use admin::{Admin, ConsumeProgress, QueueProgress, Target};
 pub use config::{ClientConfig, ProducerConfig};
-pub use consumer::{PullConsumer, PullResult, PullStatus};
+pub use consumer::{
+    AllocateStrategy, ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus,
+    MessageModel, OrderlyListener, OrderlyStatus, PullConsumer, PullResult, PullStatus,
+    PushConsumer, PushConsumerConfig,
+};
 pub use error::{ClientError, Result};
 pub use instance::ClientInstance;
 pub use message::{Message, MessageBuilder, MessageExt, MessageQueue};

@@ -222,36 +222,7 @@ impl PullConsumer {
             .client
             .invoke(&addr, cmd, self.inner.pull_timeout)
             .await?;
-        let status = match resp.response_code() {
-            ResponseCode::Success => PullStatus::Found,
-            ResponseCode::PullNotFound => PullStatus::NoNewMsg,
-            ResponseCode::PullRetryImmediately => PullStatus::NoMatchedMsg,
-            ResponseCode::PullOffsetMoved => PullStatus::OffsetIllegal,
-            _ => return Err(ClientError::from_response(&resp)),
-        };
-        let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
-            .map_err(|e| ClientError::Protocol(format!("pull response: {e}")))?;
-        let mut messages = Vec::new();
-        if status == PullStatus::Found {
-            messages = decode_pulled(&resp.body, false)
-                .map_err(|e| ClientError::Protocol(format!("pulled messages: {e}")))?;
-            if !tags.is_empty() {
-                messages.retain(|m| m.tags().is_some_and(|t| tags.iter().any(|x| x == t)));
-            }
-            for m in &mut messages {
-                m.properties
-                    .insert(keys::MIN_OFFSET.into(), h.min_offset.to_string());
-                m.properties
-                    .insert(keys::MAX_OFFSET.into(), h.max_offset.to_string());
-            }
-        }
-        Ok(PullResult {
-            status,
-            next_begin_offset: h.next_begin_offset,
-            min_offset: h.min_offset,
-            max_offset: h.max_offset,
-            messages,
-        })
+        decode_pull_response(&resp, &tags)
     }
 
     /// The group's committed offset of `queue`; `None` when the broker has none (22).
@@ -308,6 +279,41 @@ impl PullConsumer {
     async fn broker_addr(&self, queue: &MessageQueue) -> Result<String> {
         broker_addr(&self.inner.client, queue).await
     }
+}
+
+/// Turns a PULL_MESSAGE response into a result: status by code, messages decoded and
+/// re-filtered by tag string (`tags` empty = every tag; tag hashes collide).
+pub fn decode_pull_response(resp: &RemotingCommand, tags: &[String]) -> Result<PullResult> {
+    let status = match resp.response_code() {
+        ResponseCode::Success => PullStatus::Found,
+        ResponseCode::PullNotFound => PullStatus::NoNewMsg,
+        ResponseCode::PullRetryImmediately => PullStatus::NoMatchedMsg,
+        ResponseCode::PullOffsetMoved => PullStatus::OffsetIllegal,
+        _ => return Err(ClientError::from_response(resp)),
+    };
+    let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
+        .map_err(|e| ClientError::Protocol(format!("pull response: {e}")))?;
+    let mut messages = Vec::new();
+    if status == PullStatus::Found {
+        messages = decode_pulled(&resp.body, false)
+            .map_err(|e| ClientError::Protocol(format!("pulled messages: {e}")))?;
+        if !tags.is_empty() {
+            messages.retain(|m| m.tags().is_some_and(|t| tags.iter().any(|x| x == t)));
+        }
+        for m in &mut messages {
+            m.properties
+                .insert(keys::MIN_OFFSET.into(), h.min_offset.to_string());
+            m.properties
+                .insert(keys::MAX_OFFSET.into(), h.max_offset.to_string());
+        }
+    }
+    Ok(PullResult {
+        status,
+        next_begin_offset: h.next_begin_offset,
+        min_offset: h.min_offset,
+        max_offset: h.max_offset,
+        messages,
+    })
 }
 
 /// Which offset of a queue to ask for.

@@ -110,6 +110,9 @@ struct Prepared {
     flag: i32,
     uniq_id: String,
     batch: bool,
+    /// Retry topics: the reconsume count and limit, sent in the header as Java does.
+    reconsume_times: Option<i32>,
+    max_reconsume_times: Option<i32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +237,18 @@ impl Producer {
             .entry(property::UNIQ_KEY.to_owned())
             .or_insert_with(|| self.inner.client.next_uniq_id())
             .clone();
+        // Java's producer moves these two properties of a retry message into the header.
+        let (mut reconsume_times, mut max_reconsume_times) = (None, None);
+        if msg.topic.starts_with("%RETRY%") {
+            reconsume_times = msg
+                .properties
+                .remove("RECONSUME_TIME")
+                .and_then(|v| v.parse().ok());
+            max_reconsume_times = msg
+                .properties
+                .remove("MAX_RECONSUME_TIMES")
+                .and_then(|v| v.parse().ok());
+        }
         let properties = msg.properties_string();
         let compressed = (msg.body.len() >= cfg.compress_over_bytes)
             .then(|| compress_body(&msg.body))
@@ -251,6 +266,8 @@ impl Producer {
             flag: msg.flag,
             uniq_id,
             batch: false,
+            reconsume_times,
+            max_reconsume_times,
         })
     }
 
@@ -301,6 +318,8 @@ impl Producer {
             flag: 0,
             uniq_id: ids.join(","),
             batch: true,
+            reconsume_times: None,
+            max_reconsume_times: None,
         })
     }
 
@@ -432,9 +451,9 @@ impl Producer {
             g: now_ms(),
             h: p.flag,
             i: (!p.properties.is_empty()).then(|| p.properties.clone()),
-            j: Some(0),
+            j: Some(p.reconsume_times.unwrap_or(0)),
             k: Some(false),
-            l: None,
+            l: p.max_reconsume_times,
             m: Some(p.batch),
             n: None,
         };

@@ -1,0 +1,315 @@
+//! Running listeners (Java's `ConsumeMessageConcurrentlyService` and
+//! `ConsumeMessageOrderlyService`) on the worker pool, and what follows their answers:
+//! offsets, send-back to the retry topic, orderly suspension.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tern_shell::body::MessageQueue;
+use tern_shell::headers::ConsumerSendMsgBackRequestHeader;
+use tern_shell::message::{Message, MessageExt, property};
+use tern_shell::runtime;
+use tern_shell::{RemotingCommand, RequestCode};
+
+use super::listener::{ConsumeContext, ConsumeStatus, OrderlyStatus};
+use super::process_queue::ProcessQueue;
+use super::{Inner, Listener, lock};
+use crate::consumer::pull::broker_addr;
+use crate::error::Result;
+
+/// Java's `MessageConst` keys of the send-back fallback.
+const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+/// Reconsume count carried by a resent retry message (the producer moves it to the header).
+pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+/// Reconsume limit carried by a resent retry message.
+pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+/// Pause before messages whose send-back failed are consumed again locally (Java: 5 s).
+const SEND_BACK_FAILED_PAUSE: Duration = Duration::from_secs(5);
+/// An orderly task yields its worker after this long, so other queues get a turn.
+const ORDERLY_SLICE: Duration = Duration::from_millis(500);
+
+impl Inner {
+    fn pool_submit(self: &Arc<Self>, job: impl FnOnce() + Send + 'static) {
+        if let Some(pool) = lock(&self.pool).as_ref() {
+            pool.submit(job);
+        }
+    }
+
+    /// Hands freshly pulled messages to the listener.
+    pub(super) fn dispatch(
+        self: &Arc<Self>,
+        mq: &MessageQueue,
+        pq: &Arc<ProcessQueue>,
+        msgs: Vec<MessageExt>,
+    ) {
+        let listener = lock(&self.listener).clone();
+        match listener {
+            Some(Listener::Concurrent(_)) => {
+                let batch = self.config.consume_message_batch_max_size.max(1);
+                for chunk in msgs.chunks(batch) {
+                    self.submit_concurrent(mq, pq, chunk.to_vec());
+                }
+            }
+            Some(Listener::Orderly(_)) => self.schedule_orderly(mq, pq),
+            None => {}
+        }
+    }
+
+    fn submit_concurrent(
+        self: &Arc<Self>,
+        mq: &MessageQueue,
+        pq: &Arc<ProcessQueue>,
+        msgs: Vec<MessageExt>,
+    ) {
+        let (me, mq, pq) = (self.clone(), mq.clone(), pq.clone());
+        self.pool_submit(move || me.consume_concurrently(&mq, &pq, msgs));
+    }
+
+    fn consume_concurrently(
+        self: &Arc<Self>,
+        mq: &MessageQueue,
+        pq: &Arc<ProcessQueue>,
+        mut msgs: Vec<MessageExt>,
+    ) {
+        let Some(Listener::Concurrent(listener)) = lock(&self.listener).clone() else {
+            return;
+        };
+        if pq.is_dropped() || self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        self.reset_retry_topic(&mut msgs);
+        let mut ctx = ConsumeContext::new(mq.clone());
+        let status = catch_unwind(AssertUnwindSafe(|| listener.consume(&msgs, &mut ctx)))
+            .unwrap_or_else(|_| {
+                log::warn!(
+                    "listener of {} panicked: reconsume later",
+                    self.config.group
+                );
+                ConsumeStatus::ReconsumeLater
+            });
+        if pq.is_dropped() {
+            // Given away meanwhile: the new owner starts from the committed offset.
+            return;
+        }
+        let mut failed = Vec::new();
+        if status == ConsumeStatus::ReconsumeLater {
+            if self.clustering() {
+                for m in &msgs {
+                    if !runtime::block_on(self.send_back(mq, m, ctx.delay_level)) {
+                        failed.push(m.clone());
+                    }
+                }
+            } else {
+                for m in &msgs {
+                    log::warn!("broadcasting: message {} dropped after failure", m.msg_id());
+                }
+            }
+        }
+        let done: Vec<i64> = msgs
+            .iter()
+            .filter(|m| !failed.iter().any(|f| f.queue_offset == m.queue_offset))
+            .map(|m| m.queue_offset)
+            .collect();
+        if let Some(offset) = pq.remove(&done) {
+            self.offsets.update(mq, offset, true);
+        }
+        if !failed.is_empty() {
+            for m in &mut failed {
+                m.reconsume_times = m.reconsume_times.saturating_add(1);
+            }
+            let (me, mq, pq) = (self.clone(), mq.clone(), pq.clone());
+            runtime::spawn(async move {
+                runtime::sleep(SEND_BACK_FAILED_PAUSE).await;
+                me.submit_concurrent(&mq, &pq, failed);
+            });
+        }
+    }
+
+    /// Java's `resetRetryAndNamespace`: a redelivery shows its original topic.
+    fn reset_retry_topic(&self, msgs: &mut [MessageExt]) {
+        let retry = self.config.retry_topic();
+        for m in msgs {
+            if m.topic == retry {
+                if let Some(t) = m.properties.get(property::RETRY_TOPIC) {
+                    m.topic = t.clone();
+                }
+            }
+        }
+    }
+
+    /// CONSUMER_SEND_MSG_BACK; when the broker refuses, the message is resent to the retry
+    /// topic by the inner producer (Java's fallback). True when either worked.
+    async fn send_back(&self, mq: &MessageQueue, msg: &MessageExt, delay_level: i32) -> bool {
+        let orderly = self.is_orderly();
+        let max = self.config.max_reconsume(orderly);
+        match self.send_back_rpc(mq, msg, delay_level, max).await {
+            Ok(()) => return true,
+            Err(e) => log::warn!("send-back of {} failed ({e}); resending", msg.msg_id()),
+        }
+        let mut m = Message::new(self.config.retry_topic(), msg.body.clone());
+        m.flag = msg.flag;
+        m.properties = msg.properties.clone();
+        m.properties
+            .entry(ORIGIN_MESSAGE_ID.into())
+            .or_insert_with(|| msg.msg_id().to_owned());
+        m.properties
+            .insert(property::RETRY_TOPIC.into(), msg.topic.clone());
+        m.properties
+            .insert(RECONSUME_TIME.into(), (msg.reconsume_times + 1).to_string());
+        m.properties
+            .insert(MAX_RECONSUME_TIMES.into(), max.to_string());
+        m.properties.insert(
+            property::DELAY.into(),
+            (3 + msg.reconsume_times).to_string(),
+        );
+        match self.retry_producer.send(m).await {
+            Ok(_) => true,
+            Err(e) => {
+                log::warn!("resending {} to the retry topic failed: {e}", msg.msg_id());
+                false
+            }
+        }
+    }
+
+    async fn send_back_rpc(
+        &self,
+        mq: &MessageQueue,
+        msg: &MessageExt,
+        delay_level: i32,
+        max: i32,
+    ) -> Result<()> {
+        let addr = broker_addr(&self.client, mq).await?;
+        let h = ConsumerSendMsgBackRequestHeader {
+            offset: msg.commit_log_offset,
+            group: self.config.group.clone(),
+            delay_level,
+            origin_msg_id: Some(msg.msg_id().to_owned()),
+            origin_topic: Some(msg.topic.clone()),
+            unit_mode: Some(false),
+            max_reconsume_times: Some(max),
+        };
+        let cmd = RemotingCommand::request(RequestCode::ConsumerSendMsgBack, &h);
+        self.client.invoke_ok(&addr, cmd).await.map(drop)
+    }
+
+    /// Queues the orderly task of `pq` unless one is queued or running.
+    fn schedule_orderly(self: &Arc<Self>, mq: &MessageQueue, pq: &Arc<ProcessQueue>) {
+        if pq.try_schedule() {
+            self.submit_orderly(mq, pq);
+        }
+    }
+
+    fn submit_orderly(self: &Arc<Self>, mq: &MessageQueue, pq: &Arc<ProcessQueue>) {
+        let (me, mq, pq) = (self.clone(), mq.clone(), pq.clone());
+        self.pool_submit(move || me.consume_orderly(&mq, &pq));
+    }
+
+    /// Re-queues the orderly task of `pq` after `d` (it stays scheduled meanwhile).
+    fn submit_orderly_later(
+        self: &Arc<Self>,
+        mq: &MessageQueue,
+        pq: &Arc<ProcessQueue>,
+        d: Duration,
+    ) {
+        let (me, mq, pq) = (self.clone(), mq.clone(), pq.clone());
+        runtime::spawn(async move {
+            runtime::sleep(d).await;
+            if pq.is_dropped() || me.shutdown.is_triggered() {
+                pq.unschedule();
+                return;
+            }
+            me.submit_orderly(&mq, &pq);
+        });
+    }
+
+    /// The orderly task of one queue: consumes its messages in offset order, one batch at
+    /// a time, while the queue's broker lock is held.
+    fn consume_orderly(self: &Arc<Self>, mq: &MessageQueue, pq: &Arc<ProcessQueue>) {
+        let Some(Listener::Orderly(listener)) = lock(&self.listener).clone() else {
+            pq.unschedule();
+            return;
+        };
+        let cfg = &self.config;
+        let started = Instant::now();
+        loop {
+            if pq.is_dropped() || self.stopping.load(Ordering::Acquire) {
+                pq.unschedule();
+                return;
+            }
+            if self.clustering() && !pq.is_locked(cfg.lock_max_live.as_millis() as u64) {
+                // Lost (or never renewed) the lock: ask again, retry shortly.
+                let (me, mq2, pq2) = (self.clone(), mq.clone(), pq.clone());
+                runtime::spawn(async move {
+                    if me.lock_one(&mq2).await {
+                        pq2.set_locked(true);
+                    }
+                });
+                self.submit_orderly_later(mq, pq, Duration::from_millis(100));
+                return;
+            }
+            if started.elapsed() > ORDERLY_SLICE {
+                self.submit_orderly(mq, pq);
+                return;
+            }
+            let guard = pq.consume_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if pq.is_dropped() {
+                drop(guard);
+                pq.unschedule();
+                return;
+            }
+            let mut msgs = pq.first(cfg.consume_message_batch_max_size.max(1));
+            if msgs.is_empty() {
+                drop(guard);
+                pq.unschedule();
+                // A pull may have added messages after `first` and before `unschedule`.
+                if !pq.is_empty() && pq.try_schedule() {
+                    continue;
+                }
+                return;
+            }
+            self.reset_retry_topic(&mut msgs);
+            let offsets: Vec<i64> = msgs.iter().map(|m| m.queue_offset).collect();
+            let mut ctx = ConsumeContext::new(mq.clone());
+            let status = catch_unwind(AssertUnwindSafe(|| listener.consume(&msgs, &mut ctx)))
+                .unwrap_or(OrderlyStatus::SuspendCurrentQueueAMoment);
+            let status = match status {
+                OrderlyStatus::SuspendCurrentQueueAMoment
+                    if msgs
+                        .iter()
+                        .all(|m| m.reconsume_times >= cfg.max_reconsume(true)) =>
+                {
+                    // Out of retries: to the DLQ, then the queue moves on.
+                    let all_sent = msgs
+                        .iter()
+                        .all(|m| runtime::block_on(self.send_back(mq, m, -1)));
+                    if all_sent {
+                        OrderlyStatus::Success
+                    } else {
+                        status
+                    }
+                }
+                s => s,
+            };
+            match status {
+                OrderlyStatus::Success => {
+                    if let Some(offset) = pq.remove(&offsets) {
+                        self.offsets.update(mq, offset, true);
+                    }
+                    drop(guard);
+                }
+                OrderlyStatus::SuspendCurrentQueueAMoment => {
+                    pq.bump_reconsume(&offsets);
+                    drop(guard);
+                    let pause = ctx
+                        .suspend_ms
+                        .map(Duration::from_millis)
+                        .unwrap_or(cfg.suspend_current_queue_time);
+                    self.submit_orderly_later(mq, pq, pause);
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! The push consumer (Java's `DefaultMQPushConsumer`).
+//!
+//! * [`rebalance`]: every 20 s and on NOTIFY_CONSUMER_IDS_CHANGED, each subscribed topic's
+//!   queues are allocated among the group's members (or all taken, broadcasting); a new
+//!   queue starts at the group's offset or where ConsumeFromWhere says, a lost one is
+//!   committed (and unlocked, orderly) before it goes.
+//! * [`pull_task`]: one task per owned queue, long polling (SUSPEND, 15 s), pausing above
+//!   the cache thresholds, carrying the committed offset (COMMIT_OFFSET).
+//! * [`consume`]: listeners run on a worker pool; concurrent ones in any order with
+//!   ReconsumeLater sent back to `%RETRY%group`; orderly ones one queue-lock holder at a
+//!   time, in queue order, retrying the same messages after a pause.
+//! * [`process_queue`]: the pulled-but-unconsumed messages of a queue; offsets only move
+//!   to its lowest unconsumed message.
+//! * Offsets: the broker's (clustering, committed every 5 s and at shutdown) or a local
+//!   file (broadcasting), see [`crate::consumer::offset_store`].
+
+pub mod config;
+mod consume;
+pub mod listener;
+mod pool;
+pub mod process_queue;
+mod pull_task;
+mod rebalance;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tern_shell::body::{ConsumeType, ConsumerData, MessageQueue, QueueKeyMap, SubscriptionData};
+use tern_shell::runtime::{self, Shutdown};
+
+pub use config::{ConsumeFromWhere, MessageModel, PushConsumerConfig, RETRY_PREFIX};
+pub use listener::{
+    ConcurrentListener, ConsumeContext, ConsumeStatus, OrderlyListener, OrderlyStatus,
+};
+
+use crate::config::{ClientConfig, ProducerConfig};
+use crate::consumer::offset_store::OffsetStore;
+use crate::error::{ClientError, Result};
+use crate::instance::ClientInstance;
+use crate::processor::ConsumerHook;
+use crate::producer::{Producer, java_hash};
+use pool::WorkerPool;
+use process_queue::ProcessQueue;
+
+/// The application's listener.
+#[derive(Clone)]
+enum Listener {
+    Concurrent(Arc<dyn ConcurrentListener>),
+    Orderly(Arc<dyn OrderlyListener>),
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Concurrent(_) => "Concurrent",
+            Self::Orderly(_) => "Orderly",
+        })
+    }
+}
+
+/// A push consumer; cloning shares it.
+#[derive(Debug, Clone)]
+pub struct PushConsumer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: ClientInstance,
+    config: PushConsumerConfig,
+    /// topic → subscription, `%RETRY%group` included in clustering once started.
+    subs: Mutex<BTreeMap<String, SubscriptionData>>,
+    listener: Mutex<Option<Listener>>,
+    offsets: OffsetStore,
+    /// The owned queues.
+    table: Mutex<HashMap<MessageQueue, Arc<ProcessQueue>>>,
+    pool: Mutex<Option<WorkerPool>>,
+    /// Sends retries when CONSUMER_SEND_MSG_BACK fails.
+    retry_producer: Producer,
+    /// Triggered to wake the rebalance loop; replaced after each wake.
+    kick: Mutex<Shutdown>,
+    /// Stops every loop.
+    shutdown: Shutdown,
+    /// Set at shutdown: queued listener jobs are skipped (their messages stay uncommitted).
+    stopping: AtomicBool,
+    started: AtomicBool,
+    start_ms: i64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PushConsumer {
+    /// A push consumer with its own client instance.
+    pub fn new(config: PushConsumerConfig, client: ClientConfig) -> Result<Self> {
+        Self::with_instance(config, ClientInstance::new(client)?)
+    }
+
+    /// A push consumer on a shared client instance.
+    pub fn with_instance(config: PushConsumerConfig, client: ClientInstance) -> Result<Self> {
+        if config.group.is_empty() || config.group.len() > 120 {
+            return Err(ClientError::InvalidMessage(
+                "the consumer group must have 1 to 120 characters".into(),
+            ));
+        }
+        let offsets = match config.message_model {
+            MessageModel::Broadcasting => {
+                let dir = config.offset_store_dir.clone().unwrap_or_else(|| {
+                    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+                    std::path::PathBuf::from(home)
+                        .join(".rocketmq_offsets")
+                        .join(client.client_id().replace(':', "_"))
+                });
+                OffsetStore::local(&dir, &config.group)?
+            }
+            _ => OffsetStore::remote(client.clone(), &config.group),
+        };
+        let retry_producer =
+            Producer::with_instance(ProducerConfig::new("CLIENT_INNER_PRODUCER"), client.clone());
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                subs: Mutex::new(BTreeMap::new()),
+                listener: Mutex::new(None),
+                offsets,
+                table: Mutex::new(HashMap::new()),
+                pool: Mutex::new(None),
+                retry_producer,
+                kick: Mutex::new(Shutdown::new()),
+                shutdown: Shutdown::new(),
+                stopping: AtomicBool::new(false),
+                started: AtomicBool::new(false),
+                start_ms: now_ms(),
+            }),
+        })
+    }
+
+    /// The consumer group.
+    pub fn group(&self) -> &str {
+        &self.inner.config.group
+    }
+
+    /// The client instance.
+    pub fn client(&self) -> &ClientInstance {
+        &self.inner.client
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &PushConsumerConfig {
+        &self.inner.config
+    }
+
+    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`). Call before
+    /// [`PushConsumer::start`]; subscribing again replaces the expression.
+    pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+        crate::message::check_topic(topic)?;
+        if self.inner.started.load(Ordering::Acquire) {
+            return Err(ClientError::InvalidMessage(
+                "subscribe before starting the consumer".into(),
+            ));
+        }
+        let sub = subscription(topic, expression, self.inner.start_ms);
+        lock(&self.inner.subs).insert(topic.to_owned(), sub);
+        Ok(())
+    }
+
+    /// Sets a concurrent listener (replacing any listener).
+    pub fn register_concurrent(&self, listener: impl ConcurrentListener) {
+        *lock(&self.inner.listener) = Some(Listener::Concurrent(Arc::new(listener)));
+    }
+
+    /// Sets an orderly listener (replacing any listener).
+    pub fn register_orderly(&self, listener: impl OrderlyListener) {
+        *lock(&self.inner.listener) = Some(Listener::Orderly(Arc::new(listener)));
+    }
+
+    /// Joins the group: heartbeats, then rebalances and starts pulling. Fails when no
+    /// listener or subscription was given.
+    pub async fn start(&self) -> Result<()> {
+        let inner = &self.inner;
+        let Some(listener) = lock(&inner.listener).clone() else {
+            return Err(ClientError::InvalidMessage("no listener registered".into()));
+        };
+        if lock(&inner.subs).is_empty() {
+            return Err(ClientError::InvalidMessage("no subscription".into()));
+        }
+        if inner.started.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let cfg = &inner.config;
+        if cfg.message_model == MessageModel::Clustering {
+            let retry = cfg.retry_topic();
+            let sub = subscription(&retry, "*", inner.start_ms);
+            lock(&inner.subs).insert(retry, sub);
+        }
+        *lock(&inner.pool) = Some(WorkerPool::new(
+            &format!("consume-{}", cfg.group),
+            cfg.consume_thread_min,
+            cfg.consume_thread_max,
+        ));
+        let hook: Arc<dyn ConsumerHook> = Arc::new(Hook(Arc::downgrade(inner)));
+        inner.client.register_hook(&cfg.group, hook);
+        inner
+            .client
+            .register_consumer(inner.consumer_data(&listener));
+        let topics: Vec<String> = lock(&inner.subs).keys().cloned().collect();
+        for t in &topics {
+            if let Err(e) = inner.client.fetch_route(t).await {
+                log::info!("route of {t} not available yet: {e}");
+            }
+        }
+        inner.client.start();
+        for e in inner.client.send_heartbeat_to_all_brokers().await {
+            log::warn!("first heartbeat of {}: {e}", cfg.group);
+        }
+        runtime::spawn(inner.clone().rebalance_loop());
+        runtime::spawn(inner.clone().persist_loop());
+        if matches!(listener, Listener::Orderly(_)) && cfg.message_model == MessageModel::Clustering
+        {
+            runtime::spawn(inner.clone().lock_loop());
+        }
+        Ok(())
+    }
+
+    /// The queues this consumer owns now (retry queues included), sorted.
+    pub fn assignment(&self) -> Vec<MessageQueue> {
+        let mut v: Vec<MessageQueue> = lock(&self.inner.table).keys().cloned().collect();
+        crate::consumer::allocate::sort_queues(&mut v);
+        v
+    }
+
+    /// Asks for a rebalance now (as NOTIFY_CONSUMER_IDS_CHANGED does).
+    pub fn rebalance_now(&self) {
+        self.inner.kick();
+    }
+
+    /// Leaves the group: stops pulling, lets running listener calls finish (up to
+    /// `await_termination`), commits offsets, unlocks orderly queues, unregisters and
+    /// closes the client instance.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        if !inner.started.load(Ordering::Acquire) || inner.shutdown.is_triggered() {
+            inner.client.shutdown().await;
+            return;
+        }
+        inner.shutdown.trigger();
+        inner.stopping.store(true, Ordering::Release);
+        let pool = lock(&inner.pool).clone();
+        if let Some(pool) = &pool {
+            let deadline = Instant::now() + inner.config.await_termination;
+            while pool.pending() > 0 && Instant::now() < deadline {
+                runtime::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&inner.table).drain().collect();
+        let mqs: Vec<MessageQueue> = owned.iter().map(|(m, _)| m.clone()).collect();
+        inner.offsets.persist_all(&mqs, true).await;
+        for (_, pq) in &owned {
+            pq.drop_queue();
+        }
+        if inner.is_orderly() && inner.config.message_model == MessageModel::Clustering {
+            inner.unlock(&mqs).await;
+        }
+        if let Some(pool) = pool {
+            pool.close();
+        }
+        inner.client.shutdown().await;
+    }
+}
+
+/// A subscription as Java builds it (`FilterAPI.buildSubscriptionData`).
+fn subscription(topic: &str, expression: &str, version: i64) -> SubscriptionData {
+    let tags = SubscriptionData::parse_tags(expression);
+    SubscriptionData {
+        topic: topic.to_owned(),
+        sub_string: if tags.is_empty() {
+            "*".into()
+        } else {
+            expression.trim().to_owned()
+        },
+        code_set: tags.iter().map(|t| java_hash(t)).collect(),
+        tags_set: tags,
+        sub_version: version,
+        expression_type: "TAG".into(),
+        class_filter_mode: false,
+    }
+}
+
+impl Inner {
+    fn is_orderly(&self) -> bool {
+        matches!(*lock(&self.listener), Some(Listener::Orderly(_)))
+    }
+
+    fn clustering(&self) -> bool {
+        self.config.message_model != MessageModel::Broadcasting
+    }
+
+    fn consumer_data(&self, _listener: &Listener) -> ConsumerData {
+        ConsumerData {
+            group_name: self.config.group.clone(),
+            consume_type: ConsumeType::ConsumePassively,
+            message_model: self.config.message_model.clone(),
+            consume_from_where: self.config.consume_from_where.clone(),
+            subscription_data_set: lock(&self.subs).values().cloned().collect(),
+            unit_mode: false,
+        }
+    }
+
+    fn kick(&self) {
+        lock(&self.kick).trigger();
+    }
+
+    /// The kick signal to wait on next, fresh if the last one fired.
+    fn current_kick(&self) -> Shutdown {
+        let mut k = lock(&self.kick);
+        if k.is_triggered() {
+            *k = Shutdown::new();
+        }
+        k.clone()
+    }
+
+    /// Sleeps `d`; true when shutdown came first.
+    async fn sleep_or_stop(&self, d: Duration) -> bool {
+        runtime::race(
+            async {
+                runtime::sleep(d).await;
+                false
+            },
+            async {
+                self.shutdown.wait().await;
+                true
+            },
+        )
+        .await
+    }
+
+    async fn persist_loop(self: Arc<Self>) {
+        while !self
+            .sleep_or_stop(self.config.persist_offset_interval)
+            .await
+        {
+            let mqs: Vec<MessageQueue> = lock(&self.table).keys().cloned().collect();
+            self.offsets.persist_all(&mqs, false).await;
+        }
+    }
+
+    fn running_info(&self) -> Vec<u8> {
+        let cfg = &self.config;
+        let props: BTreeMap<&str, String> = [
+            ("PROP_CONSUME_TYPE", "CONSUME_PASSIVELY".to_owned()),
+            ("PROP_CONSUMEORDERLY", self.is_orderly().to_string()),
+            (
+                "PROP_THREADPOOL_CORE_SIZE",
+                cfg.consume_thread_min.to_string(),
+            ),
+            ("PROP_CONSUMER_START_TIMESTAMP", self.start_ms.to_string()),
+            (
+                "consumeThreads",
+                lock(&self.pool)
+                    .as_ref()
+                    .map_or(0, |p| p.threads())
+                    .to_string(),
+            ),
+            (
+                "PROP_NAMESERVER_ADDR",
+                self.client.config().namesrv_addrs.join(";"),
+            ),
+            ("PROP_CLIENT_VERSION", "V4_9_4".to_owned()),
+            ("messageModel", cfg.message_model.name().to_owned()),
+            ("consumeFromWhere", cfg.consume_from_where.name().to_owned()),
+            (
+                "allocateMessageQueueStrategy",
+                cfg.allocate_strategy.name().to_owned(),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let table: BTreeMap<MessageQueue, serde_json::Value> = lock(&self.table)
+            .iter()
+            .map(|(mq, pq)| {
+                let (count, bytes) = pq.cached();
+                let info = serde_json::json!({
+                    "commitOffset": self.offsets.read_memory(mq).unwrap_or(-1),
+                    "cachedMsgCount": count,
+                    "cachedMsgSizeInMiB": bytes / (1024 * 1024),
+                    "locked": pq.is_locked(cfg.lock_max_live.as_millis() as u64),
+                    "droped": pq.is_dropped(),
+                });
+                (mq.clone(), info)
+            })
+            .collect();
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct RunningInfo<'a> {
+            properties: BTreeMap<&'a str, String>,
+            subscription_set: Vec<SubscriptionData>,
+            mq_table: QueueKeyMap<serde_json::Value>,
+            status_table: BTreeMap<String, serde_json::Value>,
+        }
+        tern_shell::body::to_json(&RunningInfo {
+            properties: props,
+            subscription_set: lock(&self.subs).values().cloned().collect(),
+            mq_table: QueueKeyMap(table),
+            status_table: BTreeMap::new(),
+        })
+    }
+}
+
+/// The consumer as its client instance's connections see it.
+#[derive(Debug)]
+struct Hook(Weak<Inner>);
+
+impl ConsumerHook for Hook {
+    fn rebalance_now(&self) {
+        if let Some(i) = self.0.upgrade() {
+            i.kick();
+        }
+    }
+
+    fn running_info(&self) -> Vec<u8> {
+        self.0
+            .upgrade()
+            .map(|i| i.running_info())
+            .unwrap_or_default()
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_info_is_java_shaped_json() {
+        let c = PushConsumer::new(
+            PushConsumerConfig::new("g"),
+            ClientConfig::new("127.0.0.1:1"),
+        )
+        .unwrap();
+        c.subscribe("T", "A || B").unwrap();
+        let q = MessageQueue {
+            topic: "T".into(),
+            broker_name: "b".into(),
+            queue_id: 1,
+        };
+        lock(&c.inner.table).insert(q, Arc::new(ProcessQueue::new()));
+        let body = Hook(Arc::downgrade(&c.inner)).running_info();
+        let v: serde_json::Value = tern_shell::body::from_json(&body).unwrap();
+        assert_eq!(v["properties"]["PROP_CONSUME_TYPE"], "CONSUME_PASSIVELY");
+        assert_eq!(v["subscriptionSet"][0]["subString"], "A || B");
+        assert_eq!(v["subscriptionSet"][0]["tagsSet"][1], "B");
+        assert!(String::from_utf8_lossy(&body).contains("\"queueId\":1"));
+    }
+
+    #[test]
+    fn start_needs_a_listener_and_a_subscription() {
+        let c = PushConsumer::new(
+            PushConsumerConfig::new("g"),
+            ClientConfig::new("127.0.0.1:1"),
+        )
+        .unwrap();
+        assert!(crate::block_on(c.start()).is_err());
+        c.register_concurrent(
+            |_: &[tern_shell::message::MessageExt], _: &mut ConsumeContext| ConsumeStatus::Success,
+        );
+        assert!(crate::block_on(c.start()).is_err(), "no subscription");
+        assert!(c.subscribe("bad topic", "*").is_err());
+    }
+}

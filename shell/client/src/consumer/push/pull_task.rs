@@ -1,0 +1,164 @@
+//! The pull loop of one owned queue (Java's `DefaultMQPushConsumerImpl.pullMessage`).
+//!
+//! PULL_MESSAGE with SUSPEND (the broker holds it up to `broker_suspend_max` when nothing
+//! is there), COMMIT_OFFSET carrying the in-memory offset in clustering, no SUBSCRIPTION
+//! flag: the broker filters with the subscription from our heartbeat, and we re-filter by
+//! tag string. The loop ends when the queue is dropped or the consumer shuts down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tern_shell::body::MessageQueue;
+use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
+use tern_shell::runtime;
+use tern_shell::{RemotingCommand, RequestCode};
+
+use super::process_queue::ProcessQueue;
+use super::{Inner, lock};
+use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
+use crate::error::Result;
+
+/// Pause of a queue over its flow-control thresholds (Java: 50 ms).
+const FLOW_CONTROL_PAUSE: Duration = Duration::from_millis(50);
+/// Pause after a failed pull (Java: 3 s).
+const ERROR_PAUSE: Duration = Duration::from_secs(3);
+/// Pause of an orderly queue whose lock is not held (Java: 3 s; shorter here since the
+/// lock is re-requested by the consume task).
+const UNLOCKED_PAUSE: Duration = Duration::from_millis(500);
+
+pub(super) async fn pull_loop(
+    inner: Arc<Inner>,
+    mq: MessageQueue,
+    pq: Arc<ProcessQueue>,
+    mut next: i64,
+) {
+    let cfg = &inner.config;
+    let orderly = inner.is_orderly();
+    let mut flow_logged = false;
+    loop {
+        if pq.is_dropped() || inner.shutdown.is_triggered() {
+            return;
+        }
+        let (count, bytes) = pq.cached();
+        let over_span = !orderly && pq.span() > cfg.consume_concurrently_max_span;
+        if count > cfg.pull_threshold_for_queue
+            || bytes > cfg.pull_threshold_size_for_queue_bytes
+            || over_span
+        {
+            if !flow_logged {
+                log::debug!("flow control on {mq:?}: {count} msgs, {bytes} bytes cached");
+                flow_logged = true;
+            }
+            if stopped(&inner, &pq, FLOW_CONTROL_PAUSE).await {
+                return;
+            }
+            continue;
+        }
+        flow_logged = false;
+        if orderly && inner.clustering() && !pq.is_locked(cfg.lock_max_live.as_millis() as u64) {
+            if stopped(&inner, &pq, UNLOCKED_PAUSE).await {
+                return;
+            }
+            continue;
+        }
+        let pulled = runtime::race(async { Some(pull_once(&inner, &mq, next).await) }, async {
+            runtime::race(pq.wait_dropped(), inner.shutdown.wait()).await;
+            None
+        })
+        .await;
+        let Some(result) = pulled else {
+            return;
+        };
+        let r = match result {
+            Ok(r) => r,
+            Err(e) => {
+                log::debug!("pull of {mq:?} at {next} failed: {e}");
+                if stopped(&inner, &pq, ERROR_PAUSE).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        if pq.is_dropped() || inner.shutdown.is_triggered() {
+            return;
+        }
+        match r.status {
+            PullStatus::Found => {
+                next = r.next_begin_offset;
+                if !r.messages.is_empty() {
+                    let msgs = r.messages;
+                    pq.put(msgs.clone());
+                    inner.dispatch(&mq, &pq, msgs);
+                }
+            }
+            PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
+                next = r.next_begin_offset;
+                // Java's correctTagsOffset: nothing cached, so everything up to here is done.
+                if pq.is_empty() {
+                    inner.offsets.update(&mq, next, true);
+                }
+            }
+            PullStatus::OffsetIllegal => {
+                log::warn!(
+                    "offset {next} of {mq:?} is illegal; continuing at {}",
+                    r.next_begin_offset
+                );
+                next = r.next_begin_offset;
+                inner.offsets.update(&mq, next, false);
+                if let Err(e) = inner.offsets.persist(&mq).await {
+                    log::debug!("persisting corrected offset of {mq:?}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps `d`; true when the queue was dropped or the consumer stopped meanwhile.
+async fn stopped(inner: &Inner, pq: &ProcessQueue, d: Duration) -> bool {
+    runtime::race(
+        async {
+            runtime::sleep(d).await;
+            false
+        },
+        async {
+            runtime::race(pq.wait_dropped(), inner.shutdown.wait()).await;
+            true
+        },
+    )
+    .await
+}
+
+async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<PullResult> {
+    let cfg = &inner.config;
+    let (sub_version, tags) = match lock(&inner.subs).get(&mq.topic) {
+        Some(s) => (s.sub_version, s.tags_set.clone()),
+        None => (inner.start_ms, Vec::new()),
+    };
+    let commit = if inner.clustering() {
+        inner.offsets.read_memory(mq).filter(|o| *o > 0)
+    } else {
+        None
+    };
+    let mut sys_flag = pull_sys_flag::SUSPEND;
+    if commit.is_some() {
+        sys_flag |= pull_sys_flag::COMMIT_OFFSET;
+    }
+    let header = PullMessageRequestHeader {
+        consumer_group: cfg.group.clone(),
+        topic: mq.topic.clone(),
+        queue_id: mq.queue_id,
+        queue_offset: offset,
+        max_msg_nums: cfg.pull_batch_size.max(1),
+        sys_flag,
+        commit_offset: commit.unwrap_or(0),
+        suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
+        subscription: None,
+        sub_version,
+        expression_type: Some("TAG".into()),
+        ..PullMessageRequestHeader::default()
+    };
+    let addr = broker_addr(&inner.client, mq).await?;
+    let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
+    let resp = inner.client.invoke(&addr, cmd, cfg.pull_timeout).await?;
+    decode_pull_response(&resp, &tags)
+}

@@ -1,0 +1,288 @@
+//! Rebalance (Java's `RebalanceImpl` + `RebalancePushImpl`): which queues this member
+//! owns, where a new one starts, and how an old one is handed over; plus the orderly
+//! queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tern_shell::body::{
+    ConsumeFromWhere, LockBatchRequestBody, LockBatchResponseBody, MessageQueue,
+};
+use tern_shell::runtime;
+use tern_shell::{RemotingCommand, RequestCode};
+
+use super::config::RETRY_PREFIX;
+use super::process_queue::ProcessQueue;
+use super::{Inner, lock, pull_task};
+use crate::consumer::allocate::sort_queues;
+use crate::consumer::pull::{OffsetKind, broker_addr, queue_offset};
+use crate::error::{ClientError, Result};
+use crate::instance::PERM_READ;
+
+/// Pause before a rebalance that could not finish (no route yet, lock refused...).
+const RETRY_INCOMPLETE: Duration = Duration::from_secs(1);
+/// Longest wait for an orderly queue's running listener call before handing it over.
+const HANDOVER_WAIT: Duration = Duration::from_secs(60);
+
+impl Inner {
+    pub(super) async fn rebalance_loop(self: Arc<Self>) {
+        loop {
+            let kick = self.current_kick();
+            let complete = self.rebalance().await;
+            let wait = if complete {
+                self.config.rebalance_interval
+            } else {
+                RETRY_INCOMPLETE
+            };
+            let stop = runtime::race(
+                async {
+                    runtime::race(runtime::sleep(wait), kick.wait()).await;
+                    false
+                },
+                async {
+                    self.shutdown.wait().await;
+                    true
+                },
+            )
+            .await;
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// One rebalance of every subscribed topic; false when some part must be retried soon.
+    async fn rebalance(self: &Arc<Self>) -> bool {
+        let topics: Vec<String> = lock(&self.subs).keys().cloned().collect();
+        let mut complete = true;
+        for topic in topics {
+            if self.shutdown.is_triggered() {
+                return true;
+            }
+            match self.allocation(&topic).await {
+                Ok(mine) => complete &= self.update_table(&topic, mine).await,
+                Err(e) => {
+                    log::debug!("rebalance of {topic} in {}: {e}", self.config.group);
+                    complete = false;
+                }
+            }
+        }
+        complete
+    }
+
+    /// The queues of `topic` this member should own.
+    async fn allocation(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        let route = match self.client.fetch_route(topic).await {
+            Ok(r) => r,
+            Err(e) => self.client.topic_route(topic).await.map_err(|_| e)?,
+        };
+        let mut all = Vec::new();
+        for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
+            for id in 0..q.read_queue_nums.max(0) {
+                all.push(MessageQueue {
+                    topic: topic.to_owned(),
+                    broker_name: q.broker_name.clone(),
+                    queue_id: id,
+                });
+            }
+        }
+        sort_queues(&mut all);
+        if !self.clustering() {
+            return Ok(all);
+        }
+        let cids = self.client.consumer_ids(topic, &self.config.group).await?;
+        let mine = self
+            .config
+            .allocate_strategy
+            .allocate(self.client.client_id(), &all, &cids);
+        Ok(mine)
+    }
+
+    /// Drops queues no longer owned, adds new ones; false if some could not be added.
+    async fn update_table(self: &Arc<Self>, topic: &str, mine: Vec<MessageQueue>) -> bool {
+        let mine: BTreeSet<MessageQueue> = mine.into_iter().collect();
+        let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
+            .iter()
+            .filter(|(mq, _)| mq.topic == topic && !mine.contains(*mq))
+            .map(|(mq, pq)| (mq.clone(), pq.clone()))
+            .collect();
+        for (mq, pq) in stale {
+            self.remove_queue(mq, pq).await;
+        }
+        let orderly_locks = self.is_orderly() && self.clustering();
+        let mut complete = true;
+        for mq in mine {
+            if lock(&self.table).contains_key(&mq) || self.shutdown.is_triggered() {
+                continue;
+            }
+            if orderly_locks && !self.lock_one(&mq).await {
+                log::debug!("{mq:?} is still locked by another member");
+                complete = false;
+                continue;
+            }
+            let offset = match self.pull_from_where(&mq).await {
+                Ok(o) => o,
+                Err(e) => {
+                    log::warn!("start offset of {mq:?}: {e}");
+                    complete = false;
+                    continue;
+                }
+            };
+            self.offsets.update(&mq, offset, false);
+            let pq = Arc::new(ProcessQueue::new());
+            pq.set_locked(orderly_locks);
+            lock(&self.table).insert(mq.clone(), pq.clone());
+            log::info!(
+                "{} now owns {mq:?} from offset {offset}",
+                self.client.client_id()
+            );
+            runtime::spawn(pull_task::pull_loop(self.clone(), mq, pq, offset));
+        }
+        complete
+    }
+
+    /// Java's `computePullFromWhere`: the group's offset, else per ConsumeFromWhere.
+    async fn pull_from_where(&self, mq: &MessageQueue) -> Result<i64> {
+        if let Some(o) = self.offsets.read_store(mq).await? {
+            if o >= 0 {
+                return Ok(o);
+            }
+        }
+        let retry = mq.topic.starts_with(RETRY_PREFIX);
+        match self.config.consume_from_where {
+            ConsumeFromWhere::ConsumeFromFirstOffset => Ok(0),
+            ConsumeFromWhere::ConsumeFromTimestamp if !retry => {
+                let ts = self
+                    .config
+                    .consume_timestamp_ms
+                    .unwrap_or(self.start_ms - 30 * 60 * 1000);
+                queue_offset(&self.client, mq, OffsetKind::AtTime(ts)).await
+            }
+            ConsumeFromWhere::ConsumeFromTimestamp => {
+                queue_offset(&self.client, mq, OffsetKind::Max).await
+            }
+            _ if retry => Ok(0),
+            _ => queue_offset(&self.client, mq, OffsetKind::Max).await,
+        }
+    }
+
+    /// Gives a queue up: stops its pulls and consumption, commits its offset and, for
+    /// orderly groups, releases the broker lock once no listener call is running on it.
+    async fn remove_queue(self: &Arc<Self>, mq: MessageQueue, pq: Arc<ProcessQueue>) {
+        pq.drop_queue();
+        lock(&self.table).remove(&mq);
+        log::info!("{} gives up {mq:?}", self.client.client_id());
+        if !(self.is_orderly() && self.clustering()) {
+            self.commit_and_forget(&mq).await;
+            return;
+        }
+        let me = self.clone();
+        runtime::spawn(async move {
+            let waited = std::time::Instant::now();
+            while pq.consume_lock.try_lock().is_err() && waited.elapsed() < HANDOVER_WAIT {
+                runtime::sleep(Duration::from_millis(10)).await;
+            }
+            me.commit_and_forget(&mq).await;
+            // Re-added meanwhile: the new process queue holds the lock now.
+            if !lock(&me.table).contains_key(&mq) {
+                me.unlock(std::slice::from_ref(&mq)).await;
+            }
+        });
+    }
+
+    async fn commit_and_forget(&self, mq: &MessageQueue) {
+        if let Err(e) = self.offsets.persist(mq).await {
+            log::warn!("committing {mq:?} before giving it up: {e}");
+        }
+        self.offsets.remove(mq);
+    }
+
+    pub(super) async fn lock_loop(self: Arc<Self>) {
+        while !self.sleep_or_stop(self.config.lock_renew_interval).await {
+            self.lock_all().await;
+        }
+    }
+
+    /// Renews the locks of every owned queue; queues refused are marked unlocked.
+    async fn lock_all(&self) {
+        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
+            .iter()
+            .map(|(m, p)| (m.clone(), p.clone()))
+            .collect();
+        let mut by_broker: BTreeMap<String, Vec<MessageQueue>> = BTreeMap::new();
+        for (mq, _) in &owned {
+            by_broker
+                .entry(mq.broker_name.clone())
+                .or_default()
+                .push(mq.clone());
+        }
+        let mut granted = BTreeSet::new();
+        for (_, mqs) in by_broker {
+            match self.lock_batch(&mqs).await {
+                Ok(ok) => granted.extend(ok),
+                Err(e) => log::warn!("renewing queue locks: {e}"),
+            }
+        }
+        for (mq, pq) in owned {
+            pq.set_locked(granted.contains(&mq));
+        }
+    }
+
+    /// Locks one queue at its broker; true when granted.
+    pub(super) async fn lock_one(&self, mq: &MessageQueue) -> bool {
+        match self.lock_batch(std::slice::from_ref(mq)).await {
+            Ok(ok) => ok.contains(mq),
+            Err(e) => {
+                log::warn!("locking {mq:?}: {e}");
+                false
+            }
+        }
+    }
+
+    async fn lock_batch(&self, mqs: &[MessageQueue]) -> Result<Vec<MessageQueue>> {
+        let Some(first) = mqs.first() else {
+            return Ok(Vec::new());
+        };
+        let addr = broker_addr(&self.client, first).await?;
+        let body = LockBatchRequestBody {
+            consumer_group: self.config.group.clone(),
+            client_id: self.client.client_id().to_owned(),
+            only_this_broker: false,
+            mq_set: mqs.to_vec(),
+        };
+        let cmd = RemotingCommand::request_code(RequestCode::LockBatchMq)
+            .with_body(tern_shell::body::to_json(&body));
+        let resp = self.client.invoke_ok(&addr, cmd).await?;
+        let r: LockBatchResponseBody = tern_shell::body::from_json(&resp.body)
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok(r.lock_ok_mq_set)
+    }
+
+    /// Releases broker locks (answered, so a successor's lock request comes after).
+    pub(super) async fn unlock(&self, mqs: &[MessageQueue]) {
+        let mut by_broker: BTreeMap<String, Vec<MessageQueue>> = BTreeMap::new();
+        for mq in mqs {
+            by_broker
+                .entry(mq.broker_name.clone())
+                .or_default()
+                .push(mq.clone());
+        }
+        for (_, mqs) in by_broker {
+            let Ok(addr) = broker_addr(&self.client, &mqs[0]).await else {
+                continue;
+            };
+            let body = LockBatchRequestBody {
+                consumer_group: self.config.group.clone(),
+                client_id: self.client.client_id().to_owned(),
+                only_this_broker: false,
+                mq_set: mqs,
+            };
+            let cmd = RemotingCommand::request_code(RequestCode::UnlockBatchMq)
+                .with_body(tern_shell::body::to_json(&body));
+            if let Err(e) = self.client.invoke_ok(&addr, cmd).await {
+                log::debug!("unlocking queues: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Requests brokers send to clients on the client's own connections (Java's
+//! `ClientRemotingProcessor`): NOTIFY_CONSUMER_IDS_CHANGED makes the group's push consumer
+//! rebalance now, GET_CONSUMER_RUNNING_INFO gets a minimal report; everything else
+//! (CHECK_TRANSACTION_STATE included, until the transaction producer exists) is answered
+//! REQUEST_CODE_NOT_SUPPORTED.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tern_shell::connection::not_supported;
+use tern_shell::headers::{ConsumerGroupRequestHeader, GetConsumerRunningInfoRequestHeader};
+use tern_shell::{ConnectionCtx, Processor, RemotingCommand, RequestCode, ResponseCode};
+
+/// What a consumer registered on a client instance answers to brokers.
+pub trait ConsumerHook: Send + Sync + std::fmt::Debug {
+    /// The group's membership changed: rebalance as soon as possible (never blocks).
+    fn rebalance_now(&self);
+    /// The body of GET_CONSUMER_RUNNING_INFO (Java's `ConsumerRunningInfo` JSON).
+    fn running_info(&self) -> Vec<u8>;
+}
+
+/// Consumers by group, shared between the instance and its connections' processor.
+pub type Hooks = Arc<Mutex<HashMap<String, Arc<dyn ConsumerHook>>>>;
+
+/// The processor of a client instance's connections.
+#[derive(Debug, Clone, Default)]
+pub struct ClientProcessor {
+    hooks: Hooks,
+}
+
+impl ClientProcessor {
+    /// A processor dispatching to `hooks`.
+    pub fn new(hooks: Hooks) -> Self {
+        Self { hooks }
+    }
+
+    fn hook(&self, group: &str) -> Option<Arc<dyn ConsumerHook>> {
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group)
+            .cloned()
+    }
+}
+
+impl Processor for ClientProcessor {
+    async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
+        match req.request_code_enum() {
+            RequestCode::NotifyConsumerIdsChanged => {
+                match req.decode_header::<ConsumerGroupRequestHeader>() {
+                    Ok(h) => match self.hook(&h.consumer_group) {
+                        Some(hook) => {
+                            log::info!(
+                                "broker {} says group {} changed: rebalancing",
+                                conn.peer_addr(),
+                                h.consumer_group
+                            );
+                            hook.rebalance_now();
+                        }
+                        None => log::debug!("notify for unknown group {}", h.consumer_group),
+                    },
+                    Err(e) => log::debug!("bad NOTIFY_CONSUMER_IDS_CHANGED header: {e}"),
+                }
+                // Oneway from brokers; an answer to a oneway request is dropped anyway.
+                Some(RemotingCommand::response_to(&req, ResponseCode::Success))
+            }
+            RequestCode::GetConsumerRunningInfo => {
+                let h = match req.decode_header::<GetConsumerRunningInfoRequestHeader>() {
+                    Ok(h) => h,
+                    Err(e) => {
+                        return Some(RemotingCommand::error_response(
+                            &req,
+                            ResponseCode::SystemError,
+                            format!("bad header: {e}"),
+                        ));
+                    }
+                };
+                Some(match self.hook(&h.consumer_group) {
+                    Some(hook) => RemotingCommand::response_to(&req, ResponseCode::Success)
+                        .with_body(hook.running_info()),
+                    None => RemotingCommand::error_response(
+                        &req,
+                        ResponseCode::SystemError,
+                        format!(
+                            "The Consumer Group <{}> not exist in this consumer",
+                            h.consumer_group
+                        ),
+                    ),
+                })
+            }
+            _ => Some(not_supported(&req)),
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Cross-check with the real C++ RocketMQ client (PyPI `rocketmq==0.4.4`, driven by
+//! `tests/interop/cpp_interop.py`): what it sends, our push consumer receives with every
+//! field intact; what our producer sends, its push consumer receives.
+//!
+//! Skips (printing a SKIP line) only when no python with the C++ client is available:
+//! `TERN_RMQ_PYTHON`, or `.venv` at the repo root (`scripts/setup-python.sh`).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Broker, run};
+use tern_client::admin::Target;
+use tern_client::{
+    Admin, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
+    Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
+};
+use tern_shell::body::TopicConfig;
+
+fn repo_root() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    p.canonicalize().unwrap_or(p)
+}
+
+/// A python that imports the C++ client.
+fn python() -> Option<PathBuf> {
+    let candidates = std::env::var_os("TERN_RMQ_PYTHON")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([repo_root().join(".venv/bin/python")]);
+    for py in candidates {
+        if !py.exists() {
+            continue;
+        }
+        let ok = Command::new(&py)
+            .args(["-c", "import rocketmq.client"])
+            .env("HOME", std::env::temp_dir())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(py);
+        }
+        eprintln!("note: {} cannot import rocketmq.client", py.display());
+    }
+    None
+}
+
+/// Runs the interop script; returns (success, stdout).
+fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(py)
+        .arg(repo_root().join("tests/interop/cpp_interop.py"))
+        .args(args)
+        .env("HOME", home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cpp_interop.py");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        eprintln!(
+            "cpp_interop.py {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (out.status.success(), stdout)
+}
+
+async fn create_topic(b: &Broker, topic: &str) {
+    let admin = Admin::new(b.client_config()).unwrap();
+    let cfg = TopicConfig {
+        topic_name: topic.into(),
+        read_queue_nums: 4,
+        write_queue_nums: 4,
+        ..TopicConfig::default()
+    };
+    admin
+        .create_topic(&Target::Cluster("DefaultCluster".into()), &cfg)
+        .await
+        .unwrap();
+    admin.shutdown().await;
+}
+
+#[test]
+fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
+    let Some(py) = python() else {
+        eprintln!(
+            "SKIP cpp_client_and_our_push_consumer_exchange_messages_intact: no python venv \
+             with rocketmq==0.4.4 (run scripts/setup-python.sh, or set TERN_RMQ_PYTHON)"
+        );
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let b = Broker::start("");
+    run(async {
+        // 1. The C++ producer sends; our push consumer receives.
+        let topic = "CppToRust";
+        create_topic(&b, topic).await;
+        let got: Arc<Mutex<BTreeMap<String, (MessageExt, String)>>> = Arc::default();
+        let mut cfg = PushConsumerConfig::new("cross-rust-g");
+        cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
+        cfg.consume_thread_min = 2;
+        let c = PushConsumer::new(cfg, b.client_config()).unwrap();
+        c.subscribe(topic, "TagR").unwrap();
+        let g2 = got.clone();
+        c.register_concurrent(move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
+            for m in msgs {
+                let key = m.properties.get("KEYS").cloned().unwrap_or_default();
+                g2.lock()
+                    .unwrap()
+                    .insert(key, (m.clone(), ctx.queue.topic.clone()));
+            }
+            ConsumeStatus::Success
+        });
+        c.start().await.unwrap();
+        let count = 50;
+        let (ok, out) = script(
+            &py,
+            home.path(),
+            &[
+                "--namesrv",
+                &b.namesrv,
+                "--send-only",
+                "--topic",
+                topic,
+                "--count",
+                &count.to_string(),
+                "--prefix",
+                "TernCross",
+                "--deadline",
+                "60",
+            ],
+        );
+        assert!(ok, "C++ producer failed");
+        // ACK <key> <msgId> <queueOffset>
+        let acks: Vec<(String, String)> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("ACK "))
+            .map(|rest| {
+                let mut it = rest.split_whitespace();
+                (
+                    it.next().unwrap_or_default().to_owned(),
+                    it.next().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(acks.len(), count, "acknowledged sends:\n{out}");
+        let t = Instant::now();
+        while got.lock().unwrap().len() < count {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "our consumer got {} of {count}",
+                got.lock().unwrap().len()
+            );
+            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
+        }
+        {
+            let got = got.lock().unwrap();
+            for (i, (key, msg_id)) in acks.iter().enumerate() {
+                let (m, queue_topic) = &got[key];
+                assert_eq!(m.topic, topic);
+                assert_eq!(queue_topic, topic);
+                assert_eq!(m.body, format!("restart {key}").into_bytes(), "{key}");
+                assert_eq!(m.tags(), Some("TagR"));
+                assert_eq!(m.properties["seq"], i.to_string());
+                assert_eq!(m.msg_id(), msg_id, "UNIQ_KEY is the C++ msg id");
+                assert_eq!(m.reconsume_times, 0);
+                assert!(m.born_timestamp > 0 && m.store_timestamp >= m.born_timestamp - 5_000);
+                assert!(m.born_host.ip().is_loopback(), "{:?}", m.born_host);
+                assert_eq!(m.offset_msg_id.len(), 32);
+            }
+        }
+        println!("C++ → Rust: {count} messages consumed by the push consumer, fields intact");
+        c.shutdown().await;
+
+        // 2. Our producer sends; the C++ push consumer receives.
+        let topic = "RustToCpp";
+        create_topic(&b, topic).await;
+        let p = Producer::new(ProducerConfig::new("cross-rust-pg"), b.client_config()).unwrap();
+        p.start();
+        let keys: Vec<String> = (0..count).map(|i| format!("{topic}-k{i}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            let m = Message::new(topic, format!("restart {k}"))
+                .with_tags("TagR")
+                .with_keys([k.as_str()])
+                .with_property("seq", i.to_string());
+            p.send(m).await.unwrap();
+        }
+        p.shutdown().await;
+        let file = home.path().join("keys.txt");
+        std::fs::write(&file, keys.join("\n") + "\n").unwrap();
+        let (ok, out) = script(
+            &py,
+            home.path(),
+            &[
+                "--namesrv",
+                &b.namesrv,
+                "--consume-only",
+                "--topic",
+                topic,
+                "--expect-keys",
+                file.to_str().unwrap(),
+                "--prefix",
+                "TernCross",
+                "--consume-timeout",
+                "40",
+                "--grace",
+                "0.5",
+                "--deadline",
+                "60",
+            ],
+        );
+        assert!(ok, "C++ consumer did not get every message:\n{out}");
+        let consumed = out
+            .lines()
+            .find(|l| l.starts_with("CONSUMED"))
+            .unwrap_or("");
+        println!("Rust → C++: {consumed}");
+    });
+}
