@@ -43,6 +43,9 @@ cargo test --workspace --release 2>&1 | tee target/test-output.log
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' target/test-output.log | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.log | awk '{s+=$1} END {print s+0}')
 
+step "benchmark smoke: tern-bench --quick (every scenario, small counts, no thresholds)"
+cargo run --release -p tern-bench -- --quick
+
 if [[ $quick == 0 ]] && [[ -d fuzz ]]; then
   step "fuzz (bounded)"
   bash scripts/fuzz.sh 30

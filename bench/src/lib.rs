@@ -10,9 +10,22 @@
 //! Scenarios:
 //! - `engine` ([`engine`]): the storage engine's append rate, unflushed and with group
 //!   commit, against raw `write()` and `write()` + `fdatasync`.
+//! - `produce`, `e2e`, `backlog` ([`suite`]): a real `tern-broker` process driven by the
+//!   Tern client, beside the peers measured in the same run (rocketmq-rust when installed
+//!   with `--install-peers`, Redis streams when Debian's `redis-server` is installed) and
+//!   raw sequential `write()`; rows in [`table`], goals in [`goals`], plots in [`plot`].
 
+pub mod consume;
 pub mod engine;
+pub mod goals;
+pub mod load;
+pub mod plot;
+pub mod proc;
+pub mod redis_peer;
 pub mod report;
+pub mod rocketmq_peer;
+pub mod suite;
+pub mod table;
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +45,7 @@ pub fn default_data_dir() -> PathBuf {
     }
 }
 
-/// Folder the CSV files go to: `bench/results/` of this crate (git-ignored).
+/// Folder the CSV and SVG files go to: `bench/results/` of this crate (git-ignored).
 pub fn results_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("results")
 }

@@ -1,43 +1,172 @@
-//! `tern-bench`: runs a named scenario, prints a markdown table, writes CSV to
-//! `bench/results/`.
+//! `tern-bench`: runs named scenarios, prints markdown tables, writes CSV and SVG plots
+//! to `bench/results/` (or `--out`).
 //!
 //! ```text
-//! tern-bench [--scenario engine] [--quick] [--dir PATH]
+//! tern-bench [--scenario all|engine|produce|e2e|backlog]... [--quick] [--dir PATH]
+//!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
+//!            [--no-peers] [--install-peers]
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use tern_bench::engine::{self, EngineParams};
-use tern_bench::{default_data_dir, report, results_dir};
+use tern_bench::suite::{self, SuiteParams};
+use tern_bench::{default_data_dir, goals, plot, report, results_dir, rocketmq_peer, table};
 
-const USAGE: &str = "usage: tern-bench [--scenario engine] [--quick] [--dir PATH]\n\
-  --scenario NAME  scenario to run (engine)\n\
-  --quick          small counts: finishes in seconds\n\
-  --dir PATH       folder for data written (default: target/tern-bench-data)";
+const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\n\
+  --scenario NAME   all (default), engine, produce, e2e, backlog; repeatable\n\
+  --quick           small counts, every scenario in well under 3 minutes (CI smoke)\n\
+  --dir PATH        folder for data written (default: target/tern-bench-data)\n\
+  --out PATH        folder for CSV and SVG (default: bench/results)\n\
+  --producers LIST  sender counts for ASYNC_FLUSH runs, e.g. 1,4,16,64\n\
+  --duration-ms N   timed part of each load run\n\
+  --backlog N       messages in the catch-up backlog (default 1000000)\n\
+  --body N          message body bytes (default 1024)\n\
+  --no-peers        measure Tern only\n\
+  --install-peers   cargo install rocketmq-rust into ~/.cache/tern-bench/peers first";
 
+#[derive(Debug, Default)]
 struct Args {
-    scenario: String,
+    scenarios: Vec<String>,
     quick: bool,
     dir: Option<PathBuf>,
+    out: Option<PathBuf>,
+    producers: Option<Vec<u32>>,
+    duration_ms: Option<u64>,
+    backlog: Option<u64>,
+    body: Option<usize>,
+    no_peers: bool,
+    install_peers: bool,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut parsed = Args {
-        scenario: "engine".into(),
-        quick: false,
-        dir: None,
+    let mut a = Args::default();
+    let num = |v: Option<String>, f: &str| -> Result<u64, String> {
+        v.ok_or(format!("{f} needs a value"))?
+            .parse()
+            .map_err(|e| format!("{f}: {e}"))
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--quick" => parsed.quick = true,
-            "--scenario" => parsed.scenario = args.next().ok_or("--scenario needs a name")?,
-            "--dir" => parsed.dir = Some(args.next().ok_or("--dir needs a path")?.into()),
+            "--quick" => a.quick = true,
+            "--scenario" => a
+                .scenarios
+                .push(args.next().ok_or("--scenario needs a name")?),
+            "--dir" => a.dir = Some(args.next().ok_or("--dir needs a path")?.into()),
+            "--out" => a.out = Some(args.next().ok_or("--out needs a path")?.into()),
+            "--producers" => {
+                let list = args.next().ok_or("--producers needs a list")?;
+                let v: Result<Vec<u32>, _> = list.split(',').map(str::parse).collect();
+                a.producers = Some(v.map_err(|e| format!("--producers: {e}"))?);
+            }
+            "--duration-ms" => a.duration_ms = Some(num(args.next(), "--duration-ms")?),
+            "--backlog" => a.backlog = Some(num(args.next(), "--backlog")?),
+            "--body" => a.body = Some(num(args.next(), "--body")? as usize),
+            "--no-peers" => a.no_peers = true,
+            "--install-peers" => a.install_peers = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok(parsed)
+    if a.scenarios.is_empty() {
+        a.scenarios.push("all".into());
+    }
+    for s in &a.scenarios {
+        if !["all", "engine", "produce", "e2e", "backlog"].contains(&s.as_str()) {
+            return Err(format!("unknown scenario {s:?}"));
+        }
+    }
+    Ok(a)
+}
+
+fn wants(a: &Args, name: &str) -> bool {
+    a.scenarios.iter().any(|s| s == name || s == "all")
+}
+
+fn suite_params(a: &Args, dir: PathBuf) -> SuiteParams {
+    let mut p = if a.quick {
+        SuiteParams::quick(dir)
+    } else {
+        SuiteParams::full(dir)
+    };
+    if let Some(v) = &a.producers {
+        p.producers = v.clone();
+    }
+    if let Some(ms) = a.duration_ms {
+        p.duration = Duration::from_millis(ms);
+    }
+    if let Some(n) = a.backlog {
+        p.backlog = n;
+    }
+    if let Some(b) = a.body {
+        p.body = b.max(8);
+    }
+    if a.no_peers {
+        p.rocketmq = false;
+        p.redis = false;
+    }
+    p
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let started = Instant::now();
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(default_data_dir)
+        .join(format!("run-{}", std::process::id()));
+    let out = a.out.clone().unwrap_or_else(results_dir);
+    if a.install_peers {
+        rocketmq_peer::install()?;
+    }
+    if wants(a, "engine") {
+        let params = if a.quick {
+            EngineParams::quick(dir.join("engine"))
+        } else {
+            EngineParams::full(dir.join("engine"))
+        };
+        eprintln!(
+            "engine: {} rounds, {} MiB per append run",
+            params.rounds,
+            params.append_bytes >> 20
+        );
+        let rows = engine::run(&params).map_err(|e| format!("engine: {e}"))?;
+        println!("## engine\n\n{}", report::markdown(&rows));
+        match report::write_csv(&out, "engine", &rows) {
+            Ok(path) => eprintln!("wrote {}", path.display()),
+            Err(e) => eprintln!("could not write CSV to {}: {e}", out.display()),
+        }
+    }
+    let p = suite_params(a, dir.join("suite"));
+    let mut rows = Vec::new();
+    let result = (|| {
+        if wants(a, "produce") || wants(a, "e2e") {
+            suite::produce(&p, wants(a, "e2e"), &mut rows)?;
+        }
+        if wants(a, "backlog") {
+            suite::backlog(&p, &mut rows)?;
+        }
+        Ok::<(), String>(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    if !rows.is_empty() {
+        println!("\n## brokers\n\n{}", table::markdown(&rows));
+        println!("\n## goals\n\n{}", goals::markdown(&goals::evaluate(&rows)));
+        match table::write_csv(&out, "brokers", &rows) {
+            Ok(path) => eprintln!("wrote {}", path.display()),
+            Err(e) => eprintln!("could not write CSV to {}: {e}", out.display()),
+        }
+        match plot::write_all(&out, &rows) {
+            Ok(paths) => paths
+                .iter()
+                .for_each(|p| eprintln!("wrote {}", p.display())),
+            Err(e) => eprintln!("could not plot: {e}"),
+        }
+    }
+    eprintln!("finished in {:.1} s", started.elapsed().as_secs_f64());
+    result
 }
 
 fn main() -> ExitCode {
@@ -51,43 +180,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // A run folder of its own, so two runs never share files.
-    let dir = args
-        .dir
-        .unwrap_or_else(default_data_dir)
-        .join(format!("run-{}", std::process::id()));
-    let rows = match args.scenario.as_str() {
-        "engine" => {
-            let params = if args.quick {
-                EngineParams::quick(dir)
-            } else {
-                EngineParams::full(dir)
-            };
-            eprintln!(
-                "engine: {} rounds, {} MiB per append run, {} MiB segments, data in {}",
-                params.rounds,
-                params.append_bytes >> 20,
-                params.segment_bytes >> 20,
-                params.dir.display()
-            );
-            engine::run(&params)
-        }
-        other => {
-            eprintln!("unknown scenario {other:?}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let rows = match rows {
-        Ok(rows) => rows,
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}: {e}", args.scenario);
-            return ExitCode::FAILURE;
+            eprintln!("tern-bench: {e}");
+            ExitCode::FAILURE
         }
-    };
-    print!("{}", report::markdown(&rows));
-    match report::write_csv(&results_dir(), &args.scenario, &rows) {
-        Ok(path) => eprintln!("wrote {}", path.display()),
-        Err(e) => eprintln!("could not write CSV to {}: {e}", results_dir().display()),
     }
-    ExitCode::SUCCESS
 }

@@ -261,17 +261,24 @@ impl StoreService {
 
     /// The flush task: until `shutdown`, flush when asked (sync) or every interval.
     pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        // The listener for the next round is registered before each flush starts: a
+        // sender that asks while a flush runs must not be lost (event-listener drops a
+        // notification nobody listens to), or it would wait out the whole timer.
+        let mut wanted = self.flush_wanted.listen();
         while !shutdown.is_triggered() {
-            let wanted = self.flush_wanted.listen();
             let wait = match self.flush_type {
                 FlushDiskType::Sync => Duration::from_millis(10),
                 FlushDiskType::Async => self.flush_interval,
             };
-            let _ = runtime::race(async { runtime::timeout(wait, wanted).await.ok() }, async {
-                shutdown.wait().await;
-                None
-            })
+            let _ = runtime::race(
+                async { runtime::timeout(wait, &mut wanted).await.ok() },
+                async {
+                    shutdown.wait().await;
+                    None
+                },
+            )
             .await;
+            wanted = self.flush_wanted.listen();
             self.flush_once().await;
         }
     }

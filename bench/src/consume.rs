@@ -1,0 +1,217 @@
+//! Consuming through the Tern client's pull consumer, against any RocketMQ-protocol
+//! broker: delivery latency while producing (e2e) and pull throughput over a backlog
+//! (catch-up).
+//!
+//! Pulls are PULL_MESSAGE with the broker's per-pull maximum of 32 messages; e2e pulls set
+//! SUSPEND so the broker holds them until a message arrives (long polling), as push
+//! consumers do, instead of the harness polling in a loop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tern_client::consumer::pull::broker_addr;
+use tern_client::{ClientConfig, MessageQueue, PullConsumer};
+use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
+use tern_shell::message::decode_pulled;
+use tern_shell::runtime;
+use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
+
+use crate::load::{self, Load, LoadResult, now_ns, stamp_of};
+use crate::table::{histogram, record};
+
+/// Messages asked for per pull (the broker's cap).
+pub const PULL_BATCH: i32 = 32;
+/// How long the broker may hold an e2e pull.
+const SUSPEND_MS: i64 = 500;
+
+/// One pull's outcome: next offset and the send stamps of the messages found.
+struct Pulled {
+    next: i64,
+    stamps: Vec<u64>,
+}
+
+/// Pulls up to [`PULL_BATCH`] messages of `queue` from `offset`; decodes them as a
+/// consumer would.
+async fn pull(
+    c: &PullConsumer,
+    addr: &str,
+    queue: &MessageQueue,
+    offset: i64,
+    suspend: bool,
+) -> Result<Pulled, String> {
+    let mut sys_flag = pull_sys_flag::SUBSCRIPTION;
+    if suspend {
+        sys_flag |= pull_sys_flag::SUSPEND;
+    }
+    let header = PullMessageRequestHeader {
+        consumer_group: c.group().to_owned(),
+        topic: queue.topic.clone(),
+        queue_id: queue.queue_id,
+        queue_offset: offset,
+        max_msg_nums: PULL_BATCH,
+        sys_flag,
+        commit_offset: 0,
+        suspend_timeout_millis: SUSPEND_MS,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        ..PullMessageRequestHeader::default()
+    };
+    let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
+    let timeout = Duration::from_millis(SUSPEND_MS as u64 + 10_000);
+    let resp = c
+        .client()
+        .invoke(addr, cmd, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let code = resp.response_code();
+    let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
+        .map_err(|e| format!("pull response ({code:?}): {e}"))?;
+    let mut stamps = Vec::new();
+    match code {
+        ResponseCode::Success => {
+            let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
+            stamps.extend(msgs.iter().filter_map(|m| stamp_of(&m.body)));
+        }
+        ResponseCode::PullNotFound | ResponseCode::PullRetryImmediately => {}
+        ResponseCode::PullOffsetMoved => {}
+        other => return Err(format!("pull answered {other:?}")),
+    }
+    Ok(Pulled {
+        next: h.next_begin_offset,
+        stamps,
+    })
+}
+
+/// A started consumer with the topic's queues assigned, and each queue's broker address.
+async fn consumer(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+) -> Result<(PullConsumer, Vec<(MessageQueue, String)>), String> {
+    let c = PullConsumer::new(group, ClientConfig::new(namesrv)).map_err(|e| e.to_string())?;
+    c.start().await;
+    let queues = c.fetch_queues(topic).await.map_err(|e| e.to_string())?;
+    c.assign(queues.clone()).await;
+    let mut out = Vec::new();
+    for q in queues {
+        let addr = broker_addr(c.client(), &q)
+            .await
+            .map_err(|e| e.to_string())?;
+        out.push((q, addr));
+    }
+    Ok((c, out))
+}
+
+/// What an e2e run measured.
+#[derive(Debug)]
+pub struct E2e {
+    /// The producers' side.
+    pub send: LoadResult,
+    /// Send → consumer receipt, nanoseconds, for messages sent in the timed part.
+    pub delivery: Histogram<u64>,
+    /// Messages consumed per second over the timed part.
+    pub consumed_per_s: f64,
+}
+
+/// Produces with `load` while one long-polling consumer task per queue reads from the
+/// queues' ends; times every message from its send to its receipt.
+pub async fn e2e(load: &Load) -> Result<E2e, String> {
+    let (c, queues) = consumer(&load.namesrv, &load.topic, "bench_e2e").await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let timed = Arc::new(AtomicU64::new(0));
+    // Stamps of the timed part: from warm-up end to run end, in epoch nanoseconds.
+    let t0 = now_ns() + load.warmup.as_nanos() as u64;
+    let t1 = t0 + load.duration.as_nanos() as u64;
+    let mut tasks = Vec::new();
+    for (q, addr) in queues {
+        let start = c
+            .max_offset(&q)
+            .await
+            .map_err(|e| format!("max offset: {e}"))?;
+        let (c, stop, timed) = (c.clone(), stop.clone(), timed.clone());
+        tasks.push(runtime::spawn(async move {
+            let mut hist = histogram();
+            let mut offset = start;
+            while !stop.load(Ordering::Relaxed) {
+                let p = match pull(&c, &addr, &q, offset, true).await {
+                    Ok(p) => p,
+                    Err(e) => return Err(e),
+                };
+                let now = now_ns();
+                for s in p.stamps {
+                    if (t0..t1).contains(&s) {
+                        record(&mut hist, now.saturating_sub(s));
+                        timed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                offset = p.next.max(offset);
+            }
+            Ok(hist)
+        }));
+    }
+    let send = load::run(load).await;
+    // Let the consumers catch the last messages, then stop them.
+    runtime::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut delivery = histogram();
+    for t in tasks {
+        let _ = delivery.add(&t.await?);
+    }
+    c.shutdown().await;
+    let send = send?;
+    Ok(E2e {
+        consumed_per_s: timed.load(Ordering::Relaxed) as f64 / load.duration.as_secs_f64(),
+        send,
+        delivery,
+    })
+}
+
+/// Reads every queue of `topic` from offset 0 to its end, one task per queue; returns
+/// messages read and seconds taken. `progress` gets each pull's count.
+pub async fn catch_up(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(u64, f64), String> {
+    let (c, queues) = consumer(namesrv, topic, group).await?;
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (q, addr) in queues {
+        let end = c.max_offset(&q).await.map_err(|e| e.to_string())?;
+        let (c, done) = (c.clone(), done.clone());
+        tasks.push(runtime::spawn(async move {
+            let mut offset = 0;
+            while offset < end {
+                let p = pull(&c, &addr, &q, offset, false).await?;
+                if p.next <= offset {
+                    return Err(format!("pull at {offset} of {q:?} did not advance"));
+                }
+                done.fetch_add(p.stamps.len() as u64, Ordering::Relaxed);
+                offset = p.next;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    let mut seen = 0;
+    for t in tasks {
+        let mut t = Box::pin(t);
+        loop {
+            let r = runtime::timeout(Duration::from_millis(200), &mut t).await;
+            let now = done.load(Ordering::Relaxed);
+            progress(now - seen);
+            seen = now;
+            if let Ok(r) = r {
+                r?;
+                break;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    c.shutdown().await;
+    Ok((done.load(Ordering::Relaxed), secs))
+}

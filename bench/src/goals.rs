@@ -1,0 +1,211 @@
+//! The issue's goals, checked against the rows of one run. Nothing fails on a miss: the
+//! table says which goals a run met, for a human to read (CI runs `--quick` with no
+//! thresholds).
+
+use std::fmt::Write as _;
+
+use crate::suite::{RMQ, TERN};
+use crate::table::Measure;
+
+/// rocketmq-rust's sync 1 KiB sends/s at 16 senders, measured on this machine earlier:
+/// the reference when the peer is not measured in the same run.
+pub const RMQ_SYNC_16_REFERENCE: f64 = 1_400.0;
+
+/// One goal and what the run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Goal {
+    /// The goal in words.
+    pub what: String,
+    /// Target.
+    pub target: String,
+    /// Measured, with its baseline where it has one.
+    pub measured: String,
+    /// Met, missed, or not measured in this run.
+    pub met: Option<bool>,
+}
+
+fn find<'a>(
+    rows: &'a [Measure],
+    scenario: &str,
+    system: &str,
+    case: &str,
+    p: u32,
+) -> Option<&'a Measure> {
+    rows.iter().find(|r| {
+        r.scenario == scenario
+            && r.system == system
+            && r.case == case
+            && (p == 0 || r.producers == p)
+    })
+}
+
+fn value(rows: &[Measure], system: &str, case_prefix: &str, not: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| {
+            r.scenario == "footprint"
+                && r.system == system
+                && r.case.starts_with(case_prefix)
+                && (not.is_empty() || !r.case.contains(not))
+        })
+        .and_then(|r| r.value.as_ref().map(|v| v.0))
+}
+
+fn goal(what: &str, target: &str, measured: Option<(String, bool)>) -> Goal {
+    let (measured, met) = match measured {
+        Some((m, ok)) => (m, Some(ok)),
+        None => ("not measured".into(), None),
+    };
+    Goal {
+        what: what.into(),
+        target: target.into(),
+        measured,
+        met,
+    }
+}
+
+/// Every goal of the issue against `rows`.
+pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    let sync16 = find(rows, "produce", TERN, "sync ASYNC_FLUSH", 16);
+    out.push(goal(
+        "sync send 1 KiB, 16 senders (ASYNC_FLUSH)",
+        "≥ 30,000 msgs/s",
+        sync16.map(|r| {
+            (
+                format!("{:.0} msgs/s", r.msgs_per_s),
+                r.msgs_per_s >= 30_000.0,
+            )
+        }),
+    ));
+    let peer = find(rows, "produce", RMQ, "sync ASYNC_FLUSH", 16);
+    out.push(goal(
+        "… against rocketmq-rust",
+        "≥ 20×",
+        sync16.map(|r| {
+            let (base, src) = match peer {
+                Some(p) => (
+                    p.msgs_per_s,
+                    format!("{:.0} msgs/s, same run", p.msgs_per_s),
+                ),
+                None => (
+                    RMQ_SYNC_16_REFERENCE,
+                    "1,400 msgs/s, earlier measurement".into(),
+                ),
+            };
+            let x = r.msgs_per_s / base.max(1e-9);
+            (format!("{x:.1}× ({src})"), x >= 20.0)
+        }),
+    ));
+    out.push(goal(
+        "… p99 latency",
+        "< 2 ms",
+        sync16
+            .and_then(|r| r.latency)
+            .map(|l| (format!("{:.0} µs", l.p99_us), l.p99_us < 2_000.0)),
+    ));
+    out.push(goal(
+        "sync send, one sender, p50",
+        "< 150 µs",
+        find(rows, "produce", TERN, "sync ASYNC_FLUSH", 1)
+            .and_then(|r| r.latency)
+            .map(|l| (format!("{:.0} µs", l.p50_us), l.p50_us < 150.0)),
+    ));
+    // Batched send: the best load level, against the raw write measured right after it.
+    let best_batch = rows
+        .iter()
+        .filter(|r| r.scenario == "produce" && r.system == TERN && r.case == "batch32 ASYNC_FLUSH")
+        .max_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s));
+    out.push(goal(
+        "batched send (32 × 1 KiB) vs raw sequential write()",
+        "≥ 50%",
+        best_batch.and_then(|b| {
+            let raw = find(
+                rows,
+                "produce",
+                "raw write",
+                "sequential write()",
+                b.producers,
+            )?;
+            let x = b.mb_per_s / raw.mb_per_s.max(1e-9);
+            Some((
+                format!(
+                    "{:.1}% ({:.0} of {:.0} MB/s, P={})",
+                    x * 100.0,
+                    b.mb_per_s,
+                    raw.mb_per_s,
+                    b.producers
+                ),
+                x >= 0.5,
+            ))
+        }),
+    ));
+    out.push(goal(
+        "SYNC_FLUSH (group commit), 64 senders",
+        "≥ 20,000 msgs/s",
+        find(rows, "produce", TERN, "sync SYNC_FLUSH", 64).map(|r| {
+            (
+                format!("{:.0} msgs/s", r.msgs_per_s),
+                r.msgs_per_s >= 20_000.0,
+            )
+        }),
+    ));
+    out.push(goal(
+        "consume catch-up from offset 0",
+        "≥ 300,000 msgs/s",
+        find(rows, "catchup", TERN, "pull from 0 (32/pull, 4 queues)", 0).map(|r| {
+            (
+                format!("{:.0} msgs/s", r.msgs_per_s),
+                r.msgs_per_s >= 300_000.0,
+            )
+        }),
+    ));
+    out.push(goal(
+        "broker RSS idle",
+        "< 16 MiB",
+        value(rows, TERN, "RSS idle", "anon").map(|v| (format!("{v:.1} MiB"), v < 16.0)),
+    ));
+    out.push(goal(
+        "start-up to listening, empty",
+        "< 20 ms",
+        value(rows, TERN, "start-up to listening, empty", "")
+            .map(|v| (format!("{v:.1} ms"), v < 20.0)),
+    ));
+    out.push(goal(
+        "start-up to listening, with 2 GB",
+        "< 100 ms",
+        rows.iter()
+            .find(|r| {
+                r.system == TERN
+                    && r.case.starts_with("start-up to listening, ")
+                    && !r.case.ends_with("empty")
+            })
+            .and_then(|r| {
+                Some((
+                    r.case
+                        .trim_start_matches("start-up to listening, ")
+                        .to_owned(),
+                    r.value.as_ref()?.0,
+                ))
+            })
+            .map(|(size, v)| (format!("{v:.1} ms ({size})"), v < 100.0)),
+    ));
+    out
+}
+
+/// The goals as a markdown table.
+pub fn markdown(goals: &[Goal]) -> String {
+    let mut out = String::from("| goal | target | measured | met |\n|---|---|---|---|\n");
+    for g in goals {
+        let met = match g.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {met} |",
+            g.what, g.target, g.measured
+        );
+    }
+    out
+}

@@ -1,0 +1,278 @@
+//! Server processes the harness starts and stops itself: `tern-broker --standalone`, the
+//! peers' servers, and what can be read about them from `/proc` (RSS).
+//!
+//! Every child is owned by a [`Server`] whose `Drop` kills it (SIGKILL, by its own pid),
+//! so an error anywhere in a scenario never leaves a server running.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Longest a server may take to start listening before the scenario gives up.
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running server process.
+#[derive(Debug)]
+pub struct Server {
+    /// What it is, for messages (`tern-broker`, `redis-server`).
+    pub name: String,
+    child: Option<Child>,
+    /// The broker's (or server's) address, `ip:port`.
+    pub addr: String,
+    /// The name server's address, for RocketMQ-style brokers.
+    pub namesrv: Option<String>,
+    /// From spawn to the address accepting (or announced): the start-up time.
+    pub startup: Duration,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Resident memory now.
+    pub fn rss(&self) -> io::Result<Rss> {
+        Rss::of(self.pid())
+    }
+
+    /// Kills the process with SIGKILL (a crash) and reaps it.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Asks the process to stop (SIGTERM) and waits up to `grace` for it; kills it after.
+    pub fn terminate(&mut self, grace: Duration) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        if let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let start = Instant::now();
+        while start.elapsed() < grace {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Resident set of a process, from `/proc/PID/status`, in KiB.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rss {
+    /// All resident pages (`VmRSS`).
+    pub total_kib: u64,
+    /// Anonymous pages (`RssAnon`): heap and stacks, what the process itself allocated.
+    pub anon_kib: u64,
+    /// File pages (`RssFile`): mapped segments and the binary; reclaimable.
+    pub file_kib: u64,
+    /// Peak of `VmRSS` (`VmHWM`).
+    pub peak_kib: u64,
+}
+
+impl Rss {
+    /// Reads the process's RSS.
+    pub fn of(pid: u32) -> io::Result<Rss> {
+        let text = fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        Ok(Rss {
+            total_kib: field("VmRSS:"),
+            anon_kib: field("RssAnon:"),
+            file_kib: field("RssFile:"),
+            peak_kib: field("VmHWM:"),
+        })
+    }
+
+    /// `VmRSS` in MiB.
+    pub fn total_mib(&self) -> f64 {
+        self.total_kib as f64 / 1024.0
+    }
+}
+
+/// The `tern-broker` binary: beside this one in the target dir, built on demand.
+pub fn tern_broker_bin() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
+    let dir = exe.parent().ok_or("the exe has no folder")?;
+    let bin = dir.join("tern-broker");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    // target/<profile>/tern-bench: build the broker into the same target dir.
+    let target = dir.parent().ok_or("the exe is not in a target dir")?;
+    let profile = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("release");
+    eprintln!("building tern-broker into {}", target.display());
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(["build", "-p", "tern-broker"])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().map_err(|e| format!("cargo build: {e}"))?;
+    if !status.success() || !bin.exists() {
+        return Err(format!("cargo build -p tern-broker failed ({status})"));
+    }
+    Ok(bin)
+}
+
+/// Starts `tern-broker --standalone` on ephemeral ports with `conf` as broker.conf, and
+/// waits for both "listening on" lines; the start-up time is spawn → broker line.
+pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
+    let bin = tern_broker_bin()?;
+    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let conf_path = data.join("broker.conf");
+    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
+    let log = data.join("broker.log");
+    let stderr = File::options()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let start = Instant::now();
+    let mut child = Command::new(&bin)
+        .arg("--standalone")
+        .arg("--data-dir")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"])
+        .arg("-c")
+        .arg(&conf_path)
+        .args(["--log-level", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send((line, Instant::now())).is_err() {
+                break;
+            }
+        }
+    });
+    let mut server = Server {
+        name: "tern-broker".into(),
+        child: Some(child),
+        addr: String::new(),
+        namesrv: None,
+        startup: Duration::ZERO,
+        log,
+    };
+    while server.addr.is_empty() {
+        let left = START_TIMEOUT.saturating_sub(start.elapsed());
+        let (line, at) = rx
+            .recv_timeout(left)
+            .map_err(|_| format!("tern-broker did not start; see {}", server.log.display()))?;
+        if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+            server.namesrv = Some(a.trim().to_owned());
+        } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+            server.addr = a.trim().to_owned();
+            server.startup = at - start;
+        }
+    }
+    Ok(server)
+}
+
+/// Starts a peer's server: `cmd` must listen on `addr`; start-up is spawn → first accept.
+pub fn start_listening(
+    name: &str,
+    mut cmd: Command,
+    addr: &str,
+    log: PathBuf,
+) -> Result<Server, String> {
+    let stderr = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let out = stderr
+        .try_clone()
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let start = Instant::now();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("{name}: {e}"))?;
+    let mut server = Server {
+        name: name.into(),
+        child: Some(child),
+        addr: addr.into(),
+        namesrv: None,
+        startup: Duration::ZERO,
+        log,
+    };
+    let sock: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    loop {
+        if TcpStream::connect_timeout(&sock, Duration::from_millis(100)).is_ok() {
+            server.startup = start.elapsed();
+            return Ok(server);
+        }
+        if let Some(c) = server.child.as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Err(format!(
+                    "{name} exited ({st}); see {}",
+                    server.log.display()
+                ));
+            }
+        }
+        if start.elapsed() > START_TIMEOUT {
+            return Err(format!("{name} did not listen on {addr}"));
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
+pub fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// An executable by name on `PATH` (or in the usual sbin folders Debian uses).
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/usr/bin", "/sbin"])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// Bytes used by the files under `dir` (apparent sizes, recursively).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
