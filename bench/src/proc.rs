@@ -119,7 +119,10 @@ pub fn tern_broker_bin() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let dir = exe.parent().ok_or("the exe has no folder")?;
     let bin = dir.join("tern-broker");
-    if bin.exists() {
+    // From `cargo run` (target/<profile>/), build every time: a no-op when fresh, and a
+    // stale broker would measure old code. Test binaries live in deps/: use what exists.
+    let from_tests = dir.file_name().is_some_and(|n| n == "deps");
+    if bin.exists() && (from_tests || std::env::var_os("TERN_BENCH_NO_BUILD").is_some()) {
         return Ok(bin);
     }
     // target/<profile>/tern-bench: build the broker into the same target dir.

@@ -226,6 +226,17 @@ impl FsStore {
         Ok(dir.close()?)
     }
 
+    /// Closes cleanly in place, for an owner that cannot give the store up (it is shared):
+    /// seals the engine (checkpoint with the log's end) and removes the abort marker. The
+    /// lock stays until the store is dropped. Append nothing afterwards.
+    pub fn seal(&mut self) -> Result<(), FsStoreError> {
+        let config = *self.store.config();
+        if let Err(error) = self.store.seal(&mut [0u8; NO_SCRATCH]) {
+            return Err(engine_error(self.dir.layout(), &config, "close", error));
+        }
+        Ok(self.dir.remove_abort()?)
+    }
+
     /// The engine's store, for reads: `log()`, `queue(topic, id)`, `index()`.
     pub fn store(&self) -> &EngineStore {
         &self.store

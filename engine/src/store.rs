@@ -135,6 +135,11 @@ impl StoreDir {
     /// Closes the store cleanly: removes the abort marker (durably), then releases the
     /// lock. Call only after everything is flushed and the checkpoint written.
     pub fn close(self) -> Result<(), StoreError> {
+        self.remove_abort()
+    }
+
+    /// Removes the abort marker (durably) but keeps the lock: for a store sealed in place.
+    pub fn remove_abort(&self) -> Result<(), StoreError> {
         let abort = self.layout.abort_path();
         match fs::remove_file(&abort) {
             Ok(()) => {}

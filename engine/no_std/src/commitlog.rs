@@ -110,8 +110,11 @@ impl<D: Directory> CommitLog<D> {
             log.write_pos = end;
             log.flushed = end;
             report.end = end;
-            // Bytes after a clean end were never acknowledged; make sure none linger.
-            if end < last + segment_size {
+            // After a clean close nothing lies past the end within its segment (appends only
+            // extend it, and recovery or truncation zeroed anything else), so the tail is
+            // not read: on a preallocated segment that read would fault in every page (2 s
+            // for 1 GiB). A later segment would be a leftover of a failed roll: remove it.
+            if last > log.segs.base_of(end) {
                 log.segs.cut(end)?;
             }
             return Ok((log, report));

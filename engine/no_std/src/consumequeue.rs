@@ -124,6 +124,7 @@ impl<D: Directory> ConsumeQueue<D> {
         let mut n = scan_base / ENTRY_SIZE;
         let seg_end = (last + q.segs.size()) / ENTRY_SIZE;
         let mut last_valid: Option<(u64, Entry)> = None;
+        let mut stopped_on_garbage = false;
         while n < seg_end {
             let raw = q.raw(n)?;
             if raw.size.get() == CQ_FILLER_SIZE && raw.physical_offset.get() == 0 {
@@ -138,14 +139,22 @@ impl<D: Directory> ConsumeQueue<D> {
                     last_valid = Some((n, e));
                     n += 1;
                 }
-                _ => break,
+                _ => {
+                    stopped_on_garbage = raw.as_bytes().iter().any(|&b| b != 0);
+                    break;
+                }
             }
         }
         q.max = n;
         q.max_phys_end = last_valid.map_or(0, |(_, e)| e.end());
         q.flushed = n;
         q.min = q.first_real_entry(first / ENTRY_SIZE, n)?;
-        q.segs.cut(n * ENTRY_SIZE)?;
+        // Entries past the end are garbage only after a crash, or where the scan stopped
+        // on something other than an unwritten entry; otherwise the rest is zero already
+        // and is not read (reading it faults in every page of the file).
+        if durable_below.is_some() || stopped_on_garbage || last > q.segs.base_of(n * ENTRY_SIZE) {
+            q.segs.cut(n * ENTRY_SIZE)?;
+        }
         Ok(q)
     }
 

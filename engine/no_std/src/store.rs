@@ -388,11 +388,18 @@ where
     /// Closes cleanly: dispatches the rest, flushes everything, and writes a checkpoint
     /// with the log's end so the next open skips the scan. Returns the parts.
     pub fn close(mut self, scratch: &mut [u8]) -> Res<(L, I, Q, C), L::Error> {
+        self.seal(scratch)?;
+        Ok(self.into_parts())
+    }
+
+    /// Everything [`Store::close`] makes durable, without giving the parts back: the next
+    /// open skips the scan. Nothing may be appended after it (the checkpoint names the
+    /// end); callers that cannot hand the store over refuse writes from then on.
+    pub fn seal(&mut self, scratch: &mut [u8]) -> Res<(), L::Error> {
         self.dispatch(scratch, &mut |_| {})?;
         self.checkpoint()?;
         let end = self.log.max_offset();
-        self.write_checkpoint(Some(end))?;
-        Ok(self.into_parts())
+        self.write_checkpoint(Some(end))
     }
 
     /// Stops without flushing anything, as a crash would; for tests and for callers whose

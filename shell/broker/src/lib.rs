@@ -175,26 +175,7 @@ impl Broker {
         }
         ctx.offsets.persist();
         ctx.topics.persist();
-        let store = ctx.store.clone();
-        drop(ctx);
-        // Connections hold processor references to the context only through the slot;
-        // give their tasks a moment to finish dropping them.
-        let mut store = store;
-        for _ in 0..100 {
-            match Arc::try_unwrap(store) {
-                Ok(s) => return Arc::new(s).close(),
-                Err(s) => {
-                    store = s;
-                    runtime::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        }
-        // Still shared: flush and checkpoint through the lock; the abort marker stays,
-        // so the next start verifies the log (nothing is lost either way).
-        let mut s = store.lock();
-        s.store_mut()
-            .checkpoint()
-            .map_err(|e| format!("final checkpoint: {e:?}"))
+        ctx.store.close()
     }
 }
 

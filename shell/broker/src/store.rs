@@ -47,6 +47,8 @@ pub enum PutError {
     DiskFull,
     /// The message cannot be stored (too large for a segment, bad layout).
     Illegal(String),
+    /// The broker is shutting down and the store is sealed.
+    ShuttingDown,
     /// The store failed.
     Store(FsStoreError),
 }
@@ -96,6 +98,8 @@ pub struct StoreService {
     appended: Event,
     /// Set while the disk is past the refuse watermark.
     disk_full: AtomicBool,
+    /// Set once the store is sealed at shutdown: nothing more may be appended.
+    sealed: AtomicBool,
     /// Records appended since start (runtime info).
     pub put_count: AtomicU64,
 }
@@ -137,6 +141,7 @@ impl StoreService {
             flush_done: Event::new(),
             appended: Event::new(),
             disk_full: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
             put_count: AtomicU64::new(0),
         }))
     }
@@ -430,10 +435,12 @@ impl StoreService {
             .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
     }
 
-    /// Flushes everything and closes the store cleanly (removes the abort marker).
-    pub fn close(self: Arc<Self>) -> Result<(), String> {
-        let me = Arc::try_unwrap(self).map_err(|_| "store still in use at shutdown".to_owned())?;
-        let store = me.store.into_inner().unwrap_or_else(|p| p.into_inner());
-        store.close().map_err(|e| e.to_string())
+    /// Flushes everything and closes the store cleanly in place (checkpoint with the end,
+    /// abort marker removed). Appends are refused from then on; a request still in flight
+    /// gets "shutting down" rather than a record the checkpoint does not cover.
+    pub fn close(&self) -> Result<(), String> {
+        let mut s = self.lock();
+        self.sealed.store(true, Ordering::Release);
+        s.seal().map_err(|e| e.to_string())
     }
 }

@@ -224,6 +224,11 @@ fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
             "service not available now: the broker's disk is full, writes are refused until space is freed",
         ),
         PutError::Illegal(why) => illegal(req, format!("message cannot be stored: {why}")),
+        PutError::ShuttingDown => RemotingCommand::error_response(
+            req,
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: the broker is shutting down",
+        ),
         PutError::Store(e) => {
             log::error!("append failed: {e}");
             RemotingCommand::error_response(
