@@ -237,6 +237,26 @@ impl FsStore {
         Ok(self.dir.remove_abort()?)
     }
 
+    /// Handles on the commit-log segment files holding `[from, to)`, so a flusher can
+    /// fdatasync them without holding the store (fdatasync writes back pages dirtied
+    /// through the mapping too). Follow with `log_mut().mark_flushed(to)`.
+    pub fn log_files(&self, from: u64, to: u64) -> Result<Vec<std::fs::File>, FsStoreError> {
+        let log = self.store.log();
+        let size = log.segment_size();
+        let mut files = Vec::new();
+        let mut base = from - from % size;
+        while base < to {
+            if let Some(media) = log.segment_media(base) {
+                let file = media.file().try_clone().map_err(|e| {
+                    FsStoreError::Dir(StoreError::io(self.root(), FsError::io(FsOp::Open, &e)))
+                })?;
+                files.push(file);
+            }
+            base += size;
+        }
+        Ok(files)
+    }
+
     /// The engine's store, for reads: `log()`, `queue(topic, id)`, `index()`.
     pub fn store(&self) -> &EngineStore {
         &self.store

@@ -337,6 +337,23 @@ impl<D: Directory> CommitLog<D> {
         Ok(self.flushed)
     }
 
+    /// The range a flush would make durable now: `(flushed, end)`, for callers that sync
+    /// the segments themselves without holding the log (see [`CommitLog::mark_flushed`]).
+    pub fn unflushed(&self) -> (u64, u64) {
+        (self.flushed, self.write_pos)
+    }
+
+    /// Records that the caller made everything below `upto` durable by syncing the
+    /// segments' media itself. Never moves the watermark back or past the end.
+    pub fn mark_flushed(&mut self, upto: u64) {
+        self.flushed = self.flushed.max(upto.min(self.write_pos));
+    }
+
+    /// The media of the segment holding `offset`, if it exists.
+    pub fn segment_media(&self, offset: u64) -> Option<&D::Media> {
+        self.segs.dir().media(self.segs.base_of(offset))
+    }
+
     /// What is at `offset`: a record, the blank tail of a segment, or nothing yet.
     pub fn slot_at(&self, offset: u64) -> Result<Slot, Error<D::Error>> {
         if offset >= self.write_pos && self.write_pos != 0 && offset != self.write_pos {

@@ -427,6 +427,10 @@ where
         Ok(removed)
     }
 
+    /// The commit log, for callers that flush it themselves ([`CommitLog::mark_flushed`]).
+    pub fn log_mut(&mut self) -> &mut CommitLog<L> {
+        &mut self.log
+    }
     /// The commit log.
     pub fn log(&self) -> &CommitLog<L> {
         &self.log

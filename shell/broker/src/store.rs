@@ -245,20 +245,33 @@ impl StoreService {
         }
     }
 
-    /// Flushes the log once (on the blocking pool) and wakes waiters.
+    /// Flushes the log once and wakes waiters. The store lock is held only to read the
+    /// range and to record the result: the fdatasync itself runs on the blocking pool
+    /// while appends go on, and the next flush covers what they added (group commit).
     async fn flush_once(self: &Arc<Self>) {
         if self.flushed.load(Ordering::Acquire) >= self.written.load(Ordering::Acquire) {
             return;
         }
         let me = Arc::clone(self);
         let result = async_std::task::spawn_blocking(move || {
+            let (to, files) = {
+                let s = me.lock();
+                let (from, to) = s.store().log().unflushed();
+                (to, s.log_files(from, to).map_err(|e| e.to_string())?)
+            };
+            for f in &files {
+                rustix::fs::fdatasync(f)
+                    .map_err(|e| format!("fdatasync of the commit log: {e}"))?;
+            }
             let mut s = me.lock();
-            let r = s.store_mut().flush_log();
-            r.map_err(|e| s.error("flush", e))
+            s.store_mut().log_mut().mark_flushed(to);
+            Ok::<u64, String>(s.store().log().flushed_offset())
         })
         .await;
         match result {
-            Ok(flushed) => self.flushed.store(flushed, Ordering::Release),
+            Ok(flushed) => {
+                self.flushed.fetch_max(flushed, Ordering::AcqRel);
+            }
             Err(e) => log::error!("flush failed: {e}"),
         }
         self.flush_done.notify(usize::MAX);
