@@ -55,10 +55,10 @@ pub(crate) fn push_json_str(out: &mut String, s: &str) {
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, FrameError> {
     let value: Value =
         serde_json::from_slice(header).map_err(|e| FrameError::BadJsonHeader(e.to_string()))?;
-    let Value::Object(obj) = value else {
+    let Value::Object(mut obj) = value else {
         return Err(FrameError::BadJsonHeader("header is not an object".into()));
     };
-    let int = |key: &str| -> Result<i32, FrameError> {
+    let int = |obj: &serde_json::Map<String, Value>, key: &str| -> Result<i32, FrameError> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(0),
             Some(v) => json_i32(v)
@@ -76,17 +76,18 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, FrameError> 
             .unwrap_or(LanguageCode::OtherLanguage),
         _ => LanguageCode::OtherLanguage,
     };
-    let remark = match obj.get("remark") {
-        Some(Value::String(s)) => Some(s.clone()),
+    // Values are moved out of the parsed tree, not copied: this runs for every request.
+    let remark = match obj.remove("remark") {
+        Some(Value::String(s)) => Some(s),
         Some(Value::Null) | None => None,
         Some(other) => Some(other.to_string()),
     };
     let mut ext_fields = ExtFields::new();
-    match obj.get("extFields") {
+    match obj.remove("extFields") {
         Some(Value::Object(map)) => {
             for (k, v) in map {
-                if let Some(s) = json_scalar_to_string(v) {
-                    ext_fields.insert(k.clone(), s);
+                if let Some(s) = json_scalar_into_string(v) {
+                    ext_fields.insert(k, s);
                 }
             }
         }
@@ -98,11 +99,11 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, FrameError> 
         }
     }
     Ok(RemotingCommand {
-        code: int("code")?,
+        code: int(&obj, "code")?,
         language,
-        version: int("version")?,
-        opaque: int("opaque")?,
-        flag: int("flag")?,
+        version: int(&obj, "version")?,
+        opaque: int(&obj, "opaque")?,
+        flag: int(&obj, "flag")?,
         remark,
         ext_fields,
         body: Vec::new(),
@@ -121,10 +122,10 @@ fn json_i32(v: &Value) -> Option<i32> {
 
 /// extFields values as strings: numbers keep their text, booleans become "true"/"false",
 /// null means absent (Java's null), nested values keep their JSON text.
-fn json_scalar_to_string(v: &Value) -> Option<String> {
+fn json_scalar_into_string(v: Value) -> Option<String> {
     match v {
         Value::Null => None,
-        Value::String(s) => Some(s.clone()),
+        Value::String(s) => Some(s),
         Value::Bool(b) => Some(b.to_string()),
         Value::Number(n) => Some(n.to_string()),
         other => Some(other.to_string()),
