@@ -456,6 +456,9 @@ enum Wait {
 
 /// Reads one frame. Memory grows with the bytes actually received, so a peer that
 /// announces 16 MiB and sends nothing costs nothing.
+/// Most bytes reserved for a frame before its bytes arrive.
+const PREALLOCATE_MAX_BYTES: usize = 1 << 20;
+
 async fn read_frame<R: async_std::io::Read + Unpin>(
     reader: &mut R,
     limits: &FrameLimits,
@@ -463,7 +466,9 @@ async fn read_frame<R: async_std::io::Read + Unpin>(
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await.map_err(ReadError::Io)?;
     let length = check_frame_length(u32::from_be_bytes(len), limits).map_err(ReadError::Frame)?;
-    let mut payload = Vec::new();
+    // Sized up front (bounded, so a peer announcing 16 MiB and sending nothing does not
+    // get it reserved); the buffer becomes the command's body.
+    let mut payload = Vec::with_capacity((length as usize).min(PREALLOCATE_MAX_BYTES));
     reader
         .take(u64::from(length))
         .read_to_end(&mut payload)
@@ -472,7 +477,7 @@ async fn read_frame<R: async_std::io::Read + Unpin>(
     if payload.len() != length as usize {
         return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
     }
-    RemotingCommand::decode_payload(&payload, limits).map_err(ReadError::Frame)
+    RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)
 }
 
 #[derive(Debug)]

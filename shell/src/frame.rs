@@ -276,6 +276,26 @@ impl RemotingCommand {
 
     /// Decodes the bytes after the length prefix (exactly `length` of them).
     pub fn decode_payload(payload: &[u8], limits: &FrameLimits) -> Result<Self, FrameError> {
+        let (mut cmd, body_at) = Self::decode_head(payload, limits)?;
+        cmd.body = payload.get(body_at..).unwrap_or(&[]).to_vec();
+        Ok(cmd)
+    }
+
+    /// Like [`RemotingCommand::decode_payload`], keeping the buffer as the body: the
+    /// header bytes are drained from its front instead of the body being copied out.
+    pub fn decode_payload_owned(
+        mut payload: Vec<u8>,
+        limits: &FrameLimits,
+    ) -> Result<Self, FrameError> {
+        let (mut cmd, body_at) = Self::decode_head(&payload, limits)?;
+        payload.drain(..body_at.min(payload.len()));
+        cmd.body = payload;
+        Ok(cmd)
+    }
+
+    /// Decodes the header mark and header; returns the command without its body and
+    /// where the body starts.
+    fn decode_head(payload: &[u8], limits: &FrameLimits) -> Result<(Self, usize), FrameError> {
         let mark = payload
             .get(..4)
             .map(be_u32)
@@ -292,11 +312,12 @@ impl RemotingCommand {
         let header = payload
             .get(4..4 + header_len as usize)
             .ok_or(FrameError::BadLength("header longer than frame"))?;
-        let body = payload.get(4 + header_len as usize..).unwrap_or(&[]);
-        if body.len() as u64 > u64::from(limits.max_body_bytes) {
+        let body_at = 4 + header_len as usize;
+        let body_len = payload.len().saturating_sub(body_at);
+        if body_len as u64 > u64::from(limits.max_body_bytes) {
             return Err(FrameError::TooLarge {
                 what: "body",
-                len: body.len() as u64,
+                len: body_len as u64,
                 max: u64::from(limits.max_body_bytes),
             });
         }
@@ -305,8 +326,7 @@ impl RemotingCommand {
             SerializeType::RocketMq => serialize::decode_binary_header(header)?,
         };
         cmd.serialize_type = serialize_type;
-        cmd.body = body.to_vec();
-        Ok(cmd)
+        Ok((cmd, body_at))
     }
 }
 

@@ -68,6 +68,21 @@ proptest! {
     }
 
     #[test]
+    fn owned_payload_decode_agrees_with_slice_decode(cmd in command(), at in any::<usize>(), val in any::<u8>(), mutate in any::<bool>()) {
+        let mut bytes = cmd.encode().unwrap();
+        if mutate {
+            let i = 4 + at % (bytes.len() - 4);
+            bytes[i] = val;
+        }
+        let payload = bytes[4..].to_vec();
+        let limits = FrameLimits::default();
+        prop_assert_eq!(
+            RemotingCommand::decode_payload_owned(payload.clone(), &limits),
+            RemotingCommand::decode_payload(&payload, &limits)
+        );
+    }
+
+    #[test]
     fn pull_header_round_trips(group in "[a-z]{1,10}", q in any::<i32>(), off in any::<i64>(), sub in proptest::option::of("[ -~]{0,20}")) {
         let h = PullMessageRequestHeader { consumer_group: group, queue_id: q, queue_offset: off, subscription: sub.filter(|s| !s.is_empty()), ..Default::default() };
         let mut ext = ExtFields::new();

@@ -22,6 +22,8 @@ pub mod process_queue;
 mod pull_task;
 mod rebalance;
 
+pub(crate) use rebalance::{allocate_topic, pull_from_where};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -273,7 +275,7 @@ impl PushConsumer {
 }
 
 /// A subscription as Java builds it (`FilterAPI.buildSubscriptionData`).
-fn subscription(topic: &str, expression: &str, version: i64) -> SubscriptionData {
+pub(crate) fn subscription(topic: &str, expression: &str, version: i64) -> SubscriptionData {
     let tags = SubscriptionData::parse_tags(expression);
     SubscriptionData {
         topic: topic.to_owned(),

@@ -15,10 +15,11 @@ use tern_shell::{RemotingCommand, RequestCode};
 use super::config::RETRY_PREFIX;
 use super::process_queue::ProcessQueue;
 use super::{Inner, lock, pull_task};
-use crate::consumer::allocate::sort_queues;
+use crate::consumer::allocate::{AllocateStrategy, sort_queues};
+use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, broker_addr, queue_offset};
 use crate::error::{ClientError, Result};
-use crate::instance::PERM_READ;
+use crate::instance::{ClientInstance, PERM_READ};
 
 /// Pause before a rebalance that could not finish (no route yet, lock refused...).
 const RETRY_INCOMPLETE: Duration = Duration::from_secs(1);
@@ -73,30 +74,9 @@ impl Inner {
 
     /// The queues of `topic` this member should own.
     async fn allocation(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        let route = match self.client.fetch_route(topic).await {
-            Ok(r) => r,
-            Err(e) => self.client.topic_route(topic).await.map_err(|_| e)?,
-        };
-        let mut all = Vec::new();
-        for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
-            for id in 0..q.read_queue_nums.max(0) {
-                all.push(MessageQueue {
-                    topic: topic.to_owned(),
-                    broker_name: q.broker_name.clone(),
-                    queue_id: id,
-                });
-            }
-        }
-        sort_queues(&mut all);
-        if !self.clustering() {
-            return Ok(all);
-        }
-        let cids = self.client.consumer_ids(topic, &self.config.group).await?;
-        let mine = self
-            .config
-            .allocate_strategy
-            .allocate(self.client.client_id(), &all, &cids);
-        Ok(mine)
+        let cfg = &self.config;
+        let strategy = self.clustering().then_some(&cfg.allocate_strategy);
+        allocate_topic(&self.client, &cfg.group, strategy, topic).await
     }
 
     /// Drops queues no longer owned, adds new ones; false if some could not be added.
@@ -144,27 +124,9 @@ impl Inner {
 
     /// Java's `computePullFromWhere`: the group's offset, else per ConsumeFromWhere.
     async fn pull_from_where(&self, mq: &MessageQueue) -> Result<i64> {
-        if let Some(o) = self.offsets.read_store(mq).await? {
-            if o >= 0 {
-                return Ok(o);
-            }
-        }
-        let retry = mq.topic.starts_with(RETRY_PREFIX);
-        match self.config.consume_from_where {
-            ConsumeFromWhere::ConsumeFromFirstOffset => Ok(0),
-            ConsumeFromWhere::ConsumeFromTimestamp if !retry => {
-                let ts = self
-                    .config
-                    .consume_timestamp_ms
-                    .unwrap_or(self.start_ms - 30 * 60 * 1000);
-                queue_offset(&self.client, mq, OffsetKind::AtTime(ts)).await
-            }
-            ConsumeFromWhere::ConsumeFromTimestamp => {
-                queue_offset(&self.client, mq, OffsetKind::Max).await
-            }
-            _ if retry => Ok(0),
-            _ => queue_offset(&self.client, mq, OffsetKind::Max).await,
-        }
+        let cfg = &self.config;
+        let ts = cfg.consume_timestamp_ms.unwrap_or(self.start_ms - 30 * 60 * 1000);
+        pull_from_where(&self.client, &self.offsets, &cfg.consume_from_where, ts, mq).await
     }
 
     /// Gives a queue up: stops its pulls and consumption, commits its offset and, for
@@ -284,5 +246,65 @@ impl Inner {
                 log::debug!("unlocking queues: {e}");
             }
         }
+    }
+}
+
+/// The readable queues of `topic`, and the share of them this client owns in `group`
+/// per `strategy` (clustering), or all of them (`None`: broadcasting). Shared by the push
+/// and lite pull consumers.
+pub(crate) async fn allocate_topic(
+    client: &ClientInstance,
+    group: &str,
+    strategy: Option<&AllocateStrategy>,
+    topic: &str,
+) -> Result<Vec<MessageQueue>> {
+    let route = match client.fetch_route(topic).await {
+        Ok(r) => r,
+        Err(e) => client.topic_route(topic).await.map_err(|_| e)?,
+    };
+    let mut all = Vec::new();
+    for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
+        for id in 0..q.read_queue_nums.max(0) {
+            all.push(MessageQueue {
+                topic: topic.to_owned(),
+                broker_name: q.broker_name.clone(),
+                queue_id: id,
+            });
+        }
+    }
+    sort_queues(&mut all);
+    let Some(strategy) = strategy else {
+        return Ok(all);
+    };
+    let cids = client.consumer_ids(topic, group).await?;
+    Ok(strategy.allocate(client.client_id(), &all, &cids))
+}
+
+/// Java's `computePullFromWhere`: the group's stored offset of `mq`, else where `from`
+/// says (`timestamp_ms` for [`ConsumeFromWhere::ConsumeFromTimestamp`]). Shared by the
+/// push and lite pull consumers.
+pub(crate) async fn pull_from_where(
+    client: &ClientInstance,
+    offsets: &OffsetStore,
+    from: &ConsumeFromWhere,
+    timestamp_ms: i64,
+    mq: &MessageQueue,
+) -> Result<i64> {
+    if let Some(o) = offsets.read_store(mq).await? {
+        if o >= 0 {
+            return Ok(o);
+        }
+    }
+    let retry = mq.topic.starts_with(RETRY_PREFIX);
+    match from {
+        ConsumeFromWhere::ConsumeFromFirstOffset => Ok(0),
+        ConsumeFromWhere::ConsumeFromTimestamp if !retry => {
+            queue_offset(client, mq, OffsetKind::AtTime(timestamp_ms)).await
+        }
+        ConsumeFromWhere::ConsumeFromTimestamp => {
+            queue_offset(client, mq, OffsetKind::Max).await
+        }
+        _ if retry => Ok(0),
+        _ => queue_offset(client, mq, OffsetKind::Max).await,
     }
 }

@@ -1,0 +1,126 @@
+//! The background pull task of one owned queue (Java's `DefaultLitePullConsumerImpl.
+//! PullTaskImpl`): long-polling pulls into the consumer's buffer, pausing while the queue
+//! is paused or the buffer is over its thresholds.
+//!
+//! PULL_MESSAGE with SUSPEND and SUBSCRIPTION (the broker filters with this request's
+//! expression, as Java's lite consumer asks), no COMMIT_OFFSET: offsets move only when
+//! the application polls, and are committed by [`super::LitePullConsumer::commit_sync`]
+//! or the auto-commit task. The task ends when its queue state is dropped (queue given
+//! away, re-seeked) or the consumer shuts down.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
+use tern_shell::runtime;
+use tern_shell::{RemotingCommand, RequestCode};
+
+use super::{Inner, QueueState, lock};
+use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
+use crate::error::Result;
+
+/// Pause of a paused queue before it looks again (Java: 1 s).
+const PAUSED_DELAY: Duration = Duration::from_millis(200);
+/// Pause of a queue while the buffer is over a threshold (Java: 50 ms).
+const FLOW_CONTROL_DELAY: Duration = Duration::from_millis(50);
+/// Pause after a failed pull (Java: 1 s).
+const ERROR_DELAY: Duration = Duration::from_secs(1);
+
+pub(super) async fn pull_loop(inner: Arc<Inner>, st: Arc<QueueState>, mut next: i64) {
+    let cfg = &inner.config;
+    let mq = &st.mq;
+    loop {
+        if st.dropped.is_triggered() || inner.shutdown.is_triggered() {
+            return;
+        }
+        if inner.is_paused(mq) {
+            if stopped(&inner, &st, PAUSED_DELAY).await {
+                return;
+            }
+            continue;
+        }
+        if inner.buffered() >= cfg.pull_threshold_for_all
+            || st.cached.load(Ordering::Acquire) >= cfg.pull_threshold_for_queue
+        {
+            if stopped(&inner, &st, FLOW_CONTROL_DELAY).await {
+                return;
+            }
+            continue;
+        }
+        let pulled = runtime::race(async { Some(pull_once(&inner, &st, next).await) }, async {
+            runtime::race(st.dropped.wait(), inner.shutdown.wait()).await;
+            None
+        })
+        .await;
+        let Some(result) = pulled else {
+            return;
+        };
+        let r = match result {
+            Ok(r) => r,
+            Err(e) => {
+                log::debug!("lite pull of {mq:?} at {next} failed: {e}");
+                if stopped(&inner, &st, ERROR_DELAY).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        if r.status == PullStatus::OffsetIllegal {
+            log::warn!(
+                "offset {next} of {mq:?} is illegal; continuing at {}",
+                r.next_begin_offset
+            );
+        }
+        next = r.next_begin_offset;
+        if !r.messages.is_empty() {
+            inner.push(&st, r.messages);
+        } else if matches!(r.status, PullStatus::Found | PullStatus::NoMatchedMsg) {
+            // Everything up to `next` was filtered out: with nothing of this queue left in
+            // the buffer, the group's offset may move past it (Java's correctTagsOffset).
+            inner.skip_filtered(&st, next);
+        }
+    }
+}
+
+/// Sleeps `d`; true when the queue was dropped or the consumer stopped meanwhile.
+async fn stopped(inner: &Inner, st: &QueueState, d: Duration) -> bool {
+    runtime::race(
+        async {
+            runtime::sleep(d).await;
+            false
+        },
+        async {
+            runtime::race(st.dropped.wait(), inner.shutdown.wait()).await;
+            true
+        },
+    )
+    .await
+}
+
+async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullResult> {
+    let cfg = &inner.config;
+    let mq = &st.mq;
+    let (expression, version, tags) = match lock(&inner.subs).get(&mq.topic) {
+        Some(s) => (s.sub_string.clone(), s.sub_version, s.tags_set.clone()),
+        None => ("*".to_owned(), inner.start_ms, Vec::new()),
+    };
+    let header = PullMessageRequestHeader {
+        consumer_group: cfg.group.clone(),
+        topic: mq.topic.clone(),
+        queue_id: mq.queue_id,
+        queue_offset: offset,
+        max_msg_nums: cfg.pull_batch_size.max(1),
+        sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
+        commit_offset: 0,
+        suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
+        subscription: Some(expression),
+        sub_version: version,
+        expression_type: Some("TAG".into()),
+        ..PullMessageRequestHeader::default()
+    };
+    let addr = broker_addr(&inner.client, mq).await?;
+    let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
+    let resp = inner.client.invoke(&addr, cmd, cfg.pull_timeout).await?;
+    decode_pull_response(&resp, &tags)
+}
