@@ -76,6 +76,10 @@ pub struct ProducerConfig {
     pub default_topic_queue_nums: i32,
     /// The template topic for auto-creation (Java: `TBW102`).
     pub create_topic_key: String,
+    /// Avoid brokers whose sends were slow or failed, for a time growing with the
+    /// latency (Java's `sendLatencyFaultEnable`, default false; see
+    /// [`crate::producer::fault`]).
+    pub send_latency_fault_enable: bool,
 }
 
 impl ProducerConfig {
@@ -89,6 +93,7 @@ impl ProducerConfig {
             max_message_bytes: 4 * 1024 * 1024,
             default_topic_queue_nums: 4,
             create_topic_key: AUTO_CREATE_TOPIC_KEY.to_owned(),
+            send_latency_fault_enable: false,
         }
     }
 }

@@ -7,6 +7,9 @@
 //! * [`Producer`] ([`producer`]): sync / async / oneway sends, batches, chosen queues and
 //!   selectors, retries elsewhere, UNIQ_KEY, zlib over 4 KiB, TBW102 auto-creation.
 //! * [`PullConsumer`] ([`consumer`]): assign queues, pull from offsets, commit offsets.
+//! * [`LitePullConsumer`] ([`consumer::lite`]): Java's `DefaultLitePullConsumer`:
+//!   subscribe (rebalanced) or assign, `poll` from a buffer filled by background pulls,
+//!   seek, pause/resume, auto-commit.
 //! * [`PushConsumer`] ([`consumer::push`]): subscriptions with tag expressions, rebalance
 //!   (Java-identical allocation), long polling, concurrent and orderly listeners on a
 //!   worker pool, retry through `%RETRY%group`, clustering (broker offsets) and
@@ -33,8 +36,8 @@ pub use admin::{Admin, ConsumeProgress, QueueProgress, Target};
 pub use config::{ClientConfig, ProducerConfig};
 pub use consumer::{
     AllocateStrategy, ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus,
-    MessageModel, OrderlyListener, OrderlyStatus, PullConsumer, PullResult, PullStatus,
-    PushConsumer, PushConsumerConfig,
+    LitePullConsumer, LitePullConsumerConfig, MessageModel, OrderlyListener, OrderlyStatus,
+    PullConsumer, PullResult, PullStatus, PushConsumer, PushConsumerConfig,
 };
 pub use error::{ClientError, Result};
 pub use instance::ClientInstance;

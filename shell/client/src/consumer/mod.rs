@@ -6,15 +6,20 @@
 //!   NOTIFY_CONSUMER_IDS_CHANGED), per-queue long-polling pull loops, process queues,
 //!   concurrent and orderly listeners, retry through CONSUMER_SEND_MSG_BACK and the
 //!   `%RETRY%group` subscription, clustering and broadcasting.
+//! * [`lite`]: the lite pull consumer (Java's `DefaultLitePullConsumer`): subscribe (with
+//!   the push consumer's rebalance) or assign queues, background pulls into a bounded
+//!   buffer, `poll`, seek, pause/resume, auto-commit.
 //! * [`allocate`]: queue allocation strategies, identical to Java's.
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
 pub mod allocate;
+pub mod lite;
 pub mod offset_store;
 pub mod pull;
 pub mod push;
 
 pub use allocate::AllocateStrategy;
+pub use lite::{LitePullConsumer, LitePullConsumerConfig};
 pub use pull::{PullConsumer, PullResult, PullStatus};
 pub use push::{
     ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel,

@@ -1,10 +1,13 @@
 //! The producer (Java's `DefaultMQProducer`): sync, async and oneway sends, batches,
 //! sends to a chosen queue or through a selector, retries on another broker, UNIQ_KEY on
 //! every message, zlib above 4 KiB, and TBW102's route for topics not created yet.
+//! With `send_latency_fault_enable`, slow or failing brokers are avoided for a while
+//! ([`fault`]).
 //!
 //! Sends go as SEND_MESSAGE_V2 (310) and batches as SEND_BATCH_MESSAGE (320), with the
 //! one-letter header Java uses; every RocketMQ broker since 3.x accepts both.
 
+pub mod fault;
 mod selector;
 
 use std::collections::HashMap;
@@ -20,6 +23,7 @@ use tern_shell::message::{Message, SYSFLAG_COMPRESSED, compress_body, encode_bat
 use tern_shell::runtime::{self, JoinHandle};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
+pub use fault::LatencyFaults;
 pub use selector::{HashSelector, PublishInfo, QueueSelector, hash_index, java_hash};
 
 use crate::config::{ClientConfig, ProducerConfig};
@@ -98,6 +102,8 @@ struct Inner {
     config: ProducerConfig,
     /// topic → (route it was built from, queues with the round-robin position).
     publish: Mutex<HashMap<String, (TopicRouteData, Arc<PublishInfo>)>>,
+    /// Send latencies per broker; consulted only with `send_latency_fault_enable`.
+    faults: LatencyFaults,
 }
 
 /// A message made ready for the wire once, reused by every attempt.
@@ -134,6 +140,7 @@ impl Producer {
                 client,
                 config,
                 publish: Mutex::new(HashMap::new()),
+                faults: LatencyFaults::default(),
             }),
         }
     }
@@ -141,6 +148,11 @@ impl Producer {
     /// The client instance.
     pub fn client(&self) -> &ClientInstance {
         &self.inner.client
+    }
+
+    /// Send latencies per broker (recorded with `send_latency_fault_enable`).
+    pub fn latency_faults(&self) -> &LatencyFaults {
+        &self.inner.faults
     }
 
     /// Announces the group and starts heartbeats and route refresh.
@@ -401,10 +413,23 @@ impl Producer {
             if left.is_zero() {
                 break;
             }
-            let Some(queue) = info.pick(last_broker.as_deref()) else {
+            let queue = if cfg.send_latency_fault_enable {
+                self.inner.faults.select(&info, last_broker.as_deref())
+            } else {
+                info.pick(last_broker.as_deref())
+            };
+            let Some(queue) = queue else {
                 break;
             };
-            match self.send_kernel(&queue, p, mode, left).await {
+            let begin = Instant::now();
+            let result = self.send_kernel(&queue, p, mode, left).await;
+            if cfg.send_latency_fault_enable {
+                let ms = begin.elapsed().as_millis() as u64;
+                self.inner
+                    .faults
+                    .record(&queue.broker_name, ms, result.is_err());
+            }
+            match result {
                 Ok(r) => return Ok(r),
                 Err(e) if e.is_retryable() => {
                     log::warn!("send to {queue:?} failed, retrying elsewhere: {e}");

@@ -104,6 +104,15 @@ impl PublishInfo {
         }
         Some(self.queues[self.next.fetch_add(1, Ordering::Relaxed) % n].clone())
     }
+
+    /// The next queue round-robin that satisfies `ok`, if any does.
+    pub fn pick_where(&self, ok: impl Fn(&MessageQueue) -> bool) -> Option<MessageQueue> {
+        let n = self.queues.len();
+        (0..n)
+            .map(|_| &self.queues[self.next.fetch_add(1, Ordering::Relaxed) % n])
+            .find(|q| ok(q))
+            .cloned()
+    }
 }
 
 /// A varying start so that many short-lived producers do not all hit queue 0 first.

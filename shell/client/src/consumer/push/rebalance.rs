@@ -125,7 +125,9 @@ impl Inner {
     /// Java's `computePullFromWhere`: the group's offset, else per ConsumeFromWhere.
     async fn pull_from_where(&self, mq: &MessageQueue) -> Result<i64> {
         let cfg = &self.config;
-        let ts = cfg.consume_timestamp_ms.unwrap_or(self.start_ms - 30 * 60 * 1000);
+        let ts = cfg
+            .consume_timestamp_ms
+            .unwrap_or(self.start_ms - 30 * 60 * 1000);
         pull_from_where(&self.client, &self.offsets, &cfg.consume_from_where, ts, mq).await
     }
 
@@ -301,9 +303,7 @@ pub(crate) async fn pull_from_where(
         ConsumeFromWhere::ConsumeFromTimestamp if !retry => {
             queue_offset(client, mq, OffsetKind::AtTime(timestamp_ms)).await
         }
-        ConsumeFromWhere::ConsumeFromTimestamp => {
-            queue_offset(client, mq, OffsetKind::Max).await
-        }
+        ConsumeFromWhere::ConsumeFromTimestamp => queue_offset(client, mq, OffsetKind::Max).await,
         _ if retry => Ok(0),
         _ => queue_offset(client, mq, OffsetKind::Max).await,
     }
