@@ -14,12 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use tern_client::admin::Target;
 use tern_client::{
-    Admin, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
-    Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt, Producer,
+    ProducerConfig, PushConsumer, PushConsumerConfig,
 };
-use tern_shell::body::TopicConfig;
 
 fn repo_root() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -70,21 +68,6 @@ fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), stdout)
 }
 
-async fn create_topic(b: &Broker, topic: &str) {
-    let admin = Admin::new(b.client_config()).unwrap();
-    let cfg = TopicConfig {
-        topic_name: topic.into(),
-        read_queue_nums: 4,
-        write_queue_nums: 4,
-        ..TopicConfig::default()
-    };
-    admin
-        .create_topic(&Target::Cluster("DefaultCluster".into()), &cfg)
-        .await
-        .unwrap();
-    admin.shutdown().await;
-}
-
 #[test]
 fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
     let Some(py) = python() else {
@@ -99,7 +82,7 @@ fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
     run(async {
         // 1. The C++ producer sends; our push consumer receives.
         let topic = "CppToRust";
-        create_topic(&b, topic).await;
+        b.create_topic(topic, 4).await;
         let got: Arc<Mutex<BTreeMap<String, (MessageExt, String)>>> = Arc::default();
         let mut cfg = PushConsumerConfig::new("cross-rust-g");
         cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
@@ -179,7 +162,7 @@ fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
 
         // 2. Our producer sends; the C++ push consumer receives.
         let topic = "RustToCpp";
-        create_topic(&b, topic).await;
+        b.create_topic(topic, 4).await;
         let p = Producer::new(ProducerConfig::new("cross-rust-pg"), b.client_config()).unwrap();
         p.start();
         let keys: Vec<String> = (0..count).map(|i| format!("{topic}-k{i}")).collect();

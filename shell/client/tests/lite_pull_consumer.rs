@@ -6,27 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use tern_client::admin::Target;
 use tern_client::{
-    Admin, ConsumeFromWhere, LitePullConsumer, LitePullConsumerConfig, Message, MessageBuilder,
+    ConsumeFromWhere, LitePullConsumer, LitePullConsumerConfig, Message, MessageBuilder,
     MessageExt, MessageQueue, Producer, ProducerConfig, PullConsumer,
 };
-use tern_shell::body::TopicConfig;
-
-async fn create_topic(b: &Broker, topic: &str, queues: i32) {
-    let admin = Admin::new(b.client_config()).unwrap();
-    let cfg = TopicConfig {
-        topic_name: topic.into(),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        ..TopicConfig::default()
-    };
-    admin
-        .create_topic(&Target::Cluster("DefaultCluster".into()), &cfg)
-        .await
-        .unwrap();
-    admin.shutdown().await;
-}
 
 fn msg(topic: &str, i: usize) -> Message {
     Message::new(topic, format!("body-{i}"))
@@ -93,7 +76,7 @@ async fn poll_batch(c: &LitePullConsumer, timeout: Duration) -> Vec<MessageExt> 
 fn subscribe_and_poll_get_every_message_with_fields_intact() {
     let b = Broker::start("");
     run(async {
-        create_topic(&b, "LiteAll", 4).await;
+        b.create_topic("LiteAll", 4).await;
         let p = producer(&b).await;
         let sent = send(&p, "LiteAll", 0..30).await;
 
@@ -134,7 +117,7 @@ fn subscribe_and_poll_get_every_message_with_fields_intact() {
 fn two_lite_consumers_split_the_queues_and_together_get_everything() {
     let b = Broker::start("");
     run(async {
-        create_topic(&b, "LiteSplit", 4).await;
+        b.create_topic("LiteSplit", 4).await;
         let c1 = start(&b, config("lite-split"), "LiteSplit", "*").await;
         let c2 = start(&b, config("lite-split"), "LiteSplit", "*").await;
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -180,7 +163,7 @@ fn two_lite_consumers_split_the_queues_and_together_get_everything() {
 fn assign_seek_pause_and_resume() {
     let b = Broker::start("");
     run(async {
-        create_topic(&b, "LiteSeek", 2).await;
+        b.create_topic("LiteSeek", 2).await;
         let p = producer(&b).await;
         let mut cfg = config("lite-seek");
         cfg.auto_commit = false;
@@ -237,7 +220,7 @@ fn assign_seek_pause_and_resume() {
 fn committed_offsets_are_resumed_after_restart() {
     let b = Broker::start("");
     run(async {
-        create_topic(&b, "LiteResume", 4).await;
+        b.create_topic("LiteResume", 4).await;
         let p = producer(&b).await;
         send(&p, "LiteResume", 0..20).await;
 

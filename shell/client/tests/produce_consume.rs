@@ -6,27 +6,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use tern_client::admin::Target;
 use tern_client::{
     Admin, ClientConfig, ClientError, Message, MessageBuilder, MessageExt, MessageQueue, Producer,
     ProducerConfig, PullConsumer, PullStatus, SendStatus,
 };
-use tern_shell::body::TopicConfig;
-
-async fn create_topic(b: &Broker, topic: &str, queues: i32) {
-    let admin = Admin::new(b.client_config()).unwrap();
-    let cfg = TopicConfig {
-        topic_name: topic.into(),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        ..TopicConfig::default()
-    };
-    admin
-        .create_topic(&Target::Cluster("DefaultCluster".into()), &cfg)
-        .await
-        .unwrap();
-    admin.shutdown().await;
-}
 
 /// Every message of every queue of `topic`, keyed by UNIQ_KEY.
 async fn pull_all(c: &PullConsumer, topic: &str) -> BTreeMap<String, MessageExt> {
@@ -61,7 +44,7 @@ fn msg(topic: &str, i: usize) -> Message {
 fn every_send_mode_round_trips_through_the_pull_consumer_with_fields_intact() {
     let b = Broker::start("");
     run(async {
-        create_topic(&b, "Modes", 4).await;
+        b.create_topic("Modes", 4).await;
         let p = Producer::new(ProducerConfig::new("modes-pg"), b.client_config()).unwrap();
         p.start();
         let mut sent: BTreeMap<String, Message> = BTreeMap::new();
@@ -274,7 +257,7 @@ fn sends_fail_with_clear_errors() {
 fn heartbeats_register_the_consumer_and_shutdown_unregisters_it() {
     let b = Broker::start("");
     run(async {
-        create_topic(&b, "Beat", 2).await;
+        b.create_topic("Beat", 2).await;
         let c = PullConsumer::new("beat-cg", b.client_config()).unwrap();
         let queues = c.fetch_queues("Beat").await.unwrap();
         c.assign(queues).await;

@@ -8,29 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Broker, run};
-use tern_client::admin::Target;
 use tern_client::{
-    Admin, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
     MessageModel, MessageQueue, OrderlyStatus, Producer, ProducerConfig, PushConsumer,
     PushConsumerConfig,
 };
-use tern_shell::body::TopicConfig;
 use tern_shell::runtime::sleep;
-
-async fn create_topic(b: &Broker, topic: &str, queues: i32) {
-    let admin = Admin::new(b.client_config()).unwrap();
-    let cfg = TopicConfig {
-        topic_name: topic.into(),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        ..TopicConfig::default()
-    };
-    admin
-        .create_topic(&Target::Cluster("DefaultCluster".into()), &cfg)
-        .await
-        .unwrap();
-    admin.shutdown().await;
-}
 
 /// One delivery as a listener saw it.
 #[derive(Debug, Clone)]
@@ -127,7 +110,7 @@ fn members_join_and_leave_while_10000_messages_flow() {
     let b = Broker::start("");
     run(async {
         let topic = "Rebal";
-        create_topic(&b, topic, 8).await;
+        b.create_topic(topic, 8).await;
         let log: Log = Log::default();
         let p = Producer::new(ProducerConfig::new("rebal-pg"), b.client_config()).unwrap();
         p.start();
@@ -214,7 +197,7 @@ fn orderly_consumption_keeps_queue_order_across_a_restart() {
     let b = Broker::start("");
     run(async {
         let topic = "Orderly";
-        create_topic(&b, topic, 4).await;
+        b.create_topic(topic, 4).await;
         let p = Producer::new(ProducerConfig::new("ord-pg"), b.client_config()).unwrap();
         p.start();
         let per_queue = 100;
@@ -315,7 +298,7 @@ fn broadcasting_delivers_every_message_to_every_consumer() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     run(async {
         let topic = "Bcast";
-        create_topic(&b, topic, 4).await;
+        b.create_topic(topic, 4).await;
         let p = Producer::new(ProducerConfig::new("bc-pg"), b.client_config()).unwrap();
         p.start();
         send_range(&p, topic, 0..300).await;
@@ -363,7 +346,7 @@ fn reconsume_later_comes_back_from_the_retry_topic_with_its_original_topic() {
     let b = Broker::start("");
     run(async {
         let topic = "Retry";
-        create_topic(&b, topic, 2).await;
+        b.create_topic(topic, 2).await;
         let p = Producer::new(ProducerConfig::new("rt-pg"), b.client_config()).unwrap();
         p.start();
         let log: Log = Log::default();
@@ -412,7 +395,7 @@ fn start_positions_and_resumption_follow_committed_offsets() {
     let b = Broker::start("");
     run(async {
         let topic = "Pos";
-        create_topic(&b, topic, 2).await;
+        b.create_topic(topic, 2).await;
         let p = Producer::new(ProducerConfig::new("pos-pg"), b.client_config()).unwrap();
         p.start();
         send_range(&p, topic, 0..50).await;

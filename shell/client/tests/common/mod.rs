@@ -64,6 +64,25 @@ pub struct Broker {
 }
 
 impl Broker {
+    /// Creates `topic` with `queues` read/write queues on every master of the cluster.
+    pub async fn create_topic(&self, topic: &str, queues: i32) {
+        let admin = tern_client::Admin::new(self.client_config()).unwrap();
+        let cfg = tern_shell::body::TopicConfig {
+            topic_name: topic.into(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            ..tern_shell::body::TopicConfig::default()
+        };
+        admin
+            .create_topic(
+                &tern_client::admin::Target::Cluster("DefaultCluster".into()),
+                &cfg,
+            )
+            .await
+            .unwrap();
+        admin.shutdown().await;
+    }
+
     /// Starts `tern-broker --standalone` with the small geometry plus `extra_conf` lines.
     pub fn start(extra_conf: &str) -> Broker {
         let dir = tempfile::tempdir().unwrap();
