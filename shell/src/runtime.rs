@@ -60,6 +60,14 @@ where
     a.race(b).await
 }
 
+/// Wall-clock milliseconds since the Unix epoch, as RocketMQ stamps messages and offsets
+/// (0 if the clock is before 1970).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// A one-shot signal every task can wait on: triggering it wakes all waiters, now and later.
 ///
 /// Cloning shares the signal. It is a closed channel underneath, so waiting costs nothing

@@ -7,7 +7,7 @@ use std::sync::RwLock;
 
 use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
-use crate::store::now_ms;
+use tern_shell::runtime::now_ms;
 
 /// The group table.
 #[derive(Debug)]

@@ -14,7 +14,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+use tern_shell::runtime::now_ms;
 
 use event_listener::Event;
 use tern_engine::consumequeue::Entry;
@@ -32,13 +33,6 @@ pub const MAX_PULL_BYTES: usize = 256 * 1024;
 pub const MAX_PULL_MSGS: u32 = 32;
 /// Most consume-queue entries a pull looks at when a filter skips messages.
 const MAX_FILTER_SCAN: u64 = 800;
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 /// Why an append failed.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::sync::RwLock;
 use serde::{Deserialize, Serialize};
 use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
-use crate::store::now_ms;
+use tern_shell::runtime::now_ms;
 
 /// Template topic for auto-creation.
 pub const AUTO_CREATE_TOPIC: &str = "TBW102";

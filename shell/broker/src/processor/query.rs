@@ -13,7 +13,7 @@ use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::bad_header;
 use crate::BrokerCtx;
-use crate::store::now_ms;
+use tern_shell::runtime::now_ms;
 
 /// Most messages a key query returns (RocketMQ's `maxMsgsNumBatch`; 32 for unique keys).
 const MAX_QUERY: usize = 64;

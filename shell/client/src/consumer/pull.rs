@@ -6,7 +6,8 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData,
@@ -384,10 +385,4 @@ fn offset_of(resp: RemotingCommand) -> Result<i64> {
 /// Tag code of a tag, as brokers compute it (kept for filters built client-side).
 pub fn tag_code(tag: &str) -> i64 {
     i64::from(java_hash(tag.trim()))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -15,7 +15,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{MessageQueue, TopicRouteData};
 use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
@@ -545,10 +546,4 @@ fn check_properties(props: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

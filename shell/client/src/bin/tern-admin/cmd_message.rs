@@ -8,6 +8,7 @@ use tern_client::{
     Admin, ClientError, Message, MessageBuilder, MessageExt, MessageQueue, Producer,
     ProducerConfig, PullConsumer,
 };
+use tern_shell::runtime::now_ms;
 
 use crate::out::{Table, message_detail, message_json, print_json};
 use crate::{Args, CliError, Command, flag, val, wait};
@@ -25,12 +26,6 @@ pub const SEND_MESSAGE: Command = Command {
     ],
     run: send_message,
 };
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 fn send_message(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let topic = args.req('t')?;

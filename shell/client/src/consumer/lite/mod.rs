@@ -21,7 +21,8 @@ pub use config::LitePullConsumerConfig;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData};
 use tern_shell::message::MessageExt;
@@ -476,12 +477,6 @@ impl ConsumerHook for Hook {
             .map(|i| i.running_info())
             .unwrap_or_default()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

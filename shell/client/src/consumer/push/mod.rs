@@ -27,7 +27,8 @@ pub(crate) use rebalance::{allocate_topic, pull_from_where};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageQueue, QueueKeyMap, SubscriptionData};
 use tern_shell::runtime::{self, Shutdown};
@@ -429,12 +430,6 @@ impl ConsumerHook for Hook {
             .map(|i| i.running_info())
             .unwrap_or_default()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
