@@ -38,6 +38,19 @@ impl<I: Iterator<Item = String>> Flags<I> {
     }
 }
 
+/// Splits a `HOST:PORT` flag value (`[v6]:port` too); errors name the flag.
+pub fn split_host_port(flag: &str, addr: &str) -> Result<(String, String), String> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{flag}: expected HOST:PORT, got '{addr}'"))?;
+    Ok((
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+        port.to_owned(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +70,22 @@ mod tests {
         assert_eq!(f.next_flag().as_deref(), Some("--home"));
         assert_eq!(f.value("--home"), Err("--home needs a value".into()));
         assert_eq!(f.next_flag(), None);
+    }
+
+    #[test]
+    fn host_port_splits_v4_and_bracketed_v6() {
+        assert_eq!(
+            split_host_port("--listen", "127.0.0.1:0"),
+            Ok(("127.0.0.1".into(), "0".into()))
+        );
+        assert_eq!(
+            split_host_port("--listen", "[::1]:9876"),
+            Ok(("::1".into(), "9876".into()))
+        );
+        assert!(
+            split_host_port("--listen", "nohost")
+                .unwrap_err()
+                .contains("--listen")
+        );
     }
 }

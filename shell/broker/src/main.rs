@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use tern_broker::Broker;
 use tern_broker::config::BrokerConfig;
 use tern_namesrv::{NameServer, NamesrvConfig};
-use tern_shell::cli::Flags;
+use tern_shell::cli::{Flags, split_host_port};
 use tern_shell::config::{self, ConfigSource, Origin};
 use tern_shell::logger;
 use tern_shell::runtime;
@@ -62,18 +62,6 @@ fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> 
         return Err("--data-dir and --namesrv-listen need --standalone".into());
     }
     Ok(Some(a))
-}
-
-fn split_host_port(flag: &str, addr: &str) -> Result<(String, String), String> {
-    let (host, port) = addr
-        .rsplit_once(':')
-        .ok_or_else(|| format!("{flag}: expected HOST:PORT, got '{addr}'"))?;
-    Ok((
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned(),
-        port.to_owned(),
-    ))
 }
 
 /// The file first, then flags over it; standalone fills in what a one-command start needs.

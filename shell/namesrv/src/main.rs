@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use tern_namesrv::config::kv_path_in_home;
 use tern_namesrv::{NameServer, NamesrvConfig};
-use tern_shell::cli::Flags;
+use tern_shell::cli::{Flags, split_host_port};
 use tern_shell::config::{self, ConfigSource, Origin};
 use tern_shell::logger;
 use tern_shell::runtime;
@@ -58,10 +58,7 @@ fn config_source(args: &Args) -> Result<ConfigSource, String> {
         None => ConfigSource::new(),
     };
     if let Some(listen) = &args.listen {
-        let (host, port) = listen
-            .rsplit_once(':')
-            .ok_or_else(|| format!("--listen: expected HOST:PORT, got '{listen}'"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let (host, port) = split_host_port("--listen", listen)?;
         let origin = Origin::Flag("--listen".into());
         src.set("bindAddress", host, origin.clone());
         src.set("listenPort", port, origin);
