@@ -110,33 +110,37 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
             .and_then(|r| r.latency)
             .map(|l| (format!("{:.0} µs", l.p50_us), l.p50_us < 150.0)),
     ));
-    // Batched send: the best load level, against the raw write measured right after it.
+    // Batched send: the best load level, against the median raw write of the run. Each
+    // raw write is measured right after a batched run, but one of them can land on
+    // pages the kernel just freed (10× faster on a VM than untouched memory; see
+    // suite::raw_write_mb_s), so one odd figure must not decide the goal either way.
     let best_batch = rows
         .iter()
         .filter(|r| r.scenario == "produce" && r.system == TERN && r.case == "batch32 ASYNC_FLUSH")
         .max_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s));
+    let mut raws: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.scenario == "produce" && r.system == "raw write")
+        .map(|r| r.mb_per_s)
+        .collect();
+    raws.sort_by(f64::total_cmp);
+    let raw_median = (!raws.is_empty()).then(|| raws[raws.len() / 2]);
     out.push(goal(
         "batched send (32 × 1 KiB) vs raw sequential write()",
         "≥ 50%",
-        best_batch.and_then(|b| {
-            let raw = find(
-                rows,
-                "produce",
-                "raw write",
-                "sequential write()",
-                b.producers,
-            )?;
-            let x = b.mb_per_s / raw.mb_per_s.max(1e-9);
-            Some((
+        best_batch.zip(raw_median).map(|(b, raw)| {
+            let x = b.mb_per_s / raw.max(1e-9);
+            (
                 format!(
-                    "{:.1}% ({:.0} of {:.0} MB/s, P={})",
+                    "{:.1}% ({:.0} MB/s at P={} of a median {:.0} MB/s over {} raw runs)",
                     x * 100.0,
                     b.mb_per_s,
-                    raw.mb_per_s,
-                    b.producers
+                    b.producers,
+                    raw,
+                    raws.len()
                 ),
                 x >= 0.5,
-            ))
+            )
         }),
     ));
     out.push(goal(

@@ -4,6 +4,7 @@
 //! ```text
 //! tern-bench [--scenario all|engine|produce|e2e|backlog]... [--quick] [--dir PATH]
 //!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
+//!            [--modes sync,async,oneway,batch] [--flush async,sync]
 //!            [--no-peers] [--install-peers]
 //! ```
 
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use tern_bench::engine::{self, EngineParams};
+use tern_bench::load::Mode;
 use tern_bench::suite::{self, SuiteParams};
 use tern_bench::{default_data_dir, goals, plot, report, results_dir, rocketmq_peer, table};
 
@@ -24,6 +26,8 @@ const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\
   --duration-ms N   timed part of each load run\n\
   --backlog N       messages in the catch-up backlog (default 1000000)\n\
   --body N          message body bytes (default 1024)\n\
+  --modes LIST      produce send modes, of sync,async,oneway,batch (default all)\n\
+  --flush LIST      produce flush policies, of async,sync (default both)\n\
   --no-peers        measure Tern only\n\
   --install-peers   cargo install rocketmq-rust into ~/.cache/tern-bench/peers first";
 
@@ -37,6 +41,8 @@ struct Args {
     duration_ms: Option<u64>,
     backlog: Option<u64>,
     body: Option<usize>,
+    modes: Option<Vec<Mode>>,
+    flush: Option<Vec<bool>>,
     no_peers: bool,
     install_peers: bool,
 }
@@ -64,6 +70,24 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--duration-ms" => a.duration_ms = Some(num(args.next(), "--duration-ms")?),
             "--backlog" => a.backlog = Some(num(args.next(), "--backlog")?),
             "--body" => a.body = Some(num(args.next(), "--body")? as usize),
+            "--modes" => {
+                let list = args.next().ok_or("--modes needs a list")?;
+                let v: Option<Vec<Mode>> = list.split(',').map(Mode::parse).collect();
+                a.modes =
+                    Some(v.ok_or(format!("--modes: {list:?}: want sync,async,oneway,batch"))?);
+            }
+            "--flush" => {
+                let list = args.next().ok_or("--flush needs a list")?;
+                let v: Option<Vec<bool>> = list
+                    .split(',')
+                    .map(|f| match f {
+                        "async" => Some(false),
+                        "sync" => Some(true),
+                        _ => None,
+                    })
+                    .collect();
+                a.flush = Some(v.ok_or(format!("--flush: {list:?}: want async,sync"))?);
+            }
             "--no-peers" => a.no_peers = true,
             "--install-peers" => a.install_peers = true,
             "-h" | "--help" => return Err(String::new()),
@@ -102,6 +126,12 @@ fn suite_params(a: &Args, dir: PathBuf) -> SuiteParams {
     }
     if let Some(b) = a.body {
         p.body = b.max(8);
+    }
+    if let Some(m) = &a.modes {
+        p.modes = m.clone();
+    }
+    if let Some(f) = &a.flush {
+        p.flush = f.clone();
     }
     if a.no_peers {
         p.rocketmq = false;

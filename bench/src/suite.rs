@@ -64,6 +64,10 @@ pub struct SuiteParams {
     pub rocketmq: bool,
     /// Measure Redis when installed.
     pub redis: bool,
+    /// Send modes of the produce scenario (`--modes`); SYNC_FLUSH runs sync and batch only.
+    pub modes: Vec<Mode>,
+    /// Flush policies of the produce scenario (`--flush`): false = ASYNC_FLUSH, true = SYNC_FLUSH.
+    pub flush: Vec<bool>,
 }
 
 impl SuiteParams {
@@ -82,6 +86,8 @@ impl SuiteParams {
             conf: String::new(),
             rocketmq: true,
             redis: true,
+            modes: Mode::ALL.to_vec(),
+            flush: vec![false, true],
         }
     }
 
@@ -185,12 +191,17 @@ fn log_row(m: &Measure) {
     );
 }
 
-/// Raw sequential `write()` of `bytes` in 1 MiB chunks to a new file in `dir`, no fsync:
+/// Raw sequential `write()` of `bytes` in 1 MiB chunks to a new file `path`, no fsync:
 /// the bandwidth the page cache takes. Returns MB/s.
-pub fn raw_write_mb_s(dir: &Path, bytes: u64) -> Result<f64, String> {
-    let path = dir.join("raw-write");
+///
+/// The file is kept until the caller removes it. A broker's log keeps its pages, so every
+/// byte it appends lands in memory the kernel has to find and clear; a baseline that
+/// deleted its file would hand those pages straight back to the next baseline, and on a
+/// VM (where first use of a page costs a host fault) measured 2–10× faster than writing
+/// to memory not recently freed. Keeping the baseline's bytes makes both pay alike.
+pub fn raw_write_mb_s(path: &Path, bytes: u64) -> Result<f64, String> {
     let chunk = vec![0x5au8; 1 << 20];
-    let mut f = fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut f = fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let start = Instant::now();
     let mut left = bytes;
     while left > 0 {
@@ -198,18 +209,17 @@ pub fn raw_write_mb_s(dir: &Path, bytes: u64) -> Result<f64, String> {
         f.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
         left -= n as u64;
     }
-    let secs = start.elapsed().as_secs_f64();
-    drop(f);
-    let _ = fs::remove_file(&path);
-    Ok(bytes as f64 / secs.max(1e-9) / 1e6)
+    Ok(bytes as f64 / start.elapsed().as_secs_f64().max(1e-9) / 1e6)
 }
 
 /// The produce scenario (and, for ASYNC_FLUSH, e2e on the same brokers).
 pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Result<(), String> {
     fs::create_dir_all(&p.dir).map_err(|e| format!("{}: {e}", p.dir.display()))?;
-    for sync in [false, true] {
+    for sync in p.flush.iter().copied() {
         let flush = flush_name(sync);
         let mut brokers = brokers(p, sync, flush)?;
+        // Raw-write baselines live as long as the brokers' logs (see raw_write_mb_s).
+        let mut raw_files = Vec::new();
         let redis = if p.redis {
             let r = redis_peer::start(&p.dir.join(format!("redis-{flush}")), sync)?;
             if r.is_none() {
@@ -221,17 +231,19 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
         } else {
             None
         };
-        let modes: &[Mode] = if sync {
-            &[Mode::Sync, Mode::Batch]
-        } else {
-            &[Mode::Sync, Mode::Async, Mode::Oneway, Mode::Batch]
-        };
+        // SYNC_FLUSH: async and oneway senders measure the same group commit as sync.
+        let modes: Vec<Mode> = p
+            .modes
+            .iter()
+            .copied()
+            .filter(|m| !sync || matches!(m, Mode::Sync | Mode::Batch))
+            .collect();
         let counts = if sync {
             &p.sync_flush_producers
         } else {
             &p.producers
         };
-        for &mode in modes {
+        for &mode in &modes {
             let case = format!("{} {flush}", mode.name());
             eprintln!("produce: {case}");
             for (i, &n) in counts.iter().enumerate() {
@@ -250,10 +262,19 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
                         duration: p.duration,
                         warmup: p.warmup,
                     };
+                    let cpu_before = brokers[b].server().cpu_time().ok();
                     let r = block_on(load::run(&load))
                         .map_err(|e| format!("{}: {e}", brokers[b].name()))?;
                     let m = measured("produce", brokers[b].name(), &case, n, p.body, &r);
                     log_row(&m);
+                    // Broker CPU per message: steadier than rates on a shared machine.
+                    // The CPU time spans the warm-up too; its messages are estimated.
+                    if let (Some(a), Ok(z)) = (cpu_before, brokers[b].server().cpu_time()) {
+                        let span = (p.warmup + p.duration).as_secs_f64() / p.duration.as_secs_f64();
+                        let msgs = (r.msgs.max(1) as f64 * span).max(1.0);
+                        let per_msg = (z - a).as_secs_f64() * 1e6 / msgs;
+                        eprintln!("  {:<14} broker CPU {per_msg:.2} µs/msg", "");
+                    }
                     rows.push(m);
                 }
                 if let (Mode::Sync, Some(redis)) = (mode, &redis) {
@@ -273,7 +294,9 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
                     let bytes = (rows.last().map_or(0.0, |m| m.mb_per_s)
                         * 1e6
                         * p.duration.as_secs_f64()) as u64;
-                    let mb = raw_write_mb_s(&p.dir, bytes.clamp(16 << 20, 1 << 30))?;
+                    let path = p.dir.join(format!("raw-write-{n}"));
+                    let mb = raw_write_mb_s(&path, bytes.clamp(16 << 20, 1 << 30))?;
+                    raw_files.push(path);
                     let m = Measure {
                         mb_per_s: mb,
                         msgs_per_s: mb * 1e6 / p.body as f64,
@@ -306,6 +329,9 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
             if with_e2e {
                 e2e(p, &brokers, rows)?;
             }
+        }
+        for f in raw_files {
+            let _ = fs::remove_file(f);
         }
     }
     Ok(())

@@ -237,10 +237,12 @@ impl FsStore {
         Ok(self.dir.remove_abort()?)
     }
 
-    /// Handles on the commit-log segment files holding `[from, to)`, so a flusher can
-    /// fdatasync them without holding the store (fdatasync writes back pages dirtied
-    /// through the mapping too). Follow with `log_mut().mark_flushed(to)`.
-    pub fn log_files(&self, from: u64, to: u64) -> Result<Vec<std::fs::File>, FsStoreError> {
+    /// Handles on the commit-log segment files holding `[from, to)`, each with the log
+    /// offset its file starts at, so a flusher can fdatasync them without holding the
+    /// store (fdatasync writes back pages dirtied through the mapping too; follow with
+    /// `log_mut().mark_flushed(to)`) and a warmer can read pages ahead of the writer.
+    /// Segments not created yet are left out.
+    pub fn log_files(&self, from: u64, to: u64) -> Result<Vec<(u64, std::fs::File)>, FsStoreError> {
         let log = self.store.log();
         let size = log.segment_size();
         let mut files = Vec::new();
@@ -250,7 +252,7 @@ impl FsStore {
                 let file = media.file().try_clone().map_err(|e| {
                     FsStoreError::Dir(StoreError::io(self.root(), FsError::io(FsOp::Open, &e)))
                 })?;
-                files.push(file);
+                files.push((base, file));
             }
             base += size;
         }

@@ -235,6 +235,15 @@ impl RemotingCommand {
 
     /// Encodes the whole frame, including the 4-byte length prefix.
     pub fn encode(&self) -> Result<Vec<u8>, FrameError> {
+        let mut out = self.encode_head(self.body.len())?;
+        out.extend_from_slice(&self.body);
+        Ok(out)
+    }
+
+    /// Encodes the frame up to its body: length prefix, header mark and header, with
+    /// room reserved for `reserve` more bytes. A writer can send a large body straight
+    /// from where it lies instead of copying it behind the header.
+    pub fn encode_head(&self, reserve: usize) -> Result<Vec<u8>, FrameError> {
         let header = match self.serialize_type {
             SerializeType::Json => serialize::encode_json_header(self).into_bytes(),
             SerializeType::RocketMq => serialize::encode_binary_header(self)?,
@@ -251,12 +260,11 @@ impl RemotingCommand {
             .ok()
             .filter(|l| *l <= i32::MAX as u32)
             .ok_or(FrameError::Unrepresentable("frame longer than 2 GiB"))?;
-        let mut out = Vec::with_capacity(length as usize + 4);
+        let mut out = Vec::with_capacity(8 + header.len() + reserve);
         out.extend_from_slice(&length.to_be_bytes());
         let mark = (u32::from(self.serialize_type.byte()) << 24) | header.len() as u32;
         out.extend_from_slice(&mark.to_be_bytes());
         out.extend_from_slice(&header);
-        out.extend_from_slice(&self.body);
         Ok(out)
     }
 

@@ -85,10 +85,25 @@ impl<'a> Iterator for Properties<'a> {
 
 /// The value of property `name`, if present (the last one wins, as in Java's map).
 pub fn get<'a>(properties: &'a [u8], name: &str) -> Option<&'a str> {
-    Properties::new(properties)
-        .filter(|(n, _)| *n == name)
-        .last()
-        .map(|(_, v)| v)
+    // Compares bytes and validates UTF-8 only for the match: dispatch looks up three
+    // names in every stored message, and validating every pair each time showed in
+    // profiles.
+    if name.is_empty() {
+        return None;
+    }
+    let mut found = None;
+    for piece in properties.split(|&b| b == PROPERTY_SEPARATOR) {
+        let Some(value) = piece
+            .strip_prefix(name.as_bytes())
+            .and_then(|rest| rest.strip_prefix(&[NAME_VALUE_SEPARATOR]))
+        else {
+            continue;
+        };
+        if let (false, Ok(v)) = (value.is_empty(), core::str::from_utf8(value)) {
+            found = Some(v);
+        }
+    }
+    found
 }
 
 /// Appends `name␁value␂` to `out` at `*len`, as Java writes it. Returns `None` when it

@@ -183,6 +183,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     let sd = ctx.shutdown.clone();
     tasks.push(runtime::spawn(ctx.store.clone().run_flush(sd.clone())));
+    tasks.push(runtime::spawn(ctx.store.clone().run_warm(sd.clone())));
     let holds_ctx = ctx.clone();
     tasks.push(runtime::spawn(
         ctx.store

@@ -33,6 +33,9 @@ pub const MAX_PULL_BYTES: usize = 256 * 1024;
 pub const MAX_PULL_MSGS: u32 = 32;
 /// Most consume-queue entries a pull looks at when a filter skips messages.
 const MAX_FILTER_SCAN: u64 = 800;
+/// How far past the log end [`StoreService::run_warm`] keeps pages cached: about 40 ms of
+/// appends at 400 MB/s, refilled when half is used.
+const WARM_AHEAD: u64 = 16 << 20;
 
 /// Why an append failed.
 #[derive(Debug)]
@@ -253,7 +256,7 @@ impl StoreService {
                 let (from, to) = s.store().log().unflushed();
                 (to, s.log_files(from, to).map_err(|e| e.to_string())?)
             };
-            for f in &files {
+            for (_, f) in &files {
                 rustix::fs::fdatasync(f)
                     .map_err(|e| format!("fdatasync of the commit log: {e}"))?;
             }
@@ -343,6 +346,68 @@ impl StoreService {
                 .await;
             }
         }
+    }
+
+    /// The warm task: keeps the [`WARM_AHEAD`] bytes past the log end in the page cache.
+    ///
+    /// An append into a page not yet cached faults, and the kernel reads it in first
+    /// (zero-filling the preallocated extent) while the appender holds the store: every
+    /// sender waits behind it, which showed as the p99 of sends and as the broker's
+    /// largest cost in batch runs. Reading the pages in ahead of time, here and outside
+    /// the store lock, leaves appends a cheap minor fault.
+    pub async fn run_warm(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        let mut warmed = 0u64;
+        while !shutdown.is_triggered() {
+            let listener = self.appended.listen();
+            let end = self.written.load(Ordering::Acquire);
+            if warmed < end + WARM_AHEAD / 2 {
+                let from = warmed.max(end);
+                let to = end + WARM_AHEAD;
+                let me = self.clone();
+                match async_std::task::spawn_blocking(move || me.warm(from, to)).await {
+                    Ok(covered) => warmed = covered,
+                    Err(e) => {
+                        // Only a hint: appends fault the pages in themselves.
+                        log::debug!("warming the commit log ahead failed: {e}");
+                        warmed = to;
+                    }
+                }
+            }
+            let _ = runtime::race(
+                async {
+                    runtime::timeout(Duration::from_millis(200), listener)
+                        .await
+                        .ok()
+                },
+                async {
+                    shutdown.wait().await;
+                    None
+                },
+            )
+            .await;
+        }
+    }
+
+    /// Reads log bytes `[from, to)` of existing segments into the page cache; returns
+    /// the offset cached up to (`from` when the segment is not created yet).
+    fn warm(&self, from: u64, to: u64) -> Result<u64, String> {
+        let (files, size) = {
+            let s = self.lock();
+            let files = s.log_files(from, to).map_err(|e| e.to_string())?;
+            (files, s.store().log().segment_size())
+        };
+        let mut covered = from;
+        for (base, file) in files {
+            let start = from.max(base) - base;
+            let end = to.min(base + size) - base;
+            let Some(len) = std::num::NonZeroU64::new(end.saturating_sub(start)) else {
+                continue;
+            };
+            rustix::fs::fadvise(&file, start, Some(len), rustix::fs::Advice::WillNeed)
+                .map_err(|e| format!("fadvise: {e}"))?;
+            covered = base + end;
+        }
+        Ok(covered)
     }
 
     /// The checkpoint task: queues, index and checkpoint made durable every `period`.

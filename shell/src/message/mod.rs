@@ -67,7 +67,8 @@ impl Message {
 
 /// Writes `name␁value␂` pairs; empty names or values are skipped (Java drops them on parse).
 pub fn properties_to_string(props: &BTreeMap<String, String>) -> String {
-    let mut out = String::new();
+    let len = props.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let mut out = String::with_capacity(len);
     for (k, v) in props {
         if k.is_empty() || v.is_empty() {
             continue;
