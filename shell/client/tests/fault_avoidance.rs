@@ -32,3 +32,74 @@ fn sends_record_latency_and_fall_back_when_every_broker_is_unavailable() {
         p.shutdown().await;
     });
 }
+
+/// Two brokers serve a topic; one is killed. Sync and async sends retry on the other
+/// broker and all succeed; with fault avoidance on, the dead broker is put aside after
+/// its first failure, so later sends do not try it first.
+#[test]
+fn sends_retry_on_the_other_broker_and_avoid_a_dead_one() {
+    let a = Broker::start("");
+    let mut b = Broker::join(&a, "brokerName=broker-b\n");
+    run(async {
+        a.create_topic("TwoBrokers", 4).await;
+        for avoid in [false, true] {
+            let mut cfg = ProducerConfig::new(format!("two-pg-{avoid}"));
+            cfg.send_latency_fault_enable = avoid;
+            let p = Producer::new(cfg, a.client_config()).unwrap();
+            p.start();
+            let mut used = std::collections::BTreeSet::new();
+            for i in 0..16 {
+                let r = p
+                    .send(Message::new("TwoBrokers", format!("before {i}")))
+                    .await
+                    .unwrap();
+                used.insert(r.queue.broker_name);
+            }
+            assert_eq!(
+                used.into_iter().collect::<Vec<_>>(),
+                ["broker-a", "broker-b"],
+                "round robin spans both brokers"
+            );
+            p.shutdown().await;
+        }
+    });
+    // The producers below cached the route with both brokers before the kill, as a
+    // running application would have.
+    run(async {
+        let mut producers = Vec::new();
+        for avoid in [false, true] {
+            let mut cfg = ProducerConfig::new(format!("kill-pg-{avoid}"));
+            cfg.send_latency_fault_enable = avoid;
+            let p = Producer::new(cfg, a.client_config()).unwrap();
+            p.start();
+            p.send(Message::new("TwoBrokers", "warm")).await.unwrap();
+            producers.push((avoid, p));
+        }
+        b.kill9();
+        for (avoid, p) in &producers {
+            for i in 0..40 {
+                let r = p
+                    .send(Message::new("TwoBrokers", format!("after {i}")))
+                    .await
+                    .unwrap_or_else(|e| panic!("avoid={avoid}: send {i} failed: {e}"));
+                assert_eq!(r.queue.broker_name, "broker-a", "only broker-a is alive");
+            }
+            let futures: Vec<_> = (0..40)
+                .map(|i| p.send_async(Message::new("TwoBrokers", format!("async {i}"))))
+                .collect();
+            for f in futures {
+                let r = f.await.unwrap_or_else(|e| panic!("avoid={avoid}: async: {e}"));
+                assert_eq!(r.queue.broker_name, "broker-a");
+            }
+            if *avoid {
+                assert!(
+                    !p.latency_faults().is_available("broker-b"),
+                    "the dead broker is put aside"
+                );
+            }
+        }
+        for (_, p) in producers {
+            p.shutdown().await;
+        }
+    });
+}

@@ -85,20 +85,34 @@ impl Broker {
 
     /// Starts `tern-broker --standalone` with the small geometry plus `extra_conf` lines.
     pub fn start(extra_conf: &str) -> Broker {
+        Self::launch(extra_conf, None)
+    }
+
+    /// Starts a second broker registering with `cluster`'s name server; `extra_conf`
+    /// should name it (`brokerName=broker-b`).
+    pub fn join(cluster: &Broker, extra_conf: &str) -> Broker {
+        Self::launch(extra_conf, Some(&cluster.namesrv))
+    }
+
+    fn launch(extra_conf: &str, namesrv: Option<&str>) -> Broker {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("broker.conf");
-        std::fs::write(&conf, format!("{GEOMETRY}{extra_conf}")).unwrap();
-        let mut child = Command::new(broker_binary())
-            .arg("--standalone")
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--namesrv-listen",
-                "127.0.0.1:0",
-                "-c",
-            ])
+        let data = dir.path().join("data");
+        std::fs::write(
+            &conf,
+            format!(
+                "{GEOMETRY}storePathRootDir={}\n{extra_conf}",
+                data.display()
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new(broker_binary());
+        match namesrv {
+            Some(ns) => cmd.args(["-n", ns]),
+            None => cmd.args(["--standalone", "--namesrv-listen", "127.0.0.1:0"]),
+        };
+        let mut child = cmd
+            .args(["--listen", "127.0.0.1:0", "-c"])
             .arg(&conf)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -121,7 +135,7 @@ impl Broker {
                 let _ = tx.send(line);
             }
         });
-        let (mut addr, mut namesrv) = (String::new(), String::new());
+        let (mut addr, mut namesrv) = (String::new(), namesrv.unwrap_or_default().to_owned());
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -150,16 +164,22 @@ impl Broker {
         b
     }
 
+    /// Kills the broker with SIGKILL and reaps it (a crash).
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Waits until the name server lists the broker: `ready` is printed before the first
     /// registration has landed (see the report on the broker).
     fn wait_registered(&self) {
         let admin = tern_client::Admin::new(self.client_config()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         run(async {
-            while admin
+            while !admin
                 .cluster_masters("DefaultCluster")
                 .await
-                .map_or(true, |m| m.is_empty())
+                .is_ok_and(|m| m.iter().any(|(_, a)| *a == self.addr))
             {
                 assert!(
                     Instant::now() < deadline,
