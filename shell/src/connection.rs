@@ -287,11 +287,8 @@ impl Connection {
             if inline {
                 w.write_all(&bytes).await?;
             } else {
-                write_all_vectored(
-                    &mut w,
-                    &mut [IoSlice::new(&bytes), IoSlice::new(&cmd.body)],
-                )
-                .await?;
+                write_all_vectored(&mut w, &mut [IoSlice::new(&bytes), IoSlice::new(&cmd.body)])
+                    .await?;
             }
             w.flush().await
         }

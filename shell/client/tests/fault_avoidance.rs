@@ -88,7 +88,9 @@ fn sends_retry_on_the_other_broker_and_avoid_a_dead_one() {
                 .map(|i| p.send_async(Message::new("TwoBrokers", format!("async {i}"))))
                 .collect();
             for f in futures {
-                let r = f.await.unwrap_or_else(|e| panic!("avoid={avoid}: async: {e}"));
+                let r = f
+                    .await
+                    .unwrap_or_else(|e| panic!("avoid={avoid}: async: {e}"));
                 assert_eq!(r.queue.broker_name, "broker-a");
             }
             if *avoid {
