@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 
-use event_listener::Event;
+use event_listener::{Event, EventListener};
 use tern_engine::consumequeue::Entry;
 use tern_engine::index::IndexConfig;
 use tern_engine::record::MessageIn;
@@ -332,18 +332,7 @@ impl StoreService {
                 wake(&t, q);
             }
             if done {
-                let _ = runtime::race(
-                    async {
-                        runtime::timeout(Duration::from_millis(200), listener)
-                            .await
-                            .ok()
-                    },
-                    async {
-                        shutdown.wait().await;
-                        None
-                    },
-                )
-                .await;
+                until_appended(listener, &shutdown).await;
             }
         }
     }
@@ -373,18 +362,7 @@ impl StoreService {
                     }
                 }
             }
-            let _ = runtime::race(
-                async {
-                    runtime::timeout(Duration::from_millis(200), listener)
-                        .await
-                        .ok()
-                },
-                async {
-                    shutdown.wait().await;
-                    None
-                },
-            )
-            .await;
+            until_appended(listener, &shutdown).await;
         }
     }
 
@@ -515,4 +493,16 @@ impl StoreService {
         self.sealed.store(true, Ordering::Release);
         s.seal().map_err(|e| e.to_string())
     }
+}
+
+/// Waits for `appended` (a listener taken before the caller's last look at the log), for
+/// shutdown, or 200 ms, whichever comes first.
+async fn until_appended(appended: EventListener, shutdown: &runtime::Shutdown) {
+    runtime::race(
+        async {
+            let _ = runtime::timeout(Duration::from_millis(200), appended).await;
+        },
+        shutdown.wait(),
+    )
+    .await;
 }
