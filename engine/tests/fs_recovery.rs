@@ -28,6 +28,7 @@ const CONFIG: StoreConfig = StoreConfig {
         slots: 64,
         entries: 256,
     },
+    ..StoreConfig::SERVER
 };
 
 /// Set in the child of `acknowledged_messages_survive_kill_9` to the store's root.
@@ -262,6 +263,61 @@ fn clean_restart_keeps_every_message_and_continues_offsets() {
 
     let (store, _) = open(tmp.path());
     verify(&store, &sent, &[]);
+    store.close().unwrap();
+}
+
+#[test]
+fn schedule_entries_hold_the_delivery_time_and_recovery_recomputes_it() {
+    use tern_engine::delay::{DelayLevels, SCHEDULE_TOPIC};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut delayed = Msg {
+        topic: SCHEDULE_TOPIC,
+        queue_id: 1,
+        ..msg(0)
+    };
+    let mut props = delayed.props.clone();
+    props.resize(props.len() + 16, 0);
+    let mut n = delayed.props.len();
+    append(&mut props, &mut n, key::DELAY, "2").unwrap();
+    props.truncate(n);
+    delayed.props = props;
+    let plain = msg(1);
+    let with_levels = |levels: &str| StoreConfig {
+        delay_levels: DelayLevels::parse(levels).unwrap(),
+        ..CONFIG
+    };
+    let tag_codes = |store: &FsStore, topic: &str, queue_id: i32| -> Vec<i64> {
+        let q = store.store().queue(topic, queue_id).expect("queue exists");
+        (q.min_offset()..q.max_offset())
+            .map(|i| q.get(i).unwrap().unwrap().tag_code)
+            .collect()
+    };
+
+    let (mut store, _) = FsStore::open(tmp.path(), with_levels("1s 5s 10s")).unwrap();
+    for (i, m) in [&delayed, &plain, &delayed].into_iter().enumerate() {
+        store
+            .store_mut()
+            .put(&message_in(m), BASE_TIME_MS + i as i64)
+            .unwrap();
+    }
+    store.dispatch(&mut |_| {}).unwrap();
+    assert_eq!(
+        tag_codes(&store, SCHEDULE_TOPIC, 1),
+        [BASE_TIME_MS + 5_000, BASE_TIME_MS + 2 + 5_000],
+        "store time + level 2's delay"
+    );
+    let plain_tag = tern_engine::properties::tag_code(&plain.props);
+    assert_eq!(tag_codes(&store, plain.topic, plain.queue_id), [plain_tag]);
+    // A crash before any checkpoint: the queues are rebuilt from the log, with the
+    // levels the store is opened with now.
+    drop(store);
+    let (store, report) = FsStore::open(tmp.path(), with_levels("1s 7s")).unwrap();
+    assert!(report.crashed);
+    assert_eq!(
+        tag_codes(&store, SCHEDULE_TOPIC, 1),
+        [BASE_TIME_MS + 7_000, BASE_TIME_MS + 2 + 7_000]
+    );
+    assert_eq!(tag_codes(&store, plain.topic, plain.queue_id), [plain_tag]);
     store.close().unwrap();
 }
 

@@ -45,6 +45,7 @@ const CONFIG: StoreConfig = StoreConfig {
     log_segment_size: LOG_SEG,
     queue_entries_per_file: CQ_ENTRIES,
     index: INDEX,
+    ..StoreConfig::SERVER
 };
 /// Segments per directory (the RAM directory's fixed capacity).
 const SEGS: usize = 8;

@@ -20,6 +20,11 @@ Each scenario uses its own topic, PREFIX-<suffix>, and its own consumer groups:
     orderly  e. send_orderly with a sharding arg; an orderly push consumer sees each queue
                 in send order (per-queue increasing sequence numbers).
     batch    f. send_batch lands (consumed back).
+    delay    g. messages sent with set_delay_time_level arrive after their level's delay
+                (per --delay-levels, the broker's messageDelayLevel), each once, intact;
+             h. a message whose consume callback raises (RECONSUME_LATER) comes back from
+                the group's retry topic after the retry level's delay (3 + reconsume
+                times), with reconsume_times 1.
 
 Prints PASS/FAIL lines for named checks on stdout, progress on stderr, and ends with the
 line `N passed, M failed`; exits 1 if anything failed. A global deadline (--deadline)
@@ -645,11 +650,120 @@ def scenario_batch(args, dl, producer):
     check("f.batch: bodies, tags and properties intact", not bad, sample(bad))
 
 
+def parse_delay_levels(text):
+    """messageDelayLevel ("1s 5s 10s 30s 1m ...") as seconds per level."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return [int(w[:-1]) * units[w[-1]] for w in text.split()]
+
+
+class RetryOnce(Collector):
+    """Records every delivery; the callback raises (RECONSUME_LATER) on the first delivery
+    of the keys in `fail_first`, and records when each delivery came."""
+
+    def __init__(self, expected_keys, fail_first):
+        Collector.__init__(self, expected_keys)
+        self.fail_first = set(fail_first)
+        self.retried = threading.Event()
+
+    def __call__(self, msg):
+        at = time.time()
+        Collector.__call__(self, msg)
+        key = decode(msg.keys)
+        with self.lock:
+            recs = self.by_key.get(key) or [{}]
+            rec = recs[-1]
+            rec["at"] = at
+            if key in self.fail_first and len(recs) >= 2:
+                self.retried.set()
+        if key in self.fail_first and rec.get("reconsume_times") == 0:
+            raise RuntimeError("reconsume %s later (on purpose)" % key)
+
+
+def scenario_delay(args, dl, producer):
+    topic = args.prefix + "-delay"
+    levels = parse_delay_levels(args.delay_levels)
+    level = min(2, len(levels))
+    retry_level = min(3, len(levels))
+    early = 0.05  # store times are whole ms: allow rounding, nothing more
+    sent = {}  # key -> (send time, msg id)
+    failures = []
+    for i in range(args.delay_count):
+        key = "%s-k%d" % (topic, i)
+        m = make_msg(topic, key, "TagD", "delay %d" % i, {PROP: "d-%d" % i})
+        m.set_delay_time_level(level)
+        t = time.time()
+        try:
+            r = producer.send_sync(m)
+        except Exception as e:  # noqa: BLE001
+            failures.append("%s: %s" % (key, e))
+            continue
+        if int(r.status) != 0:
+            failures.append("%s: status=%s" % (key, r.status))
+            continue
+        sent[key] = (t, r.msg_id)
+    check("g.delay: %d sends at delay level %d (%ds) return SEND_OK" % (args.delay_count, level, levels[level - 1]),
+          len(sent) == args.delay_count and not failures, sample(failures, 3))
+    route = wait_route(args.ns_list, topic, dl.budget(15))
+    check("g.delay: %s has a route" % topic, route_ok(route), route_summary(route))
+    retry_key = "%s-k0" % topic
+    c = rmq()
+    col = RetryOnce(sent.keys(), [retry_key])
+    group = "%s_%s_delay" % (args.prefix, args.run)
+    consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
+    consumer.set_namesrv_addr(args.namesrv)
+    consumer.set_instance_name(group)
+    consumer.subscribe(topic, col, "*")
+    want = levels[level - 1] + levels[retry_level - 1] + 30
+    wait = dl.budget(want)
+    progress("consumer %s on %s: waiting up to %.0fs for %d delayed messages and one retry"
+             % (group, topic, wait, len(sent)))
+    progress("the callback raises once for %s on purpose (RECONSUME_LATER); the binding prints "
+             "that exception as 'Exception ignored on calling ctypes callback function'" % retry_key)
+    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
+        check("g.delay: consumer %s starts" % group, False, "start failed or hung")
+        return
+    end = time.monotonic() + wait
+    col.all_arrived.wait(max(0, end - time.monotonic()))
+    col.retried.wait(max(0, end - time.monotonic()))
+    time.sleep(min(args.grace, max(0, dl.left() - 10)))
+    if not stop(consumer, "consumer %s shutdown" % group):
+        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+
+    missing = col.missing()
+    check("g.delay: all %d delayed messages consumed" % len(sent), not missing and sent,
+          "missing %d: %s" % (len(missing), sample(missing)))
+    with col.lock:
+        firsts = {k: v[0] for k, v in col.by_key.items() if k in sent}
+        by_key = {k: list(v) for k, v in col.by_key.items()}
+    early_ones = ["%s after %.2fs" % (k, r["at"] - sent[k][0]) for k, r in firsts.items()
+                  if r["at"] < sent[k][0] + levels[level - 1] - early]
+    check("g.delay: none delivered before its %ds delay" % levels[level - 1], firsts and not early_ones,
+          sample(early_ones))
+    bad = [k for k, r in firsts.items()
+           if r["body"] != ("delay %s" % k.rsplit("-k", 1)[1]).encode() or r["tags"] != "TagD"
+           or r["prop"] != "d-%s" % k.rsplit("-k", 1)[1] or r["topic"] != topic or r["msg_id"] != sent[k][1]]
+    check("g.delay: bodies, tags, property, topic and msg id intact", firsts and not bad, sample(bad))
+    dups = {k: len(v) for k, v in by_key.items() if k != retry_key and len(v) > 1}
+    check("g.delay: each delivered once (but the retried one)", not dups, str(dups))
+    retry = by_key.get(retry_key, [])
+    check("h.retry: the failed message came back once, with reconsume_times 1",
+          [r["reconsume_times"] for r in retry] == [0, 1],
+          "deliveries' reconsume_times: %s" % [r["reconsume_times"] for r in retry])
+    if len(retry) >= 2:
+        gap = retry[1]["at"] - retry[0]["at"]
+        check("h.retry: it came back after the retry level's delay (%ds)" % levels[retry_level - 1],
+              gap >= levels[retry_level - 1] - early, "after %.2fs" % gap)
+        check("h.retry: body and property intact, original topic", retry[1]["body"] == retry[0]["body"]
+              and retry[1]["prop"] == retry[0]["prop"] and retry[1]["topic"] == topic,
+              "%r" % {k: retry[1][k] for k in ("body", "prop", "topic")})
+
+
 SCENARIOS = {
     "sync": scenario_sync,
     "oneway": scenario_oneway,
     "orderly": scenario_orderly,
     "batch": scenario_batch,
+    "delay": scenario_delay,
 }
 
 
@@ -718,7 +832,7 @@ def parse_args(argv):
                     help="the scenario topics were created beforehand (UPDATE_AND_CREATE_TOPIC)")
     ap.add_argument("--expect-queues", type=int, default=0,
                     help="with --precreated: the number of read queues the sync topic must have")
-    ap.add_argument("--scenarios", default="sync,oneway,orderly,batch",
+    ap.add_argument("--scenarios", default="sync,oneway,orderly,batch,delay",
                     help="comma-separated subset of: %s" % ",".join(SCENARIOS))
     ap.add_argument("--count", type=int, default=None, help="sync sends (default 1000; send-only: 200)")
     ap.add_argument("--resume-count", type=int, default=30,
@@ -728,6 +842,9 @@ def parse_args(argv):
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=10)
+    ap.add_argument("--delay-count", type=int, default=10)
+    ap.add_argument("--delay-levels", default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+                    help="the broker's messageDelayLevel (the delay scenario's expected delays)")
     ap.add_argument("--consume-timeout", type=float, default=60.0,
                     help="seconds a consumer waits for all its messages")
     ap.add_argument("--grace", type=float, default=1.0,

@@ -16,7 +16,8 @@ pub struct DispatchRecord<'a> {
     pub queue_id: i32,
     /// Consume-queue position.
     pub queue_offset: i64,
-    /// Tag code for the queue entry.
+    /// Java hash of TAGS. The queue entry holds it, except for a delayed record in the
+    /// schedule topic, whose entry holds its delivery time ([`crate::delay`]).
     pub tag_code: i64,
     /// Store time.
     pub store_timestamp: i64,

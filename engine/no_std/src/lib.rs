@@ -37,6 +37,7 @@ extern crate std;
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consumequeue;
+pub mod delay;
 pub mod dispatch;
 pub mod error;
 pub mod faulty;

@@ -16,6 +16,7 @@
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::{Appended, CommitLog, Recovery, RecoveryReport, Slot};
 use crate::consumequeue::{ConsumeQueue, Entry, Put};
+use crate::delay::DelayLevels;
 use crate::dispatch::DispatchRecord;
 use crate::error::{Corruption, Error};
 use crate::index::{Index, IndexConfig, RecordKeys};
@@ -33,6 +34,9 @@ pub struct StoreConfig {
     pub queue_entries_per_file: u64,
     /// Index file geometry.
     pub index: IndexConfig,
+    /// Delay of each level: dispatch writes a delayed record's delivery time as its
+    /// schedule-queue entry's tag code ([`crate::delay`]).
+    pub delay_levels: DelayLevels,
 }
 
 impl StoreConfig {
@@ -42,6 +46,7 @@ impl StoreConfig {
         log_segment_size: crate::commitlog::DEFAULT_SEGMENT_SIZE,
         queue_entries_per_file: crate::consumequeue::DEFAULT_ENTRIES_PER_FILE,
         index: IndexConfig::SERVER,
+        delay_levels: DelayLevels::ROCKETMQ,
     };
 }
 
@@ -328,10 +333,14 @@ where
                     let slot = queues
                         .get_mut(rec.topic, rec.queue_id)
                         .ok_or(Error::TableFull)?;
+                    let tag_code = config
+                        .delay_levels
+                        .schedule_tag_code(rec.topic, rec.properties, rec.store_timestamp)
+                        .unwrap_or(rec.tag_code);
                     let entry = Entry {
                         physical_offset: at,
                         size,
-                        tag_code: rec.tag_code,
+                        tag_code,
                     };
                     if let Put::Stored(n) = slot.queue.put(rec.queue_offset as u64, entry)? {
                         slot.next_offset = slot.next_offset.max(n + 1);

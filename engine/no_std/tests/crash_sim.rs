@@ -26,6 +26,7 @@ const CONFIG: StoreConfig = StoreConfig {
         slots: 8,
         entries: 24,
     },
+    ..StoreConfig::SERVER
 };
 const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
 

@@ -8,6 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tern_engine::delay::{DEFAULT_DELAY_LEVELS, DelayLevels};
 use tern_shell::config::{Config, ConfigError, ConfigReader};
 use tern_shell::config_enum;
 
@@ -94,6 +95,8 @@ pub struct BrokerConfig {
     pub client_expiry: Duration,
     /// How often disk use and segment ages are checked (`cleanResourceInterval`).
     pub clean_interval: Duration,
+    /// Delay of each level a producer or a retry may ask for (`messageDelayLevel`).
+    pub delay_levels: DelayLevels,
 }
 
 impl Default for BrokerConfig {
@@ -152,6 +155,10 @@ impl Config for BrokerConfig {
         let delete_when: String = r.get_checked("deleteWhen", "04".to_owned(), |s| {
             parse_hours(s).map(|_| ())
         })?;
+        let delay_levels: String =
+            r.get_checked("messageDelayLevel", DEFAULT_DELAY_LEVELS.to_owned(), |s| {
+                DelayLevels::parse(s).map(drop).map_err(|e| e.to_string())
+            })?;
         let cq_bytes: u64 = r.get_checked("mapedFileSizeConsumeQueue", 300_000 * 20, |n| {
             if *n >= 20 * 64 && n % 20 == 0 {
                 Ok(())
@@ -209,6 +216,7 @@ impl Config for BrokerConfig {
                 .clamp(Duration::from_secs(10), Duration::from_secs(60)),
             client_expiry: ms(r, "channelExpiredTimeout", 120_000, 1_000, 3_600_000)?,
             clean_interval: ms(r, "cleanResourceInterval", 10_000, 10, 3_600_000)?,
+            delay_levels: DelayLevels::parse(&delay_levels).unwrap_or_default(),
         };
         // RocketMQ options with no effect here: accepted quietly so real broker.conf files
         // do not produce a wall of warnings.
@@ -292,6 +300,11 @@ impl BrokerConfig {
             origin.clone(),
         );
         source.set("listenPort", self.listen_port.to_string(), origin.clone());
+        source.set(
+            "messageDelayLevel",
+            self.delay_levels.to_string(),
+            origin.clone(),
+        );
         source.set("namesrvAddr", self.namesrv_addrs.join(";"), origin);
         tern_shell::config::load::<BrokerConfig>(&source)
             .map(|l| l.render())
@@ -345,6 +358,26 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("flushDiskType")
+        );
+        let src = ConfigSource::parse_properties("\n\nmessageDelayLevel=1s 5x\n", "broker.conf");
+        let e = load::<BrokerConfig>(&src).unwrap_err().to_string();
+        assert!(
+            e.contains("broker.conf:3") && e.contains("messageDelayLevel") && e.contains("level 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn delay_levels_default_to_rocketmqs_and_are_configurable() {
+        assert_eq!(BrokerConfig::default().delay_levels, DelayLevels::ROCKETMQ);
+        let src = ConfigSource::parse_properties("messageDelayLevel=1s 2s 3m\n", "broker.conf");
+        let c = load::<BrokerConfig>(&src).unwrap().config;
+        assert_eq!(c.delay_levels.len(), 3);
+        assert_eq!(c.delay_levels.delay_ms(3), Some(180_000));
+        assert!(
+            c.render().contains("messageDelayLevel=1s 2s 3m"),
+            "{}",
+            c.render()
         );
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! [`Broker::start`] opens and recovers the store, starts the listeners (the remoting port
 //! and, as RocketMQ does, the VIP port two below it), the store tasks (reput, flush,
-//! checkpoint, retention), client housekeeping, offset persistence, and registration with
-//! every name server. [`Broker::shutdown`] drains connections, unregisters, flushes,
-//! persists offsets and configs, and closes the store cleanly (removing the abort marker).
+//! checkpoint, retention), delayed-message delivery, client housekeeping, offset
+//! persistence, and registration with every name server. [`Broker::shutdown`] drains
+//! connections, unregisters, flushes, persists offsets and configs, closes the store
+//! cleanly (removing the abort marker), then saves the delay offsets.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ pub mod offsets;
 pub mod processor;
 pub mod register;
 pub mod retention;
+pub mod schedule;
 pub mod store;
 pub mod topics;
 
@@ -43,6 +45,8 @@ pub struct BrokerCtx {
     pub clients: clients::Clients,
     /// Held pulls.
     pub holds: longpoll::PullHolds,
+    /// Delayed messages: levels and delivery progress.
+    pub schedule: schedule::ScheduleService,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
     pub store_host: SocketAddr,
     /// Wakes the registration task (topics changed).
@@ -116,6 +120,7 @@ impl Broker {
             groups: groups::Groups::load(&config.store_root, config.auto_create_subscription_group),
             clients: clients::Clients::default(),
             holds: longpoll::PullHolds::default(),
+            schedule: schedule::ScheduleService::new(&config.store_root, config.delay_levels),
             store_host: config.advertised_addr(port),
             register_now: event_listener::Event::new(),
             register_pending: std::sync::atomic::AtomicBool::new(false),
@@ -175,7 +180,12 @@ impl Broker {
         }
         ctx.offsets.persist();
         ctx.topics.persist();
-        ctx.store.close()
+        let closed = ctx.store.close();
+        // Only now is every delivered copy durable, so the offsets counting them may go.
+        if closed.is_ok() {
+            ctx.schedule.offsets().save_all();
+        }
+        closed
     }
 }
 
@@ -185,11 +195,14 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(ctx.store.clone().run_flush(sd.clone())));
     tasks.push(runtime::spawn(ctx.store.clone().run_warm(sd.clone())));
     let holds_ctx = ctx.clone();
-    tasks.push(runtime::spawn(
-        ctx.store
-            .clone()
-            .run_reput(sd.clone(), move |t, q| holds_ctx.holds.wake(t, q)),
-    ));
+    tasks.push(runtime::spawn(ctx.store.clone().run_reput(
+        sd.clone(),
+        move |t, q| {
+            holds_ctx.holds.wake(t, q);
+            holds_ctx.schedule.dispatched(t, q);
+        },
+    )));
+    tasks.push(runtime::spawn(schedule::run(ctx.clone())));
     tasks.push(runtime::spawn(
         ctx.store
             .clone()

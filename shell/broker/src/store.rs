@@ -19,6 +19,7 @@ use tern_shell::runtime::now_ms;
 
 use event_listener::{Event, EventListener};
 use tern_engine::consumequeue::Entry;
+use tern_engine::delay::DelayLevels;
 use tern_engine::index::IndexConfig;
 use tern_engine::record::MessageIn;
 use tern_engine::store::{StoreConfig, Stored};
@@ -99,6 +100,8 @@ pub struct StoreService {
     sealed: AtomicBool,
     /// Records appended since start (runtime info).
     pub put_count: AtomicU64,
+    /// Delay levels: messages asking for one are stored in the schedule topic.
+    delay_levels: DelayLevels,
 }
 
 impl StoreService {
@@ -111,6 +114,7 @@ impl StoreService {
                 slots: config.index_slots,
                 entries: config.index_entries,
             },
+            delay_levels: config.delay_levels,
         };
         let started = Instant::now();
         let (store, report) = FsStore::open(&config.store_root, geometry)?;
@@ -140,6 +144,7 @@ impl StoreService {
             disk_full: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             put_count: AtomicU64::new(0),
+            delay_levels: config.delay_levels,
         }))
     }
 
@@ -185,8 +190,15 @@ impl StoreService {
     }
 
     /// Appends one message; returns where it went. Durability is awaited separately.
+    ///
+    /// A message with a delay level goes to the schedule topic instead, here rather than
+    /// in each processor (as RocketMQ does it in its store), so sends, send-backs and
+    /// transaction commits all get it.
     pub fn put(&self, msg: &MessageIn<'_>) -> Result<Stored, PutError> {
         self.check_put()?;
+        let scheduled =
+            crate::schedule::to_schedule(msg, &self.delay_levels).map_err(PutError::Illegal)?;
+        let msg = &scheduled.as_ref().map_or(*msg, |s| s.message(msg));
         let stored = {
             let mut s = self.lock();
             let r = s.store_mut().put(msg, now_ms());
@@ -203,6 +215,17 @@ impl StoreService {
     /// Appends a batch to one queue; returns where each record went.
     pub fn put_batch(&self, msgs: &[MessageIn<'_>]) -> Result<Vec<Stored>, PutError> {
         self.check_put()?;
+        // RocketMQ refuses delayed messages in a batch (one batch, one queue).
+        for m in msgs {
+            if crate::schedule::message::wanted_level(m)
+                .map_err(PutError::Illegal)?
+                .is_some()
+            {
+                return Err(PutError::Illegal(
+                    "delayed messages cannot be sent in a batch".into(),
+                ));
+            }
+        }
         let mut out = Vec::with_capacity(msgs.len());
         {
             let mut s = self.lock();

@@ -449,11 +449,27 @@ fn cpp_client_scenarios_against_standalone_broker() {
         return;
     };
     let scratch = Scratch::new("scenarios");
-    let mut broker = Broker::start(&scratch.path("data"), None, scratch.path("broker.log"));
+    // Short delay levels keep the delay scenario to seconds: level 2 (its sends) is 2 s,
+    // level 3 (a first retry) 1 s.
+    let levels = "1s 2s 1s";
+    let conf = scratch.path("broker.conf");
+    fs::write(&conf, format!("messageDelayLevel={levels}\n")).unwrap();
+    let mut broker = Broker::start(
+        &scratch.path("data"),
+        Some(&conf),
+        scratch.path("broker.log"),
+    );
     let mut run = Script::spawn(
         &py,
         &scratch,
-        &["--namesrv", &broker.namesrv, "--prefix", "TernCpp"],
+        &[
+            "--namesrv",
+            &broker.namesrv,
+            "--prefix",
+            "TernCpp",
+            "--delay-levels",
+            levels,
+        ],
     );
     run.assert_passed("C++ client scenarios (auto-created topics)", SCRIPT_LIMIT);
     broker.stop_cleanly();

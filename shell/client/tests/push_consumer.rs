@@ -343,7 +343,8 @@ fn broadcasting_delivers_every_message_to_every_consumer() {
 
 #[test]
 fn reconsume_later_comes_back_from_the_retry_topic_with_its_original_topic() {
-    let b = Broker::start("");
+    // Short delay levels: the retry waits at level 3.
+    let b = Broker::start("messageDelayLevel=1s 1s 1s\n");
     run(async {
         let topic = "Retry";
         b.create_topic(topic, 2).await;

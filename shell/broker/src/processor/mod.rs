@@ -77,6 +77,7 @@ impl Processor for BrokerProcessor {
             RequestCode::GetAllSubscriptionGroupConfig => admin::all_groups(ctx, &req),
             RequestCode::DeleteSubscriptionGroup => admin::delete_group(ctx, &req),
             RequestCode::GetBrokerConfig => admin::broker_config(ctx, &req),
+            RequestCode::GetAllDelayOffset => crate::schedule::all_delay_offsets(ctx, &req),
             _ => not_supported(&req),
         };
         Some(resp)

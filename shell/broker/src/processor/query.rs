@@ -149,6 +149,7 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         format!("[ {} seconds ]", ctx.started.elapsed().as_secs()),
     );
     t.insert("diskFull".into(), ctx.store.disk_full().to_string());
+    ctx.schedule.runtime_stats(&ctx.store, &mut t);
     if let Ok(u) = tern_engine_fs::disk::disk_usage(&ctx.config.store_root) {
         t.insert(
             "commitLogDiskRatio".into(),

@@ -365,7 +365,8 @@ pub async fn send_back(
     let origin_topic = view.topic_str().unwrap_or_default().to_owned();
     let retry_topic_of_origin =
         tern_engine::properties::get(view.properties(), key::RETRY_TOPIC).map(str::to_owned);
-    let (topic, queues) = if reconsume >= max || h.delay_level < 0 {
+    let to_dlq = reconsume >= max || h.delay_level < 0;
+    let (topic, queues) = if to_dlq {
         (format!("%DLQ%{}", h.group), 1)
     } else {
         (format!("%RETRY%{}", h.group), group.retry_queue_nums.max(1))
@@ -373,6 +374,15 @@ pub async fn send_back(
     ctx.topics.ensure(&topic, queues, 6);
     ctx.request_registration();
     let mut props = view.properties().to_vec();
+    if !to_dlq {
+        // A retry waits in the schedule topic: the consumer's level, or 3 + reconsumeTimes.
+        let level = match h.delay_level {
+            0 => reconsume.saturating_add(3),
+            l => l,
+        };
+        props =
+            crate::schedule::message::with_properties(&props, &[(key::DELAY, &level.to_string())]);
+    }
     let mut add = |k: &str, v: &str| {
         props.extend_from_slice(k.as_bytes());
         props.push(properties::NAME_VALUE_SEPARATOR);
