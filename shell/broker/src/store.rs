@@ -201,6 +201,11 @@ impl StoreService {
         let msg = &scheduled.as_ref().map_or(*msg, |s| s.message(msg));
         let stored = {
             let mut s = self.lock();
+            // Checked under the lock `close` seals with: a put racing shutdown either
+            // lands before the seal (and is covered by it) or is refused.
+            if self.sealed.load(Ordering::Acquire) {
+                return Err(PutError::ShuttingDown);
+            }
             let r = s.store_mut().put(msg, now_ms());
             let r = r.map_err(|e| Self::map_err(&s, e))?;
             self.written
@@ -229,6 +234,9 @@ impl StoreService {
         let mut out = Vec::with_capacity(msgs.len());
         {
             let mut s = self.lock();
+            if self.sealed.load(Ordering::Acquire) {
+                return Err(PutError::ShuttingDown);
+            }
             let r = s
                 .store_mut()
                 .put_batch(msgs, now_ms(), &mut |st| out.push(st));
