@@ -23,6 +23,7 @@ pub mod register;
 pub mod retention;
 pub mod store;
 pub mod topics;
+pub mod transaction;
 
 use config::BrokerConfig;
 
@@ -55,6 +56,8 @@ pub struct BrokerCtx {
     pub shutdown: Shutdown,
     /// Connections to the name servers.
     pub namesrv: tern_shell::ConnectionPool,
+    /// Transaction bookkeeping (half and op queues, check-back progress).
+    pub transactions: transaction::Transactions,
 }
 
 impl BrokerCtx {
@@ -125,6 +128,7 @@ impl Broker {
                 tern_shell::ConnectionConfig::default(),
                 Duration::from_secs(3),
             ),
+            transactions: transaction::Transactions::default(),
             store,
             config,
         });
@@ -196,6 +200,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     ));
     tasks.push(runtime::spawn(register::run(ctx.clone())));
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
+    tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
     let c = ctx.clone();
     tasks.push(runtime::spawn(async move {
         while !c.shutdown.is_triggered() {

@@ -51,6 +51,62 @@ pub fn broker_binary() -> PathBuf {
     .clone()
 }
 
+/// Spawns `tern-broker --standalone` on the store under `dir` (with `dir/broker.conf`)
+/// and waits for `ready`; returns the child, its broker and name-server addresses, and
+/// its stderr lines.
+fn launch(
+    dir: &Path,
+    listen: &str,
+    namesrv_listen: &str,
+) -> (Child, String, String, Arc<Mutex<Vec<String>>>) {
+    let mut child = Command::new(broker_binary())
+        .arg("--standalone")
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--listen", listen, "--namesrv-listen", namesrv_listen, "-c"])
+        .arg(dir.join("broker.conf"))
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tern-broker");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        }
+    });
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut addr, mut namesrv) = (String::new(), String::new());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "tern-broker not ready; stderr:\n{}",
+                lines.lock().unwrap().join("\n")
+            )
+        });
+        if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+            namesrv = a.trim().to_owned();
+        } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+            addr = a.trim().to_owned();
+        } else if line.starts_with("ready") {
+            break;
+        }
+    }
+    (child, addr, namesrv, lines)
+}
+
 /// A running standalone broker; killed on drop.
 #[derive(Debug)]
 pub struct Broker {
@@ -60,7 +116,8 @@ pub struct Broker {
     /// The embedded name server's address.
     pub namesrv: String,
     stderr: Arc<Mutex<Vec<String>>>,
-    _dir: tempfile::TempDir,
+    /// The data dir and config, kept for [`Broker::restart`].
+    dir: tempfile::TempDir,
 }
 
 impl Broker {
@@ -88,66 +145,34 @@ impl Broker {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("broker.conf");
         std::fs::write(&conf, format!("{GEOMETRY}{extra_conf}")).unwrap();
-        let mut child = Command::new(broker_binary())
-            .arg("--standalone")
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--namesrv-listen",
-                "127.0.0.1:0",
-                "-c",
-            ])
-            .arg(&conf)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tern-broker");
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-            }
-        });
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let (mut addr, mut namesrv) = (String::new(), String::new());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-                panic!(
-                    "tern-broker not ready; stderr:\n{}",
-                    lines.lock().unwrap().join("\n")
-                )
-            });
-            if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
-                namesrv = a.trim().to_owned();
-            } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
-                addr = a.trim().to_owned();
-            } else if line.starts_with("ready") {
-                break;
-            }
-        }
+        let (child, addr, namesrv, stderr) = launch(dir.path(), "127.0.0.1:0", "127.0.0.1:0");
         let b = Broker {
             child,
             addr,
             namesrv,
-            stderr: lines,
-            _dir: dir,
+            stderr,
+            dir,
         };
         b.wait_registered();
         b
+    }
+
+    /// Kills the broker with SIGKILL (`kill -9`): no flush, no clean close.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the broker again on the same store, config and ports (clients keep their
+    /// name server and broker addresses). Kills it first if it still runs.
+    pub fn restart(&mut self) {
+        self.kill9();
+        let (child, addr, namesrv, stderr) = launch(self.dir.path(), &self.addr, &self.namesrv);
+        assert_eq!(addr, self.addr, "restarted on another address");
+        self.child = child;
+        self.namesrv = namesrv;
+        self.stderr = stderr;
+        self.wait_registered();
     }
 
     /// Waits until the name server lists the broker: `ready` is printed before the first
