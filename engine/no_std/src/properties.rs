@@ -34,6 +34,14 @@ pub mod key {
     pub const TRAN_MSG: &str = "TRAN_MSG";
     /// Producer group of a half message (for check-back).
     pub const PGROUP: &str = "PGROUP";
+    /// Transaction id the broker copies from UNIQ_KEY into a half message.
+    pub const TRANSACTION_ID: &str = "__transactionId__";
+    /// Queue offset of the half message a re-stored copy stands for.
+    pub const TRAN_PREPARED_QUEUE_OFFSET: &str = "TRAN_PREPARED_QUEUE_OFFSET";
+    /// How many times the broker asked the producer about a half message.
+    pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
+    /// Seconds before the first check-back of a half message, set by the producer.
+    pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
 }
 
 /// Iterates the `(name, value)` pairs of a properties string, skipping what Java skips.

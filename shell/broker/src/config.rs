@@ -97,6 +97,14 @@ pub struct BrokerConfig {
     pub clean_interval: Duration,
     /// Delay of each level a producer or a retry may ask for (`messageDelayLevel`).
     pub delay_levels: DelayLevels,
+    /// Refuse half messages with NO_PERMISSION (`rejectTransactionMessage`).
+    pub reject_transaction_message: bool,
+    /// Period of the transaction check-back scan (`transactionCheckInterval`).
+    pub transaction_check_interval: Duration,
+    /// Age past which an unresolved half message is checked back (`transactionTimeOut`).
+    pub transaction_timeout: Duration,
+    /// Check-backs before a half message is given up (`transactionCheckMax`).
+    pub transaction_check_max: u32,
 }
 
 impl Default for BrokerConfig {
@@ -217,6 +225,15 @@ impl Config for BrokerConfig {
             client_expiry: ms(r, "channelExpiredTimeout", 120_000, 1_000, 3_600_000)?,
             clean_interval: ms(r, "cleanResourceInterval", 10_000, 10, 3_600_000)?,
             delay_levels: DelayLevels::parse(&delay_levels).unwrap_or_default(),
+            reject_transaction_message: r.get("rejectTransactionMessage", false)?,
+            // RocketMQ 4.9's defaults (5.x checks every 30 s).
+            transaction_check_interval: ms(r, "transactionCheckInterval", 60_000, 10, 86_400_000)?,
+            transaction_timeout: ms(r, "transactionTimeOut", 6_000, 0, 86_400_000)?,
+            transaction_check_max: r.get_checked(
+                "transactionCheckMax",
+                15u32,
+                in_range(1, 10_000),
+            )?,
         };
         // RocketMQ options with no effect here: accepted quietly so real broker.conf files
         // do not produce a wall of warnings.

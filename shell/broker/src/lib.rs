@@ -25,6 +25,7 @@ pub mod retention;
 pub mod schedule;
 pub mod store;
 pub mod topics;
+pub mod transaction;
 
 use config::BrokerConfig;
 
@@ -59,6 +60,8 @@ pub struct BrokerCtx {
     pub shutdown: Shutdown,
     /// Connections to the name servers.
     pub namesrv: tern_shell::ConnectionPool,
+    /// Transaction bookkeeping (half and op queues, check-back progress).
+    pub transactions: transaction::Transactions,
 }
 
 impl BrokerCtx {
@@ -130,6 +133,7 @@ impl Broker {
                 tern_shell::ConnectionConfig::default(),
                 Duration::from_secs(3),
             ),
+            transactions: transaction::Transactions::default(),
             store,
             config,
         });
@@ -210,6 +214,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     ));
     tasks.push(runtime::spawn(register::run(ctx.clone())));
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
+    tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
     let c = ctx.clone();
     tasks.push(runtime::spawn(async move {
         while !c.shutdown.is_triggered() {

@@ -17,7 +17,7 @@ use tern_shell::{ConnectionConfig, ConnectionPool, RemotingCommand, RequestCode,
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result, tidy_reason};
-use crate::processor::{ClientProcessor, ConsumerHook, Hooks};
+use crate::processor::{CheckHooks, ClientProcessor, ConsumerHook, Hooks, TransactionCheckHook};
 
 /// Perm bit: consumers may read.
 pub const PERM_READ: i32 = 4;
@@ -39,6 +39,8 @@ struct Inner {
     pool: ConnectionPool<ClientProcessor>,
     /// Push consumers by group, for broker→client requests.
     hooks: Hooks,
+    /// Transaction producers by group, for check-backs.
+    checkers: CheckHooks,
     /// Index of the name server that answered last; tried first next time.
     ns_index: AtomicUsize,
     routes: Mutex<HashMap<String, TopicRouteData>>,
@@ -76,10 +78,11 @@ impl ClientInstance {
             .unwrap_or_else(|| format!("{}#{n}", std::process::id()));
         let client_id = format!("{client_ip}@{instance}");
         let hooks = Hooks::default();
+        let checkers = CheckHooks::default();
         let pool = ConnectionPool::with_processor(
             ConnectionConfig::default(),
             config.connect_timeout,
-            Arc::new(ClientProcessor::new(hooks.clone())),
+            Arc::new(ClientProcessor::new(hooks.clone(), checkers.clone())),
         );
         let hash = client_id
             .bytes()
@@ -92,6 +95,7 @@ impl ClientInstance {
                 client_ip,
                 pool,
                 hooks,
+                checkers,
                 ns_index: AtomicUsize::new(0),
                 routes: Mutex::new(HashMap::new()),
                 brokers: Mutex::new(HashMap::new()),
@@ -331,6 +335,16 @@ impl ClientInstance {
     /// `hook`.
     pub fn register_hook(&self, group: &str, hook: Arc<dyn ConsumerHook>) {
         lock(&self.inner.hooks).insert(group.to_owned(), hook);
+    }
+
+    /// Routes CHECK_TRANSACTION_STATE for half messages of producer `group` to `hook`.
+    pub fn register_transaction_checker(&self, group: &str, hook: Arc<dyn TransactionCheckHook>) {
+        lock(&self.inner.checkers).insert(group.to_owned(), hook);
+    }
+
+    /// Stops routing check-backs of `group` here.
+    pub fn unregister_transaction_checker(&self, group: &str) {
+        lock(&self.inner.checkers).remove(group);
     }
 
     /// Asks one broker serving `topic` for the client ids of `group`

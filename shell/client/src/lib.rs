@@ -6,6 +6,8 @@
 //!   shutdown that unregisters. Producers, consumers and the admin share one per config.
 //! * [`Producer`] ([`producer`]): sync / async / oneway sends, batches, chosen queues and
 //!   selectors, retries elsewhere, UNIQ_KEY, zlib over 4 KiB, TBW102 auto-creation.
+//! * [`TransactionProducer`] ([`producer::transaction`]): half message, local
+//!   transaction, commit or rollback; answers the broker's check-backs.
 //! * [`PullConsumer`] ([`consumer`]): assign queues, pull from offsets, commit offsets.
 //! * [`LitePullConsumer`] ([`consumer::lite`]): Java's `DefaultLitePullConsumer`:
 //!   subscribe (rebalanced) or assign, `poll` from a buffer filled by background pulls,
@@ -42,6 +44,10 @@ pub use consumer::{
 pub use error::{ClientError, Result};
 pub use instance::ClientInstance;
 pub use message::{Message, MessageBuilder, MessageExt, MessageQueue};
+pub use producer::transaction::{
+    ListenerError, ListenerResult, LocalTransactionState, TransactionListener, TransactionProducer,
+    TransactionSendResult,
+};
 pub use producer::{HashSelector, Producer, QueueSelector, SendFuture, SendResult, SendStatus};
 
 /// Alias with Java's class name.

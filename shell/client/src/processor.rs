@@ -1,14 +1,18 @@
 //! Requests brokers send to clients on the client's own connections (Java's
 //! `ClientRemotingProcessor`): NOTIFY_CONSUMER_IDS_CHANGED makes the group's push consumer
-//! rebalance now, GET_CONSUMER_RUNNING_INFO gets a minimal report; everything else
-//! (CHECK_TRANSACTION_STATE included, until the transaction producer exists) is answered
-//! REQUEST_CODE_NOT_SUPPORTED.
+//! rebalance now, GET_CONSUMER_RUNNING_INFO gets a minimal report, CHECK_TRANSACTION_STATE
+//! goes to the transaction producer of the half message's group; everything else is
+//! answered REQUEST_CODE_NOT_SUPPORTED.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tern_shell::connection::not_supported;
-use tern_shell::headers::{ConsumerGroupRequestHeader, GetConsumerRunningInfoRequestHeader};
+use tern_shell::headers::{
+    CheckTransactionStateRequestHeader, ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+};
+use tern_shell::message::{MessageExt, decode_pulled, property};
 use tern_shell::{ConnectionCtx, Processor, RemotingCommand, RequestCode, ResponseCode};
 
 /// What a consumer registered on a client instance answers to brokers.
@@ -22,16 +26,73 @@ pub trait ConsumerHook: Send + Sync + std::fmt::Debug {
 /// Consumers by group, shared between the instance and its connections' processor.
 pub type Hooks = Arc<Mutex<HashMap<String, Arc<dyn ConsumerHook>>>>;
 
+/// What a transaction producer registered on a client instance does with check-backs.
+pub trait TransactionCheckHook: Send + Sync + std::fmt::Debug {
+    /// The broker on `conn` asks about the half message `msg`: answer later with
+    /// END_TRANSACTION (fromTransactionCheck=true), on that connection. Must not block:
+    /// it runs on the connection's task.
+    fn check(
+        &self,
+        conn: ConnectionCtx,
+        header: CheckTransactionStateRequestHeader,
+        msg: MessageExt,
+    );
+}
+
+/// Transaction producers by group.
+pub type CheckHooks = Arc<Mutex<HashMap<String, Arc<dyn TransactionCheckHook>>>>;
+
 /// The processor of a client instance's connections.
 #[derive(Debug, Clone, Default)]
 pub struct ClientProcessor {
     hooks: Hooks,
+    checkers: CheckHooks,
 }
 
 impl ClientProcessor {
-    /// A processor dispatching to `hooks`.
-    pub fn new(hooks: Hooks) -> Self {
-        Self { hooks }
+    /// A processor dispatching to consumer `hooks` and transaction `checkers`.
+    pub fn new(hooks: Hooks, checkers: CheckHooks) -> Self {
+        Self { hooks, checkers }
+    }
+
+    /// CHECK_TRANSACTION_STATE (oneway: nothing is answered, problems are logged).
+    fn check_transaction(&self, conn: &ConnectionCtx, req: &RemotingCommand) {
+        let peer = conn.peer_addr();
+        let header = match req.decode_header::<CheckTransactionStateRequestHeader>() {
+            Ok(h) => h,
+            Err(e) => {
+                log::warn!("bad CHECK_TRANSACTION_STATE header from {peer}: {e}");
+                return;
+            }
+        };
+        let msg = match decode_pulled(&req.body, false) {
+            Ok(mut msgs) if msgs.len() == 1 => msgs.remove(0),
+            Ok(msgs) => {
+                log::warn!(
+                    "CHECK_TRANSACTION_STATE from {peer} carries {} messages, not one",
+                    msgs.len()
+                );
+                return;
+            }
+            Err(e) => {
+                log::warn!("CHECK_TRANSACTION_STATE from {peer}: bad message body: {e}");
+                return;
+            }
+        };
+        let Some(group) = msg.properties.get(property::PGROUP).cloned() else {
+            log::warn!("CHECK_TRANSACTION_STATE from {peer}: the message has no PGROUP");
+            return;
+        };
+        let checker = self
+            .checkers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&group)
+            .cloned();
+        match checker {
+            Some(c) => c.check(conn.clone(), header, msg),
+            None => log::debug!("check-back for group {group}, which has no producer here"),
+        }
     }
 
     fn hook(&self, group: &str) -> Option<Arc<dyn ConsumerHook>> {
@@ -87,6 +148,10 @@ impl Processor for ClientProcessor {
                         ),
                     ),
                 })
+            }
+            RequestCode::CheckTransactionState => {
+                self.check_transaction(conn, &req);
+                None
             }
             _ => Some(not_supported(&req)),
         }

@@ -48,6 +48,9 @@ impl Processor for BrokerProcessor {
             | RequestCode::SendMessageV2
             | RequestCode::SendBatchMessage => send::send(ctx, conn, &req).await,
             RequestCode::ConsumerSendMsgBack => send::send_back(ctx, conn, &req).await,
+            RequestCode::EndTransaction => {
+                crate::transaction::end::end_transaction(ctx, conn, &req).await
+            }
             RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(ctx, &req).await,
             RequestCode::QueryConsumerOffset => offset::query_consumer_offset(ctx, &req),
             RequestCode::UpdateConsumerOffset => offset::update_consumer_offset(ctx, &req),

@@ -7,9 +7,7 @@
 use std::net::SocketAddr;
 
 use tern_engine::properties::{self, key};
-use tern_engine::record::{
-    Host, MessageIn, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
-};
+use tern_engine::record::{Host, MessageIn};
 use tern_engine::store::Stored;
 use tern_shell::headers::{
     ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
@@ -21,6 +19,7 @@ use super::bad_header;
 use crate::BrokerCtx;
 use crate::store::{Durability, PutError};
 use crate::topics::{PERM_WRITE, validate_topic};
+use crate::transaction::half;
 
 /// Properties longer than this are refused (Java's short length).
 const MAX_PROPERTIES: usize = properties::MAX_PROPERTIES_LEN;
@@ -139,14 +138,22 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
             ),
         );
     }
-    if h.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_PREPARED {
+    let props_in = h.properties.as_deref().unwrap_or("").as_bytes();
+    let is_half = half::is_half_send(props_in, h.sys_flag);
+    if is_half && ctx.config.reject_transaction_message {
         return RemotingCommand::error_response(
             req,
             ResponseCode::NoPermission,
-            "transactional messages are not supported by this broker yet",
+            format!(
+                "the broker[{}] sending transaction message is forbidden (rejectTransactionMessage=true)",
+                ctx.config.broker_ip1
+            ),
         );
     }
     if h.is_batch() {
+        if is_half {
+            return illegal(req, "transactional messages cannot be sent in a batch");
+        }
         return send_batch(ctx, conn, req, &h, queue_id).await;
     }
     if req.body.len() > ctx.config.max_message_size {
@@ -159,8 +166,14 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
             ),
         );
     }
-    let props_in = h.properties.as_deref().unwrap_or("").as_bytes();
-    let props = stored_properties(ctx, props_in);
+    let mut props = stored_properties(ctx, props_in);
+    // A half message waits in the half topic until END_TRANSACTION or a check-back.
+    let (topic, store_queue, sys_flag) = if is_half {
+        props = half::half_properties(&props, &h.topic, queue_id, &h.producer_group);
+        (half::HALF_TOPIC, 0, half::half_sys_flag(h.sys_flag))
+    } else {
+        (h.topic.as_str(), queue_id, h.sys_flag)
+    };
     if props.len() > MAX_PROPERTIES {
         return illegal(
             req,
@@ -171,10 +184,10 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         );
     }
     let msg = MessageIn {
-        topic: &h.topic,
-        queue_id,
+        topic,
+        queue_id: store_queue,
         flag: h.flag,
-        sys_flag: h.sys_flag,
+        sys_flag,
         born_timestamp: h.born_timestamp,
         born_host: host(conn.peer_addr()),
         store_host: host(ctx.store_host),

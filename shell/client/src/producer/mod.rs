@@ -9,6 +9,7 @@
 
 pub mod fault;
 mod selector;
+pub mod transaction;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,7 +21,10 @@ use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{MessageQueue, TopicRouteData};
 use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
-use tern_shell::message::{Message, SYSFLAG_COMPRESSED, compress_body, encode_batch, property};
+use tern_shell::message::{
+    Message, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, compress_body, encode_batch,
+    property,
+};
 use tern_shell::runtime::{self, JoinHandle};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
@@ -266,10 +270,14 @@ impl Producer {
         let compressed = (msg.body.len() >= cfg.compress_over_bytes)
             .then(|| compress_body(&msg.body))
             .flatten();
-        let (body, sys_flag) = match compressed {
+        let (body, mut sys_flag) = match compressed {
             Some(c) => (c, SYSFLAG_COMPRESSED),
             None => (msg.body, 0),
         };
+        // Java flags a half message by its TRAN_MSG property (see `transaction`).
+        if msg.properties.get(property::TRAN_MSG).map(String::as_str) == Some("true") {
+            sys_flag |= SYSFLAG_TRANSACTION_PREPARED;
+        }
         check_properties(&properties)?;
         Ok(Prepared {
             topic: msg.topic,

@@ -51,6 +51,77 @@ pub fn broker_binary() -> PathBuf {
     .clone()
 }
 
+/// Where a launched broker finds its name server.
+#[derive(Clone, Copy, Debug)]
+enum NameServer<'a> {
+    /// Its own (`--standalone`), listening here.
+    Embedded(&'a str),
+    /// Another broker's, at this address.
+    Join(&'a str),
+}
+
+/// Spawns `tern-broker` with `dir/broker.conf` (which names the store under `dir`) and
+/// waits for `ready`; returns the child, its broker and name-server addresses, and its
+/// stderr lines.
+fn launch(
+    dir: &Path,
+    listen: &str,
+    ns: NameServer<'_>,
+) -> (Child, String, String, Arc<Mutex<Vec<String>>>) {
+    let mut cmd = Command::new(broker_binary());
+    match ns {
+        NameServer::Embedded(at) => cmd.args(["--standalone", "--namesrv-listen", at]),
+        NameServer::Join(addr) => cmd.args(["-n", addr]),
+    };
+    let mut child = cmd
+        .args(["--listen", listen, "-c"])
+        .arg(dir.join("broker.conf"))
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tern-broker");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        }
+    });
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut addr = String::new();
+    let mut namesrv = match ns {
+        NameServer::Join(a) => a.to_owned(),
+        NameServer::Embedded(_) => String::new(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!(
+                "tern-broker not ready; stderr:\n{}",
+                lines.lock().unwrap().join("\n")
+            )
+        });
+        if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+            namesrv = a.trim().to_owned();
+        } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+            addr = a.trim().to_owned();
+        } else if line.starts_with("ready") {
+            break;
+        }
+    }
+    (child, addr, namesrv, lines)
+}
+
 /// A running standalone broker; killed on drop.
 #[derive(Debug)]
 pub struct Broker {
@@ -60,7 +131,10 @@ pub struct Broker {
     /// The embedded name server's address.
     pub namesrv: String,
     stderr: Arc<Mutex<Vec<String>>>,
-    _dir: tempfile::TempDir,
+    /// The data dir and config, kept for [`Broker::restart`].
+    dir: tempfile::TempDir,
+    /// Registered with another broker's name server rather than its own.
+    joined: bool,
 }
 
 impl Broker {
@@ -85,89 +159,56 @@ impl Broker {
 
     /// Starts `tern-broker --standalone` with the small geometry plus `extra_conf` lines.
     pub fn start(extra_conf: &str) -> Broker {
-        Self::launch(extra_conf, None)
+        Self::launch_new(extra_conf, NameServer::Embedded("127.0.0.1:0"))
     }
 
     /// Starts a second broker registering with `cluster`'s name server; `extra_conf`
     /// should name it (`brokerName=broker-b`).
     pub fn join(cluster: &Broker, extra_conf: &str) -> Broker {
-        Self::launch(extra_conf, Some(&cluster.namesrv))
+        Self::launch_new(extra_conf, NameServer::Join(&cluster.namesrv))
     }
 
-    fn launch(extra_conf: &str, namesrv: Option<&str>) -> Broker {
+    fn launch_new(extra_conf: &str, ns: NameServer<'_>) -> Broker {
         let dir = tempfile::tempdir().unwrap();
-        let conf = dir.path().join("broker.conf");
-        let data = dir.path().join("data");
-        std::fs::write(
-            &conf,
-            format!(
-                "{GEOMETRY}storePathRootDir={}\n{extra_conf}",
-                data.display()
-            ),
-        )
-        .unwrap();
-        let mut cmd = Command::new(broker_binary());
-        match namesrv {
-            Some(ns) => cmd.args(["-n", ns]),
-            None => cmd.args(["--standalone", "--namesrv-listen", "127.0.0.1:0"]),
-        };
-        let mut child = cmd
-            .args(["--listen", "127.0.0.1:0", "-c"])
-            .arg(&conf)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tern-broker");
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-            }
-        });
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let (mut addr, mut namesrv) = (String::new(), namesrv.unwrap_or_default().to_owned());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-                panic!(
-                    "tern-broker not ready; stderr:\n{}",
-                    lines.lock().unwrap().join("\n")
-                )
-            });
-            if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
-                namesrv = a.trim().to_owned();
-            } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
-                addr = a.trim().to_owned();
-            } else if line.starts_with("ready") {
-                break;
-            }
-        }
+        let conf = format!(
+            "{GEOMETRY}storePathRootDir={}\n{extra_conf}",
+            dir.path().join("data").display()
+        );
+        std::fs::write(dir.path().join("broker.conf"), conf).unwrap();
+        let (child, addr, namesrv, stderr) = launch(dir.path(), "127.0.0.1:0", ns);
         let b = Broker {
             child,
             addr,
             namesrv,
-            stderr: lines,
-            _dir: dir,
+            stderr,
+            dir,
+            joined: matches!(ns, NameServer::Join(_)),
         };
         b.wait_registered();
         b
     }
 
-    /// Kills the broker with SIGKILL and reaps it (a crash).
+    /// Kills the broker with SIGKILL (`kill -9`): no flush, no clean close.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts the broker again on the same store, config and ports (clients keep their
+    /// name server and broker addresses). Kills it first if it still runs.
+    pub fn restart(&mut self) {
+        self.kill9();
+        let ns = if self.joined {
+            NameServer::Join(&self.namesrv)
+        } else {
+            NameServer::Embedded(&self.namesrv)
+        };
+        let (child, addr, namesrv, stderr) = launch(self.dir.path(), &self.addr, ns);
+        assert_eq!(addr, self.addr, "restarted on another address");
+        self.child = child;
+        self.namesrv = namesrv;
+        self.stderr = stderr;
+        self.wait_registered();
     }
 
     /// Waits until the name server lists the broker: `ready` is printed before the first

@@ -1,0 +1,237 @@
+//! END_TRANSACTION (37): the producer's verdict on a half message, sent oneway by Java
+//! clients after their local transaction, or as the answer to a check-back.
+//!
+//! The request only names the half message (commit-log offset, queue offset, ids), so it
+//! is verified before anything is written: a record must start at that offset, be a half
+//! message, be the one the half queue holds at that queue offset, belong to the producer
+//! group, and carry the message id given. A oneway request gets no answer either way, so
+//! every refusal is also logged with its reason.
+
+use std::time::{Duration, Instant};
+
+use tern_engine::record::RecordView;
+use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
+use tern_shell::message::offset_msg_id;
+use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode, runtime};
+
+use super::half::{self, HalfInfo};
+use crate::BrokerCtx;
+use crate::config::BrokerRole;
+use crate::processor::bad_header;
+use crate::store::Durability;
+
+/// How long a verdict waits for reput to index its half message: a client can answer
+/// within microseconds of the send response, before the half queue entry exists.
+const DISPATCH_WAIT: Duration = Duration::from_secs(3);
+
+/// A refusal: the code and remark Java would answer with.
+struct Refused(ResponseCode, String);
+
+fn refused(code: ResponseCode, remark: impl Into<String>) -> Refused {
+    Refused(code, remark.into())
+}
+
+/// END_TRANSACTION.
+pub async fn end_transaction(
+    ctx: &BrokerCtx,
+    conn: &ConnectionCtx,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let h: EndTransactionRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => {
+            log::warn!("END_TRANSACTION from {}: {e}", conn.peer_addr());
+            return bad_header(req, e);
+        }
+    };
+    match end(ctx, &h, !req.is_oneway()).await {
+        Ok(durability) => {
+            let code = match durability {
+                Durability::Durable => ResponseCode::Success,
+                Durability::FlushTimeout => ResponseCode::FlushDiskTimeout,
+            };
+            RemotingCommand::response_to(req, code)
+        }
+        Err(Refused(code, remark)) => {
+            log::warn!(
+                "END_TRANSACTION from {} (group {}, commitLogOffset {}, tranStateTableOffset {}, msgId {}) refused: {remark}",
+                conn.peer_addr(),
+                h.producer_group,
+                h.commit_log_offset,
+                h.tran_state_table_offset,
+                h.msg_id
+            );
+            RemotingCommand::error_response(req, code, remark)
+        }
+    }
+}
+
+async fn end(
+    ctx: &BrokerCtx,
+    h: &EndTransactionRequestHeader,
+    wait: bool,
+) -> Result<Durability, Refused> {
+    if ctx.config.role == BrokerRole::Slave {
+        return Err(refused(
+            ResponseCode::SlaveNotAvailable,
+            "the broker is a slave: end transactions at its master",
+        ));
+    }
+    let commit = match h.commit_or_rollback {
+        transaction_state::COMMIT => true,
+        transaction_state::ROLLBACK => false,
+        transaction_state::UNKNOWN => {
+            // The producer does not know yet: the check service will ask again.
+            log::debug!(
+                "transaction {} of group {} still unknown (from check: {})",
+                h.msg_id,
+                h.producer_group,
+                h.from_transaction_check.unwrap_or(false)
+            );
+            return Ok(Durability::Durable);
+        }
+        other => {
+            return Err(refused(
+                ResponseCode::SystemError,
+                format!("commitOrRollback {other} is none of 0, 8 (commit), 12 (rollback)"),
+            ));
+        }
+    };
+    let (Ok(offset), Ok(queue_offset)) = (
+        u64::try_from(h.commit_log_offset),
+        u64::try_from(h.tran_state_table_offset),
+    ) else {
+        return Err(refused(
+            ResponseCode::SystemError,
+            "commitLogOffset and tranStateTableOffset must not be negative",
+        ));
+    };
+    let bytes = super::read_record_at(ctx, offset).map_err(|e| {
+        refused(
+            ResponseCode::SystemError,
+            format!("Find prepared transaction message failed: {e}"),
+        )
+    })?;
+    let view = RecordView::parse(&bytes)
+        .map_err(|e| refused(ResponseCode::SystemError, format!("{e:?}")))?;
+    let info = half::half_info(&view).map_err(|e| {
+        refused(
+            ResponseCode::SystemError,
+            format!("the record at commitLogOffset {offset} cannot be ended: {e}"),
+        )
+    })?;
+    verify(ctx, h, &view, &info, offset, queue_offset).await?;
+    let end = if commit {
+        let c = ctx
+            .transactions
+            .commit(ctx, &view, &info)
+            .map_err(put_refused)?;
+        if c.stored {
+            log::debug!(
+                "transaction {} committed to {}/{}",
+                info.uniq.unwrap_or("?"),
+                info.real_topic,
+                info.real_qid
+            );
+        }
+        c.end
+    } else {
+        log::debug!(
+            "transaction {} of {} rolled back",
+            info.uniq.unwrap_or("?"),
+            info.real_topic
+        );
+        ctx.transactions
+            .rollback(ctx, queue_offset)
+            .map_err(put_refused)?
+    };
+    Ok(if wait {
+        ctx.store.await_durable(end).await
+    } else {
+        Durability::Durable
+    })
+}
+
+/// The checks of Java's `checkPrepareMessage`, plus the message id and the half queue
+/// entry: a record forged inside a message body cannot pass for a half message.
+async fn verify(
+    ctx: &BrokerCtx,
+    h: &EndTransactionRequestHeader,
+    view: &RecordView<'_>,
+    info: &HalfInfo<'_>,
+    offset: u64,
+    queue_offset: u64,
+) -> Result<(), Refused> {
+    if info.group != Some(h.producer_group.as_str()) {
+        return Err(refused(
+            ResponseCode::SystemError,
+            format!(
+                "The producer group wrong: the half message belongs to {:?}",
+                info.group.unwrap_or("")
+            ),
+        ));
+    }
+    if view.queue_offset() != h.tran_state_table_offset {
+        return Err(refused(
+            ResponseCode::SystemError,
+            format!(
+                "The transaction state table offset wrong: the half message is at {}",
+                view.queue_offset()
+            ),
+        ));
+    }
+    if let Some(uniq) = info.uniq {
+        let offset_id = offset_msg_id(ctx.store_host, offset as i64);
+        let named = [Some(h.msg_id.as_str()), h.transaction_id.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|id| id == uniq || id.eq_ignore_ascii_case(&offset_id));
+        if !named {
+            return Err(refused(
+                ResponseCode::SystemError,
+                format!(
+                    "msgId {} does not name the half message at {offset}",
+                    h.msg_id
+                ),
+            ));
+        }
+    }
+    let deadline = Instant::now() + DISPATCH_WAIT;
+    loop {
+        if let Some(at) = super::half_entry_offset(ctx, queue_offset) {
+            if at == offset {
+                return Ok(());
+            }
+            return Err(refused(
+                ResponseCode::SystemError,
+                format!("the half queue holds another message at offset {queue_offset}"),
+            ));
+        }
+        let dispatched = ctx.store.lock().store().dispatched_offset();
+        if dispatched > offset || Instant::now() >= deadline {
+            return Err(refused(
+                ResponseCode::SystemError,
+                format!("the half queue has no message at offset {queue_offset}"),
+            ));
+        }
+        runtime::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn put_refused(e: crate::store::PutError) -> Refused {
+    match e {
+        crate::store::PutError::DiskFull => refused(
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: the broker's disk is full",
+        ),
+        crate::store::PutError::ShuttingDown => refused(
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: the broker is shutting down",
+        ),
+        crate::store::PutError::Illegal(why) => refused(ResponseCode::MessageIllegal, why),
+        crate::store::PutError::Store(e) => {
+            log::error!("ending a transaction: {e}");
+            refused(ResponseCode::SystemError, format!("append failed: {e}"))
+        }
+    }
+}
