@@ -15,6 +15,7 @@ use tern_shell::{Server, ServerConfig};
 
 pub mod clients;
 pub mod config;
+pub mod filter;
 pub mod groups;
 pub mod longpoll;
 pub mod offsets;
@@ -43,6 +44,8 @@ pub struct BrokerCtx {
     pub clients: clients::Clients,
     /// Held pulls.
     pub holds: longpoll::PullHolds,
+    /// Compiled SQL92 subscriptions.
+    pub filters: filter::Filters,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
     pub store_host: SocketAddr,
     /// Wakes the registration task (topics changed).
@@ -116,6 +119,7 @@ impl Broker {
             groups: groups::Groups::load(&config.store_root, config.auto_create_subscription_group),
             clients: clients::Clients::default(),
             holds: longpoll::PullHolds::default(),
+            filters: filter::Filters::default(),
             store_host: config.advertised_addr(port),
             register_now: event_listener::Event::new(),
             register_pending: std::sync::atomic::AtomicBool::new(false),
