@@ -5,6 +5,7 @@
 //! * [`headers`]: typed extFields headers for every request the services handle.
 //! * [`lenient_json`] + [`body`]: fastjson-compatible JSON bodies (unquoted and object keys).
 //! * [`message`]: batch bodies, pulled records, message ids, compression.
+//! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
 //! * [`connection`], [`server`], [`pool`]: async transport; [`runtime`]: executor glue.
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod code;
 pub mod config;
 pub mod connection;
+pub mod filter;
 pub mod frame;
 pub mod headers;
 pub mod lenient_json;

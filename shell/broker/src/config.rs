@@ -89,6 +89,9 @@ pub struct BrokerConfig {
     pub long_polling: bool,
     /// Hold time when long polling is off (`shortPollingTimeMills`).
     pub short_polling: Duration,
+    /// Serve SQL92 subscriptions (`enablePropertyFilter`; on by default in Tern, off in
+    /// RocketMQ).
+    pub enable_property_filter: bool,
     /// Period of registration with the name servers (`registerNameServerPeriod`, 10–60 s).
     pub register_period: Duration,
     /// Clients silent this long are dropped (`channelExpiredTimeout`).
@@ -220,6 +223,7 @@ impl Config for BrokerConfig {
             flush_interval: ms(r, "flushIntervalCommitLog", 500, 1, 60_000)?,
             long_polling: r.get("longPollingEnable", true)?,
             short_polling: ms(r, "shortPollingTimeMills", 1_000, 0, 60_000)?,
+            enable_property_filter: r.get("enablePropertyFilter", true)?,
             register_period: ms(r, "registerNameServerPeriod", 30_000, 0, u64::MAX)?
                 .clamp(Duration::from_secs(10), Duration::from_secs(60)),
             client_expiry: ms(r, "channelExpiredTimeout", 120_000, 1_000, 3_600_000)?,
@@ -256,7 +260,6 @@ impl Config for BrokerConfig {
             "aclEnable",
             "brokerIP2",
             "haListenPort",
-            "enablePropertyFilter",
         ] {
             r.ignore(key);
         }

@@ -16,6 +16,7 @@ use tern_shell::{Server, ServerConfig};
 
 pub mod clients;
 pub mod config;
+pub mod filter;
 pub mod groups;
 pub mod longpoll;
 pub mod offsets;
@@ -48,6 +49,8 @@ pub struct BrokerCtx {
     pub holds: longpoll::PullHolds,
     /// Delayed messages: levels and delivery progress.
     pub schedule: schedule::ScheduleService,
+    /// Compiled SQL92 subscriptions.
+    pub filters: filter::Filters,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
     pub store_host: SocketAddr,
     /// Wakes the registration task (topics changed).
@@ -124,6 +127,7 @@ impl Broker {
             clients: clients::Clients::default(),
             holds: longpoll::PullHolds::default(),
             schedule: schedule::ScheduleService::new(&config.store_root, config.delay_levels),
+            filters: filter::Filters::default(),
             store_host: config.advertised_addr(port),
             register_now: event_listener::Event::new(),
             register_pending: std::sync::atomic::AtomicBool::new(false),

@@ -60,6 +60,9 @@ pub enum Durability {
     FlushTimeout,
 }
 
+/// Keeps a stored record (its bytes as in the log) in a pull: the SQL92 filter.
+pub type RecordFilter<'a> = &'a dyn Fn(&[u8]) -> bool;
+
 /// The outcome of reading a queue for a pull.
 #[derive(Debug, Default)]
 pub struct Pulled {
@@ -445,7 +448,8 @@ impl StoreService {
     }
 
     /// Reads up to `max_msgs` records of a queue from `offset` whose tag code passes
-    /// `filter`, bounded by [`MAX_PULL_BYTES`].
+    /// `filter` and whose stored bytes pass `record_filter` (SQL92 on properties),
+    /// bounded by [`MAX_PULL_BYTES`].
     pub fn read_queue(
         &self,
         topic: &str,
@@ -453,6 +457,7 @@ impl StoreService {
         offset: u64,
         max_msgs: u32,
         filter: Option<&dyn Fn(i64) -> bool>,
+        record_filter: Option<RecordFilter<'_>>,
     ) -> Option<Pulled> {
         let s = self.lock();
         let store = s.store();
@@ -477,15 +482,18 @@ impl StoreService {
             MAX_FILTER_SCAN.max(u64::from(want)),
             filter,
             &mut |n, e: Entry| {
-                if out.body.len() + e.size as usize > MAX_PULL_BYTES && matched > 0 {
+                // Records below the log's start were deleted by retention: skip.
+                let Ok(Some(bytes)) = log.slice(e.physical_offset, e.size as usize) else {
+                    return true;
+                };
+                if record_filter.is_some_and(|keep| !keep(bytes)) {
+                    return true;
+                }
+                if out.body.len() + bytes.len() > MAX_PULL_BYTES && matched > 0 {
                     byte_stop = true;
                     return false;
                 }
-                match log.slice(e.physical_offset, e.size as usize) {
-                    Ok(Some(bytes)) => out.body.extend_from_slice(bytes),
-                    // Records below the log's start were deleted by retention: skip.
-                    _ => return true,
-                }
+                out.body.extend_from_slice(bytes);
                 matched += 1;
                 last_taken = Some(n);
                 matched < want

@@ -12,10 +12,10 @@
 //! * [`LitePullConsumer`] ([`consumer::lite`]): Java's `DefaultLitePullConsumer`:
 //!   subscribe (rebalanced) or assign, `poll` from a buffer filled by background pulls,
 //!   seek, pause/resume, auto-commit.
-//! * [`PushConsumer`] ([`consumer::push`]): subscriptions with tag expressions, rebalance
-//!   (Java-identical allocation), long polling, concurrent and orderly listeners on a
-//!   worker pool, retry through `%RETRY%group`, clustering (broker offsets) and
-//!   broadcasting (local offset file).
+//! * [`PushConsumer`] ([`consumer::push`]): subscriptions with tag or SQL92 expressions
+//!   ([`MessageSelector`]), rebalance (Java-identical allocation), long polling,
+//!   concurrent and orderly listeners on a worker pool, retry through `%RETRY%group`,
+//!   clustering (broker offsets) and broadcasting (local offset file).
 //! * [`Admin`] ([`admin`]): topics, clusters, groups, consumer progress, message queries;
 //!   the `tern-admin` binary is a command line over it.
 //!
@@ -38,8 +38,9 @@ pub use admin::{Admin, ConsumeProgress, QueueProgress, Target};
 pub use config::{ClientConfig, ProducerConfig};
 pub use consumer::{
     AllocateStrategy, ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus,
-    LitePullConsumer, LitePullConsumerConfig, MessageModel, OrderlyListener, OrderlyStatus,
-    PullConsumer, PullResult, PullStatus, PushConsumer, PushConsumerConfig,
+    ExpressionType, LitePullConsumer, LitePullConsumerConfig, MessageModel, MessageSelector,
+    OrderlyListener, OrderlyStatus, PullConsumer, PullResult, PullStatus, PushConsumer,
+    PushConsumerConfig,
 };
 pub use error::{ClientError, Result};
 pub use instance::ClientInstance;

@@ -176,6 +176,22 @@ impl SubscriptionData {
     }
 }
 
+/// CHECK_CLIENT_CONFIG body: a consumer asks whether the broker accepts one of its
+/// subscriptions (Java's consumers send it at start for every non-TAG subscription).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CheckClientRequestBody {
+    /// The asking client.
+    #[serde(deserialize_with = "lenient::string")]
+    pub client_id: String,
+    /// Its consumer group.
+    #[serde(deserialize_with = "lenient::string")]
+    pub group: String,
+    /// The subscription to check; absent means nothing to check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_data: Option<SubscriptionData>,
+}
+
 /// One client connection as reported to admin tools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -286,5 +302,19 @@ mod tests {
             vec!["TagA", "TagB"]
         );
         assert!(SubscriptionData::parse_tags("*").is_empty());
+    }
+
+    #[test]
+    fn java_check_client_body_decodes() {
+        let text = br#"{"clientId":"10.0.0.1@9","group":"g","namespace":null,"subscriptionData":{"classFilterMode":false,"codeSet":[],"expressionType":"SQL92","subString":"a > 5","subVersion":1732874400123,"tagsSet":[],"topic":"T"}}"#;
+        let b: CheckClientRequestBody = from_json(text).unwrap();
+        assert_eq!(b.group, "g");
+        let sub = b.subscription_data.unwrap();
+        assert_eq!(
+            (sub.expression_type.as_str(), sub.sub_string.as_str()),
+            ("SQL92", "a > 5")
+        );
+        let empty: CheckClientRequestBody = from_json(b"{}").unwrap();
+        assert!(empty.subscription_data.is_none());
     }
 }

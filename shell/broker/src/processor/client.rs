@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use tern_shell::body::{
-    Connection as ConnInfo, ConsumerConnection, GetConsumerListByGroupResponseBody, HeartbeatData,
-    LockBatchRequestBody, LockBatchResponseBody,
+    CheckClientRequestBody, Connection as ConnInfo, ConsumerConnection,
+    GetConsumerListByGroupResponseBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
 };
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{ConsumerGroupRequestHeader, UnregisterClientRequestHeader};
@@ -69,6 +69,8 @@ pub async fn heartbeat(
         }
     }
     let (changed, new_conn) = ctx.clients.heartbeat(conn, req.language, req.version, &hb);
+    ctx.filters
+        .note_heartbeat(ctx.config.enable_property_filter, &hb);
     if new_conn {
         let (ctx2, conn2) = (ctx.clone(), conn.clone());
         runtime::spawn(async move {
@@ -87,6 +89,41 @@ pub async fn heartbeat(
         notify_ids_changed(ctx, &g).await;
     }
     RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// CHECK_CLIENT_CONFIG: a consumer asks at start whether its (SQL92) subscription will be
+/// served, so a bad expression fails its start rather than every pull.
+pub fn check_client_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let body: CheckClientRequestBody = if req.body.is_empty() {
+        CheckClientRequestBody::default()
+    } else {
+        match tern_shell::body::from_json(&req.body) {
+            Ok(b) => b,
+            Err(e) => {
+                return RemotingCommand::error_response(
+                    req,
+                    ResponseCode::SystemError,
+                    format!("bad check-client body: {e}"),
+                );
+            }
+        }
+    };
+    let refusal = body
+        .subscription_data
+        .as_ref()
+        .and_then(|sub| crate::filter::check_subscription(ctx.config.enable_property_filter, sub));
+    match refusal {
+        None => RemotingCommand::response_to(req, ResponseCode::Success),
+        Some(r) => {
+            log::warn!(
+                "client {} of group {} asked about a subscription refused here: {}",
+                body.client_id,
+                body.group,
+                r.remark
+            );
+            RemotingCommand::error_response(req, r.code, r.remark)
+        }
+    }
 }
 
 /// UNREGISTER_CLIENT.

@@ -65,9 +65,7 @@ impl Processor for BrokerProcessor {
             RequestCode::LockBatchMq => client::lock_batch(ctx, &req),
             RequestCode::UnlockBatchMq => client::unlock_batch(ctx, &req),
             RequestCode::GetConsumerConnectionList => client::consumer_connections(ctx, &req),
-            RequestCode::CheckClientConfig => {
-                RemotingCommand::response_to(&req, ResponseCode::Success)
-            }
+            RequestCode::CheckClientConfig => client::check_client_config(ctx, &req),
             RequestCode::QueryMessage => query::query_message(ctx, &req),
             RequestCode::ViewMessageById => query::view_message(ctx, &req),
             RequestCode::GetBrokerRuntimeInfo => query::runtime_info(ctx, &req),

@@ -1,10 +1,10 @@
-//! PULL_MESSAGE: read a queue from an offset, filter by tag code, answer with the stored
-//! records as they are; when nothing is there and the client allows it, hold the request
-//! until a message arrives or the client's suspend timeout passes.
+//! PULL_MESSAGE: read a queue from an offset, filter by tag code or SQL92 on properties,
+//! answer with the stored records as they are; when nothing is there and the client
+//! allows it, hold the request until a matching message arrives or the client's suspend
+//! timeout passes.
 
 use std::time::{Duration, Instant};
 
-use tern_engine::hash::java_string_hash;
 use tern_shell::body::SubscriptionData;
 use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
 use tern_shell::runtime;
@@ -12,7 +12,8 @@ use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::bad_header;
 use crate::BrokerCtx;
-use crate::clients::normalize_subscription;
+use crate::filter::{PullFilter, record_matches};
+use crate::store::RecordFilter;
 use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s and times out at 30 s).
@@ -27,27 +28,29 @@ struct Answer {
     body: Vec<u8>,
 }
 
-fn tag_filter(sub: &SubscriptionData) -> Option<Vec<i32>> {
-    let tags = SubscriptionData::parse_tags(&sub.sub_string);
-    if tags.is_empty() {
-        return None;
-    }
-    Some(tags.iter().map(|t| java_string_hash(t)).collect())
-}
-
-/// Reads once: RocketMQ's GetMessageStatus mapped to response codes (wire-protocol.md §2.3).
-fn read(ctx: &BrokerCtx, h: &PullMessageRequestHeader, codes: Option<&[i32]>) -> Answer {
-    let offset = h.queue_offset.max(0) as u64;
-    let filter = codes.map(|codes| move |tag: i64| codes.contains(&(tag as i32)));
-    let filter_ref: Option<&dyn Fn(i64) -> bool> =
-        filter.as_ref().map(|f| f as &dyn Fn(i64) -> bool);
+/// Reads once from `queue_offset`: RocketMQ's GetMessageStatus mapped to response codes
+/// (wire-protocol.md §2.3).
+fn read(
+    ctx: &BrokerCtx,
+    h: &PullMessageRequestHeader,
+    queue_offset: i64,
+    filter: &PullFilter,
+) -> Answer {
+    let offset = queue_offset.max(0) as u64;
+    let codes = filter.tag_codes();
+    let tags = codes.map(|codes| move |tag: i64| codes.contains(&(tag as i32)));
+    let tags_ref: Option<&dyn Fn(i64) -> bool> = tags.as_ref().map(|f| f as &dyn Fn(i64) -> bool);
+    let sql = filter
+        .sql()
+        .map(|e| move |record: &[u8]| record_matches(e, record));
+    let sql_ref: Option<RecordFilter<'_>> = sql.as_ref().map(|f| f as RecordFilter<'_>);
     let max_msgs = h.max_msg_nums.max(1) as u32;
     let Some(p) = ctx
         .store
-        .read_queue(&h.topic, h.queue_id, offset, max_msgs, filter_ref)
+        .read_queue(&h.topic, h.queue_id, offset, max_msgs, tags_ref, sql_ref)
     else {
         // The queue was never written.
-        let code = if h.queue_offset != 0 {
+        let code = if queue_offset != 0 {
             ResponseCode::PullOffsetMoved
         } else {
             ResponseCode::PullNotFound
@@ -70,7 +73,7 @@ fn read(ctx: &BrokerCtx, h: &PullMessageRequestHeader, codes: Option<&[i32]>) ->
     };
     if max == 0 {
         return answer(
-            if h.queue_offset != 0 {
+            if queue_offset != 0 {
                 ResponseCode::PullOffsetMoved
             } else {
                 ResponseCode::PullNotFound
@@ -78,7 +81,7 @@ fn read(ctx: &BrokerCtx, h: &PullMessageRequestHeader, codes: Option<&[i32]>) ->
             0,
         );
     }
-    if h.queue_offset < 0 || offset < min {
+    if queue_offset < 0 || offset < min {
         return answer(ResponseCode::PullOffsetMoved, min);
     }
     if offset == max {
@@ -103,6 +106,19 @@ fn read(ctx: &BrokerCtx, h: &PullMessageRequestHeader, codes: Option<&[i32]>) ->
         return answer(ResponseCode::PullRetryImmediately, p.next);
     }
     answer(ResponseCode::PullRetryImmediately, p.next.max(offset))
+}
+
+/// While a pull is held, messages that arrive but do not match are stepped over without
+/// answering (Java's hold service does not wake a pull for them): the held offset moves
+/// past them and the pull keeps waiting.
+fn skip(answer: &mut Answer, offset: &mut i64) {
+    if answer.code == ResponseCode::PullRetryImmediately
+        && answer.next >= answer.max
+        && answer.next > *offset as u64
+    {
+        *offset = answer.next as i64;
+        answer.code = ResponseCode::PullNotFound;
+    }
 }
 
 /// PULL_MESSAGE / LITE_PULL_MESSAGE.
@@ -179,23 +195,17 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             }
         }
     };
-    if !sub.expression_type_or_tag().eq_ignore_ascii_case("TAG") {
-        return RemotingCommand::error_response(
-            req,
-            ResponseCode::SubscriptionParseFailed,
-            format!(
-                "expression type {} is not supported by this broker yet; use TAG",
-                sub.expression_type
-            ),
-        );
-    }
-    let sub = normalize_subscription(sub);
-    let codes = tag_filter(&sub);
+    let enable_sql = ctx.config.enable_property_filter;
+    let filter = match ctx.filters.for_pull(enable_sql, &h.consumer_group, sub) {
+        Ok(f) => f,
+        Err(r) => return RemotingCommand::error_response(req, r.code, r.remark),
+    };
     if h.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
         ctx.offsets
             .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
     }
-    let mut answer = read(ctx, &h, codes.as_deref());
+    let mut offset = h.queue_offset;
+    let mut answer = read(ctx, &h, offset, &filter);
     if answer.code == ResponseCode::PullNotFound && h.sys_flag & pull_sys_flag::SUSPEND != 0 {
         let hold = if ctx.config.long_polling {
             Duration::from_millis(h.suspend_timeout_millis.max(0) as u64).min(MAX_HOLD)
@@ -205,7 +215,8 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         let deadline = Instant::now() + hold;
         while answer.code == ResponseCode::PullNotFound && !ctx.shutdown.is_triggered() {
             let listener = ctx.holds.listen(&h.topic, h.queue_id);
-            answer = read(ctx, &h, codes.as_deref());
+            answer = read(ctx, &h, offset, &filter);
+            skip(&mut answer, &mut offset);
             if answer.code != ResponseCode::PullNotFound {
                 break;
             }
@@ -221,10 +232,15 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
                 },
             )
             .await;
-            answer = read(ctx, &h, codes.as_deref());
+            answer = read(ctx, &h, offset, &filter);
+            skip(&mut answer, &mut offset);
             if !woke {
                 break;
             }
+        }
+        if answer.code == ResponseCode::PullNotFound && offset != h.queue_offset {
+            // Java's answer for a pull whose messages were all filtered out.
+            answer.code = ResponseCode::PullRetryImmediately;
         }
     }
     let header = PullMessageResponseHeader {

@@ -9,6 +9,8 @@
 //! * [`lite`]: the lite pull consumer (Java's `DefaultLitePullConsumer`): subscribe (with
 //!   the push consumer's rebalance) or assign queues, background pulls into a bounded
 //!   buffer, `poll`, seek, pause/resume, auto-commit.
+//! * [`selector`]: [`MessageSelector`], a tag or SQL92 subscription (Java's
+//!   `MessageSelector`).
 //! * [`allocate`]: queue allocation strategies, identical to Java's.
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
@@ -17,6 +19,7 @@ pub mod lite;
 pub mod offset_store;
 pub mod pull;
 pub mod push;
+pub mod selector;
 
 pub use allocate::AllocateStrategy;
 pub use lite::{LitePullConsumer, LitePullConsumerConfig};
@@ -25,3 +28,4 @@ pub use push::{
     ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel,
     OrderlyListener, OrderlyStatus, PushConsumer, PushConsumerConfig,
 };
+pub use selector::{ExpressionType, MessageSelector};

@@ -1,8 +1,8 @@
 //! The pull consumer (lite-pull style): assign queues, pull from an offset, commit offsets.
 //!
 //! Pulls are PULL_MESSAGE (11) with the SUBSCRIPTION flag and no SUSPEND: the broker
-//! answers at once, filters by tag hash, and the client re-filters by tag string (tag
-//! hashes collide), as Java does.
+//! answers at once and filters by tag hash (the client then re-filters by tag string, tag
+//! hashes collide, as Java does) or by SQL92 on properties.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use tern_shell::message::{MessageExt, decode_pulled};
 use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::ClientConfig;
+use crate::consumer::selector::MessageSelector;
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientInstance, PERM_READ, ok};
 use crate::message::keys;
@@ -197,8 +198,23 @@ impl PullConsumer {
         offset: i64,
         max: i32,
     ) -> Result<PullResult> {
+        self.pull_with_selector(queue, &MessageSelector::tag(expression), offset, max)
+            .await
+    }
+
+    /// Pulls up to `max` messages matching a selector: a tag expression (re-filtered
+    /// here by tag string) or SQL92 (filtered by the broker; a bad expression is the
+    /// broker's code 23 with the column).
+    pub async fn pull_with_selector(
+        &self,
+        queue: &MessageQueue,
+        selector: &MessageSelector,
+        offset: i64,
+        max: i32,
+    ) -> Result<PullResult> {
+        selector.check()?;
         let addr = self.broker_addr(queue).await?;
-        let tags = SubscriptionData::parse_tags(expression);
+        let sub = selector.subscription(&queue.topic, now_ms());
         let header = PullMessageRequestHeader {
             consumer_group: self.inner.group.clone(),
             topic: queue.topic.clone(),
@@ -208,13 +224,9 @@ impl PullConsumer {
             sys_flag: pull_sys_flag::SUBSCRIPTION,
             commit_offset: 0,
             suspend_timeout_millis: 20_000,
-            subscription: Some(if tags.is_empty() {
-                "*".into()
-            } else {
-                expression.trim().to_owned()
-            }),
-            sub_version: now_ms(),
-            expression_type: Some("TAG".into()),
+            subscription: Some(sub.sub_string),
+            sub_version: sub.sub_version,
+            expression_type: Some(sub.expression_type),
             ..PullMessageRequestHeader::default()
         };
         let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
@@ -223,7 +235,7 @@ impl PullConsumer {
             .client
             .invoke(&addr, cmd, self.inner.pull_timeout)
             .await?;
-        decode_pull_response(&resp, &tags)
+        decode_pull_response(&resp, &sub.tags_set)
     }
 
     /// The group's committed offset of `queue`; `None` when the broker has none (22).

@@ -31,7 +31,8 @@ use tern_shell::runtime::{self, Shutdown};
 use crate::config::ClientConfig;
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, queue_offset};
-use crate::consumer::push::{allocate_topic, subscription};
+use crate::consumer::push::allocate_topic;
+use crate::consumer::selector::{MessageSelector, check_in_broker};
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 use crate::processor::ConsumerHook;
@@ -155,19 +156,26 @@ impl LitePullConsumer {
         &self.inner.client
     }
 
-    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`); the group's
-    /// members then share its queues. Not after [`LitePullConsumer::assign`].
-    pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`) or any
+    /// [`MessageSelector`] (`MessageSelector::sql("a > 5")`); the group's members then
+    /// share its queues. Not after [`LitePullConsumer::assign`].
+    pub fn subscribe(&self, topic: &str, selector: impl Into<MessageSelector>) -> Result<()> {
         crate::message::check_topic(topic)?;
+        let selector = selector.into();
+        selector.check()?;
         self.inner.set_mode(Mode::Subscribe)?;
-        let sub = subscription(topic, expression, now_ms());
-        lock(&self.inner.subs).insert(topic.to_owned(), sub);
+        let sub = selector.subscription(topic, now_ms());
+        lock(&self.inner.subs).insert(topic.to_owned(), sub.clone());
         if self.inner.started.load(Ordering::Acquire) {
             self.inner.announce();
             let (inner, topic) = (self.inner.clone(), topic.to_owned());
             runtime::spawn(async move {
                 if let Err(e) = inner.client.fetch_route(&topic).await {
                     log::info!("route of {topic} not available yet: {e}");
+                }
+                // Too late to fail `subscribe`: say it loudly, the pulls will be refused.
+                if let Err(e) = check_in_broker(&inner.client, &inner.config.group, &sub).await {
+                    log::error!("the broker refuses the subscription to {topic}: {e}");
                 }
                 inner.client.send_heartbeat_to_all_brokers().await;
                 inner.kick();
@@ -191,11 +199,19 @@ impl LitePullConsumer {
     }
 
     /// Joins the group (heartbeats) and starts pulling: the assigned queues at once, the
-    /// subscribed topics after their first rebalance.
+    /// subscribed topics after their first rebalance. Fails when a broker refuses an
+    /// SQL92 subscription (its code and remark).
     pub async fn start(&self) -> Result<()> {
         let inner = &self.inner;
         if inner.shutdown.is_triggered() {
             return Err(ClientError::Shutdown);
+        }
+        if inner.started.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let subs: Vec<SubscriptionData> = lock(&inner.subs).values().cloned().collect();
+        for sub in &subs {
+            check_in_broker(&inner.client, &inner.config.group, sub).await?;
         }
         if inner.started.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -365,7 +381,7 @@ impl Inner {
             subs = self
                 .topics()
                 .iter()
-                .map(|t| subscription(t, "*", self.start_ms))
+                .map(|t| MessageSelector::all().subscription(t, self.start_ms))
                 .collect();
         }
         self.client.register_consumer(ConsumerData {

@@ -18,7 +18,7 @@ use tern_shell::{RemotingCommand, RequestCode};
 
 use super::{Inner, QueueState, lock};
 use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
-use crate::error::Result;
+use crate::error::{ClientError, Result};
 
 /// Pause of a paused queue before it looks again (Java: 1 s).
 const PAUSED_DELAY: Duration = Duration::from_millis(200);
@@ -30,6 +30,7 @@ const ERROR_DELAY: Duration = Duration::from_secs(1);
 pub(super) async fn pull_loop(inner: Arc<Inner>, st: Arc<QueueState>, mut next: i64) {
     let cfg = &inner.config;
     let mq = &st.mq;
+    let mut refusal_logged = false;
     loop {
         if st.dropped.is_triggered() || inner.shutdown.is_triggered() {
             return;
@@ -57,9 +58,19 @@ pub(super) async fn pull_loop(inner: Arc<Inner>, st: Arc<QueueState>, mut next: 
             return;
         };
         let r = match result {
-            Ok(r) => r,
+            Ok(r) => {
+                refusal_logged = false;
+                r
+            }
             Err(e) => {
-                log::debug!("lite pull of {mq:?} at {next} failed: {e}");
+                // A broker's refusal (a bad SQL92 expression: 23) does not heal by
+                // itself: say it once at warn, then keep retrying quietly.
+                if matches!(e, ClientError::Broker { .. }) && !refusal_logged {
+                    refusal_logged = true;
+                    log::warn!("lite pull of {mq:?} at {next} refused: {e}");
+                } else {
+                    log::debug!("lite pull of {mq:?} at {next} failed: {e}");
+                }
                 if stopped(&inner, &st, ERROR_DELAY).await {
                     return;
                 }
@@ -101,9 +112,14 @@ async fn stopped(inner: &Inner, st: &QueueState, d: Duration) -> bool {
 async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullResult> {
     let cfg = &inner.config;
     let mq = &st.mq;
-    let (expression, version, tags) = match lock(&inner.subs).get(&mq.topic) {
-        Some(s) => (s.sub_string.clone(), s.sub_version, s.tags_set.clone()),
-        None => ("*".to_owned(), inner.start_ms, Vec::new()),
+    let (expression, version, tags, expression_type) = match lock(&inner.subs).get(&mq.topic) {
+        Some(s) => (
+            s.sub_string.clone(),
+            s.sub_version,
+            s.tags_set.clone(),
+            s.expression_type.clone(),
+        ),
+        None => ("*".to_owned(), inner.start_ms, Vec::new(), String::new()),
     };
     let header = PullMessageRequestHeader {
         consumer_group: cfg.group.clone(),
@@ -116,7 +132,11 @@ async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullRe
         suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
         subscription: Some(expression),
         sub_version: version,
-        expression_type: Some("TAG".into()),
+        expression_type: Some(if expression_type.is_empty() {
+            "TAG".into()
+        } else {
+            expression_type
+        }),
         ..PullMessageRequestHeader::default()
     };
     let addr = broker_addr(&inner.client, mq).await?;

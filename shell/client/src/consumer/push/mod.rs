@@ -40,10 +40,11 @@ pub use listener::{
 
 use crate::config::{ClientConfig, ProducerConfig};
 use crate::consumer::offset_store::OffsetStore;
+use crate::consumer::selector::{MessageSelector, check_in_broker};
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 use crate::processor::ConsumerHook;
-use crate::producer::{Producer, java_hash};
+use crate::producer::Producer;
 use pool::WorkerPool;
 use process_queue::ProcessQueue;
 
@@ -157,16 +158,19 @@ impl PushConsumer {
         &self.inner.config
     }
 
-    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`). Call before
+    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`) or any
+    /// [`MessageSelector`] (`MessageSelector::sql("a > 5")`). Call before
     /// [`PushConsumer::start`]; subscribing again replaces the expression.
-    pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+    pub fn subscribe(&self, topic: &str, selector: impl Into<MessageSelector>) -> Result<()> {
         crate::message::check_topic(topic)?;
+        let selector = selector.into();
+        selector.check()?;
         if self.inner.started.load(Ordering::Acquire) {
             return Err(ClientError::InvalidMessage(
                 "subscribe before starting the consumer".into(),
             ));
         }
-        let sub = subscription(topic, expression, self.inner.start_ms);
+        let sub = selector.subscription(topic, self.inner.start_ms);
         lock(&self.inner.subs).insert(topic.to_owned(), sub);
         Ok(())
     }
@@ -182,7 +186,9 @@ impl PushConsumer {
     }
 
     /// Joins the group: heartbeats, then rebalances and starts pulling. Fails when no
-    /// listener or subscription was given.
+    /// listener or subscription was given, or when a broker refuses an SQL92
+    /// subscription (the broker's code and remark, e.g. 23 with the column of a syntax
+    /// error).
     pub async fn start(&self) -> Result<()> {
         let inner = &self.inner;
         let Some(listener) = lock(&inner.listener).clone() else {
@@ -191,13 +197,20 @@ impl PushConsumer {
         if lock(&inner.subs).is_empty() {
             return Err(ClientError::InvalidMessage("no subscription".into()));
         }
+        if inner.started.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let subs: Vec<SubscriptionData> = lock(&inner.subs).values().cloned().collect();
+        for sub in &subs {
+            check_in_broker(&inner.client, &inner.config.group, sub).await?;
+        }
         if inner.started.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let cfg = &inner.config;
         if cfg.message_model == MessageModel::Clustering {
             let retry = cfg.retry_topic();
-            let sub = subscription(&retry, "*", inner.start_ms);
+            let sub = MessageSelector::all().subscription(&retry, inner.start_ms);
             lock(&inner.subs).insert(retry, sub);
         }
         *lock(&inner.pool) = Some(WorkerPool::new(
@@ -272,24 +285,6 @@ impl PushConsumer {
             pool.close();
         }
         inner.client.shutdown().await;
-    }
-}
-
-/// A subscription as Java builds it (`FilterAPI.buildSubscriptionData`).
-pub(crate) fn subscription(topic: &str, expression: &str, version: i64) -> SubscriptionData {
-    let tags = SubscriptionData::parse_tags(expression);
-    SubscriptionData {
-        topic: topic.to_owned(),
-        sub_string: if tags.is_empty() {
-            "*".into()
-        } else {
-            expression.trim().to_owned()
-        },
-        code_set: tags.iter().map(|t| java_hash(t)).collect(),
-        tags_set: tags,
-        sub_version: version,
-        expression_type: "TAG".into(),
-        class_filter_mode: false,
     }
 }
 

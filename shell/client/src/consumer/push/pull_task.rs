@@ -2,8 +2,9 @@
 //!
 //! PULL_MESSAGE with SUSPEND (the broker holds it up to `broker_suspend_max` when nothing
 //! is there), COMMIT_OFFSET carrying the in-memory offset in clustering, no SUBSCRIPTION
-//! flag: the broker filters with the subscription from our heartbeat, and we re-filter by
-//! tag string. The loop ends when the queue is dropped or the consumer shuts down.
+//! flag: the broker filters with the subscription from our heartbeat (tags or SQL92),
+//! and we re-filter tag subscriptions by tag string. The loop ends when the queue is
+//! dropped or the consumer shuts down.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tern_shell::{RemotingCommand, RequestCode};
 use super::process_queue::ProcessQueue;
 use super::{Inner, lock};
 use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
-use crate::error::Result;
+use crate::error::{ClientError, Result};
 
 /// Pause of a queue over its flow-control thresholds (Java: 50 ms).
 const FLOW_CONTROL_PAUSE: Duration = Duration::from_millis(50);
@@ -35,6 +36,7 @@ pub(super) async fn pull_loop(
     let cfg = &inner.config;
     let orderly = inner.is_orderly();
     let mut flow_logged = false;
+    let mut refusal_logged = false;
     loop {
         if pq.is_dropped() || inner.shutdown.is_triggered() {
             return;
@@ -70,9 +72,19 @@ pub(super) async fn pull_loop(
             return;
         };
         let r = match result {
-            Ok(r) => r,
+            Ok(r) => {
+                refusal_logged = false;
+                r
+            }
             Err(e) => {
-                log::debug!("pull of {mq:?} at {next} failed: {e}");
+                // A broker's refusal (a bad SQL92 expression: 23) does not heal by
+                // itself: say it once at warn, then keep retrying quietly.
+                if matches!(e, ClientError::Broker { .. }) && !refusal_logged {
+                    refusal_logged = true;
+                    log::warn!("pull of {mq:?} at {next} refused: {e}");
+                } else {
+                    log::debug!("pull of {mq:?} at {next} failed: {e}");
+                }
                 if stopped(&inner, &pq, ERROR_PAUSE).await {
                     return;
                 }
@@ -130,9 +142,9 @@ async fn stopped(inner: &Inner, pq: &ProcessQueue, d: Duration) -> bool {
 
 async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<PullResult> {
     let cfg = &inner.config;
-    let (sub_version, tags) = match lock(&inner.subs).get(&mq.topic) {
-        Some(s) => (s.sub_version, s.tags_set.clone()),
-        None => (inner.start_ms, Vec::new()),
+    let (sub_version, tags, expression_type) = match lock(&inner.subs).get(&mq.topic) {
+        Some(s) => (s.sub_version, s.tags_set.clone(), s.expression_type.clone()),
+        None => (inner.start_ms, Vec::new(), String::new()),
     };
     let commit = if inner.clustering() {
         inner.offsets.read_memory(mq).filter(|o| *o > 0)
@@ -154,7 +166,11 @@ async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<Pull
         suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
         subscription: None,
         sub_version,
-        expression_type: Some("TAG".into()),
+        expression_type: Some(if expression_type.is_empty() {
+            "TAG".into()
+        } else {
+            expression_type
+        }),
         ..PullMessageRequestHeader::default()
     };
     let addr = broker_addr(&inner.client, mq).await?;
