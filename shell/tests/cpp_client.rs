@@ -2,8 +2,10 @@
 //! built from this crate's encoders. It proves the C++ client accepts our route data, send
 //! responses, pull responses (engine-encoded records) and group bodies.
 //!
-//! Needs a venv with rocketmq==0.4.4: `TERN_RMQ_PYTHON`, `.venv` at the repo root (made by
-//! `scripts/setup-python.sh`) or /tmp/rmqvenv; without one the test says so and passes.
+//! Needs a venv with rocketmq==0.4.4 (see tests/support/rocketmq_python.rs).
+
+#[path = "../../tests/support/rocketmq_python.rs"]
+mod rocketmq_python;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -11,6 +13,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rocketmq_python::python_or_skip;
 use tern_engine::record::{Host, MessageIn, StoreStamp};
 use tern_shell::body::{
     BrokerData, GetConsumerListByGroupResponseBody, HeartbeatData, LockBatchRequestBody,
@@ -209,17 +212,6 @@ impl Processor for FakeCluster {
     }
 }
 
-/// The venv's python: `TERN_RMQ_PYTHON`, else `.venv` at the repo root (made by
-/// `scripts/setup-python.sh`), else /tmp/rmqvenv.
-fn python() -> Option<String> {
-    let repo_venv = format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR"));
-    std::env::var("TERN_RMQ_PYTHON")
-        .ok()
-        .into_iter()
-        .chain([repo_venv, "/tmp/rmqvenv/bin/python".to_string()])
-        .find(|p| std::path::Path::new(p).exists())
-}
-
 fn run_client(py: &str, args: &[&str]) -> Vec<serde_json::Value> {
     let home = tempfile::tempdir().unwrap();
     let script = format!("{}/tests/capture/client.py", env!("CARGO_MANIFEST_DIR"));
@@ -243,10 +235,10 @@ fn run_client(py: &str, args: &[&str]) -> Vec<serde_json::Value> {
 
 #[test]
 fn cpp_client_produces_and_consumes_through_tern_encodings() {
-    let Some(py) = python() else {
-        eprintln!("skipping: no python venv with rocketmq==0.4.4 (set TERN_RMQ_PYTHON)");
+    let Some(py) = python_or_skip("cpp_client_produces_and_consumes_through_tern_encodings") else {
         return;
     };
+    let py = py.to_string_lossy().into_owned();
     block_on(async {
         let cluster = Arc::new(FakeCluster::default());
         let server = Server::bind("127.0.0.1:0", ServerConfig::default(), cluster.clone())

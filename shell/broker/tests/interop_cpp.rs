@@ -8,10 +8,13 @@
 //! on the same data dir and consumes with the C++ push consumer: every acknowledged message
 //! must come back; then the same across a clean SIGTERM stop.
 //!
-//! Needs a venv with rocketmq: `TERN_RMQ_PYTHON`, `.venv/bin/python` at the repo root (made
-//! by `scripts/setup-python.sh`, which `./test.sh` runs) or /tmp/rmqvenv/bin/python. Without
-//! one each test prints a SKIP line and passes. On failure the scratch folder (broker log,
+//! Needs a venv with rocketmq (tests/support/rocketmq_python.rs finds it; made by
+//! `scripts/setup-python.sh`, which `./test.sh` runs). Without one each test prints a SKIP
+//! line and passes, unless TERN_REQUIRE_INTEROP is set (test.sh sets it). On failure the scratch folder (broker log,
 //! data dir, C++ client logs under home/logs/rocketmq-cpp) is kept and its path printed.
+
+#[path = "../../../tests/support/rocketmq_python.rs"]
+mod rocketmq_python;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,6 +24,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
+
+use rocketmq_python::{python_or_skip, repo_root};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The C++ client and the broker are heavy on 2 cores: run these tests one at a time.
@@ -30,56 +35,8 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn repo_root() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    p.canonicalize().unwrap_or(p)
-}
-
 fn script() -> PathBuf {
     repo_root().join("tests/interop/cpp_interop.py")
-}
-
-/// A python that imports the C++ client: `TERN_RMQ_PYTHON`, `.venv` at the repo root,
-/// /tmp/rmqvenv.
-fn python() -> Option<PathBuf> {
-    let candidates = std::env::var_os("TERN_RMQ_PYTHON")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([
-            repo_root().join(".venv/bin/python"),
-            PathBuf::from("/tmp/rmqvenv/bin/python"),
-        ]);
-    for py in candidates {
-        if !py.exists() {
-            continue;
-        }
-        let ok = Command::new(&py)
-            .args(["-c", "import rocketmq.client"])
-            .env("HOME", std::env::temp_dir())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(py);
-        }
-        eprintln!(
-            "note: {} exists but cannot import rocketmq.client",
-            py.display()
-        );
-    }
-    None
-}
-
-fn python_or_skip(test: &str) -> Option<PathBuf> {
-    let py = python();
-    if py.is_none() {
-        eprintln!(
-            "SKIP {test}: no python venv with rocketmq==0.4.4 (run scripts/setup-python.sh, \
-             or set TERN_RMQ_PYTHON)"
-        );
-    }
-    py
 }
 
 /// A scratch folder, removed when the test passes and kept (path printed) when it fails.

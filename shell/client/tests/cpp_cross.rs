@@ -6,48 +6,21 @@
 //! `TERN_RMQ_PYTHON`, or `.venv` at the repo root (`scripts/setup-python.sh`).
 
 mod common;
+#[path = "../../../tests/support/rocketmq_python.rs"]
+mod rocketmq_python;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
+use rocketmq_python::{python_or_skip, repo_root};
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt, Producer,
     ProducerConfig, PushConsumer, PushConsumerConfig,
 };
-
-fn repo_root() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    p.canonicalize().unwrap_or(p)
-}
-
-/// A python that imports the C++ client.
-fn python() -> Option<PathBuf> {
-    let candidates = std::env::var_os("TERN_RMQ_PYTHON")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([repo_root().join(".venv/bin/python")]);
-    for py in candidates {
-        if !py.exists() {
-            continue;
-        }
-        let ok = Command::new(&py)
-            .args(["-c", "import rocketmq.client"])
-            .env("HOME", std::env::temp_dir())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(py);
-        }
-        eprintln!("note: {} cannot import rocketmq.client", py.display());
-    }
-    None
-}
 
 /// Runs the interop script; returns (success, stdout).
 fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
@@ -70,11 +43,8 @@ fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
 
 #[test]
 fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
-    let Some(py) = python() else {
-        eprintln!(
-            "SKIP cpp_client_and_our_push_consumer_exchange_messages_intact: no python venv \
-             with rocketmq==0.4.4 (run scripts/setup-python.sh, or set TERN_RMQ_PYTHON)"
-        );
+    let Some(py) = python_or_skip("cpp_client_and_our_push_consumer_exchange_messages_intact")
+    else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
