@@ -146,16 +146,26 @@ pub async fn create_topic(namesrv: &str, topic: &str) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
     }
+    admin.shutdown().await;
     // The broker registers the topic with the name server; wait until routes show it.
+    wait_for_route(namesrv, topic).await
+}
+
+/// Waits (up to 60 s) until the name server routes `topic`: after a restart a broker
+/// may register its topics only on its next registration round.
+pub async fn wait_for_route(namesrv: &str, topic: &str) -> Result<(), String> {
+    let admin = Admin::new(ClientConfig::new(namesrv)).map_err(|e| e.to_string())?;
     let start = Instant::now();
+    let mut result = Ok(());
     while admin.topic_route(topic).await.is_err() {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err(format!("topic {topic} has no route after 30 s"));
+        if start.elapsed() > Duration::from_secs(60) {
+            result = Err(format!("topic {topic} has no route after 60 s"));
+            break;
         }
         runtime::sleep(Duration::from_millis(50)).await;
     }
     admin.shutdown().await;
-    Ok(())
+    result
 }
 
 /// Starts `n` producers, each with its own client instance, and warms their routes.

@@ -471,6 +471,7 @@ fn backlog_one(
         "ms",
     );
     // Catch up from offset 0.
+    block_on(load::wait_for_route(&b.namesrv(), TOPIC))?;
     let pb = bar(p.backlog, &format!("{system} catch-up"));
     let r = block_on(consume::catch_up(
         &b.namesrv(),
