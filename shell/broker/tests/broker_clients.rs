@@ -330,6 +330,17 @@ fn bad_requests_get_clear_errors_and_nothing_stored_is_lost() {
         expect_code(&resp, ResponseCode::SystemError);
         assert!(remark(&resp).contains("illegal characters"), "{resp:?}");
 
+        // The broker's own system topics: 16 NO_PERMISSION.
+        for system in [
+            "SCHEDULE_TOPIC_XXXX",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        ] {
+            let resp = c.call(send_v1(&msg(system, b"x", &[]), 0)).await;
+            expect_code(&resp, ResponseCode::NoPermission);
+            assert!(remark(&resp).contains("forbidden"), "{resp:?}");
+        }
+
         // A 5 MiB body: 13 MESSAGE_ILLEGAL.
         let big = msg(topic, &vec![b'z'; 5 * 1024 * 1024], &[]);
         let resp = c.call(send_v1(&big, 0)).await;

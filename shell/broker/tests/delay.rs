@@ -411,12 +411,14 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
         assert_eq!(r1.msg_id(), "UNIQ-r1");
         assert!(!r1.properties.contains_key("DELAY"));
 
-        // The consumer's own level (1 s).
+        // The consumer's own level (1 s). A later attempt names another origin id; the
+        // first one stays, as RocketMQ keeps it.
         let at = now_ms();
-        expect_code(
-            &c.call(send_back(r1.commit_log_offset, "g1", 1, 2)).await,
-            ResponseCode::Success,
-        );
+        let mut again = send_back(r1.commit_log_offset, "g1", 1, 2);
+        again
+            .ext_fields
+            .insert("originMsgId".into(), "SECOND-ATTEMPT".into());
+        expect_code(&c.call(again).await, ResponseCode::Success);
         let (r2, seen) = arrivals(&c, "%RETRY%g1", 0, 2, LATE).await.remove(1);
         assert!(
             seen >= at + 1_000 - EARLY_MS,
@@ -424,6 +426,7 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
             seen - at
         );
         assert_eq!(r2.reconsume_times, 2);
+        assert_eq!(r2.properties["ORIGIN_MESSAGE_ID"], "ORIGIN-1");
 
         // reconsumeTimes 2 ≥ max 2: the DLQ, without waiting.
         expect_code(

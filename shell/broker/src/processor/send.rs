@@ -64,6 +64,17 @@ fn stored_properties(ctx: &BrokerCtx, props: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The first attempt's msgId on a retried message.
+const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+
+/// System topics only the broker writes.
+const NOT_SENDABLE: [&str; 4] = [
+    tern_engine::delay::SCHEDULE_TOPIC,
+    crate::transaction::half::HALF_TOPIC,
+    crate::transaction::half::OP_TOPIC,
+    crate::transaction::half::CHECK_MAX_TOPIC,
+];
+
 /// Resolves the target topic, creating it from the template when allowed.
 fn topic_for_send(
     ctx: &BrokerCtx,
@@ -72,6 +83,15 @@ fn topic_for_send(
 ) -> Result<tern_shell::body::TopicConfig, RemotingCommand> {
     validate_topic(&h.topic)
         .map_err(|e| RemotingCommand::error_response(req, ResponseCode::SystemError, e))?;
+    // The broker's own bookkeeping topics, as RocketMQ's TopicValidator lists them: a
+    // record sent there directly would be taken for a delayed or half message.
+    if NOT_SENDABLE.contains(&h.topic.as_str()) {
+        return Err(RemotingCommand::error_response(
+            req,
+            ResponseCode::NoPermission,
+            format!("sending message to topic[{}] is forbidden", h.topic),
+        ));
+    }
     if let Some(t) = ctx.topics.get(&h.topic) {
         if t.perm & PERM_WRITE == 0 {
             return Err(RemotingCommand::error_response(
@@ -405,8 +425,15 @@ pub async fn send_back(
     if retry_topic_of_origin.is_none() {
         add(key::RETRY_TOPIC, &origin_topic);
     }
-    if let Some(id) = h.origin_msg_id.as_deref().filter(|s| !s.is_empty()) {
-        add("ORIGIN_MESSAGE_ID", id);
+    // The first attempt's id stays: a message retried again keeps pointing at the
+    // original (RocketMQ keeps an existing ORIGIN_MESSAGE_ID, else the stored msgId).
+    if properties::get(view.properties(), ORIGIN_MESSAGE_ID).is_none() {
+        let id = h
+            .origin_msg_id
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| offset_msg_id(ctx.store_host, h.offset));
+        add(ORIGIN_MESSAGE_ID, &id);
     }
     let msg = MessageIn {
         topic: &topic,
