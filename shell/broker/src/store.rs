@@ -97,6 +97,10 @@ pub struct StoreService {
     flush_done: Event,
     /// Wakes the reput task (something was appended).
     appended: Event,
+    /// Wakes the warm task: the log end passed `warm_below`.
+    warm_wanted: Event,
+    /// Log offset past which the warm task should top up the cached pages ahead.
+    warm_below: AtomicU64,
     /// Set while the disk is past the refuse watermark.
     disk_full: AtomicBool,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
@@ -144,6 +148,8 @@ impl StoreService {
             flush_wanted: Event::new(),
             flush_done: Event::new(),
             appended: Event::new(),
+            warm_wanted: Event::new(),
+            warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             put_count: AtomicU64::new(0),
@@ -217,6 +223,7 @@ impl StoreService {
         };
         self.put_count.fetch_add(1, Ordering::Relaxed);
         self.appended.notify(usize::MAX);
+        self.wake_warmer();
         Ok(stored)
     }
 
@@ -250,6 +257,7 @@ impl StoreService {
         self.put_count
             .fetch_add(msgs.len() as u64, Ordering::Relaxed);
         self.appended.notify(usize::MAX);
+        self.wake_warmer();
         Ok(out)
     }
 
@@ -381,8 +389,9 @@ impl StoreService {
     pub async fn run_warm(self: Arc<Self>, shutdown: runtime::Shutdown) {
         let mut warmed = 0u64;
         while !shutdown.is_triggered() {
-            let listener = self.appended.listen();
+            let listener = self.warm_wanted.listen();
             let end = self.written.load(Ordering::Acquire);
+            let before = warmed;
             if warmed < end + WARM_AHEAD / 2 {
                 let from = warmed.max(end);
                 let to = end + WARM_AHEAD;
@@ -396,7 +405,26 @@ impl StoreService {
                     }
                 }
             }
-            until_appended(listener, &shutdown).await;
+            // Appends wake this task once half the warmed bytes are used, not on every
+            // message; while it cannot get ahead (the next segment does not exist yet),
+            // on the next append.
+            let next = if warmed > end + WARM_AHEAD / 2 {
+                warmed - WARM_AHEAD / 2
+            } else {
+                end + 1
+            };
+            self.warm_below.store(next, Ordering::Release);
+            let short = warmed > before && warmed < end + WARM_AHEAD / 2;
+            if !short && self.written.load(Ordering::Acquire) < next {
+                until_appended(listener, &shutdown).await;
+            }
+        }
+    }
+
+    /// Called after each append: wakes the warm task when the log end passed its mark.
+    fn wake_warmer(&self) {
+        if self.written.load(Ordering::Acquire) >= self.warm_below.load(Ordering::Acquire) {
+            self.warm_wanted.notify(1);
         }
     }
 

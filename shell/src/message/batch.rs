@@ -1,7 +1,7 @@
 //! SEND_BATCH_MESSAGE bodies (§4.5): `TOTALSIZE | MAGIC 0 | BODYCRC 0 | FLAG | BODYLEN+body
 //! | PROPLEN+props` per message, back to back. Topic, queue and sysFlag come from the header.
 
-use super::{Message, string_to_properties};
+use super::{Message, properties_len, string_to_properties, write_properties};
 use crate::body::BodyError;
 
 /// Fixed bytes of one batch item besides body and properties.
@@ -30,20 +30,24 @@ impl BatchItem<'_> {
 /// Encodes messages into a batch body. Fails if a properties string exceeds 32767 bytes
 /// or a body 2 GiB (Java's short/int lengths).
 pub fn encode_batch(messages: &[Message]) -> Result<Vec<u8>, BodyError> {
-    // Room for the bodies and typical properties up front: growing a 32-message batch
-    // by doubling reallocated (and copied) it several times per send.
-    let guess: usize = messages
+    let lens: Vec<usize> = messages
         .iter()
-        .map(|m| ITEM_FIXED_BYTES + m.body.len() + 128)
+        .map(|m| properties_len(&m.properties))
+        .collect();
+    let size: usize = messages
+        .iter()
+        .zip(&lens)
+        .map(|(m, p)| ITEM_FIXED_BYTES + m.body.len() + p)
         .sum();
-    let mut out = Vec::with_capacity(guess);
-    for m in messages {
-        let props = m.properties_string();
-        let props_len = i16::try_from(props.len())
+    // Sized once and properties written in place: growing the body and building each
+    // properties string first cost a realloc and two copies per message.
+    let mut out = Vec::with_capacity(size);
+    for (m, &props) in messages.iter().zip(&lens) {
+        let props_len = i16::try_from(props)
             .map_err(|_| BodyError::Binary("properties longer than 32767 bytes"))?;
         let body_len =
             i32::try_from(m.body.len()).map_err(|_| BodyError::Binary("body too long"))?;
-        let total = ITEM_FIXED_BYTES + m.body.len() + props.len();
+        let total = ITEM_FIXED_BYTES + m.body.len() + props;
         let total = i32::try_from(total).map_err(|_| BodyError::Binary("message too long"))?;
         out.extend_from_slice(&total.to_be_bytes());
         out.extend_from_slice(&0i32.to_be_bytes());
@@ -52,7 +56,7 @@ pub fn encode_batch(messages: &[Message]) -> Result<Vec<u8>, BodyError> {
         out.extend_from_slice(&body_len.to_be_bytes());
         out.extend_from_slice(&m.body);
         out.extend_from_slice(&props_len.to_be_bytes());
-        out.extend_from_slice(props.as_bytes());
+        write_properties(&mut out, &m.properties);
     }
     Ok(out)
 }

@@ -67,18 +67,33 @@ impl Message {
 
 /// Writes `name␁value␂` pairs; empty names or values are skipped (Java drops them on parse).
 pub fn properties_to_string(props: &BTreeMap<String, String>) -> String {
-    let len = props.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    let mut out = String::with_capacity(len);
+    let mut out = Vec::with_capacity(properties_len(props));
+    write_properties(&mut out, props);
+    // Only whole UTF-8 strings and ASCII separators were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends `props` to `out` as Java writes them: `name␁value␂` for every pair with both
+/// parts non-empty.
+pub fn write_properties(out: &mut Vec<u8>, props: &BTreeMap<String, String>) {
     for (k, v) in props {
         if k.is_empty() || v.is_empty() {
             continue;
         }
-        out.push_str(k);
-        out.push('\u{1}');
-        out.push_str(v);
-        out.push('\u{2}');
+        out.extend_from_slice(k.as_bytes());
+        out.push(tern_engine::properties::NAME_VALUE_SEPARATOR);
+        out.extend_from_slice(v.as_bytes());
+        out.push(tern_engine::properties::PROPERTY_SEPARATOR);
     }
-    out
+}
+
+/// The length of [`properties_to_string`]'s result, without building it.
+pub fn properties_len(props: &BTreeMap<String, String>) -> usize {
+    props
+        .iter()
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum()
 }
 
 /// Parses a properties string with the engine's parser (the one Java-compatible parser).

@@ -320,7 +320,7 @@ impl Producer {
                 .entry(property::UNIQ_KEY.to_owned())
                 .or_insert_with(|| self.inner.client.next_uniq_id())
                 .clone();
-            check_properties(&m.properties_string())?;
+            check_properties_len(tern_shell::message::properties_len(&m.properties))?;
             ids.push(id);
         }
         let body = encode_batch(&msgs).map_err(|e| ClientError::InvalidMessage(e.to_string()))?;
@@ -547,10 +547,13 @@ fn need_result(r: Option<SendResult>) -> Result<SendResult> {
 }
 
 fn check_properties(props: &str) -> Result<()> {
-    if props.len() > MAX_PROPERTIES_LEN {
+    check_properties_len(props.len())
+}
+
+fn check_properties_len(len: usize) -> Result<()> {
+    if len > MAX_PROPERTIES_LEN {
         return Err(ClientError::InvalidMessage(format!(
-            "properties are {} bytes, the maximum is {MAX_PROPERTIES_LEN}",
-            props.len()
+            "properties are {len} bytes, the maximum is {MAX_PROPERTIES_LEN}"
         )));
     }
     Ok(())
