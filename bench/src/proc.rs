@@ -43,21 +43,9 @@ impl Server {
         Rss::of(self.pid())
     }
 
-    /// CPU time (user + system) the process has used so far, from `/proc/PID/stat`.
+    /// CPU time (user + system) the process has used so far.
     pub fn cpu_time(&self) -> io::Result<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;
-        // Fields after the command name, which may hold spaces, closed by the last ')'.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let field = |i: usize| -> u64 {
-            rest.split_whitespace()
-                .nth(i)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
-        let ticks = field(11) + field(12);
-        let hz = rustix::param::clock_ticks_per_second().max(1);
-        Ok(Duration::from_secs_f64(ticks as f64 / hz as f64))
+        cpu_time_of(&self.pid().to_string())
     }
 
     /// Kills the process with SIGKILL (a crash) and reaps it.
@@ -295,4 +283,22 @@ pub fn dir_bytes(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// CPU time (user + system) process `pid` (or `self`) has used so far, from
+/// `/proc/PID/stat`.
+pub fn cpu_time_of(pid: &str) -> io::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which may hold spaces, closed by the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |i: usize| -> u64 {
+        rest.split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
+    let ticks = field(11) + field(12);
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Ok(Duration::from_secs_f64(ticks as f64 / hz as f64))
 }

@@ -263,18 +263,26 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
                         warmup: p.warmup,
                     };
                     let cpu_before = brokers[b].server().cpu_time().ok();
+                    let own_before = crate::proc::cpu_time_of("self").ok();
                     let r = block_on(load::run(&load))
                         .map_err(|e| format!("{}: {e}", brokers[b].name()))?;
                     let m = measured("produce", brokers[b].name(), &case, n, p.body, &r);
                     log_row(&m);
-                    // Broker CPU per message: steadier than rates on a shared machine.
-                    // The CPU time spans the warm-up too; its messages are estimated.
-                    if let (Some(a), Ok(z)) = (cpu_before, brokers[b].server().cpu_time()) {
-                        let span = (p.warmup + p.duration).as_secs_f64() / p.duration.as_secs_f64();
-                        let msgs = (r.msgs.max(1) as f64 * span).max(1.0);
-                        let per_msg = (z - a).as_secs_f64() * 1e6 / msgs;
-                        eprintln!("  {:<14} broker CPU {per_msg:.2} µs/msg", "");
-                    }
+                    // CPU per message: steadier than rates on a shared machine. The CPU
+                    // time spans the warm-up too; its messages are estimated.
+                    let span = (p.warmup + p.duration).as_secs_f64() / p.duration.as_secs_f64();
+                    let msgs = (r.msgs.max(1) as f64 * span).max(1.0);
+                    let per_msg = |a: Option<Duration>, z: std::io::Result<Duration>| {
+                        a.zip(z.ok())
+                            .map(|(a, z)| format!("{:.2}", (z - a).as_secs_f64() * 1e6 / msgs))
+                            .unwrap_or_else(|| "?".into())
+                    };
+                    eprintln!(
+                        "  {:<14} CPU per message: broker {} µs, senders {} µs",
+                        "",
+                        per_msg(cpu_before, brokers[b].server().cpu_time()),
+                        per_msg(own_before, crate::proc::cpu_time_of("self")),
+                    );
                     rows.push(m);
                 }
                 if let (Mode::Sync, Some(redis)) = (mode, &redis) {
