@@ -29,19 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(topic) = view.topic_str() else {
         return;
     };
-    let msg = MessageIn {
-        topic,
-        queue_id: view.queue_id(),
-        flag: view.flag(),
-        sys_flag: view.sys_flag(),
-        born_timestamp: view.born_timestamp(),
-        born_host: view.born_host(),
-        store_host: view.store_host(),
-        reconsume_times: view.reconsume_times(),
-        prepared_transaction_offset: view.prepared_transaction_offset(),
-        body: view.body(),
-        properties: view.properties(),
-    };
+    let msg = MessageIn::restored(&view, topic, view.queue_id(), view.properties());
     let stamp = StoreStamp {
         queue_offset: view.queue_offset(),
         physical_offset: view.physical_offset(),

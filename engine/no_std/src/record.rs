@@ -149,6 +149,32 @@ pub struct StoreStamp {
     pub store_timestamp: i64,
 }
 
+impl<'a> MessageIn<'a> {
+    /// The message stored in `view`, to be stored again under `topic`/`queue_id` with
+    /// `properties`: a delayed message reaching its real topic, a committed half message,
+    /// a half message renewed for a check-back. Everything else stays as stored.
+    pub fn restored(
+        view: &RecordView<'a>,
+        topic: &'a str,
+        queue_id: i32,
+        properties: &'a [u8],
+    ) -> Self {
+        MessageIn {
+            topic,
+            queue_id,
+            flag: view.flag(),
+            sys_flag: view.sys_flag(),
+            born_timestamp: view.born_timestamp(),
+            born_host: view.born_host(),
+            store_host: view.store_host(),
+            reconsume_times: view.reconsume_times(),
+            prepared_transaction_offset: view.prepared_transaction_offset(),
+            body: view.body(),
+            properties,
+        }
+    }
+}
+
 impl MessageIn<'_> {
     /// Bytes the record takes, or why it cannot be stored.
     pub fn encoded_len(&self) -> Result<usize, RecordError> {

@@ -126,19 +126,7 @@ impl Restored {
 
     /// The message to store: the record's fields as they were, in the real topic.
     pub fn message<'a>(&'a self, view: &RecordView<'a>) -> MessageIn<'a> {
-        MessageIn {
-            topic: &self.topic,
-            queue_id: self.queue_id,
-            flag: view.flag(),
-            sys_flag: view.sys_flag(),
-            born_timestamp: view.born_timestamp(),
-            born_host: view.born_host(),
-            store_host: view.store_host(),
-            reconsume_times: view.reconsume_times(),
-            prepared_transaction_offset: view.prepared_transaction_offset(),
-            body: view.body(),
-            properties: &self.properties,
-        }
+        MessageIn::restored(view, &self.topic, self.queue_id, &self.properties)
     }
 }
 

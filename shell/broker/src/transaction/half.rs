@@ -182,17 +182,10 @@ pub fn commit_message<'a>(
     store_host: Host,
 ) -> MessageIn<'a> {
     MessageIn {
-        topic: info.real_topic,
-        queue_id: info.real_qid,
-        flag: view.flag(),
         sys_flag: half_sys_flag(view.sys_flag()) | SYSFLAG_TRANSACTION_COMMIT,
-        born_timestamp: view.born_timestamp(),
-        born_host: view.born_host(),
         store_host,
-        reconsume_times: view.reconsume_times(),
         prepared_transaction_offset: half_offset as i64,
-        body: view.body(),
-        properties: props,
+        ..MessageIn::restored(view, info.real_topic, info.real_qid, props)
     }
 }
 
@@ -204,19 +197,7 @@ pub fn copy_message<'a>(
     queue_id: i32,
     props: &'a [u8],
 ) -> MessageIn<'a> {
-    MessageIn {
-        topic,
-        queue_id,
-        flag: view.flag(),
-        sys_flag: view.sys_flag(),
-        born_timestamp: view.born_timestamp(),
-        born_host: view.born_host(),
-        store_host: view.store_host(),
-        reconsume_times: view.reconsume_times(),
-        prepared_transaction_offset: view.prepared_transaction_offset(),
-        body: view.body(),
-        properties: props,
-    }
+    MessageIn::restored(view, topic, queue_id, props)
 }
 
 /// The body of an op record resolving the half messages at `offsets`: `"12,"`.
