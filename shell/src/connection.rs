@@ -37,6 +37,14 @@ pub trait Processor: Send + Sync + 'static {
         conn: &ConnectionCtx,
         req: RemotingCommand,
     ) -> impl Future<Output = Option<RemotingCommand>> + Send;
+
+    /// True when `req` is answered without waiting on anything but CPU and short locks:
+    /// the connection then processes it in its read loop instead of in a task of its
+    /// own, saving the hand-over to another thread. The connection reads nothing more
+    /// meanwhile, so a request that can wait (a held pull, a sync flush) must say false.
+    fn is_quick(&self, _req: &RemotingCommand) -> bool {
+        false
+    }
 }
 
 /// What a processor sees of the connection a request came on: the peer's address, and a
@@ -340,11 +348,13 @@ impl Connection {
     ) {
         let mut reader = BufReader::new(stream);
         let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
-        let idle = config
-            .idle_timeout
-            .unwrap_or(Duration::from_secs(3600 * 24 * 365));
+        if let Some(idle) = config.idle_timeout {
+            runtime::spawn(self.clone().close_when_idle(idle));
+        }
         loop {
-            // Wait for data without consuming it, so a timeout or close never cuts a frame.
+            // Wait for data without consuming it, so a close never cuts a frame. Idleness
+            // is the watchdog's business: a timer armed here for every request cost two
+            // timer operations and a reactor wake-up each.
             let ready = runtime::race(
                 async {
                     let fill = std::future::poll_fn(|cx| {
@@ -353,11 +363,9 @@ impl Connection {
                             .poll_fill_buf(cx)
                             .map(|r| r.map(|buf| buf.is_empty()))
                     });
-                    match runtime::timeout(idle, fill).await {
-                        Ok(Ok(true)) => Wait::Eof,
-                        Ok(Ok(false)) => Wait::Data,
-                        Ok(Err(_)) => Wait::Eof,
-                        Err(_) => Wait::Idle,
+                    match fill.await {
+                        Ok(false) => Wait::Data,
+                        Ok(true) | Err(_) => Wait::Eof,
                     }
                 },
                 async {
@@ -368,15 +376,6 @@ impl Connection {
             .await;
             match ready {
                 Wait::Data => {}
-                Wait::Idle if self.idle_for() < idle => continue,
-                Wait::Idle => {
-                    log::info!(
-                        "closing idle connection {} from {}",
-                        self.id(),
-                        self.peer_addr()
-                    );
-                    break;
-                }
                 Wait::Eof => break,
                 Wait::Close => {
                     self.drain(&in_flight, &config).await;
@@ -414,12 +413,49 @@ impl Connection {
         self.inner.done.trigger();
     }
 
+    /// Closes the connection once nothing was read or written for `idle`; ends with it.
+    async fn close_when_idle(self, idle: Duration) {
+        loop {
+            let idle_for = self.idle_for();
+            if idle_for >= idle {
+                log::info!(
+                    "closing idle connection {} from {}",
+                    self.id(),
+                    self.peer_addr()
+                );
+                // The read loop sees the shut socket as end of stream and finishes.
+                self.abort();
+                return;
+            }
+            let done = runtime::race(
+                async {
+                    runtime::sleep(idle - idle_for).await;
+                    false
+                },
+                async {
+                    self.inner.done.wait().await;
+                    true
+                },
+            )
+            .await;
+            if done {
+                return;
+            }
+        }
+    }
+
     async fn dispatch<P: Processor>(
         &self,
         req: RemotingCommand,
         processor: &Arc<P>,
         in_flight: &Arc<Semaphore>,
     ) {
+        if processor.is_quick(&req) {
+            let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
+            let resp = processor.process(self, req).await;
+            self.respond(resp, opaque, ser, oneway).await;
+            return;
+        }
         let Some(permit) = in_flight.try_acquire_arc() else {
             if !req.is_oneway() {
                 let busy = RemotingCommand::error_response(
@@ -434,20 +470,30 @@ impl Connection {
         let conn = self.clone();
         let processor = processor.clone();
         runtime::spawn(async move {
-            let oneway = req.is_oneway();
-            let (opaque, ser) = (req.opaque, req.serialize_type);
+            let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
             let resp = processor.process(&conn, req).await;
-            if let (Some(mut resp), false) = (resp, oneway) {
-                resp.opaque = opaque;
-                resp.flag |= FLAG_RESPONSE;
-                if ser == SerializeType::Json {
-                    // The C++ client reads JSON only: a JSON request gets a JSON answer.
-                    resp.serialize_type = SerializeType::Json;
-                }
-                let _ = conn.write(&resp).await;
-            }
+            conn.respond(resp, opaque, ser, oneway).await;
             drop(permit);
         });
+    }
+
+    /// Sends a processor's answer to the request `opaque` (none for oneway requests).
+    async fn respond(
+        &self,
+        resp: Option<RemotingCommand>,
+        opaque: i32,
+        ser: SerializeType,
+        oneway: bool,
+    ) {
+        if let (Some(mut resp), false) = (resp, oneway) {
+            resp.opaque = opaque;
+            resp.flag |= FLAG_RESPONSE;
+            if ser == SerializeType::Json {
+                // The C++ client reads JSON only: a JSON request gets a JSON answer.
+                resp.serialize_type = SerializeType::Json;
+            }
+            let _ = self.write(&resp).await;
+        }
     }
 
     /// Waits (bounded) until every in-flight request has been answered.
@@ -465,7 +511,6 @@ impl Connection {
 enum Wait {
     Data,
     Eof,
-    Idle,
     Close,
 }
 

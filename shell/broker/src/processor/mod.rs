@@ -7,6 +7,7 @@ use tern_shell::connection::not_supported;
 use tern_shell::{ConnectionCtx, Processor, RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
+use crate::config::FlushDiskType;
 
 pub mod admin;
 pub mod client;
@@ -35,6 +36,15 @@ pub fn bad_header(req: &RemotingCommand, e: impl std::fmt::Display) -> RemotingC
 }
 
 impl Processor for BrokerProcessor {
+    fn is_quick(&self, req: &RemotingCommand) -> bool {
+        // Sends answer as soon as the record is appended, unless they wait for a flush.
+        let async_flush = self
+            .ctx
+            .get()
+            .is_some_and(|c| c.config.flush_disk_type == FlushDiskType::Async);
+        async_flush && matches!(req.request_code_enum(), RequestCode::SendBatchMessage)
+    }
+
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
         let Some(ctx) = self.ctx.get() else {
             return Some(RemotingCommand::error_response(
