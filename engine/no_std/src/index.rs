@@ -330,7 +330,8 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             return Ok(0);
         }
         if self.files.is_empty()
-            || self.head.index_count.get() as u32 + needed > self.config.entries
+            // The count comes from the file's header: a rotted one must roll, not overflow.
+            || (self.head.index_count.get() as u32).saturating_add(needed) > self.config.entries
         {
             if needed >= self.config.entries {
                 return Err(Error::TooLarge);
@@ -567,5 +568,43 @@ mod tests {
             .query("T", "u", 8, i64::MIN, i64::MAX, &mut |_| hits += 1)
             .unwrap();
         assert_eq!(hits, 2);
+    }
+
+    #[test]
+    fn a_rotted_entry_count_rolls_instead_of_overflowing() {
+        use crate::commitlog::{CommitLog, Recovery};
+        use crate::faulty::FaultPlan;
+        use crate::ram::RamDir;
+        use std::vec;
+
+        // Found by the `recovery` fuzz target: a header whose count reads as u32::MAX
+        // overflowed `count + needed` on the next put.
+        let plan = FaultPlan::none();
+        let config = IndexConfig {
+            slots: 4,
+            entries: 8,
+        };
+        let mut log_buf = vec![0u8; 2 * 512];
+        let mut idx_bufs = [
+            vec![0u8; 2 * config.file_size() as usize],
+            vec![0u8; 2 * config.file_size() as usize],
+        ];
+        let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
+        log_dir.give(&mut log_buf).unwrap();
+        let mut idx_dir: RamDir<'_, 2> = RamDir::new(&plan);
+        for b in &mut idx_bufs {
+            idx_dir.give(b).unwrap();
+        }
+        let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
+        let mut index: Index<_, 2> = Index::open(idx_dir, config, &log, None).unwrap();
+        let keys = RecordKeys {
+            topic: "T",
+            uniq_key: Some("u"),
+            keys: None,
+        };
+        assert_eq!(index.put_record(keys, 0, 1_000), Ok(1));
+        index.head.index_count = I32::new(-1);
+        assert_eq!(index.put_record(keys, 100, 2_000), Ok(1));
+        assert_eq!(index.file_count(), 2, "the rotted file was rolled over");
     }
 }
