@@ -468,6 +468,11 @@ impl<D: Directory> CommitLog<D> {
 
     /// Store time of the record at `offset`, read from its fixed part only.
     pub fn store_timestamp_at(&self, offset: u64) -> Result<i64, Error<D::Error>> {
+        // Offsets come from queue and index entries, which rot: one past the end is an
+        // error, not an underflow below.
+        if offset >= self.write_pos {
+            return Err(Error::OutOfRange);
+        }
         let mut head = [0u8; 48 + 20 + 8];
         let base = self.segs.base_of(offset);
         let n = (base + self.segs.size() - offset).min(head.len() as u64) as usize;

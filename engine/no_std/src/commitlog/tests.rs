@@ -183,3 +183,17 @@ fn store_timestamp_is_read_from_the_fixed_part() {
     let a = log.append(&msg(b"x"), 0, 1234).unwrap();
     assert_eq!(log.store_timestamp_at(a.offset).unwrap(), 1234);
 }
+
+#[test]
+fn store_timestamp_past_the_end_is_an_error() {
+    // Found by the `recovery` fuzz target: a rotted queue entry pointing past the log end
+    // underflowed `write_pos - offset` in a time search.
+    let plan = FaultPlan::none();
+    let mut b = bufs();
+    let (mut log, _) =
+        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let a = log.append(&msg(b"x"), 0, 1234).unwrap();
+    let end = a.offset + u64::from(a.size);
+    assert_eq!(log.store_timestamp_at(end), Err(Error::OutOfRange));
+    assert_eq!(log.store_timestamp_at(end + 7), Err(Error::OutOfRange));
+}
