@@ -210,7 +210,7 @@ impl<D: Directory> ConsumeQueue<D> {
                 .into());
             }
         }
-        let at = queue_offset * ENTRY_SIZE;
+        let at = entry_byte(queue_offset)?;
         self.segs.ensure(at)?;
         self.segs.write(at, entry.encode().as_bytes())?;
         self.max = queue_offset + 1;
@@ -220,7 +220,7 @@ impl<D: Directory> ConsumeQueue<D> {
 
     /// Makes an empty queue start at `offset`, padding its first file with fillers.
     fn start_at(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
-        let at = offset * ENTRY_SIZE;
+        let at = entry_byte(offset)?;
         self.segs.ensure(at)?;
         let filler = CqEntry {
             physical_offset: I64::new(0),
@@ -369,4 +369,12 @@ impl<D: Directory> ConsumeQueue<D> {
     pub fn into_dir(self) -> D {
         self.segs.into_dir()
     }
+}
+
+/// Where entry `queue_offset` starts. Queue offsets come from records, which rot: one too
+/// large for the byte offset is out of range, not an overflow.
+fn entry_byte<E>(queue_offset: u64) -> Result<u64, Error<E>> {
+    queue_offset
+        .checked_mul(ENTRY_SIZE)
+        .ok_or(Error::OutOfRange)
 }

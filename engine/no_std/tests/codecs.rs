@@ -277,3 +277,31 @@ fn file_stamp_matches_known_names() {
     assert_eq!(file_stamp(951_827_696_789), 20_000_229_123_456_789);
     assert_eq!(file_stamp(MAX_STAMP_MS), 99_991_231_235_959_999);
 }
+
+#[test]
+fn consume_queue_put_at_an_offset_too_large_for_bytes_is_an_error() {
+    // Found by the `recovery` fuzz target: a rotted record's queue offset, re-dispatched
+    // into an empty queue, overflowed `offset * 20`.
+    let plan = FaultPlan::none();
+    let mut log_buf = vec![0u8; 2 * 512];
+    let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
+    log_dir.give(&mut log_buf).unwrap();
+    let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
+    let mut bufs = vec![vec![0u8; 2 * (CQ_ENTRIES_PER_FILE * 20) as usize]; CQ_FILES];
+    let mut dir: RamDir<'_, CQ_FILES> = RamDir::new(&plan);
+    for b in bufs.iter_mut() {
+        dir.give(b).unwrap();
+    }
+    let mut q = ConsumeQueue::open(dir, CQ_ENTRIES_PER_FILE, &log, None).unwrap();
+    let e = Entry {
+        physical_offset: 0,
+        size: 100,
+        tag_code: 0,
+    };
+    assert!(q.put(u64::MAX / 4, e).is_err());
+    assert_eq!(
+        q.put(0, e).unwrap(),
+        Put::Stored(0),
+        "the queue still works"
+    );
+}
