@@ -149,23 +149,29 @@ proptest! {
 const CQ_ENTRIES_PER_FILE: u64 = 4;
 const CQ_FILES: usize = 16;
 
+/// Runs `f` on an empty consume queue in RAM, beside an empty commit log.
+fn with_empty_queue<R>(f: impl FnOnce(&mut ConsumeQueue<RamDir<'_, CQ_FILES>>) -> R) -> R {
+    let plan = FaultPlan::none();
+    let mut log_buf = vec![0u8; 2 * 512];
+    let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
+    log_dir.give(&mut log_buf).unwrap();
+    let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
+    let mut bufs = vec![vec![0u8; 2 * (CQ_ENTRIES_PER_FILE * 20) as usize]; CQ_FILES];
+    let mut dir: RamDir<'_, CQ_FILES> = RamDir::new(&plan);
+    for b in bufs.iter_mut() {
+        dir.give(b).unwrap();
+    }
+    let mut q = ConsumeQueue::open(dir, CQ_ENTRIES_PER_FILE, &log, None).unwrap();
+    f(&mut q)
+}
+
 proptest! {
     #[test]
     fn consume_queue_put_then_get_is_identity(
         start in 0u64..10,
         raw in proptest::collection::vec((0u64..1000, 1u32..i32::MAX as u32, any::<i64>()), 1..30),
     ) {
-        let plan = FaultPlan::none();
-        let mut log_buf = vec![0u8; 2 * 512];
-        let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
-        log_dir.give(&mut log_buf).unwrap();
-        let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
-        let mut bufs = vec![vec![0u8; 2 * (CQ_ENTRIES_PER_FILE * 20) as usize]; CQ_FILES];
-        let mut dir: RamDir<'_, CQ_FILES> = RamDir::new(&plan);
-        for b in bufs.iter_mut() {
-            dir.give(b).unwrap();
-        }
-        let mut q = ConsumeQueue::open(dir, CQ_ENTRIES_PER_FILE, &log, None).unwrap();
+        with_empty_queue(|q| {
 
         // Records follow each other in the log: each entry starts at or after the last end.
         let mut at = 0u64;
@@ -196,6 +202,8 @@ proptest! {
         })
         .unwrap();
         prop_assert_eq!(scanned, entries);
+        Ok(())
+        })?;
     }
 }
 
@@ -282,26 +290,17 @@ fn file_stamp_matches_known_names() {
 fn consume_queue_put_at_an_offset_too_large_for_bytes_is_an_error() {
     // Found by the `recovery` fuzz target: a rotted record's queue offset, re-dispatched
     // into an empty queue, overflowed `offset * 20`.
-    let plan = FaultPlan::none();
-    let mut log_buf = vec![0u8; 2 * 512];
-    let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
-    log_dir.give(&mut log_buf).unwrap();
-    let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
-    let mut bufs = vec![vec![0u8; 2 * (CQ_ENTRIES_PER_FILE * 20) as usize]; CQ_FILES];
-    let mut dir: RamDir<'_, CQ_FILES> = RamDir::new(&plan);
-    for b in bufs.iter_mut() {
-        dir.give(b).unwrap();
-    }
-    let mut q = ConsumeQueue::open(dir, CQ_ENTRIES_PER_FILE, &log, None).unwrap();
     let e = Entry {
         physical_offset: 0,
         size: 100,
         tag_code: 0,
     };
-    assert!(q.put(u64::MAX / 4, e).is_err());
-    assert_eq!(
-        q.put(0, e).unwrap(),
-        Put::Stored(0),
-        "the queue still works"
-    );
+    with_empty_queue(|q| {
+        assert!(q.put(u64::MAX / 4, e).is_err());
+        assert_eq!(
+            q.put(0, e).unwrap(),
+            Put::Stored(0),
+            "the queue still works"
+        );
+    });
 }

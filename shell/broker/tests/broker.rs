@@ -49,10 +49,7 @@ fn route_lists_broker_for_tbw102_and_new_topic_at_once() {
             ResponseCode::TopicNotExist,
         );
         let broker = Client::connect(&b.addr).await;
-        expect_code(
-            &broker.call(create_topic_req("RouteNew", 3)).await,
-            ResponseCode::Success,
-        );
+        create_topic(&broker, "RouteNew", 3).await;
         // The broker registered before answering: the route is there now, no waiting.
         let resp = ns.call(route_req("RouteNew")).await;
         expect_code(&resp, ResponseCode::Success);
@@ -263,10 +260,7 @@ fn pull_answers_19_at_max_and_21_out_of_range_with_bounds() {
     run(async {
         let c = Client::connect(&b.addr).await;
         let topic = "PullCodes";
-        expect_code(
-            &c.call(create_topic_req(topic, 2)).await,
-            ResponseCode::Success,
-        );
+        create_topic(&c, topic, 2).await;
         let pull = |q: i32, offset: i64| pull_req("G_CODES", topic, q, offset, Some("*"));
         // An empty queue: 19 at 0, 21 anywhere else; bounds 0/0.
         let resp = c.call(pull(1, 0)).await;

@@ -201,10 +201,7 @@ fn group_members_are_listed_notified_of_changes_and_lock_queues_exclusively() {
         let rec_a = std::sync::Arc::new(Recorder::default());
         let a = Client::connect_with(&b.addr, rec_a.clone()).await;
         let bb = Client::connect(&b.addr).await;
-        expect_code(
-            &a.call(create_topic_req(topic, 4)).await,
-            ResponseCode::Success,
-        );
+        create_topic(&a, topic, 4).await;
         let wait = Duration::from_secs(3);
         let notify = RequestCode::NotifyConsumerIdsChanged;
 

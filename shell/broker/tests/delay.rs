@@ -100,10 +100,7 @@ fn a_delayed_message_waits_for_its_level_then_arrives_once_and_intact() {
     let (_dir, b) = start(LEVELS);
     run(async {
         let c = Client::connect(&b.addr).await;
-        expect_code(
-            &c.call(create_topic_req("Later", 2)).await,
-            ResponseCode::Success,
-        );
+        create_topic(&c, "Later", 2).await;
         let m = delayed("Later", "k1", "2");
         let sent_at = now_ms();
         let h = send_ok(&c, send_v2(&m, 1)).await;
@@ -183,10 +180,7 @@ fn levels_deliver_in_due_order_and_a_level_past_the_table_is_the_last() {
     let (_dir, b) = start(LEVELS);
     run(async {
         let c = Client::connect(&b.addr).await;
-        expect_code(
-            &c.call(create_topic_req("Mixed", 1)).await,
-            ResponseCode::Success,
-        );
+        create_topic(&c, "Mixed", 1).await;
         let sends = [
             ("L3", "3"),
             ("L1a", "1"),
@@ -231,10 +225,7 @@ fn levels_deliver_in_due_order_and_a_level_past_the_table_is_the_last() {
 /// Sends 10 messages at level 1 and 10 at level 3 to `Pending`/0; waits until the level-1
 /// ones arrived. Returns the keys seen by then.
 async fn send_two_levels_and_wait_for_the_first(c: &Client) -> Vec<String> {
-    expect_code(
-        &c.call(create_topic_req("Pending", 1)).await,
-        ResponseCode::Success,
-    );
+    create_topic(c, "Pending", 1).await;
     for i in 0..10 {
         send_ok(c, send_v2(&delayed("Pending", &format!("fast{i}"), "1"), 0)).await;
         send_ok(c, send_v2(&delayed("Pending", &format!("slow{i}"), "3"), 0)).await;

@@ -632,6 +632,14 @@ pub fn max_offset_req(topic: &str, queue_id: i32) -> RemotingCommand {
     )
 }
 
+/// Creates `topic` with `queues` queues on the broker `c` is connected to.
+pub async fn create_topic(c: &Client, topic: &str, queues: i32) {
+    expect_code(
+        &c.call(create_topic_req(topic, queues)).await,
+        ResponseCode::Success,
+    );
+}
+
 /// Sends one message; returns the decoded send response header.
 pub async fn send_ok(c: &Client, req: RemotingCommand) -> SendMessageResponseHeader {
     let resp = c.call(req).await;
