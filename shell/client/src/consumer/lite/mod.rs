@@ -304,7 +304,8 @@ impl LitePullConsumer {
         self.inner.restart_queue(queue, max)
     }
 
-    /// Stops pulling these queues (already buffered messages are still polled).
+    /// Stops pulling these queues; their buffered messages are held back from
+    /// [`Self::poll`] until [`Self::resume`].
     pub fn pause(&self, queues: &[MessageQueue]) {
         lock(&self.inner.paused).extend(queues.iter().cloned());
     }
@@ -315,6 +316,9 @@ impl LitePullConsumer {
         for q in queues {
             p.remove(q);
         }
+        drop(p);
+        // A poll waiting now may have held-back batches to hand out.
+        lock(&self.inner.arrived).trigger();
     }
 
     /// Commits the consume offsets of every owned queue and waits for the brokers;
@@ -594,5 +598,23 @@ mod tests {
         crate::block_on(c.poll(Duration::ZERO));
         inner.skip_filtered(&s0, 9);
         assert_eq!(inner.offsets.read_memory(&mq(0)), Some(9));
+    }
+
+    #[test]
+    fn batches_of_paused_queues_wait_for_the_resume() {
+        let c = consumer();
+        let inner = &c.inner;
+        let (s0, s1) = (state(0), state(1));
+        inner.push(&s0, msgs(0..3), 3);
+        inner.push(&s1, msgs(0..2), 2);
+        c.pause(&[mq(0)]);
+        let got = crate::block_on(c.poll(Duration::ZERO));
+        assert_eq!(got.len(), 2, "the unpaused queue's batch comes first");
+        assert!(crate::block_on(c.poll(Duration::from_millis(20))).is_empty());
+        assert_eq!(inner.buffered(), 3, "held back, not dropped");
+        assert_eq!(inner.offsets.read_memory(&mq(0)), None);
+        c.resume(&[mq(0)]);
+        assert_eq!(crate::block_on(c.poll(Duration::ZERO)).len(), 3);
+        assert_eq!(inner.offsets.read_memory(&mq(0)), Some(3));
     }
 }

@@ -2,7 +2,8 @@
 //! rebalance, assign and seek change that), and how batches go from the tasks to
 //! [`super::LitePullConsumer::poll`] with the consume offsets following.
 //!
-//! Lock order: `queues` before `buffer`; the offset store's own lock is taken last.
+//! Lock order: `queues` before `buffer`; `paused` is never held with `buffer`; the
+//! offset store's own lock is taken last.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -44,17 +45,31 @@ impl Inner {
         }
     }
 
-    /// The oldest live batch, its queue's consume offset moved past it (under the buffer
-    /// lock, so a seek's offset always lands after it).
+    /// The oldest live batch of a queue not paused, its queue's consume offset moved
+    /// past it (under the buffer lock, so a seek's offset always lands after it).
+    /// Batches of paused queues stay buffered: a pull already in flight when the queue
+    /// was paused must not hand its messages out before the resume.
     pub(super) fn take(&self) -> Option<Vec<MessageExt>> {
+        let paused = lock(&self.paused).clone();
         let mut b = lock(&self.buffer);
-        while let Some(batch) = b.batches.pop_front() {
+        let mut i = 0;
+        while i < b.batches.len() {
+            let batch = &b.batches[i];
+            if batch.queue.dropped.is_triggered() {
+                let n = batch.msgs.len();
+                batch.queue.cached.fetch_sub(n, Ordering::AcqRel);
+                b.messages = b.messages.saturating_sub(n);
+                b.batches.remove(i);
+                continue;
+            }
+            if paused.contains(&batch.queue.mq) {
+                i += 1;
+                continue;
+            }
+            let batch = b.batches.remove(i).expect("index within the buffer");
             let n = batch.msgs.len();
             b.messages = b.messages.saturating_sub(n);
             batch.queue.cached.fetch_sub(n, Ordering::AcqRel);
-            if batch.queue.dropped.is_triggered() {
-                continue;
-            }
             self.offsets
                 .update(&batch.queue.mq, batch.next_offset, false);
             return Some(batch.msgs);
