@@ -454,12 +454,18 @@ impl<'a> ConfigReader<'a> {
         valid: impl FnOnce(&T) -> Result<(), String>,
     ) -> Result<T, ConfigError> {
         let v = self.get(key, default)?;
-        valid(&v).map_err(|message| ConfigError {
+        valid(&v).map_err(|message| self.error(key, message))?;
+        Ok(v)
+    }
+
+    /// An error about `key`'s value, naming where it was set: for checks that span
+    /// several keys, made after reading them.
+    pub fn error(&self, key: &str, message: String) -> ConfigError {
+        ConfigError {
             key: key.to_owned(),
             origin: self.source.get(key).map(|e| e.origin.clone()),
             message,
-        })?;
-        Ok(v)
+        }
     }
 
     /// Declares `key` as known with an effective value the binary computed itself (e.g. a

@@ -533,5 +533,7 @@ impl<D: Directory> CommitLog<D> {
     }
 }
 
+mod replica;
+
 #[cfg(test)]
 mod tests;

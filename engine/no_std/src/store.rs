@@ -283,6 +283,19 @@ where
         Ok(())
     }
 
+    /// Appends bytes of a master's log, which start at log offset `at` (HA replication;
+    /// see [`CommitLog::append_replicated`]). An empty store first moves to where the
+    /// master's stream begins, which must be a segment boundary. Dispatch then follows
+    /// these records as it follows appends. Returns the offset the bytes were consumed to.
+    pub fn append_replicated(&mut self, at: u64, bytes: &[u8]) -> Res<u64, L::Error> {
+        let end = self.log.max_offset();
+        if at != end && self.log.segment_span().is_none() && self.dispatched == end {
+            self.log.start_replica_at(at)?;
+            self.dispatched = at;
+        }
+        self.log.append_replicated(at, bytes)
+    }
+
     fn slot(&mut self, topic: &str, queue_id: i32) -> Res<&mut QueueSlot<Q::Dir>, L::Error> {
         if self.queues.get(topic, queue_id).is_none() {
             let dir = self.queues.create_dir(topic, queue_id)?;

@@ -108,6 +108,23 @@ pub struct BrokerConfig {
     pub transaction_timeout: Duration,
     /// Check-backs before a half message is given up (`transactionCheckMax`).
     pub transaction_check_max: u32,
+    /// Replication port a master listens on for slaves (`haListenPort`; the remoting
+    /// port plus one when absent).
+    pub ha_listen_port: Option<u16>,
+    /// A slave's fixed master HA address (`haMasterAddress`); when absent it follows
+    /// what the name servers answer to its registration.
+    pub ha_master_address: Option<String>,
+    /// Idle time after which a slave reports its offset and a master sends an empty
+    /// frame (`haSendHeartbeatInterval`).
+    pub ha_heartbeat_interval: Duration,
+    /// Silence after which either side drops the replication connection
+    /// (`haHousekeepingInterval`).
+    pub ha_housekeeping_interval: Duration,
+    /// Most log bytes a master sends in one frame (`haTransferBatchSize`).
+    pub ha_transfer_batch_size: usize,
+    /// A slave further behind than this does not count for SYNC_MASTER
+    /// (`haMaxGapNotInSync`).
+    pub ha_max_gap_not_in_sync: u64,
 }
 
 impl Default for BrokerConfig {
@@ -238,7 +255,33 @@ impl Config for BrokerConfig {
                 15u32,
                 in_range(1, 10_000),
             )?,
+            ha_listen_port: r.get_opt("haListenPort")?,
+            ha_master_address: r.get_opt::<String>("haMasterAddress")?,
+            ha_heartbeat_interval: ms(r, "haSendHeartbeatInterval", 5_000, 10, 600_000)?,
+            ha_housekeeping_interval: ms(r, "haHousekeepingInterval", 20_000, 100, 3_600_000)?,
+            ha_transfer_batch_size: r.get_checked(
+                "haTransferBatchSize",
+                32usize * 1024,
+                in_range(1024, 16 * 1024 * 1024),
+            )?,
+            ha_max_gap_not_in_sync: r.get_checked(
+                "haMaxGapNotInSync",
+                256u64 * 1024 * 1024,
+                in_range(0, u64::MAX),
+            )?,
         };
+        if let Some(a) = &cfg.ha_master_address {
+            check_addr(a).map_err(|message| r.error("haMasterAddress", message))?;
+        }
+        match (cfg.role, cfg.broker_id) {
+            (BrokerRole::Slave, 0) => {
+                return Err(r.error("brokerId", "a slave's brokerId must be > 0".into()));
+            }
+            (BrokerRole::AsyncMaster | BrokerRole::SyncMaster, id) if id != 0 => {
+                return Err(r.error("brokerId", format!("a master's brokerId is 0, not {id}")));
+            }
+            _ => {}
+        }
         // RocketMQ options with no effect here: accepted quietly so real broker.conf files
         // do not produce a wall of warnings.
         for key in [
@@ -259,7 +302,6 @@ impl Config for BrokerConfig {
             "traceTopicEnable",
             "aclEnable",
             "brokerIP2",
-            "haListenPort",
         ] {
             r.ignore(key);
         }

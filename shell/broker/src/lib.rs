@@ -18,6 +18,7 @@ pub mod clients;
 pub mod config;
 pub mod filter;
 pub mod groups;
+pub mod ha;
 pub mod longpoll;
 pub mod offsets;
 pub mod processor;
@@ -65,6 +66,10 @@ pub struct BrokerCtx {
     pub namesrv: tern_shell::ConnectionPool,
     /// Transaction bookkeeping (half and op queues, check-back progress).
     pub transactions: transaction::Transactions,
+    /// Replication: slaves' acknowledgements (master), the master followed (slave).
+    pub ha: ha::HaService,
+    /// `brokerIP1:haPort`, what slaves dial (advertised as `haServerAddr`).
+    pub ha_addr: SocketAddr,
 }
 
 impl BrokerCtx {
@@ -74,6 +79,28 @@ impl BrokerCtx {
         self.register_pending
             .store(true, std::sync::atomic::Ordering::Release);
         self.register_now.notify(1);
+    }
+
+    /// Waits until a stored record ending at `end` is as safe as the policy promises
+    /// before a send is answered: on disk for SYNC_FLUSH, then on a slave for
+    /// SYNC_MASTER (both bounded by `syncFlushTimeout`).
+    pub async fn await_stored(&self, end: u64) -> store::Durability {
+        let durable = self.store.await_durable(end).await;
+        if durable != store::Durability::Durable
+            || self.config.role != config::BrokerRole::SyncMaster
+        {
+            return durable;
+        }
+        let waited = self.ha.await_replicated(
+            end,
+            self.config.ha_max_gap_not_in_sync,
+            self.config.sync_flush_timeout,
+        );
+        match waited.await {
+            ha::Replication::Replicated => store::Durability::Durable,
+            ha::Replication::SlaveNotAvailable => store::Durability::SlaveNotAvailable,
+            ha::Replication::Timeout => store::Durability::SlaveTimeout,
+        }
     }
 }
 
@@ -104,6 +131,16 @@ impl Broker {
         .await
         .map_err(|e| format!("binding {listen}: {e}"))?;
         let port = main.local_addr().port();
+        // Masters serve slaves on the HA port; a slave advertises the port it would use.
+        let ha_listener = if config.role == config::BrokerRole::Slave {
+            None
+        } else {
+            Some(ha::master::bind(&config, port).await?)
+        };
+        let ha_port = match &ha_listener {
+            Some(l) => l.local_addr().map_err(|e| e.to_string())?.port(),
+            None => config.ha_listen_port.unwrap_or(port.wrapping_add(1)),
+        };
         let mut servers = vec![main];
         if config.listen_port > 2 {
             let vip = SocketAddr::new(config.listen_ip, config.listen_port - 2);
@@ -138,6 +175,8 @@ impl Broker {
                 Duration::from_secs(3),
             ),
             transactions: transaction::Transactions::default(),
+            ha: ha::HaService::new(config.ha_master_address.clone()),
+            ha_addr: config.advertised_addr(ha_port),
             store,
             config,
         });
@@ -145,7 +184,11 @@ impl Broker {
         // Register before reporting ready: a client that starts right after must find
         // the broker's routes. A name server that is down only costs its connect error.
         register::register_all(&ctx).await;
-        let tasks = spawn_tasks(&ctx);
+        let mut tasks = spawn_tasks(&ctx);
+        match ha_listener {
+            Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l))),
+            None => tasks.push(runtime::spawn(ha::slave::run(ctx.clone()))),
+        }
         log::info!(
             "broker {} of {} serving on {} (started in {:?})",
             ctx.config.broker_name,

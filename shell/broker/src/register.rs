@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use tern_shell::body::RegisterBrokerBody;
 use tern_shell::code::RequestCode;
-use tern_shell::headers::{BrokerIdentityRequestHeader, RegisterBrokerRequestHeader};
+use tern_shell::headers::{
+    BrokerIdentityRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+};
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, ResponseCode};
 
@@ -18,10 +20,7 @@ use crate::BrokerCtx;
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
 
 fn identity(ctx: &BrokerCtx) -> (String, String) {
-    (
-        ctx.store_host.to_string(),
-        format!("{}:{}", ctx.store_host.ip(), ctx.store_host.port() + 1),
-    )
+    (ctx.store_host.to_string(), ctx.ha_addr.to_string())
 }
 
 /// Registers with one name server.
@@ -46,6 +45,17 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         .await
         .map_err(|e| e.to_string())?;
     if resp.response_code() == ResponseCode::Success {
+        // A slave learns its master from the answer.
+        if ctx.config.role == crate::config::BrokerRole::Slave {
+            match resp.decode_header::<RegisterBrokerResponseHeader>() {
+                Ok(h) => ctx.ha.set_master(
+                    h.master_addr,
+                    h.ha_server_addr,
+                    ctx.config.ha_master_address.is_some(),
+                ),
+                Err(e) => log::warn!("registration answer of {addr}: {e}"),
+            }
+        }
         Ok(())
     } else {
         Err(format!(

@@ -58,6 +58,23 @@ pub enum Durability {
     Durable,
     /// Stored, but not on disk within `syncFlushTimeout`.
     FlushTimeout,
+    /// Stored, but no slave acknowledged it within `syncFlushTimeout` (SYNC_MASTER).
+    SlaveTimeout,
+    /// Stored, but no slave is connected or in sync (SYNC_MASTER).
+    SlaveNotAvailable,
+}
+
+impl Durability {
+    /// The send response code RocketMQ answers with: the message is stored in every case.
+    pub fn code(self) -> tern_shell::ResponseCode {
+        use tern_shell::ResponseCode;
+        match self {
+            Durability::Durable => ResponseCode::Success,
+            Durability::FlushTimeout => ResponseCode::FlushDiskTimeout,
+            Durability::SlaveTimeout => ResponseCode::FlushSlaveTimeout,
+            Durability::SlaveNotAvailable => ResponseCode::SlaveNotAvailable,
+        }
+    }
 }
 
 /// Keeps a stored record (its bytes as in the log) in a pull: the SQL92 filter.
@@ -259,6 +276,74 @@ impl StoreService {
         self.appended.notify(usize::MAX);
         self.wake_warmer();
         Ok(out)
+    }
+
+    /// Appends bytes of the master's log, which start at `at` (a slave's replication;
+    /// see `Store::append_replicated`). Returns the offset they were consumed to: an
+    /// incomplete record after it waits for the caller's next chunk.
+    pub fn append_replicated(&self, at: u64, bytes: &[u8]) -> Result<u64, PutError> {
+        self.check_put()?;
+        let to = {
+            let mut s = self.lock();
+            if self.sealed.load(Ordering::Acquire) {
+                return Err(PutError::ShuttingDown);
+            }
+            let r = s.store_mut().append_replicated(at, bytes);
+            let to = r.map_err(|e| Self::map_err(&s, e))?;
+            self.written
+                .store(s.store().log().max_offset(), Ordering::Release);
+            to
+        };
+        self.appended.notify(usize::MAX);
+        self.wake_warmer();
+        Ok(to)
+    }
+
+    /// Where the log ends now.
+    pub fn log_end(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// Whether the log holds no segment yet (a new slave takes its master's start).
+    pub fn log_is_empty(&self) -> bool {
+        self.lock().store().log().segment_span().is_none()
+    }
+
+    /// A listener woken by the next append; take it before looking at [`Self::log_end`].
+    pub fn listen_appended(&self) -> EventListener {
+        self.appended.listen()
+    }
+
+    /// Up to `max` log bytes from `from`, within one segment (a master's replication
+    /// stream); empty at the end. `Err` when `from` is outside what the log holds.
+    pub fn log_bytes(&self, from: u64, max: usize) -> Result<Vec<u8>, String> {
+        let s = self.lock();
+        let log = s.store().log();
+        let (min, end, seg) = (log.min_offset(), log.max_offset(), log.segment_size());
+        if from < min || from > end {
+            return Err(format!("offset {from} is outside the log [{min}, {end})"));
+        }
+        let seg_end = from - from % seg + seg;
+        let len = (max as u64).min(end - from).min(seg_end - from) as usize;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        match log.slice(from, len) {
+            Ok(Some(bytes)) => Ok(bytes.to_vec()),
+            Ok(None) => {
+                let mut buf = vec![0u8; len];
+                log.read(from, &mut buf).map_err(|e| format!("{e:?}"))?;
+                Ok(buf)
+            }
+            Err(e) => Err(format!("reading the log at {from}: {e:?}")),
+        }
+    }
+
+    /// Oldest offset held, end, and segment size.
+    pub fn log_span(&self) -> (u64, u64, u64) {
+        let s = self.lock();
+        let log = s.store().log();
+        (log.min_offset(), log.max_offset(), log.segment_size())
     }
 
     /// Waits until the log is durable up to `end` when the policy says senders wait.

@@ -197,3 +197,134 @@ fn store_timestamp_past_the_end_is_an_error() {
     assert_eq!(log.store_timestamp_at(end), Err(Error::OutOfRange));
     assert_eq!(log.store_timestamp_at(end + 7), Err(Error::OutOfRange));
 }
+
+/// The master's log from `from` to its end, as one stream of bytes.
+fn stream_of<D: Directory>(log: &CommitLog<D>, from: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut at = from;
+    while at < log.max_offset() {
+        let seg_end = (at / log.segment_size() + 1) * log.segment_size();
+        let mut buf = vec![0u8; (seg_end.min(log.max_offset()) - at) as usize];
+        log.read(at, &mut buf).unwrap();
+        out.extend_from_slice(&buf);
+        at += buf.len() as u64;
+    }
+    out
+}
+
+/// Feeds `stream` (starting at `from`) to `replica` in chunks of `chunk` bytes, keeping
+/// the unconsumed tail as a replica's connection does.
+fn replicate<D: Directory>(replica: &mut CommitLog<D>, from: u64, stream: &[u8], chunk: usize) {
+    let (mut pending, mut pending_at) = (Vec::new(), from);
+    for piece in stream.chunks(chunk) {
+        pending.extend_from_slice(piece);
+        let to = replica.append_replicated(pending_at, &pending).unwrap();
+        pending.drain(..(to - pending_at) as usize);
+        pending_at = to;
+    }
+    assert!(pending.is_empty(), "{} bytes left over", pending.len());
+}
+
+fn master_with_records<'a>(
+    b: &'a mut [Vec<u8>],
+    plan: &'a FaultPlan,
+    n: i64,
+) -> CommitLog<RamDir<'a, 16>> {
+    let (mut log, _) = CommitLog::open(dir(plan, b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    for i in 0..n {
+        let body = vec![i as u8; 40 + 37 * i as usize % 300];
+        log.append(&msg(&body), i, 100 + i).unwrap();
+    }
+    log
+}
+
+#[test]
+fn a_replica_fed_in_any_chunking_holds_the_masters_bytes() {
+    let plan = FaultPlan::none();
+    let mut mb = bufs();
+    let master = master_with_records(&mut mb, &plan, 20);
+    let stream = stream_of(&master, 0);
+    for chunk in [1, 7, 8, 100, 389, 4096] {
+        let mut rb = bufs();
+        let (mut replica, _) =
+            CommitLog::open(dir(&plan, &mut rb), SEG, Recovery::Scan { from: 0 }).unwrap();
+        replicate(&mut replica, 0, &stream, chunk);
+        assert_eq!(replica.max_offset(), master.max_offset(), "chunk {chunk}");
+        assert_eq!(stream_of(&replica, 0), stream, "chunk {chunk}");
+        // What recovery sees after the replica dies is every record it took.
+        replica.flush().unwrap();
+        let (back, report) =
+            CommitLog::open(replica.into_dir(), SEG, Recovery::Scan { from: 0 }).unwrap();
+        assert_eq!(back.max_offset(), master.max_offset());
+        assert_eq!(report.records_verified, 20);
+    }
+}
+
+#[test]
+fn a_replica_starts_at_the_segment_its_master_streams_from() {
+    let plan = FaultPlan::none();
+    let mut mb = bufs();
+    let master = master_with_records(&mut mb, &plan, 20);
+    let (first, last) = master.segment_span().unwrap();
+    assert!(last > first);
+    let mut rb = bufs();
+    let (mut replica, _) =
+        CommitLog::open(dir(&plan, &mut rb), SEG, Recovery::Scan { from: 0 }).unwrap();
+    assert_eq!(replica.start_replica_at(last + 1), Err(Error::OutOfRange));
+    replica.start_replica_at(last).unwrap();
+    replicate(&mut replica, last, &stream_of(&master, last), 50);
+    assert_eq!(replica.max_offset(), master.max_offset());
+    replica.flush().unwrap();
+    let (back, _) =
+        CommitLog::open(replica.into_dir(), SEG, Recovery::Scan { from: last }).unwrap();
+    assert_eq!(back.min_offset(), last);
+    assert_eq!(back.max_offset(), master.max_offset());
+}
+
+#[test]
+fn a_replica_refuses_damaged_records_gaps_and_other_segment_sizes() {
+    let plan = FaultPlan::none();
+    let mut mb = bufs();
+    let master = master_with_records(&mut mb, &plan, 6);
+    let stream = stream_of(&master, 0);
+    let first = u64::from_be_bytes([0, 0, 0, 0, stream[0], stream[1], stream[2], stream[3]]);
+
+    let mut rb = bufs();
+    let (mut replica, _) =
+        CommitLog::open(dir(&plan, &mut rb), SEG, Recovery::Scan { from: 0 }).unwrap();
+    assert_eq!(
+        replica.append_replicated(5, &stream),
+        Err(Error::OutOfRange)
+    );
+    // A flipped body bit in the second record: the first is taken, the second refused.
+    let mut bad = stream.clone();
+    bad[first as usize + 100] ^= 1;
+    let err = replica.append_replicated(0, &bad).unwrap_err();
+    assert!(
+        matches!(err, Error::Corrupt(Corruption::Record { offset, .. }) if offset == first),
+        "{err:?}"
+    );
+    assert_eq!(replica.max_offset(), first);
+    // Sent again from 0, the taken record is skipped and the rest follows.
+    assert_eq!(
+        replica.append_replicated(0, &stream).unwrap(),
+        master.max_offset()
+    );
+
+    // A replica with larger segments meets the master's blank tail where its own
+    // segment does not end.
+    let mut rb: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4 * SEG as usize]).collect();
+    let (mut other, _) =
+        CommitLog::open(dir(&plan, &mut rb), 2 * SEG, Recovery::Scan { from: 0 }).unwrap();
+    let err = other.append_replicated(0, &stream).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Corrupt(Corruption::Record {
+                error: RecordError::BadSize(_),
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+}

@@ -224,8 +224,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
     let durability = if properties::get(&props, key::WAIT) == Some("false") {
         Durability::Durable
     } else {
-        store
-            .await_durable(stored.at.offset + u64::from(stored.at.size))
+        ctx.await_stored(stored.at.offset + u64::from(stored.at.size))
             .await
     };
     let mut header = SendMessageResponseHeader::new(
@@ -242,11 +241,7 @@ fn respond(
     durability: Durability,
     header: &SendMessageResponseHeader,
 ) -> RemotingCommand {
-    let code = match durability {
-        Durability::Durable => ResponseCode::Success,
-        Durability::FlushTimeout => ResponseCode::FlushDiskTimeout,
-    };
-    RemotingCommand::response_to(req, code).with_header(header)
+    RemotingCommand::response_to(req, durability.code()).with_header(header)
 }
 
 fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
@@ -333,8 +328,7 @@ async fn send_batch(
         return illegal(req, "empty batch");
     };
     let durability = ctx
-        .store
-        .await_durable(last.at.offset + u64::from(last.at.size))
+        .await_stored(last.at.offset + u64::from(last.at.size))
         .await;
     let ids: Vec<String> = stored
         .iter()
@@ -450,10 +444,8 @@ pub async fn send_back(
     };
     match ctx.store.put(&msg) {
         Ok(s) => {
-            let _ = ctx
-                .store
-                .await_durable(s.at.offset + u64::from(s.at.size))
-                .await;
+            // Stored is enough for a send-back (RocketMQ answers success on timeouts).
+            let _ = ctx.await_stored(s.at.offset + u64::from(s.at.size)).await;
             RemotingCommand::response_to(req, ResponseCode::Success)
         }
         Err(e) => put_error(req, e),

@@ -45,13 +45,7 @@ pub async fn end_transaction(
         }
     };
     match end(ctx, &h, !req.is_oneway()).await {
-        Ok(durability) => {
-            let code = match durability {
-                Durability::Durable => ResponseCode::Success,
-                Durability::FlushTimeout => ResponseCode::FlushDiskTimeout,
-            };
-            RemotingCommand::response_to(req, code)
-        }
+        Ok(durability) => RemotingCommand::response_to(req, durability.code()),
         Err(Refused(code, remark)) => {
             log::warn!(
                 "END_TRANSACTION from {} (group {}, commitLogOffset {}, tranStateTableOffset {}, msgId {}) refused: {remark}",
@@ -146,7 +140,7 @@ async fn end(
             .map_err(put_refused)?
     };
     Ok(if wait {
-        ctx.store.await_durable(end).await
+        ctx.await_stored(end).await
     } else {
         Durability::Durable
     })

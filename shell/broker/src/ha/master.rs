@@ -1,0 +1,187 @@
+//! The master's side: accepts slaves on the HA port and streams the log to each.
+//!
+//! One task per slave connection. It reads the slave's reports (its log end) and writes
+//! frames of the log from where the first report asked; the two halves share the socket
+//! and end together. A report counts as an acknowledgement only up to what was sent on
+//! this connection: a slave whose log is ahead of this master's (a tail the master lost)
+//! must not satisfy a SYNC_MASTER wait, and is refused.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_std::io::{ReadExt, WriteExt};
+use async_std::net::{TcpListener, TcpStream};
+use event_listener::Event;
+use tern_shell::runtime;
+
+use super::{FRAME_HEADER, REPORT};
+use crate::BrokerCtx;
+
+/// Binds the HA port: `haListenPort`, else the remoting port plus one.
+pub async fn bind(
+    ctx_config: &crate::config::BrokerConfig,
+    main_port: u16,
+) -> Result<TcpListener, String> {
+    let port = ctx_config
+        .ha_listen_port
+        .unwrap_or_else(|| main_port.wrapping_add(1));
+    let addr = SocketAddr::new(ctx_config.listen_ip, port);
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("binding the HA port {addr}: {e}"))
+}
+
+/// Accepts slaves until shutdown.
+pub async fn run(ctx: Arc<BrokerCtx>, listener: TcpListener) {
+    loop {
+        let accepted = runtime::race(async { Some(listener.accept().await) }, async {
+            ctx.shutdown.wait().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok((stream, peer))) => {
+                let _ = stream.set_nodelay(true);
+                log::info!("slave {peer} connected for replication");
+                let ctx = ctx.clone();
+                runtime::spawn(async move {
+                    match serve(&ctx, &stream).await {
+                        Ok(()) => log::info!("slave {peer} disconnected"),
+                        Err(e) => log::warn!("replication to slave {peer} stopped: {e}"),
+                    }
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                });
+            }
+            Some(Err(e)) => {
+                log::warn!("accepting a slave: {e}");
+                runtime::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Counts a slave as connected for as long as it lives.
+struct Joined<'a>(&'a super::HaService);
+
+impl Drop for Joined<'_> {
+    fn drop(&mut self) {
+        self.0.slave_left();
+    }
+}
+
+/// What the two halves of one connection share.
+struct Link {
+    /// The slave's latest report; `u64::MAX` until the first.
+    reported: AtomicU64,
+    /// Signalled on each report.
+    report_arrived: Event,
+    /// Everything below this was sent on this connection.
+    sent_to: AtomicU64,
+}
+
+async fn serve(ctx: &BrokerCtx, stream: &TcpStream) -> Result<(), String> {
+    ctx.ha.slave_joined();
+    let _joined = Joined(&ctx.ha);
+    let link = Link {
+        reported: AtomicU64::new(u64::MAX),
+        report_arrived: Event::new(),
+        sent_to: AtomicU64::new(0),
+    };
+    let reading = read_reports(ctx, stream, &link);
+    let writing = write_log(ctx, stream, &link);
+    runtime::race(runtime::race(reading, writing), async {
+        ctx.shutdown.wait().await;
+        Ok(())
+    })
+    .await
+}
+
+/// Reads the slave's reports; each acknowledges what it covers of what was sent.
+async fn read_reports(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> Result<(), String> {
+    let silence = ctx.config.ha_housekeeping_interval;
+    let mut buf = [0u8; REPORT];
+    loop {
+        match runtime::timeout(silence, stream.read_exact(&mut buf)).await {
+            Err(_) => return Err(format!("no report from the slave in {silence:?}")),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Ok(Err(e)) => return Err(format!("reading a report: {e}")),
+            Ok(Ok(())) => {}
+        }
+        let offset = i64::from_be_bytes(buf);
+        let offset =
+            u64::try_from(offset).map_err(|_| format!("negative offset {offset} reported"))?;
+        let first = link.reported.swap(offset, Ordering::AcqRel) == u64::MAX;
+        link.report_arrived.notify(usize::MAX);
+        if !first {
+            ctx.ha.ack(offset.min(link.sent_to.load(Ordering::Acquire)));
+        }
+    }
+}
+
+/// Where streaming starts for a slave's first report (RocketMQ's rule: a slave with an
+/// empty log gets the start of the master's newest segment).
+fn start_for(ctx: &BrokerCtx, reported: u64) -> Result<u64, String> {
+    let (min, end, seg) = ctx.store.log_span();
+    if reported == 0 {
+        return Ok(end - end % seg);
+    }
+    if reported > end {
+        return Err(format!(
+            "the slave's log ends at {reported}, past this master's end {end}: it holds records \
+             this master does not (a tail lost in a crash?); remove the slave's store to resync it"
+        ));
+    }
+    if reported < min {
+        return Err(format!(
+            "the slave's log ends at {reported}, before this master's oldest record at {min} \
+             (deleted by retention); remove the slave's store to resync it"
+        ));
+    }
+    Ok(reported)
+}
+
+/// Streams the log from the slave's first report on; an empty frame when idle.
+async fn write_log(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> Result<(), String> {
+    let silence = ctx.config.ha_housekeeping_interval;
+    let mut reported = link.reported.load(Ordering::Acquire);
+    while reported == u64::MAX {
+        let listener = link.report_arrived.listen();
+        reported = link.reported.load(Ordering::Acquire);
+        if reported == u64::MAX && runtime::timeout(silence, listener).await.is_err() {
+            return Err(format!("the slave sent no offset in {silence:?}"));
+        }
+        reported = link.reported.load(Ordering::Acquire);
+    }
+    let mut next = start_for(ctx, reported)?;
+    link.sent_to.store(next, Ordering::Release);
+    // The slave already holds what it reported.
+    ctx.ha.ack(reported.min(next));
+    log::info!("streaming the log to the slave from offset {next}");
+    let batch = ctx.config.ha_transfer_batch_size;
+    let heartbeat = ctx.config.ha_heartbeat_interval;
+    let mut frame = Vec::with_capacity(FRAME_HEADER + batch);
+    loop {
+        let appended = ctx.store.listen_appended();
+        let bytes = ctx.store.log_bytes(next, batch)?;
+        if bytes.is_empty() {
+            // Idle: wait for an append, or say we are alive.
+            if runtime::timeout(heartbeat, appended).await.is_ok() {
+                continue;
+            }
+        }
+        frame.clear();
+        frame.extend_from_slice(&(next as i64).to_be_bytes());
+        frame.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        frame.extend_from_slice(&bytes);
+        match runtime::timeout(silence, stream.write_all(&frame)).await {
+            Err(_) => return Err(format!("the slave took no data for {silence:?}")),
+            Ok(Err(e)) => return Err(format!("writing to the slave: {e}")),
+            Ok(Ok(())) => {}
+        }
+        next += bytes.len() as u64;
+        link.sent_to.store(next, Ordering::Release);
+    }
+}

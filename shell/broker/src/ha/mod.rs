@@ -1,0 +1,180 @@
+//! HA replication, RocketMQ's classic master/slave protocol on its own port.
+//!
+//! A slave dials its master's HA address and reports, as an 8-byte big-endian offset,
+//! where its commit log ends: at connect, after each chunk it stored, and every
+//! `haSendHeartbeatInterval` when idle. The master streams its log from the first report
+//! on as frames of a 12-byte header (8-byte log offset, 4-byte length) and that many log
+//! bytes; an empty frame is its heartbeat. Frames need not end on a record boundary:
+//! the slave keeps an incomplete record until the rest arrives ([`slave`]).
+//!
+//! The slave's acknowledged offset is what a SYNC_MASTER waits on before answering a
+//! send, the same watermark idea as the flush's group commit.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+use tern_shell::runtime;
+
+pub mod master;
+pub mod slave;
+
+/// Bytes of a master frame's header: log offset (i64) and length (i32), big-endian.
+pub const FRAME_HEADER: usize = 12;
+/// Bytes of a slave's report: its log end (i64), big-endian.
+pub const REPORT: usize = 8;
+/// Largest frame a slave accepts (Java's slave reads into a 4 MiB buffer).
+pub const MAX_FRAME_BODY: usize = 4 << 20;
+
+/// How a replication wait ended (SYNC_MASTER).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replication {
+    /// A slave holds everything up to the offset waited for.
+    Replicated,
+    /// No slave connected, or the slave is too far behind to count.
+    SlaveNotAvailable,
+    /// A slave is connected but did not acknowledge in time.
+    Timeout,
+}
+
+/// Where a slave finds its master.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MasterAddrs {
+    /// The master's remoting address (metadata sync).
+    pub addr: Option<String>,
+    /// The master's HA address (log stream).
+    pub ha_addr: Option<String>,
+}
+
+/// Replication state shared by the HA tasks and the send path.
+#[derive(Debug, Default)]
+pub struct HaService {
+    /// Highest log offset any slave acknowledged since start.
+    acked: AtomicU64,
+    /// Signalled when `acked` moves or a slave comes or goes.
+    ack_moved: Event,
+    /// Slaves connected now.
+    slaves: AtomicUsize,
+    /// Slave side: the master to follow.
+    master: Mutex<MasterAddrs>,
+    /// Slave side: signalled when `master` changes.
+    master_changed: Event,
+    /// Slave side: where this slave's log ended at its last report, and the master's
+    /// end as last seen in a frame (for runtime info).
+    slave_progress: Mutex<(u64, u64)>,
+}
+
+impl HaService {
+    /// A service whose slave side follows `fixed` (`haMasterAddress`) when given.
+    pub fn new(fixed: Option<String>) -> Self {
+        let s = Self::default();
+        if let Some(ha) = fixed {
+            s.master.lock().unwrap_or_else(|p| p.into_inner()).ha_addr = Some(ha);
+        }
+        s
+    }
+
+    /// Slaves connected now.
+    pub fn slave_count(&self) -> usize {
+        self.slaves.load(Ordering::Acquire)
+    }
+
+    /// Highest offset any slave acknowledged.
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Acquire)
+    }
+
+    /// A slave acknowledged everything below `offset`.
+    pub(crate) fn ack(&self, offset: u64) {
+        if self.acked.fetch_max(offset, Ordering::AcqRel) < offset {
+            self.ack_moved.notify(usize::MAX);
+        }
+    }
+
+    fn slave_joined(&self) {
+        self.slaves.fetch_add(1, Ordering::AcqRel);
+        self.ack_moved.notify(usize::MAX);
+    }
+
+    fn slave_left(&self) {
+        self.slaves.fetch_sub(1, Ordering::AcqRel);
+        self.ack_moved.notify(usize::MAX);
+    }
+
+    /// RocketMQ's `isSlaveOK`: a slave is connected and not more than `max_gap` behind
+    /// `master_end`.
+    pub fn slave_ok(&self, master_end: u64, max_gap: u64) -> bool {
+        self.slave_count() > 0 && master_end.saturating_sub(self.acked()) < max_gap
+    }
+
+    /// Waits until a slave acknowledged `end` (SYNC_MASTER), for at most `timeout`.
+    pub async fn await_replicated(&self, end: u64, max_gap: u64, timeout: Duration) -> Replication {
+        if !self.slave_ok(end, max_gap) {
+            return Replication::SlaveNotAvailable;
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let listener = self.ack_moved.listen();
+            if self.acked() >= end {
+                return Replication::Replicated;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
+                return if self.acked() >= end {
+                    Replication::Replicated
+                } else {
+                    Replication::Timeout
+                };
+            }
+        }
+    }
+
+    /// The master this slave follows.
+    pub fn master(&self) -> MasterAddrs {
+        self.master
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Updates the master from a registration answer. As in RocketMQ, an address only
+    /// replaces the known one when the answer carries it (a name server that lost the
+    /// master says nothing), and a fixed `haMasterAddress` is never replaced. Wakes the
+    /// slave task when anything changed.
+    pub fn set_master(&self, addr: Option<String>, ha_addr: Option<String>, fixed_ha: bool) {
+        let mut m = self.master.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = m.clone();
+        if let Some(a) = addr.filter(|a| !a.is_empty()) {
+            next.addr = Some(a);
+        }
+        if let Some(a) = ha_addr.filter(|a| !a.is_empty() && !fixed_ha) {
+            next.ha_addr = Some(a);
+        }
+        if *m != next {
+            log::info!(
+                "master is now {} (HA {})",
+                next.addr.as_deref().unwrap_or("unknown"),
+                next.ha_addr.as_deref().unwrap_or("unknown")
+            );
+            *m = next;
+            drop(m);
+            self.master_changed.notify(usize::MAX);
+        }
+    }
+
+    /// Slave side: this slave's reported end and the master's end seen last.
+    pub fn slave_progress(&self) -> (u64, u64) {
+        *self
+            .slave_progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_slave_progress(&self, reported: u64, master_end: u64) {
+        *self
+            .slave_progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = (reported, master_end);
+    }
+}

@@ -1,0 +1,190 @@
+//! The slave's side: follows the master's HA address, stores what it streams, reports
+//! progress.
+//!
+//! Two halves share the connection: the reader stores frames (whole records only; an
+//! incomplete one waits in `pending` for the next frame) and the reporter sends the log
+//! end after each store and every heartbeat interval. Any error drops the connection;
+//! the slave dials again after a pause, reporting its end, so the master resumes from
+//! there and nothing pending is lost for good.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_std::io::{ReadExt, WriteExt};
+use async_std::net::TcpStream;
+use event_listener::Event;
+use tern_shell::runtime;
+
+use super::{FRAME_HEADER, MAX_FRAME_BODY};
+use crate::BrokerCtx;
+use crate::store::PutError;
+
+/// Pause before dialing the master again.
+const RETRY: Duration = Duration::from_secs(1);
+/// How long a dial may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Follows the master until shutdown.
+pub async fn run(ctx: Arc<BrokerCtx>) {
+    while !ctx.shutdown.is_triggered() {
+        let changed = ctx.ha.master_changed.listen();
+        let Some(ha) = ctx.ha.master().ha_addr else {
+            // No master known yet: the next registration answer may name one.
+            runtime::race(
+                async {
+                    let _ = runtime::timeout(Duration::from_secs(5), changed).await;
+                },
+                ctx.shutdown.wait(),
+            )
+            .await;
+            continue;
+        };
+        match follow(&ctx, &ha).await {
+            Ok(()) => {}
+            Err(e) => log::warn!("replication from master {ha}: {e}"),
+        }
+        runtime::race(
+            async {
+                let _ = runtime::timeout(RETRY, changed).await;
+            },
+            ctx.shutdown.wait(),
+        )
+        .await;
+    }
+}
+
+/// One connection to the master; `Ok` at shutdown.
+async fn follow(ctx: &BrokerCtx, ha: &str) -> Result<(), String> {
+    let stream = runtime::timeout(CONNECT_TIMEOUT, TcpStream::connect(ha))
+        .await
+        .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
+        .map_err(|e| format!("connecting: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    log::info!(
+        "replicating from master {ha}, this log ends at {}",
+        ctx.store.log_end()
+    );
+    let stored = Event::new();
+    let r = runtime::race(
+        runtime::race(
+            receive(ctx, &stream, &stored),
+            report(ctx, &stream, &stored),
+        ),
+        async {
+            ctx.shutdown.wait().await;
+            Ok(())
+        },
+    )
+    .await;
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    r
+}
+
+/// Sends the log end at connect, after each store that moved it, and every heartbeat.
+async fn report(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Result<(), String> {
+    let heartbeat = ctx.config.ha_heartbeat_interval;
+    loop {
+        let listener = stored.listen();
+        let end = ctx.store.log_end();
+        stream
+            .write_all(&(end as i64).to_be_bytes())
+            .await
+            .map_err(|e| format!("reporting offset {end}: {e}"))?;
+        ctx.ha.set_slave_progress(end, ctx.ha.slave_progress().1);
+        let _ = runtime::timeout(heartbeat, listener).await;
+    }
+}
+
+/// Reads frames and stores their records.
+async fn receive(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Result<(), String> {
+    let silence = ctx.config.ha_housekeeping_interval;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut pending_at = ctx.store.log_end();
+    let mut may_start_anywhere = ctx.store.log_is_empty();
+    let mut header = [0u8; FRAME_HEADER];
+    loop {
+        read(&mut stream, &mut header, silence).await?;
+        let (offset, len) = parse_header(&header)?;
+        let expected = pending_at + pending.len() as u64;
+        if offset != expected {
+            if !(may_start_anywhere && pending.is_empty()) {
+                return Err(format!(
+                    "the master sent offset {offset}, this slave expected {expected}"
+                ));
+            }
+            pending_at = offset;
+        }
+        may_start_anywhere = false;
+        if len > 0 {
+            let start = pending.len();
+            pending.resize(start + len, 0);
+            read(&mut stream, &mut pending[start..], silence).await?;
+            let to = store(ctx, pending_at, &pending).await?;
+            pending.drain(..(to.saturating_sub(pending_at) as usize).min(pending.len()));
+            pending_at = to.max(pending_at);
+            stored.notify(1);
+        }
+        ctx.ha
+            .set_slave_progress(ctx.ha.slave_progress().0, offset + len as u64);
+    }
+}
+
+async fn read(stream: &mut &TcpStream, buf: &mut [u8], silence: Duration) -> Result<(), String> {
+    match runtime::timeout(silence, stream.read_exact(buf)).await {
+        Err(_) => Err(format!("nothing from the master in {silence:?}")),
+        Ok(Err(e)) => Err(format!("reading from the master: {e}")),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+fn parse_header(h: &[u8; FRAME_HEADER]) -> Result<(u64, usize), String> {
+    let mut offset = [0u8; 8];
+    offset.copy_from_slice(&h[..8]);
+    let offset = i64::from_be_bytes(offset);
+    let len = i32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+    let offset = u64::try_from(offset).map_err(|_| format!("negative frame offset {offset}"))?;
+    match usize::try_from(len) {
+        Ok(n) if n <= MAX_FRAME_BODY => Ok((offset, n)),
+        _ => Err(format!(
+            "frame length {len} is outside 0..={MAX_FRAME_BODY}"
+        )),
+    }
+}
+
+/// Stores whole records from `bytes` (at log offset `at`); returns the offset consumed to.
+async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, String> {
+    match ctx.store.append_replicated(at, bytes) {
+        Ok(to) => Ok(to),
+        Err(PutError::DiskFull) => {
+            // The master keeps the data; try again once space is freed.
+            runtime::sleep(RETRY).await;
+            Err("the disk is full: replication paused".into())
+        }
+        Err(PutError::ShuttingDown) => {
+            ctx.shutdown.wait().await;
+            Ok(at)
+        }
+        Err(PutError::Illegal(why)) => Err(format!("the master's log at {at} is refused: {why}")),
+        Err(PutError::Store(e)) => Err(format!("storing the master's log at {at}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_headers_are_checked() {
+        let mut h = [0u8; FRAME_HEADER];
+        h[..8].copy_from_slice(&77i64.to_be_bytes());
+        h[8..].copy_from_slice(&5i32.to_be_bytes());
+        assert_eq!(parse_header(&h), Ok((77, 5)));
+        h[8..].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(parse_header(&h).unwrap_err().contains("length -1"));
+        h[8..].copy_from_slice(&(MAX_FRAME_BODY as i32 + 1).to_be_bytes());
+        assert!(parse_header(&h).is_err());
+        h[..8].copy_from_slice(&(-3i64).to_be_bytes());
+        h[8..].copy_from_slice(&0i32.to_be_bytes());
+        assert!(parse_header(&h).unwrap_err().contains("negative"));
+    }
+}
