@@ -139,9 +139,10 @@ fn sync_master_answers_once_the_slave_holds_the_message() {
         assert!(want.iter().sum::<i64>() >= 120);
         assert_eq!(contents(&sc).await, contents(&mc).await);
 
-        // A slave takes no sends.
+        // A slave takes no sends, and says so in a way clients retry elsewhere.
         let resp = sc.call(send_v2(&msg(TOPIC, b"x", &[]), 0)).await;
-        assert_eq!(resp.response_code(), ResponseCode::SlaveNotAvailable);
+        assert_eq!(resp.response_code(), ResponseCode::ServiceNotAvailable);
+        assert!(resp.remark.unwrap_or_default().contains("slave"));
     });
     drop(m);
 }

@@ -130,10 +130,12 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         Err(e) => return bad_header(req, e),
     };
     if ctx.config.role == crate::config::BrokerRole::Slave {
+        // RocketMQ's store answers SERVICE_NOT_AVAILABLE: clients retry elsewhere. Not
+        // SLAVE_NOT_AVAILABLE, which clients read as "stored on the master".
         return RemotingCommand::error_response(
             req,
-            ResponseCode::SlaveNotAvailable,
-            "the broker is a slave: send to its master",
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: this broker is a slave, messages are put to its master",
         );
     }
     let topic = match topic_for_send(ctx, req, &h) {
