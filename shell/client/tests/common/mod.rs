@@ -23,32 +23,89 @@ maxIndexNum=4000\n";
 /// (`cargo build -p tern-broker` into the same target directory) when absent.
 pub fn broker_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        // target/<profile>/deps/<test> → target/<profile>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in target/<profile>/deps")
-            .to_path_buf();
-        let bin = profile_dir.join(format!("tern-broker{}", std::env::consts::EXE_SUFFIX));
-        if !bin.exists() {
-            let target_dir = profile_dir.parent().expect("target dir");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-p", "tern-broker", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build -p tern-broker");
-            assert!(status.success(), "cargo build -p tern-broker failed");
+    BIN.get_or_init(|| binary("tern-broker")).clone()
+}
+
+/// The `tern-namesrv` binary, found or built like [`broker_binary`].
+pub fn namesrv_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| binary("tern-namesrv")).clone()
+}
+
+/// The binary `name` (also its package's name) of this test's target profile.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf();
+    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        let target_dir = profile_dir.parent().expect("target dir");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", name, "--target-dir"])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
         }
-        assert!(bin.exists(), "no tern-broker at {}", bin.display());
-        bin
-    })
-    .clone()
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "cargo build -p {name} failed");
+    }
+    assert!(bin.exists(), "no {name} at {}", bin.display());
+    bin
+}
+
+/// A `tern-namesrv` process of its own (brokers in a test can die without it); killed
+/// on drop.
+#[derive(Debug)]
+pub struct NameSrv {
+    child: Child,
+    /// Its address.
+    pub addr: String,
+    _home: tempfile::TempDir,
+}
+
+impl NameSrv {
+    /// Starts `tern-namesrv` on an ephemeral port.
+    pub fn start() -> NameSrv {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(namesrv_binary())
+            .args(["--listen", "127.0.0.1:0", "--home"])
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tern-namesrv");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .and_then(Result::ok)
+                .expect("tern-namesrv printed its address");
+            if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+                break a.trim().to_owned();
+            }
+        };
+        thread::spawn(move || for _ in lines {});
+        NameSrv {
+            child,
+            addr,
+            _home: dir,
+        }
+    }
+}
+
+impl Drop for NameSrv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Where a launched broker finds its name server.
@@ -168,6 +225,11 @@ impl Broker {
         Self::launch_new(extra_conf, NameServer::Join(&cluster.namesrv))
     }
 
+    /// Starts a broker registering with the name server at `namesrv`.
+    pub fn with_namesrv(namesrv: &str, extra_conf: &str) -> Broker {
+        Self::launch_new(extra_conf, NameServer::Join(namesrv))
+    }
+
     fn launch_new(extra_conf: &str, ns: NameServer<'_>) -> Broker {
         let dir = tempfile::tempdir().unwrap();
         let conf = format!(
@@ -216,12 +278,13 @@ impl Broker {
     fn wait_registered(&self) {
         let admin = tern_client::Admin::new(self.client_config()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
+        let listed = |info: &tern_shell::body::ClusterInfo| {
+            info.broker_addr_table
+                .values()
+                .any(|b| b.broker_addrs.0.values().any(|a| *a == self.addr))
+        };
         run(async {
-            while !admin
-                .cluster_masters("DefaultCluster")
-                .await
-                .is_ok_and(|m| m.iter().any(|(_, a)| *a == self.addr))
-            {
+            while !admin.cluster_info().await.is_ok_and(|i| listed(&i)) {
                 assert!(
                     Instant::now() < deadline,
                     "broker never registered:\n{}",
