@@ -25,6 +25,7 @@ pub mod processor;
 pub mod register;
 pub mod retention;
 pub mod schedule;
+pub mod slave_sync;
 pub mod store;
 pub mod topics;
 pub mod transaction;
@@ -64,6 +65,9 @@ pub struct BrokerCtx {
     pub shutdown: Shutdown,
     /// Connections to the name servers.
     pub namesrv: tern_shell::ConnectionPool,
+    /// A slave's connection to its master, for the metadata copy ([`slave_sync`]); kept
+    /// apart from the name servers' so closing one set never drops the other.
+    pub master_conn: tern_shell::ConnectionPool,
     /// Transaction bookkeeping (half and op queues, check-back progress).
     pub transactions: transaction::Transactions,
     /// Replication: slaves' acknowledgements (master), the master followed (slave).
@@ -174,6 +178,10 @@ impl Broker {
                 tern_shell::ConnectionConfig::default(),
                 Duration::from_secs(3),
             ),
+            master_conn: tern_shell::ConnectionPool::new(
+                tern_shell::ConnectionConfig::default(),
+                slave_sync::CONNECT_TIMEOUT,
+            ),
             transactions: transaction::Transactions::default(),
             ha: ha::HaService::new(config.ha_master_address.clone()),
             ha_addr: config.advertised_addr(ha_port),
@@ -229,6 +237,7 @@ impl Broker {
         for t in tasks {
             t.await;
         }
+        ctx.master_conn.close_all().await;
         ctx.offsets.persist();
         ctx.topics.persist();
         let closed = ctx.store.close();

@@ -92,6 +92,14 @@ impl Offsets {
             .collect()
     }
 
+    /// A slave takes its master's offsets (RocketMQ's `SlaveSynchronize.syncConsumerOffset`):
+    /// each `topic@group` the master knows replaces the slave's; the others stay. Marks
+    /// the table for the next [`persist`](Self::persist).
+    pub fn put_all(&self, table: BTreeMap<String, BTreeMap<i32, i64>>) {
+        self.lock().extend(table);
+        self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Forgets a topic (deleted).
     pub fn delete_topic(&self, topic: &str) {
         let prefix = format!("{topic}@");
@@ -136,5 +144,26 @@ mod tests {
         let again = Offsets::load(dir.path());
         assert_eq!(again.query("g", "t", 1), Some(42));
         assert_eq!(again.groups_of_topic("t").len(), 2);
+    }
+
+    #[test]
+    fn put_all_replaces_the_masters_keys_and_keeps_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        let o = Offsets::load(dir.path());
+        o.commit("g", "t", 0, 5);
+        o.commit("g", "t", 1, 6);
+        o.commit("local", "t", 0, 1);
+        o.persist();
+        o.put_all(BTreeMap::from([("t@g".into(), BTreeMap::from([(0, 9)]))]));
+        o.persist();
+        let again = Offsets::load(dir.path());
+        assert_eq!(again.query("g", "t", 0), Some(9));
+        assert_eq!(
+            again.query("g", "t", 1),
+            None,
+            "the master's queue map is taken whole"
+        );
+        assert_eq!(again.query("local", "t", 0), Some(1));
     }
 }

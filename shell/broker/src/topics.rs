@@ -54,6 +54,14 @@ struct Persisted {
 #[derive(Debug)]
 pub struct Topics {
     table: RwLock<(BTreeMap<String, TopicConfig>, DataVersion)>,
+    /// The system topics this broker adds at load: a slave copying its master's table
+    /// keeps those the master lacks, as its next load would add them back anyway.
+    system: Vec<TopicConfig>,
+    /// The master version this table was last copied from. A change made on the slave
+    /// can get the very stamp of a change on the master (same millisecond, same
+    /// counter), so a version equal to the master's proves nothing unless the table has
+    /// not moved since the copy.
+    copied_from: std::sync::Mutex<Option<DataVersion>>,
     path: PathBuf,
 }
 
@@ -117,11 +125,15 @@ impl Topics {
                 rw | PERM_INHERIT,
             ));
         }
-        for t in system {
-            table.entry(t.topic_name.clone()).or_insert(t);
+        for t in &system {
+            table
+                .entry(t.topic_name.clone())
+                .or_insert_with(|| t.clone());
         }
         Self {
             table: RwLock::new((table, version)),
+            system,
+            copied_from: std::sync::Mutex::new(None),
             path,
         }
     }
@@ -221,6 +233,31 @@ impl Topics {
         }
     }
 
+    /// A slave takes its master's table (RocketMQ's `SlaveSynchronize.syncTopicConfig`):
+    /// when the master's data version differs from this table's, the table becomes the
+    /// master's, with its version, and is persisted. System topics the master lacks are
+    /// kept. Unlike RocketMQ, equal versions skip the copy only when the table is still
+    /// the one last copied (see `copied_from`). Returns true when the table was replaced.
+    pub fn replace_from_master(&self, master: TopicConfigSerializeWrapper) -> bool {
+        {
+            let mut w = self.write();
+            let mut copied = self.copied_from.lock().unwrap_or_else(|p| p.into_inner());
+            if w.1 == master.data_version && copied.as_ref() == Some(&w.1) {
+                return false;
+            }
+            *copied = Some(master.data_version.clone());
+            let mut table = master.topic_config_table;
+            for t in &self.system {
+                table
+                    .entry(t.topic_name.clone())
+                    .or_insert_with(|| t.clone());
+            }
+            *w = (table, master.data_version);
+        }
+        self.persist();
+        true
+    }
+
     /// Names of every topic.
     pub fn names(&self) -> Vec<String> {
         self.read().0.keys().cloned().collect()
@@ -294,5 +331,55 @@ mod tests {
         );
         let again = Topics::load(dir.path(), "C", "b", true, 8);
         assert_eq!(again.get("New").unwrap().write_queue_nums, 4);
+    }
+
+    #[test]
+    fn a_slave_takes_a_newer_master_table_and_keeps_its_system_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        let slave = Topics::load(dir.path(), "C", "b", true, 8);
+        slave.upsert(topic_config_new("SlaveOnly", 1, 1, 6));
+        let mut master = TopicConfigSerializeWrapper::default();
+        let mut schedule = topic("SCHEDULE_TOPIC_XXXX", 20, 20, 6);
+        schedule.order = true;
+        for t in [topic_config_new("FromMaster", 3, 3, 6), schedule.clone()] {
+            master.topic_config_table.insert(t.topic_name.clone(), t);
+        }
+        master.data_version = DataVersion {
+            state_version: 0,
+            timestamp: 42,
+            counter: 7,
+        };
+        assert!(slave.replace_from_master(master.clone()));
+        assert!(
+            slave.get("SlaveOnly").is_none(),
+            "the master's table is the truth"
+        );
+        assert_eq!(slave.get("FromMaster").unwrap().write_queue_nums, 3);
+        assert_eq!(
+            slave.get("SCHEDULE_TOPIC_XXXX"),
+            Some(schedule),
+            "master's wins"
+        );
+        assert!(slave.get("RMQ_SYS_TRANS_HALF_TOPIC").is_some(), "kept");
+        assert_eq!(slave.wrapper().data_version, master.data_version);
+        assert!(
+            !slave.replace_from_master(master.clone()),
+            "same version: nothing to do"
+        );
+        // A local change stamped exactly as the master's next one must not hide it.
+        slave.upsert(topic_config_new("SlaveOnly", 1, 1, 6));
+        let mut next = master;
+        next.data_version = slave.wrapper().data_version;
+        next.topic_config_table
+            .insert("Next".into(), topic_config_new("Next", 2, 2, 6));
+        assert!(slave.replace_from_master(next));
+        assert!(slave.get("Next").is_some() && slave.get("SlaveOnly").is_none());
+        let again = Topics::load(dir.path(), "C", "b", true, 8);
+        assert_eq!(
+            again.wrapper(),
+            slave.wrapper(),
+            "persisted with its version"
+        );
     }
 }

@@ -12,6 +12,7 @@ use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::bad_header;
 use crate::BrokerCtx;
+use crate::config::BrokerRole;
 use crate::filter::{PullFilter, record_matches};
 use crate::store::RecordFilter;
 use crate::topics::PERM_READ;
@@ -200,7 +201,11 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         Ok(f) => f,
         Err(r) => return RemotingCommand::error_response(req, r.code, r.remark),
     };
-    if h.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
+    // A slave's offsets are a copy of its master's, refreshed by `slave_sync`, so a pull's
+    // commit flag is ignored there (RocketMQ's `storeOffsetEnable` is false on a slave).
+    // UPDATE_CONSUMER_OFFSET still stores, as in RocketMQ.
+    let store_offset = ctx.config.role != BrokerRole::Slave;
+    if store_offset && h.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
         ctx.offsets
             .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
     }

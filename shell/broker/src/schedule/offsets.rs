@@ -57,12 +57,7 @@ impl DelayOffsets {
             Ok(Some(json)) => {
                 match tern_shell::body::from_json::<DelayOffsetSerializeWrapper>(&json) {
                     Ok(w) => {
-                        table = w
-                            .offset_table
-                            .0
-                            .into_iter()
-                            .filter_map(|(l, o)| Some((i32::try_from(l).ok()?, o.max(0))))
-                            .collect();
+                        table = levels(w.offset_table);
                         version = w.data_version.unwrap_or(version);
                     }
                     Err(e) => log::error!("{}: unreadable, starting over: {e}", path.display()),
@@ -154,6 +149,24 @@ impl DelayOffsets {
         self.save(&table);
     }
 
+    /// A slave takes its master's progress (RocketMQ's `SlaveSynchronize.syncDelayOffset`,
+    /// which overwrites `delayOffset.json`): the table and version become the master's and
+    /// are saved at once, since a slave runs no delivery task to save them later. Levels
+    /// that are not valid `i32`s are dropped. Returns whether the file was written.
+    pub fn replace_from_master(&self, master: DelayOffsetSerializeWrapper) -> bool {
+        let (table, version) = {
+            let mut g = self.lock();
+            g.table = levels(master.offset_table);
+            if let Some(v) = master.data_version {
+                g.version = v;
+            }
+            g.changed = false;
+            g.pending = None;
+            (g.table.clone(), g.version.clone())
+        };
+        self.write(&table, &version)
+    }
+
     fn save(&self, table: &BTreeMap<i32, i64>) -> bool {
         let version = {
             let mut g = self.lock();
@@ -161,7 +174,11 @@ impl DelayOffsets {
             g.version.timestamp = now_ms();
             g.version.clone()
         };
-        let json = tern_shell::body::to_json(&wrapper(table, &version));
+        self.write(table, &version)
+    }
+
+    fn write(&self, table: &BTreeMap<i32, i64>, version: &DataVersion) -> bool {
+        let json = tern_shell::body::to_json(&wrapper(table, version));
         match tern_engine_fs::meta::save(&self.path, &json) {
             Ok(()) => true,
             Err(e) => {
@@ -170,6 +187,14 @@ impl DelayOffsets {
             }
         }
     }
+}
+
+/// The level → offset table of a JSON body; a negative offset counts as 0.
+fn levels(json: NumKeyMap<i64>) -> BTreeMap<i32, i64> {
+    json.0
+        .into_iter()
+        .filter_map(|(l, o)| Some((i32::try_from(l).ok()?, o.max(0))))
+        .collect()
 }
 
 fn wrapper(table: &BTreeMap<i32, i64>, version: &DataVersion) -> DelayOffsetSerializeWrapper {
@@ -234,5 +259,27 @@ mod tests {
         let text = String::from_utf8(json).unwrap();
         assert!(text.starts_with(r#"{"dataVersion":{"#), "{text}");
         assert!(text.contains(r#""offsetTable":{1:55,3:9}"#), "{text}");
+    }
+
+    #[test]
+    fn a_slave_saves_its_masters_progress_at_once() {
+        let d = dir();
+        let o = DelayOffsets::load(d.path());
+        o.set(1, 3);
+        o.set(2, 4);
+        let master = DelayOffsetSerializeWrapper {
+            offset_table: NumKeyMap(BTreeMap::from([(2, 10), (5, -1), (1 << 40, 1)])),
+            data_version: Some(DataVersion {
+                state_version: 0,
+                timestamp: 77,
+                counter: 3,
+            }),
+        };
+        assert!(o.replace_from_master(master.clone()));
+        assert_eq!(o.table(), BTreeMap::from([(2, 10), (5, 0)]));
+        assert_eq!(o.wrapper().data_version, master.data_version);
+        let again = DelayOffsets::load(d.path());
+        assert_eq!(again.table(), o.table());
+        assert_eq!(again.wrapper(), o.wrapper());
     }
 }
