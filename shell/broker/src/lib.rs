@@ -195,7 +195,13 @@ impl Broker {
         let mut tasks = spawn_tasks(&ctx);
         match ha_listener {
             Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l))),
-            None => tasks.push(runtime::spawn(ha::slave::run(ctx.clone()))),
+            None => {
+                tasks.push(runtime::spawn(ha::slave::run(ctx.clone())));
+                let c = ctx.clone();
+                tasks.push(runtime::spawn(slave_sync::run(ctx.clone(), move || {
+                    c.ha.master().addr
+                })));
+            }
         }
         log::info!(
             "broker {} of {} serving on {} (started in {:?})",
@@ -258,6 +264,9 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(ctx.store.clone().run_reput(
         sd.clone(),
         move |t, q| {
+            if holds_ctx.config.role == config::BrokerRole::Slave {
+                holds_ctx.topics.ensure_replicated(t, q);
+            }
             holds_ctx.holds.wake(t, q);
             holds_ctx.schedule.dispatched(t, q);
         },

@@ -67,7 +67,7 @@ pub async fn run(ctx: Arc<BrokerCtx>, master: impl Fn() -> Option<String> + Send
         return;
     }
     while !ctx.shutdown.is_triggered() {
-        if let Some(addr) = master() {
+        let pause = if let Some(addr) = master() {
             // Errors are logged by `sync_once`; the next round retries. Shutdown does not
             // wait for a master that is slow to answer.
             let _ = runtime::race(
@@ -77,8 +77,12 @@ pub async fn run(ctx: Arc<BrokerCtx>, master: impl Fn() -> Option<String> + Send
                 ctx.shutdown.wait(),
             )
             .await;
-        }
-        let _ = runtime::race(runtime::sleep(SYNC_PERIOD), ctx.shutdown.wait()).await;
+            SYNC_PERIOD
+        } else {
+            // The next registration answer names the master: look again soon.
+            Duration::from_secs(1)
+        };
+        let _ = runtime::race(runtime::sleep(pause), ctx.shutdown.wait()).await;
     }
 }
 

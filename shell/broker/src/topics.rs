@@ -206,6 +206,31 @@ impl Topics {
         t
     }
 
+    /// A slave stored a replicated record of `topic`'s queue `queue_id`: when the topic
+    /// is missing (created on the master after the last metadata copy) or has fewer
+    /// queues, it gets a read-write config covering the queue, so consumers that fail
+    /// over to this slave can read it before the next copy (which then replaces it).
+    pub fn ensure_replicated(&self, topic: &str, queue_id: i32) {
+        let queues = queue_id.saturating_add(1);
+        match self.get(topic) {
+            Some(t) if t.read_queue_nums >= queues => {}
+            Some(mut t) => {
+                t.read_queue_nums = queues;
+                t.write_queue_nums = t.write_queue_nums.max(queues);
+                self.upsert(t);
+            }
+            None => {
+                log::info!("topic {topic} seen in the replicated log before its config");
+                self.upsert(topic_config_new(
+                    topic,
+                    queues,
+                    queues,
+                    PERM_READ | PERM_WRITE,
+                ));
+            }
+        }
+    }
+
     /// Removes a topic; true when it existed.
     pub fn delete(&self, topic: &str) -> bool {
         let existed = {

@@ -122,7 +122,6 @@ fn sync_master_answers_once_the_slave_holds_the_message() {
 
         let s = slave(sd.path(), &ns);
         let sc = Client::connect(&s.addr).await;
-        create_topic(&sc, TOPIC, QUEUES).await;
         // Once the slave is connected, every send is acknowledged by it.
         let deadline = Instant::now() + Duration::from_secs(20);
         while send(&mc, 1).await.0 != ResponseCode::Success {
@@ -157,7 +156,6 @@ fn a_restarted_slave_resumes_from_its_own_end_and_serves_after_the_master_dies()
         create_topic(&mc, TOPIC, QUEUES).await;
         let mut s = slave(sd.path(), &ns);
         let sc = Client::connect(&s.addr).await;
-        create_topic(&sc, TOPIC, QUEUES).await;
         for i in 0..60 {
             assert_eq!(send(&mc, i).await.0, ResponseCode::Success);
         }
