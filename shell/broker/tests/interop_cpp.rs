@@ -88,19 +88,32 @@ struct Broker {
 }
 
 impl Broker {
+    /// `tern-broker --standalone` (embedded name server) on `data`.
     fn start(data: &Path, conf: Option<&Path>, log: PathBuf) -> Broker {
+        Self::launch(data, conf, log, None)
+    }
+
+    /// `tern-broker` registering with `namesrv`; `conf` must name its store.
+    fn start_joined(namesrv: &str, conf: &Path, log: PathBuf) -> Broker {
+        Self::launch(Path::new(""), Some(conf), log, Some(namesrv))
+    }
+
+    fn launch(data: &Path, conf: Option<&Path>, log: PathBuf, join: Option<&str>) -> Broker {
         let log_file = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)
             .unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
-        cmd.arg("--standalone").arg("--data-dir").arg(data).args([
-            "--listen",
-            "127.0.0.1:0",
-            "--namesrv-listen",
-            "127.0.0.1:0",
-        ]);
+        match join {
+            None => cmd.arg("--standalone").arg("--data-dir").arg(data).args([
+                "--listen",
+                "127.0.0.1:0",
+                "--namesrv-listen",
+                "127.0.0.1:0",
+            ]),
+            Some(ns) => cmd.args(["-n", ns, "--listen", "127.0.0.1:0"]),
+        };
         if let Some(conf) = conf {
             cmd.arg("-c").arg(conf);
         }
@@ -140,6 +153,7 @@ impl Broker {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        let namesrv = namesrv.or(join.map(str::to_owned));
         let (Some(namesrv), Some(addr)) = (namesrv, addr) else {
             let _ = child.kill();
             let _ = child.wait();
@@ -607,6 +621,62 @@ fn cpp_acknowledged_messages_survive_kill9_and_clean_restart() {
     let mut broker = Broker::start(&data, Some(&conf), scratch.path("broker-3.log"));
     consume_acked(&py, &scratch, &broker.namesrv, "TernClean", &clean);
     broker.stop_cleanly();
+}
+
+/// HA replication under the real client: the C++ producer's sends to a SYNC_MASTER are
+/// acknowledged (SEND_OK) only once the slave holds them; the master is killed with
+/// `kill -9`, and the C++ push consumer reads every acknowledged message from the slave,
+/// finding it through the name server's route as it would a Java slave.
+#[test]
+fn cpp_client_reads_from_the_slave_after_the_master_is_killed() {
+    let _serial = serial();
+    let Some(py) = python_or_skip("cpp_client_reads_from_the_slave_after_the_master_is_killed")
+    else {
+        return;
+    };
+    let scratch = Scratch::new("ha");
+    // The name server lives in a broker of its own, so killing the master leaves it up.
+    let ns_host = Broker::start(&scratch.path("ns"), None, scratch.path("broker-ns.log"));
+    let conf = |name: &str, extra: &str| {
+        let path = scratch.path(&format!("{name}.conf"));
+        fs::write(
+            &path,
+            format!(
+                "brokerClusterName=TernCluster\nbrokerName=tern-ha\nstorePathRootDir={}\n\
+                 haSendHeartbeatInterval=500\n{extra}",
+                scratch.path(name).display()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let master_conf = conf("master", "brokerRole=SYNC_MASTER\nhaListenPort=0\n");
+    let slave_conf = conf("slave", "brokerRole=SLAVE\nbrokerId=1\n");
+    let mut master = Broker::start_joined(
+        &ns_host.namesrv,
+        &master_conf,
+        scratch.path("broker-master.log"),
+    );
+    let slave = Broker::start_joined(
+        &ns_host.namesrv,
+        &slave_conf,
+        scratch.path("broker-slave.log"),
+    );
+    create_topic(&master.addr, "TernHa", 4);
+    // Sends before the slave is streaming would answer SLAVE_NOT_AVAILABLE.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(&master.log)
+        .unwrap_or_default()
+        .contains("streaming the log to the slave")
+    {
+        assert!(Instant::now() < deadline, "the slave never connected");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let acked = send_acked(&py, &scratch, &ns_host.namesrv, "TernHa", 200, None);
+    master.crash();
+    consume_acked(&py, &scratch, &ns_host.namesrv, "TernHa", &acked);
+    drop(slave);
+    drop(ns_host);
 }
 
 #[test]
