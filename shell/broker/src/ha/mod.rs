@@ -92,12 +92,12 @@ impl HaService {
         }
     }
 
-    fn slave_joined(&self) {
+    pub(crate) fn slave_joined(&self) {
         self.slaves.fetch_add(1, Ordering::AcqRel);
         self.ack_moved.notify(usize::MAX);
     }
 
-    fn slave_left(&self) {
+    pub(crate) fn slave_left(&self) {
         self.slaves.fetch_sub(1, Ordering::AcqRel);
         self.ack_moved.notify(usize::MAX);
     }
@@ -118,6 +118,10 @@ impl HaService {
             let listener = self.ack_moved.listen();
             if self.acked() >= end {
                 return Replication::Replicated;
+            }
+            // The last slave went away (or the broker is stopping): nobody will answer.
+            if self.slave_count() == 0 {
+                return Replication::SlaveNotAvailable;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
@@ -171,10 +175,70 @@ impl HaService {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    fn set_slave_progress(&self, reported: u64, master_end: u64) {
+    pub(crate) fn set_slave_progress(&self, reported: u64, master_end: u64) {
         *self
             .slave_progress
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = (reported, master_end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GAP: u64 = 1 << 20;
+    const WAIT: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn waits_end_on_the_acknowledgement_on_no_slave_and_on_the_timeout() {
+        let ha = HaService::new(None);
+        let wait = |end| runtime::block_on(ha.await_replicated(end, GAP, WAIT));
+        assert_eq!(wait(100), Replication::SlaveNotAvailable);
+        ha.slave_joined();
+        ha.ack(100);
+        assert_eq!(wait(100), Replication::Replicated);
+        assert_eq!(
+            runtime::block_on(ha.await_replicated(200, GAP, Duration::from_millis(20))),
+            Replication::Timeout
+        );
+        // Too far behind to count.
+        assert!(!ha.slave_ok(100 + GAP, GAP));
+        assert_eq!(wait(100 + GAP), Replication::SlaveNotAvailable);
+        // A waiter is released by an acknowledgement, and by the last slave leaving.
+        runtime::block_on(async {
+            let acked = runtime::race(ha.await_replicated(300, GAP, WAIT), async {
+                runtime::sleep(Duration::from_millis(20)).await;
+                ha.ack(400);
+                runtime::sleep(WAIT * 2).await;
+                Replication::Timeout
+            });
+            assert_eq!(acked.await, Replication::Replicated);
+            let left = runtime::race(ha.await_replicated(500, GAP, WAIT), async {
+                runtime::sleep(Duration::from_millis(20)).await;
+                ha.slave_left();
+                runtime::sleep(WAIT * 2).await;
+                Replication::Timeout
+            });
+            assert_eq!(left.await, Replication::SlaveNotAvailable);
+        });
+    }
+
+    #[test]
+    fn registration_answers_replace_known_addresses_only_with_news() {
+        let ha = HaService::new(None);
+        ha.set_master(Some("m:10911".into()), Some("m:10912".into()), false);
+        ha.set_master(None, Some(String::new()), false);
+        assert_eq!(
+            ha.master(),
+            MasterAddrs {
+                addr: Some("m:10911".into()),
+                ha_addr: Some("m:10912".into())
+            }
+        );
+        let fixed = HaService::new(Some("f:1".into()));
+        fixed.set_master(Some("m:10911".into()), Some("m:10912".into()), true);
+        assert_eq!(fixed.master().ha_addr.as_deref(), Some("f:1"));
+        assert_eq!(fixed.master().addr.as_deref(), Some("m:10911"));
     }
 }
