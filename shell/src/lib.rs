@@ -9,6 +9,7 @@
 //! * [`connection`], [`server`], [`pool`]: async transport; [`runtime`]: executor glue.
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod body;
 pub mod cli;
 pub mod code;

@@ -125,6 +125,11 @@ pub struct BrokerConfig {
     /// A slave further behind than this does not count for SYNC_MASTER
     /// (`haMaxGapNotInSync`).
     pub ha_max_gap_not_in_sync: u64,
+    /// Check every request against the plain ACL rules (`aclEnable`).
+    pub acl_enable: bool,
+    /// The rules: `plain_acl.yml` (`plainAclFile`, Tern's key; RocketMQ reads
+    /// `$ROCKETMQ_HOME/conf/plain_acl.yml`, the default here too).
+    pub acl_file: PathBuf,
 }
 
 impl Default for BrokerConfig {
@@ -269,6 +274,16 @@ impl Config for BrokerConfig {
                 256u64 * 1024 * 1024,
                 in_range(0, u64::MAX),
             )?,
+            acl_enable: false,
+            acl_file: PathBuf::new(),
+        };
+        let acl_home = std::env::var_os("ROCKETMQ_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let cfg = BrokerConfig {
+            acl_enable: r.get("aclEnable", false)?,
+            acl_file: r.get("plainAclFile", acl_home.join("conf").join("plain_acl.yml"))?,
+            ..cfg
         };
         if let Some(a) = &cfg.ha_master_address {
             check_addr(a).map_err(|message| r.error("haMasterAddress", message))?;
@@ -300,7 +315,6 @@ impl Config for BrokerConfig {
             "transientStorePoolEnable",
             "warmMapedFileEnable",
             "traceTopicEnable",
-            "aclEnable",
             "brokerIP2",
         ] {
             r.ignore(key);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tern_shell::runtime::{self, JoinHandle, Shutdown};
 use tern_shell::{Server, ServerConfig};
 
+pub mod acl;
 pub mod clients;
 pub mod config;
 pub mod filter;
@@ -74,6 +75,8 @@ pub struct BrokerCtx {
     pub ha: ha::HaService,
     /// `brokerIP1:haPort`, what slaves dial (advertised as `haServerAddr`).
     pub ha_addr: SocketAddr,
+    /// Access control, when `aclEnable` is set.
+    pub acl: Option<Arc<acl::Acl>>,
 }
 
 impl BrokerCtx {
@@ -121,6 +124,14 @@ impl Broker {
     /// advertised address then uses the bound port.
     pub async fn start(config: BrokerConfig) -> Result<Broker, String> {
         let started = Instant::now();
+        // A broker told to check access must not serve without its rules.
+        let acl = if config.acl_enable {
+            Some(Arc::new(acl::Acl::open(&config.acl_file).map_err(|e| {
+                format!("aclEnable=true but the ACL rules cannot be used: {e}")
+            })?))
+        } else {
+            None
+        };
         let store =
             store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
@@ -185,6 +196,7 @@ impl Broker {
             transactions: transaction::Transactions::default(),
             ha: ha::HaService::new(config.ha_master_address.clone()),
             ha_addr: config.advertised_addr(ha_port),
+            acl,
             store,
             config,
         });
@@ -280,6 +292,9 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(register::run(ctx.clone())));
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
     tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
+    if let Some(acl) = &ctx.acl {
+        tasks.push(runtime::spawn(acl.clone().run_reload(sd.clone())));
+    }
     let c = ctx.clone();
     tasks.push(runtime::spawn(async move {
         while !c.shutdown.is_triggered() {

@@ -53,6 +53,20 @@ impl Processor for BrokerProcessor {
                 "broker starting",
             ));
         };
+        if let Some(acl) = &ctx.acl {
+            if let Err(why) = acl.check(&req, conn.peer_addr().ip()) {
+                log::warn!(
+                    "request {} from {} refused: {why}",
+                    req.code,
+                    conn.peer_addr()
+                );
+                return Some(RemotingCommand::error_response(
+                    &req,
+                    ResponseCode::NoPermission,
+                    why,
+                ));
+            }
+        }
         let resp = match req.request_code_enum() {
             RequestCode::SendMessage
             | RequestCode::SendMessageV2
