@@ -3,6 +3,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use tern_shell::acl::SessionCredentials;
+
 /// Settings shared by every producer, consumer and admin on one [`crate::ClientInstance`].
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -22,6 +24,8 @@ pub struct ClientConfig {
     pub heartbeat_interval: Duration,
     /// How often cached routes are refreshed from the name servers (Java: 30 s).
     pub poll_name_server_interval: Duration,
+    /// ACL account: every request is signed with it (Java's `AclClientRPCHook`).
+    pub credentials: Option<SessionCredentials>,
 }
 
 impl Default for ClientConfig {
@@ -34,6 +38,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(3),
             heartbeat_interval: Duration::from_secs(30),
             poll_name_server_interval: Duration::from_secs(30),
+            credentials: None,
         }
     }
 }

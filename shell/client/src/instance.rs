@@ -183,6 +183,7 @@ impl ClientInstance {
         if self.is_shut_down() {
             return Err(ClientError::Shutdown);
         }
+        let cmd = self.signed(cmd);
         let addrs = &self.inner.config.namesrv_addrs;
         let timeout = self.inner.config.rpc_timeout;
         let start = self.inner.ns_index.load(Ordering::Relaxed);
@@ -224,9 +225,17 @@ impl ClientInstance {
         }
         self.inner
             .pool
-            .invoke(addr, cmd, timeout)
+            .invoke(addr, self.signed(cmd), timeout)
             .await
             .map_err(|e| ClientError::remoting(addr, e, timeout.as_millis() as u64))
+    }
+
+    /// `cmd` signed with the configured ACL account, if any.
+    fn signed(&self, mut cmd: RemotingCommand) -> RemotingCommand {
+        if let Some(c) = &self.inner.config.credentials {
+            c.sign(&mut cmd);
+        }
+        cmd
     }
 
     /// Sends `cmd` to `addr` with the default RPC timeout and fails on a non-zero code.
@@ -245,7 +254,7 @@ impl ClientInstance {
         let ms = self.inner.config.rpc_timeout.as_millis() as u64;
         self.inner
             .pool
-            .invoke_oneway(addr, cmd)
+            .invoke_oneway(addr, self.signed(cmd))
             .await
             .map_err(|e| ClientError::remoting(addr, e, ms))
     }

@@ -50,6 +50,7 @@ pub use producer::transaction::{
     TransactionSendResult,
 };
 pub use producer::{HashSelector, Producer, QueueSelector, SendFuture, SendResult, SendStatus};
+pub use tern_shell::acl::SessionCredentials;
 
 /// Alias with Java's class name.
 pub type MQClient = ClientInstance;

@@ -9,7 +9,7 @@ mod out;
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use tern_client::{Admin, ClientConfig, ClientError};
+use tern_client::{Admin, ClientConfig, ClientError, SessionCredentials};
 
 /// One option of a command: `-s`/`--long`, with a value or a bare switch.
 #[derive(Debug, Clone, Copy)]
@@ -286,6 +286,19 @@ fn main() -> ExitCode {
     };
     let mut config = ClientConfig::new(&ns);
     config.instance_name = Some(format!("tern-admin-{}", std::process::id()));
+    // An ACL account for brokers with aclEnable (mqadmin reads conf/tools.yml).
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (env("TERN_ACCESS_KEY"), env("TERN_SECRET_KEY")) {
+        (Some(ak), Some(sk)) => config.credentials = Some(SessionCredentials::new(ak, sk)),
+        (None, None) => {}
+        _ => {
+            eprintln!(
+                "tern-admin {}: set both TERN_ACCESS_KEY and TERN_SECRET_KEY, or neither",
+                cmd.name
+            );
+            return ExitCode::from(2);
+        }
+    }
     let result = Admin::new(config)
         .map_err(CliError::from)
         .and_then(|admin| {
