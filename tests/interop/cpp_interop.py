@@ -267,10 +267,17 @@ def bounded(fn, seconds, what):
     return True
 
 
+def with_credentials(args, client):
+    """Signs the client's requests (RocketMQ ACL) when --access-key was given."""
+    if args.access_key:
+        client.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
+
+
 def make_producer(args, group):
     c = rmq()
     p = c.Producer(group, timeout=args.send_timeout_ms)
     p.set_namesrv_addr(args.namesrv)
+    with_credentials(args, p)
     if not bounded(p.start, 30, "producer start"):
         raise RuntimeError("producer %s did not start" % group)
     return p
@@ -344,6 +351,7 @@ def consume(args, dl, topic, group, expression, expected_keys, orderly=False, wa
     col = Collector(expected_keys)
     consumer = c.PushConsumer(group, orderly=orderly, message_model=c.MessageModel.CLUSTERING)
     consumer.set_namesrv_addr(args.namesrv)
+    with_credentials(args, consumer)
     consumer.set_instance_name(instance or group)  # own client instance: no shared state
     consumer.subscribe(topic, col, expression)
     wait = dl.budget(want if want is not None else args.consume_timeout)
@@ -864,6 +872,8 @@ def parse_args(argv):
     ap.add_argument("--group", help="consumer group for --consume-only (default: new, unique)")
     ap.add_argument("--expect-keys", help="file of keys, one a line, for --consume-only")
     ap.add_argument("--stop-on-error", action="store_true", help="--send-only: stop at the first failed send")
+    ap.add_argument("--access-key", help="ACL account: producers and consumers sign their requests")
+    ap.add_argument("--secret-key", help="the account's secret (with --access-key)")
     args = ap.parse_args(argv)
 
     args.ns_list = [a.strip() for a in re.split(r"[;,]", args.namesrv) if a.strip()]
@@ -885,6 +895,8 @@ def parse_args(argv):
         ap.error("unknown scenario(s) %s; known: %s" % (unknown, ",".join(SCENARIOS)))
     if (args.send_only or args.consume_only) and not args.topic:
         ap.error("--send-only/--consume-only need --topic")
+    if bool(args.access_key) != bool(args.secret_key):
+        ap.error("--access-key and --secret-key go together")
     if args.consume_only and not args.expect_keys:
         ap.error("--consume-only needs --expect-keys FILE")
     return args

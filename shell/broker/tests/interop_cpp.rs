@@ -486,6 +486,7 @@ fn send_acked(
     topic: &str,
     count: u32,
     mut crash: Option<(usize, &mut Broker)>,
+    extra: &[&str],
 ) -> Vec<String> {
     let count_s = count.to_string();
     let mut args = vec![
@@ -499,6 +500,7 @@ fn send_acked(
         "--prefix",
         "TernRestart",
     ];
+    args.extend_from_slice(extra);
     if crash.is_some() {
         args.push("--stop-on-error");
     }
@@ -555,24 +557,29 @@ fn send_acked(
     acked
 }
 
-fn consume_acked(py: &Path, scratch: &Scratch, namesrv: &str, topic: &str, keys: &[String]) {
+fn consume_acked(
+    py: &Path,
+    scratch: &Scratch,
+    namesrv: &str,
+    topic: &str,
+    keys: &[String],
+    extra: &[&str],
+) {
     let file = scratch.path(&format!("{topic}.keys"));
     fs::write(&file, keys.join("\n") + "\n").unwrap();
-    let mut run = Script::spawn(
-        py,
-        scratch,
-        &[
-            "--namesrv",
-            namesrv,
-            "--consume-only",
-            "--topic",
-            topic,
-            "--expect-keys",
-            file.to_str().unwrap(),
-            "--prefix",
-            "TernRestart",
-        ],
-    );
+    let mut args = vec![
+        "--namesrv",
+        namesrv,
+        "--consume-only",
+        "--topic",
+        topic,
+        "--expect-keys",
+        file.to_str().unwrap(),
+        "--prefix",
+        "TernRestart",
+    ];
+    args.extend_from_slice(extra);
+    let mut run = Script::spawn(py, scratch, &args);
     run.assert_passed(
         &format!(
             "{} acknowledged messages of {topic} consumed after restart",
@@ -608,18 +615,19 @@ fn cpp_acknowledged_messages_survive_kill9_and_clean_restart() {
         "TernCrash",
         400,
         Some((150, &mut broker)),
+        &[],
     );
     assert!(crashed.len() >= 150, "{} acknowledged", crashed.len());
     drop(broker);
 
     let mut broker = Broker::start(&data, Some(&conf), scratch.path("broker-2.log"));
-    consume_acked(&py, &scratch, &broker.namesrv, "TernCrash", &crashed);
+    consume_acked(&py, &scratch, &broker.namesrv, "TernCrash", &crashed, &[]);
 
     // 2. A clean stop (SIGTERM) between sending and consuming.
-    let clean = send_acked(&py, &scratch, &broker.namesrv, "TernClean", 200, None);
+    let clean = send_acked(&py, &scratch, &broker.namesrv, "TernClean", 200, None, &[]);
     broker.stop_cleanly();
     let mut broker = Broker::start(&data, Some(&conf), scratch.path("broker-3.log"));
-    consume_acked(&py, &scratch, &broker.namesrv, "TernClean", &clean);
+    consume_acked(&py, &scratch, &broker.namesrv, "TernClean", &clean, &[]);
     broker.stop_cleanly();
 }
 
@@ -672,11 +680,85 @@ fn cpp_client_reads_from_the_slave_after_the_master_is_killed() {
         assert!(Instant::now() < deadline, "the slave never connected");
         thread::sleep(Duration::from_millis(50));
     }
-    let acked = send_acked(&py, &scratch, &ns_host.namesrv, "TernHa", 200, None);
+    let acked = send_acked(&py, &scratch, &ns_host.namesrv, "TernHa", 200, None, &[]);
     master.crash();
-    consume_acked(&py, &scratch, &ns_host.namesrv, "TernHa", &acked);
+    consume_acked(&py, &scratch, &ns_host.namesrv, "TernHa", &acked, &[]);
     drop(slave);
     drop(ns_host);
+}
+
+/// ACL under the real client: the C++ producer and push consumer sign their requests
+/// with `set_session_credentials` (adding their own `OnsChannel` field, which the
+/// signature covers), and a broker with `aclEnable=true` serves them; the same producer
+/// with a wrong secret gets nothing acknowledged.
+#[test]
+fn cpp_client_signs_its_requests_for_an_acl_broker() {
+    let _serial = serial();
+    let Some(py) = python_or_skip("cpp_client_signs_its_requests_for_an_acl_broker") else {
+        return;
+    };
+    let scratch = Scratch::new("acl");
+    let rules = scratch.path("plain_acl.yml");
+    fs::write(
+        &rules,
+        "accounts:\n  - accessKey: cpp_user\n    secretKey: cpp_secret\n    \
+         defaultTopicPerm: DENY\n    defaultGroupPerm: SUB\n    topicPerms:\n      \
+         - TernAcl=PUB|SUB\n      - TBW102=PUB|SUB\n",
+    )
+    .unwrap();
+    let conf = scratch.path("broker.conf");
+    fs::write(
+        &conf,
+        format!("aclEnable=true\nplainAclFile={}\n", rules.display()),
+    )
+    .unwrap();
+    let mut broker = Broker::start(
+        &scratch.path("data"),
+        Some(&conf),
+        scratch.path("broker.log"),
+    );
+    let signed = ["--access-key", "cpp_user", "--secret-key", "cpp_secret"];
+    let acked = send_acked(
+        &py,
+        &scratch,
+        &broker.namesrv,
+        "TernAcl",
+        100,
+        None,
+        &signed,
+    );
+    consume_acked(&py, &scratch, &broker.namesrv, "TernAcl", &acked, &signed);
+
+    let mut run = Script::spawn(
+        &py,
+        &scratch,
+        &[
+            "--namesrv",
+            &broker.namesrv,
+            "--send-only",
+            "--topic",
+            "TernAcl",
+            "--count",
+            "3",
+            "--access-key",
+            "cpp_user",
+            "--secret-key",
+            "wrong_secret",
+        ],
+    );
+    let status = run.finish(SCRIPT_LIMIT);
+    assert!(!status.success(), "a wrong secret was accepted");
+    assert!(
+        !run.lines.iter().any(|l| l.starts_with("ACK ")),
+        "{:?}",
+        run.lines
+    );
+    let log = fs::read_to_string(&broker.log).unwrap_or_default();
+    assert!(
+        log.contains("Check signature failed for accessKey=cpp_user"),
+        "the broker did not log the refusal"
+    );
+    broker.stop_cleanly();
 }
 
 #[test]
