@@ -155,7 +155,7 @@ fn parse_header(h: &[u8; FRAME_HEADER]) -> Result<(u64, usize), String> {
 async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, String> {
     match ctx.store.append_replicated(at, bytes) {
         Ok(to) => Ok(to),
-        Err(PutError::DiskFull) => {
+        Err(PutError::DiskFull | PutError::OverBudget) => {
             // The master keeps the data; try again once space is freed.
             runtime::sleep(RETRY).await;
             Err("the disk is full: replication paused".into())

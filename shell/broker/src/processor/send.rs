@@ -253,6 +253,12 @@ fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
             ResponseCode::ServiceNotAvailable,
             "service not available now: the broker's disk is full, writes are refused until space is freed",
         ),
+        PutError::OverBudget => RemotingCommand::error_response(
+            req,
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: the stored backlog is over its budget (an edge gateway \
+             whose uplink is down); writes resume as it drains",
+        ),
         PutError::Illegal(why) => illegal(req, format!("message cannot be stored: {why}")),
         PutError::ShuttingDown => RemotingCommand::error_response(
             req,

@@ -222,6 +222,10 @@ fn put_refused(e: crate::store::PutError) -> Refused {
             ResponseCode::ServiceNotAvailable,
             "service not available now: the broker is shutting down",
         ),
+        crate::store::PutError::OverBudget => refused(
+            ResponseCode::ServiceNotAvailable,
+            "service not available now: the store's backlog is over its budget",
+        ),
         crate::store::PutError::Illegal(why) => refused(ResponseCode::MessageIllegal, why),
         crate::store::PutError::Store(e) => {
             log::error!("ending a transaction: {e}");

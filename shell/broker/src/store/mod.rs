@@ -28,6 +28,10 @@ use tern_shell::runtime;
 
 use crate::config::{BrokerConfig, FlushDiskType};
 
+mod raw_log;
+
+pub use raw_log::LogRecord;
+
 /// Most bytes one pull answer carries (RocketMQ's `maxTransferBytesOnMessageInMemory`).
 pub const MAX_PULL_BYTES: usize = 256 * 1024;
 /// Most messages one pull answer carries.
@@ -43,6 +47,9 @@ const WARM_AHEAD: u64 = 16 << 20;
 pub enum PutError {
     /// Writes are refused: the disk is past its hard watermark.
     DiskFull,
+    /// Writes are refused: what is stored but not yet taken away (an edge gateway's
+    /// unforwarded backlog) is over its budget.
+    OverBudget,
     /// The message cannot be stored (too large for a segment, bad layout).
     Illegal(String),
     /// The broker is shutting down and the store is sealed.
@@ -120,6 +127,8 @@ pub struct StoreService {
     warm_below: AtomicU64,
     /// Set while the disk is past the refuse watermark.
     disk_full: AtomicBool,
+    /// Set while the owner says the backlog is over its budget.
+    over_budget: AtomicBool,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
     /// Records appended since start (runtime info).
@@ -168,6 +177,7 @@ impl StoreService {
             warm_wanted: Event::new(),
             warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
+            over_budget: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             put_count: AtomicU64::new(0),
             delay_levels: config.delay_levels,
@@ -197,9 +207,22 @@ impl StoreService {
         self.disk_full.load(Ordering::Relaxed)
     }
 
+    /// Refuses or accepts writes for the owner's budget (the edge gateway's backlog).
+    pub fn set_over_budget(&self, over: bool) {
+        if self.over_budget.swap(over, Ordering::Relaxed) != over {
+            if over {
+                log::warn!("backlog over its budget: refusing writes");
+            } else {
+                log::info!("backlog back under its budget: accepting writes");
+            }
+        }
+    }
+
     fn check_put(&self) -> Result<(), PutError> {
         if self.disk_full() {
             Err(PutError::DiskFull)
+        } else if self.over_budget.load(Ordering::Relaxed) {
+            Err(PutError::OverBudget)
         } else {
             Ok(())
         }
@@ -276,74 +299,6 @@ impl StoreService {
         self.appended.notify(usize::MAX);
         self.wake_warmer();
         Ok(out)
-    }
-
-    /// Appends bytes of the master's log, which start at `at` (a slave's replication;
-    /// see `Store::append_replicated`). Returns the offset they were consumed to: an
-    /// incomplete record after it waits for the caller's next chunk.
-    pub fn append_replicated(&self, at: u64, bytes: &[u8]) -> Result<u64, PutError> {
-        self.check_put()?;
-        let to = {
-            let mut s = self.lock();
-            if self.sealed.load(Ordering::Acquire) {
-                return Err(PutError::ShuttingDown);
-            }
-            let r = s.store_mut().append_replicated(at, bytes);
-            let to = r.map_err(|e| Self::map_err(&s, e))?;
-            self.written
-                .store(s.store().log().max_offset(), Ordering::Release);
-            to
-        };
-        self.appended.notify(usize::MAX);
-        self.wake_warmer();
-        Ok(to)
-    }
-
-    /// Where the log ends now.
-    pub fn log_end(&self) -> u64 {
-        self.written.load(Ordering::Acquire)
-    }
-
-    /// Whether the log holds no segment yet (a new slave takes its master's start).
-    pub fn log_is_empty(&self) -> bool {
-        self.lock().store().log().segment_span().is_none()
-    }
-
-    /// A listener woken by the next append; take it before looking at [`Self::log_end`].
-    pub fn listen_appended(&self) -> EventListener {
-        self.appended.listen()
-    }
-
-    /// Up to `max` log bytes from `from`, within one segment (a master's replication
-    /// stream); empty at the end. `Err` when `from` is outside what the log holds.
-    pub fn log_bytes(&self, from: u64, max: usize) -> Result<Vec<u8>, String> {
-        let s = self.lock();
-        let log = s.store().log();
-        let (min, end, seg) = (log.min_offset(), log.max_offset(), log.segment_size());
-        if from < min || from > end {
-            return Err(format!("offset {from} is outside the log [{min}, {end})"));
-        }
-        let seg_end = from - from % seg + seg;
-        let len = (max as u64).min(end - from).min(seg_end - from) as usize;
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        match log.slice(from, len) {
-            Ok(Some(bytes)) => Ok(bytes.to_vec()),
-            Ok(None) => {
-                let mut buf = vec![0u8; len];
-                log.read(from, &mut buf).map_err(|e| format!("{e:?}"))?;
-                Ok(buf)
-            }
-            Err(e) => Err(format!("reading the log at {from}: {e:?}")),
-        }
-    }
-
-    /// Oldest offset held, end, and segment size.
-    pub fn log_span(&self) -> (u64, u64, u64) {
-        let s = self.lock();
-        let log = s.store().log();
-        (log.min_offset(), log.max_offset(), log.segment_size())
     }
 
     /// Waits until the log is durable up to `end` when the policy says senders wait.

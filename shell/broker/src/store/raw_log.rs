@@ -1,0 +1,136 @@
+//! The commit log read and written as bytes rather than messages: a slave appending its
+//! master's stream, a master reading it out, and a reader walking records in log order
+//! (the edge gateway's forwarder).
+
+use event_listener::EventListener;
+use std::sync::atomic::Ordering;
+use tern_engine::commitlog::Slot;
+
+use super::{PutError, StoreService};
+
+/// One record of the log, copied out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Its commit-log offset.
+    pub offset: u64,
+    /// Its stored bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl StoreService {
+    /// Appends bytes of the master's log, which start at `at` (a slave's replication;
+    /// see `Store::append_replicated`). Returns the offset they were consumed to: an
+    /// incomplete record after it waits for the caller's next chunk.
+    pub fn append_replicated(&self, at: u64, bytes: &[u8]) -> Result<u64, PutError> {
+        self.check_put()?;
+        let to = {
+            let mut s = self.lock();
+            if self.sealed.load(Ordering::Acquire) {
+                return Err(PutError::ShuttingDown);
+            }
+            let r = s.store_mut().append_replicated(at, bytes);
+            let to = r.map_err(|e| Self::map_err(&s, e))?;
+            self.written
+                .store(s.store().log().max_offset(), Ordering::Release);
+            to
+        };
+        self.appended.notify(usize::MAX);
+        self.wake_warmer();
+        Ok(to)
+    }
+
+    /// Where the log ends now.
+    pub fn log_end(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// Whether the log holds no segment yet (a new slave takes its master's start).
+    pub fn log_is_empty(&self) -> bool {
+        self.lock().store().log().segment_span().is_none()
+    }
+
+    /// A listener woken by the next append; take it before looking at [`Self::log_end`].
+    pub fn listen_appended(&self) -> EventListener {
+        self.appended.listen()
+    }
+
+    /// Up to `max` log bytes from `from`, within one segment (a master's replication
+    /// stream); empty at the end. `Err` when `from` is outside what the log holds.
+    pub fn log_bytes(&self, from: u64, max: usize) -> Result<Vec<u8>, String> {
+        let s = self.lock();
+        let log = s.store().log();
+        let (min, end, seg) = (log.min_offset(), log.max_offset(), log.segment_size());
+        if from < min || from > end {
+            return Err(format!("offset {from} is outside the log [{min}, {end})"));
+        }
+        let seg_end = from - from % seg + seg;
+        let len = (max as u64).min(end - from).min(seg_end - from) as usize;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        match log.slice(from, len) {
+            Ok(Some(bytes)) => Ok(bytes.to_vec()),
+            Ok(None) => {
+                let mut buf = vec![0u8; len];
+                log.read(from, &mut buf).map_err(|e| format!("{e:?}"))?;
+                Ok(buf)
+            }
+            Err(e) => Err(format!("reading the log at {from}: {e:?}")),
+        }
+    }
+
+    /// Oldest offset held, end, and segment size.
+    pub fn log_span(&self) -> (u64, u64, u64) {
+        let s = self.lock();
+        let log = s.store().log();
+        (log.min_offset(), log.max_offset(), log.segment_size())
+    }
+
+    /// Whole records from `from` (a record boundary, or a segment's blank tail) in log
+    /// order, at most `max_records` and about `max_bytes` (at least one record when any
+    /// is there); returns them and the offset after the last one (past a blank tail, the
+    /// next segment). `Err` when `from` is outside the log or the bytes there are not a
+    /// record.
+    pub fn read_records(
+        &self,
+        from: u64,
+        max_bytes: usize,
+        max_records: usize,
+    ) -> Result<(Vec<LogRecord>, u64), String> {
+        let s = self.lock();
+        let log = s.store().log();
+        let (min, end) = (log.min_offset(), log.max_offset());
+        if from < min || from > end {
+            return Err(format!("offset {from} is outside the log [{min}, {end})"));
+        }
+        let mut out = Vec::new();
+        let (mut at, mut bytes) = (from, 0usize);
+        while at < end && out.len() < max_records && (bytes < max_bytes || out.is_empty()) {
+            match log.slot_at(at) {
+                Ok(Slot::Record(size)) => {
+                    let mut buf = vec![0u8; size as usize];
+                    log.read(at, &mut buf)
+                        .map_err(|e| format!("reading the record at {at}: {e:?}"))?;
+                    bytes += buf.len();
+                    out.push(LogRecord {
+                        offset: at,
+                        bytes: buf,
+                    });
+                    at += u64::from(size);
+                }
+                Ok(Slot::Skip(next)) => at = next,
+                Ok(Slot::End) => break,
+                Err(e) => return Err(format!("no record at {at}: {e:?}")),
+            }
+        }
+        Ok((out, at))
+    }
+
+    /// Deletes whole log segments below `offset` (and what only points into them);
+    /// returns how many went. The active segment always stays.
+    pub fn delete_log_before(&self, offset: u64) -> Result<u32, String> {
+        let mut s = self.lock();
+        let r = s.store_mut().delete_before(offset);
+        r.map_err(|e| s.error("delete", e).to_string())
+    }
+}
