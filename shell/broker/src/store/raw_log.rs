@@ -86,14 +86,26 @@ impl StoreService {
         (log.min_offset(), log.max_offset(), log.segment_size())
     }
 
-    /// Whole records from `from` (a record boundary, or a segment's blank tail) in log
-    /// order, at most `max_records` and about `max_bytes` (at least one record when any
+    /// Everything below this offset is on disk.
+    pub fn durable_end(&self) -> u64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// A listener woken after the next flush; take it before looking at
+    /// [`Self::durable_end`].
+    pub fn listen_flushed(&self) -> EventListener {
+        self.flush_done.listen()
+    }
+
+    /// Whole records from `from` (a record boundary, or a segment's blank tail) up to
+    /// `upto` in log order, at most `max_records` and about `max_bytes` (at least one record when any
     /// is there); returns them and the offset after the last one (past a blank tail, the
     /// next segment). `Err` when `from` is outside the log or the bytes there are not a
     /// record.
     pub fn read_records(
         &self,
         from: u64,
+        upto: u64,
         max_bytes: usize,
         max_records: usize,
     ) -> Result<(Vec<LogRecord>, u64), String> {
@@ -105,6 +117,7 @@ impl StoreService {
         }
         let mut out = Vec::new();
         let (mut at, mut bytes) = (from, 0usize);
+        let end = end.min(upto);
         while at < end && out.len() < max_records && (bytes < max_bytes || out.is_empty()) {
             match log.slot_at(at) {
                 Ok(Slot::Record(size)) => {

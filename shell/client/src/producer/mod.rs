@@ -246,6 +246,26 @@ impl Producer {
             .and_then(need_result)
     }
 
+    /// Sends messages of one topic as one batch to one queue (no retry elsewhere: the
+    /// caller chose it), as Java's `send(Collection<Message>, MessageQueue)`.
+    pub async fn send_batch_to_queue(
+        &self,
+        msgs: Vec<Message>,
+        queue: &MessageQueue,
+    ) -> Result<SendResult> {
+        let p = self.prepare_batch(msgs)?;
+        if p.topic != queue.topic {
+            return Err(ClientError::InvalidMessage(format!(
+                "batch topic {} differs from queue topic {}",
+                p.topic, queue.topic
+            )));
+        }
+        let timeout = self.inner.config.send_timeout;
+        self.send_kernel(queue, &p, Mode::Sync, timeout)
+            .await
+            .and_then(need_result)
+    }
+
     fn prepare(&self, mut msg: Message) -> Result<Prepared> {
         let cfg = &self.inner.config;
         check_message(&msg, cfg.max_message_bytes)?;

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 
 use tern_client::ClientConfig;
 
+#[path = "../../../../tests/support/binaries.rs"]
+mod binaries;
+use binaries::binary;
+
 /// Small store files: fast to create, light on disk.
 pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
 mapedFileSizeConsumeQueue=6000\n\
@@ -30,33 +34,6 @@ pub fn broker_binary() -> PathBuf {
 pub fn namesrv_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| binary("tern-namesrv")).clone()
-}
-
-/// The binary `name` (also its package's name) of this test's target profile.
-fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps")
-        .to_path_buf();
-    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    if !bin.exists() {
-        let target_dir = profile_dir.parent().expect("target dir");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", name, "--target-dir"])
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build -p {name} failed");
-    }
-    assert!(bin.exists(), "no {name} at {}", bin.display());
-    bin
 }
 
 /// A `tern-namesrv` process of its own (brokers in a test can die without it); killed

@@ -1,0 +1,129 @@
+//! The gateway's settings: the local broker's (`broker.conf` keys, with edge-sized
+//! defaults) plus the forwarder's `edge*` keys, read from one `key=value` file and flags.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tern_broker::config::BrokerConfig;
+use tern_shell::config::{Config, ConfigError, ConfigReader, ConfigSource, Origin};
+
+/// Defaults that differ from a server broker's: small files (a device has little disk and
+/// a 1 GiB segment would be most of it) and SYNC_FLUSH (a device loses power; an
+/// acknowledged message must survive it).
+pub const EDGE_DEFAULTS: &[(&str, &str)] = &[
+    ("mapedFileSizeCommitLog", "16777216"),
+    ("mapedFileSizeConsumeQueue", "120000"),
+    ("maxHashSlotNum", "20000"),
+    ("maxIndexNum", "80000"),
+    ("flushDiskType", "SYNC_FLUSH"),
+    ("brokerName", "tern-edge"),
+    ("brokerClusterName", "TernEdge"),
+    ("defaultTopicQueueNums", "4"),
+];
+
+/// Everything the gateway reads.
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// The local broker.
+    pub broker: BrokerConfig,
+    /// The central cluster's name servers (`edgeUpstreamNamesrv`, `;`-separated).
+    pub upstream: String,
+    /// Bytes stored but not yet forwarded past which local sends are refused
+    /// (`edgeBacklogBudget`).
+    pub backlog_budget: u64,
+    /// Most messages per forwarded batch (`edgeForwardBatch`).
+    pub batch_messages: usize,
+    /// About the most bytes per forwarded batch (`edgeForwardBatchBytes`).
+    pub batch_bytes: usize,
+    /// Producer group of the forwarder on the central cluster (`edgeProducerGroup`).
+    pub producer_group: String,
+    /// Longest pause between attempts while the uplink is down (`edgeRetryMaxMs`).
+    pub retry_max: Duration,
+    /// Keep forwarded segments for local consumers instead of deleting them at once
+    /// (`edgeKeepForwarded`; retention by `fileReservedTime` then applies).
+    pub keep_forwarded: bool,
+}
+
+impl Config for EdgeConfig {
+    fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+        let broker = BrokerConfig::read(r)?;
+        let upstream: String = r.get_checked("edgeUpstreamNamesrv", String::new(), |s| {
+            if s.split([';', ','])
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .all(|a| a.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()))
+                && !s.trim().is_empty()
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "'{s}' is not host:port[;host:port]: the gateway needs the central name servers"
+                ))
+            }
+        })?;
+        Ok(EdgeConfig {
+            broker,
+            upstream,
+            backlog_budget: r.get_checked("edgeBacklogBudget", 256u64 << 20, |n| {
+                if *n >= 1 << 20 {
+                    Ok(())
+                } else {
+                    Err("must be at least 1048576 (1 MiB)".into())
+                }
+            })?,
+            batch_messages: r.get_checked("edgeForwardBatch", 128usize, |n| {
+                if (1..=1024).contains(n) {
+                    Ok(())
+                } else {
+                    Err(format!("{n} is outside 1..1024"))
+                }
+            })?,
+            batch_bytes: r.get_checked("edgeForwardBatchBytes", 1usize << 20, |n| {
+                if (1024..=(3 << 20)).contains(n) {
+                    Ok(())
+                } else {
+                    Err(format!("{n} is outside 1024..3145728"))
+                }
+            })?,
+            producer_group: r.get("edgeProducerGroup", "TERN_EDGE_FORWARDER".to_owned())?,
+            retry_max: Duration::from_millis(r.get_checked("edgeRetryMaxMs", 5_000u64, |n| {
+                if (100..=600_000).contains(n) {
+                    Ok(())
+                } else {
+                    Err(format!("{n} is outside 100..600000"))
+                }
+            })?),
+            keep_forwarded: r.get("edgeKeepForwarded", false)?,
+        })
+    }
+}
+
+/// The source for a gateway: edge defaults, then the file, then flags (set by the
+/// caller afterwards). `data_dir` holds the store unless the file names one.
+pub fn source(file: Option<&Path>, data_dir: &Path) -> Result<ConfigSource, ConfigError> {
+    let mut src = match file {
+        Some(path) => ConfigSource::load_file(path)?,
+        None => ConfigSource::new(),
+    };
+    for (k, v) in EDGE_DEFAULTS {
+        if src.get(k).is_none() {
+            src.set(*k, *v, Origin::Program);
+        }
+    }
+    if src.get("storePathRootDir").is_none() {
+        src.set(
+            "storePathRootDir",
+            data_dir.join("store").display().to_string(),
+            Origin::Program,
+        );
+    }
+    Ok(src)
+}
+
+/// Where the gateway keeps its forwarding progress.
+pub fn progress_path(cfg: &EdgeConfig) -> PathBuf {
+    cfg.broker
+        .store_root
+        .join("config")
+        .join("edgeForward.tern")
+}

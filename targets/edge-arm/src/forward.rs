@@ -1,0 +1,330 @@
+//! The forwarder: follows the local commit log in order and sends every user message to
+//! the central cluster, at least once, keeping its UNIQ_KEY (its message id) so the
+//! central side's consumers can drop a duplicate.
+//!
+//! Only records already on the local disk are forwarded, so the saved progress never
+//! runs past what a power loss keeps: after one, forwarding resumes at or before the
+//! recovered end and nothing written later is skipped. Progress is saved after the
+//! central cluster acknowledged, at most every [`SAVE_EVERY`] and at shutdown: a crash
+//! forwards the last stretch again (duplicates, never gaps).
+//!
+//! Runs of consecutive records of one topic and local queue go as one batch to the
+//! central queue `local queue id mod central queue count`, so per-queue order holds on
+//! the central side. While the uplink is down the batch is retried with a growing pause;
+//! meanwhile the backlog (stored, not forwarded) is held to its budget by refusing local
+//! sends, and forwarded segments are deleted as soon as they are behind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tern_broker::store::{LogRecord, StoreService};
+use tern_client::{ClientConfig, Message, Producer, ProducerConfig};
+use tern_shell::message::{MessageExt, decode_pulled};
+use tern_shell::runtime::{self, Shutdown};
+
+use crate::config::{EdgeConfig, progress_path};
+
+/// Longest time between two saves of the progress while forwarding.
+pub const SAVE_EVERY: Duration = Duration::from_millis(500);
+/// First pause after a failed send; doubled up to `edgeRetryMaxMs`.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+
+/// Topics that hold the local broker's own state, never forwarded: delayed messages
+/// wait in the schedule topic and are forwarded once delivered to their topic;
+/// transaction halves are forwarded as their commit; retries and dead letters belong to
+/// local consumer groups.
+fn is_local_only(topic: &str) -> bool {
+    topic.starts_with("%RETRY%")
+        || topic.starts_with("%DLQ%")
+        || matches!(
+            topic,
+            "SCHEDULE_TOPIC_XXXX"
+                | "RMQ_SYS_TRANS_HALF_TOPIC"
+                | "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+                | "TRANS_CHECK_MAX_TIME_TOPIC"
+                | "OFFSET_MOVED_EVENT"
+        )
+}
+
+/// Properties the local broker added for its own bookkeeping; the central broker adds
+/// its own.
+const LOCAL_PROPERTIES: &[&str] = &[
+    "REAL_TOPIC",
+    "REAL_QID",
+    "DELAY",
+    "TRAN_MSG",
+    "PGROUP",
+    "TRANSACTION_CHECK_TIMES",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "MSG_REGION",
+    "TRACE_ON",
+];
+
+/// Transaction bits of sysFlag: a prepared half or a rollback is not a message to send.
+const SYSFLAG_TRANSACTION_MASK: i32 = 0x3 << 2;
+const SYSFLAG_TRANSACTION_NOT_TYPE: i32 = 0;
+const SYSFLAG_TRANSACTION_COMMIT: i32 = 0x2 << 2;
+
+/// What is saved: the log offset below which everything was acknowledged centrally.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Log offset.
+    pub forwarded: u64,
+}
+
+/// What the forwarder did, for the log and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Messages acknowledged by the central cluster.
+    pub forwarded: u64,
+    /// Failed attempts (uplink down, central refusal).
+    pub failures: u64,
+}
+
+/// The forwarder's state.
+#[derive(Debug)]
+pub struct Forwarder {
+    store: Arc<StoreService>,
+    producer: Producer,
+    cfg: EdgeConfig,
+    progress: Progress,
+    saved: Progress,
+    saved_at: Instant,
+    deleted_below: u64,
+    stats: Stats,
+}
+
+/// One run of records of the same topic and local queue.
+struct Run {
+    topic: String,
+    local_queue: i32,
+    msgs: Vec<Message>,
+}
+
+impl Forwarder {
+    /// A forwarder over `store`, resuming from its saved progress (clamped into the
+    /// durable log: the store may have lost an unflushed tail).
+    pub fn new(store: Arc<StoreService>, cfg: EdgeConfig) -> Result<Forwarder, String> {
+        let path = progress_path(&cfg);
+        let saved: Progress = tern_engine_fs::meta::load(&path)
+            .map_err(|e| format!("forwarding progress {}: {e}", path.display()))?
+            .unwrap_or_default();
+        let (min, _, _) = store.log_span();
+        let durable = store.durable_end();
+        let mut start = saved.forwarded.clamp(min, durable.max(min));
+        if start != saved.forwarded {
+            log::warn!(
+                "forwarding progress {} is outside the stored log [{min}, {durable}]: resuming at {start}",
+                saved.forwarded
+            );
+        }
+        // An offset inside a segment's blank tail is fine: the reader skips it.
+        if saved.forwarded == 0 {
+            start = min;
+        }
+        let mut client = ClientConfig::new(&cfg.upstream);
+        client.instance_name = Some(format!("tern-edge-{}", std::process::id()));
+        let mut pc = ProducerConfig::new(cfg.producer_group.clone());
+        // The forwarder retries itself, forever and in order; the producer must not
+        // reorder by retrying elsewhere behind its back.
+        pc.retry_times_when_send_failed = 0;
+        let producer = Producer::new(pc, client).map_err(|e| e.to_string())?;
+        log::info!(
+            "forwarding to {} from log offset {start} (durable end {durable})",
+            cfg.upstream
+        );
+        Ok(Forwarder {
+            store,
+            producer,
+            progress: Progress { forwarded: start },
+            saved,
+            saved_at: Instant::now(),
+            deleted_below: min,
+            cfg,
+            stats: Stats::default(),
+        })
+    }
+
+    /// Forwards until `shutdown`, then saves the progress.
+    pub async fn run(mut self, shutdown: Shutdown) -> Stats {
+        self.producer.start();
+        while !shutdown.is_triggered() {
+            let flushed = self.store.listen_flushed();
+            let at = self.progress.forwarded;
+            let read = self.store.read_records(
+                at,
+                self.store.durable_end(),
+                self.cfg.batch_bytes,
+                self.cfg.batch_messages,
+            );
+            let (records, next) = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    log::error!("reading the local log for forwarding: {e}");
+                    self.pause(Duration::from_secs(1), &shutdown).await;
+                    continue;
+                }
+            };
+            if records.is_empty() {
+                self.progress.forwarded = next;
+                self.maintain();
+                if next == at {
+                    runtime::race(
+                        async {
+                            let _ = runtime::timeout(Duration::from_millis(500), flushed).await;
+                        },
+                        shutdown.wait(),
+                    )
+                    .await;
+                }
+                continue;
+            }
+            for run in runs(&records) {
+                if !self.send_run(run, &shutdown).await {
+                    break;
+                }
+            }
+            if shutdown.is_triggered() {
+                break;
+            }
+            self.progress.forwarded = next;
+            self.maintain();
+        }
+        self.save(true);
+        self.producer.shutdown().await;
+        self.stats
+    }
+
+    /// Sends one run until the central cluster takes it; false at shutdown.
+    async fn send_run(&mut self, run: Run, shutdown: &Shutdown) -> bool {
+        let mut wait = FIRST_RETRY;
+        let n = run.msgs.len() as u64;
+        loop {
+            match self.try_send(&run).await {
+                Ok(()) => {
+                    self.stats.forwarded += n;
+                    return true;
+                }
+                Err(e) => {
+                    self.stats.failures += 1;
+                    log::warn!(
+                        "forwarding {n} message(s) of {} (local queue {}) failed, retrying in {wait:?}: {e}",
+                        run.topic,
+                        run.local_queue
+                    );
+                    self.maintain();
+                    if !self.pause(wait, shutdown).await {
+                        return false;
+                    }
+                    wait = (wait * 2).min(self.cfg.retry_max);
+                }
+            }
+        }
+    }
+
+    async fn try_send(&self, run: &Run) -> Result<(), String> {
+        let info = self
+            .producer
+            .publish_info(&run.topic)
+            .await
+            .map_err(|e| e.to_string())?;
+        if info.queues.is_empty() {
+            return Err(format!("no writable queue of {} upstream", run.topic));
+        }
+        let queue = &info.queues[run.local_queue.unsigned_abs() as usize % info.queues.len()];
+        self.producer
+            .send_batch_to_queue(run.msgs.clone(), queue)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits `d` or until shutdown; false at shutdown.
+    async fn pause(&self, d: Duration, shutdown: &Shutdown) -> bool {
+        runtime::race(runtime::sleep(d), shutdown.wait()).await;
+        !shutdown.is_triggered()
+    }
+
+    /// Saves progress when due, holds the backlog to its budget, drops forwarded
+    /// segments.
+    fn maintain(&mut self) {
+        self.save(false);
+        let backlog = self
+            .store
+            .log_end()
+            .saturating_sub(self.progress.forwarded);
+        self.store
+            .set_over_budget(backlog > self.cfg.backlog_budget);
+        // Only what the saved progress covers may go: a crash resumes from there.
+        let below = self.saved.forwarded;
+        if !self.cfg.keep_forwarded && below > self.deleted_below {
+            match self.store.delete_log_before(below) {
+                Ok(n) if n > 0 => log::info!("deleted {n} forwarded segment(s) below {below}"),
+                Ok(_) => {}
+                Err(e) => log::warn!("deleting forwarded segments: {e}"),
+            }
+            self.deleted_below = below;
+        }
+    }
+
+    fn save(&mut self, now: bool) {
+        if self.progress == self.saved || (!now && self.saved_at.elapsed() < SAVE_EVERY) {
+            return;
+        }
+        match tern_engine_fs::meta::save(&progress_path(&self.cfg), &self.progress) {
+            Ok(()) => {
+                self.saved = self.progress;
+                self.saved_at = Instant::now();
+            }
+            Err(e) => log::error!("saving forwarding progress: {e}"),
+        }
+    }
+}
+
+/// The message to send for a stored record, or `None` for records that stay local.
+fn to_forward(m: MessageExt) -> Option<Message> {
+    if is_local_only(&m.topic) {
+        return None;
+    }
+    match m.sys_flag & SYSFLAG_TRANSACTION_MASK {
+        SYSFLAG_TRANSACTION_NOT_TYPE | SYSFLAG_TRANSACTION_COMMIT => {}
+        _ => return None,
+    }
+    let mut out = Message::new(m.topic, m.body);
+    out.flag = m.flag;
+    out.properties = m.properties;
+    for k in LOCAL_PROPERTIES {
+        out.properties.remove(*k);
+    }
+    Some(out)
+}
+
+/// Splits records into runs of one topic and local queue, in log order.
+fn runs(records: &[LogRecord]) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for r in records {
+        let m = match decode_pulled(&r.bytes, true) {
+            Ok(mut v) if v.len() == 1 => v.remove(0),
+            Ok(_) | Err(_) => {
+                // The log's own records were verified when stored; this is a bug or
+                // rot. Keep going: stopping would block every later message.
+                log::error!("record at log offset {} does not decode: skipped", r.offset);
+                continue;
+            }
+        };
+        let queue = m.queue_id;
+        let Some(msg) = to_forward(m) else {
+            continue;
+        };
+        match out.last_mut() {
+            Some(run) if run.topic == msg.topic && run.local_queue == queue => run.msgs.push(msg),
+            _ => out.push(Run {
+                topic: msg.topic.clone(),
+                local_queue: queue,
+                msgs: vec![msg],
+            }),
+        }
+    }
+    out
+}

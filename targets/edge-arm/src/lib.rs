@@ -1,0 +1,87 @@
+//! Tern's edge gateway: on an ARM device, RocketMQ producers send to a local broker
+//! (Tern's, on the same engine, with small files and SYNC_FLUSH) found through a local
+//! name server; a forwarder sends everything on to the central cluster in order, at
+//! least once, keeping each message's id. The uplink may come and go and the device may
+//! lose power: an acknowledged message is on the local disk and is forwarded when the
+//! cluster can be reached.
+//!
+//! [`Gateway::start`] runs the three parts; [`Gateway::shutdown`] stops the forwarder
+//! (saving its progress), then the broker (clean close), then the name server.
+
+use std::net::SocketAddr;
+
+use tern_broker::Broker;
+use tern_namesrv::{NameServer, NamesrvConfig};
+use tern_shell::runtime::{self, JoinHandle, Shutdown};
+
+pub mod config;
+pub mod forward;
+
+pub use config::EdgeConfig;
+pub use forward::{Forwarder, Stats};
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct Gateway {
+    namesrv: NameServer,
+    broker: Broker,
+    forwarding: JoinHandle<Stats>,
+    stop_forwarding: Shutdown,
+}
+
+impl Gateway {
+    /// Starts the local name server on `namesrv_listen`, the broker registered with it,
+    /// and the forwarder.
+    pub async fn start(mut cfg: EdgeConfig, namesrv_listen: SocketAddr) -> Result<Gateway, String> {
+        let mut ns_cfg = NamesrvConfig::default();
+        ns_cfg.bind_address = namesrv_listen.ip().to_string();
+        ns_cfg.listen_port = namesrv_listen.port();
+        ns_cfg.kv_config_path = cfg.broker.store_root.join("namesrv-kv.json");
+        let namesrv = NameServer::start(ns_cfg)
+            .await
+            .map_err(|e| format!("starting the local name server: {e}"))?;
+        cfg.broker.namesrv_addrs = vec![namesrv.local_addr().to_string()];
+        let broker = match Broker::start(cfg.broker.clone()).await {
+            Ok(b) => b,
+            Err(e) => {
+                namesrv.shutdown().await;
+                return Err(e);
+            }
+        };
+        let forwarder = match Forwarder::new(broker.ctx().store.clone(), cfg) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = broker.shutdown().await;
+                namesrv.shutdown().await;
+                return Err(e);
+            }
+        };
+        let stop_forwarding = Shutdown::new();
+        let forwarding = runtime::spawn(forwarder.run(stop_forwarding.clone()));
+        Ok(Gateway {
+            namesrv,
+            broker,
+            forwarding,
+            stop_forwarding,
+        })
+    }
+
+    /// The local name server producers use.
+    pub fn namesrv_addr(&self) -> SocketAddr {
+        self.namesrv.local_addr()
+    }
+
+    /// The local broker's advertised address.
+    pub fn broker_addr(&self) -> SocketAddr {
+        self.broker.ctx().store_host
+    }
+
+    /// Stops forwarding (progress saved), then the broker and the name server.
+    pub async fn shutdown(self) -> Result<Stats, String> {
+        self.stop_forwarding.trigger();
+        let stats = self.forwarding.await;
+        let closed = self.broker.shutdown().await;
+        self.namesrv.shutdown().await;
+        closed.map(|()| stats)
+    }
+}

@@ -1,0 +1,147 @@
+//! `tern-edge`: the edge gateway binary (see the crate docs and docs/tern-edge.md).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tern_edge::{EdgeConfig, Gateway};
+use tern_shell::cli::{Flags, split_host_port};
+use tern_shell::config::{self, Origin};
+use tern_shell::logger;
+use tern_shell::signal::TerminationSignals;
+
+const USAGE: &str = "\
+usage: tern-edge --upstream ADDRS [-c FILE] [--data-dir DIR] [--listen HOST:PORT]
+                 [--namesrv-listen HOST:PORT] [--budget BYTES] [-p] [--log-level LEVEL]
+
+  -u, --upstream ADDRS      the central cluster's name servers, \"host:port;host:port\"
+                            (edgeUpstreamNamesrv)
+  -c, --config FILE         broker.conf keys for the local broker plus edge* keys
+      --data-dir DIR        store under DIR/store (default ./edge-data)
+      --listen ADDR         the local broker's address (default 0.0.0.0:10911)
+      --namesrv-listen ADDR the local name server producers use (default 0.0.0.0:9876)
+      --budget BYTES        unforwarded bytes past which local sends are refused
+                            (edgeBacklogBudget, default 268435456)
+  -p, --print-config        print the effective configuration (sorted key=value) and exit
+      --log-level LEVEL     error|warn|info|debug|trace|off (default: RUST_LOG, else info)
+  -h, --help                this text
+";
+
+#[derive(Debug, Default)]
+struct Args {
+    config_file: Option<PathBuf>,
+    upstream: Option<String>,
+    data_dir: Option<PathBuf>,
+    listen: Option<String>,
+    namesrv_listen: Option<String>,
+    budget: Option<String>,
+    print_config: bool,
+    log_level: Option<String>,
+}
+
+fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut a = Args::default();
+    let mut f = Flags::new(it);
+    while let Some(flag) = f.next_flag() {
+        match flag.as_str() {
+            "-c" | "--config" => a.config_file = Some(PathBuf::from(f.value(&flag)?)),
+            "-u" | "--upstream" => a.upstream = Some(f.value(&flag)?),
+            "--data-dir" => a.data_dir = Some(PathBuf::from(f.value(&flag)?)),
+            "--listen" => a.listen = Some(f.value(&flag)?),
+            "--namesrv-listen" => a.namesrv_listen = Some(f.value(&flag)?),
+            "--budget" => a.budget = Some(f.value(&flag)?),
+            "-p" | "--print-config" => a.print_config = true,
+            "--log-level" => a.log_level = Some(f.value(&flag)?),
+            "-h" | "--help" => return Ok(None),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    Ok(Some(a))
+}
+
+fn load(a: &Args) -> Result<config::Loaded<EdgeConfig>, String> {
+    let data = a.data_dir.clone().unwrap_or_else(|| PathBuf::from("edge-data"));
+    let mut src =
+        tern_edge::config::source(a.config_file.as_deref(), &data).map_err(|e| e.to_string())?;
+    if let Some(u) = &a.upstream {
+        src.set("edgeUpstreamNamesrv", u.clone(), Origin::Flag("--upstream".into()));
+    }
+    if let Some(b) = &a.budget {
+        src.set("edgeBacklogBudget", b.clone(), Origin::Flag("--budget".into()));
+    }
+    if let Some(listen) = &a.listen {
+        let (host, port) = split_host_port("--listen", listen)?;
+        let origin = Origin::Flag("--listen".into());
+        src.set("listenAddr", host, origin.clone());
+        src.set("listenPort", port, origin);
+    }
+    config::load::<EdgeConfig>(&src).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tern-edge: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = logger::init_from_flag(args.log_level.as_deref()) {
+        eprintln!("tern-edge: {e}");
+        return ExitCode::from(2);
+    }
+    let loaded = match load(&args) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tern-edge: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.print_config {
+        print!("{}", loaded.render());
+        return ExitCode::SUCCESS;
+    }
+    for w in &loaded.warnings {
+        log::warn!("{w}");
+    }
+    // The gateway runs on smol (design.md): one small reactor for a small device.
+    match smol::block_on(run(args, loaded.config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tern-edge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
+    let mut signals =
+        TerminationSignals::install().map_err(|e| format!("installing signal handlers: {e}"))?;
+    let listen = args
+        .namesrv_listen
+        .clone()
+        .unwrap_or_else(|| "0.0.0.0:9876".into());
+    let (host, port) = split_host_port("--namesrv-listen", &listen)?;
+    let ns: SocketAddr = format!("{host}:{port}")
+        .parse()
+        .map_err(|e| format!("--namesrv-listen {listen}: {e}"))?;
+    let gw = Gateway::start(cfg, ns).await?;
+    println!("tern-edge name server on {}", gw.namesrv_addr());
+    println!("tern-edge broker on {}", gw.broker_addr());
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let sig = signals.wait().await;
+    log::info!("{sig:?}: shutting down");
+    let stats = gw.shutdown().await?;
+    log::info!(
+        "stopped: {} message(s) forwarded, {} failed attempt(s)",
+        stats.forwarded,
+        stats.failures
+    );
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! Harness for the gateway's process tests: a central Tern (`tern-broker --standalone`
+//! on fixed ports, so it can go down and come back at the same address) and the
+//! `tern-edge` binary — native, or a cross-built one under qemu-user when
+//! `TERN_EDGE_BIN` (the binary) and `TERN_EDGE_RUNNER` (e.g. `qemu-aarch64 -L
+//! /usr/aarch64-linux-gnu`) are set, as `test.sh` does for aarch64 and armv7.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tern_client::{ClientConfig, MessageExt, PullConsumer};
+
+#[path = "../../../../tests/support/binaries.rs"]
+mod binaries;
+
+/// Small files, as on a device.
+pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
+mapedFileSizeConsumeQueue=6000\n\
+maxHashSlotNum=1000\n\
+maxIndexNum=4000\n";
+
+/// A free TCP port (bound, then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process whose stdout announces its addresses and whose stderr is kept.
+#[derive(Debug)]
+struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    /// Spawns `cmd` and waits for a stdout line starting with `ready`; returns the
+    /// process and every stdout line before it.
+    fn spawn(mut cmd: Command, what: &str) -> (Proc, Vec<String>) {
+        let mut child = cmd
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(l);
+            }
+        });
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut seen = Vec::new();
+        // qemu-user runs the gateway several times slower: a generous start budget.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) if l.starts_with("ready") => break,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!(
+                    "{what} not ready; stderr:\n{}",
+                    lines.lock().unwrap().join("\n")
+                ),
+            }
+        }
+        thread::spawn(move || for _ in rx {});
+        (Proc { child, stderr: lines }, seen)
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "no exit after SIGTERM:\n{}", self.log());
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if thread::panicking() {
+            let text = self.log();
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "--- stderr (last 40 lines) ---\n{}",
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            );
+        }
+    }
+}
+
+/// The central cluster: a standalone Tern on fixed ports under its own dir.
+#[derive(Debug)]
+pub struct Central {
+    proc: Option<Proc>,
+    /// Its name server, what the gateway forwards to.
+    pub namesrv: String,
+    broker_port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Central {
+    /// Picks its ports without starting it (an uplink that is down from the start).
+    pub fn reserved() -> Central {
+        Central {
+            proc: None,
+            namesrv: format!("127.0.0.1:{}", free_port()),
+            broker_port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Starts it now.
+    pub fn started() -> Central {
+        let mut c = Central::reserved();
+        c.start();
+        c
+    }
+
+    /// Starts (or restarts) it on its ports and store.
+    pub fn start(&mut self) {
+        let conf = self.dir.path().join("broker.conf");
+        std::fs::write(&conf, GEOMETRY).unwrap();
+        let mut cmd = Command::new(binaries::binary("tern-broker"));
+        cmd.arg("--standalone")
+            .arg("--data-dir")
+            .arg(self.dir.path().join("data"))
+            .args(["--listen", &format!("127.0.0.1:{}", self.broker_port)])
+            .args(["--namesrv-listen", &self.namesrv])
+            .arg("-c")
+            .arg(conf);
+        self.proc = Some(Proc::spawn(cmd, "central tern-broker").0);
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill9();
+        }
+    }
+
+    /// A client config for the central name server.
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig::new(&self.namesrv)
+    }
+
+    /// Every message of `topic` stored centrally, by message id (UNIQ_KEY); duplicates
+    /// (at-least-once) collapse, and their count is returned too.
+    pub async fn messages(&self, topic: &str) -> (BTreeMap<String, MessageExt>, usize) {
+        let c = PullConsumer::new("edge-check", self.client_config()).unwrap();
+        c.start().await;
+        let mut out = BTreeMap::new();
+        let mut total = 0;
+        if let Ok(queues) = c.fetch_queues(topic).await {
+            for q in queues {
+                let mut offset = c.min_offset(&q).await.unwrap_or(0);
+                let max = c.max_offset(&q).await.unwrap_or(0);
+                while offset < max {
+                    let r = c.pull(&q, offset, 32).await.unwrap();
+                    if r.messages.is_empty() {
+                        break;
+                    }
+                    for m in r.messages {
+                        total += 1;
+                        out.insert(m.msg_id().to_owned(), m);
+                    }
+                    offset = r.next_begin_offset;
+                }
+            }
+        }
+        c.shutdown().await;
+        (out, total)
+    }
+}
+
+/// The gateway under test.
+#[derive(Debug)]
+pub struct Edge {
+    proc: Option<Proc>,
+    /// Its name server (what local producers use).
+    pub namesrv: String,
+    upstream: String,
+    dir: PathBuf,
+    extra: String,
+}
+
+/// The command that runs `tern-edge`: native, or `TERN_EDGE_RUNNER TERN_EDGE_BIN`.
+fn edge_command() -> Command {
+    match std::env::var("TERN_EDGE_BIN") {
+        Ok(bin) => match std::env::var("TERN_EDGE_RUNNER") {
+            Ok(runner) if !runner.trim().is_empty() => {
+                let mut parts = runner.split_whitespace();
+                let mut cmd = Command::new(parts.next().unwrap());
+                cmd.args(parts).arg(bin);
+                cmd
+            }
+            _ => Command::new(bin),
+        },
+        Err(_) => Command::new(env!("CARGO_BIN_EXE_tern-edge")),
+    }
+}
+
+impl Edge {
+    /// Starts a gateway on `dir` forwarding to `upstream`, with `extra` config lines.
+    pub fn start(dir: &Path, upstream: &str, extra: &str) -> Edge {
+        let mut e = Edge {
+            proc: None,
+            namesrv: format!("127.0.0.1:{}", free_port()),
+            upstream: upstream.to_owned(),
+            dir: dir.to_owned(),
+            extra: extra.to_owned(),
+        };
+        e.launch();
+        e
+    }
+
+    fn launch(&mut self) {
+        let conf = self.dir.join("edge.conf");
+        std::fs::write(&conf, format!("{GEOMETRY}{}", self.extra)).unwrap();
+        let mut cmd = edge_command();
+        cmd.args(["--upstream", &self.upstream])
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .args(["--listen", "127.0.0.1:0", "--namesrv-listen", &self.namesrv])
+            .arg("-c")
+            .arg(conf);
+        self.proc = Some(Proc::spawn(cmd, "tern-edge").0);
+    }
+
+    /// `kill -9`, then a start on the same store and name-server address.
+    pub fn crash_and_restart(&mut self) {
+        self.kill9();
+        self.launch();
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill9();
+        }
+    }
+
+    /// SIGTERM; the exit must be clean.
+    pub fn stop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let status = p.stop();
+            assert!(status.success(), "tern-edge exited with {status}:\n{}", p.log());
+        }
+    }
+
+    /// A client config for the gateway's name server (a local producer's).
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig::new(&self.namesrv)
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        self.proc.as_ref().map(Proc::log).unwrap_or_default()
+    }
+}
+
+/// Polls `check` every 100 ms until it holds or `within` passes.
+pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out after {within:?}: {what}");
+        tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,33 @@
+//! Finds (or builds) a workspace binary for tests of a crate that does not own it,
+//! included with `#[path]` by the client's and the edge gateway's test harnesses.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The binary `name` (also its package's name) in this test's target profile directory,
+/// built there (`cargo build -p <name>`) when absent.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf();
+    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        let target_dir = profile_dir.parent().expect("target dir");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", name, "--target-dir"])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "cargo build -p {name} failed");
+    }
+    assert!(bin.exists(), "no {name} at {}", bin.display());
+    bin
+}
