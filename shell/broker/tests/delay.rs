@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use tern_shell::body::KvTable;
 use tern_shell::headers::{ConsumerSendMsgBackRequestHeader, QueryMessageRequestHeader};
 use tern_shell::message::{Message, MessageExt, decode_pulled};
 use tern_shell::runtime;
@@ -81,18 +80,6 @@ fn delivered_props(m: &Message, queue_id: i32) -> BTreeMap<String, String> {
     p.insert("REAL_TOPIC".into(), m.topic.clone());
     p.insert("REAL_QID".into(), queue_id.to_string());
     p
-}
-
-async fn runtime_info(c: &Client) -> BTreeMap<String, String> {
-    let resp = c
-        .call(RemotingCommand::request_code(
-            RequestCode::GetBrokerRuntimeInfo,
-        ))
-        .await;
-    expect_code(&resp, ResponseCode::Success);
-    tern_shell::body::from_json::<KvTable>(&resp.body)
-        .unwrap()
-        .table
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! The slave's acknowledged offset is what a SYNC_MASTER waits on before answering a
 //! send, the same watermark idea as the flush's group commit.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -60,9 +61,11 @@ pub struct HaService {
     master: Mutex<MasterAddrs>,
     /// Slave side: signalled when `master` changes.
     master_changed: Event,
-    /// Slave side: where this slave's log ended at its last report, and the master's
-    /// end as last seen in a frame (for runtime info).
-    slave_progress: Mutex<(u64, u64)>,
+    /// Slave side: where this slave's log ended at its last report (runtime info).
+    reported: AtomicU64,
+    /// Slave side: the master's end as last seen in a frame (runtime info). Apart from
+    /// `reported` because the reader and the reporter each set one of them.
+    master_end: AtomicU64,
 }
 
 impl HaService {
@@ -169,17 +172,36 @@ impl HaService {
 
     /// Slave side: this slave's reported end and the master's end seen last.
     pub fn slave_progress(&self) -> (u64, u64) {
-        *self
-            .slave_progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        (
+            self.reported.load(Ordering::Acquire),
+            self.master_end.load(Ordering::Acquire),
+        )
     }
 
-    pub(crate) fn set_slave_progress(&self, reported: u64, master_end: u64) {
-        *self
-            .slave_progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = (reported, master_end);
+    pub(crate) fn set_reported(&self, offset: u64) {
+        self.reported.store(offset, Ordering::Release);
+    }
+
+    pub(crate) fn set_master_end(&self, offset: u64) {
+        self.master_end.store(offset, Ordering::Release);
+    }
+
+    /// Replication keys of GET_BROKER_RUNTIME_INFO. RocketMQ 4.9 reports none (its
+    /// `slaveFallBehindMuch` is only logged), so these are Tern's own; a lag is the
+    /// master's `commitLogMaxOffset` minus `haSlaveAckOffset`, or `haMasterOffset` minus
+    /// `haReportedOffset` on a slave.
+    pub fn runtime_stats(&self, is_slave: bool, out: &mut BTreeMap<String, String>) {
+        if is_slave {
+            let m = self.master();
+            let (reported, master_end) = self.slave_progress();
+            out.insert("haMasterAddr".into(), m.addr.unwrap_or_default());
+            out.insert("haMasterHaAddr".into(), m.ha_addr.unwrap_or_default());
+            out.insert("haReportedOffset".into(), reported.to_string());
+            out.insert("haMasterOffset".into(), master_end.to_string());
+        } else {
+            out.insert("haSlaveCount".into(), self.slave_count().to_string());
+            out.insert("haSlaveAckOffset".into(), self.acked().to_string());
+        }
     }
 }
 
@@ -222,6 +244,29 @@ mod tests {
             });
             assert_eq!(left.await, Replication::SlaveNotAvailable);
         });
+    }
+
+    #[test]
+    fn runtime_info_reports_the_side_this_broker_plays() {
+        let ha = HaService::new(None);
+        ha.slave_joined();
+        ha.ack(4096);
+        let mut t = BTreeMap::new();
+        ha.runtime_stats(false, &mut t);
+        assert_eq!(t["haSlaveCount"], "1");
+        assert_eq!(t["haSlaveAckOffset"], "4096");
+        assert!(!t.contains_key("haMasterAddr"));
+
+        let s = HaService::new(Some("m:10912".into()));
+        s.set_reported(100);
+        s.set_master_end(300);
+        let mut t = BTreeMap::new();
+        s.runtime_stats(true, &mut t);
+        assert_eq!(t["haMasterAddr"], "");
+        assert_eq!(t["haMasterHaAddr"], "m:10912");
+        assert_eq!(t["haReportedOffset"], "100");
+        assert_eq!(t["haMasterOffset"], "300");
+        assert!(!t.contains_key("haSlaveCount"));
     }
 
     #[test]

@@ -90,7 +90,7 @@ async fn report(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Resu
             .write_all(&(end as i64).to_be_bytes())
             .await
             .map_err(|e| format!("reporting offset {end}: {e}"))?;
-        ctx.ha.set_slave_progress(end, ctx.ha.slave_progress().1);
+        ctx.ha.set_reported(end);
         let _ = runtime::timeout(heartbeat, listener).await;
     }
 }
@@ -124,8 +124,7 @@ async fn receive(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Res
             pending_at = to.max(pending_at);
             stored.notify(1);
         }
-        ctx.ha
-            .set_slave_progress(ctx.ha.slave_progress().0, offset + len as u64);
+        ctx.ha.set_master_end(offset + len as u64);
     }
 }
 

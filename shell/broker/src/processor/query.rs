@@ -150,6 +150,8 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     );
     t.insert("diskFull".into(), ctx.store.disk_full().to_string());
     ctx.schedule.runtime_stats(&ctx.store, &mut t);
+    ctx.ha
+        .runtime_stats(ctx.config.role == crate::config::BrokerRole::Slave, &mut t);
     if let Ok(u) = tern_engine_fs::disk::disk_usage(&ctx.config.store_root) {
         t.insert(
             "commitLogDiskRatio".into(),

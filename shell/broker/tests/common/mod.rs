@@ -234,6 +234,26 @@ impl BrokerProc {
         }
     }
 
+    /// SIGSTOP: the process freezes where it is with its sockets open, as a stalled peer
+    /// looks from outside. [`Self::resume`] lets it go on.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("broker running").id();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid} failed");
+    }
+
     /// SIGKILL (`kill -9`), then reaps the process.
     pub fn kill9(&mut self) {
         let mut child = self.child.take().expect("broker running");
@@ -630,6 +650,19 @@ pub fn max_offset_req(topic: &str, queue_id: i32) -> RemotingCommand {
             committed: None,
         },
     )
+}
+
+/// GET_BROKER_RUNTIME_INFO's table.
+pub async fn runtime_info(c: &Client) -> BTreeMap<String, String> {
+    let resp = c
+        .call(RemotingCommand::request_code(
+            RequestCode::GetBrokerRuntimeInfo,
+        ))
+        .await;
+    expect_code(&resp, ResponseCode::Success);
+    tern_shell::body::from_json::<tern_shell::body::KvTable>(&resp.body)
+        .unwrap()
+        .table
 }
 
 /// Creates `topic` with `queues` queues on the broker `c` is connected to.
