@@ -51,7 +51,10 @@ impl Config for EdgeConfig {
             if s.split([';', ','])
                 .map(str::trim)
                 .filter(|a| !a.is_empty())
-                .all(|a| a.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()))
+                .all(|a| {
+                    a.rsplit_once(':')
+                        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+                })
                 && !s.trim().is_empty()
             {
                 Ok(())

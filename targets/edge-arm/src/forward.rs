@@ -149,6 +149,7 @@ impl Forwarder {
     /// Forwards until `shutdown`, then saves the progress.
     pub async fn run(mut self, shutdown: Shutdown) -> Stats {
         self.producer.start();
+        self.maintain();
         while !shutdown.is_triggered() {
             let flushed = self.store.listen_flushed();
             let at = self.progress.forwarded;
@@ -250,12 +251,11 @@ impl Forwarder {
     /// segments.
     fn maintain(&mut self) {
         self.save(false);
-        let backlog = self
-            .store
-            .log_end()
-            .saturating_sub(self.progress.forwarded);
-        self.store
-            .set_over_budget(backlog > self.cfg.backlog_budget);
+        self.store.set_write_limit(
+            self.progress
+                .forwarded
+                .saturating_add(self.cfg.backlog_budget),
+        );
         // Only what the saved progress covers may go: a crash resumes from there.
         let below = self.saved.forwarded;
         if !self.cfg.keep_forwarded && below > self.deleted_below {

@@ -33,10 +33,12 @@ impl Gateway {
     /// Starts the local name server on `namesrv_listen`, the broker registered with it,
     /// and the forwarder.
     pub async fn start(mut cfg: EdgeConfig, namesrv_listen: SocketAddr) -> Result<Gateway, String> {
-        let mut ns_cfg = NamesrvConfig::default();
-        ns_cfg.bind_address = namesrv_listen.ip().to_string();
-        ns_cfg.listen_port = namesrv_listen.port();
-        ns_cfg.kv_config_path = cfg.broker.store_root.join("namesrv-kv.json");
+        let ns_cfg = NamesrvConfig {
+            bind_address: namesrv_listen.ip().to_string(),
+            listen_port: namesrv_listen.port(),
+            kv_config_path: cfg.broker.store_root.join("namesrv-kv.json"),
+            ..NamesrvConfig::default()
+        };
         let namesrv = NameServer::start(ns_cfg)
             .await
             .map_err(|e| format!("starting the local name server: {e}"))?;

@@ -61,14 +61,25 @@ fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> 
 }
 
 fn load(a: &Args) -> Result<config::Loaded<EdgeConfig>, String> {
-    let data = a.data_dir.clone().unwrap_or_else(|| PathBuf::from("edge-data"));
+    let data = a
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("edge-data"));
     let mut src =
         tern_edge::config::source(a.config_file.as_deref(), &data).map_err(|e| e.to_string())?;
     if let Some(u) = &a.upstream {
-        src.set("edgeUpstreamNamesrv", u.clone(), Origin::Flag("--upstream".into()));
+        src.set(
+            "edgeUpstreamNamesrv",
+            u.clone(),
+            Origin::Flag("--upstream".into()),
+        );
     }
     if let Some(b) = &a.budget {
-        src.set("edgeBacklogBudget", b.clone(), Origin::Flag("--budget".into()));
+        src.set(
+            "edgeBacklogBudget",
+            b.clone(),
+            Origin::Flag("--budget".into()),
+        );
     }
     if let Some(listen) = &a.listen {
         let (host, port) = split_host_port("--listen", listen)?;

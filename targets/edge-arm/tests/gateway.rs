@@ -26,7 +26,11 @@ fn reading(topic: &str, dev: usize, i: usize) -> Message {
 
 /// Sends readings `range` of 4 devices, each device's in order into one queue
 /// (sharded by device); returns message id → (device, seq).
-async fn send(p: &Producer, topic: &str, range: std::ops::Range<usize>) -> BTreeMap<String, (usize, usize)> {
+async fn send(
+    p: &Producer,
+    topic: &str,
+    range: std::ops::Range<usize>,
+) -> BTreeMap<String, (usize, usize)> {
     let mut sent = BTreeMap::new();
     for i in range {
         let dev = i % 4;
@@ -50,16 +54,20 @@ fn producer(edge: &Edge, group: &str) -> Producer {
 /// properties, and that each device's readings are in order in their central queue.
 async fn arrived(central: &Central, topic: &str, sent: &BTreeMap<String, (usize, usize)>) -> usize {
     let mut total = 0;
-    eventually("every acknowledged message forwarded", Duration::from_secs(90), async || {
-        let (got, n) = central.messages(topic).await;
-        total = n;
-        sent.keys().all(|id| got.contains_key(id))
-    })
+    eventually(
+        "every acknowledged message forwarded",
+        Duration::from_secs(90),
+        async || {
+            let (got, n) = central.messages(topic).await;
+            total = n;
+            sent.keys().all(|id| got.contains_key(id))
+        },
+    )
     .await;
     let (got, _) = central.messages(topic).await;
     let mut last_seq: BTreeMap<(String, i32), usize> = BTreeMap::new();
     let mut by_queue: Vec<_> = got.values().collect();
-    by_queue.sort_by_key(|m| (m.broker_name_hint(), m.queue_id, m.queue_offset));
+    by_queue.sort_by_key(|m| (m.store_host, m.queue_id, m.queue_offset));
     for m in by_queue {
         let Some(&(dev, i)) = sent.get(m.msg_id()) else {
             continue;
@@ -67,10 +75,17 @@ async fn arrived(central: &Central, topic: &str, sent: &BTreeMap<String, (usize,
         assert_eq!(m.body, format!("device {dev} reading {i}").into_bytes());
         assert_eq!(m.properties.get("device"), Some(&dev.to_string()));
         assert_eq!(m.properties.get("KEYS"), Some(&format!("dev{dev}-{i}")));
-        assert_eq!(m.properties.get("TAGS").map(String::as_str), Some("reading"));
+        assert_eq!(
+            m.properties.get("TAGS").map(String::as_str),
+            Some("reading")
+        );
         let key = (dev.to_string(), m.queue_id);
         if let Some(prev) = last_seq.insert(key, i) {
-            assert!(prev < i, "device {dev}: reading {i} after {prev} in queue {}", m.queue_id);
+            assert!(
+                prev < i,
+                "device {dev}: reading {i} after {prev} in queue {}",
+                m.queue_id
+            );
         }
     }
     total
@@ -130,13 +145,25 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
     let mut central = Central::reserved();
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "edgeBacklogBudget=1048576\n");
-    let body = vec![b'x'; 64 * 1024];
+    // Incompressible (the producer zips bodies over 4 KiB).
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let body: Vec<u8> = (0..64 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
     let (sent, refused) = run(async {
         let p = producer(&edge, "bulk");
         let mut sent = BTreeSet::new();
         let mut refused = None;
         for i in 0..64 {
-            match p.send(Message::new("Bulk", body.clone()).with_keys([format!("b{i}")])).await {
+            match p
+                .send(Message::new("Bulk", body.clone()).with_keys([format!("b{i}")]))
+                .await
+            {
                 Ok(r) => {
                     sent.insert(r.msg_id);
                 }
@@ -157,18 +184,26 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
     assert!(sent.len() >= 10, "only {} accepted", sent.len());
     central.start();
     run(async {
-        let ids: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-        let _ = ids;
-        eventually("the backlog forwarded", Duration::from_secs(90), async || {
-            let (got, _) = central.messages("Bulk").await;
-            sent.iter().all(|id| got.contains_key(id))
-        })
+        eventually(
+            "the backlog forwarded",
+            Duration::from_secs(90),
+            async || {
+                let (got, _) = central.messages("Bulk").await;
+                sent.iter().all(|id| got.contains_key(id))
+            },
+        )
         .await;
         // Drained: sends are taken again.
         let p = producer(&edge, "bulk");
-        eventually("sends accepted again", Duration::from_secs(30), async || {
-            p.send(Message::new("Bulk", b"after".to_vec())).await.is_ok()
-        })
+        eventually(
+            "sends accepted again",
+            Duration::from_secs(30),
+            async || {
+                p.send(Message::new("Bulk", b"after".to_vec()))
+                    .await
+                    .is_ok()
+            },
+        )
         .await;
         p.shutdown().await;
     });

@@ -83,8 +83,6 @@ struct Link {
 }
 
 async fn serve(ctx: &BrokerCtx, stream: &TcpStream) -> Result<(), String> {
-    ctx.ha.slave_joined();
-    let _joined = Joined(&ctx.ha);
     let link = Link {
         reported: AtomicU64::new(u64::MAX),
         report_arrived: Event::new(),
@@ -156,6 +154,10 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> Resu
         reported = link.reported.load(Ordering::Acquire);
     }
     let mut next = start_for(ctx, reported)?;
+    // Counted from here: a slave about to be refused must not hold SYNC_MASTER sends
+    // waiting for its acknowledgement.
+    ctx.ha.slave_joined();
+    let _joined = Joined(&ctx.ha);
     link.sent_to.store(next, Ordering::Release);
     // The slave already holds what it reported.
     ctx.ha.ack(reported.min(next));

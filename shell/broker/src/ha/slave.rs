@@ -117,6 +117,15 @@ async fn receive(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Res
         may_start_anywhere = false;
         if len > 0 {
             let start = pending.len();
+            // An incomplete record never needs more than the largest message plus its
+            // header fields; more means the peer is not sending a log.
+            let limit = ctx.config.max_message_size + (1 << 20);
+            if start + len > limit {
+                return Err(format!(
+                    "the master sent {} bytes without completing a record (limit {limit})",
+                    start + len
+                ));
+            }
             pending.resize(start + len, 0);
             read(&mut stream, &mut pending[start..], silence).await?;
             let to = store(ctx, pending_at, &pending).await?;

@@ -127,8 +127,9 @@ pub struct StoreService {
     warm_below: AtomicU64,
     /// Set while the disk is past the refuse watermark.
     disk_full: AtomicBool,
-    /// Set while the owner says the backlog is over its budget.
-    over_budget: AtomicBool,
+    /// Log offset at which writes stop until the owner moves it (the edge gateway's
+    /// forwarded offset plus its budget); `u64::MAX` for none.
+    write_limit: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
     /// Records appended since start (runtime info).
@@ -177,7 +178,7 @@ impl StoreService {
             warm_wanted: Event::new(),
             warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
-            over_budget: AtomicBool::new(false),
+            write_limit: AtomicU64::new(u64::MAX),
             sealed: AtomicBool::new(false),
             put_count: AtomicU64::new(0),
             delay_levels: config.delay_levels,
@@ -207,21 +208,22 @@ impl StoreService {
         self.disk_full.load(Ordering::Relaxed)
     }
 
-    /// Refuses or accepts writes for the owner's budget (the edge gateway's backlog).
-    pub fn set_over_budget(&self, over: bool) {
-        if self.over_budget.swap(over, Ordering::Relaxed) != over {
-            if over {
-                log::warn!("backlog over its budget: refusing writes");
-            } else {
-                log::info!("backlog back under its budget: accepting writes");
-            }
+    /// Stops writes once the log end reaches `limit` (`u64::MAX`: never), checked by
+    /// every append: the edge gateway keeps its unforwarded backlog to a budget.
+    pub fn set_write_limit(&self, limit: u64) {
+        let end = self.written.load(Ordering::Acquire);
+        let was = self.write_limit.swap(limit, Ordering::AcqRel);
+        match (end >= was, end >= limit) {
+            (false, true) => log::warn!("backlog over its budget: refusing writes"),
+            (true, false) => log::info!("backlog back under its budget: accepting writes"),
+            _ => {}
         }
     }
 
     fn check_put(&self) -> Result<(), PutError> {
         if self.disk_full() {
             Err(PutError::DiskFull)
-        } else if self.over_budget.load(Ordering::Relaxed) {
+        } else if self.written.load(Ordering::Acquire) >= self.write_limit.load(Ordering::Acquire) {
             Err(PutError::OverBudget)
         } else {
             Ok(())

@@ -84,11 +84,20 @@ impl Proc {
             }
         }
         thread::spawn(move || for _ in rx {});
-        (Proc { child, stderr: lines }, seen)
+        (
+            Proc {
+                child,
+                stderr: lines,
+            },
+            seen,
+        )
     }
 
     fn log(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+        self.stderr
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .join("\n")
     }
 
     fn kill9(&mut self) {
@@ -107,7 +116,11 @@ impl Proc {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
             }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM:\n{}",
+                self.log()
+            );
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -283,7 +296,11 @@ impl Edge {
     pub fn stop(&mut self) {
         if let Some(mut p) = self.proc.take() {
             let status = p.stop();
-            assert!(status.success(), "tern-edge exited with {status}:\n{}", p.log());
+            assert!(
+                status.success(),
+                "tern-edge exited with {status}:\n{}",
+                p.log()
+            );
         }
     }
 
@@ -302,7 +319,10 @@ impl Edge {
 pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !check().await {
-        assert!(Instant::now() < deadline, "timed out after {within:?}: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?}: {what}"
+        );
         tern_shell::runtime::sleep(Duration::from_millis(100)).await;
     }
 }
