@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs Tern's whole test suite. Installs what it needs first (idempotent), so it works on a
-# fresh machine: the no_std target, the Python venv with Apache's C++ client for the
-# interop tests, and cargo-fuzz when a nightly toolchain is present.
+# fresh machine: the no_std and ARM targets, Debian's cross linkers and qemu (user mode
+# for the edge gateway, system mode for the firmware image), the Python venv with
+# Apache's C++ client for the interop tests, and cargo-fuzz when a nightly toolchain is
+# present.
 #
 #   ./test.sh            everything (about 10-15 minutes on 2 cores)
 #   ./test.sh --quick    skip fuzzing and the long crash simulation
@@ -14,7 +16,21 @@ quick=0
 step() { printf '\n=== %s\n' "$*"; }
 
 step "toolchain"
-rustup target list --installed | grep -q thumbv7em-none-eabihf || rustup target add thumbv7em-none-eabihf
+# thumbv7em: the engine's no_std build and the firmware image; aarch64 and armv7: the edge
+# gateway's cross builds, run under qemu-user.
+for t in thumbv7em-none-eabihf aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf; do
+  rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+done
+# Cross linkers and emulators (Debian packages). A machine that cannot install them fails
+# here: the ARM tests must run, not be skipped.
+pkgs=()
+command -v aarch64-linux-gnu-gcc >/dev/null || pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v arm-linux-gnueabihf-gcc >/dev/null || pkgs+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross)
+{ command -v qemu-aarch64 >/dev/null && command -v qemu-arm >/dev/null; } || pkgs+=(qemu-user)
+command -v qemu-system-arm >/dev/null || pkgs+=(qemu-system-arm)
+if (( ${#pkgs[@]} )); then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"
+fi
 
 if [[ -f scripts/setup-python.sh ]]; then
   step "python venv for interop tests (rocketmq==0.4.4, Apache's C++ client)"
@@ -41,6 +57,19 @@ else
   export TERN_SIM_CASES="${TERN_SIM_CASES:-5000}"
 fi
 cargo test --workspace --release 2>&1 | tee target/test-output.log
+step "edge gateway cross-built for aarch64 and armv7, its process tests under qemu-user"
+for spec in "aarch64-unknown-linux-gnu qemu-aarch64 /usr/aarch64-linux-gnu aarch64" \
+            "armv7-unknown-linux-gnueabihf qemu-arm /usr/arm-linux-gnueabihf arm"; do
+  read -r triple runner sysroot arch <<<"$spec"
+  cargo build --release -p tern-edge --target "$triple"
+  TERN_EDGE_ARCH="$arch" TERN_EDGE_BIN="$PWD/target/$triple/release/tern-edge" \
+    TERN_EDGE_RUNNER="$runner -L $sysroot" \
+    cargo test --release -p tern-edge --test gateway 2>&1 | tee -a target/test-output.log
+done
+
+step "firmware: the engine on a Cortex-M4F under qemu-system-arm"
+bash scripts/firmware.sh
+
 # A summary line the CI reader understands.
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' target/test-output.log | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.log | awk '{s+=$1} END {print s+0}')

@@ -142,6 +142,11 @@ async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("--namesrv-listen {listen}: {e}"))?;
     let gw = Gateway::start(cfg, ns).await?;
+    println!(
+        "tern-edge {} on {}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH
+    );
     println!("tern-edge name server on {}", gw.namesrv_addr());
     println!("tern-edge broker on {}", gw.broker_addr());
     println!("ready");

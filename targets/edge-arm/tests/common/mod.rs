@@ -2,7 +2,9 @@
 //! on fixed ports, so it can go down and come back at the same address) and the
 //! `tern-edge` binary — native, or a cross-built one under qemu-user when
 //! `TERN_EDGE_BIN` (the binary) and `TERN_EDGE_RUNNER` (e.g. `qemu-aarch64 -L
-//! /usr/aarch64-linux-gnu`) are set, as `test.sh` does for aarch64 and armv7.
+//! /usr/aarch64-linux-gnu`) are set, as `test.sh` does for aarch64 and armv7;
+//! `TERN_EDGE_ARCH` (`aarch64`, `arm`) makes each start check the gateway's own report
+//! of the architecture it was built for.
 
 #![allow(dead_code)]
 
@@ -276,7 +278,17 @@ impl Edge {
             .args(["--listen", "127.0.0.1:0", "--namesrv-listen", &self.namesrv])
             .arg("-c")
             .arg(conf);
-        self.proc = Some(Proc::spawn(cmd, "tern-edge").0);
+        let (proc, lines) = Proc::spawn(cmd, "tern-edge");
+        // Under qemu-user the gateway must really be the cross-built one.
+        if let Ok(arch) = std::env::var("TERN_EDGE_ARCH") {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with("tern-edge ") && l.ends_with(&format!(" on {arch}"))),
+                "expected a tern-edge built for {arch}; it printed {lines:?}"
+            );
+        }
+        self.proc = Some(proc);
     }
 
     /// `kill -9`, then a start on the same store and name-server address.
