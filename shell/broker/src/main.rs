@@ -8,9 +8,8 @@ use std::process::ExitCode;
 use tern_broker::Broker;
 use tern_broker::config::BrokerConfig;
 use tern_namesrv::{NameServer, NamesrvConfig};
-use tern_shell::cli::{Flags, split_host_port};
+use tern_shell::cli::{self, Flags, split_host_port};
 use tern_shell::config::{self, ConfigSource, Origin};
-use tern_shell::logger;
 use tern_shell::runtime;
 use tern_shell::signal::TerminationSignals;
 
@@ -99,21 +98,11 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("tern-broker: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let parsed = parse_args(std::env::args().skip(1));
+    let args = match cli::args_or_exit("tern-broker", USAGE, parsed, |a| a.log_level.as_deref()) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
-    if let Err(e) = logger::init_from_flag(args.log_level.as_deref()) {
-        eprintln!("tern-broker: {e}");
-        return ExitCode::from(2);
-    }
     if args.print_config {
         return match broker_source(&args, None)
             .and_then(|s| config::load::<BrokerConfig>(&s).map_err(|e| e.to_string()))

@@ -7,9 +7,8 @@ use std::process::ExitCode;
 
 use tern_namesrv::config::kv_path_in_home;
 use tern_namesrv::{NameServer, NamesrvConfig};
-use tern_shell::cli::{Flags, split_host_port};
+use tern_shell::cli::{self, Flags, split_host_port};
 use tern_shell::config::{self, ConfigSource, Origin};
-use tern_shell::logger;
 use tern_shell::runtime;
 use tern_shell::signal::TerminationSignals;
 
@@ -75,21 +74,11 @@ fn config_source(args: &Args) -> Result<ConfigSource, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("tern-namesrv: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let parsed = parse_args(std::env::args().skip(1));
+    let args = match cli::args_or_exit("tern-namesrv", USAGE, parsed, |a| a.log_level.as_deref()) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
-    if let Err(e) = logger::init_from_flag(args.log_level.as_deref()) {
-        eprintln!("tern-namesrv: {e}");
-        return ExitCode::from(2);
-    }
 
     let loaded = match config_source(&args)
         .and_then(|src| config::load::<NamesrvConfig>(&src).map_err(|e| e.to_string()))

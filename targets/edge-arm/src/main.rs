@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tern_edge::{EdgeConfig, Gateway};
-use tern_shell::cli::{Flags, split_host_port};
+use tern_shell::cli::{self, Flags, split_host_port};
 use tern_shell::config::{self, Origin};
-use tern_shell::logger;
 use tern_shell::signal::TerminationSignals;
 
 const USAGE: &str = "\
@@ -91,21 +90,11 @@ fn load(a: &Args) -> Result<config::Loaded<EdgeConfig>, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("tern-edge: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let parsed = parse_args(std::env::args().skip(1));
+    let args = match cli::args_or_exit("tern-edge", USAGE, parsed, |a| a.log_level.as_deref()) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
-    if let Err(e) = logger::init_from_flag(args.log_level.as_deref()) {
-        eprintln!("tern-edge: {e}");
-        return ExitCode::from(2);
-    }
     let loaded = match load(&args) {
         Ok(l) => l,
         Err(e) => {

@@ -32,11 +32,9 @@ use tern_shell::{
     ResponseCode,
 };
 
-/// The small store geometry every test uses: fast to create, light on disk.
-pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
-mapedFileSizeConsumeQueue=6000\n\
-maxHashSlotNum=1000\n\
-maxIndexNum=4000\n";
+#[path = "../../../../tests/support/small_store.rs"]
+mod small_store;
+pub use small_store::GEOMETRY;
 
 /// How long one request may take before the test fails.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(10);

@@ -17,11 +17,9 @@ use tern_client::ClientConfig;
 mod binaries;
 use binaries::binary;
 
-/// Small store files: fast to create, light on disk.
-pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
-mapedFileSizeConsumeQueue=6000\n\
-maxHashSlotNum=1000\n\
-maxIndexNum=4000\n";
+#[path = "../../../../tests/support/small_store.rs"]
+mod small_store;
+pub use small_store::GEOMETRY;
 
 /// The `tern-broker` binary: in this test's target profile directory, built on demand
 /// (`cargo build -p tern-broker` into the same target directory) when absent.

@@ -23,11 +23,9 @@ use tern_client::{ClientConfig, MessageExt, PullConsumer};
 #[path = "../../../../tests/support/binaries.rs"]
 mod binaries;
 
-/// Small files, as on a device.
-pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
-mapedFileSizeConsumeQueue=6000\n\
-maxHashSlotNum=1000\n\
-maxIndexNum=4000\n";
+#[path = "../../../../tests/support/small_store.rs"]
+mod small_store;
+pub use small_store::GEOMETRY;
 
 /// A free TCP port (bound, then released).
 pub fn free_port() -> u16 {

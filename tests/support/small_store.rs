@@ -1,0 +1,8 @@
+//! The small store geometry every process test gives its brokers (fast to create, light
+//! on disk), included with `#[path]` by each crate's test harness.
+
+/// `broker.conf` lines: 1 MiB log segments, 300-entry queue files, a small index.
+pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
+mapedFileSizeConsumeQueue=6000\n\
+maxHashSlotNum=1000\n\
+maxIndexNum=4000\n";
