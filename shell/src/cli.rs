@@ -51,6 +51,34 @@ pub fn split_host_port(flag: &str, addr: &str) -> Result<(String, String), Strin
     ))
 }
 
+/// The start every binary shares: the parsed arguments, or the exit for `--help` (the
+/// usage on stdout, success) and for a usage error (the reason and the usage on stderr,
+/// status 2); then the logger, from `--log-level` as `log_level` finds it.
+pub fn args_or_exit<A>(
+    name: &str,
+    usage: &str,
+    parsed: Result<Option<A>, String>,
+    log_level: impl FnOnce(&A) -> Option<&str>,
+) -> Result<A, std::process::ExitCode> {
+    use std::process::ExitCode;
+    let args = match parsed {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{usage}");
+            return Err(ExitCode::SUCCESS);
+        }
+        Err(e) => {
+            eprintln!("{name}: {e}\n{usage}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if let Err(e) = crate::logger::init_from_flag(log_level(&args)) {
+        eprintln!("{name}: {e}");
+        return Err(ExitCode::from(2));
+    }
+    Ok(args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,32 +116,4 @@ mod tests {
                 .contains("--listen")
         );
     }
-}
-
-/// The start every binary shares: the parsed arguments, or the exit for `--help` (the
-/// usage on stdout, success) and for a usage error (the reason and the usage on stderr,
-/// status 2); then the logger, from `--log-level` as `log_level` finds it.
-pub fn args_or_exit<A>(
-    name: &str,
-    usage: &str,
-    parsed: Result<Option<A>, String>,
-    log_level: impl FnOnce(&A) -> Option<&str>,
-) -> Result<A, std::process::ExitCode> {
-    use std::process::ExitCode;
-    let args = match parsed {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{usage}");
-            return Err(ExitCode::SUCCESS);
-        }
-        Err(e) => {
-            eprintln!("{name}: {e}\n{usage}");
-            return Err(ExitCode::from(2));
-        }
-    };
-    if let Err(e) = crate::logger::init_from_flag(log_level(&args)) {
-        eprintln!("{name}: {e}");
-        return Err(ExitCode::from(2));
-    }
-    Ok(args)
 }
