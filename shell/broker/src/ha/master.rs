@@ -19,18 +19,32 @@ use tern_shell::runtime;
 use super::{FRAME_HEADER, REPORT};
 use crate::BrokerCtx;
 
-/// Binds the HA port: `haListenPort`, else the remoting port plus one.
+/// Binds the HA port. `haListenPort` must be bound as given. Without it: the remoting
+/// port plus one, as RocketMQ does; a free port when the remoting port was picked freely
+/// (port 0); and when the port above is taken, a free one with a warning rather than no
+/// broker at all (slaves learn the bound port from the name servers either way).
 pub async fn bind(
     ctx_config: &crate::config::BrokerConfig,
     main_port: u16,
 ) -> Result<TcpListener, String> {
-    let port = ctx_config
-        .ha_listen_port
-        .unwrap_or_else(|| main_port.wrapping_add(1));
-    let addr = SocketAddr::new(ctx_config.listen_ip, port);
-    TcpListener::bind(addr)
+    let at = |port| SocketAddr::new(ctx_config.listen_ip, port);
+    if let Some(port) = ctx_config.ha_listen_port {
+        return TcpListener::bind(at(port))
+            .await
+            .map_err(|e| format!("binding the HA port {} (haListenPort): {e}", at(port)));
+    }
+    if ctx_config.listen_port != 0 {
+        match TcpListener::bind(at(main_port.wrapping_add(1))).await {
+            Ok(l) => return Ok(l),
+            Err(e) => log::warn!(
+                "HA port {} unavailable ({e}); slaves will be told a free one",
+                at(main_port.wrapping_add(1))
+            ),
+        }
+    }
+    TcpListener::bind(at(0))
         .await
-        .map_err(|e| format!("binding the HA port {addr}: {e}"))
+        .map_err(|e| format!("binding an HA port on {}: {e}", ctx_config.listen_ip))
 }
 
 /// Accepts slaves until shutdown.
