@@ -112,16 +112,14 @@ impl Forwarder {
             .unwrap_or_default();
         let (min, _, _) = store.log_span();
         let durable = store.durable_end();
-        let mut start = saved.forwarded.clamp(min, durable.max(min));
-        if start != saved.forwarded {
+        // Nothing saved yet is 0: the log's start. An offset inside a segment's blank
+        // tail is fine: the reader skips it.
+        let start = saved.forwarded.clamp(min, durable.max(min));
+        if start != saved.forwarded && saved.forwarded != 0 {
             log::warn!(
                 "forwarding progress {} is outside the stored log [{min}, {durable}]: resuming at {start}",
                 saved.forwarded
             );
-        }
-        // An offset inside a segment's blank tail is fine: the reader skips it.
-        if saved.forwarded == 0 {
-            start = min;
         }
         let mut client = ClientConfig::new(&cfg.upstream);
         client.instance_name = Some(format!("tern-edge-{}", std::process::id()));
