@@ -84,3 +84,58 @@ pub trait Directory {
     /// Deletes the segment at `base`. Deleting a missing segment is not an error.
     fn remove(&mut self, base: u64) -> Result<(), Self::Error>;
 }
+
+// Borrowed storage works as owned storage: a store may run over directories and media the
+// caller keeps (a device's statics), so opening, closing and recovering move a pointer,
+// not the directory's tables (on a Cortex-M that was a 191 KB stack frame in
+// `Store::open`).
+
+impl<M: Media + ?Sized> Media for &mut M {
+    type Error = M::Error;
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), M::Error> {
+        (**self).read_at(offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), M::Error> {
+        (**self).write_at(offset, data)
+    }
+    fn flush(&mut self, range: Range<u64>) -> Result<(), M::Error> {
+        (**self).flush(range)
+    }
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
+    }
+    fn set_len(&mut self, len: u64) -> Result<(), M::Error> {
+        (**self).set_len(len)
+    }
+    fn as_bytes(&self) -> Option<&[u8]> {
+        (**self).as_bytes()
+    }
+    fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        (**self).as_bytes_mut()
+    }
+}
+
+impl<D: Directory + ?Sized> Directory for &mut D {
+    type Media = D::Media;
+    type Error = D::Error;
+
+    fn scan(&mut self, f: &mut dyn FnMut(u64)) -> Result<(), D::Error> {
+        (**self).scan(f)
+    }
+    fn create(&mut self, base: u64, len: u64) -> Result<(), D::Error> {
+        (**self).create(base, len)
+    }
+    fn media(&self, base: u64) -> Option<&D::Media> {
+        (**self).media(base)
+    }
+    fn media_mut(&mut self, base: u64) -> Option<&mut D::Media> {
+        (**self).media_mut(base)
+    }
+    fn remove(&mut self, base: u64) -> Result<(), D::Error> {
+        (**self).remove(base)
+    }
+}

@@ -24,7 +24,6 @@
 #![no_main]
 
 mod check;
-mod handle;
 mod report;
 mod table;
 mod workload;
@@ -41,7 +40,6 @@ use tern_engine::layout::CHECKPOINT_FILE_SIZE;
 use tern_engine::ram::RamDir;
 use tern_engine::store::{OpenReport, Store, StoreConfig};
 
-use crate::handle::Handle;
 use crate::report::{ensure, must, say};
 use crate::table::{FILES_PER_QUEUE, FixedQueues, MAX_QUEUES, QueueDir};
 use crate::workload::Model;
@@ -92,13 +90,9 @@ const TEAR_AT_BYTE: usize = 6;
 type LogDir<'a> = RamDir<'a, LOG_SEGMENTS>;
 type IndexDir<'a> = RamDir<'a, INDEX_FILES>;
 /// The store as the device runs it: every structure over fault-injecting RAM media, held
-/// through handles to the statics that own them.
-pub type FwStore<'a> = Store<
-    Handle<'a, LogDir<'a>>,
-    Handle<'a, IndexDir<'a>>,
-    FixedQueues<'a>,
-    Handle<'a, FaultyMedia<'a>>,
->;
+/// borrowed from the statics that own them (the engine takes `&mut` storage as storage).
+pub type FwStore<'a> =
+    Store<&'a mut LogDir<'a>, &'a mut IndexDir<'a>, FixedQueues<'a>, &'a mut FaultyMedia<'a>>;
 
 /// Every byte the store's media hold. Each segment's buffer is twice its size: the fault
 /// model keeps what reads see and what is durable side by side.
@@ -139,10 +133,10 @@ const DIRECTORY_BYTES: usize = size_of::<LogDir<'static>>()
 
 /// The store's parts between runs: what `Store::open` takes and `into_parts` gives back.
 struct Parts<'a> {
-    log: Handle<'a, LogDir<'a>>,
-    index: Handle<'a, IndexDir<'a>>,
+    log: &'a mut LogDir<'a>,
+    index: &'a mut IndexDir<'a>,
     queues: FixedQueues<'a>,
-    checkpoint: Handle<'a, FaultyMedia<'a>>,
+    checkpoint: &'a mut FaultyMedia<'a>,
 }
 
 impl Parts<'static> {
@@ -171,10 +165,10 @@ impl Parts<'static> {
             "checkpoint buffer"
         );
         Parts {
-            log: Handle(log),
-            index: Handle(index),
+            log,
+            index,
             queues,
-            checkpoint: Handle(CHECKPOINT.init(checkpoint)),
+            checkpoint: CHECKPOINT.init(checkpoint),
         }
     }
 }
@@ -212,7 +206,7 @@ impl<'a> Parts<'a> {
     /// (`tern_engine` crate docs). Returns the writes dropped or torn, for the report.
     fn power_cut(&mut self, log_flushed: u64) -> usize {
         let mut pending = 0;
-        for (base, media) in self.log.0.segments_mut() {
+        for (base, media) in self.log.segments_mut() {
             let n = media.pending_writes();
             pending += n;
             // The segment holding the flushed offset has durable records and then pending
@@ -228,13 +222,13 @@ impl<'a> Parts<'a> {
                 Crash::DropUnflushed
             });
         }
-        for (_, media) in self.index.0.segments_mut() {
+        for (_, media) in self.index.segments_mut() {
             pending += media.pending_writes();
             media.crash(Crash::DropUnflushed);
         }
         pending += self.queues.crash(Crash::DropUnflushed);
-        pending += self.checkpoint.0.pending_writes();
-        self.checkpoint.0.crash(Crash::DropUnflushed);
+        pending += self.checkpoint.pending_writes();
+        self.checkpoint.crash(Crash::DropUnflushed);
         pending
     }
 }

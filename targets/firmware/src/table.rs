@@ -11,8 +11,6 @@ use tern_engine::ram::{RamDir, RamError};
 use tern_engine::record::RecordError;
 use tern_engine::store::{QueueSlot, QueueTable};
 
-use crate::handle::Handle;
-
 /// Most queues the device holds; a put to one more fails with `TableFull`.
 pub const MAX_QUEUES: usize = 4;
 /// Files (segments) per queue.
@@ -22,8 +20,8 @@ pub const MAX_TOPIC_BYTES: usize = 32;
 
 /// The directory of one queue's files.
 pub type QueueDir<'a> = RamDir<'a, FILES_PER_QUEUE>;
-/// What a queue of the store holds: a handle to its directory.
-type Dir<'a> = Handle<'a, QueueDir<'a>>;
+/// What a queue of the store holds: its directory, borrowed from a static.
+type Dir<'a> = &'a mut QueueDir<'a>;
 
 /// One queue across store runs: open while a store holds it, parked as its directory
 /// between a close (or a power cut) and the next open.
@@ -55,7 +53,7 @@ impl<'a> FixedQueues<'a> {
     pub fn new(dirs: impl Iterator<Item = &'a mut QueueDir<'a>>) -> Result<Self, RamError> {
         let mut free = Vec::new();
         for d in dirs {
-            free.push(Handle(d)).map_err(|_| RamError::NoSpace)?;
+            free.push(d).map_err(|_| RamError::NoSpace)?;
         }
         Ok(Self {
             free,
@@ -88,7 +86,7 @@ impl<'a> FixedQueues<'a> {
         let mut pending = 0;
         for q in self.queues.iter_mut() {
             if let State::Parked(dir) = &mut q.state {
-                for (_, media) in dir.0.segments_mut() {
+                for (_, media) in dir.segments_mut() {
                     pending += media.pending_writes();
                     media.crash(kind);
                 }
