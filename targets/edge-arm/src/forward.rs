@@ -12,14 +12,15 @@
 //! central queue `local queue id mod central queue count`, so per-queue order holds on
 //! the central side. While the uplink is down the batch is retried with a growing pause;
 //! meanwhile the backlog (stored, not forwarded) is held to its budget by refusing local
-//! sends, and forwarded segments are deleted as soon as they are behind.
+//! sends, and forwarded segments are deleted as soon as they are behind. A message the
+//! cluster refuses for good is kept aside as a dead letter rather than blocking the rest.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tern_broker::store::{LogRecord, StoreService};
-use tern_client::{ClientConfig, Message, Producer, ProducerConfig};
+use tern_client::{ClientConfig, ClientError, Message, Producer, ProducerConfig};
 use tern_shell::message::{MessageExt, decode_pulled};
 use tern_shell::runtime::{self, Shutdown};
 
@@ -80,6 +81,8 @@ pub struct Stats {
     pub forwarded: u64,
     /// Failed attempts (uplink down, central refusal).
     pub failures: u64,
+    /// Messages the cluster refused for good, kept aside.
+    pub dead_letters: u64,
 }
 
 /// The forwarder's state.
@@ -100,6 +103,8 @@ struct Run {
     topic: String,
     local_queue: i32,
     msgs: Vec<Message>,
+    /// Each message's record offset in the local log (for dead letters).
+    offsets: Vec<u64>,
 }
 
 impl Forwarder {
@@ -195,14 +200,38 @@ impl Forwarder {
         self.stats
     }
 
-    /// Sends one run until the central cluster takes it; false at shutdown.
+    /// Sends one run until the central cluster takes it; false at shutdown. A run the
+    /// cluster refuses for good is sent again one message at a time, and a message it
+    /// refuses for good is set aside as a dead letter, so it cannot hold up the rest.
     async fn send_run(&mut self, run: Run, shutdown: &Shutdown) -> bool {
         let mut wait = FIRST_RETRY;
         let n = run.msgs.len() as u64;
         loop {
-            match self.try_send(&run).await {
+            match self.try_send(&run.topic, run.local_queue, &run.msgs).await {
                 Ok(()) => {
                     self.stats.forwarded += n;
+                    return true;
+                }
+                Err(e) if refused_for_good(&e) && run.msgs.len() > 1 => {
+                    log::warn!(
+                        "the cluster refused a batch of {n} of {} for good ({e}): sending them one by one",
+                        run.topic
+                    );
+                    for (msg, offset) in run.msgs.into_iter().zip(run.offsets) {
+                        let one = Run {
+                            topic: run.topic.clone(),
+                            local_queue: run.local_queue,
+                            msgs: vec![msg],
+                            offsets: vec![offset],
+                        };
+                        if !Box::pin(self.send_run(one, shutdown)).await {
+                            return false;
+                        }
+                    }
+                    return true;
+                }
+                Err(e) if refused_for_good(&e) => {
+                    self.dead_letter(run.offsets[0], &run.topic, &e);
                     return true;
                 }
                 Err(e) => {
@@ -222,21 +251,49 @@ impl Forwarder {
         }
     }
 
-    async fn try_send(&self, run: &Run) -> Result<(), String> {
-        let info = self
-            .producer
-            .publish_info(&run.topic)
-            .await
-            .map_err(|e| e.to_string())?;
-        if info.queues.is_empty() {
-            return Err(format!("no writable queue of {} upstream", run.topic));
-        }
-        let queue = &info.queues[run.local_queue.unsigned_abs() as usize % info.queues.len()];
+    async fn try_send(
+        &self,
+        topic: &str,
+        local_queue: i32,
+        msgs: &[Message],
+    ) -> Result<(), ClientError> {
+        let info = self.producer.publish_info(topic).await?;
+        let Some(queue) = info
+            .queues
+            .get(local_queue.unsigned_abs() as usize % info.queues.len().max(1))
+        else {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+            });
+        };
         self.producer
-            .send_batch_to_queue(run.msgs.clone(), queue)
+            .send_batch_to_queue(msgs.to_vec(), queue)
             .await
             .map(drop)
+    }
+
+    /// Keeps the record at `offset` in `<store>/dead-letter/<offset>.record` (its stored
+    /// bytes, durable before forwarding moves past it) and logs why. Forwarded segments
+    /// are deleted, so the local log is no place to leave it.
+    fn dead_letter(&mut self, offset: u64, topic: &str, why: &ClientError) {
+        let dir = self.cfg.broker.store_root.join("dead-letter");
+        let path = dir.join(format!("{offset:020}.record"));
+        let kept = self
+            .store
+            .read_records(offset, u64::MAX, 1, 1)
             .map_err(|e| e.to_string())
+            .and_then(|(r, _)| r.into_iter().next().ok_or_else(|| "gone".to_owned()))
+            .and_then(|r| write_durably(&dir, &path, &r.bytes).map_err(|e| e.to_string()));
+        self.stats.dead_letters += 1;
+        match kept {
+            Ok(()) => log::error!(
+                "the cluster refused the message at local offset {offset} of {topic} for good ({why}): kept in {}",
+                path.display()
+            ),
+            Err(e) => log::error!(
+                "the cluster refused the message at local offset {offset} of {topic} for good ({why}), and keeping it failed: {e}"
+            ),
+        }
     }
 
     /// Waits `d` or until shutdown; false at shutdown.
@@ -316,13 +373,41 @@ fn runs(records: &[LogRecord]) -> Vec<Run> {
             continue;
         };
         match out.last_mut() {
-            Some(run) if run.topic == msg.topic && run.local_queue == queue => run.msgs.push(msg),
+            Some(run) if run.topic == msg.topic && run.local_queue == queue => {
+                run.msgs.push(msg);
+                run.offsets.push(r.offset);
+            }
             _ => out.push(Run {
                 topic: msg.topic.clone(),
                 local_queue: queue,
                 msgs: vec![msg],
+                offsets: vec![r.offset],
             }),
         }
     }
     out
+}
+
+/// Errors no retry can cure: the message itself is unacceptable to the cluster (too
+/// large, malformed). Anything else (no route, network, busy, permission, topic missing)
+/// may pass later, and is retried.
+fn refused_for_good(e: &ClientError) -> bool {
+    match e {
+        ClientError::MessageTooLarge { .. } | ClientError::InvalidMessage(_) => true,
+        ClientError::Broker { code, .. } => *code == tern_shell::ResponseCode::MessageIllegal.raw(),
+        _ => false,
+    }
+}
+
+fn write_durably(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()
 }

@@ -144,9 +144,10 @@ async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
     log::info!("{sig:?}: shutting down");
     let stats = gw.shutdown().await?;
     log::info!(
-        "stopped: {} message(s) forwarded, {} failed attempt(s)",
+        "stopped: {} message(s) forwarded, {} failed attempt(s), {} dead letter(s)",
         stats.forwarded,
-        stats.failures
+        stats.failures,
+        stats.dead_letters
     );
     Ok(())
 }

@@ -209,3 +209,43 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
     });
     edge.stop();
 }
+
+#[test]
+fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
+    let mut central = Central::reserved();
+    central.extra_conf = "maxMessageSize=2048\n".into();
+    central.start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    run(async {
+        let p = producer(&edge, "mixed");
+        let mut sent = BTreeMap::new();
+        sent.extend(send(&p, "Mixed", 0..20).await);
+        // Under the producer's 4 KiB compression threshold: it reaches the cluster as is.
+        let big = p
+            .send(Message::new("Mixed", vec![b'z'; 3000]).with_keys(["too-big"]))
+            .await
+            .unwrap();
+        sent.extend(send(&p, "Mixed", 20..40).await);
+        p.shutdown().await;
+        arrived(&central, "Mixed", &sent).await;
+        let (got, _) = central.messages("Mixed").await;
+        assert!(
+            !got.contains_key(&big.msg_id),
+            "the cluster took a message over its limit"
+        );
+        eventually(
+            "the refused message kept",
+            Duration::from_secs(30),
+            async || edge.dead_letters().len() == 1,
+        )
+        .await;
+        let kept = std::fs::read(&edge.dead_letters()[0]).unwrap();
+        let m = tern_shell::message::decode_pulled(&kept, true)
+            .unwrap()
+            .remove(0);
+        assert_eq!(m.msg_id(), big.msg_id);
+        assert_eq!(m.body, vec![b'z'; 3000]);
+    });
+    edge.stop();
+}

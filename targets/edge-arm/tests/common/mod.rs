@@ -145,6 +145,8 @@ impl Drop for Proc {
 #[derive(Debug)]
 pub struct Central {
     proc: Option<Proc>,
+    /// Extra `broker.conf` lines.
+    pub extra_conf: String,
     /// Its name server, what the gateway forwards to.
     pub namesrv: String,
     broker_port: u16,
@@ -156,6 +158,7 @@ impl Central {
     pub fn reserved() -> Central {
         Central {
             proc: None,
+            extra_conf: String::new(),
             namesrv: format!("127.0.0.1:{}", free_port()),
             broker_port: free_port(),
             dir: tempfile::tempdir().unwrap(),
@@ -172,7 +175,7 @@ impl Central {
     /// Starts (or restarts) it on its ports and store.
     pub fn start(&mut self) {
         let conf = self.dir.path().join("broker.conf");
-        std::fs::write(&conf, GEOMETRY).unwrap();
+        std::fs::write(&conf, format!("{GEOMETRY}{}", self.extra_conf)).unwrap();
         let mut cmd = Command::new(binaries::binary("tern-broker"));
         cmd.arg("--standalone")
             .arg("--data-dir")
@@ -322,6 +325,16 @@ impl Edge {
     /// Its log so far.
     pub fn log(&self) -> String {
         self.proc.as_ref().map(Proc::log).unwrap_or_default()
+    }
+
+    /// Where it keeps messages the cluster refused for good.
+    pub fn dead_letters(&self) -> Vec<PathBuf> {
+        let dir = self.dir.join("data").join("store").join("dead-letter");
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 }
 
