@@ -1,0 +1,524 @@
+//! The harness of the C++ client interop tests (`interop_cpp.rs`, `interop_cpp_cluster.rs`):
+//! starts `tern-broker` processes (standalone, or joined to another's name server) with
+//! their logs in a scratch folder, runs `tests/interop/cpp_interop.py` (repo root) with
+//! Apache's C++ client, streams its output and checks its verdict.
+//!
+//! Needs a venv with rocketmq (tests/support/rocketmq_python.rs finds it; made by
+//! `scripts/setup-python.sh`, which `./test.sh` runs). Without one each test prints a SKIP
+//! line and passes, unless TERN_REQUIRE_INTEROP is set (test.sh sets it). On failure the
+//! scratch folder (broker logs, data dirs, C++ client logs under home/logs/rocketmq-cpp)
+//! is kept and its path printed.
+
+#![allow(dead_code)]
+
+#[path = "../../../../tests/support/rocketmq_python.rs"]
+pub mod rocketmq_python;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+
+pub use rocketmq_python::{python_or_skip, repo_root};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The C++ client and the broker are heavy on 2 cores: run these tests one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn script() -> PathBuf {
+    repo_root().join("tests/interop/cpp_interop.py")
+}
+
+/// A scratch folder, removed when the test passes and kept (path printed) when it fails.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "tern-interop-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        fs::create_dir_all(dir.join("home")).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!(
+                "kept scratch folder {} (broker*.log, data/, home/logs/rocketmq-cpp/)",
+                self.0.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A running `tern-broker --standalone`: embedded name server plus broker.
+pub struct Broker {
+    child: Child,
+    pub namesrv: String,
+    pub addr: String,
+    pub log: PathBuf,
+}
+
+impl Broker {
+    /// `tern-broker --standalone` (embedded name server) on `data`.
+    pub fn start(data: &Path, conf: Option<&Path>, log: PathBuf) -> Broker {
+        Self::launch(data, conf, log, None)
+    }
+
+    /// `tern-broker` registering with `namesrv`; `conf` must name its store.
+    pub fn start_joined(namesrv: &str, conf: &Path, log: PathBuf) -> Broker {
+        Self::launch(Path::new(""), Some(conf), log, Some(namesrv))
+    }
+
+    fn launch(data: &Path, conf: Option<&Path>, log: PathBuf, join: Option<&str>) -> Broker {
+        let log_file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
+        match join {
+            None => cmd.arg("--standalone").arg("--data-dir").arg(data).args([
+                "--listen",
+                "127.0.0.1:0",
+                "--namesrv-listen",
+                "127.0.0.1:0",
+            ]),
+            Some(ns) => cmd.args(["-n", ns, "--listen", "127.0.0.1:0"]),
+        };
+        if let Some(conf) = conf {
+            cmd.arg("-c").arg(conf);
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .spawn()
+            .expect("spawn tern-broker");
+        let pid = child.id();
+        let lines = lines_of(child.stdout.take().unwrap());
+        let (mut namesrv, mut addr, mut ready) = (None, None, false);
+        let start = Instant::now();
+        while !ready && start.elapsed() < Duration::from_secs(30) {
+            match lines.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    eprintln!("  broker[{pid}]| {line}");
+                    if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+                        namesrv = Some(a.trim().to_string());
+                    } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+                        addr = Some(a.trim().to_string());
+                    } else if line.starts_with("ready") {
+                        ready = true;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        panic!(
+                            "tern-broker exited during startup with {status}; log:\n{}",
+                            tail(&log, 80)
+                        );
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let namesrv = namesrv.or(join.map(str::to_owned));
+        let (Some(namesrv), Some(addr)) = (namesrv, addr) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "tern-broker did not print both listening addresses within 30 s; log:\n{}",
+                tail(&log, 80)
+            );
+        };
+        if !ready {
+            eprintln!("note: tern-broker printed its addresses but no `ready` line");
+        }
+        // Keep draining stdout so the broker never blocks on a full pipe.
+        thread::spawn(move || {
+            for line in lines {
+                eprintln!("  broker[{pid}]| {line}");
+            }
+        });
+        eprintln!("tern-broker pid {pid}: name server {namesrv}, broker {addr}");
+        Broker {
+            child,
+            namesrv,
+            addr,
+            log,
+        }
+    }
+
+    /// SIGTERM, then waits (30 s at most) and returns the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        match wait_timeout(&mut self.child, Duration::from_secs(30)) {
+            Some(status) => status,
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "tern-broker did not exit within 30 s of SIGTERM; log:\n{}",
+                    tail(&self.log, 80)
+                );
+            }
+        }
+    }
+
+    /// `kill -9`: a crash.
+    pub fn crash(&mut self) {
+        self.child.kill().expect("SIGKILL tern-broker");
+        let _ = self.child.wait();
+    }
+
+    pub fn stop_cleanly(&mut self) {
+        let status = self.terminate();
+        assert!(
+            status.success(),
+            "tern-broker exited with {status} after SIGTERM (want 0); log:\n{}",
+            tail(&self.log, 80)
+        );
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if thread::panicking() {
+            eprintln!(
+                "--- broker log tail ({}):\n{}",
+                self.log.display(),
+                tail(&self.log, 60)
+            );
+        }
+    }
+}
+
+fn lines_of(r: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if start.elapsed() >= limit {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The interop script as a child: HOME in the scratch folder, stderr streamed, stdout
+/// streamed and collected.
+pub struct Script {
+    child: Child,
+    stdout: Receiver<String>,
+    pub lines: Vec<String>,
+}
+
+impl Script {
+    pub fn spawn(py: &Path, scratch: &Scratch, args: &[&str]) -> Script {
+        eprintln!(
+            "$ {} {} {}",
+            py.display(),
+            script().display(),
+            args.join(" ")
+        );
+        let mut child = Command::new(py)
+            .arg(script())
+            .args(args)
+            .env("HOME", scratch.path("home"))
+            .env("PYTHONUNBUFFERED", "1")
+            .current_dir(repo_root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn python");
+        let err = lines_of(child.stderr.take().unwrap());
+        thread::spawn(move || {
+            for line in err {
+                eprintln!("  py| {line}");
+            }
+        });
+        let stdout = lines_of(child.stdout.take().unwrap());
+        Script {
+            child,
+            stdout,
+            lines: Vec::new(),
+        }
+    }
+
+    /// The next stdout line (echoed), None at EOF or after `limit`.
+    pub fn next_line(&mut self, limit: Duration) -> Option<String> {
+        let line = self.stdout.recv_timeout(limit).ok()?;
+        eprintln!("  py> {line}");
+        self.lines.push(line.clone());
+        Some(line)
+    }
+
+    /// Reads everything up to EOF and waits for the exit (`limit` in all).
+    pub fn finish(&mut self, limit: Duration) -> ExitStatus {
+        let end = Instant::now() + limit;
+        loop {
+            match self.stdout.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    eprintln!("  py> {line}");
+                    self.lines.push(line);
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("interop script still running after {limit:?}: killed");
+            }
+        }
+        let left = end.saturating_duration_since(Instant::now()) + Duration::from_secs(5);
+        wait_timeout(&mut self.child, left).unwrap_or_else(|| {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!("interop script closed stdout but did not exit");
+        })
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asserts exit 0 and a last line `N passed, 0 failed` with N > 0.
+    pub fn assert_passed(&mut self, what: &str, limit: Duration) {
+        let status = self.finish(limit);
+        let last = self.lines.last().cloned().unwrap_or_default();
+        let failed: Vec<&String> = self
+            .lines
+            .iter()
+            .filter(|l| l.starts_with("FAIL "))
+            .collect();
+        let verdict = parse_verdict(&last);
+        assert!(
+            status.success() && matches!(verdict, Some((p, 0)) if p > 0),
+            "{what}: {status}, last line {last:?}; failed checks:\n{}",
+            failed
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        eprintln!("{what}: {last}");
+    }
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+    }
+}
+
+/// `N passed, M failed` → (N, M).
+pub fn parse_verdict(line: &str) -> Option<(u32, u32)> {
+    let (p, rest) = line.trim().split_once(" passed, ")?;
+    let m = rest.strip_suffix(" failed")?;
+    Some((p.parse().ok()?, m.parse().ok()?))
+}
+
+/// UPDATE_AND_CREATE_TOPIC (17) to the broker, as mqadmin updateTopic sends it (JSON
+/// header, all-string extFields). Panics unless the broker answers SUCCESS.
+pub fn create_topic(broker: &str, topic: &str, queues: u32) {
+    let header = format!(
+        concat!(
+            r#"{{"code":17,"language":"JAVA","version":479,"opaque":7,"flag":0,"remark":"","#,
+            r#""extFields":{{"topic":"{}","defaultTopic":"TBW102","readQueueNums":"{}","#,
+            r#""writeQueueNums":"{}","perm":"6","topicFilterType":"SINGLE_TAG","#,
+            r#""topicSysFlag":"0","order":"false"}},"serializeTypeCurrentRPC":"JSON"}}"#
+        ),
+        topic, queues, queues
+    );
+    let h = header.as_bytes();
+    let mut frame = Vec::with_capacity(8 + h.len());
+    frame.extend_from_slice(&(4 + h.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    frame.extend_from_slice(h);
+    let mut s = TcpStream::connect(broker).expect("connect to broker");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&frame).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)
+        .expect("UPDATE_AND_CREATE_TOPIC response");
+    let mut rest = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut rest).unwrap();
+    let hlen = (u32::from_be_bytes(rest[..4].try_into().unwrap()) & 0xFF_FFFF) as usize;
+    let resp: serde_json::Value = serde_json::from_slice(&rest[4..4 + hlen])
+        .expect("UPDATE_AND_CREATE_TOPIC response header is JSON");
+    assert_eq!(
+        resp["code"], 0,
+        "UPDATE_AND_CREATE_TOPIC {topic} refused: {resp}"
+    );
+}
+
+pub const SCRIPT_LIMIT: Duration = Duration::from_secs(240);
+
+/// Sends with the C++ producer; once `kill_after` sends are acknowledged, calls `crash`
+/// (if given) while the producer is still sending. Returns the acknowledged keys.
+pub fn send_acked(
+    py: &Path,
+    scratch: &Scratch,
+    namesrv: &str,
+    topic: &str,
+    count: u32,
+    mut crash: Option<(usize, &mut Broker)>,
+    extra: &[&str],
+) -> Vec<String> {
+    let count_s = count.to_string();
+    let mut args = vec![
+        "--namesrv",
+        namesrv,
+        "--send-only",
+        "--topic",
+        topic,
+        "--count",
+        &count_s,
+        "--prefix",
+        "TernRestart",
+    ];
+    args.extend_from_slice(extra);
+    if crash.is_some() {
+        args.push("--stop-on-error");
+    }
+    let mut run = Script::spawn(py, scratch, &args);
+    let mut acked = Vec::new();
+    let ack = |line: &str, acked: &mut Vec<String>| {
+        if let Some(rest) = line.strip_prefix("ACK ") {
+            acked.push(
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    };
+    match crash.as_mut() {
+        Some((after, broker)) => {
+            let end = Instant::now() + Duration::from_secs(120);
+            while acked.len() < *after {
+                let left = end.saturating_duration_since(Instant::now());
+                let Some(line) = run.next_line(left) else {
+                    panic!(
+                        "producer stopped or stalled after {} acknowledged sends (wanted {after} \
+                         before the crash)",
+                        acked.len()
+                    );
+                };
+                ack(&line, &mut acked);
+            }
+            eprintln!(
+                "kill -9 tern-broker after {} acknowledged sends",
+                acked.len()
+            );
+            broker.crash();
+            // Whatever the producer printed before it noticed counts as acknowledged too.
+            thread::sleep(Duration::from_millis(500));
+            run.kill();
+            while let Some(line) = run.next_line(Duration::from_secs(5)) {
+                ack(&line, &mut acked);
+            }
+        }
+        None => {
+            let status = run.finish(SCRIPT_LIMIT);
+            for line in run.lines.clone() {
+                ack(&line, &mut acked);
+            }
+            assert!(
+                status.success() && acked.len() == count as usize,
+                "send-only to {topic}: exit {status}, {} of {count} acknowledged",
+                acked.len()
+            );
+        }
+    }
+    acked
+}
+
+pub fn consume_acked(
+    py: &Path,
+    scratch: &Scratch,
+    namesrv: &str,
+    topic: &str,
+    keys: &[String],
+    extra: &[&str],
+) {
+    let file = scratch.path(&format!("{topic}.keys"));
+    fs::write(&file, keys.join("\n") + "\n").unwrap();
+    let mut args = vec![
+        "--namesrv",
+        namesrv,
+        "--consume-only",
+        "--topic",
+        topic,
+        "--expect-keys",
+        file.to_str().unwrap(),
+        "--prefix",
+        "TernRestart",
+    ];
+    args.extend_from_slice(extra);
+    let mut run = Script::spawn(py, scratch, &args);
+    run.assert_passed(
+        &format!(
+            "{} acknowledged messages of {topic} consumed after restart",
+            keys.len()
+        ),
+        SCRIPT_LIMIT,
+    );
+}
