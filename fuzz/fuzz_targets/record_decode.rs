@@ -156,5 +156,9 @@ fn replica_never_panics(data: &[u8]) {
     let end = log.max_offset();
     log.flush().unwrap();
     let (back, _) = CommitLog::open(log.into_dir(), SEG, Recovery::Scan { from: 0 }).unwrap();
-    assert_eq!(back.max_offset(), end, "recovery disagrees with what was taken");
+    assert_eq!(
+        back.max_offset(),
+        end,
+        "recovery disagrees with what was taken"
+    );
 }
