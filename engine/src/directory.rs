@@ -14,11 +14,14 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tern_engine::media::Directory;
 
 use crate::error::{FsError, FsOp, StoreError};
 use crate::mapped::{Access, MappedFile, allocate};
+use crate::prealloc::{NextSegment, Taken};
+use crate::reader::SegmentFiles;
 
 /// Suffix of a segment being created; such a file is never a segment.
 const TEMP_SUFFIX: &str = ".tmp";
@@ -43,6 +46,56 @@ pub struct FileDirectory {
     access: Access,
     /// The open segments. Filled by `scan` and `create`.
     segments: BTreeMap<u64, MappedFile>,
+    /// The same segments' files, shared with readers that do not hold the owner's lock.
+    files: SegmentFiles,
+    /// Segments made ahead of need by a background task, when the owner set one up
+    /// ([`FileDirectory::prepare_ahead`]).
+    next: Option<Arc<NextSegment>>,
+    /// Where removed segments wait to be deleted, when the owner deletes them later
+    /// ([`FileDirectory::remove_later`]).
+    later: Option<Reclaim>,
+}
+
+/// Segments removed from their directories but not yet unmapped, unlinked and synced:
+/// the owner runs [`Reclaim::run`] outside its lock, so retention's file work (a 1 GiB
+/// unmap and unlink, a folder fsync) holds nobody up. A crash before it runs leaves
+/// the files in place; they are whole older segments, opened again at the next start
+/// and deleted by the next retention pass.
+#[derive(Debug, Clone, Default)]
+pub struct Reclaim {
+    pending: Arc<std::sync::Mutex<Vec<(PathBuf, Option<MappedFile>)>>>,
+}
+
+impl Reclaim {
+    fn push(&self, path: PathBuf, media: Option<MappedFile>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.push((path, media));
+    }
+
+    /// Unmaps and deletes every segment removed since the last run, then syncs their
+    /// folders. Returns how many files went.
+    pub fn run(&self) -> Result<usize, FsError> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let count = pending.len();
+        let mut folders: Vec<PathBuf> = Vec::new();
+        for (path, media) in pending {
+            drop(media);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(FsError::io(FsOp::Remove, &e)),
+            }
+            if let Some(parent) = path.parent() {
+                if !folders.iter().any(|f| f == parent) {
+                    folders.push(parent.to_path_buf());
+                }
+            }
+        }
+        for folder in folders {
+            sync_dir(&folder)?;
+        }
+        Ok(count)
+    }
 }
 
 impl FileDirectory {
@@ -65,6 +118,54 @@ impl FileDirectory {
             digits,
             access,
             segments: BTreeMap::new(),
+            files: SegmentFiles::default(),
+            next: None,
+            later: None,
+        })
+    }
+
+    /// Removed segments go to `reclaim` instead of being deleted at once (see
+    /// [`Reclaim`]).
+    pub fn remove_later(&mut self, reclaim: Reclaim) {
+        self.later = Some(reclaim);
+    }
+
+    /// The segments' files, for reading without the owner's lock (see [`SegmentFiles`]).
+    pub fn files(&self) -> SegmentFiles {
+        self.files.clone()
+    }
+
+    /// Lets a background task make segments ahead of need: `create` adopts a segment the
+    /// returned hand-off holds (see [`NextSegment`]), and [`FileDirectory::prepare`]
+    /// fills it.
+    pub fn prepare_ahead(&mut self) -> Arc<NextSegment> {
+        self.next.get_or_insert_with(Default::default).clone()
+    }
+
+    /// Makes the segment at `base` of `len` bytes now (the disk work: temp file,
+    /// fallocate, fdatasync, rename, folder fsync), asks the kernel to cache its first
+    /// `warm_bytes` (the first appends then find their pages), and offers it through
+    /// `next` for `create` to adopt. Runs on the preparing task, never under the owner's
+    /// lock; the folder and width are this directory's, so it takes what it needs, not
+    /// `self`.
+    pub fn prepare(
+        path: &Path,
+        digits: u8,
+        next: &NextSegment,
+        (base, len): (u64, u64),
+        warm_bytes: u64,
+    ) -> Result<(), FsError> {
+        let Some(name) = segment_name(base, digits) else {
+            return Err(FsError::new(FsOp::Create, ErrorKind::InvalidInput));
+        };
+        next.prepare(base, len, || {
+            let file = make_segment_file(path, &name, len)?;
+            sync_dir(path)?;
+            if let Some(n) = std::num::NonZeroU64::new(warm_bytes.min(len)) {
+                // A hint only: appends fault the pages in themselves.
+                let _ = rustix::fs::fadvise(&file, 0, Some(n), rustix::fs::Advice::WillNeed);
+            }
+            Ok(file)
         })
     }
 
@@ -148,6 +249,7 @@ impl Directory for FileDirectory {
         let bases = self.list()?;
         self.segments
             .retain(|base, _| bases.binary_search(base).is_ok());
+        self.files.retain(|base| bases.binary_search(&base).is_ok());
         for &base in &bases {
             if self.segments.contains_key(&base) {
                 continue;
@@ -157,6 +259,7 @@ impl Directory for FileDirectory {
                 continue;
             };
             let media = MappedFile::open(&path, self.access)?;
+            self.files.insert(base, media.shared_file());
             self.segments.insert(base, media);
         }
         for &base in &bases {
@@ -169,28 +272,45 @@ impl Directory for FileDirectory {
         let Some(name) = self.segment_name(base) else {
             return Err(FsError::new(FsOp::Create, ErrorKind::InvalidInput));
         };
-        let path = self.path.join(&name);
-        if self.segments.contains_key(&base) || path.exists() {
+        if self.segments.contains_key(&base) {
             return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
         }
-        let temp = self.path.join(format!("{name}{TEMP_SUFFIX}"));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp)
-            .map_err(|e| FsError::io(FsOp::Create, &e))?;
-        let ready = allocate(&file, len)
-            .and_then(|()| rustix::fs::fdatasync(&file).map_err(|e| FsError::errno(FsOp::Flush, e)))
-            .and_then(|()| fs::rename(&temp, &path).map_err(|e| FsError::io(FsOp::Rename, &e)));
-        if let Err(error) = ready {
-            // Leave no half-made segment behind (ENOSPC in fallocate, typically).
-            let _ = fs::remove_file(&temp);
-            return Err(error);
-        }
-        self.sync()?;
+        let path = self.path.join(&name);
+        let prepared = match self.next.as_deref().map(|n| n.take(base, len)) {
+            Some(Taken::Ready(file)) => Some(file),
+            // A file under the final name that this directory has not opened can only be
+            // one a preparing task made (every other is opened by `scan`): fresh, full
+            // size, durable. Adopt it when its size is right.
+            _ if self.next.is_some() && path.exists() => {
+                let file = File::options()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| FsError::io(FsOp::Open, &e))?;
+                let size = file
+                    .metadata()
+                    .map_err(|e| FsError::io(FsOp::Open, &e))?
+                    .len();
+                if size != len {
+                    return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
+                }
+                Some(file)
+            }
+            _ => None,
+        };
+        let file = match prepared {
+            Some(file) => file,
+            None => {
+                if path.exists() {
+                    return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
+                }
+                let file = make_segment_file(&self.path, &name, len)?;
+                self.sync()?;
+                file
+            }
+        };
         let media = MappedFile::from_file(file, self.access)?;
+        self.files.insert(base, media.shared_file());
         self.segments.insert(base, media);
         Ok(())
     }
@@ -204,17 +324,54 @@ impl Directory for FileDirectory {
     }
 
     fn remove(&mut self, base: u64) -> Result<(), FsError> {
-        // Unmap first: the pages must not be reachable once the name is gone.
-        self.segments.remove(&base);
+        // Readers holding the file keep reading what it held.
+        let media = self.segments.remove(&base);
+        self.files.remove(base);
         let Some(path) = self.segment_path(base) else {
             return Ok(());
         };
-        match fs::remove_file(&path) {
-            Ok(()) => self.sync(),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(FsError::io(FsOp::Remove, &e)),
+        if let Some(later) = &self.later {
+            // Unmapping, unlinking and syncing the folder wait for the owner's
+            // `Reclaim::run`, outside its lock.
+            later.push(path, media);
+            return Ok(());
         }
+        // Unmap first: the pages must not be reachable once the name is gone.
+        drop(media);
+        remove_segment_file(&path)
     }
+}
+
+/// Deletes a segment file and syncs its folder; a file already gone is fine.
+fn remove_segment_file(path: &Path) -> Result<(), FsError> {
+    match fs::remove_file(path) {
+        Ok(()) => path.parent().map_or(Ok(()), sync_dir),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(FsError::io(FsOp::Remove, &e)),
+    }
+}
+
+/// Makes a segment file `name` of `len` bytes in `dir`: under a temp name, preallocated
+/// and synced, then renamed into place (the caller syncs the folder). A failure leaves
+/// no half-made file behind (ENOSPC in fallocate, typically).
+fn make_segment_file(dir: &Path, name: &str, len: u64) -> Result<File, FsError> {
+    let path = dir.join(name);
+    let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temp)
+        .map_err(|e| FsError::io(FsOp::Create, &e))?;
+    let ready = allocate(&file, len)
+        .and_then(|()| rustix::fs::fdatasync(&file).map_err(|e| FsError::errno(FsOp::Flush, e)))
+        .and_then(|()| fs::rename(&temp, &path).map_err(|e| FsError::io(FsOp::Rename, &e)));
+    if let Err(error) = ready {
+        let _ = fs::remove_file(&temp);
+        return Err(error);
+    }
+    Ok(file)
 }
 
 /// The name of the segment at `base`: `base` in decimal, zero-padded to `digits`.

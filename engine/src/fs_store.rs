@@ -17,15 +17,20 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tern_engine::Error;
 use tern_engine::error::Corruption;
 use tern_engine::store::{OpenReport, QueueSlot, QueueTable, Store, StoreConfig};
 
-use crate::directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS, segment_name};
+use crate::directory::{
+    FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS, Reclaim, segment_name,
+};
 use crate::error::{FsError, FsOp, StoreError};
 use crate::layout::StoreLayout;
 use crate::mapped::MappedFile;
+use crate::prealloc::NextSegment;
+use crate::reader::SegmentFiles;
 use crate::store::{StoreDir, open_queue_dir};
 
 /// The engine's store over files: commit log and index folders, the queue table, and the
@@ -50,16 +55,28 @@ pub struct FsQueues {
     layout: StoreLayout,
     /// The open queues.
     topics: HashMap<String, HashMap<i32, QueueSlot<FileDirectory>>>,
+    /// Each open queue's segment files, for reading without the store's lock: taken from
+    /// the directory before the engine owns it.
+    files: HashMap<String, HashMap<i32, SegmentFiles>>,
+    /// Where every directory's removed segments wait for deletion.
+    reclaim: Reclaim,
 }
 
 impl FsQueues {
     /// An empty table for the store laid out as `layout`; queues on disk are opened by
     /// the engine through [`QueueTable::open_existing`].
-    pub fn new(layout: StoreLayout) -> Self {
+    pub fn new(layout: StoreLayout, reclaim: Reclaim) -> Self {
         FsQueues {
             layout,
             topics: HashMap::new(),
+            files: HashMap::new(),
+            reclaim,
         }
+    }
+
+    /// The segment files of queue (topic, queue id), if it is open (see [`SegmentFiles`]).
+    pub fn files_of(&self, topic: &str, queue_id: i32) -> Option<SegmentFiles> {
+        self.files.get(topic)?.get(&queue_id).cloned()
     }
 
     /// Number of open queues.
@@ -85,7 +102,7 @@ impl FsQueues {
 
     /// The folder of (topic, queue id), created if missing. The engine's error has no
     /// room for a path, so the path is logged here before it is lost.
-    fn dir_of(&self, topic: &str, queue_id: i32) -> Result<FileDirectory, EngineError> {
+    fn dir_of(&mut self, topic: &str, queue_id: i32) -> Result<FileDirectory, EngineError> {
         let Ok(id) = u32::try_from(queue_id) else {
             log::warn!("queue id {queue_id} of topic {topic:?} is negative: refused");
             return Err(Error::Media(FsError::new(
@@ -93,13 +110,19 @@ impl FsQueues {
                 ErrorKind::InvalidInput,
             )));
         };
-        open_queue_dir(&self.layout, topic, id).map_err(|e| {
+        let mut dir = open_queue_dir(&self.layout, topic, id).map_err(|e| {
             log::warn!("consume queue {topic}/{queue_id}: {e}");
             Error::Media(
                 e.fs_error()
                     .unwrap_or(FsError::new(FsOp::Create, ErrorKind::InvalidInput)),
             )
-        })
+        })?;
+        self.files
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, dir.files());
+        dir.remove_later(self.reclaim.clone());
+        Ok(dir)
     }
 }
 
@@ -179,6 +202,13 @@ pub struct FsStore {
     store: EngineStore,
     /// Lock and abort marker, released and removed by `close`.
     dir: StoreDir,
+    /// The commit log's segment files, for reading without the store's lock.
+    log_files: SegmentFiles,
+    /// The commit log's next segment, made ahead by the owner's task.
+    next_segment: Arc<NextSegment>,
+    /// Segments retention removed, deleted by [`FsStore::reclaim`] outside the owner's
+    /// lock.
+    reclaim: Reclaim,
 }
 
 impl FsStore {
@@ -192,10 +222,15 @@ impl FsStore {
     pub fn open(root: &Path, config: StoreConfig) -> Result<(Self, OpenReport), FsStoreError> {
         check_config(root, &config)?;
         let dir = StoreDir::open(root)?;
-        let log = dir.commitlog()?;
-        let index = dir.index()?;
+        let reclaim = Reclaim::default();
+        let mut log = dir.commitlog()?;
+        let log_files = log.files();
+        let next_segment = log.prepare_ahead();
+        log.remove_later(reclaim.clone());
+        let mut index = dir.index()?;
+        index.remove_later(reclaim.clone());
         let checkpoint = dir.checkpoint_media()?;
-        let queues = FsQueues::new(dir.layout().clone());
+        let queues = FsQueues::new(dir.layout().clone(), reclaim.clone());
         let crashed = dir.abort_existed();
         let opened = Store::open(
             config,
@@ -207,7 +242,16 @@ impl FsStore {
             &mut [0u8; NO_SCRATCH],
         );
         match opened {
-            Ok((store, report)) => Ok((FsStore { store, dir }, report)),
+            Ok((store, report)) => Ok((
+                FsStore {
+                    store,
+                    dir,
+                    log_files,
+                    next_segment,
+                    reclaim,
+                },
+                report,
+            )),
             Err(error) => Err(engine_error(dir.layout(), &config, "open", error)),
         }
     }
@@ -216,12 +260,24 @@ impl FsStore {
     /// checkpoint with the log's end (so the next open skips the scan), then removes the
     /// abort marker and releases the lock.
     pub fn close(self) -> Result<(), FsStoreError> {
-        let FsStore { store, dir } = self;
+        let FsStore {
+            store,
+            dir,
+            reclaim,
+            ..
+        } = self;
         let config = *store.config();
         match store.close(&mut [0u8; NO_SCRATCH]) {
             // The parts are unmapped here, before the abort marker goes.
             Ok(parts) => drop(parts),
             Err(error) => return Err(engine_error(dir.layout(), &config, "close", error)),
+        }
+        if let Err(e) = reclaim.run() {
+            // Whole older segments left behind are deleted by the next retention pass.
+            log::warn!(
+                "{}: deleting removed segments: {e}",
+                dir.layout().root().display()
+            );
         }
         Ok(dir.close()?)
     }
@@ -259,6 +315,42 @@ impl FsStore {
         Ok(files)
     }
 
+    /// The commit log's segment files, for reading published bytes without holding the
+    /// store (see [`SegmentFiles`]).
+    pub fn log_segment_files(&self) -> SegmentFiles {
+        self.log_files.clone()
+    }
+
+    /// Makes the commit-log segment at `base` ahead of need (blocking disk work: run it
+    /// on a task of its own, not under the store's lock); the log adopts it when it rolls
+    /// there. Does nothing when it is made already.
+    pub fn prepare_log_segment(
+        root: &Path,
+        next: &NextSegment,
+        (base, len): (u64, u64),
+        warm_bytes: u64,
+    ) -> Result<(), FsStoreError> {
+        let dir = StoreLayout::new(root).commitlog_dir();
+        let made = FileDirectory::prepare(&dir, OFFSET_NAME_DIGITS, next, (base, len), warm_bytes);
+        made.map_err(|e| {
+            FsStoreError::Dir(StoreError::io(
+                &dir.join(segment_name(base, OFFSET_NAME_DIGITS).unwrap_or_default()),
+                e,
+            ))
+        })
+    }
+
+    /// The segments removed (by `delete_before`) but not yet deleted: run it without
+    /// holding the store (see [`Reclaim`]). `close` runs it too.
+    pub fn reclaim(&self) -> Reclaim {
+        self.reclaim.clone()
+    }
+
+    /// The hand-off through which [`FsStore::prepare_log_segment`] offers segments.
+    pub fn next_log_segment(&self) -> Arc<NextSegment> {
+        self.next_segment.clone()
+    }
+
     /// The engine's store, for reads: `log()`, `queue(topic, id)`, `index()`.
     pub fn store(&self) -> &EngineStore {
         &self.store
@@ -269,6 +361,18 @@ impl FsStore {
     /// segments are mappings, read in place.
     pub fn store_mut(&mut self) -> &mut EngineStore {
         &mut self.store
+    }
+
+    /// Dispatches at most `max_records` of the records appended since the last dispatch
+    /// (one bounded reput pass), telling `on_record` about each.
+    pub fn dispatch_some(
+        &mut self,
+        max_records: u64,
+        on_record: &mut dyn FnMut(&tern_engine::dispatch::DispatchRecord<'_>),
+    ) -> Result<tern_engine::store::Dispatched, FsStoreError> {
+        self.store
+            .dispatch_some(&mut [0u8; NO_SCRATCH], max_records, on_record)
+            .map_err(|e| self.error("dispatch", e))
     }
 
     /// Dispatches every record appended since the last dispatch to its queue and the
@@ -404,6 +508,9 @@ impl fmt::Display for FsStoreError {
                     Error::TooLarge => f.write_str("larger than a commit-log segment"),
                     Error::OutOfRange => f.write_str("offset out of range"),
                     Error::TableFull => f.write_str("a fixed-size table is full"),
+                    Error::FlushFailed => {
+                        f.write_str("a flush failed earlier; refusing until restart")
+                    }
                     Error::Corrupt(c) => write_corruption(f, c),
                 }
             }

@@ -12,6 +12,10 @@
 //! - [`StoreDir`] (`store`): an opened store directory: lock, abort marker, checkpoint;
 //! - [`FsStore`] (`fs_store`): the engine's `Store` on all of the above, as the broker
 //!   opens it;
+//! - [`SegmentFiles`] (`reader`): a directory's segment files, shared, so published
+//!   bytes can be read (`pread`) without the owner's lock;
+//! - [`NextSegment`] (`prealloc`): the commit log's next segment, made ahead of need by
+//!   a background task so no append creates a file;
 //! - [`meta`]: metadata files, postcard + CRC32, atomically replaced, with a `.bak`;
 //! - [`disk_usage`] (`disk`): free space for the broker's retention watermarks.
 //!
@@ -32,7 +36,10 @@ pub mod layout;
 pub mod lock;
 pub mod mapped;
 pub mod meta;
+pub mod prealloc;
+pub mod reader;
 pub mod store;
+pub mod sync;
 
 pub use directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS};
 pub use disk::{DiskUsage, disk_usage};
@@ -42,4 +49,6 @@ pub use layout::StoreLayout;
 pub use lock::StoreLock;
 pub use mapped::{Access, MappedFile};
 pub use meta::{MetaError, load, save};
+pub use prealloc::NextSegment;
+pub use reader::{ReadError, SegmentFiles};
 pub use store::{CHECKPOINT_LEN, StoreDir};

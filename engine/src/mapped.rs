@@ -21,6 +21,7 @@ use std::fs::File;
 use std::io::ErrorKind;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use memmap2::{Advice, MmapMut, MmapOptions};
 use tern_engine::media::Media;
@@ -55,8 +56,9 @@ impl Access {
 #[derive(Debug)]
 pub struct MappedFile {
     /// Kept open for fallocate, ftruncate and fdatasync, and so the mapping's file
-    /// stays the one we opened even if the name is replaced.
-    file: File,
+    /// stays the one we opened even if the name is replaced. Shared with readers that
+    /// `pread` published bytes without the owner's lock (`reader`).
+    file: Arc<File>,
     /// The whole file, `len` bytes.
     map: MmapMut,
     /// The file's size when mapped; the mapping's length.
@@ -84,7 +86,7 @@ impl MappedFile {
             .len();
         let map = map_file(&file, len, access)?;
         Ok(MappedFile {
-            file,
+            file: Arc::new(file),
             map,
             len,
             access,
@@ -94,6 +96,11 @@ impl MappedFile {
     /// The open file, for callers that need its metadata.
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// The open file, shared: for syncing or reading it without the owner's lock.
+    pub fn shared_file(&self) -> Arc<File> {
+        self.file.clone()
     }
 
     /// The mapped bytes, writable (the engine reaches them through

@@ -359,29 +359,9 @@ impl<D: Directory> CommitLog<D> {
         if offset >= self.write_pos && self.write_pos != 0 && offset != self.write_pos {
             return Err(Error::OutOfRange);
         }
-        let base = self.segs.base_of(offset);
-        let remaining = base + self.segs.size() - offset;
-        if remaining < BLANK_RESERVE {
-            return Ok(Slot::Skip(base + self.segs.size()));
-        }
-        let mut head = [0u8; 8];
-        self.segs.read(offset, &mut head)?;
-        let (size, magic) = (
-            i32::from_be_bytes([head[0], head[1], head[2], head[3]]),
-            u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
-        );
-        match magic {
-            MAGIC_BLANK if size as u64 == remaining => Ok(Slot::Skip(base + self.segs.size())),
-            MAGIC_V1 | MAGIC_V2 if size > 0 && size as u64 <= remaining => {
-                Ok(Slot::Record(size as u32))
-            }
-            0 if size == 0 => Ok(Slot::End),
-            _ => Err(Corruption::Record {
-                offset,
-                error: RecordError::BadMagic(magic),
-            }
-            .into()),
-        }
+        slot_from_head(offset, self.segs.size(), |head| {
+            self.segs.read(offset, head)
+        })
     }
 
     /// Like [`CommitLog::slot_at`], and a record found is fully verified: layout, position
@@ -530,6 +510,40 @@ impl<D: Directory> CommitLog<D> {
     /// Gives the directory back (the process "stops" without flushing, as a crash would).
     pub fn into_dir(self) -> D {
         self.segs.into_dir()
+    }
+}
+
+/// What is at `offset` of a log of `segment_size`-byte segments, given a way to read the
+/// 8-byte head there: a record, the blank tail of a segment, or nothing yet. The one
+/// reading of a head, shared by [`CommitLog::slot_at`] and readers that copy published
+/// bytes without holding the log.
+pub fn slot_from_head<E>(
+    offset: u64,
+    segment_size: u64,
+    read_head: impl FnOnce(&mut [u8; 8]) -> Result<(), Error<E>>,
+) -> Result<Slot, Error<E>> {
+    let base = offset - offset % segment_size;
+    let remaining = base + segment_size - offset;
+    if remaining < BLANK_RESERVE {
+        return Ok(Slot::Skip(base + segment_size));
+    }
+    let mut head = [0u8; 8];
+    read_head(&mut head)?;
+    let (size, magic) = (
+        i32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+        u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+    );
+    match magic {
+        MAGIC_BLANK if size as u64 == remaining => Ok(Slot::Skip(base + segment_size)),
+        MAGIC_V1 | MAGIC_V2 if size > 0 && size as u64 <= remaining => {
+            Ok(Slot::Record(size as u32))
+        }
+        0 if size == 0 => Ok(Slot::End),
+        _ => Err(Corruption::Record {
+            offset,
+            error: RecordError::BadMagic(magic),
+        }
+        .into()),
     }
 }
 

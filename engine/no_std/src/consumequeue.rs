@@ -48,6 +48,12 @@ impl Entry {
         })
     }
 
+    /// Decodes an entry's stored bytes read outside the queue (by a reader that does not
+    /// hold the queue's owner); `None` for an unwritten or filler entry.
+    pub fn from_bytes(raw: &[u8; ENTRY_SIZE as usize]) -> Option<Self> {
+        Self::decode(&CqEntry::read_from_bytes(raw).ok()?)
+    }
+
     fn end(&self) -> u64 {
         self.physical_offset + u64::from(self.size)
     }

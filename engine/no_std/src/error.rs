@@ -18,6 +18,9 @@ pub enum Error<E> {
     Corrupt(Corruption),
     /// A fixed-capacity table of the caller or of the engine is full.
     TableFull,
+    /// A flush failed before: what it covered may not be on the media; refused until the
+    /// store is reopened (recovery re-verifies the tail).
+    FlushFailed,
 }
 
 /// Which invariant stored bytes broke.

@@ -27,6 +27,11 @@ pub const DEFAULT_ENTRIES: u32 = 20_000_000;
 /// Most offsets one query returns (RocketMQ's `maxMsgsNumBatch`).
 pub const MAX_QUERY_RESULTS: usize = 64;
 
+/// Most index entries one query visits, over all files: about 2 ms of cached reads, so
+/// a query by a hot key bounds how long it holds its caller (RocketMQ walks up to every
+/// entry of a file).
+pub const MAX_QUERY_HOPS: u32 = 20_000;
+
 /// Geometry of the index files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexConfig {
@@ -458,8 +463,11 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         let max = max.min(MAX_QUERY_RESULTS);
         let hash = index_key_hash(&[topic, "#", key]);
         let mut found = 0;
+        // Hops over every file: a chain only ends at an older time, so a query whose range
+        // lies in the past, on a hot slot, would otherwise walk millions of entries.
+        let mut total_hops = 0u32;
         for (i, &base) in self.files.iter().enumerate().rev() {
-            if found >= max {
+            if found >= max || total_hops >= MAX_QUERY_HOPS {
                 break;
             }
             let h = if i + 1 == self.files.len() {
@@ -474,7 +482,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             let mut n = self.slot(base, hash)?;
             // Every hop goes to a strictly older entry: at most `count` hops.
             let mut hops = 0;
-            while n > 0 && n < count && hops < count && found < max {
+            while n > 0 && n < count && hops < count && found < max && total_hops < MAX_QUERY_HOPS {
                 let e = self.entry(base, n)?;
                 let t = h
                     .begin_timestamp
@@ -493,6 +501,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
                 }
                 n = prev;
                 hops += 1;
+                total_hops += 1;
             }
         }
         Ok(found)

@@ -156,6 +156,34 @@ where
     dispatched: u64,
     /// Store time of the newest record dispatched.
     last_dispatched_timestamp: i64,
+    /// A flush failed: writes and checkpoints are refused until reopened.
+    failed: bool,
+}
+
+/// What one bounded dispatch pass did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Records dispatched.
+    pub count: u64,
+    /// Records remain below the log's end.
+    pub more: bool,
+}
+
+/// Which structure a checkpoint region belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The commit log.
+    Log,
+    /// A consume queue.
+    Queue,
+    /// The index.
+    Index,
+}
+
+/// What a checkpoint begun may claim when it finishes.
+#[derive(Debug)]
+pub struct CheckpointPlan {
+    _private: (),
 }
 
 type Res<T, E> = Result<T, Error<E>>;
@@ -226,6 +254,7 @@ where
             checkpoint_media,
             dispatched,
             last_dispatched_timestamp: checkpoint.map_or(0, |c| c.logics_timestamp),
+            failed: false,
         };
         report.redispatched = store.dispatch(scratch, &mut |_| {})?;
         store.write_checkpoint(None)?;
@@ -377,6 +406,43 @@ where
             count += 1;
         }
         Ok(count)
+    }
+
+    /// Dispatches at most `max_records` records (placeholder over `dispatch`).
+    pub fn dispatch_some(
+        &mut self,
+        scratch: &mut [u8],
+        _max_records: u64,
+        on_record: &mut dyn FnMut(&DispatchRecord<'_>),
+    ) -> Res<Dispatched, L::Error> {
+        let count = self.dispatch(scratch, on_record)?;
+        Ok(Dispatched { count, more: false })
+    }
+
+    /// Marks the store failed (placeholder).
+    pub fn mark_failed(&mut self) {
+        self.failed = true;
+    }
+
+    /// Whether a flush failed.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Placeholder: names nothing; finish does the whole checkpoint.
+    pub fn checkpoint_begin(
+        &mut self,
+        _region: &mut dyn FnMut(Part, &L::Media, core::ops::Range<u64>),
+    ) -> Res<CheckpointPlan, L::Error> {
+        if self.failed {
+            return Err(Error::FlushFailed);
+        }
+        Ok(CheckpointPlan { _private: () })
+    }
+
+    /// Placeholder: the one-phase checkpoint.
+    pub fn checkpoint_finish(&mut self, _plan: CheckpointPlan) -> Res<(), L::Error> {
+        self.checkpoint()
     }
 
     /// Makes every appended record durable (the flush service; group commit). Returns

@@ -88,6 +88,38 @@ impl BrokerCtx {
         self.register_now.notify(1);
     }
 
+    /// Appends one message: the one way processors, send-backs and transaction commits
+    /// store a message. One asking for a delay level goes to the schedule topic instead
+    /// (RocketMQ does this in its store), so each of them gets delays.
+    pub fn put(
+        &self,
+        msg: &tern_engine::record::MessageIn<'_>,
+    ) -> Result<tern_engine::store::Stored, store::PutError> {
+        let scheduled = schedule::to_schedule(msg, &self.config.delay_levels)
+            .map_err(store::PutError::Illegal)?;
+        let msg = &scheduled.as_ref().map_or(*msg, |s| s.message(msg));
+        self.store.put(msg)
+    }
+
+    /// Appends a batch to one queue. RocketMQ refuses delayed messages in a batch (one
+    /// batch, one queue).
+    pub fn put_batch(
+        &self,
+        msgs: &[tern_engine::record::MessageIn<'_>],
+    ) -> Result<Vec<tern_engine::store::Stored>, store::PutError> {
+        for m in msgs {
+            if schedule::message::wanted_level(m)
+                .map_err(store::PutError::Illegal)?
+                .is_some()
+            {
+                return Err(store::PutError::Illegal(
+                    "delayed messages cannot be sent in a batch".into(),
+                ));
+            }
+        }
+        self.store.put_batch(msgs)
+    }
+
     /// Waits until a stored record ending at `end` is as safe as the policy promises
     /// before a send is answered: on disk for SYNC_FLUSH, then on a slave for
     /// SYNC_MASTER (both bounded by `syncFlushTimeout`).
@@ -272,6 +304,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     let sd = ctx.shutdown.clone();
     tasks.push(runtime::spawn(ctx.store.clone().run_flush(sd.clone())));
     tasks.push(runtime::spawn(ctx.store.clone().run_warm(sd.clone())));
+    tasks.push(runtime::spawn(ctx.store.clone().run_prepare(sd.clone())));
     let holds_ctx = ctx.clone();
     tasks.push(runtime::spawn(ctx.store.clone().run_reput(
         sd.clone(),

@@ -64,13 +64,12 @@ pub fn check_once(ctx: &BrokerCtx) {
         }
     }
     let Some(cut) = cut else { return };
-    let mut s = ctx.store.lock();
-    match s.store_mut().delete_before(cut) {
+    match ctx.store.delete_log_before(cut) {
         Ok(0) => {}
         Ok(n) => log::info!(
             "retention deleted {n} commit-log segment(s) before offset {cut} (disk {used}% used)"
         ),
-        Err(e) => log::error!("retention: {}", s.error("delete", e)),
+        Err(e) => log::error!("retention: {e}"),
     }
 }
 

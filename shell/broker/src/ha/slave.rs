@@ -174,6 +174,7 @@ async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, String> {
         }
         Err(PutError::Illegal(why)) => Err(format!("the master's log at {at} is refused: {why}")),
         Err(PutError::Store(e)) => Err(format!("storing the master's log at {at}: {e}")),
+        Err(PutError::Failed(why)) => Err(format!("the store failed: {why}")),
     }
 }
 

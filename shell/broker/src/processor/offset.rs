@@ -87,26 +87,17 @@ pub fn search_by_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand
         .boundary_type
         .as_deref()
         .is_some_and(|b| b.eq_ignore_ascii_case("UPPER"));
-    let s = ctx.store.lock();
-    let store = s.store();
-    let Some(q) = store.queue(&h.topic, h.queue_id) else {
-        return offset_response(req, 0);
-    };
-    let log = store.log();
+    let (min, _) = ctx.store.queue_bounds(&h.topic, h.queue_id);
+    let store = &ctx.store;
     let found = if upper {
-        q.offset_at_time(log, h.timestamp.saturating_add(1))
-            .map(|o| o.saturating_sub(1).max(q.min_offset()))
+        store
+            .offset_at_time(&h.topic, h.queue_id, h.timestamp.saturating_add(1))
+            .saturating_sub(1)
+            .max(min)
     } else {
-        q.offset_at_time(log, h.timestamp)
+        store.offset_at_time(&h.topic, h.queue_id, h.timestamp)
     };
-    match found {
-        Ok(o) => offset_response(req, o as i64),
-        Err(e) => RemotingCommand::error_response(
-            req,
-            ResponseCode::SystemError,
-            format!("search failed: {e:?}"),
-        ),
-    }
+    offset_response(req, found as i64)
 }
 
 /// GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message; -1 when the queue
@@ -117,12 +108,8 @@ pub fn earliest_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
-    let s = ctx.store.lock();
-    let store = s.store();
-    let ts = store
-        .queue(&h.topic, h.queue_id)
-        .and_then(|q| q.get(q.min_offset()).ok().flatten())
-        .and_then(|e| store.log().store_timestamp_at(e.physical_offset).ok());
+    let (min, _) = ctx.store.queue_bounds(&h.topic, h.queue_id);
+    let ts = ctx.store.store_time_of(&h.topic, h.queue_id, min);
     RemotingCommand::response_to(req, ResponseCode::Success).with_header(
         &GetEarliestMsgStoretimeResponseHeader {
             timestamp: ts.unwrap_or(-1),

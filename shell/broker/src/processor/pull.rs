@@ -211,6 +211,23 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     }
     let mut offset = h.queue_offset;
     let mut answer = read(ctx, &h, offset, &filter);
+    if matches!(
+        answer.code,
+        ResponseCode::PullNotFound | ResponseCode::PullOffsetMoved
+    ) {
+        // Read your writes: a message acknowledged before this pull may not be
+        // dispatched yet (reput runs beside appends). Wait for reput, never for a lock,
+        // and only when it is behind.
+        let end = ctx.store.log_end();
+        if ctx.store.dispatched_offset() < end
+            && ctx
+                .store
+                .await_dispatched(end, Duration::from_secs(1))
+                .await
+        {
+            answer = read(ctx, &h, offset, &filter);
+        }
+    }
     if answer.code == ResponseCode::PullNotFound && h.sys_flag & pull_sys_flag::SUSPEND != 0 {
         let hold = if ctx.config.long_polling {
             Duration::from_millis(h.suspend_timeout_millis.max(0) as u64).min(MAX_HOLD)

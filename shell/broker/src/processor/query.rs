@@ -30,27 +30,15 @@ pub fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
     } else {
         (h.max_num.max(1) as usize).min(MAX_QUERY)
     };
-    let s = ctx.store.lock();
-    let store = s.store();
-    let mut offsets = Vec::new();
-    let _ = store.index().query(
-        &h.topic,
-        &h.key,
-        max,
-        h.begin_timestamp,
-        h.end_timestamp,
-        &mut |o| offsets.push(o),
-    );
+    let offsets = ctx
+        .store
+        .query_index(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);
     let mut body = Vec::new();
-    let log = store.log();
     for off in offsets {
-        let Ok(tern_engine::commitlog::Slot::Record(size)) = log.slot_at(off) else {
+        let Ok(bytes) = ctx.store.record_at(off) else {
             continue;
         };
-        let Ok(Some(bytes)) = log.slice(off, size as usize) else {
-            continue;
-        };
-        let Ok(view) = tern_engine::record::RecordView::parse(bytes) else {
+        let Ok(view) = tern_engine::record::RecordView::parse(&bytes) else {
             continue;
         };
         let props = view.properties();
@@ -59,7 +47,7 @@ pub fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
                 || tern_engine::properties::get(props, "KEYS")
                     .is_some_and(|ks| ks.split(' ').any(|k| k == h.key)));
         if matches {
-            body.extend_from_slice(bytes);
+            body.extend_from_slice(&bytes);
         }
     }
     if body.is_empty() {
@@ -72,9 +60,10 @@ pub fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
             ),
         );
     }
+    let (index_last_update_timestamp, index_last_update_phyoffset) = ctx.store.index_end();
     let header = QueryMessageResponseHeader {
-        index_last_update_timestamp: store.index().end_timestamp(),
-        index_last_update_phyoffset: store.index().end_phy_offset(),
+        index_last_update_timestamp,
+        index_last_update_phyoffset,
     };
     RemotingCommand::response_to(req, ResponseCode::Success)
         .with_header(&header)
@@ -87,20 +76,9 @@ pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
-    let s = ctx.store.lock();
-    let log = s.store().log();
-    let off = h.offset.max(0) as u64;
-    let bytes = match log.slot_at(off) {
-        Ok(tern_engine::commitlog::Slot::Record(size)) => {
-            log.slice(off, size as usize).ok().flatten()
-        }
-        _ => None,
-    };
-    match bytes {
-        Some(b) if tern_engine::record::RecordView::parse(b).is_ok() => {
-            RemotingCommand::response_to(req, ResponseCode::Success).with_body(b.to_vec())
-        }
-        _ => RemotingCommand::error_response(
+    match ctx.store.record_at(h.offset.max(0) as u64) {
+        Ok(b) => RemotingCommand::response_to(req, ResponseCode::Success).with_body(b),
+        Err(_) => RemotingCommand::error_response(
             req,
             ResponseCode::SystemError,
             format!("can not find message by the offset, {}", h.offset),
@@ -111,20 +89,7 @@ pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
 /// GET_BROKER_RUNTIME_INFO: a KV table of counters, as RocketMQ's admin tools read it.
 pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let mut t = BTreeMap::new();
-    {
-        let s = ctx.store.lock();
-        let store = s.store();
-        let log = store.log();
-        t.insert("commitLogMinOffset".into(), log.min_offset().to_string());
-        t.insert("commitLogMaxOffset".into(), log.max_offset().to_string());
-        t.insert(
-            "dispatchBehindBytes".into(),
-            log.max_offset()
-                .saturating_sub(store.dispatched_offset())
-                .to_string(),
-        );
-        t.insert("flushedOffset".into(), log.flushed_offset().to_string());
-    }
+    ctx.store.runtime_stats(&mut t);
     t.insert(
         "brokerVersionDesc".into(),
         format!("Tern {}", env!("CARGO_PKG_VERSION")),
@@ -174,12 +139,8 @@ fn last_update(ctx: &BrokerCtx, topic: &str, queue_id: i32, max: u64) -> i64 {
     if max == 0 {
         return 0;
     }
-    let s = ctx.store.lock();
-    let store = s.store();
-    store
-        .queue(topic, queue_id)
-        .and_then(|q| q.get(max - 1).ok().flatten())
-        .and_then(|e| store.log().store_timestamp_at(e.physical_offset).ok())
+    ctx.store
+        .store_time_of(topic, queue_id, max - 1)
         .unwrap_or(0)
 }
 

@@ -218,8 +218,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         body: &req.body,
         properties: &props,
     };
-    let store = ctx.store.clone();
-    let stored = match store.put(&msg) {
+    let stored = match ctx.put(&msg) {
         Ok(s) => s,
         Err(e) => return put_error(req, e),
     };
@@ -243,7 +242,9 @@ fn respond(
     durability: Durability,
     header: &SendMessageResponseHeader,
 ) -> RemotingCommand {
-    RemotingCommand::response_to(req, durability.code()).with_header(header)
+    let mut resp = RemotingCommand::response_to(req, durability.code()).with_header(header);
+    resp.remark = durability.remark();
+    resp
 }
 
 fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
@@ -260,6 +261,13 @@ fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
              whose uplink is down); writes resume as it drains",
         ),
         PutError::Illegal(why) => illegal(req, format!("message cannot be stored: {why}")),
+        PutError::Failed(why) => RemotingCommand::error_response(
+            req,
+            ResponseCode::ServiceNotAvailable,
+            format!(
+                "service not available now: the store failed ({why}); writes are refused until the broker is restarted"
+            ),
+        ),
         PutError::ShuttingDown => RemotingCommand::error_response(
             req,
             ResponseCode::ServiceNotAvailable,
@@ -328,7 +336,7 @@ async fn send_batch(
             properties: p,
         })
         .collect();
-    let stored: Vec<Stored> = match ctx.store.put_batch(&msgs) {
+    let stored: Vec<Stored> = match ctx.put_batch(&msgs) {
         Ok(s) => s,
         Err(e) => return put_error(req, e),
     };
@@ -364,21 +372,7 @@ pub async fn send_back(
             format!("subscription group not exist, {}", h.group),
         );
     };
-    // Copy the original out of the log before appending (the lock is not held across).
-    let original = {
-        let s = ctx.store.lock();
-        let log = s.store().log();
-        let off = h.offset.max(0) as u64;
-        match log.slot_at(off) {
-            Ok(tern_engine::commitlog::Slot::Record(size)) => log
-                .slice(off, size as usize)
-                .ok()
-                .flatten()
-                .map(<[u8]>::to_vec),
-            _ => None,
-        }
-    };
-    let Some(original) = original else {
+    let Ok(original) = ctx.store.record_at(h.offset.max(0) as u64) else {
         return RemotingCommand::error_response(
             req,
             ResponseCode::SystemError,
@@ -450,7 +444,7 @@ pub async fn send_back(
         body: view.body(),
         properties: &props,
     };
-    match ctx.store.put(&msg) {
+    match ctx.put(&msg) {
         Ok(s) => {
             // Stored is enough for a send-back (RocketMQ answers success on timeouts).
             let _ = ctx.await_stored(s.at.offset + u64::from(s.at.size)).await;

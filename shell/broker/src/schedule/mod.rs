@@ -183,11 +183,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             }
         }
         if Instant::now() >= next_save {
-            let (end, flushed) = {
-                let s = ctx.store.lock();
-                let log = s.store().log();
-                (log.max_offset(), log.flushed_offset())
-            };
+            let (end, flushed) = (ctx.store.log_end(), ctx.store.durable_end());
             svc.offsets.save_when_durable(end, flushed);
             next_save = Instant::now() + SAVE_INTERVAL;
         }
@@ -311,27 +307,23 @@ fn advance(ctx: &BrokerCtx, c: &mut Cursor) {
 
 /// Reads the level's first undelivered entry and, when due, a copy of its record.
 fn head(ctx: &BrokerCtx, c: &mut Cursor, now: i64, delay: i64) -> Head {
-    let s = ctx.store.lock();
-    let store = s.store();
-    let Some(queue) = store.queue(SCHEDULE_TOPIC, c.level - 1) else {
-        return Head::CaughtUp;
-    };
-    if c.offset < queue.min_offset() {
+    let (min, max) = ctx.store.queue_bounds(SCHEDULE_TOPIC, c.level - 1);
+    if c.offset < min {
         log::warn!(
             "delay level {}: entries {}..{} were deleted before delivery",
             c.level,
             c.offset,
-            queue.min_offset()
+            min
         );
-        c.offset = queue.min_offset();
+        c.offset = min;
         ctx.schedule.offsets.set(c.level, c.offset as i64);
     }
-    let entry = match queue.get(c.offset) {
+    let entry = match ctx.store.queue_entry(SCHEDULE_TOPIC, c.level - 1, c.offset) {
         Ok(Some(e)) => e,
-        Ok(None) if c.offset >= queue.max_offset() => return Head::CaughtUp,
+        Ok(None) if c.offset >= max => return Head::CaughtUp,
         Ok(None) => return Head::Skip,
         Err(e) => {
-            log::error!("delay level {}: reading entry {}: {e:?}", c.level, c.offset);
+            log::error!("delay level {}: {e}", c.level);
             return Head::Retry;
         }
     };
@@ -339,11 +331,8 @@ fn head(ctx: &BrokerCtx, c: &mut Cursor, now: i64, delay: i64) -> Head {
     if due > now {
         return Head::NotDue(due);
     }
-    match store
-        .log()
-        .slice(entry.physical_offset, entry.size as usize)
-    {
-        Ok(Some(bytes)) => Head::Due(bytes.to_vec()),
+    match ctx.store.record_of(entry) {
+        Some(bytes) => Head::Due(bytes),
         // Below the log's start: retention deleted it.
         _ => {
             log::warn!(

@@ -1,36 +1,48 @@
-//! The store service: the engine on files behind one lock, with the tasks that follow it.
+//! The store service: the engine on files, with the tasks that follow it.
+//!
+//! One lock, the append lock, guards the engine's writers: appends, dispatch (reput), and
+//! the bookkeeping of flushes and checkpoints. Nothing else takes it, and it is private to
+//! this module, so the rule is the compiler's: readers go through [`read`], which copies
+//! published bytes from the segment files without it.
 //!
 //! - appends run on the request's task, under the lock, and return where the record went;
-//! - the reput task dispatches new records to consume queues and the index, then wakes
-//!   pulls held on those queues;
+//!   the next commit-log segment is made ahead by a task of its own ([`tasks`]), so an
+//!   append only switches mappings;
+//! - the reput task dispatches new records to consume queues and the index in bounded
+//!   batches, publishes the queues' new bounds, then wakes pulls held on those queues;
 //! - the flush task makes the log durable: periodically for ASYNC_FLUSH, and for
 //!   SYNC_FLUSH as soon as a sender waits, with one fdatasync serving every waiter below
-//!   the new watermark (group commit);
+//!   the new watermark (group commit), run outside the lock;
 //! - the checkpoint task flushes queues and index and records how far recovery can trust
 //!   them.
 //!
-//! The lock is a plain mutex held only for memory work or one flush; nothing awaits while
-//! holding it. Blocking work (flushes) runs on the blocking pool.
+//! A failed flush fails the store ([`StoreService::fail`]): Linux reports a write-back
+//! error once, so a retry would "succeed" for data that never reached the disk. From then
+//! on every sender that waits for durability gets an error, writes are refused, and only
+//! a restart (whose recovery re-verifies the tail) brings the store back.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 
 use event_listener::{Event, EventListener};
-use tern_engine::consumequeue::Entry;
-use tern_engine::delay::DelayLevels;
 use tern_engine::index::IndexConfig;
 use tern_engine::record::MessageIn;
 use tern_engine::store::{StoreConfig, Stored};
 use tern_engine_fs::fs_store::{FsStore, FsStoreError};
+use tern_engine_fs::{NextSegment, SegmentFiles};
 use tern_shell::runtime;
 
 use crate::config::{BrokerConfig, FlushDiskType};
 
 mod raw_log;
+mod read;
+mod tasks;
 
 pub use raw_log::LogRecord;
+use read::{QueueView, QueueViews};
 
 /// Most bytes one pull answer carries (RocketMQ's `maxTransferBytesOnMessageInMemory`).
 pub const MAX_PULL_BYTES: usize = 256 * 1024;
@@ -56,6 +68,8 @@ pub enum PutError {
     ShuttingDown,
     /// The store failed.
     Store(FsStoreError),
+    /// A flush failed earlier: the store refuses writes until the broker restarts.
+    Failed(Arc<str>),
 }
 
 /// How a flush wait ended.
@@ -69,17 +83,32 @@ pub enum Durability {
     SlaveTimeout,
     /// Stored, but no slave is connected or in sync (SYNC_MASTER).
     SlaveNotAvailable,
+    /// A flush failed: the record may not be on disk, and never will be by this run.
+    Failed(Arc<str>),
 }
 
 impl Durability {
     /// The send response code RocketMQ answers with: the message is stored in every case.
-    pub fn code(self) -> tern_shell::ResponseCode {
+    pub fn code(&self) -> tern_shell::ResponseCode {
         use tern_shell::ResponseCode;
         match self {
             Durability::Durable => ResponseCode::Success,
             Durability::FlushTimeout => ResponseCode::FlushDiskTimeout,
             Durability::SlaveTimeout => ResponseCode::FlushSlaveTimeout,
             Durability::SlaveNotAvailable => ResponseCode::SlaveNotAvailable,
+            // Not FLUSH_DISK_TIMEOUT, which clients take as "stored, flush pending": this
+            // flush will never happen. An error makes the client retry elsewhere.
+            Durability::Failed(_) => ResponseCode::SystemError,
+        }
+    }
+
+    /// The remark for an answer that is not SUCCESS.
+    pub fn remark(&self) -> Option<String> {
+        match self {
+            Durability::Failed(why) => Some(format!(
+                "the message may not be on disk: {why}; the broker refuses writes until it is restarted"
+            )),
+            _ => None,
         }
     }
 }
@@ -107,21 +136,41 @@ pub struct Pulled {
 /// The store and its watermarks, shared by processors and tasks.
 #[derive(Debug)]
 pub struct StoreService {
+    /// The append lock (see the module docs). Private: only this module's named
+    /// operations take it.
     store: Mutex<FsStore>,
+    /// The store's root folder.
+    root: PathBuf,
+    /// The engine's geometry.
+    geometry: StoreConfig,
+    /// The commit log's segment files, for lock-free reads.
+    log_files: SegmentFiles,
+    /// The next commit-log segment, made ahead of the log by [`Self::run_prepare`].
+    next_segment: Arc<NextSegment>,
+    /// Each consume queue's files and published bounds, for lock-free reads.
+    views: QueueViews,
+    /// Segments retention removed, deleted after the lock is released.
+    reclaim: tern_engine_fs::directory::Reclaim,
     flush_type: FlushDiskType,
     sync_flush_timeout: Duration,
     flush_interval: Duration,
     /// Everything below is durable.
     flushed: AtomicU64,
-    /// Log end as of the last append.
+    /// Log end as of the last append: everything below is published to readers.
     written: AtomicU64,
+    /// Oldest log offset held (retention moves it).
+    log_min: AtomicU64,
+    /// Log offset up to which records are in queues and index.
+    dispatched: AtomicU64,
     /// Wakes the flush task (a sync sender is waiting).
     flush_wanted: Event,
     /// Signalled after each flush.
     flush_done: Event,
     /// Wakes the reput task (something was appended).
     appended: Event,
-    /// Wakes the warm task: the log end passed `warm_below`.
+    /// Signalled after each reput pass.
+    dispatch_done: Event,
+    /// Wakes the warm and prepare tasks: the log end passed `warm_below`, or rolled.
     warm_wanted: Event,
     /// Log offset past which the warm task should top up the cached pages ahead.
     warm_below: AtomicU64,
@@ -132,10 +181,12 @@ pub struct StoreService {
     write_limit: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
+    /// Set once a flush failed: why. Never cleared; a restart recovers.
+    failed: OnceLock<Arc<str>>,
     /// Records appended since start (runtime info).
     pub put_count: AtomicU64,
-    /// Delay levels: messages asking for one are stored in the schedule topic.
-    delay_levels: DelayLevels,
+    /// Reput passes that failed since start (runtime info: `reputErrors`).
+    reput_errors: AtomicU64,
 }
 
 impl StoreService {
@@ -164,32 +215,76 @@ impl StoreService {
             store.store().log().max_offset(),
             report.redispatched,
         );
-        let end = store.store().log().max_offset();
+        let log = store.store().log();
+        let (end, min) = (log.max_offset(), log.min_offset());
+        let dispatched = store.store().dispatched_offset();
+        let views = QueueViews::default();
+        for (topic, queue_id) in store.store().queues().keys() {
+            if let (Some(q), Some(files)) = (
+                store.store().queue(&topic, queue_id),
+                store.store().queues().files_of(&topic, queue_id),
+            ) {
+                views.insert(
+                    &topic,
+                    queue_id,
+                    QueueView::new(files, q.min_offset(), q.max_offset()),
+                );
+            }
+        }
         Ok(Arc::new(Self {
+            root: config.store_root.clone(),
+            geometry,
+            log_files: store.log_segment_files(),
+            next_segment: store.next_log_segment(),
+            reclaim: store.reclaim(),
             store: Mutex::new(store),
+            views,
             flush_type: config.flush_disk_type,
             sync_flush_timeout: config.sync_flush_timeout,
             flush_interval: config.flush_interval,
             flushed: AtomicU64::new(end),
             written: AtomicU64::new(end),
+            log_min: AtomicU64::new(min),
+            dispatched: AtomicU64::new(dispatched),
             flush_wanted: Event::new(),
             flush_done: Event::new(),
             appended: Event::new(),
+            dispatch_done: Event::new(),
             warm_wanted: Event::new(),
             warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
             write_limit: AtomicU64::new(u64::MAX),
             sealed: AtomicBool::new(false),
+            failed: OnceLock::new(),
             put_count: AtomicU64::new(0),
-            delay_levels: config.delay_levels,
+            reput_errors: AtomicU64::new(0),
         }))
     }
 
-    /// The store, locked. Hold it only for memory work.
-    pub fn lock(&self) -> MutexGuard<'_, FsStore> {
+    /// The store, locked: appends, dispatch and flush bookkeeping only. A hold longer than
+    /// [`SLOW_HOLD`] is logged with what held it.
+    fn lock(&self) -> MutexGuard<'_, FsStore> {
         // A panic while holding the lock leaves the store as the engine left it; the
         // engine's state is consistent between calls, so keep serving.
         self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Fails the store: logs `why` (the first time only), refuses every later write and
+    /// answers every sender waiting for durability with an error.
+    pub fn fail(&self, why: String) {
+        if self.failed.set(Arc::from(why.as_str())).is_ok() {
+            log::error!(
+                "{why}: the store is failed: writes are refused and SYNC_FLUSH senders get \
+                 errors until the broker is restarted (recovery re-verifies the log's tail)"
+            );
+            self.lock().store_mut().mark_failed();
+        }
+        self.flush_done.notify(usize::MAX);
+    }
+
+    /// Why the store failed, if it did.
+    pub fn failure(&self) -> Option<Arc<str>> {
+        self.failed.get().cloned()
     }
 
     /// Refuses or accepts writes (the retention task watches the disk).
@@ -221,7 +316,9 @@ impl StoreService {
     }
 
     fn check_put(&self) -> Result<(), PutError> {
-        if self.disk_full() {
+        if let Some(why) = self.failure() {
+            Err(PutError::Failed(why))
+        } else if self.disk_full() {
             Err(PutError::DiskFull)
         } else if self.written.load(Ordering::Acquire) >= self.write_limit.load(Ordering::Acquire) {
             Err(PutError::OverBudget)
@@ -230,76 +327,62 @@ impl StoreService {
         }
     }
 
-    fn map_err(store: &FsStore, e: tern_engine_fs::fs_store::EngineError) -> PutError {
+    fn map_err(&self, store: &FsStore, e: tern_engine_fs::fs_store::EngineError) -> PutError {
         match e {
             tern_engine::Error::TooLarge | tern_engine::Error::Record(_) => {
                 PutError::Illegal(format!("{e:?}"))
             }
             tern_engine::Error::Media(m) if m.is_no_space() => PutError::DiskFull,
+            tern_engine::Error::FlushFailed => PutError::Failed(
+                self.failure()
+                    .unwrap_or_else(|| Arc::from("a flush failed earlier")),
+            ),
             e => PutError::Store(store.error("put", e)),
         }
     }
 
-    /// Appends one message; returns where it went. Durability is awaited separately.
-    ///
-    /// A message with a delay level goes to the schedule topic instead, here rather than
-    /// in each processor (as RocketMQ does it in its store), so sends, send-backs and
-    /// transaction commits all get it.
-    pub fn put(&self, msg: &MessageIn<'_>) -> Result<Stored, PutError> {
+    /// Runs `write` under the append lock, unless the store is sealed, then publishes the
+    /// new log end and wakes the tasks that follow it.
+    fn append<T>(
+        &self,
+        records: u64,
+        write: impl FnOnce(&mut FsStore) -> Result<T, tern_engine_fs::fs_store::EngineError>,
+    ) -> Result<T, PutError> {
         self.check_put()?;
-        let scheduled =
-            crate::schedule::to_schedule(msg, &self.delay_levels).map_err(PutError::Illegal)?;
-        let msg = &scheduled.as_ref().map_or(*msg, |s| s.message(msg));
-        let stored = {
+        let out = {
             let mut s = self.lock();
             // Checked under the lock `close` seals with: a put racing shutdown either
             // lands before the seal (and is covered by it) or is refused.
             if self.sealed.load(Ordering::Acquire) {
                 return Err(PutError::ShuttingDown);
             }
-            let r = s.store_mut().put(msg, now_ms());
-            let r = r.map_err(|e| Self::map_err(&s, e))?;
+            let held = Instant::now();
+            let r = write(&mut s).map_err(|e| self.map_err(&s, e))?;
+            // Release: a reader that sees the new end sees the bytes below it.
             self.written
                 .store(s.store().log().max_offset(), Ordering::Release);
+            note_slow_hold("append", held);
             r
         };
-        self.put_count.fetch_add(1, Ordering::Relaxed);
+        self.put_count.fetch_add(records, Ordering::Relaxed);
         self.appended.notify(usize::MAX);
         self.wake_warmer();
-        Ok(stored)
+        Ok(out)
+    }
+
+    /// Appends one message as it is; returns where it went. Durability is awaited
+    /// separately. (Delay levels are the caller's: `BrokerCtx::put`.)
+    pub fn put(&self, msg: &MessageIn<'_>) -> Result<Stored, PutError> {
+        self.append(1, |s| s.store_mut().put(msg, now_ms()))
     }
 
     /// Appends a batch to one queue; returns where each record went.
     pub fn put_batch(&self, msgs: &[MessageIn<'_>]) -> Result<Vec<Stored>, PutError> {
-        self.check_put()?;
-        // RocketMQ refuses delayed messages in a batch (one batch, one queue).
-        for m in msgs {
-            if crate::schedule::message::wanted_level(m)
-                .map_err(PutError::Illegal)?
-                .is_some()
-            {
-                return Err(PutError::Illegal(
-                    "delayed messages cannot be sent in a batch".into(),
-                ));
-            }
-        }
         let mut out = Vec::with_capacity(msgs.len());
-        {
-            let mut s = self.lock();
-            if self.sealed.load(Ordering::Acquire) {
-                return Err(PutError::ShuttingDown);
-            }
-            let r = s
-                .store_mut()
-                .put_batch(msgs, now_ms(), &mut |st| out.push(st));
-            r.map_err(|e| Self::map_err(&s, e))?;
-            self.written
-                .store(s.store().log().max_offset(), Ordering::Release);
-        }
-        self.put_count
-            .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-        self.appended.notify(usize::MAX);
-        self.wake_warmer();
+        self.append(msgs.len() as u64, |s| {
+            s.store_mut()
+                .put_batch(msgs, now_ms(), &mut |st| out.push(st))
+        })?;
         Ok(out)
     }
 
@@ -311,13 +394,20 @@ impl StoreService {
         let deadline = Instant::now() + self.sync_flush_timeout;
         loop {
             let listener = self.flush_done.listen();
+            // Checked before the watermark: what a failed flush covered is never called
+            // durable, even if a later flush moved the watermark.
+            if let Some(why) = self.failure() {
+                return Durability::Failed(why);
+            }
             if self.flushed.load(Ordering::Acquire) >= end {
                 return Durability::Durable;
             }
             self.flush_wanted.notify(1);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
-                return if self.flushed.load(Ordering::Acquire) >= end {
+                return if let Some(why) = self.failure() {
+                    Durability::Failed(why)
+                } else if self.flushed.load(Ordering::Acquire) >= end {
                     Durability::Durable
                 } else {
                     Durability::FlushTimeout
@@ -326,281 +416,117 @@ impl StoreService {
         }
     }
 
-    /// Flushes the log once and wakes waiters. The store lock is held only to read the
-    /// range and to record the result: the fdatasync itself runs on the blocking pool
-    /// while appends go on, and the next flush covers what they added (group commit).
-    async fn flush_once(self: &Arc<Self>) {
-        if self.flushed.load(Ordering::Acquire) >= self.written.load(Ordering::Acquire) {
-            return;
-        }
-        let me = Arc::clone(self);
-        let result = async_std::task::spawn_blocking(move || {
-            let (to, files) = {
-                let s = me.lock();
-                let (from, to) = s.store().log().unflushed();
-                (to, s.log_files(from, to).map_err(|e| e.to_string())?)
-            };
-            for (_, f) in &files {
-                rustix::fs::fdatasync(f)
-                    .map_err(|e| format!("fdatasync of the commit log: {e}"))?;
-            }
-            let mut s = me.lock();
-            s.store_mut().log_mut().mark_flushed(to);
-            Ok::<u64, String>(s.store().log().flushed_offset())
-        })
-        .await;
-        match result {
-            Ok(flushed) => {
-                self.flushed.fetch_max(flushed, Ordering::AcqRel);
-            }
-            Err(e) => log::error!("flush failed: {e}"),
-        }
-        self.flush_done.notify(usize::MAX);
-    }
-
-    /// The flush task: until `shutdown`, flush when asked (sync) or every interval.
-    pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
-        // The listener for the next round is registered before each flush starts: a
-        // sender that asks while a flush runs must not be lost (event-listener drops a
-        // notification nobody listens to), or it would wait out the whole timer.
-        let mut wanted = self.flush_wanted.listen();
-        while !shutdown.is_triggered() {
-            let wait = match self.flush_type {
-                FlushDiskType::Sync => Duration::from_millis(10),
-                FlushDiskType::Async => self.flush_interval,
-            };
-            let _ = runtime::race(
-                async { runtime::timeout(wait, &mut wanted).await.ok() },
-                async {
-                    shutdown.wait().await;
-                    None
-                },
-            )
-            .await;
-            wanted = self.flush_wanted.listen();
-            self.flush_once().await;
-        }
-    }
-
-    /// The reput task: dispatches new records, then tells `wake` which queues grew.
-    pub async fn run_reput(
-        self: Arc<Self>,
-        shutdown: runtime::Shutdown,
-        wake: impl Fn(&str, i32) + Send + Sync + 'static,
-    ) {
-        let mut touched: Vec<(String, i32)> = Vec::new();
-        while !shutdown.is_triggered() {
-            let listener = self.appended.listen();
-            let done = {
-                let mut s = self.lock();
-                let end = s.store().log().max_offset();
-                if s.store().dispatched_offset() < end {
-                    let r = s.dispatch(&mut |rec| {
-                        if rec.goes_to_queue()
-                            && !touched
-                                .iter()
-                                .any(|(t, q)| t == rec.topic && *q == rec.queue_id)
-                        {
-                            touched.push((rec.topic.to_owned(), rec.queue_id));
-                        }
-                    });
-                    if let Err(e) = r {
-                        log::error!("reput failed: {e}");
-                    }
-                    false
-                } else {
-                    true
-                }
-            };
-            for (t, q) in touched.drain(..) {
-                wake(&t, q);
-            }
-            if done {
-                until_appended(listener, &shutdown).await;
-            }
-        }
-    }
-
-    /// The warm task: keeps the [`WARM_AHEAD`] bytes past the log end in the page cache.
-    ///
-    /// An append into a page not yet cached faults, and the kernel reads it in first
-    /// (zero-filling the preallocated extent) while the appender holds the store: every
-    /// sender waits behind it, which showed as the p99 of sends and as the broker's
-    /// largest cost in batch runs. Reading the pages in ahead of time, here and outside
-    /// the store lock, leaves appends a cheap minor fault.
-    pub async fn run_warm(self: Arc<Self>, shutdown: runtime::Shutdown) {
-        let mut warmed = 0u64;
-        while !shutdown.is_triggered() {
-            let listener = self.warm_wanted.listen();
-            let end = self.written.load(Ordering::Acquire);
-            let before = warmed;
-            if warmed < end + WARM_AHEAD / 2 {
-                let from = warmed.max(end);
-                let to = end + WARM_AHEAD;
-                let me = self.clone();
-                match async_std::task::spawn_blocking(move || me.warm(from, to)).await {
-                    Ok(covered) => warmed = covered,
-                    Err(e) => {
-                        // Only a hint: appends fault the pages in themselves.
-                        log::debug!("warming the commit log ahead failed: {e}");
-                        warmed = to;
-                    }
-                }
-            }
-            // Appends wake this task once half the warmed bytes are used, not on every
-            // message; while it cannot get ahead (the next segment does not exist yet),
-            // on the next append.
-            let next = if warmed > end + WARM_AHEAD / 2 {
-                warmed - WARM_AHEAD / 2
-            } else {
-                end + 1
-            };
-            self.warm_below.store(next, Ordering::Release);
-            let short = warmed > before && warmed < end + WARM_AHEAD / 2;
-            if !short && self.written.load(Ordering::Acquire) < next {
-                until_appended(listener, &shutdown).await;
-            }
-        }
-    }
-
     /// Called after each append: wakes the warm task when the log end passed its mark.
     fn wake_warmer(&self) {
         if self.written.load(Ordering::Acquire) >= self.warm_below.load(Ordering::Acquire) {
-            self.warm_wanted.notify(1);
+            self.warm_wanted.notify(usize::MAX);
         }
     }
 
-    /// Reads log bytes `[from, to)` of existing segments into the page cache; returns
-    /// the offset cached up to (`from` when the segment is not created yet).
-    fn warm(&self, from: u64, to: u64) -> Result<u64, String> {
-        let (files, size) = {
-            let s = self.lock();
-            let files = s.log_files(from, to).map_err(|e| e.to_string())?;
-            (files, s.store().log().segment_size())
+    /// Log offset up to which records are in queues and index.
+    pub fn dispatched_offset(&self) -> u64 {
+        self.dispatched.load(Ordering::Acquire)
+    }
+
+    /// Waits (at most `within`) until reput has dispatched everything below `offset`;
+    /// returns whether it did.
+    pub async fn await_dispatched(&self, offset: u64, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let listener = self.dispatch_done.listen();
+            if self.dispatched_offset() >= offset {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
+                return self.dispatched_offset() >= offset;
+            }
+        }
+    }
+
+    /// Counters for GET_BROKER_RUNTIME_INFO, RocketMQ's keys where it has them.
+    pub fn runtime_stats(&self, t: &mut std::collections::BTreeMap<String, String>) {
+        let end = self.written.load(Ordering::Acquire);
+        let mut put = |k: &str, v: String| {
+            t.insert(k.to_owned(), v);
         };
-        let mut covered = from;
-        for (base, file) in files {
-            let start = from.max(base) - base;
-            let end = to.min(base + size) - base;
-            let Some(len) = std::num::NonZeroU64::new(end.saturating_sub(start)) else {
-                continue;
-            };
-            rustix::fs::fadvise(&file, start, Some(len), rustix::fs::Advice::WillNeed)
-                .map_err(|e| format!("fadvise: {e}"))?;
-            covered = base + end;
-        }
-        Ok(covered)
+        put(
+            "commitLogMinOffset",
+            self.log_min.load(Ordering::Acquire).to_string(),
+        );
+        put("commitLogMaxOffset", end.to_string());
+        put(
+            "dispatchBehindBytes",
+            end.saturating_sub(self.dispatched_offset()).to_string(),
+        );
+        put(
+            "flushedOffset",
+            self.flushed.load(Ordering::Acquire).to_string(),
+        );
+        put(
+            "reputErrors",
+            self.reput_errors.load(Ordering::Relaxed).to_string(),
+        );
+        put(
+            "storeFailed",
+            self.failure().map_or_else(String::new, |w| w.to_string()),
+        );
     }
 
-    /// The checkpoint task: queues, index and checkpoint made durable every `period`.
-    pub async fn run_checkpoint(self: Arc<Self>, shutdown: runtime::Shutdown, period: Duration) {
-        while !shutdown.is_triggered() {
-            let _ = runtime::race(runtime::sleep(period), shutdown.wait()).await;
-            if shutdown.is_triggered() {
-                break;
-            }
-            let me = Arc::clone(&self);
-            let r = async_std::task::spawn_blocking(move || {
-                let mut s = me.lock();
-                let r = s.store_mut().checkpoint();
-                let flushed = s.store().log().flushed_offset();
-                (r.map_err(|e| s.error("checkpoint", e)), flushed)
-            })
-            .await;
-            match r {
-                (Ok(()), flushed) => {
-                    self.flushed.fetch_max(flushed, Ordering::AcqRel);
-                    self.flush_done.notify(usize::MAX);
-                }
-                (Err(e), _) => log::error!("checkpoint failed: {e}"),
-            }
-        }
+    /// The newest index file's last update: (store time, log offset), as QUERY_MESSAGE's
+    /// response header reports them.
+    pub fn index_end(&self) -> (i64, i64) {
+        let s = self.lock();
+        let index = s.store().index();
+        (index.end_timestamp(), index.end_phy_offset())
     }
 
-    /// Reads up to `max_msgs` records of a queue from `offset` whose tag code passes
-    /// `filter` and whose stored bytes pass `record_filter` (SQL92 on properties),
-    /// bounded by [`MAX_PULL_BYTES`].
-    pub fn read_queue(
+    /// Log offsets of records indexed under `topic#key` stored in `[begin, end]`, newest
+    /// first, at most `max`. The chains are walked under the lock (the index has no
+    /// lock-free reader yet), bounded by the engine's hop limit; the records are read
+    /// by the caller without it.
+    pub fn query_index(
         &self,
         topic: &str,
-        queue_id: i32,
-        offset: u64,
-        max_msgs: u32,
-        filter: Option<&dyn Fn(i64) -> bool>,
-        record_filter: Option<RecordFilter<'_>>,
-    ) -> Option<Pulled> {
+        key: &str,
+        max: usize,
+        begin: i64,
+        end: i64,
+    ) -> Vec<u64> {
+        let mut offsets = Vec::new();
         let s = self.lock();
-        let store = s.store();
-        let queue = store.queue(topic, queue_id)?;
-        let (min, max) = (queue.min_offset(), queue.max_offset());
-        let mut out = Pulled {
-            min,
-            max,
-            next: offset,
-            ..Pulled::default()
-        };
-        if offset < min || offset >= max {
-            return Some(out);
-        }
-        let log = store.log();
-        let want = max_msgs.clamp(1, MAX_PULL_MSGS);
-        let mut matched = 0u32;
-        let mut last_taken = None;
-        let mut byte_stop = false;
-        let scanned_to = queue.scan(
-            offset,
-            MAX_FILTER_SCAN.max(u64::from(want)),
-            filter,
-            &mut |n, e: Entry| {
-                // Records below the log's start were deleted by retention: skip.
-                let Ok(Some(bytes)) = log.slice(e.physical_offset, e.size as usize) else {
-                    return true;
-                };
-                if record_filter.is_some_and(|keep| !keep(bytes)) {
-                    return true;
-                }
-                if out.body.len() + bytes.len() > MAX_PULL_BYTES && matched > 0 {
-                    byte_stop = true;
-                    return false;
-                }
-                out.body.extend_from_slice(bytes);
-                matched += 1;
-                last_taken = Some(n);
-                matched < want
-            },
-        );
-        let scanned_to = match scanned_to {
-            Ok(n) => n,
-            Err(e) => {
-                log::error!("reading {topic}/{queue_id} at {offset}: {e:?}");
-                return Some(out);
-            }
-        };
-        out.count = matched;
-        // Stopping for size leaves the entry that did not fit for the next pull.
-        out.next = match last_taken {
-            Some(n) if byte_stop => n + 1,
-            _ => scanned_to,
-        };
-        out.all_filtered = matched == 0 && scanned_to > offset;
-        Some(out)
-    }
-
-    /// Min and max offsets of a queue; `(0, 0)` for a queue never written.
-    pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (u64, u64) {
-        let s = self.lock();
-        s.store()
-            .queue(topic, queue_id)
-            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+        let held = Instant::now();
+        let _ = s
+            .store()
+            .index()
+            .query(topic, key, max, begin, end, &mut |o| offsets.push(o));
+        drop(s);
+        note_slow_hold("index query", held);
+        offsets
     }
 
     /// Flushes everything and closes the store cleanly in place (checkpoint with the end,
     /// abort marker removed). Appends are refused from then on; a request still in flight
-    /// gets "shutting down" rather than a record the checkpoint does not cover.
+    /// gets "shutting down" rather than a record the checkpoint does not cover. A failed
+    /// store is not sealed: the next start must recover it as after a crash.
     pub fn close(&self) -> Result<(), String> {
         let mut s = self.lock();
         self.sealed.store(true, Ordering::Release);
+        if let Some(why) = self.failure() {
+            return Err(format!("not closing cleanly: {why}"));
+        }
         s.seal().map_err(|e| e.to_string())
+    }
+}
+
+/// Appends that held the lock longer than this are logged (RocketMQ warns past 500 ms in
+/// its put lock; a disk stall inside the lock is what this finds).
+const SLOW_HOLD: Duration = Duration::from_millis(100);
+
+fn note_slow_hold(what: &str, since: Instant) {
+    let held = since.elapsed();
+    if held >= SLOW_HOLD {
+        log::warn!("the store lock was held {held:?} by {what}");
     }
 }
 

@@ -4,6 +4,7 @@
 
 use event_listener::EventListener;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 use tern_engine::commitlog::Slot;
 
 use super::{PutError, StoreService};
@@ -22,21 +23,7 @@ impl StoreService {
     /// see `Store::append_replicated`). Returns the offset they were consumed to: an
     /// incomplete record after it waits for the caller's next chunk.
     pub fn append_replicated(&self, at: u64, bytes: &[u8]) -> Result<u64, PutError> {
-        self.check_put()?;
-        let to = {
-            let mut s = self.lock();
-            if self.sealed.load(Ordering::Acquire) {
-                return Err(PutError::ShuttingDown);
-            }
-            let r = s.store_mut().append_replicated(at, bytes);
-            let to = r.map_err(|e| Self::map_err(&s, e))?;
-            self.written
-                .store(s.store().log().max_offset(), Ordering::Release);
-            to
-        };
-        self.appended.notify(usize::MAX);
-        self.wake_warmer();
-        Ok(to)
+        self.append(0, |s| s.store_mut().append_replicated(at, bytes))
     }
 
     /// Where the log ends now.
@@ -46,7 +33,7 @@ impl StoreService {
 
     /// Whether the log holds no segment yet (a new slave takes its master's start).
     pub fn log_is_empty(&self) -> bool {
-        self.lock().store().log().segment_span().is_none()
+        self.log_files.files_from(0).is_empty()
     }
 
     /// A listener woken by the next append; take it before looking at [`Self::log_end`].
@@ -56,34 +43,29 @@ impl StoreService {
 
     /// Up to `max` log bytes from `from`, within one segment (a master's replication
     /// stream); empty at the end. `Err` when `from` is outside what the log holds.
+    /// Copied without the store's lock.
     pub fn log_bytes(&self, from: u64, max: usize) -> Result<Vec<u8>, String> {
-        let s = self.lock();
-        let log = s.store().log();
-        let (min, end, seg) = (log.min_offset(), log.max_offset(), log.segment_size());
+        let (min, end, seg) = self.log_span();
         if from < min || from > end {
             return Err(format!("offset {from} is outside the log [{min}, {end})"));
         }
         let seg_end = from - from % seg + seg;
         let len = (max as u64).min(end - from).min(seg_end - from) as usize;
-        if len == 0 {
-            return Ok(Vec::new());
+        let mut buf = vec![0u8; len];
+        if len > 0 {
+            self.read_log(from, &mut buf)
+                .map_err(|e| format!("reading the log at {from}: {e}"))?;
         }
-        match log.slice(from, len) {
-            Ok(Some(bytes)) => Ok(bytes.to_vec()),
-            Ok(None) => {
-                let mut buf = vec![0u8; len];
-                log.read(from, &mut buf).map_err(|e| format!("{e:?}"))?;
-                Ok(buf)
-            }
-            Err(e) => Err(format!("reading the log at {from}: {e:?}")),
-        }
+        Ok(buf)
     }
 
     /// Oldest offset held, end, and segment size.
     pub fn log_span(&self) -> (u64, u64, u64) {
-        let s = self.lock();
-        let log = s.store().log();
-        (log.min_offset(), log.max_offset(), log.segment_size())
+        (
+            self.log_min.load(Ordering::Acquire),
+            self.written.load(Ordering::Acquire),
+            self.geometry.log_segment_size,
+        )
     }
 
     /// Everything below this offset is on disk.
@@ -98,10 +80,10 @@ impl StoreService {
     }
 
     /// Whole records from `from` (a record boundary, or a segment's blank tail) up to
-    /// `upto` in log order, at most `max_records` and about `max_bytes` (at least one record when any
-    /// is there); returns them and the offset after the last one (past a blank tail, the
-    /// next segment). `Err` when `from` is outside the log or the bytes there are not a
-    /// record.
+    /// `upto` in log order, at most `max_records` and about `max_bytes` (at least one
+    /// record when any is there); returns them and the offset after the last one (past a
+    /// blank tail, the next segment). `Err` when `from` is outside the log or the bytes
+    /// there are not a record. Copied without the store's lock.
     pub fn read_records(
         &self,
         from: u64,
@@ -109,9 +91,7 @@ impl StoreService {
         max_bytes: usize,
         max_records: usize,
     ) -> Result<(Vec<LogRecord>, u64), String> {
-        let s = self.lock();
-        let log = s.store().log();
-        let (min, end) = (log.min_offset(), log.max_offset());
+        let (min, end, _) = self.log_span();
         if from < min || from > end {
             return Err(format!("offset {from} is outside the log [{min}, {end})"));
         }
@@ -119,11 +99,11 @@ impl StoreService {
         let (mut at, mut bytes) = (from, 0usize);
         let end = end.min(upto);
         while at < end && out.len() < max_records && (bytes < max_bytes || out.is_empty()) {
-            match log.slot_at(at) {
-                Ok(Slot::Record(size)) => {
+            match self.slot_at(at)? {
+                Slot::Record(size) => {
                     let mut buf = vec![0u8; size as usize];
-                    log.read(at, &mut buf)
-                        .map_err(|e| format!("reading the record at {at}: {e:?}"))?;
+                    self.read_log(at, &mut buf)
+                        .map_err(|e| format!("reading the record at {at}: {e}"))?;
                     bytes += buf.len();
                     out.push(LogRecord {
                         offset: at,
@@ -131,19 +111,31 @@ impl StoreService {
                     });
                     at += u64::from(size);
                 }
-                Ok(Slot::Skip(next)) => at = next,
-                Ok(Slot::End) => break,
-                Err(e) => return Err(format!("no record at {at}: {e:?}")),
+                Slot::Skip(next) => at = next,
+                Slot::End => break,
             }
         }
         Ok((out, at))
     }
 
     /// Deletes whole log segments below `offset` (and what only points into them);
-    /// returns how many went. The active segment always stays.
+    /// returns how many went. The active segment always stays. The engine forgets the
+    /// files under the lock; readers that hold one keep reading it.
     pub fn delete_log_before(&self, offset: u64) -> Result<u32, String> {
         let mut s = self.lock();
+        let held = Instant::now();
         let r = s.store_mut().delete_before(offset);
-        r.map_err(|e| s.error("delete", e).to_string())
+        let r = r.map_err(|e| s.error("delete", e).to_string());
+        self.log_min
+            .store(s.store().log().min_offset(), Ordering::Release);
+        for (topic, queue_id) in s.store().queues().keys() {
+            self.publish_queue(&s, &topic, queue_id);
+        }
+        drop(s);
+        super::note_slow_hold("retention", held);
+        if let Err(e) = self.reclaim.run() {
+            log::warn!("retention: deleting removed segment files: {e}");
+        }
+        r
     }
 }

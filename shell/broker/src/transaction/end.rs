@@ -201,7 +201,7 @@ async fn verify(
                 format!("the half queue holds another message at offset {queue_offset}"),
             ));
         }
-        let dispatched = ctx.store.lock().store().dispatched_offset();
+        let dispatched = ctx.store.dispatched_offset();
         if dispatched > offset || Instant::now() >= deadline {
             return Err(refused(
                 ResponseCode::SystemError,
@@ -227,6 +227,10 @@ fn put_refused(e: crate::store::PutError) -> Refused {
             "service not available now: the store's backlog is over its budget",
         ),
         crate::store::PutError::Illegal(why) => refused(ResponseCode::MessageIllegal, why),
+        crate::store::PutError::Failed(why) => refused(
+            ResponseCode::ServiceNotAvailable,
+            format!("the store failed ({why}); writes are refused until the broker is restarted"),
+        ),
         crate::store::PutError::Store(e) => {
             log::error!("ending a transaction: {e}");
             refused(ResponseCode::SystemError, format!("append failed: {e}"))

@@ -150,7 +150,7 @@ impl Transactions {
             let props = half::commit_properties(view.properties());
             let half_offset = view.physical_offset().max(0) as u64;
             let msg = half::commit_message(view, info, &props, half_offset, host(ctx.store_host));
-            let stored = ctx.store.put(&msg)?;
+            let stored = ctx.put(&msg)?;
             end = stored_end(&stored);
             if let Some(uniq) = info.uniq {
                 st.recent_commits.insert(uniq.to_owned(), end);
@@ -258,7 +258,7 @@ fn write_op(st: &mut State, ctx: &BrokerCtx, half_queue_offset: u64) -> Result<S
         body: &body,
         properties: &props,
     };
-    let stored = ctx.store.put(&msg)?;
+    let stored = ctx.put(&msg)?;
     if half_queue_offset >= st.half_progress {
         st.done.insert(half_queue_offset);
     }
@@ -276,31 +276,19 @@ fn committed_already(
     let Some(uniq) = uniq else {
         return false;
     };
-    let s = ctx.store.lock();
-    let store = s.store();
-    let dispatched = store.dispatched_offset();
+    let dispatched = ctx.store.dispatched_offset();
     st.recent_commits.retain(|_, end| *end > dispatched);
     if st.recent_commits.contains_key(uniq) {
         return true;
     }
-    let mut hits = Vec::new();
-    let _ = store.index().query(
-        real_topic,
-        uniq,
-        MAX_COMMIT_LOOKUPS,
-        0,
-        i64::MAX,
-        &mut |o| hits.push(o),
-    );
-    let log = store.log();
+    let hits = ctx
+        .store
+        .query_index(real_topic, uniq, MAX_COMMIT_LOOKUPS, 0, i64::MAX);
     hits.into_iter().any(|off| {
-        let Ok(Slot::Record(size)) = log.slot_at(off) else {
+        let Ok(bytes) = ctx.store.record_at(off) else {
             return false;
         };
-        let Ok(Some(bytes)) = log.slice(off, size as usize) else {
-            return false;
-        };
-        RecordView::parse(bytes).is_ok_and(|v| {
+        RecordView::parse(&bytes).is_ok_and(|v| {
             v.topic() == real_topic.as_bytes()
                 && v.sys_flag() & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_COMMIT
                 && properties::get(v.properties(), key::UNIQ_KEY) == Some(uniq)
@@ -311,32 +299,20 @@ fn committed_already(
 /// The record at commit-log offset `offset`, checked: it starts a record, parses, says it
 /// is stored there, and its body CRC holds. Errors say why, for the peer's remark.
 pub fn read_record_at(ctx: &BrokerCtx, offset: u64) -> Result<Vec<u8>, String> {
-    let s = ctx.store.lock();
-    let log = s.store().log();
-    let (min, max) = (log.min_offset(), log.max_offset());
+    let (min, max, _) = ctx.store.log_span();
     if offset < min || offset >= max {
         return Err(format!("offset {offset} is outside the log [{min}, {max})"));
     }
-    let size = match log.slot_at(offset) {
-        Ok(Slot::Record(size)) => size as usize,
-        Ok(_) => return Err(format!("no record starts at offset {offset}")),
-        Err(e) => return Err(format!("no record at offset {offset}: {e:?}")),
+    let size = match ctx.store.slot_at(offset)? {
+        Slot::Record(size) => size as usize,
+        _ => return Err(format!("no record starts at offset {offset}")),
     };
     if size > ctx.config.max_message_size + RECORD_OVERHEAD {
         return Err(format!(
             "no record at offset {offset}: size {size} is implausible"
         ));
     }
-    let bytes = match log.slice(offset, size) {
-        Ok(Some(b)) => b.to_vec(),
-        Ok(None) => {
-            let mut buf = vec![0u8; size];
-            log.read(offset, &mut buf)
-                .map_err(|e| format!("reading offset {offset}: {e:?}"))?;
-            buf
-        }
-        Err(e) => return Err(format!("reading offset {offset}: {e:?}")),
-    };
+    let bytes = ctx.store.record_at(offset)?;
     let view = RecordView::parse(&bytes).map_err(|e| format!("no record at {offset}: {e:?}"))?;
     if view.physical_offset() != offset as i64 {
         return Err(format!("no record starts at offset {offset}"));
@@ -348,21 +324,13 @@ pub fn read_record_at(ctx: &BrokerCtx, offset: u64) -> Result<Vec<u8>, String> {
 
 /// The record the entry at `n` of `topic` queue 0 points to.
 fn read_queue_record(ctx: &BrokerCtx, topic: &str, n: u64) -> Option<Vec<u8>> {
-    let s = ctx.store.lock();
-    let store = s.store();
-    let entry = store.queue(topic, 0)?.get(n).ok()??;
-    let bytes = store
-        .log()
-        .slice(entry.physical_offset, entry.size as usize)
-        .ok()??;
-    RecordView::parse(bytes).ok()?;
-    Some(bytes.to_vec())
+    let entry = ctx.store.queue_entry(topic, 0, n).ok()??;
+    ctx.store.record_of(entry)
 }
 
 /// The commit-log offset the half queue's entry `n` points to, if dispatched.
 fn half_entry_offset(ctx: &BrokerCtx, n: u64) -> Option<u64> {
-    let s = ctx.store.lock();
-    let entry = s.store().queue(HALF_TOPIC, 0)?.get(n).ok()??;
+    let entry = ctx.store.queue_entry(HALF_TOPIC, 0, n).ok()??;
     Some(entry.physical_offset)
 }
 

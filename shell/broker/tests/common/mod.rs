@@ -72,10 +72,12 @@ type Spawned = (
     thread::JoinHandle<()>,
 );
 
-/// Spawns `tern-broker` with `args`, capturing stdout and stderr line by line.
-fn spawn(args: &[OsString]) -> Spawned {
+/// Spawns `tern-broker` with `args` (and `env` added), capturing stdout and stderr line
+/// by line.
+fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Spawned {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
     cmd.args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -107,7 +109,12 @@ impl BrokerProc {
     /// Starts `tern-broker --standalone` (embedded name server) on ephemeral ports, with
     /// its data under `dir/data` and `conf` passed with `-c`.
     pub fn standalone(dir: &Path, conf: &Path) -> BrokerProc {
-        let args: Vec<OsString> = vec![
+        Self::start(&Self::standalone_args(dir, conf))
+    }
+
+    /// The arguments of [`BrokerProc::standalone`].
+    pub fn standalone_args(dir: &Path, conf: &Path) -> Vec<OsString> {
+        vec![
             "--standalone".into(),
             "--data-dir".into(),
             dir.join("data").into(),
@@ -117,13 +124,18 @@ impl BrokerProc {
             "127.0.0.1:0".into(),
             "-c".into(),
             conf.into(),
-        ];
-        Self::start(&args)
+        ]
     }
 
     /// Starts `tern-broker` with `args` and waits for its `ready` line.
     pub fn start(args: &[OsString]) -> BrokerProc {
-        let (child, rx, stderr, done) = spawn(args);
+        Self::start_with_env(args, &[])
+    }
+
+    /// Starts `tern-broker` with `args` and `env` added to its environment (fault
+    /// injection) and waits for its `ready` line.
+    pub fn start_with_env(args: &[OsString], env: &[(&str, &str)]) -> BrokerProc {
+        let (child, rx, stderr, done) = spawn(args, env);
         let mut p = BrokerProc {
             child: Some(child),
             addr: String::new(),

@@ -1,0 +1,138 @@
+//! [`NextSegment`]: the commit log's next segment, made ahead of need (RocketMQ's
+//! `AllocateMappedFileService`).
+//!
+//! Making a segment is disk work: create a temp file, `fallocate` it, `fdatasync`, rename
+//! it into place, `fsync` the folder. Done inline, it ran inside an append while the
+//! appender held the broker's store lock, so every sender waited for it. A background
+//! task now calls [`NextSegment::prepare`] for the segment after the active one; when the
+//! log reaches it, [`FileDirectory`]'s `create` adopts the file (a mapping, no IO). If
+//! the task is still making it, `create` waits for the task; if nobody prepared it (the
+//! first segment, a replica's jump, a task that fell behind or failed), `create` makes it
+//! inline as before.
+//!
+//! A prepared segment has its final name, full size and a durable folder entry before it
+//! is offered, so a crash at any point leaves either no file or an all-zero segment past
+//! the log's end, which recovery already removes (a roll that never got written).
+//!
+//! [`FileDirectory`]: crate::FileDirectory
+
+use std::fs::File;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::error::FsError;
+
+/// How long `create` waits for a segment the task is making before making it itself
+/// (a stuck task must not stop appends for good).
+const WAIT_FOR_TASK: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+enum State {
+    /// Nothing prepared.
+    #[default]
+    Idle,
+    /// The task is making the segment at this base.
+    Making(u64),
+    /// Made and durable, not adopted yet.
+    Made { base: u64, len: u64, file: File },
+}
+
+/// The hand-off between the preparing task and the directory; shared by both.
+#[derive(Debug, Default)]
+pub struct NextSegment {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+/// What [`NextSegment::take`] found.
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// The prepared file for the base asked for.
+    Ready(File),
+    /// Nothing prepared for that base: make it inline.
+    NotPrepared,
+}
+
+impl NextSegment {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the segment at `base` is prepared or being prepared.
+    pub fn is_prepared(&self, base: u64) -> bool {
+        match &*self.lock() {
+            State::Idle => false,
+            State::Making(b) => *b == base,
+            State::Made { base: b, .. } => *b == base,
+        }
+    }
+
+    /// Makes the segment at `base` (`len` bytes) with `make` (the directory's creation
+    /// steps, run here, off the store's lock) and offers it. Does nothing if it is
+    /// prepared already. A segment prepared for another base that was never adopted is
+    /// dropped first (its file stays on disk; recovery removes it, or `make` fails on
+    /// the name and the log makes it inline).
+    pub(crate) fn prepare(
+        &self,
+        base: u64,
+        len: u64,
+        make: impl FnOnce() -> Result<File, FsError>,
+    ) -> Result<(), FsError> {
+        {
+            let mut state = self.lock();
+            match &*state {
+                State::Making(b) | State::Made { base: b, .. } if *b == base => return Ok(()),
+                State::Making(_) => return Ok(()),
+                _ => *state = State::Making(base),
+            }
+        }
+        let made = make();
+        let mut state = self.lock();
+        let result = match made {
+            Ok(file) => {
+                *state = State::Made { base, len, file };
+                Ok(())
+            }
+            Err(e) => {
+                *state = State::Idle;
+                Err(e)
+            }
+        };
+        self.changed.notify_all();
+        result
+    }
+
+    /// Takes the prepared segment at `base` of `len` bytes, waiting (bounded) if the task
+    /// is making it.
+    pub(crate) fn take(&self, base: u64, len: u64) -> Taken {
+        let deadline = Instant::now() + WAIT_FOR_TASK;
+        let mut state = self.lock();
+        loop {
+            match &*state {
+                State::Making(b) if *b == base => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        log::warn!(
+                            "commit-log segment {base} still being made after {WAIT_FOR_TASK:?}: making it inline"
+                        );
+                        return Taken::NotPrepared;
+                    }
+                    state = self
+                        .changed
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                State::Made {
+                    base: b, len: l, ..
+                } if *b == base && *l == len => {
+                    let State::Made { file, .. } = std::mem::take(&mut *state) else {
+                        unreachable!("matched Made above")
+                    };
+                    return Taken::Ready(file);
+                }
+                _ => return Taken::NotPrepared,
+            }
+        }
+    }
+}

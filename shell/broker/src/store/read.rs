@@ -1,0 +1,315 @@
+//! Reads that never take the store's lock.
+//!
+//! Appends and dispatch write under the lock; everything a reader needs is published
+//! after the write, with release ordering: the log's end (`StoreService::written`) and,
+//! per consume queue, its min and max offsets ([`QueueView`]). A reader loads the
+//! watermark (acquire), then copies bytes below it from the segment files with `pread`
+//! (`tern_engine_fs::SegmentFiles`). Bytes below a watermark never change again, so the
+//! copy needs no lock, and a reader that meets cold pages waits alone: no sender queues
+//! behind it, and it queues behind no sender.
+//!
+//! Records deleted by retention between the look at the watermark and the read are
+//! skipped (their segment is gone) or read as they were (a reader already held the file).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use tern_engine::commitlog::{Slot, slot_from_head};
+use tern_engine::consumequeue::{ENTRY_SIZE, Entry};
+use tern_engine::record::RecordView;
+use tern_engine_fs::{ReadError, SegmentFiles};
+
+use super::{MAX_FILTER_SCAN, MAX_PULL_BYTES, MAX_PULL_MSGS, Pulled, RecordFilter, StoreService};
+
+/// Entries read from a queue file per `pread` (2.5 KiB).
+const ENTRIES_PER_READ: u64 = 128;
+
+/// Largest record a reader believes: a size past it is rot, not an allocation to make.
+/// A segment bounds a record too; this keeps a rotted size from allocating up to one.
+const MAX_RECORD_READ: u32 = 64 << 20;
+
+/// One consume queue as readers see it: its files and published bounds.
+#[derive(Debug)]
+pub(crate) struct QueueView {
+    files: SegmentFiles,
+    /// First offset served.
+    min: AtomicU64,
+    /// Next offset to be written: entries below it are readable.
+    max: AtomicU64,
+}
+
+impl QueueView {
+    pub(crate) fn new(files: SegmentFiles, min: u64, max: u64) -> Self {
+        Self {
+            files,
+            min: AtomicU64::new(min),
+            max: AtomicU64::new(max),
+        }
+    }
+
+    /// Publishes bounds the owner reached (under the store's lock, after the writes).
+    pub(crate) fn publish(&self, min: u64, max: u64) {
+        self.min.store(min, Ordering::Release);
+        self.max.store(max, Ordering::Release);
+    }
+
+    pub(crate) fn bounds(&self) -> (u64, u64) {
+        (
+            self.min.load(Ordering::Acquire),
+            self.max.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// Every queue's view, by topic then queue id (looked up by `&str` without allocating).
+#[derive(Debug, Default)]
+pub(crate) struct QueueViews {
+    views: RwLock<HashMap<String, HashMap<i32, Arc<QueueView>>>>,
+}
+
+impl QueueViews {
+    pub(crate) fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<QueueView>> {
+        let views = self.views.read().unwrap_or_else(|p| p.into_inner());
+        views.get(topic)?.get(&queue_id).cloned()
+    }
+
+    pub(crate) fn insert(&self, topic: &str, queue_id: i32, view: QueueView) {
+        let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
+        views
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, Arc::new(view));
+    }
+}
+
+impl StoreService {
+    /// The segment size of the log.
+    fn segment_size(&self) -> u64 {
+        self.geometry.log_segment_size
+    }
+
+    /// Copies `buf.len()` published log bytes at `offset`.
+    pub(super) fn read_log(&self, offset: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        if offset + buf.len() as u64 > self.written.load(Ordering::Acquire) {
+            return Err(ReadError::OutOfRange);
+        }
+        self.log_files
+            .read_exact_at(self.segment_size(), offset, buf)
+    }
+
+    /// What is at published log offset `offset`.
+    pub(crate) fn slot_at(&self, offset: u64) -> Result<Slot, String> {
+        let end = self.written.load(Ordering::Acquire);
+        if offset > end {
+            return Err(format!("offset {offset} is past the log's end {end}"));
+        }
+        if offset == end {
+            return Ok(Slot::End);
+        }
+        slot_from_head::<ReadError>(offset, self.segment_size(), |head| {
+            self.read_log(offset, head)
+                .map_err(tern_engine::Error::Media)
+        })
+        .map_err(|e| format!("reading the log at {offset}: {e:?}"))
+    }
+
+    /// Appends the `size`-byte record at `offset` to `out`; false if it is gone or not
+    /// published.
+    fn copy_record(&self, offset: u64, size: u32, out: &mut Vec<u8>) -> bool {
+        if size > MAX_RECORD_READ {
+            return false;
+        }
+        let at = out.len();
+        out.resize(at + size as usize, 0);
+        if self.read_log(offset, &mut out[at..]).is_err() {
+            out.truncate(at);
+            return false;
+        }
+        true
+    }
+
+    /// The stored bytes of the record starting at log offset `offset`, if one starts
+    /// there and parses (VIEW_MESSAGE_BY_ID, send-back, transactions).
+    pub fn record_at(&self, offset: u64) -> Result<Vec<u8>, String> {
+        let min = self.log_min.load(Ordering::Acquire);
+        if offset < min {
+            return Err(format!("offset {offset} is below the log's start {min}"));
+        }
+        let size = match self.slot_at(offset)? {
+            Slot::Record(size) => size,
+            _ => return Err(format!("no record starts at offset {offset}")),
+        };
+        let mut bytes = Vec::new();
+        if !self.copy_record(offset, size, &mut bytes) {
+            return Err(format!("the record at {offset} is gone"));
+        }
+        RecordView::parse(&bytes).map_err(|e| format!("no record at {offset}: {e:?}"))?;
+        Ok(bytes)
+    }
+
+    /// The record an entry points at, if it is still held and parses.
+    pub fn record_of(&self, entry: Entry) -> Option<Vec<u8>> {
+        let mut bytes = Vec::new();
+        if !self.copy_record(entry.physical_offset, entry.size, &mut bytes) {
+            return None;
+        }
+        RecordView::parse(&bytes).ok()?;
+        Some(bytes)
+    }
+
+    /// Min and max offsets of a queue; `(0, 0)` for a queue never written.
+    pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (u64, u64) {
+        self.views
+            .get(topic, queue_id)
+            .map_or((0, 0), |v| v.bounds())
+    }
+
+    /// Visits entries of `view` from `from` (at most `limit`), in order, until `f`
+    /// returns false. Returns the next offset to read from.
+    fn scan_entries(
+        view: &QueueView,
+        entries_per_file: u64,
+        from: u64,
+        limit: u64,
+        f: &mut dyn FnMut(u64, Option<Entry>) -> bool,
+    ) -> Result<u64, ReadError> {
+        let (min, max) = view.bounds();
+        let mut n = from.max(min);
+        let end = max.min(n.saturating_add(limit));
+        let file_bytes = entries_per_file * ENTRY_SIZE;
+        let mut buf = [0u8; (ENTRIES_PER_READ * ENTRY_SIZE) as usize];
+        while n < end {
+            // One read never crosses a queue file.
+            let in_file = entries_per_file - n % entries_per_file;
+            let count = (end - n).min(ENTRIES_PER_READ).min(in_file);
+            let bytes = &mut buf[..(count * ENTRY_SIZE) as usize];
+            view.files
+                .read_exact_at(file_bytes, n * ENTRY_SIZE, bytes)?;
+            for raw in bytes.chunks_exact(ENTRY_SIZE as usize) {
+                let raw: &[u8; ENTRY_SIZE as usize] = raw.try_into().unwrap_or(&[0; 20]);
+                let entry = Entry::from_bytes(raw);
+                n += 1;
+                if !f(n - 1, entry) {
+                    return Ok(n);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// The entry at `n` of a queue: `Ok(None)` outside its published bounds or for a
+    /// filler; `Err` when the read failed (worth a retry, unlike a filler).
+    pub fn queue_entry(&self, topic: &str, queue_id: i32, n: u64) -> Result<Option<Entry>, String> {
+        let Some(view) = self.views.get(topic, queue_id) else {
+            return Ok(None);
+        };
+        let (min, max) = view.bounds();
+        if n < min || n >= max {
+            return Ok(None);
+        }
+        let mut found = None;
+        let per_file = self.geometry.queue_entries_per_file;
+        Self::scan_entries(&view, per_file, n, 1, &mut |_, e| {
+            found = e;
+            false
+        })
+        .map_err(|e| format!("reading entry {n} of {topic}/{queue_id}: {e}"))?;
+        Ok(found)
+    }
+
+    /// Store time of the record entry `n` of a queue points at.
+    pub fn store_time_of(&self, topic: &str, queue_id: i32, n: u64) -> Option<i64> {
+        let entry = self.queue_entry(topic, queue_id, n).ok()??;
+        let bytes = self.record_of(entry)?;
+        RecordView::parse(&bytes).ok().map(|v| v.store_timestamp())
+    }
+
+    /// First offset of a queue whose record was stored at or after `timestamp`, by binary
+    /// search (RocketMQ's `getOffsetInQueueByTime`): `max` when every record is older.
+    pub fn offset_at_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> u64 {
+        let (mut lo, mut hi) = self.queue_bounds(topic, queue_id);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.store_time_of(topic, queue_id, mid) {
+                Some(t) if t >= timestamp => hi = mid,
+                // Older, or deleted by retention (older still).
+                _ => lo = mid + 1,
+            }
+        }
+        lo
+    }
+
+    /// Reads up to `max_msgs` records of a queue from `offset` whose tag code passes
+    /// `filter` and whose stored bytes pass `record_filter` (SQL92 on properties),
+    /// bounded by [`MAX_PULL_BYTES`]. Takes no lock: the SQL92 filter runs on copies.
+    pub fn read_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+        max_msgs: u32,
+        filter: Option<&dyn Fn(i64) -> bool>,
+        record_filter: Option<RecordFilter<'_>>,
+    ) -> Option<Pulled> {
+        let view = self.views.get(topic, queue_id)?;
+        let (min, max) = view.bounds();
+        let mut out = Pulled {
+            min,
+            max,
+            next: offset,
+            ..Pulled::default()
+        };
+        if offset < min || offset >= max {
+            return Some(out);
+        }
+        let want = max_msgs.clamp(1, MAX_PULL_MSGS);
+        let mut matched = 0u32;
+        let mut last_taken = None;
+        let mut byte_stop = false;
+        let per_file = self.geometry.queue_entries_per_file;
+        let scanned_to = Self::scan_entries(
+            &view,
+            per_file,
+            offset,
+            MAX_FILTER_SCAN.max(u64::from(want)),
+            &mut |n, e| {
+                let Some(e) = e else { return true };
+                if filter.is_some_and(|keep| !keep(e.tag_code)) {
+                    return true;
+                }
+                if out.body.len() + e.size as usize > MAX_PULL_BYTES && matched > 0 {
+                    byte_stop = true;
+                    return false;
+                }
+                let at = out.body.len();
+                // Records below the log's start were deleted by retention: skip.
+                if !self.copy_record(e.physical_offset, e.size, &mut out.body) {
+                    return true;
+                }
+                if record_filter.is_some_and(|keep| !keep(&out.body[at..])) {
+                    out.body.truncate(at);
+                    return true;
+                }
+                matched += 1;
+                last_taken = Some(n);
+                matched < want
+            },
+        );
+        let scanned_to = match scanned_to {
+            Ok(n) => n,
+            Err(e) => {
+                log::error!("reading {topic}/{queue_id} at {offset}: {e}");
+                return Some(out);
+            }
+        };
+        out.count = matched;
+        // Stopping for size leaves the entry that did not fit for the next pull.
+        out.next = match last_taken {
+            Some(n) if byte_stop => n + 1,
+            _ => scanned_to,
+        };
+        out.all_filtered = matched == 0 && scanned_to > offset;
+        Some(out)
+    }
+}

@@ -1,0 +1,355 @@
+//! The tasks that follow the store: flush, checkpoint, reput, warm, and the one that
+//! makes the next segment. Each takes the append lock only for memory work and does its
+//! disk work (fdatasync, fadvise, file creation) on the blocking pool without it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tern_engine::store::Part;
+use tern_engine_fs::fs_store::FsStore;
+use tern_engine_fs::sync;
+use tern_shell::runtime;
+
+use super::read::QueueView;
+use super::{StoreService, WARM_AHEAD, note_slow_hold, until_appended};
+use crate::config::FlushDiskType;
+
+/// Records one reput pass dispatches under one hold of the lock: about 100 µs of
+/// work, so an append waits at most that long behind dispatch.
+const REPUT_BATCH: u64 = 256;
+
+/// The first pause after a failed reput pass; it doubles up to [`REPUT_BACKOFF_MAX`].
+const REPUT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const REPUT_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl StoreService {
+    /// Flushes the log once and wakes waiters. The store lock is held only to read the
+    /// range and to record the result: the fdatasync itself runs on the blocking pool
+    /// while appends go on, and the next flush covers what they added (group commit).
+    /// A failed fdatasync fails the store ([`StoreService::fail`]): never retried.
+    async fn flush_once(self: &Arc<Self>) {
+        if self.failure().is_some()
+            || self.flushed.load(Ordering::Acquire) >= self.written.load(Ordering::Acquire)
+        {
+            self.flush_done.notify(usize::MAX);
+            return;
+        }
+        let me = Arc::clone(self);
+        let result = runtime::spawn_blocking(move || {
+            let (from, to) = me.lock().store().log().unflushed();
+            me.sync_log(from, to)?;
+            let mut s = me.lock();
+            s.store_mut().log_mut().mark_flushed(to);
+            Ok::<u64, String>(s.store().log().flushed_offset())
+        })
+        .await;
+        match result {
+            Ok(flushed) => {
+                self.flushed.fetch_max(flushed, Ordering::AcqRel);
+            }
+            Err(e) => self.fail(e),
+        }
+        self.flush_done.notify(usize::MAX);
+    }
+
+    /// fdatasyncs the log segments holding `[from, to)`, without the lock.
+    fn sync_log(&self, from: u64, to: u64) -> Result<(), String> {
+        let size = self.geometry.log_segment_size;
+        for (base, file) in self.log_files.files_from(from - from % size) {
+            if base >= to {
+                break;
+            }
+            sync::fdatasync(&file).map_err(|e| {
+                format!(
+                    "fdatasync of commit-log segment {}: {e}",
+                    self.segment_path(base)
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn segment_path(&self, base: u64) -> String {
+        let name = tern_engine_fs::directory::segment_name(
+            base,
+            tern_engine_fs::directory::OFFSET_NAME_DIGITS,
+        )
+        .unwrap_or_default();
+        self.root.join("commitlog").join(name).display().to_string()
+    }
+
+    /// The flush task: until `shutdown`, flush when asked (sync) or every interval.
+    pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        // The listener for the next round is registered before each flush starts: a
+        // sender that asks while a flush runs must not be lost (event-listener drops a
+        // notification nobody listens to), or it would wait out the whole timer.
+        let mut wanted = self.flush_wanted.listen();
+        while !shutdown.is_triggered() {
+            let wait = match self.flush_type {
+                FlushDiskType::Sync => Duration::from_millis(10),
+                FlushDiskType::Async => self.flush_interval,
+            };
+            let _ = runtime::race(
+                async { runtime::timeout(wait, &mut wanted).await.ok() },
+                async {
+                    shutdown.wait().await;
+                    None
+                },
+            )
+            .await;
+            wanted = self.flush_wanted.listen();
+            self.flush_once().await;
+        }
+    }
+
+    /// One checkpoint: under the lock, the engine names what it must make durable and
+    /// the files are taken; outside it, they are fdatasynced; under it again, the engine
+    /// records the result and writes the checkpoint page.
+    fn checkpoint_once(&self) -> Result<(), String> {
+        if self.failure().is_some() {
+            return Ok(());
+        }
+        let mut files = Vec::new();
+        let plan = {
+            let mut s = self.lock();
+            let held = Instant::now();
+            let plan = s
+                .store_mut()
+                .checkpoint_begin(&mut |part, media, range| {
+                    if !range.is_empty() {
+                        files.push((part, media.shared_file()));
+                    }
+                })
+                .map_err(|e| s.error("checkpoint", e).to_string())?;
+            note_slow_hold("checkpoint (begin)", held);
+            plan
+        };
+        for (part, file) in &files {
+            sync::fdatasync(file).map_err(|e| {
+                let what = match part {
+                    Part::Log => "a commit-log segment",
+                    Part::Queue => "a consume-queue file",
+                    Part::Index => "an index file",
+                };
+                format!(
+                    "fdatasync of {what} in {} during the checkpoint: {e}",
+                    self.root.display()
+                )
+            })?;
+        }
+        let mut s = self.lock();
+        let held = Instant::now();
+        let r = s.store_mut().checkpoint_finish(plan);
+        note_slow_hold("checkpoint (finish)", held);
+        r.map_err(|e| s.error("checkpoint", e).to_string())?;
+        let flushed = s.store().log().flushed_offset();
+        drop(s);
+        self.flushed.fetch_max(flushed, Ordering::AcqRel);
+        self.flush_done.notify(usize::MAX);
+        Ok(())
+    }
+
+    /// The checkpoint task: queues, index and checkpoint made durable every `period`.
+    pub async fn run_checkpoint(self: Arc<Self>, shutdown: runtime::Shutdown, period: Duration) {
+        while !shutdown.is_triggered() {
+            let _ = runtime::race(runtime::sleep(period), shutdown.wait()).await;
+            if shutdown.is_triggered() {
+                break;
+            }
+            let me = Arc::clone(&self);
+            if let Err(e) = runtime::spawn_blocking(move || me.checkpoint_once()).await {
+                self.fail(e);
+            }
+        }
+    }
+
+    /// One reput pass: dispatches at most [`REPUT_BATCH`] records, publishes the bounds
+    /// of the queues they went to and notes them in `touched`. Returns whether more
+    /// records wait.
+    fn reput_once(&self, touched: &mut Vec<(String, i32)>) -> Result<bool, String> {
+        let mut s = self.lock();
+        let held = Instant::now();
+        let from = touched.len();
+        let r = s.dispatch_some(REPUT_BATCH, &mut |rec| {
+            if rec.goes_to_queue()
+                && !touched
+                    .iter()
+                    .any(|(t, q)| t == rec.topic && *q == rec.queue_id)
+            {
+                touched.push((rec.topic.to_owned(), rec.queue_id));
+            }
+        });
+        // Publish what was dispatched even if the pass stopped on an error part-way.
+        for (topic, queue_id) in &touched[from..] {
+            self.publish_queue(&s, topic, *queue_id);
+        }
+        self.dispatched
+            .store(s.store().dispatched_offset(), Ordering::Release);
+        note_slow_hold("reput", held);
+        r.map(|d| d.more).map_err(|e| e.to_string())
+    }
+
+    /// Publishes the bounds of (topic, queue id) to readers, making its view if new.
+    pub(super) fn publish_queue(&self, s: &FsStore, topic: &str, queue_id: i32) {
+        let Some(q) = s.store().queue(topic, queue_id) else {
+            return;
+        };
+        let (min, max) = (q.min_offset(), q.max_offset());
+        match self.views.get(topic, queue_id) {
+            Some(view) => view.publish(min, max),
+            None => {
+                if let Some(files) = s.store().queues().files_of(topic, queue_id) {
+                    self.views
+                        .insert(topic, queue_id, QueueView::new(files, min, max));
+                }
+            }
+        }
+    }
+
+    /// The reput task: dispatches new records in bounded passes, yielding between them,
+    /// then tells `wake` which queues grew. A failing pass backs off (doubling, bounded)
+    /// and is counted (`reputErrors` in the runtime info) instead of spinning: sends
+    /// still answer while it retries.
+    pub async fn run_reput(
+        self: Arc<Self>,
+        shutdown: runtime::Shutdown,
+        wake: impl Fn(&str, i32) + Send + Sync + 'static,
+    ) {
+        let mut touched: Vec<(String, i32)> = Vec::new();
+        let mut backoff = REPUT_BACKOFF_MIN;
+        while !shutdown.is_triggered() {
+            let listener = self.appended.listen();
+            let more = if self.dispatched_offset() < self.written.load(Ordering::Acquire) {
+                self.reput_once(&mut touched)
+            } else {
+                Ok(false)
+            };
+            self.dispatch_done.notify(usize::MAX);
+            for (t, q) in touched.drain(..) {
+                wake(&t, q);
+            }
+            match more {
+                Ok(true) => {
+                    backoff = REPUT_BACKOFF_MIN;
+                    runtime::yield_now().await;
+                }
+                Ok(false) => {
+                    backoff = REPUT_BACKOFF_MIN;
+                    until_appended(listener, &shutdown).await;
+                }
+                Err(e) => {
+                    let n = self.reput_errors.fetch_add(1, Ordering::Relaxed) + 1;
+                    // Logged at the first failure and then at each growth of the pause,
+                    // not at every retry.
+                    if backoff == REPUT_BACKOFF_MIN || backoff < REPUT_BACKOFF_MAX {
+                        log::error!("reput failed ({n} so far), retrying in {backoff:?}: {e}");
+                    }
+                    let _ = runtime::race(runtime::sleep(backoff), shutdown.wait()).await;
+                    backoff = (backoff * 2).min(REPUT_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// The prepare task: keeps the commit log's next segment made ahead of need, so no
+    /// append creates a file (RocketMQ's AllocateMappedFileService). Woken with the warm
+    /// task; checks every second too.
+    pub async fn run_prepare(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        let size = self.geometry.log_segment_size;
+        while !shutdown.is_triggered() {
+            let listener = self.warm_wanted.listen();
+            let end = self.written.load(Ordering::Acquire);
+            let next = end - end % size + size;
+            if self.log_files.file(next).is_none() && !self.next_segment.is_prepared(next) {
+                let me = self.clone();
+                let made = runtime::spawn_blocking(move || {
+                    FsStore::prepare_log_segment(
+                        &me.root,
+                        &me.next_segment,
+                        (next, size),
+                        WARM_AHEAD,
+                    )
+                })
+                .await;
+                if let Err(e) = made {
+                    // Appends make it themselves then; nothing is lost but time.
+                    log::warn!("making the next commit-log segment ahead failed: {e}");
+                    let _ = runtime::race(runtime::sleep(Duration::from_secs(1)), shutdown.wait())
+                        .await;
+                }
+                continue;
+            }
+            runtime::race(
+                async {
+                    let _ = runtime::timeout(Duration::from_secs(1), listener).await;
+                },
+                shutdown.wait(),
+            )
+            .await;
+        }
+    }
+
+    /// The warm task: keeps the [`WARM_AHEAD`] bytes past the log end in the page cache.
+    ///
+    /// An append into a page not yet cached faults, and the kernel reads it in first
+    /// (zero-filling the preallocated extent) while the appender holds the store: every
+    /// sender waits behind it, which showed as the p99 of sends and as the broker's
+    /// largest cost in batch runs. Reading the pages in ahead of time, here and outside
+    /// the store lock, leaves appends a cheap minor fault.
+    pub async fn run_warm(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        let mut warmed = 0u64;
+        while !shutdown.is_triggered() {
+            let listener = self.warm_wanted.listen();
+            let end = self.written.load(Ordering::Acquire);
+            let before = warmed;
+            if warmed < end + WARM_AHEAD / 2 {
+                let from = warmed.max(end);
+                let to = end + WARM_AHEAD;
+                let me = self.clone();
+                match runtime::spawn_blocking(move || me.warm(from, to)).await {
+                    Ok(covered) => warmed = covered,
+                    Err(e) => {
+                        // Only a hint: appends fault the pages in themselves.
+                        log::debug!("warming the commit log ahead failed: {e}");
+                        warmed = to;
+                    }
+                }
+            }
+            // Appends wake this task once half the warmed bytes are used, not on every
+            // message; while it cannot get ahead (the next segment does not exist yet),
+            // on the next append.
+            let next = if warmed > end + WARM_AHEAD / 2 {
+                warmed - WARM_AHEAD / 2
+            } else {
+                end + 1
+            };
+            self.warm_below.store(next, Ordering::Release);
+            let short = warmed > before && warmed < end + WARM_AHEAD / 2;
+            if !short && self.written.load(Ordering::Acquire) < next {
+                until_appended(listener, &shutdown).await;
+            }
+        }
+    }
+
+    /// Reads log bytes `[from, to)` of existing segments into the page cache; returns
+    /// the offset cached up to (`from` when the segment is not created yet).
+    fn warm(&self, from: u64, to: u64) -> Result<u64, String> {
+        let size = self.geometry.log_segment_size;
+        let mut covered = from;
+        for (base, file) in self.log_files.files_from(from - from % size) {
+            if base >= to || base > covered {
+                break;
+            }
+            let start = from.max(base) - base;
+            let end = to.min(base + size) - base;
+            let Some(len) = std::num::NonZeroU64::new(end.saturating_sub(start)) else {
+                continue;
+            };
+            rustix::fs::fadvise(&*file, start, Some(len), rustix::fs::Advice::WillNeed)
+                .map_err(|e| format!("fadvise: {e}"))?;
+            covered = base + end;
+        }
+        Ok(covered)
+    }
+}

@@ -1,0 +1,158 @@
+//! The store when its disk work fails, on a real `tern-broker` process: a failed
+//! fdatasync is never answered as durable (Linux reports a write-back error once, so a
+//! retry would "succeed"), and a reput that cannot go on backs off instead of spinning.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use tern_shell::ResponseCode;
+use tern_shell::message::decode_pulled;
+
+/// The fdatasync call the broker is told to fail (the first ones succeed, so some sends
+/// are acknowledged before it).
+const FAIL_AT: &str = "6";
+
+#[test]
+fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "flushDiskType=SYNC_FLUSH\n");
+    let args = BrokerProc::standalone_args(dir.path(), &conf);
+    let mut b = BrokerProc::start_with_env(&args, &[("TERN_INJECT_FLUSH_FAILURE", FAIL_AT)]);
+    let mut acked = Vec::new();
+    let mut first_failure = None;
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Fsync", 1).await;
+        for i in 0..40 {
+            let m = msg("Fsync", format!("m{i}").as_bytes(), &[]);
+            let resp = c.call(send_v2(&m, 0)).await;
+            match (resp.response_code(), first_failure) {
+                (ResponseCode::Success, None) => acked.push(m),
+                (ResponseCode::Success, Some(at)) => {
+                    panic!("send {i} answered SUCCESS after the flush failed at send {at}")
+                }
+                (code, None) => {
+                    assert_eq!(
+                        code,
+                        ResponseCode::SystemError,
+                        "the sender waiting on the failed flush: {:?}",
+                        resp.remark
+                    );
+                    let remark = resp.remark.unwrap_or_default();
+                    assert!(remark.contains("may not be on disk"), "{remark}");
+                    first_failure = Some(i);
+                }
+                (code, Some(_)) => {
+                    assert_eq!(code, ResponseCode::ServiceNotAvailable, "{:?}", resp.remark);
+                    let remark = resp.remark.unwrap_or_default();
+                    assert!(remark.contains("restarted"), "{remark}");
+                }
+            }
+        }
+        let info = runtime_info(&c).await;
+        assert!(
+            info.get("storeFailed")
+                .is_some_and(|w| w.contains("EIO") || w.contains("I/O")),
+            "{info:?}"
+        );
+    });
+    assert!(first_failure.is_some(), "the injected failure never showed");
+    assert!(
+        !acked.is_empty(),
+        "nothing was acknowledged before the failure"
+    );
+    // Logged once, with the file and the errno.
+    let log = b.stderr_text();
+    assert_eq!(log.matches("the store is failed").count(), 1, "{log}");
+    assert!(log.contains("commitlog/0000"), "{log}");
+    // A failed store does not claim a clean close: a stop leaves it to recovery.
+    b.kill9();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        let got = pull_all(&c, "Fsync", 0, 0).await;
+        for (i, m) in acked.iter().enumerate() {
+            assert_eq!(
+                got[i].body, m.body,
+                "acknowledged message {i} after restart"
+            );
+        }
+        // The restarted store takes writes again.
+        send_ok(&c, send_v2(&msg("Fsync", b"after", &[]), 0)).await;
+    });
+}
+
+/// utime + stime of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn a_reput_that_cannot_go_on_backs_off_and_sends_still_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    // A file where the queue's folder must go: dispatching the topic's first record fails
+    // until it is removed, a real file-system error in the reput path.
+    let blocker = dir.path().join("data/store/consumequeue/Blocked");
+    std::fs::create_dir_all(blocker.parent().unwrap()).unwrap();
+    std::fs::write(&blocker, b"not a folder").unwrap();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Blocked", 1).await;
+        create_topic(&c, "Other", 1).await;
+        send_ok(&c, send_v2(&msg("Blocked", b"stuck", &[]), 0)).await;
+        tern_shell::runtime::sleep(Duration::from_millis(300)).await;
+        let ticks_before = cpu_ticks(b.pid());
+        let started = Instant::now();
+        // Sends keep answering while reput retries.
+        let mut sent = 0;
+        while started.elapsed() < Duration::from_secs(3) {
+            send_ok(&c, send_v2(&msg("Other", b"still", &[]), 0)).await;
+            sent += 1;
+            tern_shell::runtime::sleep(Duration::from_millis(20)).await;
+        }
+        let ticks = cpu_ticks(b.pid()) - ticks_before;
+        let secs = started.elapsed().as_secs_f64();
+        // 100 ticks a second is one core busy; a spinning reput takes all of it.
+        let tick_hz = 100.0;
+        let busy = ticks as f64 / tick_hz / secs;
+        assert!(
+            busy < 0.3,
+            "broker used {busy:.2} of a core while reput failed"
+        );
+        assert!(sent > 20, "only {sent} sends answered in 3 s");
+        let errors: u64 = runtime_info(&c).await["reputErrors"].parse().unwrap();
+        assert!(
+            (1..=40).contains(&errors),
+            "reput errors in 3 s: {errors} (backing off, not spinning)"
+        );
+        let log = b.stderr_text();
+        assert!(
+            log.matches("reput failed").count() <= 12,
+            "the failure is logged as the pause grows, not at every retry:\n{log}"
+        );
+        // The operator fixes the folder: reput goes on within the longest pause and the
+        // stuck message and everything after it are served.
+        std::fs::remove_file(&blocker).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let resp = c.call(pull_req("G", "Blocked", 0, 0, None)).await;
+            if resp.response_code() == ResponseCode::Success {
+                let got = decode_pulled(&resp.body).unwrap();
+                assert_eq!(got[0].body, b"stuck");
+                break;
+            }
+            assert!(Instant::now() < deadline, "reput did not resume");
+            tern_shell::runtime::sleep(Duration::from_millis(200)).await;
+        }
+        let other = pull_all(&c, "Other", 0, 0).await;
+        assert_eq!(other.len(), sent);
+    });
+}
