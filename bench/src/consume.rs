@@ -96,21 +96,29 @@ pub async fn pull(
         .await
         .map_err(|e| e.to_string())?;
     let code = resp.response_code();
+    if !matches!(
+        code,
+        ResponseCode::Success
+            | ResponseCode::PullNotFound
+            | ResponseCode::PullRetryImmediately
+            | ResponseCode::PullOffsetMoved
+    ) {
+        // The broker's remark says why; the header of a refusal has no offsets.
+        return Err(format!(
+            "pull answered {code:?}: {}",
+            resp.remark.as_deref().unwrap_or_default()
+        ));
+    }
     let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
         .map_err(|e| format!("pull response ({code:?}): {e}"))?;
     let mut stamps = Vec::new();
     let mut mismatched = 0;
-    match code {
-        ResponseCode::Success => {
-            let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
-            stamps.extend(msgs.iter().filter_map(|m| stamp_of(&m.body)));
-            if let Some(check) = sub.check {
-                mismatched = msgs.iter().filter(|m| !check(m)).count() as u64;
-            }
+    if code == ResponseCode::Success {
+        let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
+        stamps.extend(msgs.iter().filter_map(|m| stamp_of(&m.body)));
+        if let Some(check) = sub.check {
+            mismatched = msgs.iter().filter(|m| !check(m)).count() as u64;
         }
-        ResponseCode::PullNotFound | ResponseCode::PullRetryImmediately => {}
-        ResponseCode::PullOffsetMoved => {}
-        other => return Err(format!("pull answered {other:?}")),
     }
     Ok(Pulled {
         next: h.next_begin_offset,
