@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tern_shell::runtime::block_on;
 
 use crate::load;
-use crate::proc::{Server, cpu_time_of, start_tern};
+use crate::proc::{Server, cpu_time_of, machine_busy, start_tern};
 use crate::suite::{TERN, TOPIC};
 use crate::table::{Latency, Measure, unix_secs};
 use background::{Counters, QUERY_TASKS, SQL_CONSUMERS, SQL_EXPR};
@@ -119,9 +119,11 @@ struct Run {
     sent: Sent,
     background: Option<Arc<Counters>>,
     cache: CacheDrop,
-    /// Cores the broker and the harness used from the first send to the last.
+    /// Cores the broker, the harness and every other process used from the first send
+    /// to the last.
     broker_cores: Option<f64>,
     harness_cores: Option<f64>,
+    other_cores: Option<f64>,
     /// Warnings and errors the broker logged.
     broker_log: Vec<String>,
     /// When the checkpoint file was written, from the start of the timed part.
@@ -235,6 +237,7 @@ fn run_in(p: &StallsParams, loaded: bool, name: &'static str, dir: &Path) -> Res
         cache,
         broker_cores: t.broker_cores,
         harness_cores: t.harness_cores,
+        other_cores: t.other_cores,
         broker_log,
         checkpoints,
         rolls,
@@ -249,6 +252,7 @@ struct Timed {
     background: Option<Arc<Counters>>,
     broker_cores: Option<f64>,
     harness_cores: Option<f64>,
+    other_cores: Option<f64>,
     t0: Instant,
     end: Instant,
 }
@@ -262,8 +266,14 @@ async fn timed(p: &StallsParams, ns: &str, loaded: bool, b: &Server) -> Result<T
     } else {
         None
     };
-    let cpu = || (b.cpu_time().ok(), cpu_time_of("self").ok());
-    let (broker0, own0) = cpu();
+    let cpu = || {
+        (
+            b.cpu_time().ok(),
+            cpu_time_of("self").ok(),
+            machine_busy().ok(),
+        )
+    };
+    let (broker0, own0, all0) = cpu();
     let started = Instant::now();
     let t0 = started + p.warmup;
     let end = t0 + p.duration;
@@ -272,10 +282,15 @@ async fn timed(p: &StallsParams, ns: &str, loaded: bool, b: &Server) -> Result<T
     }
     let sent = send::run(&prods, TOPIC, p.body, t0, end, &acked).await;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
-    let (broker1, own1) = cpu();
+    let (broker1, own1, all1) = cpu();
     let cores = |a: Option<Duration>, z: Option<Duration>| {
-        a.zip(z).map(|(a, z)| (z - a).as_secs_f64() / wall)
+        a.zip(z)
+            .map(|(a, z)| z.saturating_sub(a).as_secs_f64() / wall)
     };
+    let (broker, own) = (cores(broker0, broker1), cores(own0, own1));
+    let other = cores(all0, all1)
+        .zip(broker.zip(own))
+        .map(|(all, (b, o))| (all - b - o).max(0.0));
     let counters = match bg {
         Some(bg) => Some(bg.stop().await),
         None => None,
@@ -286,8 +301,9 @@ async fn timed(p: &StallsParams, ns: &str, loaded: bool, b: &Server) -> Result<T
     Ok(Timed {
         sent,
         background: counters,
-        broker_cores: cores(broker0, broker1),
-        harness_cores: cores(own0, own1),
+        broker_cores: broker,
+        harness_cores: own,
+        other_cores: other,
         t0,
         end,
     })
@@ -375,6 +391,9 @@ fn measures(p: &StallsParams, r: &Run) -> Vec<Measure> {
     if let Some(c) = r.broker_cores {
         out.push(v(format!("broker CPU ({})", r.name), c, "cores"));
     }
+    if let Some(c) = r.other_cores {
+        out.push(v(format!("other processes' CPU ({})", r.name), c, "cores"));
+    }
     if let Some(c) = &r.background {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let with_errors = |mut m: Measure, e: u64| {
@@ -424,15 +443,15 @@ fn markdown(p: &StallsParams, quiet: &Run, loaded: &Run) -> String {
         p.backlog,
     );
     s.push_str(
-        "| run | msgs/s | p50 µs | p99 µs | p99.9 µs | max µs | sends > 5 ms | send errors | broker CPU | harness CPU |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | msgs/s | p50 µs | p99 µs | p99.9 µs | max µs | sends > 5 ms | send errors | broker CPU | harness CPU | other processes |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let cores = |c: Option<f64>| c.map_or("?".into(), |c| format!("{c:.2} cores"));
     for r in [quiet, loaded] {
         let l = Latency::of(&r.sent.hist).unwrap_or_default();
         let _ = writeln!(
             s,
-            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
             r.name,
             r.sent.msgs as f64 / r.sent.secs,
             l.p50_us,
@@ -443,6 +462,7 @@ fn markdown(p: &StallsParams, quiet: &Run, loaded: &Run) -> String {
             r.sent.errors,
             cores(r.broker_cores),
             cores(r.harness_cores),
+            cores(r.other_cores),
         );
     }
     if let Some(c) = &loaded.background {
