@@ -1,6 +1,7 @@
 //! Consuming through the Tern client's pull consumer, against any RocketMQ-protocol
 //! broker: delivery latency while producing (e2e) and pull throughput over a backlog
-//! (catch-up).
+//! (catch-up); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
+//! catch-up consumers.
 //!
 //! Pulls are PULL_MESSAGE with the broker's per-pull maximum of 32 messages; e2e pulls set
 //! SUSPEND so the broker holds them until a message arrives (long polling), as push
@@ -14,7 +15,7 @@ use hdrhistogram::Histogram;
 use tern_client::consumer::pull::broker_addr;
 use tern_client::{ClientConfig, MessageQueue, PullConsumer};
 use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
-use tern_shell::message::decode_pulled;
+use tern_shell::message::{MessageExt, decode_pulled};
 use tern_shell::runtime;
 use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 
@@ -26,20 +27,48 @@ pub const PULL_BATCH: i32 = 32;
 /// How long the broker may hold an e2e pull.
 const SUSPEND_MS: i64 = 500;
 
-/// One pull's outcome: next offset and the send stamps of the messages found.
-struct Pulled {
-    next: i64,
-    stamps: Vec<u64>,
+/// What a pull subscribes with: `TAG` `*` (everything) or an SQL92 expression, with a
+/// check each delivered message must pass (the filter's own rule, applied again here).
+#[derive(Clone, Copy, Debug)]
+pub struct Sub<'a> {
+    /// `TAG` or `SQL92`.
+    pub kind: &'a str,
+    /// The expression.
+    pub expression: &'a str,
+    /// Does a delivered message match? Those that do not are counted in
+    /// [`Pulled::mismatched`].
+    pub check: Option<fn(&MessageExt) -> bool>,
 }
 
-/// Pulls up to [`PULL_BATCH`] messages of `queue` from `offset`; decodes them as a
-/// consumer would.
-async fn pull(
+impl Sub<'static> {
+    /// Every message (`TAG` `*`).
+    pub const ALL: Sub<'static> = Sub {
+        kind: "TAG",
+        expression: "*",
+        check: None,
+    };
+}
+
+/// One pull's outcome: next offset and the send stamps of the messages found.
+#[derive(Debug)]
+pub struct Pulled {
+    /// Where the next pull starts.
+    pub next: i64,
+    /// Send stamps of the messages delivered (one per message).
+    pub stamps: Vec<u64>,
+    /// Messages delivered that fail the subscription's check.
+    pub mismatched: u64,
+}
+
+/// Pulls up to [`PULL_BATCH`] messages of `queue` from `offset` (held by the broker
+/// until one arrives when `suspend`); decodes them as a consumer would.
+pub async fn pull(
     c: &PullConsumer,
     addr: &str,
     queue: &MessageQueue,
     offset: i64,
     suspend: bool,
+    sub: &Sub<'_>,
 ) -> Result<Pulled, String> {
     let mut sys_flag = pull_sys_flag::SUBSCRIPTION;
     if suspend {
@@ -54,9 +83,9 @@ async fn pull(
         sys_flag,
         commit_offset: 0,
         suspend_timeout_millis: SUSPEND_MS,
-        subscription: Some("*".into()),
+        subscription: Some(sub.expression.into()),
         sub_version: 0,
-        expression_type: Some("TAG".into()),
+        expression_type: Some(sub.kind.into()),
         ..PullMessageRequestHeader::default()
     };
     let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
@@ -67,26 +96,39 @@ async fn pull(
         .await
         .map_err(|e| e.to_string())?;
     let code = resp.response_code();
+    if !matches!(
+        code,
+        ResponseCode::Success
+            | ResponseCode::PullNotFound
+            | ResponseCode::PullRetryImmediately
+            | ResponseCode::PullOffsetMoved
+    ) {
+        // The broker's remark says why; the header of a refusal has no offsets.
+        return Err(format!(
+            "pull answered {code:?}: {}",
+            resp.remark.as_deref().unwrap_or_default()
+        ));
+    }
     let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
         .map_err(|e| format!("pull response ({code:?}): {e}"))?;
     let mut stamps = Vec::new();
-    match code {
-        ResponseCode::Success => {
-            let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
-            stamps.extend(msgs.iter().filter_map(|m| stamp_of(&m.body)));
+    let mut mismatched = 0;
+    if code == ResponseCode::Success {
+        let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
+        stamps.extend(msgs.iter().filter_map(|m| stamp_of(&m.body)));
+        if let Some(check) = sub.check {
+            mismatched = msgs.iter().filter(|m| !check(m)).count() as u64;
         }
-        ResponseCode::PullNotFound | ResponseCode::PullRetryImmediately => {}
-        ResponseCode::PullOffsetMoved => {}
-        other => return Err(format!("pull answered {other:?}")),
     }
     Ok(Pulled {
         next: h.next_begin_offset,
         stamps,
+        mismatched,
     })
 }
 
 /// A started consumer with the topic's queues assigned, and each queue's broker address.
-async fn consumer(
+pub async fn consumer(
     namesrv: &str,
     topic: &str,
     group: &str,
@@ -136,7 +178,7 @@ pub async fn e2e(load: &Load) -> Result<E2e, String> {
             let mut hist = histogram();
             let mut offset = start;
             while !stop.load(Ordering::Relaxed) {
-                let p = match pull(&c, &addr, &q, offset, true).await {
+                let p = match pull(&c, &addr, &q, offset, true, &Sub::ALL).await {
                     Ok(p) => p,
                     Err(e) => return Err(e),
                 };
@@ -187,7 +229,7 @@ pub async fn catch_up(
         tasks.push(runtime::spawn(async move {
             let mut offset = 0;
             while offset < end {
-                let p = pull(&c, &addr, &q, offset, false).await?;
+                let p = pull(&c, &addr, &q, offset, false, &Sub::ALL).await?;
                 if p.next <= offset {
                     return Err(format!("pull at {offset} of {q:?} did not advance"));
                 }

@@ -193,7 +193,77 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
             })
             .map(|(size, v)| (format!("{v:.1} ms ({size})"), v < 100.0)),
     ));
+    stalls(rows, &mut out);
     out
+}
+
+/// The stalls scenario's goals: the loaded run against the quiet one.
+fn stalls(rows: &[Measure], out: &mut Vec<Goal>) {
+    use crate::stalls::{CASE_LOADED, CASE_QUIET, CATCHUP_MSGS, MAX_LOADED, QUERIES, SQL_MSGS};
+    let quiet = find(rows, "stalls", TERN, CASE_QUIET, 0);
+    let loaded = find(rows, "stalls", TERN, CASE_LOADED, 0);
+    let stalls_value = |case: &str| {
+        rows.iter()
+            .find(|r| r.scenario == "stalls" && r.system == TERN && r.case == case)
+    };
+    out.push(goal(
+        "stalls: sync send throughput, loaded vs quiet",
+        "≥ 90%",
+        quiet.zip(loaded).map(|(q, l)| {
+            let x = l.msgs_per_s / q.msgs_per_s.max(1e-9);
+            (
+                format!(
+                    "{:.1}% ({:.0} of {:.0} msgs/s)",
+                    x * 100.0,
+                    l.msgs_per_s,
+                    q.msgs_per_s
+                ),
+                x >= 0.9,
+            )
+        }),
+    ));
+    out.push(goal(
+        "… p99.9 send latency, loaded",
+        "< 5 ms",
+        loaded
+            .and_then(|r| r.latency)
+            .map(|l| (format!("{:.0} µs", l.p999_us), l.p999_us < 5_000.0)),
+    ));
+    out.push(goal(
+        "… max send latency, loaded",
+        "< 25 ms",
+        stalls_value(MAX_LOADED)
+            .and_then(|r| r.value.as_ref())
+            .map(|v| (format!("{:.0} µs", v.0), v.0 < 25_000.0)),
+    ));
+    // Not a goal of the issue: whether the loaded run measured what it claims.
+    let bg: Option<Vec<&Measure>> = [QUERIES, SQL_MSGS, CATCHUP_MSGS]
+        .iter()
+        .map(|c| stalls_value(c))
+        .collect();
+    out.push(goal(
+        "… background load ran, nothing failed",
+        "all three > 0, 0 errors",
+        bg.map(|bg| {
+            let errors: u64 = bg.iter().map(|r| r.errors).sum::<u64>()
+                + loaded.map_or(0, |l| l.errors)
+                + quiet.map_or(0, |q| q.errors);
+            let counts: Vec<String> = bg
+                .iter()
+                .map(|r| {
+                    let (v, unit) = r.value.clone().unwrap_or_default();
+                    format!("{v:.0} {unit}")
+                })
+                .collect();
+            let ran = bg
+                .iter()
+                .all(|r| r.value.as_ref().is_some_and(|v| v.0 > 0.0));
+            (
+                format!("{}; {errors} errors", counts.join(", ")),
+                ran && errors == 0,
+            )
+        }),
+    ));
 }
 
 /// The goals as a markdown table.

@@ -14,6 +14,8 @@
 //!   Tern client, beside the peers measured in the same run (rocketmq-rust when installed
 //!   with `--install-peers`, Redis streams when Debian's `redis-server` is installed) and
 //!   raw sequential `write()`; rows in [`table`], goals in [`goals`], plots in [`plot`].
+//! - `stalls` ([`stalls`]): does one request wait on another's disk work? Sync senders
+//!   on a quiet broker, then beside key queries, SQL92 consumers and a cold catch-up.
 
 pub mod consume;
 pub mod engine;
@@ -24,6 +26,7 @@ pub mod proc;
 pub mod redis_peer;
 pub mod report;
 pub mod rocketmq_peer;
+pub mod stalls;
 pub mod suite;
 pub mod table;
 

@@ -283,26 +283,44 @@ pub async fn fill(
     senders: u32,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<f64, String> {
+    let t = topic.to_owned();
+    let make = std::sync::Arc::new(move |_| Message::new(t.clone(), stamped_body(body)));
+    fill_with(namesrv, topic, total, senders, progress, make).await
+}
+
+/// Builds message number `n` (0-based) of a fill.
+pub type MakeMessage = std::sync::Arc<dyn Fn(u64) -> Message + Send + Sync>;
+
+/// [`fill`] with messages from `make`, given each message's number.
+pub async fn fill_with(
+    namesrv: &str,
+    topic: &str,
+    total: u64,
+    senders: u32,
+    progress: &(dyn Fn(u64) + Sync),
+    make: MakeMessage,
+) -> Result<f64, String> {
     let prods = producers(namesrv, topic, senders).await?;
     let left = std::sync::Arc::new(AtomicU64::new(total));
     let done = std::sync::Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let mut tasks = Vec::new();
     for p in &prods {
-        let (p, topic, left, done) = (p.clone(), topic.to_owned(), left.clone(), done.clone());
+        let (p, make, left, done) = (p.clone(), make.clone(), left.clone(), done.clone());
         tasks.push(runtime::spawn(async move {
             loop {
-                let n = left
+                let (n, first) = left
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
                         (l > 0).then(|| l.saturating_sub(BATCH as u64))
                     })
-                    .map_or(0, |l| l.min(BATCH as u64));
+                    .map_or((0, 0), |l| {
+                        let n = l.min(BATCH as u64);
+                        (n, total - l)
+                    });
                 if n == 0 {
                     return Ok(());
                 }
-                let batch = (0..n)
-                    .map(|_| Message::new(topic.clone(), stamped_body(body)))
-                    .collect();
+                let batch = (first..first + n).map(|i| make(i)).collect();
                 p.send_batch(batch).await.map_err(|e| e.to_string())?;
                 done.fetch_add(n, Ordering::Relaxed);
             }

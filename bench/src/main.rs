@@ -2,10 +2,10 @@
 //! to `bench/results/` (or `--out`).
 //!
 //! ```text
-//! tern-bench [--scenario all|engine|produce|e2e|backlog]... [--quick] [--dir PATH]
+//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls]... [--quick] [--dir PATH]
 //!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
 //!            [--modes sync,async,oneway,batch] [--flush async,sync]
-//!            [--no-peers] [--install-peers]
+//!            [--stalls-backlog N] [--no-peers] [--install-peers]
 //! ```
 
 use std::path::PathBuf;
@@ -14,17 +14,19 @@ use std::time::{Duration, Instant};
 
 use tern_bench::engine::{self, EngineParams};
 use tern_bench::load::Mode;
+use tern_bench::stalls::{self, StallsParams};
 use tern_bench::suite::{self, SuiteParams};
 use tern_bench::{default_data_dir, goals, plot, report, results_dir, rocketmq_peer, table};
 
 const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\n\
-  --scenario NAME   all (default), engine, produce, e2e, backlog; repeatable\n\
+  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls; repeatable\n\
   --quick           small counts, every scenario in well under 3 minutes (CI smoke)\n\
   --dir PATH        folder for data written (default: target/tern-bench-data)\n\
   --out PATH        folder for CSV and SVG (default: bench/results)\n\
   --producers LIST  sender counts for ASYNC_FLUSH runs, e.g. 1,4,16,64\n\
   --duration-ms N   timed part of each load run\n\
   --backlog N       messages in the catch-up backlog (default 1000000)\n\
+  --stalls-backlog N  messages pre-filled before each stalls run (default 300000)\n\
   --body N          message body bytes (default 1024)\n\
   --modes LIST      produce send modes, of sync,async,oneway,batch (default all)\n\
   --flush LIST      produce flush policies, of async,sync (default both)\n\
@@ -40,6 +42,7 @@ struct Args {
     producers: Option<Vec<u32>>,
     duration_ms: Option<u64>,
     backlog: Option<u64>,
+    stalls_backlog: Option<u64>,
     body: Option<usize>,
     modes: Option<Vec<Mode>>,
     flush: Option<Vec<bool>>,
@@ -69,6 +72,9 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--duration-ms" => a.duration_ms = Some(num(args.next(), "--duration-ms")?),
             "--backlog" => a.backlog = Some(num(args.next(), "--backlog")?),
+            "--stalls-backlog" => {
+                a.stalls_backlog = Some(num(args.next(), "--stalls-backlog")?);
+            }
             "--body" => a.body = Some(num(args.next(), "--body")? as usize),
             "--modes" => {
                 let list = args.next().ok_or("--modes needs a list")?;
@@ -98,7 +104,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         a.scenarios.push("all".into());
     }
     for s in &a.scenarios {
-        if !["all", "engine", "produce", "e2e", "backlog"].contains(&s.as_str()) {
+        if !["all", "engine", "produce", "e2e", "backlog", "stalls"].contains(&s.as_str()) {
             return Err(format!("unknown scenario {s:?}"));
         }
     }
@@ -140,6 +146,24 @@ fn suite_params(a: &Args, dir: PathBuf) -> SuiteParams {
     p
 }
 
+fn stalls_params(a: &Args, dir: PathBuf, out: PathBuf) -> StallsParams {
+    let mut p = if a.quick {
+        StallsParams::quick(dir, out)
+    } else {
+        StallsParams::full(dir, out)
+    };
+    if let Some(ms) = a.duration_ms {
+        p.duration = Duration::from_millis(ms);
+    }
+    if let Some(n) = a.stalls_backlog {
+        p.backlog = n;
+    }
+    if let Some(b) = a.body {
+        p.body = b.max(8);
+    }
+    p
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let started = Instant::now();
     let dir = a
@@ -177,6 +201,12 @@ fn run(a: &Args) -> Result<(), String> {
         }
         if wants(a, "backlog") {
             suite::backlog(&p, &mut rows)?;
+        }
+        if wants(a, "stalls") {
+            stalls::run(
+                &stalls_params(a, dir.join("stalls"), out.clone()),
+                &mut rows,
+            )?;
         }
         Ok::<(), String>(())
     })();

@@ -122,3 +122,55 @@ fn chart(path: &Path, title: &str, y_desc: &str, series: &Series) -> Result<(), 
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
+
+/// A chart of latency over time (x: seconds, linear; y: µs, log), one line per series;
+/// written to `path`, which is returned.
+pub fn timeline(path: &Path, series: &[(String, Vec<(f64, f64)>)]) -> Result<PathBuf, String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let points = || series.iter().flat_map(|(_, p)| p.iter());
+    let x_max = points().map(|p| p.0).fold(1.0, f64::max) * 1.02;
+    let y_max = points().map(|p| p.1).fold(10.0, f64::max) * 1.5;
+    let y_min = points()
+        .map(|p| p.1)
+        .filter(|y| *y > 0.0)
+        .fold(f64::MAX, f64::min)
+        .min(y_max / 10.0)
+        / 1.5;
+    let root = SVGBackend::new(path, (1200, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut ch = ChartBuilder::on(&root)
+        .caption(
+            "1 KiB sync sends: slowest send per 100 ms",
+            ("sans-serif", 22),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..x_max, (y_min..y_max).log_scale())
+        .map_err(|e| err(&e))?;
+    ch.configure_mesh()
+        .x_desc("seconds into the timed part")
+        .y_desc("latency µs")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let style = color.stroke_width(1);
+        ch.draw_series(LineSeries::new(pts.iter().copied(), style))
+            .map_err(|e| err(&e))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(path.to_path_buf())
+}

@@ -302,3 +302,29 @@ pub fn cpu_time_of(pid: &str) -> io::Result<Duration> {
     let hz = rustix::param::clock_ticks_per_second().max(1);
     Ok(Duration::from_secs_f64(ticks as f64 / hz as f64))
 }
+
+/// CPU time the whole machine has spent busy (every state of `/proc/stat`'s `cpu` line
+/// but idle and iowait), summed over cores: with [`cpu_time_of`] it tells how much of the
+/// machine other processes took during a run.
+pub fn machine_busy() -> io::Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no cpu line in /proc/stat"))?;
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let busy: u64 = f
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Ok(Duration::from_secs_f64(busy as f64 / hz as f64))
+}
