@@ -240,11 +240,9 @@ impl StoreService {
                 }
                 Err(e) => {
                     let n = self.reput_errors.fetch_add(1, Ordering::Relaxed) + 1;
-                    // Logged at the first failure and then at each growth of the pause,
-                    // not at every retry.
-                    if backoff == REPUT_BACKOFF_MIN || backoff < REPUT_BACKOFF_MAX {
-                        log::error!("reput failed ({n} so far), retrying in {backoff:?}: {e}");
-                    }
+                    // The pause bounds the log lines too: at most one every
+                    // REPUT_BACKOFF_MAX once it stops growing.
+                    log::error!("reput failed ({n} so far), retrying in {backoff:?}: {e}");
                     let _ = runtime::race(runtime::sleep(backoff), shutdown.wait()).await;
                     backoff = (backoff * 2).min(REPUT_BACKOFF_MAX);
                 }
