@@ -6,15 +6,16 @@
 //! pull does not stall the connection. Writers share the write half under a lock, one whole
 //! frame at a time. A malformed frame closes only this connection.
 //!
-//! Writes are bounded by [`ConnectionConfig::write_timeout`]: a peer that stops reading
-//! gets its connection closed after that long without taking a byte, so no writer waits
-//! on it for ever.
+//! Every wait has a bound a peer cannot stretch: requests in flight by count and by bytes
+//! (beyond either the answer is SYSTEM_BUSY), and writes by
+//! [`ConnectionConfig::write_timeout`]: a peer that stops reading gets its connection
+//! closed after that long without taking a byte, so no writer waits on it for ever.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -120,6 +121,12 @@ pub struct ConnectionConfig {
     pub idle_timeout: Option<Duration>,
     /// Requests from the peer processed at once; beyond it the answer is SYSTEM_BUSY.
     pub max_in_flight: usize,
+    /// Bytes of request frames from the peer held by requests in flight; a frame that
+    /// would go past it is answered SYSTEM_BUSY. Without it a peer could park
+    /// `max_in_flight` frames of the largest size (16 GiB by default) on one connection.
+    /// A request is always taken when none is in flight, so a budget below the frame
+    /// limit slows big frames down but never refuses them all.
+    pub max_in_flight_bytes: usize,
     /// Longest a write waits with the peer taking no byte (RocketMQ's send timeout is
     /// 3 s). Past it the connection closes and the write fails with
     /// [`RemotingError::WriteTimeout`], and so do writers queued behind it. Measured as
@@ -130,6 +137,9 @@ pub struct ConnectionConfig {
     pub drain_timeout: Duration,
 }
 
+/// Default [`ConnectionConfig::max_in_flight_bytes`]: four frames of the largest size.
+pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
+
 /// Default [`ConnectionConfig::write_timeout`].
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -139,6 +149,7 @@ impl Default for ConnectionConfig {
             limits: FrameLimits::default(),
             idle_timeout: None,
             max_in_flight: 1024,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             drain_timeout: Duration::from_secs(10),
         }
@@ -440,6 +451,7 @@ impl Connection {
     ) {
         let mut reader = BufReader::new(stream);
         let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
+        let in_flight_bytes = Arc::new(AtomicUsize::new(0));
         if let Some(idle) = config.idle_timeout {
             runtime::spawn(self.clone().close_when_idle(idle));
         }
@@ -474,8 +486,8 @@ impl Connection {
                     break;
                 }
             }
-            let cmd = match read_frame(&mut reader, &config.limits).await {
-                Ok(cmd) => cmd,
+            let (cmd, frame_bytes) = match read_frame(&mut reader, &config.limits).await {
+                Ok(read) => read,
                 Err(e) => {
                     log::warn!(
                         "closing connection {} from {}: {e}",
@@ -499,7 +511,12 @@ impl Connection {
                 }
                 continue;
             }
-            self.dispatch(cmd, &processor, &in_flight).await;
+            let budget = ByteBudget {
+                held: &in_flight_bytes,
+                max: config.max_in_flight_bytes,
+            };
+            self.dispatch(cmd, frame_bytes, &processor, &in_flight, budget)
+                .await;
         }
         self.abort();
         self.inner.done.trigger();
@@ -536,11 +553,16 @@ impl Connection {
         }
     }
 
+    /// Runs one request from the peer: in the read loop when the processor says it is
+    /// quick (reading waits meanwhile, so it holds no budget), else in a task of its own
+    /// holding a slot and its frame's bytes of the connection's budgets.
     async fn dispatch<P: Processor>(
         &self,
         req: RemotingCommand,
+        frame_bytes: usize,
         processor: &Arc<P>,
         in_flight: &Arc<Semaphore>,
+        budget: ByteBudget<'_>,
     ) {
         if processor.is_quick(&req) {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
@@ -548,16 +570,24 @@ impl Connection {
             self.respond(resp, opaque, ser, oneway).await;
             return;
         }
-        let Some(permit) = in_flight.try_acquire_arc() else {
-            if !req.is_oneway() {
-                let busy = RemotingCommand::error_response(
-                    &req,
-                    ResponseCode::SystemBusy,
-                    "[OVERLOAD]too many requests in flight",
-                );
-                let _ = self.write(&busy).await;
+        let admitted = in_flight
+            .try_acquire_arc()
+            .ok_or("[OVERLOAD]too many requests in flight")
+            .and_then(|permit| {
+                budget
+                    .take(frame_bytes)
+                    .map(|bytes| (permit, bytes))
+                    .ok_or("[OVERLOAD]too many request bytes in flight")
+            });
+        let held = match admitted {
+            Ok(held) => held,
+            Err(why) => {
+                if !req.is_oneway() {
+                    let busy = RemotingCommand::error_response(&req, ResponseCode::SystemBusy, why);
+                    let _ = self.write(&busy).await;
+                }
+                return;
             }
-            return;
         };
         let conn = self.clone();
         let processor = processor.clone();
@@ -565,7 +595,7 @@ impl Connection {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
             let resp = processor.process(&conn, req).await;
             conn.respond(resp, opaque, ser, oneway).await;
-            drop(permit);
+            drop(held);
         });
     }
 
@@ -606,6 +636,43 @@ enum Wait {
     Close,
 }
 
+/// A connection's budget of request-frame bytes in flight
+/// ([`ConnectionConfig::max_in_flight_bytes`]).
+#[derive(Clone, Copy)]
+struct ByteBudget<'a> {
+    held: &'a Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl ByteBudget<'_> {
+    /// Takes `bytes` unless that would pass the budget with something already held.
+    /// Only the read loop takes, so the check and the add cannot interleave with another
+    /// take; tasks only give back.
+    fn take(self, bytes: usize) -> Option<HeldBytes> {
+        let before = self.held.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(bytes) > self.max {
+            self.held.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        Some(HeldBytes {
+            held: self.held.clone(),
+            bytes,
+        })
+    }
+}
+
+/// Bytes of the budget held by one request; given back when it is answered.
+struct HeldBytes {
+    held: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 /// Most bytes reserved for a frame before its bytes arrive.
 const PREALLOCATE_MAX_BYTES: usize = 1 << 20;
 
@@ -616,13 +683,13 @@ fn io_error(e: std::io::Error) -> RemotingError {
     RemotingError::Io(e.to_string())
 }
 
-/// Reads one frame. Memory grows with the
+/// Reads one frame; returns the command and the frame's length. Memory grows with the
 /// bytes actually received, so a peer that announces 16 MiB and sends nothing costs
 /// nothing.
 async fn read_frame<R: async_std::io::Read + Unpin>(
     reader: &mut R,
     limits: &FrameLimits,
-) -> Result<RemotingCommand, ReadError> {
+) -> Result<(RemotingCommand, usize), ReadError> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await.map_err(ReadError::Io)?;
     let length = check_frame_length(u32::from_be_bytes(len), limits).map_err(ReadError::Frame)?;
@@ -637,7 +704,8 @@ async fn read_frame<R: async_std::io::Read + Unpin>(
     if payload.len() != length as usize {
         return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
     }
-    RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)
+    let cmd = RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)?;
+    Ok((cmd, length as usize + 4))
 }
 
 #[derive(Debug)]
