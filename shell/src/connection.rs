@@ -5,12 +5,17 @@
 //! CHECK_TRANSACTION_STATE) to a [`Processor`], one task per request so a long-polling
 //! pull does not stall the connection. Writers share the write half under a lock, one whole
 //! frame at a time. A malformed frame closes only this connection.
+//!
+//! Every wait has a bound a peer cannot stretch: requests in flight by count and by bytes
+//! (beyond either the answer is SYSTEM_BUSY), and writes by
+//! [`ConnectionConfig::write_timeout`]: a peer that stops reading gets its connection
+//! closed after that long without taking a byte, so no writer waits on it for ever.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +91,8 @@ pub enum RemotingError {
     Timeout,
     /// The connection closed before the response came.
     Closed,
+    /// The peer took no byte of a write for the write timeout; the connection is closed.
+    WriteTimeout,
     /// The command could not be encoded.
     Frame(FrameError),
 }
@@ -97,6 +104,7 @@ impl std::fmt::Display for RemotingError {
             Self::Io(e) => write!(f, "io error: {e}"),
             Self::Timeout => write!(f, "request timed out"),
             Self::Closed => write!(f, "connection closed"),
+            Self::WriteTimeout => write!(f, "write timed out: the peer stopped reading"),
             Self::Frame(e) => write!(f, "frame error: {e}"),
         }
     }
@@ -113,9 +121,27 @@ pub struct ConnectionConfig {
     pub idle_timeout: Option<Duration>,
     /// Requests from the peer processed at once; beyond it the answer is SYSTEM_BUSY.
     pub max_in_flight: usize,
+    /// Bytes of request frames from the peer held by requests in flight; a frame that
+    /// would go past it is answered SYSTEM_BUSY. Without it a peer could park
+    /// `max_in_flight` frames of the largest size (16 GiB by default) on one connection.
+    /// A request is always taken when none is in flight, so a budget below the frame
+    /// limit slows big frames down but never refuses them all.
+    pub max_in_flight_bytes: usize,
+    /// Longest a write waits with the peer taking no byte (RocketMQ's send timeout is
+    /// 3 s). Past it the connection closes and the write fails with
+    /// [`RemotingError::WriteTimeout`], and so do writers queued behind it. Measured as
+    /// no progress rather than a whole-frame deadline, so a large answer over a slow but
+    /// moving link still goes out.
+    pub write_timeout: Duration,
     /// How long a graceful close waits for in-flight requests.
     pub drain_timeout: Duration,
 }
+
+/// Default [`ConnectionConfig::max_in_flight_bytes`]: four frames of the largest size.
+pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
+
+/// Default [`ConnectionConfig::write_timeout`].
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl Default for ConnectionConfig {
     fn default() -> Self {
@@ -123,6 +149,8 @@ impl Default for ConnectionConfig {
             limits: FrameLimits::default(),
             idle_timeout: None,
             max_in_flight: 1024,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
             drain_timeout: Duration::from_secs(10),
         }
     }
@@ -141,6 +169,11 @@ struct Inner {
     local: SocketAddr,
     stream: TcpStream,
     writer: async_lock::Mutex<TcpStream>,
+    /// See [`ConnectionConfig::write_timeout`].
+    write_timeout: Duration,
+    /// Bytes the socket accepted so far: a writer waiting for the lock tells a holder
+    /// that is slowly getting through from one the peer stopped reading.
+    written_bytes: AtomicU64,
     pending: Mutex<HashMap<i32, Sender<RemotingCommand>>>,
     next_opaque: AtomicI32,
     closed: AtomicBool,
@@ -192,6 +225,8 @@ impl Connection {
             peer: stream.peer_addr()?,
             local: stream.local_addr()?,
             writer: async_lock::Mutex::new(stream.clone()),
+            write_timeout: config.write_timeout,
+            written_bytes: AtomicU64::new(0),
             stream: stream.clone(),
             pending: Mutex::new(HashMap::new()),
             next_opaque: AtomicI32::new(1),
@@ -275,7 +310,8 @@ impl Connection {
         self.write(&cmd).await
     }
 
-    /// Writes one command as a whole frame.
+    /// Writes one command as a whole frame, bounded by the write timeout (see
+    /// [`ConnectionConfig::write_timeout`]): on expiry the connection is closed.
     pub async fn write(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
         if self.is_closed() {
             return Err(RemotingError::Closed);
@@ -290,27 +326,94 @@ impl Connection {
         if inline {
             bytes.extend_from_slice(&cmd.body);
         }
-        let mut w = self.inner.writer.lock().await;
-        let res = async {
-            if inline {
-                w.write_all(&bytes).await?;
-            } else {
-                write_all_vectored(&mut w, &mut [IoSlice::new(&bytes), IoSlice::new(&cmd.body)])
-                    .await?;
-            }
-            w.flush().await
+        let mut w = self.lock_writer().await?;
+        if self.is_closed() {
+            // Closed while we queued (a stalled write before ours, or a close).
+            return Err(RemotingError::Closed);
         }
-        .await;
+        let res = if inline {
+            self.write_bounded(&mut w, &mut [IoSlice::new(&bytes)])
+                .await
+        } else {
+            let mut bufs = [IoSlice::new(&bytes), IoSlice::new(&cmd.body)];
+            self.write_bounded(&mut w, &mut bufs).await
+        };
         drop(w);
         match res {
             Ok(()) => {
                 self.touch();
                 Ok(())
             }
+            // Someone else closed it under us (a writer queued behind that saw no
+            // progress, or a close): the shut socket's error says nothing more.
+            Err(RemotingError::Io(_)) if self.is_closed() => Err(RemotingError::Closed),
             Err(e) => {
+                if e == RemotingError::WriteTimeout {
+                    log::warn!(
+                        "closing connection {} to {}: it took no byte for {:?}",
+                        self.id(),
+                        self.peer_addr(),
+                        self.inner.write_timeout
+                    );
+                }
                 self.abort();
-                Err(RemotingError::Io(e.to_string()))
+                Err(e)
             }
+        }
+    }
+
+    /// The write half, waiting while the writer ahead makes progress. A wait of a whole
+    /// write timeout during which the socket took nothing means the peer stopped reading:
+    /// the connection is closed (the writer ahead times out too).
+    async fn lock_writer(&self) -> Result<async_lock::MutexGuard<'_, TcpStream>, RemotingError> {
+        loop {
+            let seen = self.inner.written_bytes.load(Ordering::Relaxed);
+            match runtime::timeout(self.inner.write_timeout, self.inner.writer.lock()).await {
+                Ok(w) => return Ok(w),
+                Err(_) if self.is_closed() => return Err(RemotingError::Closed),
+                Err(_) if self.inner.written_bytes.load(Ordering::Relaxed) == seen => {
+                    log::warn!(
+                        "closing connection {} to {}: writes stalled for {:?}",
+                        self.id(),
+                        self.peer_addr(),
+                        self.inner.write_timeout
+                    );
+                    self.abort();
+                    return Err(RemotingError::WriteTimeout);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// `write_all` over several buffers with `writev`, resuming after partial writes;
+    /// each call must make progress within the write timeout. A timer is armed only
+    /// when the socket is full: a write that goes through at once costs none.
+    async fn write_bounded(
+        &self,
+        w: &mut TcpStream,
+        mut bufs: &mut [IoSlice<'_>],
+    ) -> Result<(), RemotingError> {
+        let limit = self.inner.write_timeout;
+        IoSlice::advance_slices(&mut bufs, 0);
+        while !bufs.is_empty() {
+            match runtime::timeout(limit, w.write_vectored(bufs)).await {
+                Err(_) => return Err(RemotingError::WriteTimeout),
+                Ok(Ok(0)) => return Err(io_error(std::io::ErrorKind::WriteZero.into())),
+                Ok(Ok(n)) => {
+                    self.inner
+                        .written_bytes
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    IoSlice::advance_slices(&mut bufs, n);
+                }
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => return Err(io_error(e)),
+            }
+        }
+        match runtime::timeout(limit, w.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(io_error(e)),
+            Err(_) => Err(RemotingError::WriteTimeout),
         }
     }
 
@@ -348,6 +451,7 @@ impl Connection {
     ) {
         let mut reader = BufReader::new(stream);
         let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
+        let in_flight_bytes = Arc::new(AtomicUsize::new(0));
         if let Some(idle) = config.idle_timeout {
             runtime::spawn(self.clone().close_when_idle(idle));
         }
@@ -382,8 +486,8 @@ impl Connection {
                     break;
                 }
             }
-            let cmd = match read_frame(&mut reader, &config.limits).await {
-                Ok(cmd) => cmd,
+            let (cmd, frame_bytes) = match read_frame(&mut reader, &config.limits).await {
+                Ok(read) => read,
                 Err(e) => {
                     log::warn!(
                         "closing connection {} from {}: {e}",
@@ -407,7 +511,12 @@ impl Connection {
                 }
                 continue;
             }
-            self.dispatch(cmd, &processor, &in_flight).await;
+            let budget = ByteBudget {
+                held: &in_flight_bytes,
+                max: config.max_in_flight_bytes,
+            };
+            self.dispatch(cmd, frame_bytes, &processor, &in_flight, budget)
+                .await;
         }
         self.abort();
         self.inner.done.trigger();
@@ -444,11 +553,16 @@ impl Connection {
         }
     }
 
+    /// Runs one request from the peer: in the read loop when the processor says it is
+    /// quick (reading waits meanwhile, so it holds no budget), else in a task of its own
+    /// holding a slot and its frame's bytes of the connection's budgets.
     async fn dispatch<P: Processor>(
         &self,
         req: RemotingCommand,
+        frame_bytes: usize,
         processor: &Arc<P>,
         in_flight: &Arc<Semaphore>,
+        budget: ByteBudget<'_>,
     ) {
         if processor.is_quick(&req) {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
@@ -456,16 +570,24 @@ impl Connection {
             self.respond(resp, opaque, ser, oneway).await;
             return;
         }
-        let Some(permit) = in_flight.try_acquire_arc() else {
-            if !req.is_oneway() {
-                let busy = RemotingCommand::error_response(
-                    &req,
-                    ResponseCode::SystemBusy,
-                    "[OVERLOAD]too many requests in flight",
-                );
-                let _ = self.write(&busy).await;
+        let admitted = in_flight
+            .try_acquire_arc()
+            .ok_or("[OVERLOAD]too many requests in flight")
+            .and_then(|permit| {
+                budget
+                    .take(frame_bytes)
+                    .map(|bytes| (permit, bytes))
+                    .ok_or("[OVERLOAD]too many request bytes in flight")
+            });
+        let held = match admitted {
+            Ok(held) => held,
+            Err(why) => {
+                if !req.is_oneway() {
+                    let busy = RemotingCommand::error_response(&req, ResponseCode::SystemBusy, why);
+                    let _ = self.write(&busy).await;
+                }
+                return;
             }
-            return;
         };
         let conn = self.clone();
         let processor = processor.clone();
@@ -473,7 +595,7 @@ impl Connection {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
             let resp = processor.process(&conn, req).await;
             conn.respond(resp, opaque, ser, oneway).await;
-            drop(permit);
+            drop(held);
         });
     }
 
@@ -514,35 +636,60 @@ enum Wait {
     Close,
 }
 
-/// Reads one frame. Memory grows with the bytes actually received, so a peer that
-/// announces 16 MiB and sends nothing costs nothing.
+/// A connection's budget of request-frame bytes in flight
+/// ([`ConnectionConfig::max_in_flight_bytes`]).
+#[derive(Clone, Copy)]
+struct ByteBudget<'a> {
+    held: &'a Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl ByteBudget<'_> {
+    /// Takes `bytes` unless that would pass the budget with something already held.
+    /// Only the read loop takes, so the check and the add cannot interleave with another
+    /// take; tasks only give back.
+    fn take(self, bytes: usize) -> Option<HeldBytes> {
+        let before = self.held.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(bytes) > self.max {
+            self.held.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        Some(HeldBytes {
+            held: self.held.clone(),
+            bytes,
+        })
+    }
+}
+
+/// Bytes of the budget held by one request; given back when it is answered.
+struct HeldBytes {
+    held: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 /// Most bytes reserved for a frame before its bytes arrive.
 const PREALLOCATE_MAX_BYTES: usize = 1 << 20;
 
 /// Bodies up to this size are copied behind the header and sent in one write.
 const INLINE_BODY_BYTES: usize = 8 << 10;
 
-/// `write_all` over several buffers with `writev`, resuming after partial writes.
-async fn write_all_vectored(
-    w: &mut TcpStream,
-    mut bufs: &mut [IoSlice<'_>],
-) -> std::io::Result<()> {
-    IoSlice::advance_slices(&mut bufs, 0);
-    while !bufs.is_empty() {
-        match w.write_vectored(bufs).await {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+fn io_error(e: std::io::Error) -> RemotingError {
+    RemotingError::Io(e.to_string())
 }
 
+/// Reads one frame; returns the command and the frame's length. Memory grows with the
+/// bytes actually received, so a peer that announces 16 MiB and sends nothing costs
+/// nothing.
 async fn read_frame<R: async_std::io::Read + Unpin>(
     reader: &mut R,
     limits: &FrameLimits,
-) -> Result<RemotingCommand, ReadError> {
+) -> Result<(RemotingCommand, usize), ReadError> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len).await.map_err(ReadError::Io)?;
     let length = check_frame_length(u32::from_be_bytes(len), limits).map_err(ReadError::Frame)?;
@@ -557,7 +704,8 @@ async fn read_frame<R: async_std::io::Read + Unpin>(
     if payload.len() != length as usize {
         return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
     }
-    RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)
+    let cmd = RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)?;
+    Ok((cmd, length as usize + 4))
 }
 
 #[derive(Debug)]

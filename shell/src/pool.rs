@@ -1,20 +1,47 @@
 //! Connections by address, reused across calls (clients talk to a few name servers and
 //! brokers; brokers talk to name servers). A closed connection is replaced on next use.
+//!
+//! Connecting happens outside the pool's lock, in a task of its own: a slow or dead
+//! address delays only its own callers. Callers that ask for an address while it is
+//! being connected wait for that one attempt and share its outcome, connection or error,
+//! so one address never gets two connections or a queue of serial retries.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::connection::{Connection, ConnectionConfig, NoProcessor, Processor, RemotingError};
 use crate::frame::RemotingCommand;
+use crate::runtime;
 
 /// A pool of connections keyed by `ip:port`; requests from peers go to `P`.
 #[derive(Debug)]
 pub struct ConnectionPool<P: Processor = NoProcessor> {
-    conns: async_lock::Mutex<HashMap<String, Connection>>,
+    /// Held only to look up or swap entries, never across an `.await`.
+    conns: Arc<Mutex<HashMap<String, Entry>>>,
     config: ConnectionConfig,
     connect_timeout: Duration,
     processor: Arc<P>,
+}
+
+/// One address's state.
+#[derive(Debug, Clone)]
+enum Entry {
+    /// Connected (possibly closed since; replaced on next use).
+    Ready(Connection),
+    /// A connect is under way; its outcome is published in the cell.
+    Connecting(Arc<Attempt>),
+}
+
+/// One connect attempt, shared by every caller that asked while it ran.
+#[derive(Debug, Default)]
+struct Attempt {
+    outcome: async_lock::OnceCell<Result<Connection, RemotingError>>,
+}
+
+fn lock(m: &Mutex<HashMap<String, Entry>>) -> MutexGuard<'_, HashMap<String, Entry>> {
+    // Every update is a single insert or remove: a panicking holder leaves a valid map.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ConnectionPool<NoProcessor> {
@@ -32,7 +59,7 @@ impl<P: Processor> ConnectionPool<P> {
         processor: Arc<P>,
     ) -> Self {
         Self {
-            conns: async_lock::Mutex::new(HashMap::new()),
+            conns: Arc::default(),
             config,
             connect_timeout,
             processor,
@@ -41,24 +68,30 @@ impl<P: Processor> ConnectionPool<P> {
 
     /// The open connection to `addr`, connecting if there is none (or it closed).
     ///
-    /// Connects happen under the pool lock, so concurrent callers for one address share a
-    /// single connection; a slow connect delays other addresses by at most the timeout.
+    /// Waits at most the connect timeout, and only for `addr`. A caller that gives up
+    /// early (its own timeout) does not cancel the attempt the others wait on.
     pub async fn get(&self, addr: &str) -> Result<Connection, RemotingError> {
-        let mut conns = self.conns.lock().await;
-        if let Some(c) = conns.get(addr) {
-            if !c.is_closed() {
-                return Ok(c.clone());
+        let attempt = {
+            let mut conns = lock(&self.conns);
+            match conns.get(addr) {
+                Some(Entry::Ready(c)) if !c.is_closed() => return Ok(c.clone()),
+                Some(Entry::Connecting(a)) => a.clone(),
+                _ => {
+                    let a = Arc::new(Attempt::default());
+                    conns.insert(addr.to_owned(), Entry::Connecting(a.clone()));
+                    runtime::spawn(connect(
+                        self.conns.clone(),
+                        addr.to_owned(),
+                        a.clone(),
+                        self.config.clone(),
+                        self.connect_timeout,
+                        self.processor.clone(),
+                    ));
+                    a
+                }
             }
-        }
-        let c = Connection::connect_with(
-            addr,
-            self.config.clone(),
-            self.connect_timeout,
-            self.processor.clone(),
-        )
-        .await?;
-        conns.insert(addr.to_owned(), c.clone());
-        Ok(c)
+        };
+        attempt.outcome.wait().await.clone()
     }
 
     /// Sends `cmd` to `addr` and waits for the response.
@@ -80,17 +113,58 @@ impl<P: Processor> ConnectionPool<P> {
         self.get(addr).await?.oneway(cmd).await
     }
 
-    /// Closes and forgets the connection to `addr`.
+    /// Closes and forgets the connection to `addr`. A connect under way is abandoned:
+    /// when it finishes, its callers get [`RemotingError::Closed`] and the connection, if
+    /// made, is closed; the next [`Self::get`] starts afresh.
     pub async fn close(&self, addr: &str) {
-        if let Some(c) = self.conns.lock().await.remove(addr) {
+        let entry = lock(&self.conns).remove(addr);
+        if let Some(Entry::Ready(c)) = entry {
             c.close();
         }
     }
 
-    /// Closes every connection.
+    /// Closes every connection (and abandons connects under way, as [`Self::close`]).
     pub async fn close_all(&self) {
-        for (_, c) in self.conns.lock().await.drain() {
-            c.close();
+        let entries: Vec<Entry> = lock(&self.conns).drain().map(|(_, e)| e).collect();
+        for e in entries {
+            if let Entry::Ready(c) = e {
+                c.close();
+            }
         }
     }
+}
+
+/// Connects `addr` for `attempt`, publishes the outcome in the pool (if the attempt is
+/// still the address's entry) and to its waiters.
+async fn connect<P: Processor>(
+    conns: Arc<Mutex<HashMap<String, Entry>>>,
+    addr: String,
+    attempt: Arc<Attempt>,
+    config: ConnectionConfig,
+    connect_timeout: Duration,
+    processor: Arc<P>,
+) {
+    let mut outcome = Connection::connect_with(&addr, config, connect_timeout, processor).await;
+    {
+        let mut conns = lock(&conns);
+        let current =
+            matches!(conns.get(&addr), Some(Entry::Connecting(a)) if Arc::ptr_eq(a, &attempt));
+        match (&outcome, current) {
+            (Ok(c), true) => {
+                conns.insert(addr.clone(), Entry::Ready(c.clone()));
+            }
+            (Err(_), true) => {
+                // Nothing cached: the next caller tries again.
+                conns.remove(&addr);
+            }
+            (Ok(c), false) => {
+                // Closed (close or close_all) while connecting: keep it closed.
+                c.close();
+                outcome = Err(RemotingError::Closed);
+            }
+            (Err(_), false) => {}
+        }
+    }
+    // The only writer of this cell, so it cannot be full already.
+    let _ = attempt.outcome.set(outcome).await;
 }

@@ -6,8 +6,10 @@
 //! told to rebalance (NOTIFY_CONSUMER_IDS_CHANGED).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use async_lock::{Semaphore, SemaphoreGuardArc};
 
 use tern_engine::hash::java_string_hash;
 use tern_shell::Connection;
@@ -19,6 +21,13 @@ use tern_shell::code::LanguageCode;
 
 /// How long a queue lock lasts without renewal (RocketMQ's `rebalanceLockMaxLiveTime`).
 pub const LOCK_EXPIRY: Duration = Duration::from_secs(60);
+
+/// Most broker-to-client notifications (NOTIFY_CONSUMER_IDS_CHANGED) being written at
+/// once, broker-wide: RocketMQ's `serverOnewaySemaphoreValue`. Each is bounded by the
+/// connection's write timeout; past this many, a notification is dropped, as RocketMQ
+/// drops a oneway that gets no permit. A member that misses one still rebalances on
+/// its own timer (20 s in RocketMQ's clients).
+pub const MAX_NOTIFY_IN_FLIGHT: usize = 256;
 
 /// One connected client in a group.
 #[derive(Debug, Clone)]
@@ -88,9 +97,20 @@ struct Tables {
 }
 
 /// The client registry.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Clients {
     tables: Mutex<Tables>,
+    /// Slots for notifications being written ([`MAX_NOTIFY_IN_FLIGHT`]).
+    notify_slots: Arc<Semaphore>,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Self {
+            tables: Mutex::default(),
+            notify_slots: Arc::new(Semaphore::new(MAX_NOTIFY_IN_FLIGHT)),
+        }
+    }
 }
 
 impl Clients {
@@ -212,6 +232,26 @@ impl Clients {
         t.consumers.retain(|_, g| !g.members.is_empty());
         t.producers.retain(|_, p| !p.is_empty());
         (dead, changed)
+    }
+
+    /// A slot for writing one notification to a client, if one is free
+    /// ([`MAX_NOTIFY_IN_FLIGHT`]); held until the write is done.
+    pub fn notify_slot(&self) -> Option<SemaphoreGuardArc> {
+        self.notify_slots.try_acquire_arc()
+    }
+
+    /// The connections of a consumer group's members, with their client ids.
+    pub fn consumer_connections(&self, group: &str) -> Vec<(String, Connection)> {
+        self.lock()
+            .consumers
+            .get(group)
+            .map(|g| {
+                g.members
+                    .values()
+                    .map(|m| (m.client_id.clone(), m.conn.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// A snapshot of a consumer group.

@@ -345,7 +345,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
                 conn.close();
             }
             for g in changed {
-                processor::client::notify_ids_changed(&c, &g).await;
+                processor::client::notify_ids_changed(&c, &g);
             }
         }
     }));

@@ -13,8 +13,12 @@ use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode, runtime};
 use super::bad_header;
 use crate::BrokerCtx;
 
-/// Tells every member of `group` to rebalance now (oneway, as RocketMQ does).
-pub async fn notify_ids_changed(ctx: &BrokerCtx, group: &str) {
+/// Tells every member of `group` to rebalance now: oneway, as RocketMQ does, and without
+/// waiting. Each member's write runs in a task of its own, so a member that stopped
+/// reading delays nobody (its write ends with the connection's write timeout); at most
+/// [`MAX_NOTIFY_IN_FLIGHT`](crate::clients::MAX_NOTIFY_IN_FLIGHT) are written at once
+/// and beyond that a notification is dropped.
+pub fn notify_ids_changed(ctx: &BrokerCtx, group: &str) {
     if ctx
         .groups
         .get(group)
@@ -22,17 +26,24 @@ pub async fn notify_ids_changed(ctx: &BrokerCtx, group: &str) {
     {
         return;
     }
-    let Some(g) = ctx.clients.consumer_group(group) else {
-        return;
-    };
     let header = ConsumerGroupRequestHeader {
         consumer_group: group.to_owned(),
     };
-    for m in g.members.values() {
+    for (client_id, conn) in ctx.clients.consumer_connections(group) {
+        let Some(slot) = ctx.clients.notify_slot() else {
+            log::warn!(
+                "too many notifications in flight; {client_id} of group {group} is not told of its change"
+            );
+            continue;
+        };
         let cmd = RemotingCommand::request(RequestCode::NotifyConsumerIdsChanged, &header).oneway();
-        if let Err(e) = m.conn.oneway(cmd).await {
-            log::debug!("notifying {} of group {group} changes: {e}", m.client_id);
-        }
+        let group = group.to_owned();
+        runtime::spawn(async move {
+            if let Err(e) = conn.oneway(cmd).await {
+                log::debug!("notifying {client_id} of group {group} changes: {e}");
+            }
+            drop(slot);
+        });
     }
 }
 
@@ -80,13 +91,13 @@ pub async fn heartbeat(
                     "consumer of group {g} at {} disconnected",
                     conn2.peer_addr()
                 );
-                notify_ids_changed(&ctx2, &g).await;
+                notify_ids_changed(&ctx2, &g);
             }
         });
     }
     for g in changed {
         log::info!("consumer {} joined group {g}", hb.client_id);
-        notify_ids_changed(ctx, &g).await;
+        notify_ids_changed(ctx, &g);
     }
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
@@ -141,7 +152,7 @@ pub async fn unregister(
         h.producer_group.as_deref(),
         h.consumer_group.as_deref(),
     ) {
-        notify_ids_changed(ctx, &g).await;
+        notify_ids_changed(ctx, &g);
     }
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
