@@ -6,67 +6,22 @@
 //! `TERN_SIM_SEED=<seed> cargo test -p tern-engine --test crash_sim`. `TERN_SIM_CASES`
 //! sets how many cases run (default 2000).
 
+mod support;
+
 use std::collections::HashMap;
 
+use support::*;
 use tern_engine::Error;
 use tern_engine::commitlog::Slot;
-use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
-use tern_engine::index::IndexConfig;
-use tern_engine::properties;
-use tern_engine::ram::{RamDir, RamError};
-use tern_engine::record::{Host, MessageIn, RecordView};
-use tern_engine::store::{QueueSlot, QueueTable, Store, StoreConfig};
+use tern_engine::faulty::{Crash, FaultPlan};
+use tern_engine::ram::RamError;
+use tern_engine::record::{MessageIn, RecordView};
 
-const LOG_SEG: u64 = 2048;
-const CQ_ENTRIES: u64 = 16;
-const CONFIG: StoreConfig = StoreConfig {
-    log_segment_size: LOG_SEG,
-    queue_entries_per_file: CQ_ENTRIES,
-    index: IndexConfig {
-        slots: 8,
-        entries: 24,
-    },
-    ..StoreConfig::SERVER
-};
-const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
-
-type Dir<'a> = RamDir<'a, 64>;
-
-/// SplitMix64: small, fast, and the same on every machine.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-/// The caller-side queue table, on the heap as a broker's would be.
-struct Table<'a> {
-    plan: &'a FaultPlan,
-    pool: Vec<&'a mut [u8]>,
-    live: HashMap<(String, i32), QueueSlot<Dir<'a>>>,
-    closed: Vec<((String, i32), Dir<'a>)>,
-    pending_key: Option<(String, i32)>,
-}
-
-impl<'a> Table<'a> {
-    fn crash(&mut self, rng: &mut Rng) {
-        for (k, slot) in self.live.drain() {
-            self.closed.push((k, slot.queue.into_dir()));
-        }
-        for (_, d) in self.closed.iter_mut() {
-            crash_dir(d, rng);
-        }
+/// Cuts power to the queues the store had open.
+fn crash_table(table: &mut Table<'_>, rng: &mut Rng) {
+    table.close_all();
+    for (_, d) in table.closed.iter_mut() {
+        crash_dir(d, rng);
     }
 }
 
@@ -92,141 +47,6 @@ fn crash_dir(d: &mut Dir<'_>, rng: &mut Rng) {
         let kind = crash_kind(rng, m.pending_writes(), process);
         m.crash(kind);
     }
-}
-
-impl<'a> QueueTable for Table<'a> {
-    type Dir = Dir<'a>;
-
-    fn get(&self, topic: &str, queue_id: i32) -> Option<&QueueSlot<Dir<'a>>> {
-        self.live.get(&(topic.to_string(), queue_id))
-    }
-    fn get_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut QueueSlot<Dir<'a>>> {
-        self.live.get_mut(&(topic.to_string(), queue_id))
-    }
-    fn create_dir(&mut self, _topic: &str, _queue_id: i32) -> Result<Dir<'a>, Error<RamError>> {
-        let mut d = RamDir::new(self.plan);
-        for _ in 0..12 {
-            let b = self.pool.pop().ok_or(Error::TableFull)?;
-            d.give(b).map_err(Error::Media)?;
-        }
-        Ok(d)
-    }
-    fn insert(
-        &mut self,
-        topic: &str,
-        queue_id: i32,
-        slot: QueueSlot<Dir<'a>>,
-    ) -> Result<(), Error<RamError>> {
-        self.live.insert((topic.to_string(), queue_id), slot);
-        Ok(())
-    }
-    fn open_existing(
-        &mut self,
-        open: &mut dyn FnMut(Dir<'a>) -> Result<QueueSlot<Dir<'a>>, Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for (k, d) in std::mem::take(&mut self.closed) {
-            self.pending_key = Some(k.clone());
-            let slot = open(d)?;
-            self.live.insert(k, slot);
-        }
-        self.pending_key = None;
-        Ok(())
-    }
-    fn for_each_mut(
-        &mut self,
-        f: &mut dyn FnMut(&str, i32, &mut QueueSlot<Dir<'a>>) -> Result<(), Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for ((t, q), s) in self.live.iter_mut() {
-            f(t, *q, s)?;
-        }
-        Ok(())
-    }
-}
-
-/// What the model knows of one appended message.
-#[derive(Clone, Debug, PartialEq)]
-struct Sent {
-    topic: &'static str,
-    queue_id: i32,
-    body: Vec<u8>,
-    props: Vec<u8>,
-    key: Option<String>,
-    offset: u64,
-    queue_offset: u64,
-}
-
-fn message<'m>(s: &'m Sent) -> MessageIn<'m> {
-    MessageIn {
-        topic: s.topic,
-        queue_id: s.queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 40000,
-        },
-        store_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 10911,
-        },
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &s.body,
-        properties: &s.props,
-    }
-}
-
-fn new_message(rng: &mut Rng, n: u64) -> Sent {
-    let topic = TOPICS[rng.below(3) as usize];
-    let len = rng.below(220) as usize;
-    let mut body: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-    body.extend_from_slice(&n.to_be_bytes());
-    let mut props = vec![0u8; 128];
-    let mut plen = 0;
-    let key = rng.chance(60).then(|| format!("k{}", n));
-    if let Some(k) = &key {
-        properties::append(&mut props, &mut plen, properties::key::KEYS, k).unwrap();
-    }
-    properties::append(
-        &mut props,
-        &mut plen,
-        properties::key::UNIQ_KEY,
-        &format!("U{n:08}"),
-    )
-    .unwrap();
-    props.truncate(plen);
-    Sent {
-        topic,
-        queue_id: rng.below(2) as i32,
-        body,
-        props,
-        key,
-        offset: 0,
-        queue_offset: 0,
-    }
-}
-
-type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
-
-struct Parts<'a> {
-    log: Dir<'a>,
-    index: Dir<'a>,
-    table: Table<'a>,
-    checkpoint: FaultyMedia<'a>,
-}
-
-fn open<'a>(p: Parts<'a>, crashed: bool) -> Result<TestStore<'a>, Error<RamError>> {
-    Store::open(
-        CONFIG,
-        p.log,
-        p.index,
-        p.table,
-        p.checkpoint,
-        crashed,
-        &mut [],
-    )
-    .map(|(s, _)| s)
 }
 
 /// Runs random operations until `ops` are done or the media fail.
@@ -389,41 +209,8 @@ fn verify(
 fn run_case(seed: u64) {
     let mut rng = Rng(seed);
     let plan = FaultPlan::none();
-    // One arena per case: the directories borrow their buffers from it.
-    let mut log_bufs: Vec<Vec<u8>> = (0..40).map(|_| vec![0u8; 2 * LOG_SEG as usize]).collect();
-    let mut idx_bufs: Vec<Vec<u8>> = (0..24)
-        .map(|_| vec![0u8; 2 * CONFIG.index.file_size() as usize])
-        .collect();
-    let mut cq_bufs: Vec<Vec<u8>> = (0..72)
-        .map(|_| vec![0u8; 2 * (CQ_ENTRIES * 20) as usize])
-        .collect();
-    let mut ckpt_buf = vec![0u8; 2 * 4096];
-    let mut log = RamDir::new(&plan);
-    for b in log_bufs.iter_mut() {
-        log.give(b).unwrap();
-    }
-    let mut index = RamDir::new(&plan);
-    for b in idx_bufs.iter_mut() {
-        index.give(b).unwrap();
-    }
-    let table = Table {
-        plan: &plan,
-        pool: cq_bufs.iter_mut().map(|b| b.as_mut_slice()).collect(),
-        live: HashMap::new(),
-        closed: Vec::new(),
-        pending_key: None,
-    };
-    let checkpoint = FaultyMedia::new(&mut ckpt_buf, 4096, &plan).unwrap();
-    let mut store = open(
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        false,
-    )
-    .unwrap();
+    let mut arena = Arena::new();
+    let mut store = open(arena.parts(&plan), false).unwrap();
 
     let mut sent = Vec::new();
     let mut acked = 0;
@@ -440,7 +227,7 @@ fn run_case(seed: u64) {
     let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
     crash_dir(&mut log, &mut rng);
     crash_dir(&mut index, &mut rng);
-    table.crash(&mut rng);
+    crash_table(&mut table, &mut rng);
     let kind = crash_kind(&mut rng, checkpoint.pending_writes(), process);
     checkpoint.crash(kind);
 
@@ -464,9 +251,7 @@ fn run_case(seed: u64) {
         .unwrap_or_else(|e| panic!("seed {seed}: after recovery: {e:?}"));
     let (log, index, table, checkpoint) = store.close(&mut []).unwrap();
     let mut table = table;
-    for (k, slot) in table.live.drain() {
-        table.closed.push((k, slot.queue.into_dir()));
-    }
+    table.close_all();
     let store = open(
         Parts {
             log,
@@ -506,13 +291,4 @@ fn recovery_after_random_crashes_keeps_every_acknowledged_message() {
             panic!("crash simulation failed; replay with TERN_SIM_SEED={seed}");
         }
     }
-}
-
-/// The RAM directories are fixed-capacity tables held by value: give them room.
-fn in_big_stack(f: impl FnOnce() + Send + 'static) -> std::thread::Result<()> {
-    std::thread::Builder::new()
-        .stack_size(64 << 20)
-        .spawn(f)
-        .expect("spawn")
-        .join()
 }
