@@ -404,6 +404,9 @@ impl fmt::Display for FsStoreError {
                     Error::TooLarge => f.write_str("larger than a commit-log segment"),
                     Error::OutOfRange => f.write_str("offset out of range"),
                     Error::TableFull => f.write_str("a fixed-size table is full"),
+                    Error::FlushFailed => {
+                        f.write_str("a flush failed earlier; refusing until restart")
+                    }
                     Error::Corrupt(c) => write_corruption(f, c),
                 }
             }

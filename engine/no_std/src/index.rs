@@ -74,6 +74,10 @@ pub struct Index<D: Directory, const FILES: usize = 256> {
     files: heapless::Deque<u64, FILES>,
     /// Header of the newest file, kept in memory and written after each record.
     head: IndexHeader,
+    /// A flush failed (when a file rolled, or at a checkpoint): what it covered may not be
+    /// durable, so the store must not claim anything indexed since (see
+    /// [`Index::is_failed`]).
+    failed: bool,
 }
 
 fn empty_header() -> IndexHeader {
@@ -138,6 +142,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             config,
             files: heapless::Deque::new(),
             head: empty_header(),
+            failed: false,
         };
         let mut overflow = false;
         let mut files = heapless::Deque::<u64, FILES>::new();
@@ -434,7 +439,16 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         };
         let size = self.config.file_size();
         let m = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
-        m.flush(0..size).media()
+        let r = m.flush(0..size).media();
+        self.failed |= r.is_err();
+        r
+    }
+
+    /// Whether a flush of an index file failed since the index was opened. The index goes
+    /// on serving and indexing, but what it holds may not be durable: its owner must
+    /// write no checkpoint that claims it.
+    pub fn is_failed(&self) -> bool {
+        self.failed
     }
 
     /// Makes the newest file durable (older files were flushed when they rolled).

@@ -5,7 +5,9 @@
 //! 2. Find the log's end. After a clean shutdown the checkpoint names it. Otherwise scan
 //!    from the segment holding the checkpoint's dispatched offset, verifying every record
 //!    (magic, sizes, position, CRC); the first failure is the end, and the bytes after it
-//!    are zeroed so no later scan can see them.
+//!    are zeroed so no later scan can see them. The part the scan found past the
+//!    checkpoint's flushed offset is written again and flushed: after a failed flush in
+//!    the last run, reads may return bytes that are not durable.
 //! 3. Open each consume queue: cut entries that point past the log's end or are torn.
 //! 4. Open the index: drop files past the log's end, rebuild the newest file's slots and
 //!    header from its entries after a crash.
@@ -156,6 +158,10 @@ where
     dispatched: u64,
     /// Store time of the newest record dispatched.
     last_dispatched_timestamp: i64,
+    /// A flush of queues, index or checkpoint failed, or the owner's own sync did
+    /// ([`Store::mark_failed`]): nothing written since can be claimed durable, so writes
+    /// and checkpoints are refused until the store is reopened.
+    failed: bool,
 }
 
 type Res<T, E> = Result<T, Error<E>>;
@@ -196,7 +202,13 @@ where
             },
             None => Recovery::Scan { from: 0 },
         };
-        let (log, log_report) = CommitLog::open(log_dir, config.log_segment_size, recovery)?;
+        let (mut log, log_report) = CommitLog::open(log_dir, config.log_segment_size, recovery)?;
+        if let Recovery::Scan { .. } = recovery {
+            // The scan read the tail from what reads see, which after a failed flush of
+            // the last run may not be what is durable: write it again before calling it
+            // flushed. Below the checkpoint's flushed offset it was durable.
+            log.rewrite_tail(checkpoint.map_or(0, |c| c.flushed_offset))?;
+        }
         report.log = log_report;
         let entries = config.queue_entries_per_file;
         let durable_below = match (recovery, checkpoint) {
@@ -226,6 +238,7 @@ where
             checkpoint_media,
             dispatched,
             last_dispatched_timestamp: checkpoint.map_or(0, |c| c.logics_timestamp),
+            failed: false,
         };
         report.redispatched = store.dispatch(scratch, &mut |_| {})?;
         store.write_checkpoint(None)?;
@@ -235,6 +248,7 @@ where
     /// Appends one message. Its queue offset comes from the queue's counter, except for
     /// half messages and rollback markers, which take 0 and no queue position.
     pub fn put(&mut self, msg: &MessageIn<'_>, store_timestamp: i64) -> Res<Stored, L::Error> {
+        self.refuse_if_failed()?;
         let queued = !matches!(
             msg.sys_flag & SYSFLAG_TRANSACTION_MASK,
             SYSFLAG_TRANSACTION_PREPARED | SYSFLAG_TRANSACTION_ROLLBACK
@@ -259,6 +273,7 @@ where
         store_timestamp: i64,
         landed: &mut dyn FnMut(Stored),
     ) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
         let Some(first) = msgs.first() else {
             return Ok(());
         };
@@ -288,6 +303,7 @@ where
     /// master's stream begins, which must be a segment boundary. Dispatch then follows
     /// these records as it follows appends. Returns the offset the bytes were consumed to.
     pub fn append_replicated(&mut self, at: u64, bytes: &[u8]) -> Res<u64, L::Error> {
+        self.refuse_if_failed()?;
         let end = self.log.max_offset();
         if at != end && self.log.segment_span().is_none() && self.dispatched == end {
             self.log.start_replica_at(at)?;
@@ -386,13 +402,52 @@ where
     }
 
     /// Flushes queues and index, then records in the checkpoint how far recovery may
-    /// trust them.
+    /// trust them. A failed flush of any of them is fail-stop, as the log's is: the store
+    /// refuses writes and checkpoints from then on ([`Store::is_failed`]).
     pub fn checkpoint(&mut self) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
         self.flush_log()?;
-        self.queues
-            .for_each_mut(&mut |_, _, slot| slot.queue.flush())?;
-        self.index.flush()?;
+        let r = self
+            .queues
+            .for_each_mut(&mut |_, _, slot| slot.queue.flush());
+        self.fail_on_err(r)?;
+        let r = self.index.flush();
+        self.fail_on_err(r)?;
         self.write_checkpoint(None)
+    }
+
+    /// Records that a sync the owner made itself failed (an fdatasync of duplicated file
+    /// handles, outside the engine): what it covered may never reach the media, so the
+    /// store and its log refuse writes, flushes and checkpoints from now on, and the
+    /// flushed offset stays where it is. Reopening the store recovers.
+    pub fn mark_failed(&mut self) {
+        self.failed = true;
+        self.log.mark_flush_failed();
+    }
+
+    /// Whether a flush failed since the store was opened (its own, its log's, its
+    /// index's, or one reported by [`Store::mark_failed`]). Reads and dispatch go on;
+    /// `put`, `put_batch`, `append_replicated`, `checkpoint` and `seal` return
+    /// [`Error::FlushFailed`].
+    pub fn is_failed(&self) -> bool {
+        self.failed || self.log.is_failed() || self.index.is_failed()
+    }
+
+    fn refuse_if_failed(&self) -> Res<(), L::Error> {
+        if self.is_failed() {
+            Err(Error::FlushFailed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Passes `r` on, marking the store failed if it is an error of a flush step.
+    fn fail_on_err<T>(&mut self, r: Res<T, L::Error>) -> Res<T, L::Error> {
+        if r.is_err() {
+            self.failed = true;
+            crate::trace::log_warn!("store flush failed; refusing writes until reopened");
+        }
+        r
     }
 
     fn write_checkpoint(&mut self, clean_end: Option<u64>) -> Res<(), L::Error> {
@@ -404,7 +459,8 @@ where
             dispatched_offset: self.dispatched.min(self.log.flushed_offset()),
             clean_end,
         };
-        c.write(&mut self.checkpoint_media)
+        let r = c.write(&mut self.checkpoint_media);
+        self.fail_on_err(r)
     }
 
     /// Closes cleanly: dispatches the rest, flushes everything, and writes a checkpoint
@@ -418,6 +474,7 @@ where
     /// open skips the scan. Nothing may be appended after it (the checkpoint names the
     /// end); callers that cannot hand the store over refuse writes from then on.
     pub fn seal(&mut self, scratch: &mut [u8]) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
         self.dispatch(scratch, &mut |_| {})?;
         self.checkpoint()?;
         let end = self.log.max_offset();
