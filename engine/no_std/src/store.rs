@@ -13,7 +13,10 @@
 //!    header from its entries after a crash.
 //! 5. Dispatch from the checkpoint's dispatched offset to the log's end. Dispatch is
 //!    idempotent (queues and index skip records they hold), so starting early is safe.
-//! 6. Write a checkpoint that marks the store open (no clean end).
+//! 6. Flush what dispatch wrote to queues and index, then write a checkpoint that marks
+//!    the store open (no clean end). It claims the re-dispatched entries, so they must be
+//!    durable first: a second power cut right after recovery would otherwise lose them
+//!    below the checkpoint's dispatched offset, where no recovery looks again.
 
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::{Appended, CommitLog, Recovery, RecoveryReport, Slot};
@@ -158,6 +161,10 @@ where
     dispatched: u64,
     /// Store time of the newest record dispatched.
     last_dispatched_timestamp: i64,
+    /// The dispatched offset the last checkpoint written claims durable. Retention deletes
+    /// nothing above it: recovery restarts dispatch there, and queue entries between it
+    /// and a later log start would be dropped with no record left to rebuild them from.
+    checkpointed: u64,
     /// A flush of queues, index or checkpoint failed, or the owner's own sync did
     /// ([`Store::mark_failed`]): nothing written since can be claimed durable, so writes
     /// and checkpoints are refused until the store is reopened.
@@ -238,10 +245,12 @@ where
             checkpoint_media,
             dispatched,
             last_dispatched_timestamp: checkpoint.map_or(0, |c| c.logics_timestamp),
+            checkpointed: 0,
             failed: false,
         };
         report.redispatched = store.dispatch(scratch, &mut |_| {})?;
-        store.write_checkpoint(None)?;
+        // Not just the record: it claims what dispatch just wrote (step 6).
+        store.checkpoint()?;
         Ok((store, report))
     }
 
@@ -460,7 +469,9 @@ where
             clean_end,
         };
         let r = c.write(&mut self.checkpoint_media);
-        self.fail_on_err(r)
+        self.fail_on_err(r)?;
+        self.checkpointed = c.dispatched_offset;
+        Ok(())
     }
 
     /// Closes cleanly: dispatches the rest, flushes everything, and writes a checkpoint
@@ -494,8 +505,11 @@ where
 
     /// Deletes log segments that end at or before `offset` (retention), then queue files
     /// and index files that only point into them. Returns segments removed.
+    ///
+    /// Only records the last checkpoint counts as dispatched go: recovery re-dispatches
+    /// from that offset, which must still be in the log.
     pub fn delete_before(&mut self, offset: u64) -> Res<u32, L::Error> {
-        let offset = offset.min(self.dispatched);
+        let offset = offset.min(self.dispatched).min(self.checkpointed);
         let removed = self.log.delete_segments_before(offset)?;
         if removed > 0 {
             let min = self.log.min_offset();

@@ -26,7 +26,13 @@ pub const CONFIG: StoreConfig = StoreConfig {
 };
 pub const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
 
-pub type Dir<'a> = RamDir<'a, 64>;
+pub type Dir<'a> = RamDir<'a, 128>;
+
+/// Buffers of the arena, per structure. Six queues (three topics, two ids) take
+/// `QUEUE_FILES` each.
+pub const LOG_FILES: usize = 96;
+pub const INDEX_FILES: usize = 64;
+pub const QUEUE_FILES: usize = 24;
 pub type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
 
 /// SplitMix64: small, fast, and the same on every machine.
@@ -77,7 +83,7 @@ impl<'a> QueueTable for Table<'a> {
     }
     fn create_dir(&mut self, _topic: &str, _queue_id: i32) -> Result<Dir<'a>, Error<RamError>> {
         let mut d = RamDir::new(self.plan);
-        for _ in 0..12 {
+        for _ in 0..QUEUE_FILES {
             let b = self.pool.pop().ok_or(Error::TableFull)?;
             d.give(b).map_err(Error::Media)?;
         }
@@ -223,8 +229,8 @@ pub fn open<'a>(p: Parts<'a>, crashed: bool) -> Result<TestStore<'a>, Error<RamE
     .map(|(s, _)| s)
 }
 
-/// The buffers of one store: 40 log segments, 24 index files, 72 queue files and the
-/// checkpoint page, each twice its media (current and durable image).
+/// The buffers of one store: log segments, index files, queue files and the checkpoint
+/// page, each twice its media (current and durable image).
 pub struct Arena {
     log: Vec<Vec<u8>>,
     index: Vec<Vec<u8>>,
@@ -235,11 +241,13 @@ pub struct Arena {
 impl Arena {
     pub fn new() -> Self {
         Arena {
-            log: (0..40).map(|_| vec![0u8; 2 * LOG_SEG as usize]).collect(),
-            index: (0..24)
+            log: (0..LOG_FILES)
+                .map(|_| vec![0u8; 2 * LOG_SEG as usize])
+                .collect(),
+            index: (0..INDEX_FILES)
                 .map(|_| vec![0u8; 2 * CONFIG.index.file_size() as usize])
                 .collect(),
-            queues: (0..72)
+            queues: (0..6 * QUEUE_FILES)
                 .map(|_| vec![0u8; 2 * (CQ_ENTRIES * 20) as usize])
                 .collect(),
             checkpoint: vec![0u8; 2 * 4096],
