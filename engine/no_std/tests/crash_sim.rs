@@ -1,6 +1,9 @@
-//! Deterministic crash simulation: random appends, flushes, dispatches and checkpoints over
-//! fault-injecting media, a power cut (or process crash, or failing media) at a random
-//! point, recovery, and a comparison with a model of what was acknowledged.
+//! Deterministic crash simulation: random appends, flushes, dispatches, checkpoints and
+//! retention over fault-injecting media (which may run out, or fail one flush the way
+//! Linux does), a power cut or process crash at a random point, recovery, and a comparison
+//! with a model of what was acknowledged; up to three such rounds per case, then a clean
+//! close and reopen. A message counts as acknowledged only once a flush covering it
+//! returned `Ok`.
 //!
 //! Every case is a seed. A failure prints it; replay one with
 //! `TERN_SIM_SEED=<seed> cargo test -p tern-engine --test crash_sim`. `TERN_SIM_CASES`
@@ -49,74 +52,134 @@ fn crash_dir(d: &mut Dir<'_>, rng: &mut Rng) {
     }
 }
 
-/// Runs random operations until `ops` are done or the media fail.
+/// What the simulation knows: every message appended, and what the store acknowledged.
+struct Model {
+    sent: Vec<Sent>,
+    /// The store said everything below this log offset is durable: a flush, checkpoint
+    /// or recovery returned `Ok` with it. Only these messages count as acknowledged.
+    flushed: u64,
+    /// The log's first offset after the last retention pass (deletes are durable at once).
+    min_offset: u64,
+}
+
+impl Model {
+    fn acked(&self) -> usize {
+        self.sent
+            .iter()
+            .take_while(|s| s.offset < self.flushed)
+            .count()
+    }
+}
+
+const TS: i64 = 1_700_000_000_000;
+
+/// Runs random operations until `ops` are done or one fails. With `faults`, an operation
+/// may also make the next flush fail (Linux style).
 fn run_ops(
     store: &mut TestStore<'_>,
     rng: &mut Rng,
-    sent: &mut Vec<Sent>,
-    acked: &mut usize,
+    plan: &FaultPlan,
+    model: &mut Model,
     ops: u64,
+    faults: bool,
 ) -> Result<(), Error<RamError>> {
     for _ in 0..ops {
-        match rng.below(100) {
-            0..=59 => {
-                let mut s = new_message(rng, sent.len() as u64);
-                let stored = store.put(&message(&s), 1_700_000_000_000 + sent.len() as i64 * 7)?;
-                s.offset = stored.at.offset;
-                s.queue_offset = stored.queue_offset;
-                sent.push(s);
+        if let Err(e) = one_op(store, rng, plan, model, faults) {
+            if store.is_failed() {
+                check_refusals(store, rng, model);
             }
-            60..=69 => {
-                let first = new_message(rng, sent.len() as u64);
-                let n = 1 + rng.below(4);
-                let mut batch = vec![first.clone()];
-                for i in 1..n {
-                    let mut m = new_message(rng, sent.len() as u64 + i);
-                    m.topic = first.topic;
-                    m.queue_id = first.queue_id;
-                    batch.push(m);
-                }
-                let msgs: Vec<MessageIn<'_>> = batch.iter().map(message).collect();
-                let mut landed = Vec::new();
-                store.put_batch(&msgs, 1_700_000_000_000 + sent.len() as i64 * 7, &mut |s| {
-                    landed.push(s)
-                })?;
-                for (mut m, s) in batch.into_iter().zip(landed) {
-                    m.offset = s.at.offset;
-                    m.queue_offset = s.queue_offset;
-                    sent.push(m);
-                }
-            }
-            70..=84 => {
-                let flushed = store.flush_log()?;
-                *acked = sent.iter().take_while(|s| s.offset < flushed).count();
-            }
-            85..=94 => {
-                store.dispatch(&mut [], &mut |_| {})?;
-            }
-            _ => {
-                store.dispatch(&mut [], &mut |_| {})?;
-                store.checkpoint()?;
-                let flushed = store.log().flushed_offset();
-                *acked = sent.iter().take_while(|s| s.offset < flushed).count();
-            }
+            return Err(e);
         }
     }
     Ok(())
 }
 
-/// Checks the recovered store against the model; returns how many sent messages survived.
-fn verify(
-    store: &TestStore<'_>,
-    sent: &[Sent],
-    acked: usize,
-    process_crash: bool,
-    seed: u64,
-) -> usize {
-    // 1. The log is a prefix of what was sent, at least as long as what was flushed.
+fn one_op(
+    store: &mut TestStore<'_>,
+    rng: &mut Rng,
+    plan: &FaultPlan,
+    model: &mut Model,
+    faults: bool,
+) -> Result<(), Error<RamError>> {
+    let sent = &mut model.sent;
+    match rng.below(200) {
+        0..=119 => {
+            let mut s = new_message(rng, sent.len() as u64);
+            put(store, &mut s, TS + sent.len() as i64 * 7)?;
+            sent.push(s);
+        }
+        120..=139 => {
+            let first = new_message(rng, sent.len() as u64);
+            let n = 1 + rng.below(4);
+            let mut batch = vec![first.clone()];
+            for i in 1..n {
+                let mut m = new_message(rng, sent.len() as u64 + i);
+                m.topic = first.topic;
+                m.queue_id = first.queue_id;
+                batch.push(m);
+            }
+            let msgs: Vec<MessageIn<'_>> = batch.iter().map(message).collect();
+            let mut landed = Vec::new();
+            store.put_batch(&msgs, TS + sent.len() as i64 * 7, &mut |s| landed.push(s))?;
+            for (mut m, s) in batch.into_iter().zip(landed) {
+                m.offset = s.at.offset;
+                m.queue_offset = s.queue_offset;
+                sent.push(m);
+            }
+        }
+        140..=167 => {
+            model.flushed = store.flush_log()?;
+        }
+        168..=187 => {
+            store.dispatch(&mut [], &mut |_| {})?;
+        }
+        196..=197 => {
+            let upto = rng.below(store.log().max_offset() + 1);
+            store.delete_before(upto)?;
+            model.min_offset = store.log().min_offset();
+        }
+        198..=199 if faults => plan.fail_flushes(1),
+        _ => {
+            store.dispatch(&mut [], &mut |_| {})?;
+            store.checkpoint()?;
+            model.flushed = store.log().flushed_offset();
+        }
+    }
+    Ok(())
+}
+
+/// After a failed flush the store refuses writes and checkpoints, and after a failed log
+/// flush the log's flushed offset no longer moves.
+fn check_refusals(store: &mut TestStore<'_>, rng: &mut Rng, model: &Model) {
+    let flushed = store.log().flushed_offset();
+    assert!(flushed >= model.flushed);
+    let mut s = new_message(rng, u64::MAX);
+    assert_eq!(put(store, &mut s, TS), Err(Error::FlushFailed));
+    assert_eq!(store.checkpoint(), Err(Error::FlushFailed));
+    // A failed queue, index or checkpoint flush stops the store, not its log.
+    if store.log().is_failed() {
+        assert_eq!(store.flush_log(), Err(Error::FlushFailed));
+        store.log_mut().mark_flushed(u64::MAX);
+        assert_eq!(store.log().flushed_offset(), flushed);
+    }
+}
+
+/// Checks the recovered store against the model; returns how many sent messages survived
+/// (those below the log's start, deleted by retention, count as survived).
+fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) -> usize {
+    let (sent, acked) = (&model.sent, model.acked());
+    // 1. The log is a prefix of what was sent (after what retention deleted), at least as
+    //    long as what was acknowledged.
     let log = store.log();
+    if log.segment_span().is_some() {
+        assert_eq!(log.min_offset(), model.min_offset, "seed {seed}: log start");
+    }
+    let first = sent
+        .iter()
+        .position(|s| s.offset >= log.min_offset())
+        .unwrap_or(sent.len());
     let mut pos = log.min_offset();
-    let mut found = 0usize;
+    let mut found = first;
     while pos < log.max_offset() {
         match log.slot_at(pos).unwrap() {
             Slot::Skip(next) => pos = next,
@@ -157,7 +220,8 @@ fn verify(
             "seed {seed}: a process crash loses nothing written"
         );
     }
-    // 2. Every surviving message is in its queue exactly once, in order; nothing else is.
+    // 2. Every surviving message is in its queue exactly once, at its queue offset; the
+    //    queue ends after the last one.
     let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
     for s in &sent[..found] {
         per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
@@ -175,6 +239,10 @@ fn verify(
                 "seed {seed}: {topic}/{q} length"
             );
             for (i, s) in want.iter().enumerate() {
+                assert_eq!(s.queue_offset, i as u64, "seed {seed}: model queue offset");
+                if s.offset < log.min_offset() {
+                    continue;
+                }
                 let e = cq.get(i as u64).unwrap().unwrap_or_else(|| {
                     panic!(
                         "seed {seed}: {topic}/{q}#{i} missing (min {}, max {}, want {:?})",
@@ -188,7 +256,7 @@ fn verify(
         }
     }
     // 3. The index finds every surviving key.
-    for s in &sent[..found] {
+    for s in &sent[first..found] {
         if let Some(k) = &s.key {
             let mut hits = Vec::new();
             store
@@ -206,48 +274,63 @@ fn verify(
     found
 }
 
+/// Cuts power (or kills the process) under a stopped store, each media its own way.
+fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
+    PROCESS_CRASH.store(process, std::sync::atomic::Ordering::Relaxed);
+    let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
+    crash_dir(&mut log, rng);
+    crash_dir(&mut index, rng);
+    crash_table(&mut table, rng);
+    let kind = crash_kind(rng, checkpoint.pending_writes(), process);
+    checkpoint.crash(kind);
+    Parts {
+        log,
+        index,
+        table,
+        checkpoint,
+    }
+}
+
 fn run_case(seed: u64) {
     let mut rng = Rng(seed);
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
     let mut store = open(arena.parts(&plan), false).unwrap();
+    let mut model = Model {
+        sent: Vec::new(),
+        flushed: 0,
+        min_offset: 0,
+    };
 
-    let mut sent = Vec::new();
-    let mut acked = 0;
-    // Sometimes the media start failing partway: the run stops at the first error.
-    if rng.chance(25) {
-        plan.refuel(50 + rng.below(400));
+    // One to three rounds of operations, each ended by a crash and checked after recovery.
+    for _ in 0..1 + rng.below(3) {
+        // Sometimes the media start failing partway; sometimes one flush fails, as Linux
+        // fails a write-back. The round stops at the first error.
+        if rng.chance(25) {
+            plan.refuel(50 + rng.below(400));
+        }
+        let faults = rng.chance(50);
+        let ops = 20 + rng.below(120);
+        let _ = run_ops(&mut store, &mut rng, &plan, &mut model, ops, faults);
+        let out_of_fuel = plan.fuel() == 0;
+        plan.refuel(u64::MAX);
+        plan.fail_flushes(0);
+
+        // A process crash loses nothing written; after media that failed mid-write the
+        // model cannot say what "written" was.
+        let process = !out_of_fuel && rng.chance(15);
+        let parts = crash(store, &mut rng, process);
+        store = open(parts, true).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
+        let found = verify(&store, &model, process, seed);
+        model.sent.truncate(found);
+        // Recovery calls everything it kept flushed: later rounds hold it to that.
+        model.flushed = store.log().flushed_offset();
+        assert_eq!(model.flushed, store.log().max_offset(), "seed {seed}");
     }
-    let ops = 20 + rng.below(120);
-    let failed = run_ops(&mut store, &mut rng, &mut sent, &mut acked, ops).is_err();
-    plan.refuel(u64::MAX);
-
-    let process = !failed && rng.chance(15);
-    PROCESS_CRASH.store(process, std::sync::atomic::Ordering::Relaxed);
-    let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
-    crash_dir(&mut log, &mut rng);
-    crash_dir(&mut index, &mut rng);
-    crash_table(&mut table, &mut rng);
-    let kind = crash_kind(&mut rng, checkpoint.pending_writes(), process);
-    checkpoint.crash(kind);
-
-    let mut store = open(
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        true,
-    )
-    .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
-    let found = verify(&store, &sent, acked, process, seed);
-    sent.truncate(found);
 
     // The store goes on: new messages get the next queue offsets, and a clean close and
     // reopen keeps everything.
-    let mut acked = found;
-    run_ops(&mut store, &mut rng, &mut sent, &mut acked, 30)
+    run_ops(&mut store, &mut rng, &plan, &mut model, 30, false)
         .unwrap_or_else(|e| panic!("seed {seed}: after recovery: {e:?}"));
     let (log, index, table, checkpoint) = store.close(&mut []).unwrap();
     let mut table = table;
@@ -262,10 +345,11 @@ fn run_case(seed: u64) {
         false,
     )
     .unwrap();
-    let found = verify(&store, &sent, sent.len(), true, seed);
+    model.flushed = u64::MAX;
+    let found = verify(&store, &model, true, seed);
     assert_eq!(
         found,
-        sent.len(),
+        model.sent.len(),
         "seed {seed}: clean close keeps everything"
     );
 }
