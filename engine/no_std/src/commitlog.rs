@@ -240,6 +240,7 @@ impl<D: Directory> CommitLog<D> {
                 pos += piece.len();
                 Ok::<(), Error<D::Error>>(())
             })?;
+            debug_assert_eq!(pos, len, "encoded size differs from encoded_len");
             return Ok(head);
         }
         // Media that is not memory: stream the pieces.
@@ -254,6 +255,7 @@ impl<D: Directory> CommitLog<D> {
             pos += piece.len();
             Ok::<(), Error<D::Error>>(())
         })?;
+        debug_assert_eq!(pos, len, "encoded size differs from encoded_len");
         Ok(head)
     }
 
@@ -276,6 +278,10 @@ impl<D: Directory> CommitLog<D> {
         let len = msg.encoded_len()?;
         let crc = crate::hash::body_crc(msg.body);
         let at = self.reserve(len as u64)?;
+        debug_assert!(
+            at - self.segs.base_of(at) + len as u64 + BLANK_RESERVE <= self.segs.size(),
+            "record does not fit its segment"
+        );
         let stamp = StoreStamp {
             queue_offset,
             physical_offset: at as i64,
@@ -284,6 +290,10 @@ impl<D: Directory> CommitLog<D> {
         let head = self.put_body(msg, crc, stamp, len)?;
         self.put_head(at, &head)?;
         self.write_pos = at + len as u64;
+        debug_assert!(
+            self.segs.base_of(self.write_pos - 1) == self.segs.base_of(at),
+            "record crossed its segment"
+        );
         Ok(Appended {
             offset: at,
             size: len as u32,
@@ -305,6 +315,10 @@ impl<D: Directory> CommitLog<D> {
             total += m.encoded_len()? as u64;
         }
         let start = self.reserve(total)?;
+        debug_assert!(
+            start - self.segs.base_of(start) + total + BLANK_RESERVE <= self.segs.size(),
+            "batch does not fit its segment"
+        );
         // The first record's head goes last: until it lands, no record of the batch is
         // visible, so a batch is stored whole or not at all.
         let mut first_head = None;
@@ -327,6 +341,7 @@ impl<D: Directory> CommitLog<D> {
         if let Some(head) = first_head {
             self.put_head(start, &head)?;
         }
+        debug_assert_eq!(at, start + total, "batch size differs from its records'");
         self.write_pos = at;
         let mut at = start;
         for m in msgs {

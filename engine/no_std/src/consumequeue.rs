@@ -218,6 +218,18 @@ impl<D: Directory> ConsumeQueue<D> {
         Ok(Put::Stored(queue_offset))
     }
 
+    /// [`ConsumeQueue::put`] by the dispatcher, which knows the log's end: an entry never
+    /// points past it.
+    pub(crate) fn put_below(
+        &mut self,
+        queue_offset: u64,
+        entry: Entry,
+        log_end: u64,
+    ) -> Result<Put, Error<D::Error>> {
+        debug_assert!(entry.end() <= log_end, "queue entry past the log's end");
+        self.put(queue_offset, entry)
+    }
+
     /// Makes an empty queue start at `offset`, padding its first file with fillers.
     fn start_at(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
         let at = entry_byte(offset)?;

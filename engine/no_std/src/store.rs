@@ -27,8 +27,21 @@ use crate::error::{Corruption, Error};
 use crate::index::{Index, IndexConfig, RecordKeys};
 use crate::media::{Directory, Media};
 use crate::record::{
-    MessageIn, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
+    MessageIn, RecordError, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
 };
+
+/// Records [`Store::dispatch`] hands to one [`Store::dispatch_some`] pass.
+pub const DISPATCH_PASS_RECORDS: u64 = 1024;
+
+/// What one bounded dispatch pass did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Records dispatched.
+    pub count: u64,
+    /// Records remain below the log's end: call again.
+    pub more: bool,
+}
 
 /// Geometry of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -335,15 +348,36 @@ where
 
     /// Follows the log from the last dispatched offset to its end, adding each record to
     /// its consume queue and the index, and telling `on_record` (the broker wakes waiting
-    /// pulls). Returns how many records were dispatched.
+    /// pulls). Returns how many records were dispatched. A loop over
+    /// [`Store::dispatch_some`]; owners that hold a lock around it should call that
+    /// instead, one bounded pass per lock hold.
     pub fn dispatch(
         &mut self,
         scratch: &mut [u8],
         on_record: &mut dyn FnMut(&DispatchRecord<'_>),
     ) -> Res<u64, L::Error> {
+        let mut count = 0;
+        loop {
+            let pass = self.dispatch_some(scratch, DISPATCH_PASS_RECORDS, on_record)?;
+            count += pass.count;
+            if !pass.more {
+                return Ok(count);
+            }
+        }
+    }
+
+    /// Dispatches at most `max_records` records from the last dispatched offset (see
+    /// [`Store::dispatch`]); `more` says records remain below the log's end.
+    pub fn dispatch_some(
+        &mut self,
+        scratch: &mut [u8],
+        max_records: u64,
+        on_record: &mut dyn FnMut(&DispatchRecord<'_>),
+    ) -> Res<Dispatched, L::Error> {
         let end = self.log.max_offset();
         let mut count = 0;
-        while self.dispatched < end {
+        let mut unwritten = false;
+        while self.dispatched < end && count < max_records {
             let at = self.dispatched;
             let size = match self.log.slot_at(at)? {
                 Slot::Record(size) => size,
@@ -351,8 +385,20 @@ where
                     self.dispatched = next;
                     continue;
                 }
-                Slot::End => break,
+                Slot::End => {
+                    unwritten = true;
+                    break;
+                }
             };
+            // A size that rotted after recovery verified it: stop here rather than move
+            // past the log's end.
+            if at + u64::from(size) > end {
+                return Err(Corruption::Record {
+                    offset: at,
+                    error: RecordError::BadSize(size as i32),
+                }
+                .into());
+            }
             let (log, queues, index, config) =
                 (&self.log, &mut self.queues, &mut self.index, &self.config);
             let ts = log.with_record(at, size, scratch, |view| {
@@ -380,7 +426,10 @@ where
                         size,
                         tag_code,
                     };
-                    if let Put::Stored(n) = slot.queue.put(rec.queue_offset as u64, entry)? {
+                    if let Put::Stored(n) =
+                        slot.queue
+                            .put_below(rec.queue_offset as u64, entry, log.max_offset())?
+                    {
                         slot.next_offset = slot.next_offset.max(n + 1);
                     }
                 }
@@ -401,7 +450,11 @@ where
             self.dispatched = at + u64::from(size);
             count += 1;
         }
-        Ok(count)
+        debug_assert!(self.dispatched <= end, "dispatched past the log's end");
+        Ok(Dispatched {
+            count,
+            more: self.dispatched < end && !unwritten,
+        })
     }
 
     /// Makes every appended record durable (the flush service; group commit). Returns
