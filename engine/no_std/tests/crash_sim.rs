@@ -1,6 +1,8 @@
 //! Deterministic crash simulation: random appends, flushes, dispatches, checkpoints and
 //! retention over fault-injecting media (which may run out, or fail one flush the way
-//! Linux does), a power cut or process crash at a random point, recovery, and a comparison
+//! Linux does), checkpoints in one phase or in two (regions synced by the "owner", other
+//! operations between the phases, sometimes a crash between them), a power cut or process
+//! crash at a random point, recovery, and a comparison
 //! with a model of what was acknowledged; up to three such rounds per case, then a clean
 //! close and reopen. A message counts as acknowledged only once a flush covering it
 //! returned `Ok`.
@@ -84,14 +86,25 @@ fn run_ops(
     faults: bool,
 ) -> Result<(), Error<RamError>> {
     for _ in 0..ops {
-        if let Err(e) = one_op(store, rng, plan, model, faults) {
-            if store.is_failed() {
-                check_refusals(store, rng, model);
+        match one_op(store, rng, plan, model, faults, false) {
+            Ok(Flow::Go) => {}
+            Ok(Flow::Crash) => return Ok(()),
+            Err(e) => {
+                if store.is_failed() {
+                    check_refusals(store, rng, model);
+                }
+                return Err(e);
             }
-            return Err(e);
         }
     }
     Ok(())
+}
+
+/// Whether the round goes on.
+enum Flow {
+    Go,
+    /// Stop here (between the phases of a checkpoint): the crash comes now.
+    Crash,
 }
 
 fn one_op(
@@ -100,7 +113,8 @@ fn one_op(
     plan: &FaultPlan,
     model: &mut Model,
     faults: bool,
-) -> Result<(), Error<RamError>> {
+    in_checkpoint: bool,
+) -> Result<Flow, Error<RamError>> {
     let sent = &mut model.sent;
     match rng.below(200) {
         0..=119 => {
@@ -139,13 +153,51 @@ fn one_op(
             model.min_offset = store.log().min_offset();
         }
         198..=199 if faults => plan.fail_flushes(1),
+        188..=191 if !in_checkpoint => {
+            return two_phase_checkpoint(store, rng, plan, model, faults);
+        }
         _ => {
             store.dispatch(&mut [], &mut |_| {})?;
             store.checkpoint()?;
             model.flushed = store.log().flushed_offset();
         }
     }
-    Ok(())
+    Ok(Flow::Go)
+}
+
+/// A checkpoint as a broker makes it outside its lock: begin, sync every region handed
+/// out through the media (an fdatasync of a duplicated handle), maybe a few operations
+/// in between, finish. Sometimes the crash comes between the phases.
+fn two_phase_checkpoint(
+    store: &mut TestStore<'_>,
+    rng: &mut Rng,
+    plan: &FaultPlan,
+    model: &mut Model,
+    faults: bool,
+) -> Result<Flow, Error<RamError>> {
+    store.dispatch(&mut [], &mut |_| {})?;
+    let mut sync_error = None;
+    let cp = store.checkpoint_begin(&mut |_, m, range| {
+        if let Err(e) = m.sync(range) {
+            sync_error = Some(e);
+        }
+    })?;
+    if let Some(e) = sync_error {
+        store.mark_failed();
+        drop(cp);
+        return Err(Error::Media(e));
+    }
+    for _ in 0..rng.below(4) {
+        if let Flow::Crash = one_op(store, rng, plan, model, faults, true)? {
+            return Ok(Flow::Crash);
+        }
+    }
+    if rng.chance(10) {
+        return Ok(Flow::Crash);
+    }
+    store.checkpoint_finish(cp)?;
+    model.flushed = store.log().flushed_offset();
+    Ok(Flow::Go)
 }
 
 /// After a failed flush the store refuses writes and checkpoints, and after a failed log
