@@ -46,6 +46,45 @@ fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
 
 static PROCESS_CRASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// What the cases did, summed over the run and printed at its end, so a run shows that the
+/// faults it is meant to cover happened.
+mod stats {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub static ROUNDS: AtomicU64 = AtomicU64::new(0);
+    pub static PROCESS_CRASHES: AtomicU64 = AtomicU64::new(0);
+    pub static OUT_OF_FUEL: AtomicU64 = AtomicU64::new(0);
+    pub static FAILED_STORES: AtomicU64 = AtomicU64::new(0);
+    pub static TWO_PHASE_FINISHED: AtomicU64 = AtomicU64::new(0);
+    pub static CRASHED_BETWEEN_PHASES: AtomicU64 = AtomicU64::new(0);
+    pub static FAILED_OWNER_SYNCS: AtomicU64 = AtomicU64::new(0);
+    pub static DELETED_SEGMENTS: AtomicU64 = AtomicU64::new(0);
+    pub static ACKED_CHECKED: AtomicU64 = AtomicU64::new(0);
+
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn summary() -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "{} rounds: {} process crashes, the rest power cuts; {} ran out of fuel; {} stopped \
+             on one failed flush, Linux style ({} of them an owner's sync); {} two-phase checkpoints finished, \
+             {} crashed between the phases; {} segments deleted by retention; {} acknowledged \
+             messages checked after recovery",
+            g(&ROUNDS),
+            g(&PROCESS_CRASHES),
+            g(&OUT_OF_FUEL),
+            g(&FAILED_STORES),
+            g(&FAILED_OWNER_SYNCS),
+            g(&TWO_PHASE_FINISHED),
+            g(&CRASHED_BETWEEN_PHASES),
+            g(&DELETED_SEGMENTS),
+            g(&ACKED_CHECKED),
+        )
+    }
+}
+
 fn crash_dir(d: &mut Dir<'_>, rng: &mut Rng) {
     let process = PROCESS_CRASH.load(std::sync::atomic::Ordering::Relaxed);
     for (_, m) in d.segments_mut() {
@@ -149,7 +188,8 @@ fn one_op(
         }
         196..=197 => {
             let upto = rng.below(store.log().max_offset() + 1);
-            store.delete_before(upto)?;
+            let removed = store.delete_before(upto)?;
+            stats::add(&stats::DELETED_SEGMENTS, u64::from(removed));
             model.min_offset = store.log().min_offset();
         }
         198..=199 if faults => plan.fail_flushes(1),
@@ -184,6 +224,7 @@ fn two_phase_checkpoint(
     })?;
     if let Some(e) = sync_error {
         store.mark_failed();
+        stats::add(&stats::FAILED_OWNER_SYNCS, 1);
         drop(cp);
         return Err(Error::Media(e));
     }
@@ -193,9 +234,11 @@ fn two_phase_checkpoint(
         }
     }
     if rng.chance(10) {
+        stats::add(&stats::CRASHED_BETWEEN_PHASES, 1);
         return Ok(Flow::Crash);
     }
     store.checkpoint_finish(cp)?;
+    stats::add(&stats::TWO_PHASE_FINISHED, 1);
     model.flushed = store.log().flushed_offset();
     Ok(Flow::Go)
 }
@@ -367,10 +410,18 @@ fn run_case(seed: u64) {
         let out_of_fuel = plan.fuel() == 0;
         plan.refuel(u64::MAX);
         plan.fail_flushes(0);
+        stats::add(&stats::ROUNDS, 1);
+        stats::add(&stats::OUT_OF_FUEL, u64::from(out_of_fuel));
+        stats::add(
+            &stats::FAILED_STORES,
+            u64::from(store.is_failed() && !out_of_fuel),
+        );
+        stats::add(&stats::ACKED_CHECKED, model.acked() as u64);
 
         // A process crash loses nothing written; after media that failed mid-write the
         // model cannot say what "written" was.
         let process = !out_of_fuel && rng.chance(15);
+        stats::add(&stats::PROCESS_CRASHES, u64::from(process));
         let parts = crash(store, &mut rng, process);
         store = open(parts, true).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
         let found = verify(&store, &model, process, seed);
@@ -427,4 +478,5 @@ fn recovery_after_random_crashes_keeps_every_acknowledged_message() {
             panic!("crash simulation failed; replay with TERN_SIM_SEED={seed}");
         }
     }
+    println!("crash_sim: {cases} cases, {}", stats::summary());
 }
