@@ -63,8 +63,11 @@ pub struct FileDirectory {
 /// and deleted by the next retention pass.
 #[derive(Debug, Clone, Default)]
 pub struct Reclaim {
-    pending: Arc<std::sync::Mutex<Vec<(PathBuf, Option<MappedFile>)>>>,
+    pending: Arc<std::sync::Mutex<Vec<Removed>>>,
 }
+
+/// A removed segment: its path and, while still mapped, its media.
+type Removed = (PathBuf, Option<MappedFile>);
 
 impl Reclaim {
     fn push(&self, path: PathBuf, media: Option<MappedFile>) {

@@ -17,6 +17,9 @@ use crate::segments::Segments;
 /// `END_FILE_MIN_BLANK_LENGTH`).
 pub const BLANK_RESERVE: u64 = 8;
 
+/// Bytes copied at a time when recovery writes the log's tail again (on the stack).
+const REWRITE_CHUNK: usize = 512;
+
 /// RocketMQ's server default segment size: 1 GiB.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 30;
 
@@ -75,6 +78,10 @@ pub struct CommitLog<D: Directory> {
     write_pos: u64,
     /// Everything below this is durable.
     flushed: u64,
+    /// A flush failed: what it covered may never reach the media, and no later flush can
+    /// say otherwise (Linux reports a failed write-back once). Appends and flushes are
+    /// refused and `flushed` stays put until the log is reopened.
+    failed: bool,
 }
 
 impl<D: Directory> CommitLog<D> {
@@ -90,6 +97,7 @@ impl<D: Directory> CommitLog<D> {
             segs,
             write_pos: 0,
             flushed: 0,
+            failed: false,
         };
         let Some((first, last)) = log.segs.span() else {
             return Ok((log, RecoveryReport::default()));
@@ -232,6 +240,7 @@ impl<D: Directory> CommitLog<D> {
                 pos += piece.len();
                 Ok::<(), Error<D::Error>>(())
             })?;
+            debug_assert_eq!(pos, len, "encoded size differs from encoded_len");
             return Ok(head);
         }
         // Media that is not memory: stream the pieces.
@@ -246,6 +255,7 @@ impl<D: Directory> CommitLog<D> {
             pos += piece.len();
             Ok::<(), Error<D::Error>>(())
         })?;
+        debug_assert_eq!(pos, len, "encoded size differs from encoded_len");
         Ok(head)
     }
 
@@ -264,9 +274,14 @@ impl<D: Directory> CommitLog<D> {
         queue_offset: i64,
         store_timestamp: i64,
     ) -> Result<Appended, Error<D::Error>> {
+        self.refuse_if_failed()?;
         let len = msg.encoded_len()?;
         let crc = crate::hash::body_crc(msg.body);
         let at = self.reserve(len as u64)?;
+        debug_assert!(
+            at - self.segs.base_of(at) + len as u64 + BLANK_RESERVE <= self.segs.size(),
+            "record does not fit its segment"
+        );
         let stamp = StoreStamp {
             queue_offset,
             physical_offset: at as i64,
@@ -275,6 +290,10 @@ impl<D: Directory> CommitLog<D> {
         let head = self.put_body(msg, crc, stamp, len)?;
         self.put_head(at, &head)?;
         self.write_pos = at + len as u64;
+        debug_assert!(
+            self.segs.base_of(self.write_pos - 1) == self.segs.base_of(at),
+            "record crossed its segment"
+        );
         Ok(Appended {
             offset: at,
             size: len as u32,
@@ -290,11 +309,16 @@ impl<D: Directory> CommitLog<D> {
         store_timestamp: i64,
         landed: &mut dyn FnMut(Appended),
     ) -> Result<(), Error<D::Error>> {
+        self.refuse_if_failed()?;
         let mut total = 0u64;
         for m in msgs {
             total += m.encoded_len()? as u64;
         }
         let start = self.reserve(total)?;
+        debug_assert!(
+            start - self.segs.base_of(start) + total + BLANK_RESERVE <= self.segs.size(),
+            "batch does not fit its segment"
+        );
         // The first record's head goes last: until it lands, no record of the batch is
         // visible, so a batch is stored whole or not at all.
         let mut first_head = None;
@@ -317,6 +341,7 @@ impl<D: Directory> CommitLog<D> {
         if let Some(head) = first_head {
             self.put_head(start, &head)?;
         }
+        debug_assert_eq!(at, start + total, "batch size differs from its records'");
         self.write_pos = at;
         let mut at = start;
         for m in msgs {
@@ -328,10 +353,19 @@ impl<D: Directory> CommitLog<D> {
     }
 
     /// Makes everything appended so far durable. Returns the new flushed offset.
+    ///
+    /// A media error here is fail-stop: the log remembers it, returns it, and from then on
+    /// refuses appends and flushes with [`Error::FlushFailed`] (see
+    /// [`CommitLog::is_failed`]).
     pub fn flush(&mut self) -> Result<u64, Error<D::Error>> {
+        self.refuse_if_failed()?;
         let (from, to) = (self.flushed, self.write_pos);
         if to > from {
-            self.segs.flush(from, to)?;
+            if let Err(e) = self.segs.flush(from, to) {
+                self.failed = true;
+                crate::trace::log_warn!("commit-log flush failed; refusing writes until reopened");
+                return Err(e);
+            }
             self.flushed = to;
         }
         Ok(self.flushed)
@@ -343,10 +377,68 @@ impl<D: Directory> CommitLog<D> {
         (self.flushed, self.write_pos)
     }
 
+    /// Calls `f` with the media of every segment holding bytes in `[from, to)` and the
+    /// range of them within that media, oldest first. Segments not created are skipped.
+    pub fn regions(&self, from: u64, to: u64, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
+        self.segs.regions(from, to, f);
+    }
+
     /// Records that the caller made everything below `upto` durable by syncing the
-    /// segments' media itself. Never moves the watermark back or past the end.
+    /// segments' media itself. Never moves the watermark back or past the end, and does
+    /// nothing once a flush failed.
     pub fn mark_flushed(&mut self, upto: u64) {
-        self.flushed = self.flushed.max(upto.min(self.write_pos));
+        if !self.failed {
+            self.flushed = self.flushed.max(upto.min(self.write_pos));
+        }
+    }
+
+    /// Records that a flush failed outside the log (an owner that syncs duplicated file
+    /// handles itself saw an error): from now on the log acts as if its own flush had
+    /// failed.
+    pub fn mark_flush_failed(&mut self) {
+        if !self.failed {
+            crate::trace::log_warn!("commit-log sync failed; refusing writes until reopened");
+        }
+        self.failed = true;
+    }
+
+    /// Whether a flush failed since the log was opened: appends and flushes are refused
+    /// and the flushed offset no longer moves.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Writes `[from, end)` again, then flushes it; afterwards everything below the end is
+    /// durable. Recovery calls it for the part of the log its scan found past the last
+    /// checkpoint's flushed offset: a flush that failed in the previous run may have left
+    /// those bytes readable but not durable (Linux keeps such pages, clean, in its cache,
+    /// and no later flush writes them), and writing them dirties them again. Costs one
+    /// read and one write of that tail.
+    pub(crate) fn rewrite_tail(&mut self, from: u64) -> Result<(), Error<D::Error>> {
+        self.refuse_if_failed()?;
+        let from = from.clamp(self.min_offset(), self.write_pos);
+        let size = self.segs.size();
+        let mut chunk = [0u8; REWRITE_CHUNK];
+        let mut at = from;
+        while at < self.write_pos {
+            let base = self.segs.base_of(at);
+            let n = (base + size - at)
+                .min(self.write_pos - at)
+                .min(REWRITE_CHUNK as u64) as usize;
+            self.segs.read(at, &mut chunk[..n])?;
+            self.segs.write(at, &chunk[..n])?;
+            at += n as u64;
+        }
+        self.flushed = self.flushed.min(from);
+        self.flush().map(drop)
+    }
+
+    fn refuse_if_failed(&self) -> Result<(), Error<D::Error>> {
+        if self.failed {
+            Err(Error::FlushFailed)
+        } else {
+            Ok(())
+        }
     }
 
     /// The media of the segment holding `offset`, if it exists.

@@ -81,6 +81,10 @@ pub struct ConsumeQueue<D: Directory> {
     max_phys_end: u64,
     /// Logical offsets below this are durable.
     flushed: u64,
+    /// Where a two-phase flush begun by [`ConsumeQueue::begin_flush`] will mark the queue
+    /// flushed when it finishes: the queue's end at that moment. It lives here, not in the
+    /// caller's plan, because a plan holds no table of queues (no heap).
+    flush_target: u64,
 }
 
 impl<D: Directory> ConsumeQueue<D> {
@@ -105,6 +109,7 @@ impl<D: Directory> ConsumeQueue<D> {
             max: 0,
             max_phys_end: 0,
             flushed: 0,
+            flush_target: 0,
         };
         let Some((first, last)) = q.segs.span() else {
             return Ok(q);
@@ -154,6 +159,7 @@ impl<D: Directory> ConsumeQueue<D> {
         q.max = n;
         q.max_phys_end = last_valid.map_or(0, |(_, e)| e.end());
         q.flushed = n;
+        q.flush_target = n;
         q.min = q.first_real_entry(first / ENTRY_SIZE, n)?;
         // Entries past the end are garbage only after a crash, or where the scan stopped
         // on something other than an unwritten entry; otherwise the rest is zero already
@@ -224,6 +230,18 @@ impl<D: Directory> ConsumeQueue<D> {
         Ok(Put::Stored(queue_offset))
     }
 
+    /// [`ConsumeQueue::put`] by the dispatcher, which knows the log's end: an entry never
+    /// points past it.
+    pub(crate) fn put_below(
+        &mut self,
+        queue_offset: u64,
+        entry: Entry,
+        log_end: u64,
+    ) -> Result<Put, Error<D::Error>> {
+        debug_assert!(entry.end() <= log_end, "queue entry past the log's end");
+        self.put(queue_offset, entry)
+    }
+
     /// Makes an empty queue start at `offset`, padding its first file with fillers.
     fn start_at(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
         let at = entry_byte(offset)?;
@@ -241,6 +259,7 @@ impl<D: Directory> ConsumeQueue<D> {
         self.min = offset;
         self.max = offset;
         self.flushed = self.segs.base_of(at) / ENTRY_SIZE;
+        self.flush_target = self.flushed;
         Ok(())
     }
 
@@ -291,6 +310,32 @@ impl<D: Directory> ConsumeQueue<D> {
         Ok(())
     }
 
+    /// Logical offsets `(flushed, end)`: the entries a flush would make durable now.
+    pub fn unflushed(&self) -> (u64, u64) {
+        (self.flushed, self.max)
+    }
+
+    /// First half of a flush made by the caller (an fdatasync outside its lock): fixes the
+    /// queue's end as the target of [`ConsumeQueue::finish_flush`], and calls `f` with
+    /// each file holding entries not yet flushed and the byte range of them in it.
+    pub fn begin_flush(&mut self, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
+        self.flush_target = self.max;
+        self.segs
+            .regions(self.flushed * ENTRY_SIZE, self.max * ENTRY_SIZE, f);
+    }
+
+    /// Second half: the caller made the ranges of the last [`ConsumeQueue::begin_flush`]
+    /// durable. Entries added since are not covered.
+    pub fn finish_flush(&mut self) {
+        self.mark_flushed(self.flush_target);
+    }
+
+    /// Records that the caller made every entry below logical `upto` durable itself. Never
+    /// moves the watermark back or past the end.
+    pub fn mark_flushed(&mut self, upto: u64) {
+        self.flushed = self.flushed.max(upto.min(self.max));
+    }
+
     /// First logical offset whose record was stored at or after `timestamp`, found by
     /// binary search over store times read from `log`. `max_offset` when every record is
     /// older; `min_offset` when every record is newer.
@@ -338,6 +383,9 @@ impl<D: Directory> ConsumeQueue<D> {
             self.max = n;
             self.max_phys_end = new_end;
             self.flushed = self.flushed.min(n);
+            // A flush begun before covered entries that are gone now; new ones written
+            // at their place are not covered.
+            self.flush_target = self.flush_target.min(n);
         }
         Ok(())
     }

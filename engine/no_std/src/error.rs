@@ -18,8 +18,10 @@ pub enum Error<E> {
     Corrupt(Corruption),
     /// A fixed-capacity table of the caller or of the engine is full.
     TableFull,
-    /// A flush failed before: what it covered may not be on the media; refused until the
-    /// store is reopened (recovery re-verifies the tail).
+    /// A flush failed before; what it covered may not be on the media (Linux reports a
+    /// failed write-back once, and a retried flush then succeeds without writing it), so
+    /// writes and flushes are refused until the store is reopened (recovery re-verifies
+    /// the tail and writes it again).
     FlushFailed,
 }
 

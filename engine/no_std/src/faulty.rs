@@ -5,9 +5,20 @@
 //! survives, within the promises stated in the crate docs: everything (process crash),
 //! only flushed bytes (power loss), or flushed bytes plus the first `k` pending writes with
 //! write `k+1` torn at some byte (power loss during write-back). Bits can be flipped in
-//! both images, and a shared [`FaultPlan`] can make every operation after the N-th fail.
+//! both images, and a shared [`FaultPlan`] can make every operation after the N-th fail, or
+//! make the next N flushes fail the way Linux fails them ("fsyncgate", below).
+//!
+//! # A failed flush, as Linux does it
+//!
+//! When write-back of dirty pages fails, Linux reports the error once (to the next `fsync`
+//! or `msync`) and marks the pages clean: they stay readable in the page cache, but no
+//! later flush writes them again, so a retried flush returns `Ok` for data that never
+//! reached the disk. A failed flush here does the same: the pending writes it covers are
+//! dropped from the path to the durable image. Reads still see them, a process crash keeps
+//! them in what reads see (the page cache outlives the process), and a power cut loses
+//! them, whatever later flushes returned.
 
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use core::ops::Range;
 
 use crate::media::Media;
@@ -34,11 +45,17 @@ pub enum Crash {
     },
 }
 
+/// Syncs through a shared reference ([`FaultyMedia::sync`]) remembered until the media's
+/// next change applies them.
+pub const DEFERRED_SYNCS: usize = 8;
+
 /// Faults shared by every media of a test: a budget of operations after which every
-/// write, flush, create and remove fails.
+/// write, flush, create and remove fails, and a count of flushes to fail on their own.
 #[derive(Debug)]
 pub struct FaultPlan {
     fuel: Cell<u64>,
+    /// Flushes (of any media on this plan) still to fail, Linux style.
+    failing_flushes: Cell<u64>,
 }
 
 impl FaultPlan {
@@ -46,6 +63,7 @@ impl FaultPlan {
     pub const fn none() -> Self {
         Self {
             fuel: Cell::new(u64::MAX),
+            failing_flushes: Cell::new(0),
         }
     }
 
@@ -53,6 +71,30 @@ impl FaultPlan {
     pub const fn fail_after(ops: u64) -> Self {
         Self {
             fuel: Cell::new(ops),
+            failing_flushes: Cell::new(0),
+        }
+    }
+
+    /// Makes the next `n` flushes fail (of any media on this plan, `flush` or `sync`), the
+    /// way Linux fails a write-back: what each covered is dropped on the way to the durable
+    /// image (see the module docs). Flushes after them succeed again. `0` cancels.
+    pub fn fail_flushes(&self, n: u64) {
+        self.failing_flushes.set(n);
+    }
+
+    /// Flushes still to fail.
+    pub fn flushes_to_fail(&self) -> u64 {
+        self.failing_flushes.get()
+    }
+
+    /// Whether this flush is one to fail; counts it.
+    fn flush_fails(&self) -> bool {
+        match self.failing_flushes.get() {
+            0 => false,
+            n => {
+                self.failing_flushes.set(n - 1);
+                true
+            }
         }
     }
 
@@ -81,12 +123,16 @@ impl FaultPlan {
 /// Memory media with a durable image, pending writes, and injectable faults.
 ///
 /// One buffer holds both images: the first half is what reads see, the second what is
-/// durable.
+/// durable. Every byte where they differ lies under a pending write, or was dropped by a
+/// failed flush.
 #[derive(Debug)]
 pub struct FaultyMedia<'a> {
     buf: &'a mut [u8],
     len: usize,
     pending: heapless::Vec<(u64, u32), PENDING_WRITES>,
+    /// Syncs made through `&self` (range, failed), oldest first: applied to the images
+    /// before the next change, which is when they would have made a difference.
+    synced: RefCell<heapless::Vec<(Range<u64>, bool), DEFERRED_SYNCS>>,
     plan: &'a FaultPlan,
 }
 
@@ -101,6 +147,7 @@ impl<'a> FaultyMedia<'a> {
             buf,
             len,
             pending: heapless::Vec::new(),
+            synced: RefCell::new(heapless::Vec::new()),
             plan,
         })
     }
@@ -124,15 +171,79 @@ impl<'a> FaultyMedia<'a> {
         self.buf.copy_within(r.clone(), h + r.start);
     }
 
+    /// A flush of `range` that reached the media: the part of every pending write inside
+    /// it becomes durable, and writes wholly inside it are no longer pending.
+    fn write_back(&mut self, range: &Range<u64>) {
+        for i in 0..self.pending.len() {
+            let (off, len) = self.pending[i];
+            let (start, end) = (off.max(range.start), (off + u64::from(len)).min(range.end));
+            if start < end {
+                self.persist(start as usize..end as usize);
+            }
+        }
+        self.forget(range);
+    }
+
+    /// Drops the pending writes wholly inside `range`: written back, or lost by a failed
+    /// write-back.
+    fn forget(&mut self, range: &Range<u64>) {
+        self.pending
+            .retain(|&(off, len)| !(off >= range.start && off + u64::from(len) <= range.end));
+    }
+
+    /// Applies the syncs made through `&self` since the last change, in order.
+    fn settle(&mut self) {
+        let synced = core::mem::take(self.synced.get_mut());
+        for (range, failed) in synced.iter() {
+            if *failed {
+                self.forget(range);
+            } else {
+                self.write_back(range);
+            }
+        }
+    }
+
     /// Writes not yet flushed, oldest first.
     pub fn pending_writes(&self) -> usize {
         self.pending.len()
     }
 
+    /// Makes `range` durable through a shared reference, as `fdatasync` on a duplicated
+    /// file handle does while the media itself is borrowed elsewhere: the same as
+    /// [`Media::flush`] (faults included). It takes effect before the media next changes;
+    /// until then nothing could tell the difference. At most [`DEFERRED_SYNCS`] syncs
+    /// between two changes; more fail with [`RamError::NoSpace`].
+    pub fn sync(&self, range: Range<u64>) -> Result<(), RamError> {
+        self.check(range.start, range.end.saturating_sub(range.start) as usize)?;
+        let mut synced = self.synced.borrow_mut();
+        if synced.is_full() {
+            return Err(RamError::NoSpace);
+        }
+        self.plan.spend()?;
+        let failed = self.plan.flush_fails();
+        // Not full: checked above.
+        let _ = synced.push((range, failed));
+        if failed {
+            Err(RamError::Injected)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Applies a crash: afterwards both images hold what survived.
+    ///
+    /// A process crash keeps everything written in what reads see and writes back every
+    /// pending write, but not the writes a failed flush dropped: those stay readable yet
+    /// are not durable, as in a page cache that outlived the process. A power cut leaves
+    /// only the durable image.
     pub fn crash(&mut self, kind: Crash) {
+        self.settle();
         match kind {
-            Crash::Process => self.persist(0..self.len),
+            Crash::Process => {
+                self.write_back(&(0..self.len as u64));
+                self.pending.clear();
+                return;
+            }
             Crash::DropUnflushed => {}
             Crash::Torn { keep, tear_at } => {
                 let pending = self.pending.clone();
@@ -155,6 +266,7 @@ impl<'a> FaultyMedia<'a> {
 
     /// Flips one bit in both images: rot that recovery must detect, not serve.
     pub fn flip_bit(&mut self, offset: u64, bit: u8) {
+        self.settle();
         let i = offset as usize;
         if i < self.len {
             let h = self.half();
@@ -184,6 +296,7 @@ impl Media for FaultyMedia<'_> {
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), RamError> {
         let r = self.check(offset, data.len())?;
+        self.settle();
         self.plan.spend()?;
         self.buf[r].copy_from_slice(data);
         if self.pending.is_full() {
@@ -197,11 +310,16 @@ impl Media for FaultyMedia<'_> {
     }
 
     fn flush(&mut self, range: Range<u64>) -> Result<(), RamError> {
-        let r = self.check(range.start, range.end.saturating_sub(range.start) as usize)?;
+        self.check(range.start, range.end.saturating_sub(range.start) as usize)?;
+        self.settle();
         self.plan.spend()?;
-        self.persist(r);
-        self.pending
-            .retain(|&(off, len)| !(off >= range.start && off + u64::from(len) <= range.end));
+        if self.plan.flush_fails() {
+            // Linux: the write-back failed, the pages are marked clean, the error is
+            // reported once. What this flush covered never becomes durable.
+            self.forget(&range);
+            return Err(RamError::Injected);
+        }
+        self.write_back(&range);
         Ok(())
     }
 
@@ -214,6 +332,7 @@ impl Media for FaultyMedia<'_> {
         if len > self.half() {
             return Err(RamError::OutOfBounds);
         }
+        self.settle();
         self.plan.spend()?;
         if len > self.len {
             let h = self.half();
@@ -226,5 +345,81 @@ impl Media for FaultyMedia<'_> {
 
     fn as_bytes(&self) -> Option<&[u8]> {
         Some(self.current())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn media<'a>(buf: &'a mut [u8], plan: &'a FaultPlan) -> FaultyMedia<'a> {
+        FaultyMedia::new(buf, 64, plan).unwrap()
+    }
+
+    fn read(m: &FaultyMedia<'_>) -> [u8; 4] {
+        let mut b = [0u8; 4];
+        m.read_at(0, &mut b).unwrap();
+        b
+    }
+
+    #[test]
+    fn a_flush_after_a_failed_one_succeeds_but_what_failed_is_lost_on_power_cut() {
+        let plan = FaultPlan::none();
+        let mut buf = [0u8; 128];
+        let mut m = media(&mut buf, &plan);
+        m.write_at(0, b"aaaa").unwrap();
+        plan.fail_flushes(1);
+        assert_eq!(m.flush(0..64), Err(RamError::Injected));
+        assert_eq!(read(&m), *b"aaaa", "still readable");
+        // Linux's retried fsync: Ok, and nothing to write.
+        assert_eq!(m.flush(0..64), Ok(()));
+        m.write_at(8, b"bbbb").unwrap();
+        m.flush(0..64).unwrap();
+        m.crash(Crash::DropUnflushed);
+        assert_eq!(read(&m), [0; 4], "the failed write never became durable");
+        let mut b = [0u8; 4];
+        m.read_at(8, &mut b).unwrap();
+        assert_eq!(&b, b"bbbb", "a write after the failure is flushed normally");
+    }
+
+    #[test]
+    fn a_process_crash_keeps_a_failed_write_readable_but_not_durable() {
+        let plan = FaultPlan::none();
+        let mut buf = [0u8; 128];
+        let mut m = media(&mut buf, &plan);
+        m.write_at(0, b"aaaa").unwrap();
+        plan.fail_flushes(1);
+        assert!(m.flush(0..64).is_err());
+        m.crash(Crash::Process);
+        assert_eq!(read(&m), *b"aaaa", "the page cache outlived the process");
+        m.flush(0..64).unwrap();
+        m.crash(Crash::DropUnflushed);
+        assert_eq!(read(&m), [0; 4]);
+        // Written again, it is flushed like any write.
+        m.write_at(0, b"aaaa").unwrap();
+        m.flush(0..64).unwrap();
+        m.crash(Crash::DropUnflushed);
+        assert_eq!(read(&m), *b"aaaa");
+    }
+
+    #[test]
+    fn a_sync_through_a_shared_reference_is_a_flush() {
+        let plan = FaultPlan::none();
+        let mut buf = [0u8; 128];
+        let mut m = media(&mut buf, &plan);
+        m.write_at(0, b"aaaa").unwrap();
+        m.sync(0..64).unwrap();
+        m.write_at(8, b"bbbb").unwrap();
+        m.crash(Crash::DropUnflushed);
+        assert_eq!(read(&m), *b"aaaa");
+        let mut b = [0u8; 4];
+        m.read_at(8, &mut b).unwrap();
+        assert_eq!(b, [0; 4], "written after the sync");
+        m.write_at(0, b"cccc").unwrap();
+        plan.fail_flushes(1);
+        assert_eq!(m.sync(0..64), Err(RamError::Injected));
+        m.sync(0..64).unwrap();
+        m.crash(Crash::DropUnflushed);
+        assert_eq!(read(&m), *b"aaaa", "the failed sync dropped the write");
     }
 }

@@ -79,6 +79,14 @@ pub struct Index<D: Directory, const FILES: usize = 256> {
     files: heapless::Deque<u64, FILES>,
     /// Header of the newest file, kept in memory and written after each record.
     head: IndexHeader,
+    /// A flush failed (when a file rolled, or at a checkpoint): what it covered may not be
+    /// durable, so the store must not claim anything indexed since (see
+    /// [`Index::is_failed`]).
+    failed: bool,
+    /// Changes made to the newest file (entries, header, a roll), counted.
+    written: u64,
+    /// `written` as of the newest file's last flush: it is dirty while they differ.
+    synced: u64,
 }
 
 fn empty_header() -> IndexHeader {
@@ -143,6 +151,9 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             config,
             files: heapless::Deque::new(),
             head: empty_header(),
+            failed: false,
+            written: 0,
+            synced: 0,
         };
         let mut overflow = false;
         let mut files = heapless::Deque::<u64, FILES>::new();
@@ -348,6 +359,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             written += 1;
         }
         if written > 0 {
+            self.written += 1;
             self.write_header()?;
         }
         Ok(written)
@@ -377,6 +389,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             base = base.max(last + 1);
         }
         self.dir.create(base, self.config.file_size()).media()?;
+        self.written += 1;
         // Not full: checked above.
         let _ = self.files.push_back(base);
         let mut head = empty_header();
@@ -439,7 +452,51 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         };
         let size = self.config.file_size();
         let m = self.dir.media_mut(base).ok_or(Error::OutOfRange)?;
-        m.flush(0..size).media()
+        let written = self.written;
+        let r = m.flush(0..size).media();
+        match r {
+            Ok(()) => self.synced = written,
+            Err(_) => self.failed = true,
+        }
+        r
+    }
+
+    /// First half of a flush made by the caller (an fdatasync outside its lock): writes
+    /// the newest file's header and, if the file changed since its last flush, calls `f`
+    /// with it and the range holding its header, slots and entries. Returns the target to
+    /// hand [`Index::mark_flushed`] once that range is durable; `None` if nothing changed.
+    /// Older files were flushed when they rolled.
+    pub fn begin_flush(
+        &mut self,
+        f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>),
+    ) -> Result<Option<u64>, Error<D::Error>> {
+        let Some(&base) = self.files.back() else {
+            return Ok(None);
+        };
+        self.write_header()?;
+        if self.written == self.synced {
+            return Ok(None);
+        }
+        let used = (self.head.index_count.get() as u32).min(self.config.entries);
+        let m = self.dir.media(base).ok_or(Error::OutOfRange)?;
+        f(m, 0..self.config.entry_at(used));
+        Ok(Some(self.written))
+    }
+
+    /// Second half: the caller made the range of the [`Index::begin_flush`] that returned
+    /// `target` durable. Changes made since stay unflushed; a target older than the last
+    /// flush does nothing.
+    pub fn mark_flushed(&mut self, target: u64) {
+        if !self.failed {
+            self.synced = self.synced.max(target.min(self.written));
+        }
+    }
+
+    /// Whether a flush of an index file failed since the index was opened. The index goes
+    /// on serving and indexing, but what it holds may not be durable: its owner must
+    /// write no checkpoint that claims it.
+    pub fn is_failed(&self) -> bool {
+        self.failed
     }
 
     /// Makes the newest file durable (older files were flushed when they rolled).

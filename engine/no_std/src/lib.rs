@@ -13,6 +13,13 @@
 //! 4. **Power loss**: any write not yet flushed may be lost, and the last write in flight
 //!    may be torn at any byte; flushed bytes are intact. Bits may rot: records carry CRCs.
 //! 5. Creating or removing a whole segment is atomic (the file layer renames into place).
+//! 6. **A failed flush is final.** What it covered may never become durable, and a later
+//!    flush of the same bytes may return `Ok` without writing them (Linux reports a failed
+//!    write-back once and marks the pages clean: "fsyncgate"); reads still return them
+//!    until power is lost. So the engine is fail-stop: after any failed flush it refuses
+//!    writes, flushes and checkpoints with [`Error::FlushFailed`] and claims nothing more
+//!    durable; reopening recovers, and recovery writes the tail it cannot vouch for again
+//!    before calling it flushed.
 //!
 //! # What recovery guarantees
 //!

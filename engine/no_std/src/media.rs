@@ -26,6 +26,9 @@ pub trait Media {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
 
     /// Makes the bytes in `range` durable.
+    ///
+    /// An error means the bytes in `range` may never become durable, even if a later
+    /// flush of them returns `Ok`: the engine stops writing rather than retry.
     fn flush(&mut self, range: Range<u64>) -> Result<(), Self::Error>;
 
     /// The media's size in bytes.

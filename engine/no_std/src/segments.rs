@@ -161,6 +161,20 @@ impl<D: Directory> Segments<D> {
         Ok(())
     }
 
+    /// Calls `f` with each existing segment's media holding bytes of `[from, to)`, and the
+    /// range of them within it, in order: what [`Segments::flush`] would flush.
+    pub fn regions(&self, from: u64, to: u64, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
+        let mut at = from;
+        while at < to {
+            let base = self.base_of(at);
+            let end = (base + self.size).min(to);
+            if let Some(m) = self.dir.media(base) {
+                f(m, at - base..end - base);
+            }
+            at = end;
+        }
+    }
+
     /// Zeroes `[from, end of its segment)`, flushes it, and removes every later segment,
     /// so that nothing past `from` can be read back as data after a crash. Returns
     /// whether there was anything to cut.

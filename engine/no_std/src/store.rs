@@ -5,13 +5,37 @@
 //! 2. Find the log's end. After a clean shutdown the checkpoint names it. Otherwise scan
 //!    from the segment holding the checkpoint's dispatched offset, verifying every record
 //!    (magic, sizes, position, CRC); the first failure is the end, and the bytes after it
-//!    are zeroed so no later scan can see them.
+//!    are zeroed so no later scan can see them. The part the scan found past the
+//!    checkpoint's flushed offset is written again and flushed: after a failed flush in
+//!    the last run, reads may return bytes that are not durable.
 //! 3. Open each consume queue: cut entries that point past the log's end or are torn.
 //! 4. Open the index: drop files past the log's end, rebuild the newest file's slots and
 //!    header from its entries after a crash.
 //! 5. Dispatch from the checkpoint's dispatched offset to the log's end. Dispatch is
 //!    idempotent (queues and index skip records they hold), so starting early is safe.
-//! 6. Write a checkpoint that marks the store open (no clean end).
+//! 6. Flush what dispatch wrote to queues and index, then write a checkpoint that marks
+//!    the store open (no clean end). It claims the re-dispatched entries, so they must be
+//!    durable first: a second power cut right after recovery would otherwise lose them
+//!    below the checkpoint's dispatched offset, where no recovery looks again.
+//!
+//! # Checkpoints
+//!
+//! A checkpoint claims that queues and index hold every record below its dispatched
+//! offset durably, so recovery keeps them and dispatches only from there. It may claim
+//! only what a flush that returned `Ok` covered, and never more than the log's flushed
+//! offset. [`Store::checkpoint`] flushes everything itself, in the caller's lock. An owner
+//! that would rather sync outside its lock uses two phases: [`Store::checkpoint_begin`]
+//! (under the lock) hands out every region written since the last checkpoint and fixes
+//! what may be claimed; the owner syncs them (`fdatasync` on duplicated handles) without
+//! the lock while appends and dispatch go on; [`Store::checkpoint_finish`] (under the lock
+//! again) marks them flushed and writes the checkpoint, claiming nothing done in between.
+//! Retention deletes nothing above the last checkpoint's claim.
+//!
+//! # Failed flushes
+//!
+//! Fail-stop (see the crate docs): after any failed flush, or one the owner reports with
+//! [`Store::mark_failed`], writes and checkpoints are refused with
+//! [`Error::FlushFailed`] until the store is reopened.
 
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::{Appended, CommitLog, Recovery, RecoveryReport, Slot};
@@ -22,8 +46,55 @@ use crate::error::{Corruption, Error};
 use crate::index::{Index, IndexConfig, RecordKeys};
 use crate::media::{Directory, Media};
 use crate::record::{
-    MessageIn, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK,
+    MessageIn, RecordError, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
 };
+
+/// Records [`Store::dispatch`] hands to one [`Store::dispatch_some`] pass.
+pub const DISPATCH_PASS_RECORDS: u64 = 1024;
+
+/// Which structure a region of a two-phase checkpoint belongs to
+/// ([`Store::checkpoint_begin`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Part {
+    /// A commit-log segment.
+    Log,
+    /// A consume-queue file.
+    Queue,
+    /// An index file.
+    Index,
+}
+
+/// What [`Store::checkpoint_finish`] may claim: fixed by [`Store::checkpoint_begin`], so
+/// appends and dispatches made between the two phases are not claimed. The queues' own
+/// targets live in the queues (a plan holds no table).
+#[derive(Debug)]
+#[must_use = "a plan does nothing until checkpoint_finish"]
+pub struct CheckpointPlan {
+    /// Which `checkpoint_begin` made it: queue targets belong to the newest only.
+    epoch: u64,
+    /// The log's end at begin: its unflushed tail up to here was handed out.
+    log_to: u64,
+    /// Dispatched offset at begin: every entry below it was in a region handed out (or
+    /// flushed before).
+    dispatched: u64,
+    /// Store time of the newest record dispatched at begin.
+    logics_timestamp: i64,
+    /// Store time of the newest record indexed at begin.
+    index_timestamp: i64,
+    /// The index's flush target, if its newest file was handed out.
+    index_target: Option<u64>,
+}
+
+/// What one bounded dispatch pass did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Records dispatched.
+    pub count: u64,
+    /// Records remain below the log's end: call again.
+    pub more: bool,
+}
 
 /// Geometry of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,34 +227,17 @@ where
     dispatched: u64,
     /// Store time of the newest record dispatched.
     last_dispatched_timestamp: i64,
-    /// A flush failed: writes and checkpoints are refused until reopened.
+    /// The dispatched offset the last checkpoint written claims durable. Retention deletes
+    /// nothing above it: recovery restarts dispatch there, and queue entries between it
+    /// and a later log start would be dropped with no record left to rebuild them from.
+    checkpointed: u64,
+    /// Counts `checkpoint_begin` calls: a plan older than the newest finishes without
+    /// marking queues (their targets were moved by the newer begin).
+    checkpoint_epoch: u64,
+    /// A flush of queues, index or checkpoint failed, or the owner's own sync did
+    /// ([`Store::mark_failed`]): nothing written since can be claimed durable, so writes
+    /// and checkpoints are refused until the store is reopened.
     failed: bool,
-}
-
-/// What one bounded dispatch pass did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dispatched {
-    /// Records dispatched.
-    pub count: u64,
-    /// Records remain below the log's end.
-    pub more: bool,
-}
-
-/// Which structure a checkpoint region belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    /// The commit log.
-    Log,
-    /// A consume queue.
-    Queue,
-    /// The index.
-    Index,
-}
-
-/// What a checkpoint begun may claim when it finishes.
-#[derive(Debug)]
-pub struct CheckpointPlan {
-    _private: (),
 }
 
 type Res<T, E> = Result<T, Error<E>>;
@@ -224,7 +278,13 @@ where
             },
             None => Recovery::Scan { from: 0 },
         };
-        let (log, log_report) = CommitLog::open(log_dir, config.log_segment_size, recovery)?;
+        let (mut log, log_report) = CommitLog::open(log_dir, config.log_segment_size, recovery)?;
+        if let Recovery::Scan { .. } = recovery {
+            // The scan read the tail from what reads see, which after a failed flush of
+            // the last run may not be what is durable: write it again before calling it
+            // flushed. Below the checkpoint's flushed offset it was durable.
+            log.rewrite_tail(checkpoint.map_or(0, |c| c.flushed_offset))?;
+        }
         report.log = log_report;
         let entries = config.queue_entries_per_file;
         let durable_below = match (recovery, checkpoint) {
@@ -254,16 +314,20 @@ where
             checkpoint_media,
             dispatched,
             last_dispatched_timestamp: checkpoint.map_or(0, |c| c.logics_timestamp),
+            checkpointed: 0,
+            checkpoint_epoch: 0,
             failed: false,
         };
         report.redispatched = store.dispatch(scratch, &mut |_| {})?;
-        store.write_checkpoint(None)?;
+        // Not just the record: it claims what dispatch just wrote (step 6).
+        store.checkpoint()?;
         Ok((store, report))
     }
 
     /// Appends one message. Its queue offset comes from the queue's counter, except for
     /// half messages and rollback markers, which take 0 and no queue position.
     pub fn put(&mut self, msg: &MessageIn<'_>, store_timestamp: i64) -> Res<Stored, L::Error> {
+        self.refuse_if_failed()?;
         let queued = !matches!(
             msg.sys_flag & SYSFLAG_TRANSACTION_MASK,
             SYSFLAG_TRANSACTION_PREPARED | SYSFLAG_TRANSACTION_ROLLBACK
@@ -288,6 +352,7 @@ where
         store_timestamp: i64,
         landed: &mut dyn FnMut(Stored),
     ) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
         let Some(first) = msgs.first() else {
             return Ok(());
         };
@@ -317,6 +382,7 @@ where
     /// master's stream begins, which must be a segment boundary. Dispatch then follows
     /// these records as it follows appends. Returns the offset the bytes were consumed to.
     pub fn append_replicated(&mut self, at: u64, bytes: &[u8]) -> Res<u64, L::Error> {
+        self.refuse_if_failed()?;
         let end = self.log.max_offset();
         if at != end && self.log.segment_span().is_none() && self.dispatched == end {
             self.log.start_replica_at(at)?;
@@ -339,15 +405,36 @@ where
 
     /// Follows the log from the last dispatched offset to its end, adding each record to
     /// its consume queue and the index, and telling `on_record` (the broker wakes waiting
-    /// pulls). Returns how many records were dispatched.
+    /// pulls). Returns how many records were dispatched. A loop over
+    /// [`Store::dispatch_some`]; owners that hold a lock around it should call that
+    /// instead, one bounded pass per lock hold.
     pub fn dispatch(
         &mut self,
         scratch: &mut [u8],
         on_record: &mut dyn FnMut(&DispatchRecord<'_>),
     ) -> Res<u64, L::Error> {
+        let mut count = 0;
+        loop {
+            let pass = self.dispatch_some(scratch, DISPATCH_PASS_RECORDS, on_record)?;
+            count += pass.count;
+            if !pass.more {
+                return Ok(count);
+            }
+        }
+    }
+
+    /// Dispatches at most `max_records` records from the last dispatched offset (see
+    /// [`Store::dispatch`]); `more` says records remain below the log's end.
+    pub fn dispatch_some(
+        &mut self,
+        scratch: &mut [u8],
+        max_records: u64,
+        on_record: &mut dyn FnMut(&DispatchRecord<'_>),
+    ) -> Res<Dispatched, L::Error> {
         let end = self.log.max_offset();
         let mut count = 0;
-        while self.dispatched < end {
+        let mut unwritten = false;
+        while self.dispatched < end && count < max_records {
             let at = self.dispatched;
             let size = match self.log.slot_at(at)? {
                 Slot::Record(size) => size,
@@ -355,8 +442,20 @@ where
                     self.dispatched = next;
                     continue;
                 }
-                Slot::End => break,
+                Slot::End => {
+                    unwritten = true;
+                    break;
+                }
             };
+            // A size that rotted after recovery verified it: stop here rather than move
+            // past the log's end.
+            if at + u64::from(size) > end {
+                return Err(Corruption::Record {
+                    offset: at,
+                    error: RecordError::BadSize(size as i32),
+                }
+                .into());
+            }
             let (log, queues, index, config) =
                 (&self.log, &mut self.queues, &mut self.index, &self.config);
             let ts = log.with_record(at, size, scratch, |view| {
@@ -384,7 +483,10 @@ where
                         size,
                         tag_code,
                     };
-                    if let Put::Stored(n) = slot.queue.put(rec.queue_offset as u64, entry)? {
+                    if let Put::Stored(n) =
+                        slot.queue
+                            .put_below(rec.queue_offset as u64, entry, log.max_offset())?
+                    {
                         slot.next_offset = slot.next_offset.max(n + 1);
                     }
                 }
@@ -405,44 +507,11 @@ where
             self.dispatched = at + u64::from(size);
             count += 1;
         }
-        Ok(count)
-    }
-
-    /// Dispatches at most `max_records` records (placeholder over `dispatch`).
-    pub fn dispatch_some(
-        &mut self,
-        scratch: &mut [u8],
-        _max_records: u64,
-        on_record: &mut dyn FnMut(&DispatchRecord<'_>),
-    ) -> Res<Dispatched, L::Error> {
-        let count = self.dispatch(scratch, on_record)?;
-        Ok(Dispatched { count, more: false })
-    }
-
-    /// Marks the store failed (placeholder).
-    pub fn mark_failed(&mut self) {
-        self.failed = true;
-    }
-
-    /// Whether a flush failed.
-    pub fn is_failed(&self) -> bool {
-        self.failed
-    }
-
-    /// Placeholder: names nothing; finish does the whole checkpoint.
-    pub fn checkpoint_begin(
-        &mut self,
-        _region: &mut dyn FnMut(Part, &L::Media, core::ops::Range<u64>),
-    ) -> Res<CheckpointPlan, L::Error> {
-        if self.failed {
-            return Err(Error::FlushFailed);
-        }
-        Ok(CheckpointPlan { _private: () })
-    }
-
-    /// Placeholder: the one-phase checkpoint.
-    pub fn checkpoint_finish(&mut self, _plan: CheckpointPlan) -> Res<(), L::Error> {
-        self.checkpoint()
+        debug_assert!(self.dispatched <= end, "dispatched past the log's end");
+        Ok(Dispatched {
+            count,
+            more: self.dispatched < end && !unwritten,
+        })
     }
 
     /// Makes every appended record durable (the flush service; group commit). Returns
@@ -452,13 +521,125 @@ where
     }
 
     /// Flushes queues and index, then records in the checkpoint how far recovery may
-    /// trust them.
+    /// trust them. A failed flush of any of them is fail-stop, as the log's is: the store
+    /// refuses writes and checkpoints from then on ([`Store::is_failed`]).
     pub fn checkpoint(&mut self) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
         self.flush_log()?;
-        self.queues
-            .for_each_mut(&mut |_, _, slot| slot.queue.flush())?;
-        self.index.flush()?;
+        let r = self
+            .queues
+            .for_each_mut(&mut |_, _, slot| slot.queue.flush());
+        self.fail_on_err(r)?;
+        let r = self.index.flush();
+        self.fail_on_err(r)?;
         self.write_checkpoint(None)
+    }
+
+    /// First phase of a checkpoint whose flushes the owner makes itself, outside its lock
+    /// (an fdatasync of duplicated file handles). Under the lock: calls `region` for every
+    /// media holding bytes written since the last checkpoint (the log's unflushed tail per
+    /// segment, each queue's unflushed files, the newest index file if it changed), with
+    /// the byte range within that media, and fixes what [`Store::checkpoint_finish`] may
+    /// then claim. If the owner's sync fails, it calls [`Store::mark_failed`] and drops
+    /// the plan.
+    #[allow(clippy::type_complexity)]
+    pub fn checkpoint_begin(
+        &mut self,
+        region: &mut dyn FnMut(Part, &L::Media, core::ops::Range<u64>),
+    ) -> Res<CheckpointPlan, L::Error>
+    where
+        I: Directory<Media = L::Media>,
+        Q::Dir: Directory<Media = L::Media>,
+    {
+        self.refuse_if_failed()?;
+        self.checkpoint_epoch += 1;
+        let (from, log_to) = self.log.unflushed();
+        self.log
+            .regions(from, log_to, &mut |m, r| region(Part::Log, m, r));
+        self.queues.for_each_mut(&mut |_, _, slot| {
+            slot.queue
+                .begin_flush(&mut |m, r| region(Part::Queue, m, r));
+            Ok(())
+        })?;
+        let r = self
+            .index
+            .begin_flush(&mut |m, r| region(Part::Index, m, r));
+        let index_target = self.fail_on_err(r)?;
+        Ok(CheckpointPlan {
+            epoch: self.checkpoint_epoch,
+            log_to,
+            dispatched: self.dispatched,
+            logics_timestamp: self.last_dispatched_timestamp,
+            index_timestamp: self.index.end_timestamp(),
+            index_target,
+        })
+    }
+
+    /// Second phase, after the owner made every region of `plan` durable: marks them
+    /// flushed and writes and flushes the checkpoint record. It claims the dispatched
+    /// offset as of [`Store::checkpoint_begin`] (capped by the log's flushed offset, and
+    /// never below what the last checkpoint claimed); appends and dispatches made between
+    /// the phases are not claimed. A plan superseded by a newer begin still finishes
+    /// correctly, without marking queues.
+    pub fn checkpoint_finish(&mut self, plan: CheckpointPlan) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
+        self.log.mark_flushed(plan.log_to);
+        if plan.epoch == self.checkpoint_epoch {
+            self.queues.for_each_mut(&mut |_, _, slot| {
+                slot.queue.finish_flush();
+                Ok(())
+            })?;
+        }
+        if let Some(target) = plan.index_target {
+            self.index.mark_flushed(target);
+        }
+        let flushed = self.log.flushed_offset();
+        let c = Checkpoint {
+            physic_timestamp: plan.logics_timestamp,
+            logics_timestamp: plan.logics_timestamp,
+            index_timestamp: plan.index_timestamp,
+            flushed_offset: flushed,
+            dispatched_offset: plan.dispatched.min(flushed).max(self.checkpointed),
+            clean_end: None,
+        };
+        let r = c.write(&mut self.checkpoint_media);
+        self.fail_on_err(r)?;
+        self.checkpointed = c.dispatched_offset;
+        Ok(())
+    }
+
+    /// Records that a sync the owner made itself failed (an fdatasync of duplicated file
+    /// handles, outside the engine): what it covered may never reach the media, so the
+    /// store and its log refuse writes, flushes and checkpoints from now on, and the
+    /// flushed offset stays where it is. Reopening the store recovers.
+    pub fn mark_failed(&mut self) {
+        self.failed = true;
+        self.log.mark_flush_failed();
+    }
+
+    /// Whether a flush failed since the store was opened (its own, its log's, its
+    /// index's, or one reported by [`Store::mark_failed`]). Reads and dispatch go on;
+    /// `put`, `put_batch`, `append_replicated`, `checkpoint` and `seal` return
+    /// [`Error::FlushFailed`].
+    pub fn is_failed(&self) -> bool {
+        self.failed || self.log.is_failed() || self.index.is_failed()
+    }
+
+    fn refuse_if_failed(&self) -> Res<(), L::Error> {
+        if self.is_failed() {
+            Err(Error::FlushFailed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Passes `r` on, marking the store failed if it is an error of a flush step.
+    fn fail_on_err<T>(&mut self, r: Res<T, L::Error>) -> Res<T, L::Error> {
+        if r.is_err() {
+            self.failed = true;
+            crate::trace::log_warn!("store flush failed; refusing writes until reopened");
+        }
+        r
     }
 
     fn write_checkpoint(&mut self, clean_end: Option<u64>) -> Res<(), L::Error> {
@@ -470,7 +651,10 @@ where
             dispatched_offset: self.dispatched.min(self.log.flushed_offset()),
             clean_end,
         };
-        c.write(&mut self.checkpoint_media)
+        let r = c.write(&mut self.checkpoint_media);
+        self.fail_on_err(r)?;
+        self.checkpointed = c.dispatched_offset;
+        Ok(())
     }
 
     /// Closes cleanly: dispatches the rest, flushes everything, and writes a checkpoint
@@ -484,6 +668,7 @@ where
     /// open skips the scan. Nothing may be appended after it (the checkpoint names the
     /// end); callers that cannot hand the store over refuse writes from then on.
     pub fn seal(&mut self, scratch: &mut [u8]) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
         self.dispatch(scratch, &mut |_| {})?;
         self.checkpoint()?;
         let end = self.log.max_offset();
@@ -503,8 +688,11 @@ where
 
     /// Deletes log segments that end at or before `offset` (retention), then queue files
     /// and index files that only point into them. Returns segments removed.
+    ///
+    /// Only records the last checkpoint counts as dispatched go: recovery re-dispatches
+    /// from that offset, which must still be in the log.
     pub fn delete_before(&mut self, offset: u64) -> Res<u32, L::Error> {
-        let offset = offset.min(self.dispatched);
+        let offset = offset.min(self.dispatched).min(self.checkpointed);
         let removed = self.log.delete_segments_before(offset)?;
         if removed > 0 {
             let min = self.log.min_offset();

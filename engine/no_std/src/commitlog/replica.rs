@@ -27,6 +27,7 @@ impl<D: Directory> CommitLog<D> {
     /// caller's next chunk. A record that fails verification is [`Corruption::Record`]
     /// and nothing of it is written.
     pub fn append_replicated(&mut self, at: u64, bytes: &[u8]) -> Result<u64, Error<D::Error>> {
+        self.refuse_if_failed()?;
         if at > self.write_pos {
             return Err(Error::OutOfRange);
         }

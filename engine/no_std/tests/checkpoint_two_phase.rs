@@ -1,0 +1,216 @@
+//! The two-phase checkpoint: regions handed out under the owner's lock, synced by the
+//! owner, then claimed. What happens between the phases (appends, dispatch, an index
+//! roll, new queues, retention) must not be claimed.
+
+mod support;
+
+use support::*;
+use tern_engine::Error;
+use tern_engine::checkpoint::Checkpoint;
+use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
+use tern_engine::ram::RamError;
+use tern_engine::store::{CheckpointPlan, Part};
+
+const TS: i64 = 1_700_000_000_000;
+
+fn put_n(
+    store: &mut TestStore<'_>,
+    rng: &mut Rng,
+    sent: &mut Vec<Sent>,
+    n: usize,
+    topic: &'static str,
+) {
+    for _ in 0..n {
+        let mut s = new_message(rng, sent.len() as u64);
+        s.topic = topic;
+        s.key = Some(format!("k{}", sent.len()));
+        s.props.clear();
+        let mut props = vec![0u8; 64];
+        let mut len = 0;
+        tern_engine::properties::append(
+            &mut props,
+            &mut len,
+            tern_engine::properties::key::KEYS,
+            s.key.as_deref().unwrap(),
+        )
+        .unwrap();
+        props.truncate(len);
+        s.props = props;
+        put(store, &mut s, TS + sent.len() as i64).unwrap();
+        sent.push(s);
+    }
+}
+
+/// Begins a checkpoint and syncs every region as the owner would, counting them by part.
+fn begin_and_sync(store: &mut TestStore<'_>) -> (CheckpointPlan, [usize; 3]) {
+    let mut parts = [0usize; 3];
+    let plan = store
+        .checkpoint_begin(&mut |part, m: &FaultyMedia<'_>, r| {
+            parts[part as usize] += 1;
+            m.sync(r).unwrap();
+        })
+        .unwrap();
+    (plan, parts)
+}
+
+/// Every message is in the log, its queue and the index.
+#[track_caller]
+fn assert_all(store: &TestStore<'_>, sent: &[Sent]) {
+    assert_eq!(log_records(store).len(), sent.len(), "log");
+    for s in sent {
+        let q = store.queue(s.topic, s.queue_id).expect("queue");
+        let e = q.get(s.queue_offset).unwrap().expect("queue entry");
+        assert_eq!(e.physical_offset, s.offset);
+        let mut hits = Vec::new();
+        store
+            .index()
+            .query(
+                s.topic,
+                s.key.as_deref().unwrap(),
+                64,
+                0,
+                i64::MAX,
+                &mut |o| hits.push(o),
+            )
+            .unwrap();
+        assert!(hits.contains(&s.offset), "key of {} indexed", s.offset);
+    }
+}
+
+#[test]
+fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(41);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 12, "orders");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let files = store.index().file_count();
+
+        let (cp, parts) = begin_and_sync(&mut store);
+        assert!(parts[Part::Log as usize] >= 1, "the log's tail");
+        assert!(parts[Part::Queue as usize] >= 1, "the queues written");
+        assert_eq!(parts[Part::Index as usize], 1, "the newest index file");
+        let dispatched_at_begin = store.dispatched_offset();
+
+        // Between the phases: appends to a new queue, dispatch, an index roll, the log
+        // made durable (so recovery finds these records and must dispatch them again).
+        put_n(&mut store, &mut rng, &mut sent, 20, "audit-log");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        assert!(store.index().file_count() > files, "the index rolled");
+        store.flush_log().unwrap();
+        store.checkpoint_finish(cp).unwrap();
+
+        let mut parts = Parts::from_store(store);
+        let c = Checkpoint::read(&parts.checkpoint).unwrap().unwrap();
+        assert_eq!(
+            c.dispatched_offset, dispatched_at_begin,
+            "claims begin's offset"
+        );
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).expect("recovery");
+        assert_all(&store, &sent);
+    })
+    .unwrap();
+}
+
+#[test]
+fn regions_handed_out_are_all_a_checkpoint_needs() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(42);
+        let mut sent = Vec::new();
+        for topic in TOPICS {
+            put_n(&mut store, &mut rng, &mut sent, 9, topic);
+        }
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let (cp, _) = begin_and_sync(&mut store);
+        store.checkpoint_finish(cp).unwrap();
+        assert_eq!(store.log().flushed_offset(), store.log().max_offset());
+        // Nothing written since: the next begin has nothing to hand out.
+        let (cp, parts) = begin_and_sync(&mut store);
+        assert_eq!(parts, [0, 0, 0]);
+        store.checkpoint_finish(cp).unwrap();
+
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_all(&store, &sent);
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_plan_superseded_by_a_newer_begin_still_finishes_correctly() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(43);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let (first, _) = begin_and_sync(&mut store);
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        // The second begin hands out the newer entries, but its owner has not synced
+        // them when the first plan finishes.
+        let second = store.checkpoint_begin(&mut |_, _, _| {}).unwrap();
+        store.checkpoint_finish(first).unwrap();
+        drop(second);
+        // The next checkpoint must hand those entries out again: the first plan's finish
+        // did not count them as flushed.
+        let (third, parts) = begin_and_sync(&mut store);
+        assert!(parts[Part::Queue as usize] >= 1);
+        store.checkpoint_finish(third).unwrap();
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_all(&store, &sent);
+    })
+    .unwrap();
+}
+
+#[test]
+fn an_owner_whose_sync_failed_marks_the_store_failed_and_nothing_is_claimed() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(44);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        store.flush_log().unwrap();
+        let acked = sent.len();
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        plan.fail_flushes(1);
+        let mut failed = false;
+        let cp = store
+            .checkpoint_begin(&mut |_, m: &FaultyMedia<'_>, r| {
+                failed |= m.sync(r) == Err(RamError::Injected);
+            })
+            .unwrap();
+        assert!(failed);
+        store.mark_failed();
+        let flushed = store.log().flushed_offset();
+        assert_eq!(store.checkpoint_finish(cp), Err(Error::FlushFailed));
+        assert_eq!(store.log().flushed_offset(), flushed);
+        assert!(matches!(
+            store.checkpoint_begin(&mut |_, _, _| {}),
+            Err(Error::FlushFailed)
+        ));
+
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert!(log_records(&store).len() >= acked);
+        sent.truncate(log_records(&store).len());
+        assert_all(&store, &sent);
+    })
+    .unwrap();
+}

@@ -1,0 +1,193 @@
+//! Fail-stop flushes ("fsyncgate"): Linux reports a failed write-back once, and a retried
+//! flush then succeeds although the data never reached the disk. The store must never
+//! call such data durable: after a failed flush it refuses writes and flushes, its
+//! flushed offset stays, and reopening (recovery) makes the tail durable again.
+
+mod support;
+
+use support::*;
+use tern_engine::Error;
+use tern_engine::faulty::{Crash, FaultPlan};
+use tern_engine::ram::RamError;
+
+const TS: i64 = 1_700_000_000_000;
+
+/// `n` new messages, appended.
+fn put_n(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, n: usize) {
+    for _ in 0..n {
+        let mut s = new_message(rng, sent.len() as u64);
+        put(store, &mut s, TS + sent.len() as i64).unwrap();
+        sent.push(s);
+    }
+}
+
+/// The log holds exactly `sent`, in order.
+#[track_caller]
+fn assert_log(store: &TestStore<'_>, sent: &[Sent]) {
+    let found = log_records(store);
+    let offsets: Vec<u64> = found.iter().map(|(o, _)| *o).collect();
+    let want: Vec<u64> = sent.iter().map(|s| s.offset).collect();
+    assert_eq!(offsets, want, "record offsets");
+    for ((_, body), s) in found.iter().zip(sent) {
+        assert!(body == &s.body, "body at {}", s.offset);
+    }
+}
+
+#[test]
+fn a_failed_flush_is_never_reported_durable() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(7);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 5);
+        let flushed = store.flush_log().unwrap();
+        let acked = sent.len();
+        put_n(&mut store, &mut rng, &mut sent, 5);
+
+        plan.fail_flushes(1);
+        assert_eq!(store.flush_log(), Err(Error::Media(RamError::Injected)));
+        assert_eq!(plan.flushes_to_fail(), 0, "the media would flush again now");
+        assert!(store.is_failed() && store.log().is_failed());
+        // Linux would now answer Ok without writing anything: the store does not ask.
+        assert_eq!(store.flush_log(), Err(Error::FlushFailed));
+        assert_eq!(store.log().flushed_offset(), flushed);
+        store.log_mut().mark_flushed(u64::MAX);
+        assert_eq!(
+            store.log().flushed_offset(),
+            flushed,
+            "mark_flushed is ignored"
+        );
+
+        let mut s = new_message(&mut rng, 99);
+        assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
+        let msgs = [message(&s)];
+        assert_eq!(
+            store.put_batch(&msgs, TS, &mut |_| {}),
+            Err(Error::FlushFailed)
+        );
+        let end = store.log().max_offset();
+        assert_eq!(store.append_replicated(end, &[]), Err(Error::FlushFailed));
+        assert_eq!(store.checkpoint(), Err(Error::FlushFailed));
+        assert_eq!(store.seal(&mut []), Err(Error::FlushFailed));
+        assert_eq!(store.log().flushed_offset(), flushed);
+        // Reads and dispatch go on.
+        assert_eq!(store.dispatch(&mut [], &mut |_| {}), Ok(10));
+        assert_log(&store, &sent);
+
+        // Power cut: what the failed flush covered is gone, everything acknowledged stays.
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let mut store = open(parts, true).expect("recovery after a failed flush");
+        assert!(!store.is_failed());
+        sent.truncate(acked);
+        assert_log(&store, &sent);
+
+        // And the store accepts writes again.
+        put_n(&mut store, &mut rng, &mut sent, 3);
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        store.checkpoint().unwrap();
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_log(&store, &sent);
+        for s in &sent {
+            let q = store.queue(s.topic, s.queue_id).unwrap();
+            let e = q.get(s.queue_offset).unwrap().unwrap();
+            assert_eq!(e.physical_offset, s.offset);
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn recovery_writes_again_a_tail_a_failed_flush_left_only_in_the_page_cache() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(11);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 5);
+        store.flush_log().unwrap();
+        put_n(&mut store, &mut rng, &mut sent, 5);
+        plan.fail_flushes(1);
+        assert!(store.flush_log().is_err());
+
+        // The process dies; the machine does not: the five unflushed records are still
+        // readable, from pages that no flush will write again.
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::Process);
+        let mut store = open(parts, true).unwrap();
+        assert_log(&store, &sent); // a process crash keeps them
+        assert_eq!(store.log().flushed_offset(), store.log().max_offset());
+
+        // Recovery called them flushed, so they must survive a power cut, and so must a
+        // record acknowledged after them.
+        put_n(&mut store, &mut rng, &mut sent, 1);
+        store.flush_log().unwrap();
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_log(&store, &sent);
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_failed_queue_flush_at_a_checkpoint_stops_the_store() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(3);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 4);
+        store.flush_log().unwrap();
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        // The log has nothing to flush: the first flush is a queue's.
+        plan.fail_flushes(1);
+        assert_eq!(store.checkpoint(), Err(Error::Media(RamError::Injected)));
+        assert!(store.is_failed());
+        assert!(!store.log().is_failed(), "the log's own flushes were fine");
+        let mut s = new_message(&mut rng, 9);
+        assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
+        assert_eq!(store.checkpoint(), Err(Error::FlushFailed));
+
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_log(&store, &sent);
+        for s in &sent {
+            let q = store.queue(s.topic, s.queue_id).unwrap();
+            assert_eq!(
+                q.get(s.queue_offset).unwrap().unwrap().physical_offset,
+                s.offset
+            );
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn an_owner_reported_sync_failure_stops_the_store_and_its_log() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(5);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 3);
+        let (_, to) = store.log().unflushed();
+        // The owner's fdatasync of the segment files failed.
+        store.mark_failed();
+        store.log_mut().mark_flushed(to);
+        assert_eq!(store.log().flushed_offset(), 0);
+        assert!(store.is_failed() && store.log().is_failed());
+        assert_eq!(store.flush_log(), Err(Error::FlushFailed));
+        let mut s = new_message(&mut rng, 9);
+        assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
+    })
+    .unwrap();
+}

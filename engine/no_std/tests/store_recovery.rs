@@ -1,0 +1,93 @@
+//! Recovery across two crashes in a row, and retention racing the checkpoint: what the
+//! store claims in a checkpoint must already be durable, and must still be in the log.
+
+mod support;
+
+use support::*;
+use tern_engine::faulty::{Crash, FaultPlan};
+
+const TS: i64 = 1_700_000_000_000;
+
+fn put_until(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, end: u64) {
+    while store.log().max_offset() < end {
+        let mut s = new_message(rng, sent.len() as u64);
+        put(store, &mut s, TS + sent.len() as i64).unwrap();
+        sent.push(s);
+    }
+}
+
+/// Every message at or after the log's start is in its queue at its queue offset, and
+/// each queue ends after its last message.
+#[track_caller]
+fn assert_queues(store: &TestStore<'_>, sent: &[Sent]) {
+    for s in sent {
+        let q = store.queue(s.topic, s.queue_id).expect("queue");
+        assert!(q.max_offset() > s.queue_offset);
+        if s.offset >= store.log().min_offset() {
+            let e = q.get(s.queue_offset).unwrap().expect("entry");
+            assert_eq!(e.physical_offset, s.offset);
+        }
+    }
+}
+
+#[test]
+fn a_second_power_cut_right_after_recovery_keeps_what_recovery_dispatched() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(21);
+        let mut sent = Vec::new();
+        put_until(&mut store, &mut rng, &mut sent, 1500);
+        store.flush_log().unwrap();
+        // Never dispatched: recovery dispatches all of it.
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_queues(&store, &sent);
+        // The checkpoint recovery wrote claims those entries: they must be durable.
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).expect("second recovery");
+        assert_queues(&store, &sent);
+        assert_eq!(log_records(&store).len(), sent.len());
+    })
+    .unwrap();
+}
+
+#[test]
+fn retention_deletes_nothing_the_last_checkpoint_has_not_dispatched() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(22);
+        let mut sent = Vec::new();
+        put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        store.checkpoint().unwrap();
+        let checkpointed = store.dispatched_offset();
+        put_until(&mut store, &mut rng, &mut sent, 3 * LOG_SEG + 100);
+        store.flush_log().unwrap();
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        // Everything is dispatched, but the checkpoint says only up to `checkpointed`:
+        // recovery starts there, so that must stay in the log.
+        let removed = store.delete_before(store.log().max_offset()).unwrap();
+        let min = store.log().min_offset();
+
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let mut store = open(parts, true).expect("recovery after retention");
+        assert_queues(&store, &sent);
+        assert!(min <= checkpointed);
+        assert_eq!(removed, 1);
+        // After the next checkpoint the rest may go.
+        store.checkpoint().unwrap();
+        assert_eq!(store.delete_before(store.log().max_offset()), Ok(2));
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_queues(&store, &sent);
+    })
+    .unwrap();
+}
