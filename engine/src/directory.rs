@@ -22,6 +22,7 @@ use crate::error::{FsError, FsOp, StoreError};
 use crate::mapped::{Access, MappedFile, allocate};
 use crate::prealloc::{NextSegment, Taken};
 use crate::reader::SegmentFiles;
+use crate::spare::Spares;
 
 /// Suffix of a segment being created; such a file is never a segment.
 const TEMP_SUFFIX: &str = ".tmp";
@@ -54,6 +55,9 @@ pub struct FileDirectory {
     /// Where removed segments wait to be deleted, when the owner deletes them later
     /// ([`FileDirectory::remove_later`]).
     later: Option<Reclaim>,
+    /// Files made ahead, renamed into place by `create` when one of the right size is
+    /// ready ([`FileDirectory::use_spares`]).
+    spares: Option<Spares>,
 }
 
 /// Segments removed from their directories but not yet unmapped, unlinked and synced:
@@ -124,7 +128,15 @@ impl FileDirectory {
             files: SegmentFiles::default(),
             next: None,
             later: None,
+            spares: None,
         })
+    }
+
+    /// New segments come from `spares` when one of the right size is ready (see
+    /// [`Spares`]); the folder sync that makes the new name durable is then the owner's
+    /// (`Spares::sync_dirty`, before a checkpoint claims anything in the file).
+    pub fn use_spares(&mut self, spares: Spares) {
+        self.spares = Some(spares);
     }
 
     /// Removed segments go to `reclaim` instead of being deleted at once (see
@@ -307,6 +319,12 @@ impl Directory for FileDirectory {
                 if path.exists() {
                     return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
                 }
+                if let Some(file) = self.spares.as_ref().and_then(|s| s.take(len, &path)) {
+                    let media = MappedFile::from_file(file, self.access)?;
+                    self.files.insert(base, media.shared_file());
+                    self.segments.insert(base, media);
+                    return Ok(());
+                }
                 let file = make_segment_file(&self.path, &name, len)?;
                 self.sync()?;
                 file
@@ -327,13 +345,17 @@ impl Directory for FileDirectory {
     }
 
     fn remove(&mut self, base: u64) -> Result<(), FsError> {
+        // Only the oldest segment's deletion waits (retention's). A segment cut from the
+        // end (recovery, a replica's truncation) may be made again at the same base at
+        // once, so its file must be gone now.
+        let oldest = self.segments.keys().next() == Some(&base);
         // Readers holding the file keep reading what it held.
         let media = self.segments.remove(&base);
         self.files.remove(base);
         let Some(path) = self.segment_path(base) else {
             return Ok(());
         };
-        if let Some(later) = &self.later {
+        if let (Some(later), true) = (&self.later, oldest) {
             // Unmapping, unlinking and syncing the folder wait for the owner's
             // `Reclaim::run`, outside its lock.
             later.push(path, media);

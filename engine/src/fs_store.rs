@@ -31,6 +31,7 @@ use crate::layout::StoreLayout;
 use crate::mapped::MappedFile;
 use crate::prealloc::NextSegment;
 use crate::reader::SegmentFiles;
+use crate::spare::Spares;
 use crate::store::{StoreDir, open_queue_dir};
 
 /// The engine's store over files: commit log and index folders, the queue table, and the
@@ -60,17 +61,20 @@ pub struct FsQueues {
     files: HashMap<String, HashMap<i32, SegmentFiles>>,
     /// Where every directory's removed segments wait for deletion.
     reclaim: Reclaim,
+    /// Files made ahead for new queue files.
+    spares: Spares,
 }
 
 impl FsQueues {
     /// An empty table for the store laid out as `layout`; queues on disk are opened by
     /// the engine through [`QueueTable::open_existing`].
-    pub fn new(layout: StoreLayout, reclaim: Reclaim) -> Self {
+    pub fn new(layout: StoreLayout, reclaim: Reclaim, spares: Spares) -> Self {
         FsQueues {
             layout,
             topics: HashMap::new(),
             files: HashMap::new(),
             reclaim,
+            spares,
         }
     }
 
@@ -122,6 +126,7 @@ impl FsQueues {
             .or_default()
             .insert(queue_id, dir.files());
         dir.remove_later(self.reclaim.clone());
+        dir.use_spares(self.spares.clone());
         Ok(dir)
     }
 }
@@ -209,6 +214,8 @@ pub struct FsStore {
     /// Segments retention removed, deleted by [`FsStore::reclaim`] outside the owner's
     /// lock.
     reclaim: Reclaim,
+    /// Queue and index files made ahead (see [`Spares`]).
+    spares: Spares,
 }
 
 impl FsStore {
@@ -223,14 +230,16 @@ impl FsStore {
         check_config(root, &config)?;
         let dir = StoreDir::open(root)?;
         let reclaim = Reclaim::default();
+        let spares = Spares::open(&dir.layout().root().join("spare"))?;
         let mut log = dir.commitlog()?;
         let log_files = log.files();
         let next_segment = log.prepare_ahead();
         log.remove_later(reclaim.clone());
         let mut index = dir.index()?;
         index.remove_later(reclaim.clone());
+        index.use_spares(spares.clone());
         let checkpoint = dir.checkpoint_media()?;
-        let queues = FsQueues::new(dir.layout().clone(), reclaim.clone());
+        let queues = FsQueues::new(dir.layout().clone(), reclaim.clone(), spares.clone());
         let crashed = dir.abort_existed();
         let opened = Store::open(
             config,
@@ -249,6 +258,7 @@ impl FsStore {
                     log_files,
                     next_segment,
                     reclaim,
+                    spares,
                 },
                 report,
             )),
@@ -264,8 +274,12 @@ impl FsStore {
             store,
             dir,
             reclaim,
+            spares,
             ..
         } = self;
+        if let Err(e) = spares.sync_dirty() {
+            return Err(FsStoreError::Dir(StoreError::io(dir.layout().root(), e)));
+        }
         let config = *store.config();
         match store.close(&mut [0u8; NO_SCRATCH]) {
             // The parts are unmapped here, before the abort marker goes.
@@ -286,6 +300,9 @@ impl FsStore {
     /// seals the engine (checkpoint with the log's end) and removes the abort marker. The
     /// lock stays until the store is dropped. Append nothing afterwards.
     pub fn seal(&mut self) -> Result<(), FsStoreError> {
+        if let Err(e) = self.spares.sync_dirty() {
+            return Err(FsStoreError::Dir(StoreError::io(self.root(), e)));
+        }
         let config = *self.store.config();
         if let Err(error) = self.store.seal(&mut [0u8; NO_SCRATCH]) {
             return Err(engine_error(self.dir.layout(), &config, "close", error));
@@ -344,6 +361,13 @@ impl FsStore {
     /// holding the store (see [`Reclaim`]). `close` runs it too.
     pub fn reclaim(&self) -> Reclaim {
         self.reclaim.clone()
+    }
+
+    /// The pool of queue and index files made ahead: the owner's task fills it
+    /// (`make`), and its checkpoint syncs the folders spares went into (`sync_dirty`)
+    /// before it claims their entries.
+    pub fn spares(&self) -> Spares {
+        self.spares.clone()
     }
 
     /// The hand-off through which [`FsStore::prepare_log_segment`] offers segments.

@@ -38,6 +38,7 @@ pub mod mapped;
 pub mod meta;
 pub mod prealloc;
 pub mod reader;
+pub mod spare;
 pub mod store;
 pub mod sync;
 
@@ -51,4 +52,5 @@ pub use mapped::{Access, MappedFile};
 pub use meta::{MetaError, load, save};
 pub use prealloc::NextSegment;
 pub use reader::{ReadError, SegmentFiles};
+pub use spare::Spares;
 pub use store::{CHECKPOINT_LEN, StoreDir};

@@ -274,9 +274,20 @@ impl<D: Directory> CommitLog<D> {
         queue_offset: i64,
         store_timestamp: i64,
     ) -> Result<Appended, Error<D::Error>> {
+        let crc = crate::hash::body_crc(msg.body);
+        self.append_with_crc(msg, crc, queue_offset, store_timestamp)
+    }
+
+    /// Like [`CommitLog::append`] with the body CRC (`hash::body_crc`) already computed.
+    pub fn append_with_crc(
+        &mut self,
+        msg: &MessageIn<'_>,
+        crc: i32,
+        queue_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<Appended, Error<D::Error>> {
         self.refuse_if_failed()?;
         let len = msg.encoded_len()?;
-        let crc = crate::hash::body_crc(msg.body);
         let at = self.reserve(len as u64)?;
         debug_assert!(
             at - self.segs.base_of(at) + len as u64 + BLANK_RESERVE <= self.segs.size(),

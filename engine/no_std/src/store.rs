@@ -327,6 +327,17 @@ where
     /// Appends one message. Its queue offset comes from the queue's counter, except for
     /// half messages and rollback markers, which take 0 and no queue position.
     pub fn put(&mut self, msg: &MessageIn<'_>, store_timestamp: i64) -> Res<Stored, L::Error> {
+        self.put_with_crc(msg, crate::hash::body_crc(msg.body), store_timestamp)
+    }
+
+    /// Like [`Store::put`] with the body CRC computed by the caller, before it took
+    /// whatever lock serialises the store (hashing a 4 MiB body takes a millisecond).
+    pub fn put_with_crc(
+        &mut self,
+        msg: &MessageIn<'_>,
+        body_crc: i32,
+        store_timestamp: i64,
+    ) -> Res<Stored, L::Error> {
         self.refuse_if_failed()?;
         let queued = !matches!(
             msg.sys_flag & SYSFLAG_TRANSACTION_MASK,
@@ -337,7 +348,9 @@ where
         } else {
             0
         };
-        let at = self.log.append(msg, queue_offset as i64, store_timestamp)?;
+        let at = self
+            .log
+            .append_with_crc(msg, body_crc, queue_offset as i64, store_timestamp)?;
         if queued {
             self.slot(msg.topic, msg.queue_id)?.next_offset += 1;
         }

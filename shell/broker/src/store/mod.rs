@@ -151,6 +151,8 @@ pub struct StoreService {
     views: QueueViews,
     /// Segments retention removed, deleted after the lock is released.
     reclaim: tern_engine_fs::directory::Reclaim,
+    /// Queue and index files made ahead by [`Self::run_prepare`].
+    spares: tern_engine_fs::Spares,
     flush_type: FlushDiskType,
     sync_flush_timeout: Duration,
     flush_interval: Duration,
@@ -237,6 +239,7 @@ impl StoreService {
             log_files: store.log_segment_files(),
             next_segment: store.next_log_segment(),
             reclaim: store.reclaim(),
+            spares: store.spares(),
             store: Mutex::new(store),
             views,
             flush_type: config.flush_disk_type,
@@ -373,7 +376,9 @@ impl StoreService {
     /// Appends one message as it is; returns where it went. Durability is awaited
     /// separately. (Delay levels are the caller's: `BrokerCtx::put`.)
     pub fn put(&self, msg: &MessageIn<'_>) -> Result<Stored, PutError> {
-        self.append(1, |s| s.store_mut().put(msg, now_ms()))
+        // Hashed before the lock, as RocketMQ does before its putMessageLock.
+        let crc = tern_engine::hash::body_crc(msg.body);
+        self.append(1, |s| s.store_mut().put_with_crc(msg, crc, now_ms()))
     }
 
     /// Appends a batch to one queue; returns where each record went.

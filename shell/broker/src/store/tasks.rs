@@ -19,6 +19,11 @@ use crate::config::FlushDiskType;
 /// work, so an append waits at most that long behind dispatch.
 const REPUT_BATCH: u64 = 256;
 
+/// Most spare consume-queue files kept ready: a new topic's queues take one each.
+const SPARE_QUEUE_FILES: usize = 8;
+/// Spare index files kept ready (one roll at a time).
+const SPARE_INDEX_FILES: usize = 1;
+
 /// The first pause after a failed reput pass; it doubles up to [`REPUT_BACKOFF_MAX`].
 const REPUT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const REPUT_BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -125,6 +130,11 @@ impl StoreService {
             note_slow_hold("checkpoint (begin)", held);
             plan
         };
+        // New queue and index files came from spares by rename: their names become
+        // durable here, before the checkpoint claims their entries.
+        self.spares
+            .sync_dirty()
+            .map_err(|e| format!("fsync of a folder in {}: {e}", self.root.display()))?;
         for (part, file) in &files {
             sync::fdatasync(file).map_err(|e| {
                 let what = match part {
@@ -250,9 +260,41 @@ impl StoreService {
         }
     }
 
+    /// Tops the spare queue and index files up (see `tern_engine_fs::Spares`); true
+    /// when it made one (the caller comes back for more).
+    async fn refill_spares(self: &Arc<Self>) -> bool {
+        // At most one log segment's worth of disk in spares of each kind: a gateway
+        // with 16 MiB segments keeps two 6 MB queue files, a server eight.
+        let segment = self.geometry.log_segment_size;
+        let queue_file =
+            self.geometry.queue_entries_per_file * tern_engine::consumequeue::ENTRY_SIZE;
+        let index_file = self.geometry.index.file_size();
+        let wants = [
+            (
+                queue_file,
+                ((segment / queue_file.max(1)) as usize).clamp(1, SPARE_QUEUE_FILES),
+            ),
+            (
+                index_file,
+                if index_file <= segment { SPARE_INDEX_FILES } else { 0 },
+            ),
+        ];
+        for (len, want) in wants {
+            if self.spares.ready(len) < want {
+                let spares = self.spares.clone();
+                if let Err(e) = runtime::spawn_blocking(move || spares.make(len)).await {
+                    log::warn!("making a spare {len}-byte file failed: {e}");
+                    return false;
+                }
+                return true;
+            }
+        }
+        false
+    }
+
     /// The prepare task: keeps the commit log's next segment made ahead of need, so no
-    /// append creates a file (RocketMQ's AllocateMappedFileService). Woken with the warm
-    /// task; checks every second too.
+    /// append creates a file (RocketMQ's AllocateMappedFileService), and spare queue and
+    /// index files for dispatch. Woken with the warm task; checks every second too.
     pub async fn run_prepare(self: Arc<Self>, shutdown: runtime::Shutdown) {
         let size = self.geometry.log_segment_size;
         while !shutdown.is_triggered() {
@@ -276,6 +318,9 @@ impl StoreService {
                     let _ = runtime::race(runtime::sleep(Duration::from_secs(1)), shutdown.wait())
                         .await;
                 }
+                continue;
+            }
+            if self.refill_spares().await {
                 continue;
             }
             runtime::race(
