@@ -1,20 +1,24 @@
 //! Subscription groups: per-group settings (retry queues, max retries), created on first
-//! heartbeat when allowed, persisted under `config/`.
+//! heartbeat when allowed, persisted under `config/` (written on the blocking pool, see
+//! [`crate::persist`]).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
 use tern_shell::runtime::now_ms;
 
+use crate::persist::Saver;
+
 /// The group table.
 #[derive(Debug)]
 pub struct Groups {
     table: RwLock<Table>,
     auto_create: bool,
-    path: PathBuf,
+    /// The table's JSON, as RocketMQ's admin tools exchange it.
+    saver: Saver<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -65,7 +69,7 @@ impl Groups {
         Self {
             table: RwLock::new(table),
             auto_create,
-            path,
+            saver: Saver::new("subscription groups", path),
         }
     }
 
@@ -159,11 +163,16 @@ impl Groups {
         }
     }
 
-    fn persist(&self) {
-        let json = tern_shell::body::to_json(&self.wrapper());
-        if let Err(e) = tern_engine_fs::meta::save(&self.path, &json) {
-            log::error!("saving subscription groups: {e}");
-        }
+    /// Queues a write of the table; returns without waiting for the disk
+    /// ([`Self::persisted`] does).
+    pub fn persist(&self) {
+        self.saver
+            .save(|| tern_shell::body::to_json(&self.wrapper()));
+    }
+
+    /// Resolves once every write queued so far is done.
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
     }
 }
 
@@ -208,6 +217,7 @@ mod tests {
         assert_eq!(g.wrapper().data_version, v1, "same config: no change");
         assert!(!g.delete("nope"));
         assert_eq!(g.wrapper().data_version, v1);
+        tern_shell::runtime::block_on(g.persisted());
         let again = Groups::load(dir.path(), true);
         assert_eq!(again.wrapper(), g.wrapper());
     }
@@ -235,6 +245,7 @@ mod tests {
             .insert("h".into(), group("h", 2));
         assert!(slave.replace_from_master(next));
         assert!(slave.get("h").is_some() && slave.get("slave_only").is_none());
+        tern_shell::runtime::block_on(slave.persisted());
         assert_eq!(Groups::load(dir.path(), true).wrapper(), slave.wrapper());
     }
 }

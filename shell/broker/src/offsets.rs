@@ -1,11 +1,14 @@
 //! Consumer offsets: where each group is in each queue, committed by consumers and
-//! persisted every few seconds and at shutdown.
+//! persisted every few seconds and at shutdown (written on the blocking pool, see
+//! [`crate::persist`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+
+use crate::persist::Saver;
 
 /// Key of a group's progress in a topic: `topic@group`, as RocketMQ writes it.
 fn key(topic: &str, group: &str) -> String {
@@ -17,7 +20,7 @@ fn key(topic: &str, group: &str) -> String {
 pub struct Offsets {
     table: Mutex<HashMap<String, BTreeMap<i32, i64>>>,
     dirty: std::sync::atomic::AtomicBool,
-    path: PathBuf,
+    saver: Saver<Persisted>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -42,7 +45,7 @@ impl Offsets {
         Self {
             table: Mutex::new(table),
             dirty: false.into(),
-            path,
+            saver: Saver::new("consumer offsets", path),
         }
     }
 
@@ -107,22 +110,25 @@ impl Offsets {
         self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Writes the table if it changed since the last write.
+    /// Queues a write of the table if it changed since the last one (or that one
+    /// failed); returns without waiting for the disk ([`Self::persisted`] does).
     pub fn persist(&self) {
-        if !self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        let retry = self.saver.take_failure();
+        if !self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) && !retry {
             return;
         }
-        let p = Persisted {
+        self.saver.save(|| Persisted {
             offsets: self
                 .lock()
                 .iter()
                 .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
                 .collect(),
-        };
-        if let Err(e) = tern_engine_fs::meta::save(&self.path, &p) {
-            self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
-            log::error!("saving consumer offsets: {e}");
-        }
+        });
+    }
+
+    /// Resolves once every write queued so far is done.
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
     }
 }
 
@@ -141,6 +147,7 @@ mod tests {
         assert_eq!(o.query("g", "t", 1), Some(42));
         assert_eq!(o.query("g", "t", 0), None);
         o.persist();
+        tern_shell::runtime::block_on(o.persisted());
         let again = Offsets::load(dir.path());
         assert_eq!(again.query("g", "t", 1), Some(42));
         assert_eq!(again.groups_of_topic("t").len(), 2);
@@ -157,6 +164,7 @@ mod tests {
         o.persist();
         o.put_all(BTreeMap::from([("t@g".into(), BTreeMap::from([(0, 9)]))]));
         o.persist();
+        tern_shell::runtime::block_on(o.persisted());
         let again = Offsets::load(dir.path());
         assert_eq!(again.query("g", "t", 0), Some(9));
         assert_eq!(

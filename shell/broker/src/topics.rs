@@ -1,14 +1,16 @@
-//! Topic configurations: the broker's topic table, persisted under `config/`, with
-//! RocketMQ's system topics and auto-creation from the TBW102 template.
+//! Topic configurations: the broker's topic table, persisted under `config/` (written on
+//! the blocking pool, see [`crate::persist`]), with RocketMQ's system topics and
+//! auto-creation from the TBW102 template.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::RwLock;
 
 use serde::{Deserialize, Serialize};
 use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
 use tern_shell::runtime::now_ms;
+
+use crate::persist::Saver;
 
 /// Template topic for auto-creation.
 pub const AUTO_CREATE_TOPIC: &str = "TBW102";
@@ -62,7 +64,7 @@ pub struct Topics {
     /// counter), so a version equal to the master's proves nothing unless the table has
     /// not moved since the copy.
     copied_from: std::sync::Mutex<Option<DataVersion>>,
-    path: PathBuf,
+    saver: Saver<Persisted>,
 }
 
 fn topic(name: &str, read: i32, write: i32, perm: i32) -> TopicConfig {
@@ -134,7 +136,7 @@ impl Topics {
             table: RwLock::new((table, version)),
             system,
             copied_from: std::sync::Mutex::new(None),
-            path,
+            saver: Saver::new("topics", path),
         }
     }
 
@@ -288,9 +290,10 @@ impl Topics {
         self.read().0.keys().cloned().collect()
     }
 
-    /// Writes the table to disk (atomic, with the previous version kept).
+    /// Queues a write of the table (atomic, with the previous version kept); returns
+    /// without waiting for the disk ([`Self::persisted`] does).
     pub fn persist(&self) {
-        let p = {
+        self.saver.save(|| {
             let r = self.read();
             Persisted {
                 topics: r
@@ -311,10 +314,12 @@ impl Topics {
                 counter: r.1.counter,
                 timestamp: r.1.timestamp,
             }
-        };
-        if let Err(e) = tern_engine_fs::meta::save(&self.path, &p) {
-            log::error!("saving topics: {e}");
-        }
+        });
+    }
+
+    /// Resolves once every write queued so far is done.
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
     }
 }
 
@@ -354,6 +359,7 @@ mod tests {
                 .create_from_template("X", "NoSuchTemplate", 4, 0)
                 .is_none()
         );
+        tern_shell::runtime::block_on(topics.persisted());
         let again = Topics::load(dir.path(), "C", "b", true, 8);
         assert_eq!(again.get("New").unwrap().write_queue_nums, 4);
     }
@@ -400,6 +406,7 @@ mod tests {
             .insert("Next".into(), topic_config_new("Next", 2, 2, 6));
         assert!(slave.replace_from_master(next));
         assert!(slave.get("Next").is_some() && slave.get("SlaveOnly").is_none());
+        tern_shell::runtime::block_on(slave.persisted());
         let again = Topics::load(dir.path(), "C", "b", true, 8);
         assert_eq!(
             again.wrapper(),
