@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
@@ -15,7 +15,8 @@ use crate::persist::Saver;
 /// The group table.
 #[derive(Debug)]
 pub struct Groups {
-    table: RwLock<Table>,
+    /// Shared with the saver, which copies it when it writes.
+    table: Arc<RwLock<Table>>,
     auto_create: bool,
     /// The table's JSON, as RocketMQ's admin tools exchange it.
     saver: Saver<Vec<u8>>,
@@ -66,15 +67,20 @@ impl Groups {
                 Table::empty()
             }
         };
+        let table = Arc::new(RwLock::new(table));
+        let copy = table.clone();
         Self {
-            table: RwLock::new(table),
+            saver: Saver::new("subscription groups", path, move || {
+                let w = read(&copy).wrapper();
+                tern_shell::body::to_json(&w)
+            }),
+            table,
             auto_create,
-            saver: Saver::new("subscription groups", path),
         }
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Table> {
-        self.table.read().unwrap_or_else(|p| p.into_inner())
+        read(&self.table)
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Table> {
@@ -155,19 +161,13 @@ impl Groups {
 
     /// Every group, as GET_ALL_SUBSCRIPTIONGROUP_CONFIG carries it.
     pub fn wrapper(&self) -> SubscriptionGroupWrapper {
-        let r = self.read();
-        SubscriptionGroupWrapper {
-            subscription_group_table: r.groups.clone(),
-            data_version: r.version.clone(),
-            ..SubscriptionGroupWrapper::default()
-        }
+        self.read().wrapper()
     }
 
     /// Queues a write of the table; returns without waiting for the disk
     /// ([`Self::persisted`] does).
     pub fn persist(&self) {
-        self.saver
-            .save(|| tern_shell::body::to_json(&self.wrapper()));
+        self.saver.save();
     }
 
     /// Resolves once every write queued so far is done.
@@ -176,7 +176,19 @@ impl Groups {
     }
 }
 
+fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {
+    table.read().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Table {
+    fn wrapper(&self) -> SubscriptionGroupWrapper {
+        SubscriptionGroupWrapper {
+            subscription_group_table: self.groups.clone(),
+            data_version: self.version.clone(),
+            ..SubscriptionGroupWrapper::default()
+        }
+    }
+
     fn empty() -> Self {
         Self {
             groups: BTreeMap::new(),

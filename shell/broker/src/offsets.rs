@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
@@ -15,13 +15,22 @@ fn key(topic: &str, group: &str) -> String {
     format!("{topic}@{group}")
 }
 
+fn lock(table: &Mutex<OffsetTable>) -> MutexGuard<'_, OffsetTable> {
+    // A poisoned table is still a table: every update is one insert or removal.
+    table.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The offset table.
 #[derive(Debug)]
 pub struct Offsets {
-    table: Mutex<HashMap<String, BTreeMap<i32, i64>>>,
+    /// Shared with the saver, which copies it when it writes.
+    table: Arc<Mutex<OffsetTable>>,
     dirty: std::sync::atomic::AtomicBool,
     saver: Saver<Persisted>,
 }
+
+/// `topic@group` → queue → offset.
+type OffsetTable = HashMap<String, BTreeMap<i32, i64>>;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Persisted {
@@ -42,15 +51,22 @@ impl Offsets {
             Ok(None) => {}
             Err(e) => log::error!("consumer offsets unreadable, starting empty: {e}"),
         }
+        let table = Arc::new(Mutex::new(table));
+        let copy = table.clone();
         Self {
-            table: Mutex::new(table),
+            saver: Saver::new("consumer offsets", path, move || Persisted {
+                offsets: lock(&copy)
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
+                    .collect(),
+            }),
+            table,
             dirty: false.into(),
-            saver: Saver::new("consumer offsets", path),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<i32, i64>>> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, OffsetTable> {
+        lock(&self.table)
     }
 
     /// Records that `group` consumed `topic`/`queue_id` up to `offset`.
@@ -117,13 +133,7 @@ impl Offsets {
         if !self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) && !retry {
             return;
         }
-        self.saver.save(|| Persisted {
-            offsets: self
-                .lock()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
-                .collect(),
-        });
+        self.saver.save();
     }
 
     /// Resolves once every write queued so far is done.

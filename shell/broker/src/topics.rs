@@ -3,7 +3,7 @@
 //! auto-creation from the TBW102 template.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::{Deserialize, Serialize};
 use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
@@ -44,6 +44,9 @@ pub fn validate_topic(topic: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The topics by name, and the version that moves with every change.
+type Table = (BTreeMap<String, TopicConfig>, DataVersion);
+
 /// On-disk form of the table.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Persisted {
@@ -55,7 +58,8 @@ struct Persisted {
 /// The topic table.
 #[derive(Debug)]
 pub struct Topics {
-    table: RwLock<(BTreeMap<String, TopicConfig>, DataVersion)>,
+    /// Shared with the saver, which copies it when it writes.
+    table: Arc<RwLock<Table>>,
     /// The system topics this broker adds at load: a slave copying its master's table
     /// keeps those the master lacks, as its next load would add them back anyway.
     system: Vec<TopicConfig>,
@@ -132,11 +136,13 @@ impl Topics {
                 .entry(t.topic_name.clone())
                 .or_insert_with(|| t.clone());
         }
+        let table = Arc::new(RwLock::new((table, version)));
+        let copy = table.clone();
         Self {
-            table: RwLock::new((table, version)),
+            saver: Saver::new("topics", path, move || on_disk(&read(&copy))),
+            table,
             system,
             copied_from: std::sync::Mutex::new(None),
-            saver: Saver::new("topics", path),
         }
     }
 
@@ -145,13 +151,11 @@ impl Topics {
         self.read().0.get(topic).cloned()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, (BTreeMap<String, TopicConfig>, DataVersion)> {
-        self.table.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> RwLockReadGuard<'_, Table> {
+        read(&self.table)
     }
 
-    fn write(
-        &self,
-    ) -> std::sync::RwLockWriteGuard<'_, (BTreeMap<String, TopicConfig>, DataVersion)> {
+    fn write(&self) -> RwLockWriteGuard<'_, Table> {
         self.table.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -293,33 +297,39 @@ impl Topics {
     /// Queues a write of the table (atomic, with the previous version kept); returns
     /// without waiting for the disk ([`Self::persisted`] does).
     pub fn persist(&self) {
-        self.saver.save(|| {
-            let r = self.read();
-            Persisted {
-                topics: r
-                    .0
-                    .values()
-                    .map(|t| {
-                        (
-                            t.topic_name.clone(),
-                            t.read_queue_nums,
-                            t.write_queue_nums,
-                            t.perm,
-                            t.topic_filter_type.clone(),
-                            t.topic_sys_flag,
-                            t.order,
-                        )
-                    })
-                    .collect(),
-                counter: r.1.counter,
-                timestamp: r.1.timestamp,
-            }
-        });
+        self.saver.save();
     }
 
     /// Resolves once every write queued so far is done.
     pub async fn persisted(&self) {
         self.saver.saved().await;
+    }
+}
+
+fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {
+    table.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The table's on-disk form.
+fn on_disk(t: &Table) -> Persisted {
+    Persisted {
+        topics: t
+            .0
+            .values()
+            .map(|t| {
+                (
+                    t.topic_name.clone(),
+                    t.read_queue_nums,
+                    t.write_queue_nums,
+                    t.perm,
+                    t.topic_filter_type.clone(),
+                    t.topic_sys_flag,
+                    t.order,
+                )
+            })
+            .collect(),
+        counter: t.1.counter,
+        timestamp: t.1.timestamp,
     }
 }
 
