@@ -33,15 +33,19 @@ pub fn validate_topic(topic: &str) -> Result<(), String> {
             "the specified topic is longer than topic max length {MAX_TOPIC_LEN}"
         ));
     }
-    if let Some(c) = topic
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '-' | '_')))
-    {
+    if let Some(c) = illegal_char(topic) {
         return Err(format!(
             "the specified topic[{topic}] contains illegal characters ('{c}'), allowing only ^[%|a-zA-Z0-9_-]+$"
         ));
     }
     Ok(())
+}
+
+/// The first character outside RocketMQ's charset for topic and group names,
+/// `^[%|a-zA-Z0-9_-]+$`.
+pub(crate) fn illegal_char(name: &str) -> Option<char> {
+    name.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '-' | '_')))
 }
 
 /// The topics by name, and the version that moves with every change.
