@@ -7,8 +7,19 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
+use tern_shell::body::TopicConfig;
 
 use crate::persist::Saver;
+
+/// Whether a consumer may commit (or query) an offset of queue `queue_id` of `topic`:
+/// `0 <= queue_id < max(readQueueNums, writeQueueNums)`, the bound RocketMQ puts on a
+/// send's queue id (a pull's is `readQueueNums`). The queue counts are bounded in turn
+/// (UPDATE_AND_CREATE_TOPIC allows at most 1024), so a peer cannot grow the offset table
+/// with made-up queues. RocketMQ itself checks nothing on UPDATE_CONSUMER_OFFSET; this is
+/// for the offset processor to call before [`Offsets::commit`].
+pub fn valid_queue_id(queue_id: i32, topic: &TopicConfig) -> bool {
+    (0..topic.read_queue_nums.max(topic.write_queue_nums)).contains(&queue_id)
+}
 
 /// Key of a group's progress in a topic: `topic@group`, as RocketMQ writes it.
 fn key(topic: &str, group: &str) -> String {
@@ -145,6 +156,19 @@ impl Offsets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_ids_are_those_the_topic_has() {
+        let t = crate::topics::topic_config_new("t", 4, 2, 6);
+        assert!(valid_queue_id(0, &t));
+        assert!(valid_queue_id(3, &t), "read queues count");
+        assert!(!valid_queue_id(4, &t));
+        assert!(!valid_queue_id(-1, &t));
+        assert!(!valid_queue_id(i32::MAX, &t));
+        assert!(!valid_queue_id(i32::MIN, &t));
+        let w = crate::topics::topic_config_new("w", 1, 8, 6);
+        assert!(valid_queue_id(7, &w), "write queues count");
+    }
 
     #[test]
     fn committed_offsets_survive_a_reload() {
