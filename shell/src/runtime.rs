@@ -1,4 +1,5 @@
-//! Executor glue in one place: spawning, sleeping, timeouts and the shutdown signal.
+//! Executor glue in one place: spawning (tasks and blocking work), sleeping, timeouts and
+//! the shutdown signal.
 //!
 //! Servers run on async-std; the edge gateway will run on smol. Both drive IO with
 //! async-io's reactor, so only this module names an executor: switching means changing
@@ -19,6 +20,16 @@ where
     T: Send + 'static,
 {
     async_std::task::spawn(fut)
+}
+
+/// Runs blocking work (file writes, fsync) on the executor's pool of threads for
+/// blocking calls, so no executor thread waits on it.
+pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    async_std::task::spawn_blocking(f)
 }
 
 /// Runs a future to completion on the current thread (tests, binaries' `main`).

@@ -342,6 +342,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn notifications_in_flight_are_bounded() {
+        let c = Clients::default();
+        let held: Vec<_> = (0..MAX_NOTIFY_IN_FLIGHT)
+            .map(|_| c.notify_slot().expect("a free slot"))
+            .collect();
+        assert!(c.notify_slot().is_none(), "all taken");
+        drop(held);
+        assert!(c.notify_slot().is_some(), "given back when written");
+    }
+
+    #[test]
     fn cpp_tag_codes_are_recomputed_from_the_expression() {
         let s = SubscriptionData {
             topic: "t".into(),

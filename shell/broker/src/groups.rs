@@ -1,20 +1,92 @@
 //! Subscription groups: per-group settings (retry queues, max retries), created on first
-//! heartbeat when allowed, persisted under `config/`.
+//! heartbeat (or pull, or send-back) when allowed, persisted under `config/` (written on
+//! the blocking pool, see [`crate::persist`]). What a peer can make this way is bounded:
+//! names as RocketMQ's clients validate them, and at most [`AUTO_CREATE_MAX_GROUPS`]
+//! groups.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use tern_shell::ResponseCode;
 use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
 use tern_shell::runtime::now_ms;
 
+use crate::persist::Saver;
+use crate::topics::illegal_char;
+
+/// Longest group name (RocketMQ's `Validators.CHARACTER_MAX_LENGTH`).
+pub const MAX_GROUP_NAME_LEN: usize = 255;
+
+/// Auto-creation makes no group once the table holds this many: every group costs
+/// memory, a share of each table write and, in clustering mode, a retry topic, and a
+/// peer chooses the names. Groups made by an admin (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+/// are not limited.
+pub const AUTO_CREATE_MAX_GROUPS: usize = 10_000;
+
+/// Why a group name is refused: RocketMQ's client-side checks (`Validators.checkGroup`)
+/// and their wording.
+pub fn validate_group(group: &str) -> Result<(), String> {
+    if group.trim().is_empty() {
+        return Err("the specified group is blank".into());
+    }
+    if group.len() > MAX_GROUP_NAME_LEN {
+        return Err(format!(
+            "the specified group is longer than group max length {MAX_GROUP_NAME_LEN}."
+        ));
+    }
+    if let Some(c) = illegal_char(group) {
+        return Err(format!(
+            "the specified group[{group}] contains illegal characters ('{c}'), allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+/// Why [`Groups::try_get_or_create`] gives no group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupRefused {
+    /// Absent, and auto-creation is off.
+    NotFound,
+    /// Absent, and its name breaks RocketMQ's rules (the reason).
+    BadName(String),
+    /// Absent, and the table already holds [`AUTO_CREATE_MAX_GROUPS`] groups.
+    Full,
+}
+
+impl GroupRefused {
+    /// The answer's code: SUBSCRIPTION_GROUP_NOT_EXIST, as RocketMQ answers for a group
+    /// it does not have; the remark says why.
+    pub fn response_code(&self) -> ResponseCode {
+        ResponseCode::SubscriptionGroupNotExist
+    }
+
+    /// The answer's remark for `group`.
+    pub fn remark(&self, group: &str) -> String {
+        match self {
+            Self::NotFound => format!("subscription group [{group}] does not exist"),
+            Self::BadName(why) => {
+                format!("subscription group not created: {why}")
+            }
+            Self::Full => format!(
+                "subscription group [{group}] does not exist and is not created: the broker \
+                 holds {AUTO_CREATE_MAX_GROUPS} groups, the most auto-creation makes"
+            ),
+        }
+    }
+}
+
 /// The group table.
 #[derive(Debug)]
 pub struct Groups {
-    table: RwLock<Table>,
+    /// Shared with the saver, which copies it when it writes.
+    table: Arc<RwLock<Table>>,
     auto_create: bool,
-    path: PathBuf,
+    /// [`AUTO_CREATE_MAX_GROUPS`]; smaller in tests.
+    auto_create_max: usize,
+    /// The table's JSON, as RocketMQ's admin tools exchange it.
+    saver: Saver<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -62,35 +134,64 @@ impl Groups {
                 Table::empty()
             }
         };
+        let table = Arc::new(RwLock::new(table));
+        let copy = table.clone();
         Self {
-            table: RwLock::new(table),
+            saver: Saver::new("subscription groups", path, move || {
+                let w = read(&copy).wrapper();
+                tern_shell::body::to_json(&w)
+            }),
+            table,
             auto_create,
-            path,
+            auto_create_max: AUTO_CREATE_MAX_GROUPS,
         }
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Table> {
-        self.table.read().unwrap_or_else(|p| p.into_inner())
+        read(&self.table)
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Table> {
         self.table.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The group's settings, creating them with defaults when auto-creation is on.
+    /// The group's settings, creating them with defaults when auto-creation is on and
+    /// the name and the table's size allow it ([`Self::try_get_or_create`] says why not).
     pub fn get_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.try_get_or_create(group).ok()
+    }
+
+    /// The group's settings, creating them with defaults when auto-creation is on, the
+    /// name is valid ([`validate_group`]) and the table holds fewer than
+    /// [`AUTO_CREATE_MAX_GROUPS`] groups. A group already present is returned whatever
+    /// its name.
+    pub fn try_get_or_create(&self, group: &str) -> Result<SubscriptionGroupConfig, GroupRefused> {
         if let Some(g) = self.get(group) {
-            return Some(g);
+            return Ok(g);
         }
         if !self.auto_create {
-            return None;
+            return Err(GroupRefused::NotFound);
         }
+        validate_group(group).map_err(GroupRefused::BadName)?;
         let g = SubscriptionGroupConfig {
             group_name: group.to_owned(),
             ..SubscriptionGroupConfig::default()
         };
-        self.upsert(g.clone());
-        Some(g)
+        {
+            // Checked and inserted under one lock: concurrent creators cannot overshoot.
+            let mut w = self.write();
+            if let Some(existing) = w.groups.get(group) {
+                return Ok(existing.clone());
+            }
+            if w.groups.len() >= self.auto_create_max {
+                return Err(GroupRefused::Full);
+            }
+            w.groups.insert(group.to_owned(), g.clone());
+            w.bump();
+        }
+        self.persist();
+        log::info!("auto-created subscription group {group}");
+        Ok(g)
     }
 
     /// The group's settings, if present.
@@ -151,23 +252,34 @@ impl Groups {
 
     /// Every group, as GET_ALL_SUBSCRIPTIONGROUP_CONFIG carries it.
     pub fn wrapper(&self) -> SubscriptionGroupWrapper {
-        let r = self.read();
+        self.read().wrapper()
+    }
+
+    /// Queues a write of the table; returns without waiting for the disk
+    /// ([`Self::persisted`] does).
+    pub fn persist(&self) {
+        self.saver.save();
+    }
+
+    /// Resolves once every write queued so far is done.
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
+    }
+}
+
+fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {
+    table.read().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Table {
+    fn wrapper(&self) -> SubscriptionGroupWrapper {
         SubscriptionGroupWrapper {
-            subscription_group_table: r.groups.clone(),
-            data_version: r.version.clone(),
+            subscription_group_table: self.groups.clone(),
+            data_version: self.version.clone(),
             ..SubscriptionGroupWrapper::default()
         }
     }
 
-    fn persist(&self) {
-        let json = tern_shell::body::to_json(&self.wrapper());
-        if let Err(e) = tern_engine_fs::meta::save(&self.path, &json) {
-            log::error!("saving subscription groups: {e}");
-        }
-    }
-}
-
-impl Table {
     fn empty() -> Self {
         Self {
             groups: BTreeMap::new(),
@@ -195,6 +307,78 @@ mod tests {
     }
 
     #[test]
+    fn group_names_follow_rocketmq_rules() {
+        assert!(validate_group("CID_consumer-1|%RETRY%x").is_ok());
+        assert!(validate_group(&"g".repeat(MAX_GROUP_NAME_LEN)).is_ok());
+        assert!(validate_group("").unwrap_err().contains("blank"));
+        assert!(validate_group(" ").unwrap_err().contains("blank"));
+        assert!(
+            validate_group(&"g".repeat(MAX_GROUP_NAME_LEN + 1))
+                .unwrap_err()
+                .contains("longer than group max length 255")
+        );
+        for bad in ["a b", "a/b", "a.b", "grüppe", "a\0"] {
+            assert!(
+                validate_group(bad)
+                    .unwrap_err()
+                    .contains("illegal characters"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn auto_creation_refuses_bad_names_and_stops_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        let mut g = Groups::load(dir.path(), true);
+        g.auto_create_max = 3;
+        g.upsert(group("by_admin", 1));
+        assert!(matches!(
+            g.try_get_or_create("bad name"),
+            Err(GroupRefused::BadName(_))
+        ));
+        assert!(matches!(
+            g.try_get_or_create(&"x".repeat(256)),
+            Err(GroupRefused::BadName(_))
+        ));
+        assert!(g.get_or_create("a").is_some());
+        assert!(g.get_or_create("b").is_some());
+        assert_eq!(g.try_get_or_create("c"), Err(GroupRefused::Full));
+        assert!(
+            GroupRefused::Full
+                .remark("c")
+                .contains("holds 10000 groups")
+        );
+        assert!(g.get("c").is_none());
+        // Present groups are still served, and admins may still add.
+        assert_eq!(g.try_get_or_create("a").unwrap().group_name, "a");
+        g.upsert(group("by_admin_2", 1));
+        assert!(g.get("by_admin_2").is_some());
+        let off = Groups::load(dir.path(), false);
+        assert_eq!(off.try_get_or_create("zzz"), Err(GroupRefused::NotFound));
+        // Made concurrently, the count still holds.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        let mut g = Groups::load(dir.path(), true);
+        g.auto_create_max = 50;
+        let g = std::sync::Arc::new(g);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let g = g.clone();
+                std::thread::spawn(move || {
+                    (0..40)
+                        .filter(|i| g.get_or_create(&format!("g{t}_{i}")).is_some())
+                        .count()
+                })
+            })
+            .collect();
+        let made: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(made, 50);
+        assert_eq!(g.wrapper().subscription_group_table.len(), 50);
+    }
+
+    #[test]
     fn the_version_moves_only_when_the_table_changes_and_survives_a_reload() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("config")).unwrap();
@@ -208,6 +392,7 @@ mod tests {
         assert_eq!(g.wrapper().data_version, v1, "same config: no change");
         assert!(!g.delete("nope"));
         assert_eq!(g.wrapper().data_version, v1);
+        tern_shell::runtime::block_on(g.persisted());
         let again = Groups::load(dir.path(), true);
         assert_eq!(again.wrapper(), g.wrapper());
     }
@@ -235,6 +420,7 @@ mod tests {
             .insert("h".into(), group("h", 2));
         assert!(slave.replace_from_master(next));
         assert!(slave.get("h").is_some() && slave.get("slave_only").is_none());
+        tern_shell::runtime::block_on(slave.persisted());
         assert_eq!(Groups::load(dir.path(), true).wrapper(), slave.wrapper());
     }
 }

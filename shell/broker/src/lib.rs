@@ -22,6 +22,7 @@ pub mod groups;
 pub mod ha;
 pub mod longpoll;
 pub mod offsets;
+pub mod persist;
 pub mod processor;
 pub mod register;
 pub mod retention;
@@ -288,8 +289,13 @@ impl Broker {
             t.await;
         }
         ctx.master_conn.close_all().await;
+        // Queued again in case a write failed; then every write is waited for.
         ctx.offsets.persist();
         ctx.topics.persist();
+        ctx.groups.persist();
+        ctx.offsets.persisted().await;
+        ctx.topics.persisted().await;
+        ctx.groups.persisted().await;
         let closed = ctx.store.close();
         // Only now is every delivered copy durable, so the offsets counting them may go.
         if closed.is_ok() {

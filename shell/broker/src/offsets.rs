@@ -1,24 +1,47 @@
 //! Consumer offsets: where each group is in each queue, committed by consumers and
-//! persisted every few seconds and at shutdown.
+//! persisted every few seconds and at shutdown (written on the blocking pool, see
+//! [`crate::persist`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
+use tern_shell::body::TopicConfig;
+
+use crate::persist::Saver;
+
+/// Whether a consumer may commit (or query) an offset of queue `queue_id` of `topic`:
+/// `0 <= queue_id < max(readQueueNums, writeQueueNums)`, the bound RocketMQ puts on a
+/// send's queue id (a pull's is `readQueueNums`). The queue counts are bounded in turn
+/// (UPDATE_AND_CREATE_TOPIC allows at most 1024), so a peer cannot grow the offset table
+/// with made-up queues. RocketMQ itself checks nothing on UPDATE_CONSUMER_OFFSET; this is
+/// for the offset processor to call before [`Offsets::commit`].
+pub fn valid_queue_id(queue_id: i32, topic: &TopicConfig) -> bool {
+    (0..topic.read_queue_nums.max(topic.write_queue_nums)).contains(&queue_id)
+}
 
 /// Key of a group's progress in a topic: `topic@group`, as RocketMQ writes it.
 fn key(topic: &str, group: &str) -> String {
     format!("{topic}@{group}")
 }
 
+fn lock(table: &Mutex<OffsetTable>) -> MutexGuard<'_, OffsetTable> {
+    // A poisoned table is still a table: every update is one insert or removal.
+    table.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The offset table.
 #[derive(Debug)]
 pub struct Offsets {
-    table: Mutex<HashMap<String, BTreeMap<i32, i64>>>,
+    /// Shared with the saver, which copies it when it writes.
+    table: Arc<Mutex<OffsetTable>>,
     dirty: std::sync::atomic::AtomicBool,
-    path: PathBuf,
+    saver: Saver<Persisted>,
 }
+
+/// `topic@group` → queue → offset.
+type OffsetTable = HashMap<String, BTreeMap<i32, i64>>;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Persisted {
@@ -39,15 +62,22 @@ impl Offsets {
             Ok(None) => {}
             Err(e) => log::error!("consumer offsets unreadable, starting empty: {e}"),
         }
+        let table = Arc::new(Mutex::new(table));
+        let copy = table.clone();
         Self {
-            table: Mutex::new(table),
+            saver: Saver::new("consumer offsets", path, move || Persisted {
+                offsets: lock(&copy)
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
+                    .collect(),
+            }),
+            table,
             dirty: false.into(),
-            path,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<i32, i64>>> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, OffsetTable> {
+        lock(&self.table)
     }
 
     /// Records that `group` consumed `topic`/`queue_id` up to `offset`.
@@ -107,28 +137,38 @@ impl Offsets {
         self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Writes the table if it changed since the last write.
+    /// Queues a write of the table if it changed since the last one (or that one
+    /// failed); returns without waiting for the disk ([`Self::persisted`] does).
     pub fn persist(&self) {
-        if !self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        let retry = self.saver.take_failure();
+        if !self.dirty.swap(false, std::sync::atomic::Ordering::Relaxed) && !retry {
             return;
         }
-        let p = Persisted {
-            offsets: self
-                .lock()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
-                .collect(),
-        };
-        if let Err(e) = tern_engine_fs::meta::save(&self.path, &p) {
-            self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
-            log::error!("saving consumer offsets: {e}");
-        }
+        self.saver.save();
+    }
+
+    /// Resolves once every write queued so far is done.
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_ids_are_those_the_topic_has() {
+        let t = crate::topics::topic_config_new("t", 4, 2, 6);
+        assert!(valid_queue_id(0, &t));
+        assert!(valid_queue_id(3, &t), "read queues count");
+        assert!(!valid_queue_id(4, &t));
+        assert!(!valid_queue_id(-1, &t));
+        assert!(!valid_queue_id(i32::MAX, &t));
+        assert!(!valid_queue_id(i32::MIN, &t));
+        let w = crate::topics::topic_config_new("w", 1, 8, 6);
+        assert!(valid_queue_id(7, &w), "write queues count");
+    }
 
     #[test]
     fn committed_offsets_survive_a_reload() {
@@ -141,6 +181,7 @@ mod tests {
         assert_eq!(o.query("g", "t", 1), Some(42));
         assert_eq!(o.query("g", "t", 0), None);
         o.persist();
+        tern_shell::runtime::block_on(o.persisted());
         let again = Offsets::load(dir.path());
         assert_eq!(again.query("g", "t", 1), Some(42));
         assert_eq!(again.groups_of_topic("t").len(), 2);
@@ -157,6 +198,7 @@ mod tests {
         o.persist();
         o.put_all(BTreeMap::from([("t@g".into(), BTreeMap::from([(0, 9)]))]));
         o.persist();
+        tern_shell::runtime::block_on(o.persisted());
         let again = Offsets::load(dir.path());
         assert_eq!(again.query("g", "t", 0), Some(9));
         assert_eq!(

@@ -91,6 +91,7 @@ async fn sync_topics(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
     if ctx.topics.replace_from_master(w) {
         log::info!("topic table updated from master {addr}");
     }
+    ctx.topics.persisted().await;
     Ok(())
 }
 
@@ -99,6 +100,7 @@ async fn sync_consumer_offsets(ctx: &BrokerCtx, addr: &str) -> Result<(), String
         fetch(ctx, addr, RequestCode::GetAllConsumerOffset).await?;
     ctx.offsets.put_all(offset_table(w));
     ctx.offsets.persist();
+    ctx.offsets.persisted().await;
     Ok(())
 }
 
@@ -117,6 +119,7 @@ async fn sync_groups(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
     if ctx.groups.replace_from_master(w) {
         log::info!("subscription groups updated from master {addr}");
     }
+    ctx.groups.persisted().await;
     Ok(())
 }
 

@@ -1,14 +1,16 @@
-//! Topic configurations: the broker's topic table, persisted under `config/`, with
-//! RocketMQ's system topics and auto-creation from the TBW102 template.
+//! Topic configurations: the broker's topic table, persisted under `config/` (written on
+//! the blocking pool, see [`crate::persist`]), with RocketMQ's system topics and
+//! auto-creation from the TBW102 template.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::{Deserialize, Serialize};
 use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
 use tern_shell::runtime::now_ms;
+
+use crate::persist::Saver;
 
 /// Template topic for auto-creation.
 pub const AUTO_CREATE_TOPIC: &str = "TBW102";
@@ -31,16 +33,23 @@ pub fn validate_topic(topic: &str) -> Result<(), String> {
             "the specified topic is longer than topic max length {MAX_TOPIC_LEN}"
         ));
     }
-    if let Some(c) = topic
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '-' | '_')))
-    {
+    if let Some(c) = illegal_char(topic) {
         return Err(format!(
             "the specified topic[{topic}] contains illegal characters ('{c}'), allowing only ^[%|a-zA-Z0-9_-]+$"
         ));
     }
     Ok(())
 }
+
+/// The first character outside RocketMQ's charset for topic and group names,
+/// `^[%|a-zA-Z0-9_-]+$`.
+pub(crate) fn illegal_char(name: &str) -> Option<char> {
+    name.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '-' | '_')))
+}
+
+/// The topics by name, and the version that moves with every change.
+type Table = (BTreeMap<String, TopicConfig>, DataVersion);
 
 /// On-disk form of the table.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -53,7 +62,8 @@ struct Persisted {
 /// The topic table.
 #[derive(Debug)]
 pub struct Topics {
-    table: RwLock<(BTreeMap<String, TopicConfig>, DataVersion)>,
+    /// Shared with the saver, which copies it when it writes.
+    table: Arc<RwLock<Table>>,
     /// The system topics this broker adds at load: a slave copying its master's table
     /// keeps those the master lacks, as its next load would add them back anyway.
     system: Vec<TopicConfig>,
@@ -62,7 +72,7 @@ pub struct Topics {
     /// counter), so a version equal to the master's proves nothing unless the table has
     /// not moved since the copy.
     copied_from: std::sync::Mutex<Option<DataVersion>>,
-    path: PathBuf,
+    saver: Saver<Persisted>,
 }
 
 fn topic(name: &str, read: i32, write: i32, perm: i32) -> TopicConfig {
@@ -130,11 +140,13 @@ impl Topics {
                 .entry(t.topic_name.clone())
                 .or_insert_with(|| t.clone());
         }
+        let table = Arc::new(RwLock::new((table, version)));
+        let copy = table.clone();
         Self {
-            table: RwLock::new((table, version)),
+            saver: Saver::new("topics", path, move || on_disk(&read(&copy))),
+            table,
             system,
             copied_from: std::sync::Mutex::new(None),
-            path,
         }
     }
 
@@ -143,13 +155,11 @@ impl Topics {
         self.read().0.get(topic).cloned()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, (BTreeMap<String, TopicConfig>, DataVersion)> {
-        self.table.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> RwLockReadGuard<'_, Table> {
+        read(&self.table)
     }
 
-    fn write(
-        &self,
-    ) -> std::sync::RwLockWriteGuard<'_, (BTreeMap<String, TopicConfig>, DataVersion)> {
+    fn write(&self) -> RwLockWriteGuard<'_, Table> {
         self.table.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -288,33 +298,42 @@ impl Topics {
         self.read().0.keys().cloned().collect()
     }
 
-    /// Writes the table to disk (atomic, with the previous version kept).
+    /// Queues a write of the table (atomic, with the previous version kept); returns
+    /// without waiting for the disk ([`Self::persisted`] does).
     pub fn persist(&self) {
-        let p = {
-            let r = self.read();
-            Persisted {
-                topics: r
-                    .0
-                    .values()
-                    .map(|t| {
-                        (
-                            t.topic_name.clone(),
-                            t.read_queue_nums,
-                            t.write_queue_nums,
-                            t.perm,
-                            t.topic_filter_type.clone(),
-                            t.topic_sys_flag,
-                            t.order,
-                        )
-                    })
-                    .collect(),
-                counter: r.1.counter,
-                timestamp: r.1.timestamp,
-            }
-        };
-        if let Err(e) = tern_engine_fs::meta::save(&self.path, &p) {
-            log::error!("saving topics: {e}");
-        }
+        self.saver.save();
+    }
+
+    /// Resolves once every write queued so far is done.
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
+    }
+}
+
+fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {
+    table.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The table's on-disk form.
+fn on_disk(t: &Table) -> Persisted {
+    Persisted {
+        topics: t
+            .0
+            .values()
+            .map(|t| {
+                (
+                    t.topic_name.clone(),
+                    t.read_queue_nums,
+                    t.write_queue_nums,
+                    t.perm,
+                    t.topic_filter_type.clone(),
+                    t.topic_sys_flag,
+                    t.order,
+                )
+            })
+            .collect(),
+        counter: t.1.counter,
+        timestamp: t.1.timestamp,
     }
 }
 
@@ -354,6 +373,7 @@ mod tests {
                 .create_from_template("X", "NoSuchTemplate", 4, 0)
                 .is_none()
         );
+        tern_shell::runtime::block_on(topics.persisted());
         let again = Topics::load(dir.path(), "C", "b", true, 8);
         assert_eq!(again.get("New").unwrap().write_queue_nums, 4);
     }
@@ -400,6 +420,7 @@ mod tests {
             .insert("Next".into(), topic_config_new("Next", 2, 2, 6));
         assert!(slave.replace_from_master(next));
         assert!(slave.get("Next").is_some() && slave.get("SlaveOnly").is_none());
+        tern_shell::runtime::block_on(slave.persisted());
         let again = Topics::load(dir.path(), "C", "b", true, 8);
         assert_eq!(
             again.wrapper(),

@@ -64,12 +64,15 @@ pub async fn heartbeat(
         }
     };
     for c in &hb.consumer_data_set {
-        let Some(group) = ctx.groups.get_or_create(&c.group_name) else {
-            return RemotingCommand::error_response(
-                req,
-                ResponseCode::SubscriptionGroupNotExist,
-                format!("subscription group [{}] does not exist", c.group_name),
-            );
+        let group = match ctx.groups.try_get_or_create(&c.group_name) {
+            Ok(g) => g,
+            Err(why) => {
+                return RemotingCommand::error_response(
+                    req,
+                    why.response_code(),
+                    why.remark(&c.group_name),
+                );
+            }
         };
         if c.message_model == tern_shell::body::MessageModel::Clustering {
             let retry = format!("%RETRY%{}", c.group_name);

@@ -7,7 +7,7 @@ use tern_shell::connection::not_supported;
 use tern_shell::{ConnectionCtx, Processor, RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
-use crate::config::FlushDiskType;
+use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 
 pub mod admin;
 pub mod client;
@@ -30,6 +30,12 @@ impl BrokerProcessor {
     }
 }
 
+/// True when a send's answer waits on nothing once its records are appended: neither a
+/// flush nor a slave ([`BrokerCtx::await_stored`] returns at once).
+fn answers_without_waiting(config: &BrokerConfig) -> bool {
+    config.flush_disk_type == FlushDiskType::Async && config.role != BrokerRole::SyncMaster
+}
+
 /// A bad-header answer, naming the field as Java does.
 pub fn bad_header(req: &RemotingCommand, e: impl std::fmt::Display) -> RemotingCommand {
     RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string())
@@ -37,12 +43,16 @@ pub fn bad_header(req: &RemotingCommand, e: impl std::fmt::Display) -> RemotingC
 
 impl Processor for BrokerProcessor {
     fn is_quick(&self, req: &RemotingCommand) -> bool {
-        // Sends answer as soon as the record is appended, unless they wait for a flush.
-        let async_flush = self
-            .ctx
-            .get()
-            .is_some_and(|c| c.config.flush_disk_type == FlushDiskType::Async);
-        async_flush && matches!(req.request_code_enum(), RequestCode::SendBatchMessage)
+        // A batch send is answered as soon as its records are appended (measured: 5.3 ->
+        // 4.4 µs of broker CPU per message at 16 senders), unless its answer waits on
+        // something: a flush (SYNC_FLUSH) or a slave's acknowledgement (SYNC_MASTER, up to
+        // syncFlushTimeout). Run in the read loop, such a wait would hold up every
+        // request behind it on the connection.
+        matches!(req.request_code_enum(), RequestCode::SendBatchMessage)
+            && self
+                .ctx
+                .get()
+                .is_some_and(|c| answers_without_waiting(&c.config))
     }
 
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
@@ -106,5 +116,26 @@ impl Processor for BrokerProcessor {
             _ => not_supported(&req),
         };
         Some(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_sends_that_wait_on_nothing_run_in_the_read_loop() {
+        let mut c = BrokerConfig::default();
+        for (flush, role, quick) in [
+            (FlushDiskType::Async, BrokerRole::AsyncMaster, true),
+            (FlushDiskType::Async, BrokerRole::Slave, true),
+            (FlushDiskType::Async, BrokerRole::SyncMaster, false),
+            (FlushDiskType::Sync, BrokerRole::AsyncMaster, false),
+            (FlushDiskType::Sync, BrokerRole::SyncMaster, false),
+        ] {
+            c.flush_disk_type = flush;
+            c.role = role;
+            assert_eq!(answers_without_waiting(&c), quick, "{flush:?} {role:?}");
+        }
     }
 }

@@ -1,0 +1,60 @@
+//! What a peer may make the broker keep is bounded: the real `tern-broker --standalone`
+//! process refuses to auto-create a subscription group whose name RocketMQ's rules reject,
+//! with a clear answer, and registers nothing for it.
+
+mod common;
+
+use common::*;
+use tern_shell::ResponseCode;
+use tern_shell::body::{SubscriptionGroupWrapper, from_json};
+use tern_shell::{RemotingCommand, RequestCode};
+
+async fn groups(c: &Client) -> SubscriptionGroupWrapper {
+    let resp = c
+        .call(RemotingCommand::request_code(
+            RequestCode::GetAllSubscriptionGroupConfig,
+        ))
+        .await;
+    expect_code(&resp, ResponseCode::Success);
+    from_json(&resp.body).unwrap()
+}
+
+#[test]
+fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Bounds", 1).await;
+        let long = "g".repeat(256);
+        for (group, why) in [
+            ("bad group", "illegal characters"),
+            ("g/../x", "illegal characters"),
+            (long.as_str(), "longer than group max length 255"),
+        ] {
+            let resp = c
+                .call(heartbeat("10.0.0.1@B", group, "Bounds", "*", vec![]))
+                .await;
+            expect_code(&resp, ResponseCode::SubscriptionGroupNotExist);
+            let remark = resp.remark.unwrap_or_default();
+            assert!(remark.contains(why), "{group:?}: {remark}");
+            assert!(
+                !groups(&c)
+                    .await
+                    .subscription_group_table
+                    .contains_key(group),
+                "{group:?} was created"
+            );
+        }
+        // A valid name is still auto-created, with its retry topic.
+        let resp = c
+            .call(heartbeat("10.0.0.1@B", "CID_ok-1", "Bounds", "*", vec![]))
+            .await;
+        expect_code(&resp, ResponseCode::Success);
+        assert!(
+            groups(&c)
+                .await
+                .subscription_group_table
+                .contains_key("CID_ok-1")
+        );
+    });
+}

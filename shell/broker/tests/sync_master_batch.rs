@@ -1,0 +1,131 @@
+//! A SYNC_MASTER's batch send waits for its slave; the requests behind it on the same
+//! connection must not. Real processes: a SYNC_MASTER (standalone, ASYNC_FLUSH) and a
+//! slave that is frozen (SIGSTOP) once it has acknowledged, so the next batch waits
+//! the whole `syncFlushTimeout`.
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use tern_shell::runtime::{sleep, spawn};
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+
+const TOPIC: &str = "SyncBatch";
+
+/// How long the master waits for its slave before answering FLUSH_SLAVE_TIMEOUT.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn master(dir: &Path) -> BrokerProc {
+    let conf = write_conf(
+        dir,
+        &format!(
+            "brokerRole=SYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nhaListenPort=0\nsyncFlushTimeout={}\n",
+            SYNC_TIMEOUT.as_millis()
+        ),
+    );
+    BrokerProc::standalone(dir, &conf)
+}
+
+fn slave(dir: &Path, namesrv: &str) -> BrokerProc {
+    let conf = write_conf(
+        dir,
+        &format!(
+            "brokerRole=SLAVE\nbrokerId=1\nnamesrvAddr={namesrv}\nstorePathRootDir={}\n\
+             haSendHeartbeatInterval=500\n",
+            dir.join("store").display()
+        ),
+    );
+    let args: Vec<OsString> = vec![
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "-c".into(),
+        conf.into(),
+    ];
+    BrokerProc::start(&args)
+}
+
+/// Waits until every thread of `pid` is stopped: SIGSTOP is delivered asynchronously,
+/// and a slave still running for a moment would acknowledge the next batch.
+fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        let all_stopped = tasks.flatten().all(|t| {
+            std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+                // The state follows the parenthesised command name.
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+            })
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "slave {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn batch(n: usize) -> RemotingCommand {
+    let ms: Vec<_> = (0..n)
+        .map(|i| msg(TOPIC, format!("m{i}").as_bytes(), &[]))
+        .collect();
+    send_batch(&ms, 0)
+}
+
+#[test]
+fn a_batch_waiting_for_a_frozen_slave_holds_up_no_request_behind_it() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m = master(md.path());
+    let s = slave(sd.path(), &m.namesrv.clone().unwrap());
+    run(async {
+        let c = Client::connect(&m.addr).await;
+        create_topic(&c, TOPIC, 1).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.call(batch(2)).await.response_code() != ResponseCode::Success {
+            assert!(Instant::now() < deadline, "the slave never acknowledged");
+            sleep(Duration::from_millis(100)).await;
+        }
+
+        s.pause();
+        wait_stopped(s.pid());
+        let started = Instant::now();
+        let waiting = {
+            let c = c.clone();
+            spawn(async move { (c.call(batch(4)).await, Instant::now()) })
+        };
+        // Let the batch reach the broker first, then ask on the same connection.
+        sleep(Duration::from_millis(200)).await;
+        let asked = Instant::now();
+        let info = c
+            .call(RemotingCommand::request_code(
+                RequestCode::GetBrokerRuntimeInfo,
+            ))
+            .await;
+        let answered = Instant::now();
+        expect_code(&info, ResponseCode::Success);
+        let (sent, batch_answered) = waiting.await;
+        s.resume();
+        assert_eq!(
+            sent.response_code(),
+            ResponseCode::FlushSlaveTimeout,
+            "the batch waited for the frozen slave: {:?}",
+            sent.remark
+        );
+        assert!(
+            batch_answered.duration_since(started) >= SYNC_TIMEOUT - Duration::from_millis(200),
+            "the batch was answered after {:?}",
+            batch_answered.duration_since(started)
+        );
+        assert!(
+            answered.duration_since(asked) < Duration::from_secs(1),
+            "the request behind the batch waited {:?}",
+            answered.duration_since(asked)
+        );
+        assert!(answered < batch_answered);
+    });
+    drop(s);
+    drop(m);
+}
