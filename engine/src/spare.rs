@@ -172,7 +172,8 @@ mod tests {
         let made = queue.join("00000000000000000000");
         assert_eq!(fs::metadata(&made).unwrap().len(), 4096);
         // A size with no spare is made inline, as before.
-        let mut other = FileDirectory::open(&tmp.path().join("q2"), 20, Access::Sequential).unwrap();
+        let mut other =
+            FileDirectory::open(&tmp.path().join("q2"), 20, Access::Sequential).unwrap();
         other.use_spares(spares.clone());
         other.create(0, 8192).unwrap();
         assert_eq!(spares.ready(4096), 1);

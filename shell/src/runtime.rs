@@ -37,16 +37,6 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     async_std::task::block_on(fut)
 }
 
-/// Runs blocking work (fsync, file creation, cold reads) on the blocking pool, so no
-/// executor thread waits on a disk.
-pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    async_std::task::spawn_blocking(f)
-}
-
 /// Lets other tasks run before this one goes on (between bounded batches of work).
 pub async fn yield_now() {
     async_std::task::yield_now().await;

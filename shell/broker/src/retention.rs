@@ -77,7 +77,7 @@ pub fn check_once(ctx: &BrokerCtx) {
 pub async fn run(ctx: Arc<BrokerCtx>) {
     while !ctx.shutdown.is_triggered() {
         let c = ctx.clone();
-        async_std::task::spawn_blocking(move || check_once(&c)).await;
+        runtime::spawn_blocking(move || check_once(&c)).await;
         let _ = runtime::race(
             runtime::sleep(ctx.config.clean_interval),
             ctx.shutdown.wait(),

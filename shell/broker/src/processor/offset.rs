@@ -46,11 +46,24 @@ pub fn update_consumer_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Remotin
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
-    if ctx.topics.get(&h.topic).is_none() {
+    let Some(topic) = ctx.topics.get(&h.topic) else {
         return RemotingCommand::error_response(
             req,
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", h.topic),
+        );
+    };
+    // A peer must not grow the offset table with queues the topic does not have.
+    if !crate::offsets::valid_queue_id(h.queue_id, &topic) {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!(
+                "queueId[{}] is illegal, topic:[{}] has {} queues",
+                h.queue_id,
+                h.topic,
+                topic.read_queue_nums.max(topic.write_queue_nums)
+            ),
         );
     }
     ctx.offsets
@@ -58,12 +71,16 @@ pub fn update_consumer_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Remotin
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 
-/// GET_MAX_OFFSET: the next queue offset to be written.
-pub fn max_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+/// GET_MAX_OFFSET: the next queue offset to be written. Counts what was acknowledged
+/// before the request: waits for reput (at most 1 s) when it is behind the log.
+pub async fn max_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: GetMaxOffsetRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
+    ctx.store
+        .await_caught_up(std::time::Duration::from_secs(1))
+        .await;
     offset_response(req, ctx.store.queue_bounds(&h.topic, h.queue_id).1 as i64)
 }
 

@@ -20,7 +20,7 @@ const MAX_QUERY: usize = 64;
 
 /// QUERY_MESSAGE: messages stored under `topic#key` in the time range, via the index. Hash
 /// collisions are filtered out by checking each record's keys.
-pub fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: QueryMessageRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
@@ -30,6 +30,10 @@ pub fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
     } else {
         (h.max_num.max(1) as usize).min(MAX_QUERY)
     };
+    // Finds what was acknowledged before the query (reput indexes beside appends).
+    ctx.store
+        .await_caught_up(std::time::Duration::from_secs(1))
+        .await;
     let offsets = ctx
         .store
         .query_index(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);

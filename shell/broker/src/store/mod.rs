@@ -433,6 +433,15 @@ impl StoreService {
         self.dispatched.load(Ordering::Acquire)
     }
 
+    /// Waits (at most `within`) until reput has dispatched what was appended before the
+    /// call; at once when it is caught up.
+    pub async fn await_caught_up(&self, within: Duration) {
+        let end = self.log_end();
+        if self.dispatched_offset() < end {
+            self.await_dispatched(end, within).await;
+        }
+    }
+
     /// Waits (at most `within`) until reput has dispatched everything below `offset`;
     /// returns whether it did.
     pub async fn await_dispatched(&self, offset: u64, within: Duration) -> bool {

@@ -276,7 +276,11 @@ impl StoreService {
             ),
             (
                 index_file,
-                if index_file <= segment { SPARE_INDEX_FILES } else { 0 },
+                if index_file <= segment {
+                    SPARE_INDEX_FILES
+                } else {
+                    0
+                },
             ),
         ];
         for (len, want) in wants {
