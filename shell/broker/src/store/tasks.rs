@@ -304,8 +304,20 @@ impl StoreService {
         while !shutdown.is_triggered() {
             let listener = self.warm_wanted.listen();
             let end = self.written.load(Ordering::Acquire);
-            let next = end - end % size + size;
-            if self.log_files.file(next).is_none() && !self.next_segment.is_prepared(next) {
+            // The segment the log will make next: the one after the active segment, or
+            // the active one itself when the log ended exactly on a boundary. Nothing for
+            // an empty log: a new slave starts at its master's segment, and a file made
+            // for another base would break the next open's contiguity check.
+            let active = end - end % size;
+            let next = if self.log_files.file(active).is_some() {
+                active + size
+            } else {
+                active
+            };
+            if !self.log_is_empty()
+                && self.log_files.file(next).is_none()
+                && !self.next_segment.is_prepared(next)
+            {
                 let me = self.clone();
                 let made = runtime::spawn_blocking(move || {
                     FsStore::prepare_log_segment(
