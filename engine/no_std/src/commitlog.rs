@@ -320,6 +320,20 @@ impl<D: Directory> CommitLog<D> {
         store_timestamp: i64,
         landed: &mut dyn FnMut(Appended),
     ) -> Result<(), Error<D::Error>> {
+        let crc = |_: usize, m: &MessageIn<'_>| crate::hash::body_crc(m.body);
+        self.append_batch_with(msgs, &crc, first_queue_offset, store_timestamp, landed)
+    }
+
+    /// Like [`CommitLog::append_batch`] with each record's body CRC given by `crc(i, m)`
+    /// (computed by the caller before its lock).
+    pub fn append_batch_with(
+        &mut self,
+        msgs: &[MessageIn<'_>],
+        crc: &dyn Fn(usize, &MessageIn<'_>) -> i32,
+        first_queue_offset: i64,
+        store_timestamp: i64,
+        landed: &mut dyn FnMut(Appended),
+    ) -> Result<(), Error<D::Error>> {
         self.refuse_if_failed()?;
         let mut total = 0u64;
         for m in msgs {
@@ -341,7 +355,7 @@ impl<D: Directory> CommitLog<D> {
                 physical_offset: at as i64,
                 store_timestamp,
             };
-            let head = self.put_body(m, crate::hash::body_crc(m.body), stamp, len)?;
+            let head = self.put_body(m, crc(i, m), stamp, len)?;
             if i == 0 {
                 first_head = Some(head);
             } else {

@@ -365,6 +365,19 @@ where
         store_timestamp: i64,
         landed: &mut dyn FnMut(Stored),
     ) -> Res<(), L::Error> {
+        let crc = |_: usize, m: &MessageIn<'_>| crate::hash::body_crc(m.body);
+        self.put_batch_with(msgs, &crc, store_timestamp, landed)
+    }
+
+    /// Like [`Store::put_batch`] with each body CRC given by `crc(i, m)`, computed by the
+    /// caller before whatever lock serialises the store.
+    pub fn put_batch_with(
+        &mut self,
+        msgs: &[MessageIn<'_>],
+        crc: &dyn Fn(usize, &MessageIn<'_>) -> i32,
+        store_timestamp: i64,
+        landed: &mut dyn FnMut(Stored),
+    ) -> Res<(), L::Error> {
         self.refuse_if_failed()?;
         let Some(first) = msgs.first() else {
             return Ok(());
@@ -379,7 +392,7 @@ where
         let base = self.slot(topic, queue_id)?.next_offset;
         let mut n = 0u64;
         self.log
-            .append_batch(msgs, base as i64, store_timestamp, &mut |at| {
+            .append_batch_with(msgs, crc, base as i64, store_timestamp, &mut |at| {
                 landed(Stored {
                     at,
                     queue_offset: base + n,

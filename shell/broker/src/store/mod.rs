@@ -383,10 +383,15 @@ impl StoreService {
 
     /// Appends a batch to one queue; returns where each record went.
     pub fn put_batch(&self, msgs: &[MessageIn<'_>]) -> Result<Vec<Stored>, PutError> {
+        let crcs: Vec<i32> = msgs
+            .iter()
+            .map(|m| tern_engine::hash::body_crc(m.body))
+            .collect();
+        let crc = |i: usize, _: &MessageIn<'_>| crcs[i];
         let mut out = Vec::with_capacity(msgs.len());
         self.append(msgs.len() as u64, |s| {
             s.store_mut()
-                .put_batch(msgs, now_ms(), &mut |st| out.push(st))
+                .put_batch_with(msgs, &crc, now_ms(), &mut |st| out.push(st))
         })?;
         Ok(out)
     }
