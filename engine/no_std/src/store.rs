@@ -76,6 +76,9 @@ pub struct CheckpointPlan {
     epoch: u64,
     /// The log's end at begin: its unflushed tail up to here was handed out.
     log_to: u64,
+    /// The log's rewinds at begin: after a truncation the range handed out may hold
+    /// bytes written since, and is not marked flushed.
+    log_rewinds: u64,
     /// Dispatched offset at begin: every entry below it was in a region handed out (or
     /// flushed before).
     dispatched: u64,
@@ -568,6 +571,7 @@ where
         Ok(CheckpointPlan {
             epoch: self.checkpoint_epoch,
             log_to,
+            log_rewinds: self.log.rewinds(),
             dispatched: self.dispatched,
             logics_timestamp: self.last_dispatched_timestamp,
             index_timestamp: self.index.end_timestamp(),
@@ -583,7 +587,9 @@ where
     /// correctly, without marking queues.
     pub fn checkpoint_finish(&mut self, plan: CheckpointPlan) -> Res<(), L::Error> {
         self.refuse_if_failed()?;
-        self.log.mark_flushed(plan.log_to);
+        if plan.log_rewinds == self.log.rewinds() {
+            self.log.mark_flushed(plan.log_to);
+        }
         if plan.epoch == self.checkpoint_epoch {
             self.queues.for_each_mut(&mut |_, _, slot| {
                 slot.queue.finish_flush();
