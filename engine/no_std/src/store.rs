@@ -696,9 +696,19 @@ where
     /// and index files that only point into them. Returns segments removed.
     ///
     /// Only records the last checkpoint counts as dispatched go: recovery re-dispatches
-    /// from that offset, which must still be in the log.
+    /// from that offset, which must still be in the log (queue entries between it and a
+    /// later log start would be dropped with nothing to rebuild them from). When a
+    /// segment past it could go, this checkpoints first (flushing in the caller's lock,
+    /// at most once per segment); a failed store deletes only below its last checkpoint.
     pub fn delete_before(&mut self, offset: u64) -> Res<u32, L::Error> {
-        let offset = offset.min(self.dispatched).min(self.checkpointed);
+        let offset = offset.min(self.dispatched);
+        // The last segment end at or below `offset`: whole segments go up to there.
+        let cut = offset - offset % self.log.segment_size();
+        let first = self.log.segment_span().map_or(u64::MAX, |(first, _)| first);
+        if cut > first && cut > self.checkpointed && !self.is_failed() {
+            self.checkpoint()?;
+        }
+        let offset = offset.min(self.checkpointed);
         let removed = self.log.delete_segments_before(offset)?;
         if removed > 0 {
             let min = self.log.min_offset();
