@@ -82,6 +82,9 @@ pub struct CommitLog<D: Directory> {
     /// say otherwise (Linux reports a failed write-back once). Appends and flushes are
     /// refused and `flushed` stays put until the log is reopened.
     failed: bool,
+    /// Counts moves of the end backwards (`truncate`, `reset_empty_to`): a flush range
+    /// taken before one may now hold bytes written after it.
+    rewinds: u64,
 }
 
 impl<D: Directory> CommitLog<D> {
@@ -98,6 +101,7 @@ impl<D: Directory> CommitLog<D> {
             write_pos: 0,
             flushed: 0,
             failed: false,
+            rewinds: 0,
         };
         let Some((first, last)) = log.segs.span() else {
             return Ok((log, RecoveryReport::default()));
@@ -187,6 +191,7 @@ impl<D: Directory> CommitLog<D> {
         }
         self.write_pos = offset;
         self.flushed = offset;
+        self.rewinds += 1;
         Ok(())
     }
 
@@ -417,6 +422,13 @@ impl<D: Directory> CommitLog<D> {
         }
     }
 
+    /// How often the end moved backwards (a truncation). A caller that took
+    /// [`CommitLog::unflushed`] before and syncs outside the log should mark nothing
+    /// flushed if this changed meanwhile: bytes in its range may have been written since.
+    pub fn rewinds(&self) -> u64 {
+        self.rewinds
+    }
+
     /// Records that a flush failed outside the log (an owner that syncs duplicated file
     /// handles itself saw an error): from now on the log acts as if its own flush had
     /// failed.
@@ -599,6 +611,7 @@ impl<D: Directory> CommitLog<D> {
         self.segs.cut(offset)?;
         self.write_pos = offset;
         self.flushed = self.flushed.min(offset);
+        self.rewinds += 1;
         Ok(())
     }
 

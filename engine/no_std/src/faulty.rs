@@ -18,7 +18,7 @@
 //! them in what reads see (the page cache outlives the process), and a power cut loses
 //! them, whatever later flushes returned.
 
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 use core::ops::Range;
 
 use crate::media::Media;
@@ -44,10 +44,6 @@ pub enum Crash {
         tear_at: usize,
     },
 }
-
-/// Syncs through a shared reference ([`FaultyMedia::sync`]) remembered until the media's
-/// next change applies them.
-pub const DEFERRED_SYNCS: usize = 8;
 
 /// Faults shared by every media of a test: a budget of operations after which every
 /// write, flush, create and remove fails, and a count of flushes to fail on their own.
@@ -129,11 +125,36 @@ impl FaultPlan {
 pub struct FaultyMedia<'a> {
     buf: &'a mut [u8],
     len: usize,
-    pending: heapless::Vec<(u64, u32), PENDING_WRITES>,
-    /// Syncs made through `&self` (range, failed), oldest first: applied to the images
-    /// before the next change, which is when they would have made a difference.
-    synced: RefCell<heapless::Vec<(Range<u64>, bool), DEFERRED_SYNCS>>,
+    pending: heapless::Vec<Pending, PENDING_WRITES>,
     plan: &'a FaultPlan,
+}
+
+/// A write not yet flushed.
+#[derive(Clone, Debug)]
+struct Pending {
+    offset: u64,
+    len: u32,
+    /// What a sync through `&self` decided for it, applied before the media next
+    /// changes (the earliest a difference could show).
+    synced: Cell<Synced>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Synced {
+    No,
+    /// A sync covering it reached the media.
+    Durable,
+    /// A sync covering it failed: it never will.
+    Lost,
+}
+
+impl Pending {
+    fn end(&self) -> u64 {
+        self.offset + u64::from(self.len)
+    }
+    fn inside(&self, range: &Range<u64>) -> bool {
+        self.offset >= range.start && self.end() <= range.end
+    }
 }
 
 impl<'a> FaultyMedia<'a> {
@@ -147,7 +168,6 @@ impl<'a> FaultyMedia<'a> {
             buf,
             len,
             pending: heapless::Vec::new(),
-            synced: RefCell::new(heapless::Vec::new()),
             plan,
         })
     }
@@ -175,54 +195,56 @@ impl<'a> FaultyMedia<'a> {
     /// it becomes durable, and writes wholly inside it are no longer pending.
     fn write_back(&mut self, range: &Range<u64>) {
         for i in 0..self.pending.len() {
-            let (off, len) = self.pending[i];
-            let (start, end) = (off.max(range.start), (off + u64::from(len)).min(range.end));
+            let p = &self.pending[i];
+            let (start, end) = (p.offset.max(range.start), p.end().min(range.end));
             if start < end {
                 self.persist(start as usize..end as usize);
             }
         }
-        self.forget(range);
+        self.pending.retain(|p| !p.inside(range));
     }
 
-    /// Drops the pending writes wholly inside `range`: written back, or lost by a failed
-    /// write-back.
-    fn forget(&mut self, range: &Range<u64>) {
-        self.pending
-            .retain(|&(off, len)| !(off >= range.start && off + u64::from(len) <= range.end));
-    }
-
-    /// Applies the syncs made through `&self` since the last change, in order.
+    /// Applies what syncs through `&self` decided since the last change.
     fn settle(&mut self) {
-        let synced = core::mem::take(self.synced.get_mut());
-        for (range, failed) in synced.iter() {
-            if *failed {
-                self.forget(range);
-            } else {
-                self.write_back(range);
+        if self.pending.iter().all(|p| p.synced.get() == Synced::No) {
+            return;
+        }
+        for i in 0..self.pending.len() {
+            let p = &self.pending[i];
+            if p.synced.get() == Synced::Durable {
+                let r = p.offset as usize..p.end() as usize;
+                self.persist(r);
             }
         }
+        self.pending.retain(|p| p.synced.get() == Synced::No);
     }
 
-    /// Writes not yet flushed, oldest first.
+    /// Writes not yet flushed.
     pub fn pending_writes(&self) -> usize {
-        self.pending.len()
+        self.pending
+            .iter()
+            .filter(|p| p.synced.get() == Synced::No)
+            .count()
     }
 
     /// Makes `range` durable through a shared reference, as `fdatasync` on a duplicated
-    /// file handle does while the media itself is borrowed elsewhere: the same as
-    /// [`Media::flush`] (faults included). It takes effect before the media next changes;
-    /// until then nothing could tell the difference. At most [`DEFERRED_SYNCS`] syncs
-    /// between two changes; more fail with [`RamError::NoSpace`].
+    /// file handle does while the media itself is borrowed elsewhere: like
+    /// [`Media::flush`], faults included, except that only writes wholly inside `range`
+    /// are covered (the engine never syncs part of a write). It takes effect before the
+    /// media next changes; until then nothing could tell the difference.
     pub fn sync(&self, range: Range<u64>) -> Result<(), RamError> {
         self.check(range.start, range.end.saturating_sub(range.start) as usize)?;
-        let mut synced = self.synced.borrow_mut();
-        if synced.is_full() {
-            return Err(RamError::NoSpace);
-        }
         self.plan.spend()?;
         let failed = self.plan.flush_fails();
-        // Not full: checked above.
-        let _ = synced.push((range, failed));
+        for p in self.pending.iter() {
+            if p.inside(&range) && p.synced.get() == Synced::No {
+                p.synced.set(if failed {
+                    Synced::Lost
+                } else {
+                    Synced::Durable
+                });
+            }
+        }
         if failed {
             Err(RamError::Injected)
         } else {
@@ -246,16 +268,14 @@ impl<'a> FaultyMedia<'a> {
             }
             Crash::DropUnflushed => {}
             Crash::Torn { keep, tear_at } => {
-                let pending = self.pending.clone();
-                for (i, &(off, len)) in pending.iter().enumerate() {
+                for i in 0..self.pending.len().min(keep + 1) {
+                    let (off, len) = (self.pending[i].offset as usize, self.pending[i].len);
                     let len = if i < keep {
                         len as usize
-                    } else if i == keep {
-                        tear_at.min(len as usize)
                     } else {
-                        break;
+                        tear_at.min(len as usize)
                     };
-                    self.persist(off as usize..off as usize + len);
+                    self.persist(off..off + len);
                 }
             }
         }
@@ -301,11 +321,15 @@ impl Media for FaultyMedia<'_> {
         self.buf[r].copy_from_slice(data);
         if self.pending.is_full() {
             // Write-back of the oldest, as a kernel would do under pressure.
-            let (off, len) = self.pending.remove(0);
-            self.persist(off as usize..off as usize + len as usize);
+            let p = self.pending.remove(0);
+            self.persist(p.offset as usize..p.end() as usize);
         }
         // Not full now: the push cannot fail.
-        let _ = self.pending.push((offset, data.len() as u32));
+        let _ = self.pending.push(Pending {
+            offset,
+            len: data.len() as u32,
+            synced: Cell::new(Synced::No),
+        });
         Ok(())
     }
 
@@ -316,7 +340,7 @@ impl Media for FaultyMedia<'_> {
         if self.plan.flush_fails() {
             // Linux: the write-back failed, the pages are marked clean, the error is
             // reported once. What this flush covered never becomes durable.
-            self.forget(&range);
+            self.pending.retain(|p| !p.inside(&range));
             return Err(RamError::Injected);
         }
         self.write_back(&range);

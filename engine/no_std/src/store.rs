@@ -76,6 +76,9 @@ pub struct CheckpointPlan {
     epoch: u64,
     /// The log's end at begin: its unflushed tail up to here was handed out.
     log_to: u64,
+    /// The log's rewinds at begin: after a truncation the range handed out may hold
+    /// bytes written since, and is not marked flushed.
+    log_rewinds: u64,
     /// Dispatched offset at begin: every entry below it was in a region handed out (or
     /// flushed before).
     dispatched: u64,
@@ -594,6 +597,7 @@ where
         Ok(CheckpointPlan {
             epoch: self.checkpoint_epoch,
             log_to,
+            log_rewinds: self.log.rewinds(),
             dispatched: self.dispatched,
             logics_timestamp: self.last_dispatched_timestamp,
             index_timestamp: self.index.end_timestamp(),
@@ -609,7 +613,9 @@ where
     /// correctly, without marking queues.
     pub fn checkpoint_finish(&mut self, plan: CheckpointPlan) -> Res<(), L::Error> {
         self.refuse_if_failed()?;
-        self.log.mark_flushed(plan.log_to);
+        if plan.log_rewinds == self.log.rewinds() {
+            self.log.mark_flushed(plan.log_to);
+        }
         if plan.epoch == self.checkpoint_epoch {
             self.queues.for_each_mut(&mut |_, _, slot| {
                 slot.queue.finish_flush();
@@ -716,9 +722,19 @@ where
     /// and index files that only point into them. Returns segments removed.
     ///
     /// Only records the last checkpoint counts as dispatched go: recovery re-dispatches
-    /// from that offset, which must still be in the log.
+    /// from that offset, which must still be in the log (queue entries between it and a
+    /// later log start would be dropped with nothing to rebuild them from). When a
+    /// segment past it could go, this checkpoints first (flushing in the caller's lock,
+    /// at most once per segment); a failed store deletes only below its last checkpoint.
     pub fn delete_before(&mut self, offset: u64) -> Res<u32, L::Error> {
-        let offset = offset.min(self.dispatched).min(self.checkpointed);
+        let offset = offset.min(self.dispatched);
+        // The last segment end at or below `offset`: whole segments go up to there.
+        let cut = offset - offset % self.log.segment_size();
+        let first = self.log.segment_span().map_or(u64::MAX, |(first, _)| first);
+        if cut > first && cut > self.checkpointed && !self.is_failed() {
+            self.checkpoint()?;
+        }
+        let offset = offset.min(self.checkpointed);
         let removed = self.log.delete_segments_before(offset)?;
         if removed > 0 {
             let min = self.log.min_offset();

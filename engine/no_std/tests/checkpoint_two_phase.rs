@@ -214,3 +214,29 @@ fn an_owner_whose_sync_failed_marks_the_store_failed_and_nothing_is_claimed() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_log_truncated_between_the_phases_is_not_marked_flushed_past_the_cut() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(45);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        let (cp, _) = begin_and_sync(&mut store);
+        // A replica following a master that lost its tail: cut, then new records where
+        // the synced ones were.
+        let cut = sent[3].offset;
+        store.log_mut().truncate(cut).unwrap();
+        sent.truncate(3);
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        assert!(store.log().max_offset() > cut);
+        store.checkpoint_finish(cp).unwrap();
+        assert!(
+            store.log().flushed_offset() <= cut,
+            "bytes written after the sync"
+        );
+    })
+    .unwrap();
+}

@@ -56,7 +56,7 @@ fn a_second_power_cut_right_after_recovery_keeps_what_recovery_dispatched() {
 }
 
 #[test]
-fn retention_deletes_nothing_the_last_checkpoint_has_not_dispatched() {
+fn retention_past_the_last_checkpoint_checkpoints_first() {
     in_big_stack(|| {
         let plan = FaultPlan::none();
         let mut arena = Arena::new();
@@ -66,27 +66,43 @@ fn retention_deletes_nothing_the_last_checkpoint_has_not_dispatched() {
         put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
         store.dispatch(&mut [], &mut |_| {}).unwrap();
         store.checkpoint().unwrap();
+        put_until(&mut store, &mut rng, &mut sent, 3 * LOG_SEG + 100);
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        // Everything is dispatched, but the last checkpoint claims less; recovery would
+        // restart there, in a segment this deletes. So it checkpoints first.
+        assert_eq!(store.delete_before(store.log().max_offset()), Ok(3));
+
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).expect("recovery after retention");
+        assert_queues(&store, &sent);
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_failed_store_deletes_nothing_its_last_checkpoint_has_not_dispatched() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(23);
+        let mut sent = Vec::new();
+        put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        store.checkpoint().unwrap();
         let checkpointed = store.dispatched_offset();
         put_until(&mut store, &mut rng, &mut sent, 3 * LOG_SEG + 100);
         store.flush_log().unwrap();
         store.dispatch(&mut [], &mut |_| {}).unwrap();
-        // Everything is dispatched, but the checkpoint says only up to `checkpointed`:
-        // recovery starts there, so that must stay in the log.
-        let removed = store.delete_before(store.log().max_offset()).unwrap();
-        let min = store.log().min_offset();
+        store.mark_failed();
+        // It cannot checkpoint now, so only the segment below the last claim goes.
+        assert_eq!(store.delete_before(store.log().max_offset()), Ok(1));
+        assert!(store.log().min_offset() <= checkpointed);
 
         let mut parts = Parts::from_store(store);
         parts.crash(Crash::DropUnflushed);
-        let mut store = open(parts, true).expect("recovery after retention");
-        assert_queues(&store, &sent);
-        assert!(min <= checkpointed);
-        assert_eq!(removed, 1);
-        // After the next checkpoint the rest may go.
-        store.checkpoint().unwrap();
-        assert_eq!(store.delete_before(store.log().max_offset()), Ok(2));
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = open(parts, true).expect("recovery after retention");
         assert_queues(&store, &sent);
     })
     .unwrap();
