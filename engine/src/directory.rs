@@ -87,11 +87,7 @@ impl Reclaim {
         let mut folders: Vec<PathBuf> = Vec::new();
         for (path, media) in pending {
             drop(media);
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(FsError::io(FsOp::Remove, &e)),
-            }
+            remove_if_present(&path)?;
             if let Some(parent) = path.parent() {
                 if !folders.iter().any(|f| f == parent) {
                     folders.push(parent.to_path_buf());
@@ -367,10 +363,16 @@ impl Directory for FileDirectory {
     }
 }
 
-/// Deletes a segment file and syncs its folder; a file already gone is fine.
+/// Deletes a segment file and syncs its folder.
 fn remove_segment_file(path: &Path) -> Result<(), FsError> {
+    remove_if_present(path)?;
+    path.parent().map_or(Ok(()), sync_dir)
+}
+
+/// Deletes a file; one already gone is fine.
+fn remove_if_present(path: &Path) -> Result<(), FsError> {
     match fs::remove_file(path) {
-        Ok(()) => path.parent().map_or(Ok(()), sync_dir),
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         Err(e) => Err(FsError::io(FsOp::Remove, &e)),
     }
@@ -379,7 +381,7 @@ fn remove_segment_file(path: &Path) -> Result<(), FsError> {
 /// Makes a segment file `name` of `len` bytes in `dir`: under a temp name, preallocated
 /// and synced, then renamed into place (the caller syncs the folder). A failure leaves
 /// no half-made file behind (ENOSPC in fallocate, typically).
-fn make_segment_file(dir: &Path, name: &str, len: u64) -> Result<File, FsError> {
+pub(crate) fn make_segment_file(dir: &Path, name: &str, len: u64) -> Result<File, FsError> {
     let path = dir.join(name);
     let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
     let file = File::options()

@@ -78,6 +78,14 @@ impl SegmentFiles {
         files.get(&base).cloned()
     }
 
+    /// Whether no segment is open.
+    pub fn is_empty(&self) -> bool {
+        self.files
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     /// Every open segment as `(base, file)`, ascending, from `from_base` on.
     pub fn files_from(&self, from_base: u64) -> Vec<(u64, Arc<File>)> {
         let files = self.files.read().unwrap_or_else(|p| p.into_inner());

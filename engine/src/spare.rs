@@ -20,9 +20,8 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::directory::sync_dir;
+use crate::directory::{make_segment_file, sync_dir};
 use crate::error::{FsError, FsOp, StoreError};
-use crate::mapped::allocate;
 
 /// Most spare files of one size kept (a burst of new queues takes them all; the task
 /// refills).
@@ -77,21 +76,16 @@ impl Spares {
             inner.next_id += 1;
             inner.next_id
         };
-        let path = self.dir.join(format!("{len}-{id}"));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| FsError::io(FsOp::Create, &e))?;
-        let made = allocate(&file, len)
-            .and_then(|()| rustix::fs::fdatasync(&file).map_err(|e| FsError::errno(FsOp::Flush, e)))
-            .and_then(|()| sync_dir(&self.dir));
-        if let Err(e) = made {
-            let _ = fs::remove_file(&path);
-            return Err(e);
-        }
-        self.lock().ready.entry(len).or_default().push(path);
+        let name = format!("{len}-{id}");
+        // Made the way every segment is (temp name, allocated, synced, renamed), so a
+        // half-made spare never carries a spare's name.
+        make_segment_file(&self.dir, &name, len)?;
+        sync_dir(&self.dir)?;
+        self.lock()
+            .ready
+            .entry(len)
+            .or_default()
+            .push(self.dir.join(name));
         Ok(())
     }
 

@@ -33,7 +33,7 @@ impl StoreService {
 
     /// Whether the log holds no segment yet (a new slave takes its master's start).
     pub fn log_is_empty(&self) -> bool {
-        self.log_files.files_from(0).is_empty()
+        self.log_files.is_empty()
     }
 
     /// A listener woken by the next append; take it before looking at [`Self::log_end`].

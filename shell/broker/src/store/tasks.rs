@@ -81,7 +81,8 @@ impl StoreService {
             tern_engine_fs::directory::OFFSET_NAME_DIGITS,
         )
         .unwrap_or_default();
-        self.root.join("commitlog").join(name).display().to_string()
+        let dir = tern_engine_fs::StoreLayout::new(&self.root).commitlog_dir();
+        dir.join(name).display().to_string()
     }
 
     /// The flush task: until `shutdown`, flush when asked (sync) or every interval.

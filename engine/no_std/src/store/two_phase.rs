@@ -1,0 +1,129 @@
+//! The two-phase checkpoint: an owner that syncs files itself, outside the lock that
+//! serialises the store, asks [`Store::checkpoint_begin`] which regions to sync, syncs
+//! them, then records the result with [`Store::checkpoint_finish`].
+
+use super::{QueueTable, Res, Store};
+use crate::checkpoint::Checkpoint;
+use crate::media::{Directory, Media};
+
+/// Which structure a region of a two-phase checkpoint belongs to
+/// ([`Store::checkpoint_begin`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Part {
+    /// A commit-log segment.
+    Log,
+    /// A consume-queue file.
+    Queue,
+    /// An index file.
+    Index,
+}
+
+/// What [`Store::checkpoint_finish`] may claim: fixed by [`Store::checkpoint_begin`], so
+/// appends and dispatches made between the two phases are not claimed. The queues' own
+/// targets live in the queues (a plan holds no table).
+#[derive(Debug)]
+#[must_use = "a plan does nothing until checkpoint_finish"]
+pub struct CheckpointPlan {
+    /// Which `checkpoint_begin` made it: queue targets belong to the newest only.
+    epoch: u64,
+    /// The log's end at begin: its unflushed tail up to here was handed out.
+    log_to: u64,
+    /// The log's rewinds at begin: after a truncation the range handed out may hold
+    /// bytes written since, and is not marked flushed.
+    log_rewinds: u64,
+    /// Dispatched offset at begin: every entry below it was in a region handed out (or
+    /// flushed before).
+    dispatched: u64,
+    /// Store time of the newest record dispatched at begin.
+    logics_timestamp: i64,
+    /// Store time of the newest record indexed at begin.
+    index_timestamp: i64,
+    /// The index's flush target, if its newest file was handed out.
+    index_target: Option<u64>,
+}
+
+impl<L, I, Q, C> Store<L, I, Q, C>
+where
+    L: Directory,
+    I: Directory<Error = L::Error>,
+    Q: QueueTable,
+    Q::Dir: Directory<Error = L::Error>,
+    C: Media<Error = L::Error>,
+{
+    /// First phase of a checkpoint whose flushes the owner makes itself, outside its lock
+    /// (an fdatasync of duplicated file handles). Under the lock: calls `region` for every
+    /// media holding bytes written since the last checkpoint (the log's unflushed tail per
+    /// segment, each queue's unflushed files, the newest index file if it changed), with
+    /// the byte range within that media, and fixes what [`Store::checkpoint_finish`] may
+    /// then claim. If the owner's sync fails, it calls [`Store::mark_failed`] and drops
+    /// the plan.
+    #[allow(clippy::type_complexity)]
+    pub fn checkpoint_begin(
+        &mut self,
+        region: &mut dyn FnMut(Part, &L::Media, core::ops::Range<u64>),
+    ) -> Res<CheckpointPlan, L::Error>
+    where
+        I: Directory<Media = L::Media>,
+        Q::Dir: Directory<Media = L::Media>,
+    {
+        self.refuse_if_failed()?;
+        self.checkpoint_epoch += 1;
+        let (from, log_to) = self.log.unflushed();
+        self.log
+            .regions(from, log_to, &mut |m, r| region(Part::Log, m, r));
+        self.queues.for_each_mut(&mut |_, _, slot| {
+            slot.queue
+                .begin_flush(&mut |m, r| region(Part::Queue, m, r));
+            Ok(())
+        })?;
+        let r = self
+            .index
+            .begin_flush(&mut |m, r| region(Part::Index, m, r));
+        let index_target = self.fail_on_err(r)?;
+        Ok(CheckpointPlan {
+            epoch: self.checkpoint_epoch,
+            log_to,
+            log_rewinds: self.log.rewinds(),
+            dispatched: self.dispatched,
+            logics_timestamp: self.last_dispatched_timestamp,
+            index_timestamp: self.index.end_timestamp(),
+            index_target,
+        })
+    }
+
+    /// Second phase, after the owner made every region of `plan` durable: marks them
+    /// flushed and writes and flushes the checkpoint record. It claims the dispatched
+    /// offset as of [`Store::checkpoint_begin`] (capped by the log's flushed offset, and
+    /// never below what the last checkpoint claimed); appends and dispatches made between
+    /// the phases are not claimed. A plan superseded by a newer begin still finishes
+    /// correctly, without marking queues.
+    pub fn checkpoint_finish(&mut self, plan: CheckpointPlan) -> Res<(), L::Error> {
+        self.refuse_if_failed()?;
+        if plan.log_rewinds == self.log.rewinds() {
+            self.log.mark_flushed(plan.log_to);
+        }
+        if plan.epoch == self.checkpoint_epoch {
+            self.queues.for_each_mut(&mut |_, _, slot| {
+                slot.queue.finish_flush();
+                Ok(())
+            })?;
+        }
+        if let Some(target) = plan.index_target {
+            self.index.mark_flushed(target);
+        }
+        let flushed = self.log.flushed_offset();
+        let c = Checkpoint {
+            physic_timestamp: plan.logics_timestamp,
+            logics_timestamp: plan.logics_timestamp,
+            index_timestamp: plan.index_timestamp,
+            flushed_offset: flushed,
+            dispatched_offset: plan.dispatched.min(flushed).max(self.checkpointed),
+            clean_end: None,
+        };
+        let r = c.write(&mut self.checkpoint_media);
+        self.fail_on_err(r)?;
+        self.checkpointed = c.dispatched_offset;
+        Ok(())
+    }
+}
