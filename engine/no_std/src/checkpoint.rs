@@ -85,11 +85,16 @@ impl Checkpoint {
 
     /// Writes and flushes the checkpoint to `media`, growing it to a page if needed.
     pub fn write<M: Media>(&self, media: &mut M) -> Result<(), Error<M::Error>> {
+        self.write_unsynced(media)?;
+        media.flush(0..LAYOUT_LEN as u64).media()
+    }
+
+    /// Writes the record without flushing it: for owners that sync the file themselves.
+    pub fn write_unsynced<M: Media>(&self, media: &mut M) -> Result<(), Error<M::Error>> {
         if media.len() < CHECKPOINT_FILE_SIZE {
             media.set_len(CHECKPOINT_FILE_SIZE).media()?;
         }
-        media.write_at(0, &self.encode()).media()?;
-        media.flush(0..LAYOUT_LEN as u64).media()
+        media.write_at(0, &self.encode()).media()
     }
 }
 

@@ -71,6 +71,48 @@ pub struct RecordKeys<'a> {
     pub keys: Option<&'a str>,
 }
 
+/// A query by key in progress, resumable (see [`Index::query_some`]).
+#[derive(Clone, Copy, Debug)]
+pub struct IndexQuery {
+    hash: i32,
+    max: usize,
+    begin: i64,
+    end: i64,
+    found: usize,
+    hops: u32,
+    at: QueryAt,
+}
+
+/// Where a query goes on.
+#[derive(Clone, Copy, Debug)]
+enum QueryAt {
+    /// Not begun: the newest file's slot.
+    Start,
+    /// At entry `next` of the file at `base` (0: that file is done).
+    File { base: u64, next: u32 },
+}
+
+impl IndexQuery {
+    /// A query for `topic#key` between `begin` and `end` (ms, inclusive), at most `max`
+    /// offsets (capped at [`MAX_QUERY_RESULTS`]).
+    pub fn new(topic: &str, key: &str, max: usize, begin: i64, end: i64) -> IndexQuery {
+        IndexQuery {
+            hash: index_key_hash(&[topic, "#", key]),
+            max: max.min(MAX_QUERY_RESULTS),
+            begin,
+            end,
+            found: 0,
+            hops: 0,
+            at: QueryAt::Start,
+        }
+    }
+
+    /// Offsets found so far.
+    pub fn found(&self) -> usize {
+        self.found
+    }
+}
+
 /// The index: up to `FILES` index files, oldest first.
 #[derive(Debug)]
 pub struct Index<D: Directory, const FILES: usize = 256> {
@@ -506,8 +548,8 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
     }
 
     /// Offsets of records stored under `topic#key` between `begin` and `end` (ms,
-    /// inclusive), newest first, at most `max` (capped at [`MAX_QUERY_RESULTS`]). Hash
-    /// collisions are possible: callers check the record's keys.
+    /// inclusive), newest first, at most `max` (capped at [`MAX_QUERY_RESULTS`]), in one
+    /// go. Hash collisions are possible: callers check the record's keys.
     pub fn query(
         &self,
         topic: &str,
@@ -517,51 +559,98 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         end: i64,
         out: &mut dyn FnMut(u64),
     ) -> Result<usize, Error<D::Error>> {
-        let max = max.min(MAX_QUERY_RESULTS);
-        let hash = index_key_hash(&[topic, "#", key]);
-        let mut found = 0;
-        // Hops over every file: a chain only ends at an older time, so a query whose range
-        // lies in the past, on a hot slot, would otherwise walk millions of entries.
-        let mut total_hops = 0u32;
-        for (i, &base) in self.files.iter().enumerate().rev() {
-            if found >= max || total_hops >= MAX_QUERY_HOPS {
-                break;
-            }
-            let h = if i + 1 == self.files.len() {
-                self.head
-            } else {
-                self.header(base)?
+        let mut q = IndexQuery::new(topic, key, max, begin, end);
+        while !self.query_some(&mut q, MAX_QUERY_HOPS, out)? {}
+        Ok(q.found)
+    }
+
+    /// Goes on with `q` for at most `hops` entries; true once it is done. Between two
+    /// calls its owner may let go of the index (appends, rolls, retention): entries are
+    /// only ever added, each chain hop goes to an older entry, and a query whose file was
+    /// removed meanwhile ends there (everything older went with it).
+    pub fn query_some(
+        &self,
+        q: &mut IndexQuery,
+        hops: u32,
+        out: &mut dyn FnMut(u64),
+    ) -> Result<bool, Error<D::Error>> {
+        if let QueryAt::Start = q.at {
+            let Some(&newest) = self.files.back() else {
+                return Ok(true);
             };
+            q.at = QueryAt::File {
+                base: newest,
+                next: self.chain_head(newest, q)?,
+            };
+        }
+        let mut left = hops.max(1);
+        loop {
+            let QueryAt::File { base, mut next } = q.at else {
+                return Ok(true);
+            };
+            // Positions shift as files come and go: find the file by its base.
+            let Some(i) = self.files.iter().position(|&b| b == base) else {
+                return Ok(true);
+            };
+            let h = self.header_of(base)?;
             let count = h.index_count.get() as u32;
-            if count <= 1 || h.end_timestamp.get() < begin || h.begin_timestamp.get() > end {
-                continue;
-            }
-            let mut n = self.slot(base, hash)?;
-            // Every hop goes to a strictly older entry: at most `count` hops.
-            let mut hops = 0;
-            while n > 0 && n < count && hops < count && found < max && total_hops < MAX_QUERY_HOPS {
-                let e = self.entry(base, n)?;
+            // Every hop goes to a strictly older entry: a chain ends within `count` hops.
+            while next > 0 && next < count {
+                if q.found >= q.max || q.hops >= MAX_QUERY_HOPS {
+                    return Ok(true);
+                }
+                if left == 0 {
+                    q.at = QueryAt::File { base, next };
+                    return Ok(false);
+                }
+                let e = self.entry(base, next)?;
                 let t = h
                     .begin_timestamp
                     .get()
                     .saturating_add(i64::from(e.time_diff.get()) * 1000);
-                if t < begin {
+                if t < q.begin {
                     break;
                 }
-                if e.key_hash.get() == hash && t <= end {
+                if e.key_hash.get() == q.hash && t <= q.end {
                     out(e.phy_offset.get() as u64);
-                    found += 1;
+                    q.found += 1;
                 }
                 let prev = e.prev_index.get() as u32;
-                if prev >= n {
-                    break;
-                }
-                n = prev;
-                hops += 1;
-                total_hops += 1;
+                next = if prev < next { prev } else { 0 };
+                q.hops += 1;
+                left -= 1;
             }
+            // This file is done: on to the next older one, if any.
+            let Some(&older) = i.checked_sub(1).and_then(|o| self.files.iter().nth(o)) else {
+                return Ok(true);
+            };
+            q.at = QueryAt::File {
+                base: older,
+                next: self.chain_head(older, q)?,
+            };
         }
-        Ok(found)
+    }
+
+    /// The header of the file at `base`: the newest one's is kept in memory.
+    fn header_of(&self, base: u64) -> Result<IndexHeader, Error<D::Error>> {
+        if self.files.back() == Some(&base) {
+            Ok(self.head)
+        } else {
+            self.header(base)
+        }
+    }
+
+    /// The newest entry of `q`'s hash bucket in the file at `base`, or 0 when the file
+    /// is empty or its time range misses the query's.
+    fn chain_head(&self, base: u64, q: &IndexQuery) -> Result<u32, Error<D::Error>> {
+        let h = self.header_of(base)?;
+        if h.index_count.get() <= 1
+            || h.end_timestamp.get() < q.begin
+            || h.begin_timestamp.get() > q.end
+        {
+            return Ok(0);
+        }
+        self.slot(base, q.hash)
     }
 
     /// Removes index files whose every record is below `log_min`, never the newest.
@@ -672,5 +761,84 @@ mod tests {
         index.head.index_count = I32::new(-1);
         assert_eq!(index.put_record(keys, 100, 2_000), Ok(1));
         assert_eq!(index.file_count(), 2, "the rotted file was rolled over");
+    }
+
+    #[test]
+    fn a_query_in_steps_finds_what_one_go_finds_while_the_index_grows() {
+        use crate::commitlog::{CommitLog, Recovery};
+        use crate::faulty::FaultPlan;
+        use crate::ram::RamDir;
+        use std::vec;
+        use std::vec::Vec;
+
+        let plan = FaultPlan::none();
+        let config = IndexConfig {
+            slots: 4,
+            entries: 8,
+        };
+        let mut log_buf = vec![0u8; 2 * 512];
+        let mut idx_bufs = [
+            vec![0u8; 2 * config.file_size() as usize],
+            vec![0u8; 2 * config.file_size() as usize],
+            vec![0u8; 2 * config.file_size() as usize],
+            vec![0u8; 2 * config.file_size() as usize],
+        ];
+        let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
+        log_dir.give(&mut log_buf).unwrap();
+        let mut idx_dir: RamDir<'_, 4> = RamDir::new(&plan);
+        for b in &mut idx_bufs {
+            idx_dir.give(b).unwrap();
+        }
+        let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
+        let mut index: Index<_, 4> = Index::open(idx_dir, config, &log, None).unwrap();
+        let put = |index: &mut Index<_, 4>, i: u64| {
+            let keys = RecordKeys {
+                topic: "T",
+                uniq_key: Some(if i % 2 == 0 { "a" } else { "b" }),
+                keys: None,
+            };
+            index
+                .put_record(keys, i * 100, 1_000 + i as i64 * 1_000)
+                .unwrap();
+        };
+        for i in 0..12 {
+            put(&mut index, i);
+        }
+        assert_eq!(index.file_count(), 2);
+        let mut at_once = Vec::new();
+        index
+            .query("T", "a", 64, 0, i64::MAX, &mut |o| at_once.push(o))
+            .unwrap();
+        assert_eq!(at_once, [1000, 800, 600, 400, 200, 0]);
+
+        // One hop at a time, with records added (and a roll) between the steps: the query
+        // finds what was there when it began, newest first, and nothing twice.
+        let mut q = IndexQuery::new("T", "a", 64, 0, i64::MAX);
+        let mut stepped = Vec::new();
+        let mut next = 12;
+        while !index
+            .query_some(&mut q, 1, &mut |o| stepped.push(o))
+            .unwrap()
+        {
+            put(&mut index, next);
+            next += 1;
+        }
+        assert_eq!(index.file_count(), 3, "the index rolled during the query");
+        assert_eq!(stepped, at_once);
+        assert_eq!(q.found(), at_once.len());
+
+        // A file removed under a paused query ends it there: older ones went with it.
+        let mut q = IndexQuery::new("T", "a", 64, 0, i64::MAX);
+        let oldest = *index.files.front().unwrap();
+        let mut cut = Vec::new();
+        while !matches!(q.at, QueryAt::File { base, next } if base == oldest && next > 0) {
+            assert!(!index.query_some(&mut q, 1, &mut |o| cut.push(o)).unwrap());
+        }
+        let found = cut.len();
+        let ends = index.header(oldest).unwrap().end_phy_offset.get() as u64;
+        index.delete_before_log(ends + 1).unwrap();
+        assert_eq!(index.file_count(), 2);
+        assert!(index.query_some(&mut q, 1, &mut |o| cut.push(o)).unwrap());
+        assert_eq!(cut.len(), found, "nothing read from a removed file");
     }
 }

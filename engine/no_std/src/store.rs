@@ -209,7 +209,7 @@ where
 type Res<T, E> = Result<T, Error<E>>;
 
 mod two_phase;
-pub use two_phase::{CheckpointPlan, Part};
+pub use two_phase::{CheckpointPlan, CheckpointWritten, Part};
 
 impl<L, I, Q, C> Store<L, I, Q, C>
 where
@@ -633,6 +633,12 @@ where
             self.index.delete_before_log(min)?;
         }
         Ok(removed)
+    }
+
+    /// The dispatched offset the last durable checkpoint claims: retention deletes no
+    /// segment past it without checkpointing first ([`Store::delete_before`]).
+    pub fn checkpointed(&self) -> u64 {
+        self.checkpointed
     }
 
     /// The commit log, for callers that flush it themselves ([`CommitLog::mark_flushed`]).

@@ -240,3 +240,45 @@ fn a_log_truncated_between_the_phases_is_not_marked_flushed_past_the_cut() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(45);
+        let mut sent = Vec::new();
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let (cp, _) = begin_and_sync(&mut store);
+        let before = store.checkpointed();
+        let written = store.checkpoint_write(cp).unwrap();
+        assert_eq!(store.checkpointed(), before, "claimed before it is durable");
+        // A crash before the owner syncs the record: the previous one (or none) is found,
+        // and recovery rebuilds from it.
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let mut store = open(parts, true).unwrap();
+        assert_all(&store, &sent);
+
+        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let (cp, _) = begin_and_sync(&mut store);
+        let written_again = store.checkpoint_write(cp).unwrap();
+        store
+            .checkpoint_media()
+            .sync(0..tern_engine::layout::CHECKPOINT_FILE_SIZE)
+            .unwrap();
+        store.checkpoint_synced(written_again);
+        assert_eq!(store.checkpointed(), store.log().max_offset());
+        drop(written);
+        let mut parts = Parts::from_store(store);
+        parts.crash(Crash::DropUnflushed);
+        let store = open(parts, true).unwrap();
+        assert_all(&store, &sent);
+        let c = Checkpoint::read(store.checkpoint_media()).unwrap().unwrap();
+        assert_eq!(c.dispatched_offset, store.log().max_offset());
+    })
+    .unwrap();
+}

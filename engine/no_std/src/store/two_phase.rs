@@ -4,6 +4,8 @@
 
 use super::{QueueTable, Res, Store};
 use crate::checkpoint::Checkpoint;
+use crate::error::MediaResult;
+use crate::layout::CHECKPOINT_FILE_SIZE;
 use crate::media::{Directory, Media};
 
 /// Which structure a region of a two-phase checkpoint belongs to
@@ -99,6 +101,20 @@ where
     /// the phases are not claimed. A plan superseded by a newer begin still finishes
     /// correctly, without marking queues.
     pub fn checkpoint_finish(&mut self, plan: CheckpointPlan) -> Res<(), L::Error> {
+        let written = self.checkpoint_write(plan)?;
+        let r = self.checkpoint_media.flush(0..CHECKPOINT_FILE_SIZE).media();
+        self.fail_on_err(r)?;
+        self.checkpoint_synced(written);
+        Ok(())
+    }
+
+    /// [`Store::checkpoint_finish`] for an owner that also syncs the checkpoint file
+    /// itself, outside its lock: marks the plan's regions flushed and writes the record
+    /// without flushing it. Once the owner made [`Store::checkpoint_media`] durable it
+    /// hands the result to [`Store::checkpoint_synced`]; until then nothing relies on the
+    /// new record (retention keeps what the previous one needs), and a crash finds the
+    /// previous record or the new one, each true.
+    pub fn checkpoint_write(&mut self, plan: CheckpointPlan) -> Res<CheckpointWritten, L::Error> {
         self.refuse_if_failed()?;
         if plan.log_rewinds == self.log.rewinds() {
             self.log.mark_flushed(plan.log_to);
@@ -121,9 +137,31 @@ where
             dispatched_offset: plan.dispatched.min(flushed).max(self.checkpointed),
             clean_end: None,
         };
-        let r = c.write(&mut self.checkpoint_media);
+        let r = c.write_unsynced(&mut self.checkpoint_media);
         self.fail_on_err(r)?;
-        self.checkpointed = c.dispatched_offset;
-        Ok(())
+        Ok(CheckpointWritten {
+            dispatched: c.dispatched_offset,
+        })
     }
+
+    /// The record of a [`Store::checkpoint_write`] is durable: retention may rely on it.
+    /// Nothing changes on a failed store.
+    pub fn checkpoint_synced(&mut self, written: CheckpointWritten) {
+        if !self.is_failed() {
+            self.checkpointed = self.checkpointed.max(written.dispatched);
+        }
+    }
+
+    /// The checkpoint file, for an owner that syncs it itself.
+    pub fn checkpoint_media(&self) -> &C {
+        &self.checkpoint_media
+    }
+}
+
+/// A checkpoint record written but not yet durable ([`Store::checkpoint_write`]).
+#[derive(Debug)]
+#[must_use = "retention goes on relying on the previous checkpoint until checkpoint_synced"]
+pub struct CheckpointWritten {
+    /// The dispatched offset the record claims.
+    dispatched: u64,
 }

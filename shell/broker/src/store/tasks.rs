@@ -111,7 +111,8 @@ impl StoreService {
 
     /// One checkpoint: under the lock, the engine names what it must make durable and
     /// the files are taken; outside it, they are fdatasynced; under it again, the engine
-    /// records the result and writes the checkpoint page.
+    /// records the result and writes the checkpoint page, which is synced outside it too
+    /// before retention may rely on it.
     fn checkpoint_once(&self) -> Result<(), String> {
         if self.failure().is_some() {
             return Ok(());
@@ -149,15 +150,26 @@ impl StoreService {
                 )
             })?;
         }
-        let mut s = self.lock();
-        let held = Instant::now();
-        let r = s.store_mut().checkpoint_finish(plan);
-        note_slow_hold("checkpoint (finish)", held);
-        r.map_err(|e| s.error("checkpoint", e).to_string())?;
-        let flushed = s.store().log().flushed_offset();
-        drop(s);
+        // The record is written under the lock and synced outside it, like the rest.
+        let (written, flushed, page) = {
+            let mut s = self.lock();
+            let held = Instant::now();
+            let r = s.store_mut().checkpoint_write(plan);
+            note_slow_hold("checkpoint (write)", held);
+            let written = r.map_err(|e| s.error("checkpoint", e).to_string())?;
+            let flushed = s.store().log().flushed_offset();
+            (written, flushed, s.store().checkpoint_media().shared_file())
+        };
+        // The log's flushed offset moved with the plan's regions, already durable.
         self.flushed.fetch_max(flushed, Ordering::AcqRel);
         self.flush_done.notify(usize::MAX);
+        sync::fdatasync(&page).map_err(|e| {
+            format!(
+                "fdatasync of the checkpoint file in {}: {e}",
+                self.root.display()
+            )
+        })?;
+        self.lock().store_mut().checkpoint_synced(written);
         Ok(())
     }
 
