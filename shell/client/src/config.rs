@@ -73,8 +73,14 @@ pub struct ProducerConfig {
     pub send_timeout: Duration,
     /// Extra attempts of a sync or async send on another broker/queue (Java: 2).
     pub retry_times_when_send_failed: u32,
-    /// Bodies at least this long are zlib-compressed (Java: 4096).
+    /// Bodies at least this long are compressed (Java: 4096).
     pub compress_over_bytes: usize,
+    /// How (RocketMQ 5's `compressType`: ZLIB, the default and the only one 4.x
+    /// consumers read, LZ4 or ZSTD).
+    pub compress_type: tern_shell::message::Compression,
+    /// Level for zlib (0-9) and ZSTD (1-22); LZ4 ignores it (RocketMQ 5's
+    /// `compressLevel`, default 5).
+    pub compress_level: i32,
     /// Largest body (or batch body) sent; larger is refused before sending (4 MiB).
     pub max_message_bytes: usize,
     /// Queues of a topic auto-created from TBW102 (Java: 4).
@@ -95,6 +101,8 @@ impl ProducerConfig {
             send_timeout: Duration::from_millis(3000),
             retry_times_when_send_failed: 2,
             compress_over_bytes: tern_shell::message::COMPRESS_OVER_BYTES,
+            compress_type: tern_shell::message::Compression::Zlib,
+            compress_level: tern_shell::message::DEFAULT_COMPRESS_LEVEL,
             max_message_bytes: 4 * 1024 * 1024,
             default_topic_queue_nums: 4,
             create_topic_key: AUTO_CREATE_TOPIC_KEY.to_owned(),

@@ -12,11 +12,15 @@ mod id;
 mod pulled;
 
 pub use batch::{BatchItem, decode_batch, encode_batch};
-pub use compress::{COMPRESS_OVER_BYTES, MAX_INFLATED_BYTES, compress_body, inflate_body};
+pub use compress::{
+    COMPRESS_OVER_BYTES, Compression, DEFAULT_COMPRESS_LEVEL, MAX_INFLATED_BYTES,
+    SYSFLAG_COMPRESSION_LZ4, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_COMPRESSION_ZLIB,
+    SYSFLAG_COMPRESSION_ZSTD, compress_body, inflate_body,
+};
 pub use id::{
     MessageIdError, OffsetMessageId, UniqIdGenerator, decode_offset_msg_id, offset_msg_id,
 };
-pub use pulled::{MessageExt, PulledError, decode_pulled};
+pub use pulled::{MessageExt, PulledError, Undecodable, decode_pulled, decode_pulled_each};
 
 pub use tern_engine::properties::key as property;
 pub use tern_engine::record::{
@@ -24,11 +28,6 @@ pub use tern_engine::record::{
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
 };
-
-/// sysFlag mask of the 5.x compression type (0 or 0x300 ⇒ zlib).
-pub const SYSFLAG_COMPRESSION_TYPE_MASK: i32 = 0x700;
-/// 5.x compression type zlib.
-pub const SYSFLAG_COMPRESSION_ZLIB: i32 = 0x300;
 
 /// A message to send: what a producer fills in.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

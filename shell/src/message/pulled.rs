@@ -6,10 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use tern_engine::record::{Host, RecordError, RecordView};
 
-use super::{
-    MAX_INFLATED_BYTES, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, inflate_body,
-    offset_msg_id,
-};
+use super::{Compression, MAX_INFLATED_BYTES, offset_msg_id};
 use super::{property, string_to_properties};
 
 /// Most records one body may hold; a bound on peer-driven work.
@@ -22,7 +19,7 @@ pub enum PulledError {
     Record(RecordError),
     /// A compressed body could not be inflated.
     Inflate(&'static str),
-    /// The body uses a compression type we do not support (LZ4, ZSTD).
+    /// The body's sysFlag names a compression type no RocketMQ version defines.
     UnsupportedCompression(i32),
     /// More records than [`MAX_RECORDS_PER_BODY`].
     TooManyRecords,
@@ -94,26 +91,23 @@ impl MessageExt {
         self.properties.get(property::TAGS).map(String::as_str)
     }
 
-    /// Builds the owned form from a validated record view.
+    /// Builds the owned form from a validated record view, its body decompressed.
     pub fn from_view(view: &RecordView<'_>) -> Result<Self, PulledError> {
-        let sys_flag = view.sys_flag();
-        let body = if sys_flag & SYSFLAG_COMPRESSED != 0 {
-            let kind = sys_flag & SYSFLAG_COMPRESSION_TYPE_MASK;
-            if kind != 0 && kind != super::SYSFLAG_COMPRESSION_ZLIB {
-                return Err(PulledError::UnsupportedCompression(kind));
-            }
-            inflate_body(view.body(), MAX_INFLATED_BYTES).map_err(PulledError::Inflate)?
-        } else {
-            view.body().to_vec()
-        };
+        let mut m = Self::stored(view);
+        m.body = decompressed(view)?;
+        Ok(m)
+    }
+
+    /// The owned form with the body as stored (compressed or not).
+    fn stored(view: &RecordView<'_>) -> Self {
         let store_host = socket_addr(view.store_host());
-        Ok(Self {
+        Self {
             topic: String::from_utf8_lossy(view.topic()).into_owned(),
             queue_id: view.queue_id(),
             flag: view.flag(),
             queue_offset: view.queue_offset(),
             commit_log_offset: view.physical_offset(),
-            sys_flag,
+            sys_flag: view.sys_flag(),
             born_timestamp: view.born_timestamp(),
             born_host: socket_addr(view.born_host()),
             store_timestamp: view.store_timestamp(),
@@ -122,11 +116,33 @@ impl MessageExt {
             prepared_transaction_offset: view.prepared_transaction_offset(),
             body_crc: view.body_crc(),
             store_size: view.total_size(),
-            body,
+            body: view.body().to_vec(),
             properties: string_to_properties(view.properties()),
             offset_msg_id: offset_msg_id(store_host, view.physical_offset()),
-        })
+        }
     }
+}
+
+/// The body of a record, decompressed as its sysFlag says.
+fn decompressed(view: &RecordView<'_>) -> Result<Vec<u8>, PulledError> {
+    match Compression::of_sys_flag(view.sys_flag()) {
+        Ok(None) => Ok(view.body().to_vec()),
+        Ok(Some(kind)) => kind
+            .decompress(view.body(), MAX_INFLATED_BYTES)
+            .map_err(PulledError::Inflate),
+        Err(bits) => Err(PulledError::UnsupportedCompression(bits)),
+    }
+}
+
+/// A whole, valid record whose body could not be decompressed: where it is and what it
+/// is are known, so the consumer can set it aside (a DLQ, an error to the application)
+/// and go on with the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecodable {
+    /// The message with its body as stored.
+    pub message: MessageExt,
+    /// Why the body could not be read.
+    pub error: PulledError,
 }
 
 /// Converts the engine's host to a socket address (port truncated to 16 bits as Java does).
@@ -138,8 +154,22 @@ pub fn socket_addr(host: Host) -> SocketAddr {
 }
 
 /// Decodes every record of a pull/query/view body. `verify_crc` re-checks body CRCs (Java
-/// clients do not; useful in tests and tools).
-pub fn decode_pulled(mut body: &[u8], verify_crc: bool) -> Result<Vec<MessageExt>, PulledError> {
+/// clients do not; useful in tests and tools). A body that cannot be decompressed fails
+/// the whole; consumers use [`decode_pulled_each`].
+pub fn decode_pulled(body: &[u8], verify_crc: bool) -> Result<Vec<MessageExt>, PulledError> {
+    decode_pulled_each(body, verify_crc)?
+        .into_iter()
+        .map(|r| r.map_err(|u| u.error))
+        .collect()
+}
+
+/// Decodes every record of a pull/query/view body, each on its own: a record whose body
+/// cannot be decompressed is an [`Undecodable`] in its place. Only a record that is not
+/// whole (so the ones after it cannot be found) fails the body.
+pub fn decode_pulled_each(
+    mut body: &[u8],
+    verify_crc: bool,
+) -> Result<Vec<Result<MessageExt, Undecodable>>, PulledError> {
     let mut out = Vec::new();
     while !body.is_empty() {
         if out.len() >= MAX_RECORDS_PER_BODY {
@@ -149,7 +179,14 @@ pub fn decode_pulled(mut body: &[u8], verify_crc: bool) -> Result<Vec<MessageExt
         if verify_crc {
             view.verify_crc().map_err(PulledError::Record)?;
         }
-        out.push(MessageExt::from_view(&view)?);
+        let mut m = MessageExt::stored(&view);
+        out.push(match decompressed(&view) {
+            Ok(b) => {
+                m.body = b;
+                Ok(m)
+            }
+            Err(error) => Err(Undecodable { message: m, error }),
+        });
         body = body.get(view.total_size() as usize..).unwrap_or_default();
     }
     Ok(out)
@@ -158,7 +195,7 @@ pub fn decode_pulled(mut body: &[u8], verify_crc: bool) -> Result<Vec<MessageExt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{compress_body, property};
+    use crate::message::{Compression, SYSFLAG_COMPRESSED, compress_body, property};
     use tern_engine::record::{MessageIn, StoreStamp};
 
     fn record(body: &[u8], sys_flag: i32, offset: i64) -> Vec<u8> {
@@ -222,5 +259,45 @@ mod tests {
     fn truncated_body_is_an_error() {
         let body = record(b"x", 0, 0);
         assert!(decode_pulled(&body[..body.len() - 1], false).is_err());
+    }
+
+    #[test]
+    fn lz4_and_zstd_bodies_are_decompressed() {
+        let plain: Vec<u8> = (0..6000u32).map(|i| (i % 11) as u8).collect();
+        for kind in [Compression::Lz4, Compression::Zstd, Compression::Zlib] {
+            let c = kind.compress(&plain, 5).unwrap();
+            let msgs = decode_pulled(&record(&c, kind.sys_flag(), 0), true).unwrap();
+            assert_eq!(msgs[0].body, plain, "{kind:?}");
+            assert_eq!(msgs[0].sys_flag, kind.sys_flag());
+        }
+    }
+
+    #[test]
+    fn an_undecodable_body_is_an_error_for_that_record_only() {
+        let good = record(b"fine", 0, 0);
+        let mut body = good.clone();
+        // An LZ4 flag on bytes that are no LZ4 frame, then a type no version defines.
+        body.extend(record(
+            b"not lz4",
+            SYSFLAG_COMPRESSED | 0x100,
+            good.len() as i64,
+        ));
+        let third_at = body.len() as i64;
+        body.extend(record(b"??", SYSFLAG_COMPRESSED | 0x500, third_at));
+        body.extend(record(b"after", 0, body.len() as i64));
+        let each = decode_pulled_each(&body, true).unwrap();
+        assert_eq!(each.len(), 4);
+        assert_eq!(each[0].as_ref().unwrap().body, b"fine");
+        let bad = each[1].as_ref().unwrap_err();
+        assert_eq!(bad.message.body, b"not lz4", "kept as stored");
+        assert_eq!(bad.message.commit_log_offset, good.len() as i64);
+        assert!(matches!(bad.error, PulledError::Inflate(_)));
+        let unknown = each[2].as_ref().unwrap_err();
+        assert_eq!(unknown.error, PulledError::UnsupportedCompression(0x500));
+        assert_eq!(each[3].as_ref().unwrap().body, b"after");
+        assert!(
+            decode_pulled(&body, true).is_err(),
+            "the strict form fails the body"
+        );
     }
 }

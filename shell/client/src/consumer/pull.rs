@@ -17,7 +17,7 @@ use tern_shell::headers::{
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader, pull_sys_flag,
 };
-use tern_shell::message::{MessageExt, decode_pulled};
+use tern_shell::message::{MessageExt, Undecodable, decode_pulled_each};
 use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::ClientConfig;
@@ -54,6 +54,10 @@ pub struct PullResult {
     pub max_offset: i64,
     /// The messages, decoded and inflated, tag re-filtered.
     pub messages: Vec<MessageExt>,
+    /// Messages of the range whose body could not be decompressed (a corrupt body, an
+    /// unknown compression type), in queue order: the errors for those messages. The
+    /// queue goes on past them; they are not in `messages`.
+    pub undecodable: Vec<Undecodable>,
 }
 
 /// A lite-pull consumer; cloning shares it.
@@ -307,11 +311,23 @@ pub fn decode_pull_response(resp: &RemotingCommand, tags: &[String]) -> Result<P
     let h = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields)
         .map_err(|e| ClientError::Protocol(format!("pull response: {e}")))?;
     let mut messages = Vec::new();
+    let mut undecodable = Vec::new();
     if status == PullStatus::Found {
-        messages = decode_pulled(&resp.body, false)
+        let each = decode_pulled_each(&resp.body, false)
             .map_err(|e| ClientError::Protocol(format!("pulled messages: {e}")))?;
+        for r in each {
+            match r {
+                Ok(m) => messages.push(m),
+                Err(u) => undecodable.push(u),
+            }
+        }
         if !tags.is_empty() {
             messages.retain(|m| m.tags().is_some_and(|t| tags.iter().any(|x| x == t)));
+            undecodable.retain(|u| {
+                u.message
+                    .tags()
+                    .is_some_and(|t| tags.iter().any(|x| x == t))
+            });
         }
         for m in &mut messages {
             m.properties
@@ -326,6 +342,7 @@ pub fn decode_pull_response(resp: &RemotingCommand, tags: &[String]) -> Result<P
         min_offset: h.min_offset,
         max_offset: h.max_offset,
         messages,
+        undecodable,
     })
 }
 

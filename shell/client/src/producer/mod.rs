@@ -21,10 +21,7 @@ use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{MessageQueue, TopicRouteData};
 use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
-use tern_shell::message::{
-    Message, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, compress_body, encode_batch,
-    property,
-};
+use tern_shell::message::{Message, SYSFLAG_TRANSACTION_PREPARED, encode_batch, property};
 use tern_shell::runtime::{self, JoinHandle};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
@@ -288,10 +285,10 @@ impl Producer {
         }
         let properties = msg.properties_string();
         let compressed = (msg.body.len() >= cfg.compress_over_bytes)
-            .then(|| compress_body(&msg.body))
+            .then(|| cfg.compress_type.compress(&msg.body, cfg.compress_level))
             .flatten();
         let (body, mut sys_flag) = match compressed {
-            Some(c) => (c, SYSFLAG_COMPRESSED),
+            Some(c) => (c, cfg.compress_type.sys_flag()),
             None => (msg.body, 0),
         };
         // Java flags a half message by its TRAN_MSG property (see `transaction`).

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData};
-use tern_shell::message::MessageExt;
+use tern_shell::message::{MessageExt, Undecodable};
 use tern_shell::runtime::{self, Shutdown};
 
 use crate::config::ClientConfig;
@@ -36,6 +36,9 @@ use crate::consumer::selector::{MessageSelector, check_in_broker};
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 use crate::processor::ConsumerHook;
+
+/// Most undecodable messages kept for [`LitePullConsumer::take_undecodable`].
+const MAX_UNDECODABLE: usize = 1024;
 
 /// Pause before a rebalance that could not finish (no route yet...).
 const RETRY_INCOMPLETE: Duration = Duration::from_secs(1);
@@ -69,6 +72,8 @@ struct Inner {
     /// Queues whose pulls the application paused.
     paused: Mutex<HashSet<MessageQueue>>,
     buffer: Mutex<Buffer>,
+    /// Messages polled past whose body could not be read, oldest first.
+    undecodable: Mutex<VecDeque<Undecodable>>,
     /// Triggered when a batch enters the buffer; replaced once seen triggered.
     arrived: Mutex<Shutdown>,
     /// Triggered to wake the rebalance loop; replaced after each wake.
@@ -103,6 +108,8 @@ struct Buffer {
 struct Batch {
     queue: Arc<QueueState>,
     msgs: Vec<MessageExt>,
+    /// Messages of the pulled range whose body could not be read.
+    undecodable: Vec<Undecodable>,
     /// Where the pull after this batch starts: the queue's consume offset once polled.
     next_offset: i64,
 }
@@ -136,6 +143,7 @@ impl LitePullConsumer {
                 queues: Mutex::new(HashMap::new()),
                 paused: Mutex::new(HashSet::new()),
                 buffer: Mutex::new(Buffer::default()),
+                undecodable: Mutex::new(VecDeque::new()),
                 arrived: Mutex::new(Shutdown::new()),
                 kick: Mutex::new(Shutdown::new()),
                 shutdown: Shutdown::new(),
@@ -261,6 +269,14 @@ impl LitePullConsumer {
             )
             .await;
         }
+    }
+
+    /// Messages that [`LitePullConsumer::poll`] went past because their body could not
+    /// be read (corrupt, or compressed in a way no RocketMQ version defines), oldest
+    /// first, each with its error (the newest 1,024 are kept; each is also logged at
+    /// ERROR). They stay in the broker's log: [`LitePullConsumer::seek`] reads them again.
+    pub fn take_undecodable(&self) -> Vec<Undecodable> {
+        lock(&self.inner.undecodable).drain(..).collect()
     }
 
     /// The queues owned now, sorted.
@@ -574,9 +590,9 @@ mod tests {
         let c = consumer();
         let inner = &c.inner;
         let (s0, s1) = (state(0), state(1));
-        inner.push(&s0, msgs(0..3), 3);
-        inner.push(&s1, msgs(0..2), 2);
-        inner.push(&s0, msgs(3..5), 5);
+        inner.push(&s0, msgs(0..3), Vec::new(), 3);
+        inner.push(&s1, msgs(0..2), Vec::new(), 2);
+        inner.push(&s0, msgs(3..5), Vec::new(), 5);
         assert_eq!(inner.buffered(), 7);
         assert_eq!(s0.cached.load(Ordering::Acquire), 5);
         let first = crate::block_on(c.poll(Duration::ZERO));
@@ -584,7 +600,7 @@ mod tests {
         assert_eq!(inner.offsets.read_memory(&mq(0)), Some(3));
         // A seek drops the state: its batches go, later pushes are refused.
         inner.drop_state(&s1);
-        inner.push(&s1, msgs(2..4), 4);
+        inner.push(&s1, msgs(2..4), Vec::new(), 4);
         assert_eq!(inner.buffered(), 2);
         let next = crate::block_on(c.poll(Duration::ZERO));
         assert_eq!(next.len(), 2);
@@ -592,7 +608,7 @@ mod tests {
         assert_eq!(inner.offsets.read_memory(&mq(1)), None);
         assert!(crate::block_on(c.poll(Duration::from_millis(20))).is_empty());
         // Filtered-out ranges move the offset only when nothing of the queue waits.
-        inner.push(&s0, msgs(5..6), 6);
+        inner.push(&s0, msgs(5..6), Vec::new(), 6);
         inner.skip_filtered(&s0, 9);
         assert_eq!(inner.offsets.read_memory(&mq(0)), Some(5));
         crate::block_on(c.poll(Duration::ZERO));
@@ -605,8 +621,8 @@ mod tests {
         let c = consumer();
         let inner = &c.inner;
         let (s0, s1) = (state(0), state(1));
-        inner.push(&s0, msgs(0..3), 3);
-        inner.push(&s1, msgs(0..2), 2);
+        inner.push(&s0, msgs(0..3), Vec::new(), 3);
+        inner.push(&s1, msgs(0..2), Vec::new(), 2);
         c.pause(&[mq(0)]);
         let got = crate::block_on(c.poll(Duration::ZERO));
         assert_eq!(got.len(), 2, "the unpaused queue's batch comes first");

@@ -84,8 +84,8 @@ pub(super) async fn pull_loop(inner: Arc<Inner>, st: Arc<QueueState>, mut next: 
             );
         }
         next = r.next_begin_offset;
-        if !r.messages.is_empty() {
-            inner.push(&st, r.messages, next);
+        if !r.messages.is_empty() || !r.undecodable.is_empty() {
+            inner.push(&st, r.messages, r.undecodable, next);
         } else if matches!(r.status, PullStatus::Found | PullStatus::NoMatchedMsg) {
             // Everything up to `next` was filtered out: with nothing of this queue left in
             // the buffer, the group's offset may move past it (Java's correctTagsOffset).

@@ -10,16 +10,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tern_shell::body::MessageQueue;
-use tern_shell::message::MessageExt;
+use tern_shell::message::{MessageExt, Undecodable};
 use tern_shell::runtime::{self, Shutdown};
 
-use super::{Batch, Inner, QueueState, RETRY_INCOMPLETE, lock, pull_task};
+use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, RETRY_INCOMPLETE, lock, pull_task};
 use crate::consumer::push::{allocate_topic, pull_from_where};
 use crate::error::{ClientError, Result};
 
 impl Inner {
     /// Adds a pulled batch unless its queue state was dropped meanwhile.
-    pub(super) fn push(&self, st: &Arc<QueueState>, msgs: Vec<MessageExt>, next_offset: i64) {
+    pub(super) fn push(
+        &self,
+        st: &Arc<QueueState>,
+        msgs: Vec<MessageExt>,
+        undecodable: Vec<Undecodable>,
+        next_offset: i64,
+    ) {
         {
             let mut b = lock(&self.buffer);
             if st.dropped.is_triggered() {
@@ -30,6 +36,7 @@ impl Inner {
             b.batches.push_back(Batch {
                 queue: st.clone(),
                 msgs,
+                undecodable,
                 next_offset,
             });
         }
@@ -72,9 +79,35 @@ impl Inner {
             batch.queue.cached.fetch_sub(n, Ordering::AcqRel);
             self.offsets
                 .update(&batch.queue.mq, batch.next_offset, false);
+            // The errors are handed out with the batch they came in, as the offset moves.
+            if !batch.undecodable.is_empty() {
+                self.hand_out_undecodable(&batch.queue.mq, batch.undecodable);
+            }
+            if batch.msgs.is_empty() {
+                continue;
+            }
             return Some(batch.msgs);
         }
         None
+    }
+
+    /// Keeps messages whose body cannot be read for
+    /// [`super::LitePullConsumer::take_undecodable`] (the newest [`MAX_UNDECODABLE`]),
+    /// each logged at ERROR.
+    fn hand_out_undecodable(&self, mq: &MessageQueue, bad: Vec<Undecodable>) {
+        let mut kept = lock(&self.undecodable);
+        for u in bad {
+            log::error!(
+                "message {} at {mq:?} offset {} cannot be decoded: {}",
+                u.message.msg_id(),
+                u.message.queue_offset,
+                u.error
+            );
+            if kept.len() == MAX_UNDECODABLE {
+                kept.pop_front();
+            }
+            kept.push_back(u);
+        }
     }
 
     /// Stops a queue state's task and discards its buffered batches.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tern_shell::body::MessageQueue;
 use tern_shell::headers::ConsumerSendMsgBackRequestHeader;
-use tern_shell::message::{Message, MessageExt, property};
+use tern_shell::message::{Message, MessageExt, Undecodable, property};
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode};
 
@@ -171,6 +171,46 @@ impl Inner {
                 false
             }
         }
+    }
+
+    /// Sets aside messages whose body cannot be decompressed: in clustering, each goes to
+    /// the group's DLQ as stored (CONSUMER_SEND_MSG_BACK with delay level −1: the broker
+    /// copies the record, compression flags and all), logged at ERROR; in broadcasting,
+    /// which has no DLQ, each is logged at ERROR and skipped (it stays in the broker's
+    /// log). False if a send-back failed: the caller pulls the range again later.
+    pub(super) async fn set_aside(&self, mq: &MessageQueue, bad: &[Undecodable]) -> bool {
+        let orderly = self.is_orderly();
+        let max = self.config.max_reconsume(orderly);
+        for u in bad {
+            let m = &u.message;
+            if !self.clustering() {
+                log::error!(
+                    "message {} at {mq:?} offset {} cannot be decoded ({}): skipped (broadcasting has no DLQ)",
+                    m.msg_id(),
+                    m.queue_offset,
+                    u.error
+                );
+                continue;
+            }
+            match self.send_back_rpc(mq, m, -1, max).await {
+                Ok(()) => log::error!(
+                    "message {} at {mq:?} offset {} cannot be decoded ({}): moved to %DLQ%{}",
+                    m.msg_id(),
+                    m.queue_offset,
+                    u.error,
+                    self.config.group
+                ),
+                Err(e) => {
+                    log::warn!(
+                        "message {} cannot be decoded ({}) and moving it to the DLQ failed: {e}",
+                        m.msg_id(),
+                        u.error
+                    );
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     async fn send_back_rpc(

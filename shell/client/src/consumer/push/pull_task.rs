@@ -96,11 +96,21 @@ pub(super) async fn pull_loop(
         }
         match r.status {
             PullStatus::Found => {
+                // Messages whose body cannot be read go to the DLQ before the queue moves
+                // past them; until that worked, the same range is pulled again.
+                if !r.undecodable.is_empty() && !inner.set_aside(&mq, &r.undecodable).await {
+                    if stopped(&inner, &pq, ERROR_PAUSE).await {
+                        return;
+                    }
+                    continue;
+                }
                 next = r.next_begin_offset;
                 if !r.messages.is_empty() {
                     let msgs = r.messages;
                     pq.put(msgs.clone());
                     inner.dispatch(&mq, &pq, msgs);
+                } else if pq.is_empty() {
+                    inner.offsets.update(&mq, next, true);
                 }
             }
             PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
