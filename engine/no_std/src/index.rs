@@ -379,8 +379,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         let rest = keys
             .keys
             .into_iter()
-            .flat_map(|ks| ks.split(' '))
-            .filter(|k| !k.is_empty());
+            .flat_map(crate::properties::split_keys);
         // A record's keys never straddle two files: a file's newest record is then
         // complete, which recovery relies on when it trusts a rolled file's end.
         let needed = uniq.iter().count() as u32 + rest.clone().count() as u32;

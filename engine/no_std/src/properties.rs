@@ -91,6 +91,17 @@ impl<'a> Iterator for Properties<'a> {
     }
 }
 
+/// The keys of a `KEYS` value: separated by spaces (Java's `MessageConst.KEY_SEPARATOR`),
+/// empty ones skipped. The index, QUERY_MESSAGE and the admin query all split this way.
+pub fn split_keys(keys: &str) -> impl Iterator<Item = &str> + Clone {
+    keys.split(' ').filter(|k| !k.is_empty())
+}
+
+/// Whether a `KEYS` value holds `key`.
+pub fn has_key(keys: &str, key: &str) -> bool {
+    split_keys(keys).any(|k| k == key)
+}
+
 /// The value of property `name`, if present (the last one wins, as in Java's map).
 pub fn get<'a>(properties: &'a [u8], name: &str) -> Option<&'a str> {
     // Compares bytes and validates UTF-8 only for the match: dispatch looks up three

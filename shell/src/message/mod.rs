@@ -23,6 +23,7 @@ pub use id::{
 pub use pulled::{MessageExt, PulledError, Undecodable, decode_pulled, decode_pulled_each};
 
 pub use tern_engine::properties::key as property;
+pub use tern_engine::properties::{has_key, split_keys};
 pub use tern_engine::record::{
     SYSFLAG_BORNHOST_V6, SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, SYSFLAG_STOREHOST_V6,
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,

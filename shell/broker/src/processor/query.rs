@@ -49,7 +49,7 @@ pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
         let matches = view.topic() == h.topic.as_bytes()
             && (tern_engine::properties::get(props, "UNIQ_KEY") == Some(h.key.as_str())
                 || tern_engine::properties::get(props, "KEYS")
-                    .is_some_and(|ks| ks.split(' ').any(|k| k == h.key)));
+                    .is_some_and(|ks| tern_engine::properties::has_key(ks, &h.key)));
         if matches {
             body.extend_from_slice(&bytes);
         }

@@ -59,7 +59,7 @@ impl Admin {
         msgs.retain(|m| {
             m.properties
                 .get(property::KEYS)
-                .is_some_and(|ks| ks.split(' ').any(|k| k == key))
+                .is_some_and(|ks| tern_shell::message::has_key(ks, key))
         });
         Ok(msgs)
     }
