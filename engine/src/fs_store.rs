@@ -563,6 +563,10 @@ fn write_corruption(f: &mut fmt::Formatter<'_>, c: &Corruption) -> fmt::Result {
             "corrupt: queue offset {got} arrived where {expected} was expected"
         ),
         Corruption::IndexFile { base } => write!(f, "corrupt: index file {base}"),
+        Corruption::TimerWheelSize { len } => write!(
+            f,
+            "corrupt: the timer wheel is {len} bytes, not its slots × 32 (another geometry?)"
+        ),
     }
 }
 

@@ -63,6 +63,11 @@ pub enum Corruption {
         /// Base (name) of the index file.
         base: u64,
     },
+    /// The timer wheel's size is not its geometry's (slots × 32 bytes).
+    TimerWheelSize {
+        /// Its length.
+        len: u64,
+    },
 }
 
 impl<E> From<RecordError> for Error<E> {

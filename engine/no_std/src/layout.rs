@@ -169,3 +169,57 @@ const _: () = assert!(core::mem::size_of::<CheckpointLayout>() == 68);
 
 /// Bytes the checkpoint occupies on media (RocketMQ maps one page).
 pub const CHECKPOINT_FILE_SIZE: u64 = 4096;
+
+/// One slot of the timer wheel (RocketMQ's `Slot`): the timer-log units due in one
+/// precision-wide span, as the ends of a list linked newest to oldest.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct TimerSlot {
+    /// The slot's time in precision units (`timeMs / precisionMs`): a slot holding another
+    /// turn of the ring reads as empty.
+    pub time: I64,
+    /// Timer-log offset of the oldest unit, −1 for none.
+    pub first_pos: I64,
+    /// Timer-log offset of the newest unit (the head of the list), −1 for none.
+    pub last_pos: I64,
+    /// Units added (a recall marker counts −1): congestion and metrics only.
+    pub num: I32,
+    /// RocketMQ writes 0 and never reads it; Tern writes the CRC32 of the 28 bytes
+    /// before it, so a rotted slot is found.
+    pub magic: U32,
+}
+const _: () = assert!(core::mem::size_of::<TimerSlot>() == 32);
+
+/// Timer-log unit magic: a timer message.
+pub const TIMER_UNIT_DEFAULT: i32 = 0x1;
+/// Timer-log unit magic: a long delay to be put back into the timer for a later window.
+pub const TIMER_UNIT_ROLL: i32 = 0x2;
+/// Timer-log unit magic: a recall marker.
+pub const TIMER_UNIT_DELETE: i32 = 0x4;
+
+/// One unit of the timer log (RocketMQ's `TimerLog` unit): a timer message filed under a
+/// slot, linked to the slot's previous newest unit.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct TimerUnit {
+    /// Unit length: 52 (a blank filler at a file's end holds the bytes left instead).
+    pub size: I32,
+    /// Timer-log offset of the slot's previous newest unit, −1 for none.
+    pub prev_pos: I64,
+    /// [`TIMER_UNIT_DEFAULT`], [`TIMER_UNIT_ROLL`], [`TIMER_UNIT_DELETE`] bits.
+    pub magic: I32,
+    /// When it was filed, ms, floored to the precision.
+    pub write_time: I64,
+    /// The slot's time minus `write_time`, ms.
+    pub delay: I32,
+    /// Commit-log offset of the message's record.
+    pub phy_offset: I64,
+    /// Size of that record.
+    pub phy_size: I32,
+    /// Java `hashCode` of the real topic (RocketMQ's metrics).
+    pub topic_hash: I32,
+    /// Reserved by RocketMQ (0); Tern keeps the timer queue's offset of the entry here,
+    /// so recovery knows how far the timer took its queue in without reading records.
+    pub queue_offset: I64,
+}
+const _: () = assert!(core::mem::size_of::<TimerUnit>() == 52);

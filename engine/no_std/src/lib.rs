@@ -57,6 +57,7 @@ pub mod ram;
 pub mod record;
 pub mod segments;
 pub mod store;
+pub mod timer;
 mod trace;
 
 pub use error::Error;

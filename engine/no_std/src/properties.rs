@@ -42,6 +42,23 @@ pub mod key {
     pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
     /// Seconds before the first check-back of a half message, set by the producer.
     pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+    /// Timer message (5.x): due at this wall-clock time, ms (`setDeliverTimeMs`).
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// Timer message (5.x): due this many seconds after it is stored (`setDelayTimeSec`).
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// Timer message (5.x): due this many ms after it is stored (`setDelayTimeMs`).
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    /// The slot time a timer message was filed under; on a delivered copy it also marks
+    /// the copy as timed already.
+    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    /// When the timer took the message in, ms (on the delivered copy).
+    pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+    /// When the timer delivered the message, ms (on the delivered copy).
+    pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
+    /// How many times a long delay was put back into the timer for a later window.
+    pub const TIMER_ROLL_TIMES: &str = "TIMER_ROLL_TIMES";
+    /// A recall marker: `topic+uniqKey` of the timer message it cancels.
+    pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
 }
 
 /// Iterates the `(name, value)` pairs of a properties string, skipping what Java skips.

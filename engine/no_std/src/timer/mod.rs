@@ -1,0 +1,11 @@
+//! Timer messages (RocketMQ 5): a message due at any time, not only at one of the 18
+//! delay levels. See `docs/design/timers.md` for RocketMQ's design and Tern's.
+//!
+//! - [`rule`]: which stored messages are timer messages, when they are due, and in which
+//!   slot they are filed; the broker's put path and the crash simulation share it.
+//! - [`wheel`]: the ring of slots pointing into the timer log.
+
+pub mod rule;
+pub mod wheel;
+
+pub use rule::{TIMER_TOPIC, TimerError, TimerRules, Timing, classify};
