@@ -172,7 +172,9 @@ pub const CHECKPOINT_FILE_SIZE: u64 = 4096;
 
 /// One slot of the timer wheel (RocketMQ's `Slot`): the timer-log units due in one
 /// precision-wide span, as the ends of a list linked newest to oldest.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct TimerSlot {
     /// The slot's time in precision units (`timeMs / precisionMs`): a slot holding another
@@ -199,7 +201,9 @@ pub const TIMER_UNIT_DELETE: i32 = 0x4;
 
 /// One unit of the timer log (RocketMQ's `TimerLog` unit): a timer message filed under a
 /// slot, linked to the slot's previous newest unit.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct TimerUnit {
     /// Unit length: 52 (a blank filler at a file's end holds the bytes left instead).

@@ -4,7 +4,9 @@
 //! - [`rule`]: which stored messages are timer messages, when they are due, and in which
 //!   slot they are filed; the broker's put path and the crash simulation share it.
 //! - [`wheel`]: the ring of slots pointing into the timer log.
+//! - [`log`]: the timer log, units linked per slot, cut at the first torn one.
 
+pub mod log;
 pub mod rule;
 pub mod wheel;
 
