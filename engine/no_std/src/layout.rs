@@ -227,3 +227,39 @@ pub struct TimerUnit {
     pub queue_offset: I64,
 }
 const _: () = assert!(core::mem::size_of::<TimerUnit>() == 52);
+
+/// One copy of the timer checkpoint (`timercheck`): RocketMQ's 56 bytes, then Tern's
+/// positions, sealed by a CRC. The file holds two copies, at 0 and
+/// [`TIMER_CHECKPOINT_COPY_AT`]; the valid one with the higher `seq` is current, so a
+/// write torn by a crash leaves the previous one.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct TimerCheckpointLayout {
+    /// The slot time up to which delivery is done (RocketMQ `lastReadTimeMs`).
+    pub last_read_time_ms: I64,
+    /// Timer-log position below which it is durable (RocketMQ `lastTimerLogFlushPos`).
+    pub last_timer_log_flush_pos: I64,
+    /// Timer-queue offset below which every entry is filed (RocketMQ
+    /// `lastTimerQueueOffset`).
+    pub last_timer_queue_offset: I64,
+    /// The master's filed offset, for a slave (RocketMQ `masterTimerQueueOffset`).
+    pub master_timer_queue_offset: I64,
+    /// RocketMQ's `dataVersion`: state version, timestamp, counter.
+    pub data_version: [I64; 3],
+    /// [`CHECKPOINT_MAGIC`]: the fields below are present.
+    pub tern_magic: U32,
+    /// Layout version of the fields below.
+    pub tern_version: U32,
+    /// Timer-log position below which every unit is linked in the flushed wheel.
+    pub wheel_pos: I64,
+    /// Next unit of the slot at `last_read_time_ms` to deliver, −1 for the slot's newest.
+    pub resume_pos: I64,
+    /// Write count: the higher valid copy is current.
+    pub seq: I64,
+    /// CRC32 of every byte before this field.
+    pub crc: U32,
+}
+const _: () = assert!(core::mem::size_of::<TimerCheckpointLayout>() == 92);
+
+/// Where the second copy of the timer checkpoint starts.
+pub const TIMER_CHECKPOINT_COPY_AT: u64 = 128;

@@ -5,9 +5,14 @@
 //!   slot they are filed; the broker's put path and the crash simulation share it.
 //! - [`wheel`]: the ring of slots pointing into the timer log.
 //! - [`log`]: the timer log, units linked per slot, cut at the first torn one.
+//! - [`checkpoint`]: how far the timer got, in two copies written in turn.
+//! - [`state`]: the three together, and the order of writes that survives a crash.
 
+pub mod checkpoint;
 pub mod log;
 pub mod rule;
+pub mod state;
 pub mod wheel;
 
 pub use rule::{TIMER_TOPIC, TimerError, TimerRules, Timing, classify};
+pub use state::{Filing, SlotUnit, Timer, TimerConfig, TimerRecovery};

@@ -158,6 +158,11 @@ impl<M: Media> Wheel<M> {
     pub fn media(&self) -> &M {
         &self.media
     }
+
+    /// Gives the media back.
+    pub fn into_media(self) -> M {
+        self.media
+    }
 }
 
 /// CRC32 of a slot's first 28 bytes.
