@@ -22,7 +22,7 @@ const NOW: i64 = 1_000_000;
 struct Bufs {
     wheel: Vec<u8>,
     cp: Vec<u8>,
-    log: StdVec<Vec<u8>>,
+    log: Vec<Vec<u8>>,
 }
 
 impl Bufs {
