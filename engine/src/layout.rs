@@ -83,6 +83,21 @@ impl StoreLayout {
         self.root.join("checkpoint")
     }
 
+    /// The timer wheel (RocketMQ's `timerwheel`).
+    pub fn timer_wheel_path(&self) -> PathBuf {
+        self.root.join("timerwheel")
+    }
+
+    /// Folder of the timer-log segments (RocketMQ's `timerlog`).
+    pub fn timer_log_dir(&self) -> PathBuf {
+        self.root.join("timerlog")
+    }
+
+    /// The timer checkpoint (RocketMQ's `config/timercheck`).
+    pub fn timer_checkpoint_path(&self) -> PathBuf {
+        self.config_dir().join("timercheck")
+    }
+
     /// The abort marker.
     pub fn abort_path(&self) -> PathBuf {
         self.root.join("abort")

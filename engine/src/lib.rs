@@ -41,6 +41,7 @@ pub mod reader;
 pub mod spare;
 pub mod store;
 pub mod sync;
+pub mod timer_files;
 
 pub use directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS};
 pub use disk::{DiskUsage, disk_usage};

@@ -174,6 +174,12 @@ fn write_abort(path: &Path) -> Result<(), StoreError> {
 /// Creates the checkpoint file at its full size, zero-filled, under a temp name first so
 /// a crash never leaves a short checkpoint.
 fn create_checkpoint(path: &Path, root: &Path) -> Result<File, StoreError> {
+    create_zeroed(path, root, CHECKPOINT_LEN as u64)
+}
+
+/// Creates `path` as `len` zero bytes, durably: written under a temporary name, synced,
+/// renamed into place, its folder `dir` synced.
+pub(crate) fn create_zeroed(path: &Path, dir: &Path, len: u64) -> Result<File, StoreError> {
     let temp = path.with_extension("tmp");
     let err = |op, e: &std::io::Error| StoreError::io(&temp, FsError::io(op, e));
     let file = File::options()
@@ -183,9 +189,9 @@ fn create_checkpoint(path: &Path, root: &Path) -> Result<File, StoreError> {
         .truncate(true)
         .open(&temp)
         .map_err(|e| err(FsOp::Create, &e))?;
-    allocate(&file, CHECKPOINT_LEN as u64).map_err(|e| StoreError::io(&temp, e))?;
+    allocate(&file, len).map_err(|e| StoreError::io(&temp, e))?;
     file.sync_all().map_err(|e| err(FsOp::Flush, &e))?;
     fs::rename(&temp, path).map_err(|e| err(FsOp::Rename, &e))?;
-    sync_dir(root).map_err(|e| StoreError::io(root, e))?;
+    sync_dir(dir).map_err(|e| StoreError::io(dir, e))?;
     Ok(file)
 }

@@ -1,0 +1,101 @@
+//! The engine's timer on files: the wheel `<store>/timerwheel` (one mapped file), the
+//! timer log `<store>/timerlog/<20-digit base>` (mapped segments) and the checkpoint
+//! `<store>/config/timercheck` (one mapped page), RocketMQ's names and places.
+//!
+//! The timer is opened beside the store (whose lock keeps other processes out of these
+//! files) and owned by its own service, so filing and delivering timers never takes the
+//! store's append lock.
+
+use std::fs::File;
+use std::io::ErrorKind;
+
+use tern_engine::timer::{Timer, TimerConfig, TimerRecovery};
+
+use crate::directory::{FileDirectory, OFFSET_NAME_DIGITS, sync_dir};
+use crate::error::{FsError, FsOp, StoreError};
+use crate::layout::StoreLayout;
+use crate::mapped::{Access, MappedFile};
+use crate::store::create_zeroed;
+
+/// The timer over its files.
+pub type FsTimer = Timer<MappedFile, FileDirectory, MappedFile>;
+
+/// The engine's errors over files.
+pub type TimerError = tern_engine::Error<FsError>;
+
+/// Why the timer could not be opened.
+#[derive(Debug)]
+pub enum TimerOpenError {
+    /// A file or folder could not be made or mapped.
+    Dir(StoreError),
+    /// The engine refused what it found (a wheel of another geometry, a failed read).
+    Engine(TimerError),
+}
+
+impl std::fmt::Display for TimerOpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimerOpenError::Dir(e) => write!(f, "{e}"),
+            TimerOpenError::Engine(tern_engine::Error::Corrupt(
+                tern_engine::error::Corruption::TimerWheelSize { len },
+            )) => write!(
+                f,
+                "the timer wheel is {len} bytes, which is not this timerPrecisionMs / slot \
+                 geometry's: start with the settings it was made with, or remove timerwheel, \
+                 timerlog and config/timercheck to start the timer empty"
+            ),
+            TimerOpenError::Engine(e) => write!(f, "the timer: {e:?}"),
+        }
+    }
+}
+
+impl std::error::Error for TimerOpenError {}
+
+/// Opens (creating if needed) the timer of the store at `layout` and recovers it against
+/// the commit log's recovered end `log_end`, at `now_ms`.
+pub fn open_timer(
+    layout: &StoreLayout,
+    cfg: TimerConfig,
+    log_end: u64,
+    now_ms: i64,
+) -> Result<(FsTimer, TimerRecovery), TimerOpenError> {
+    let root = layout.root();
+    let wheel_path = layout.timer_wheel_path();
+    // An empty wheel file: the engine sizes it for its geometry (fallocated, zero).
+    let wheel = match File::options().read(true).write(true).open(&wheel_path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            create_zeroed(&wheel_path, root, 0).map_err(TimerOpenError::Dir)?
+        }
+        Err(e) => {
+            return Err(TimerOpenError::Dir(StoreError::io(
+                &wheel_path,
+                FsError::io(FsOp::Open, &e),
+            )));
+        }
+    };
+    let wheel = MappedFile::from_file(wheel, Access::Random)
+        .map_err(|e| TimerOpenError::Dir(StoreError::io(&wheel_path, e)))?;
+    let log = FileDirectory::open(&layout.timer_log_dir(), OFFSET_NAME_DIGITS, Access::Random)
+        .map_err(TimerOpenError::Dir)?;
+    sync_dir(root).map_err(|e| TimerOpenError::Dir(StoreError::io(root, e)))?;
+    let cp_path = layout.timer_checkpoint_path();
+    let cp = match File::options().read(true).write(true).open(&cp_path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => create_zeroed(
+            &cp_path,
+            &layout.config_dir(),
+            tern_engine::timer::checkpoint::FILE_SIZE,
+        )
+        .map_err(TimerOpenError::Dir)?,
+        Err(e) => {
+            return Err(TimerOpenError::Dir(StoreError::io(
+                &cp_path,
+                FsError::io(FsOp::Open, &e),
+            )));
+        }
+    };
+    let cp = MappedFile::from_file(cp, Access::Random)
+        .map_err(|e| TimerOpenError::Dir(StoreError::io(&cp_path, e)))?;
+    Timer::open(wheel, log, cp, cfg, log_end, now_ms).map_err(TimerOpenError::Engine)
+}
