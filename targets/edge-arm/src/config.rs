@@ -44,8 +44,8 @@ pub struct EdgeConfig {
     /// (`edgeKeepForwarded`; retention by `fileReservedTime` then applies).
     pub keep_forwarded: bool,
     /// Threads of the smol executor the gateway's tasks run on (`edgeExecutorThreads`):
-    /// one keeps a small device's memory and context switches down; a second lets the
-    /// forwarder's encoding overlap the local broker's sends on a two-core device.
+    /// one keeps a small device's memory and context switches down; with two, the
+    /// forwarder and the local broker can run at once on a multi-core device.
     pub executor_threads: usize,
 }
 
