@@ -156,14 +156,29 @@ pub struct E2e {
     pub delivery: Histogram<u64>,
     /// Messages consumed per second over the timed part.
     pub consumed_per_s: f64,
+    /// Messages sent in the timed part that the consumer received.
+    pub received: u64,
+    /// From the timed part's start to the last of them received: with `received`, the
+    /// rate they came through end to end, once a backlog (a gateway behind its
+    /// producers) is counted in.
+    pub through_secs: f64,
 }
 
 /// Produces with `load` while one long-polling consumer task per queue reads from the
 /// queues' ends; times every message from its send to its receipt.
 pub async fn e2e(load: &Load) -> Result<E2e, String> {
-    let (c, queues) = consumer(&load.namesrv, &load.topic, "bench_e2e").await?;
+    e2e_across(load, &load.namesrv, Duration::ZERO).await
+}
+
+/// [`e2e`] with the consumer on the cluster of name server `consume_from` (a gateway's
+/// upstream, when `load` sends to the gateway), which keeps reading after the load
+/// until it has received nothing new for a second or `drain` passed (at least 300 ms in
+/// all): what a gateway still holds when its producers stop arrives in the figures.
+pub async fn e2e_across(load: &Load, consume_from: &str, drain: Duration) -> Result<E2e, String> {
+    let (c, queues) = consumer(consume_from, &load.topic, "bench_e2e").await?;
     let stop = Arc::new(AtomicBool::new(false));
     let timed = Arc::new(AtomicU64::new(0));
+    let last_ns = Arc::new(AtomicU64::new(0));
     // Stamps of the timed part: from warm-up end to run end, in epoch nanoseconds.
     let t0 = now_ns() + load.warmup.as_nanos() as u64;
     let t1 = t0 + load.duration.as_nanos() as u64;
@@ -173,7 +188,7 @@ pub async fn e2e(load: &Load) -> Result<E2e, String> {
             .max_offset(&q)
             .await
             .map_err(|e| format!("max offset: {e}"))?;
-        let (c, stop, timed) = (c.clone(), stop.clone(), timed.clone());
+        let (c, stop, timed, last_ns) = (c.clone(), stop.clone(), timed.clone(), last_ns.clone());
         tasks.push(runtime::spawn(async move {
             let mut hist = histogram();
             let mut offset = start;
@@ -187,6 +202,7 @@ pub async fn e2e(load: &Load) -> Result<E2e, String> {
                     if (t0..t1).contains(&s) {
                         record(&mut hist, now.saturating_sub(s));
                         timed.fetch_add(1, Ordering::Relaxed);
+                        last_ns.fetch_max(now, Ordering::Relaxed);
                     }
                 }
                 offset = p.next.max(offset);
@@ -197,6 +213,17 @@ pub async fn e2e(load: &Load) -> Result<E2e, String> {
     let send = load::run(load).await;
     // Let the consumers catch the last messages, then stop them.
     runtime::sleep(Duration::from_millis(300)).await;
+    let drain_end = Instant::now() + drain;
+    let mut seen = timed.load(Ordering::Relaxed);
+    let mut quiet_since = Instant::now();
+    while Instant::now() < drain_end && quiet_since.elapsed() < Duration::from_secs(1) {
+        runtime::sleep(Duration::from_millis(100)).await;
+        let now = timed.load(Ordering::Relaxed);
+        if now != seen {
+            seen = now;
+            quiet_since = Instant::now();
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     let mut delivery = histogram();
     for t in tasks {
@@ -204,8 +231,12 @@ pub async fn e2e(load: &Load) -> Result<E2e, String> {
     }
     c.shutdown().await;
     let send = send?;
+    let received = timed.load(Ordering::Relaxed);
+    let through_ns = last_ns.load(Ordering::Relaxed).saturating_sub(t0);
     Ok(E2e {
-        consumed_per_s: timed.load(Ordering::Relaxed) as f64 / load.duration.as_secs_f64(),
+        consumed_per_s: received as f64 / load.duration.as_secs_f64(),
+        received,
+        through_secs: (through_ns as f64 / 1e9).max(load.duration.as_secs_f64() * 0.5),
         send,
         delivery,
     })

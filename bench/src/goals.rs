@@ -194,7 +194,28 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
             .map(|(size, v)| (format!("{v:.1} ms ({size})"), v < 100.0)),
     ));
     stalls(rows, &mut out);
+    edge(rows, &mut out);
     out
+}
+
+/// The gateway's memory goals, on the native run (under qemu-user the process is qemu's).
+fn edge(rows: &[Measure], out: &mut Vec<Goal>) {
+    use crate::edge::{RSS_PEAK, RSS_REST, VIA_EDGE};
+    let mib = |case: &str| {
+        rows.iter()
+            .find(|r| r.scenario == "footprint" && r.system == VIA_EDGE && r.case == case)
+            .and_then(|r| r.value.as_ref().map(|v| v.0))
+    };
+    out.push(goal(
+        "tern-edge RSS at rest (native)",
+        "< 8 MiB",
+        mib(RSS_REST).map(|v| (format!("{v:.1} MiB"), v < 8.0)),
+    ));
+    out.push(goal(
+        "tern-edge RSS peak while forwarding (native)",
+        "< 16 MiB",
+        mib(RSS_PEAK).map(|v| (format!("{v:.1} MiB"), v < 16.0)),
+    ));
 }
 
 /// The stalls scenario's goals: the loaded run against the quiet one.

@@ -16,8 +16,12 @@
 //!   raw sequential `write()`; rows in [`table`], goals in [`goals`], plots in [`plot`].
 //! - `stalls` ([`stalls`]): does one request wait on another's disk work? Sync senders
 //!   on a quiet broker, then beside key queries, SQL92 consumers and a cold catch-up.
+//! - `edge` ([`edge`]): sends through a `tern-edge` gateway to a central broker, beside
+//!   the same sends straight to the central broker: rate through and delay to the
+//!   central consumer, natively or with the gateway under qemu-user.
 
 pub mod consume;
+pub mod edge;
 pub mod engine;
 pub mod goals;
 pub mod load;

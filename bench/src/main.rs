@@ -2,16 +2,18 @@
 //! to `bench/results/` (or `--out`).
 //!
 //! ```text
-//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls]... [--quick] [--dir PATH]
+//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls|edge]... [--quick] [--dir PATH]
 //!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
 //!            [--modes sync,async,oneway,batch] [--flush async,sync]
-//!            [--stalls-backlog N] [--no-peers] [--install-peers]
+//!            [--stalls-backlog N] [--edge-bin PATH] [--edge-runner CMD] [--no-peers]
+//!            [--install-peers]
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use tern_bench::edge::{self, EdgeParams};
 use tern_bench::engine::{self, EngineParams};
 use tern_bench::load::Mode;
 use tern_bench::stalls::{self, StallsParams};
@@ -19,7 +21,7 @@ use tern_bench::suite::{self, SuiteParams};
 use tern_bench::{default_data_dir, goals, plot, report, results_dir, rocketmq_peer, table};
 
 const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\n\
-  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls; repeatable\n\
+  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls, edge; repeatable\n\
   --quick           small counts, every scenario in well under 3 minutes (CI smoke)\n\
   --dir PATH        folder for data written (default: target/tern-bench-data)\n\
   --out PATH        folder for CSV and SVG (default: bench/results)\n\
@@ -28,6 +30,8 @@ const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\
   --backlog N       messages in the catch-up backlog (default 1000000)\n\
   --stalls-backlog N  messages pre-filled before each stalls run (default 300000)\n\
   --body N          message body bytes (default 1024)\n\
+  --edge-bin PATH   the tern-edge the edge scenario runs (default: the native one, built)\n\
+  --edge-runner CMD what runs it, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu\"\n\
   --modes LIST      produce send modes, of sync,async,oneway,batch (default all)\n\
   --flush LIST      produce flush policies, of async,sync (default both)\n\
   --no-peers        measure Tern only\n\
@@ -44,6 +48,8 @@ struct Args {
     backlog: Option<u64>,
     stalls_backlog: Option<u64>,
     body: Option<usize>,
+    edge_bin: Option<PathBuf>,
+    edge_runner: Option<String>,
     modes: Option<Vec<Mode>>,
     flush: Option<Vec<bool>>,
     no_peers: bool,
@@ -76,6 +82,10 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 a.stalls_backlog = Some(num(args.next(), "--stalls-backlog")?);
             }
             "--body" => a.body = Some(num(args.next(), "--body")? as usize),
+            "--edge-bin" => a.edge_bin = Some(args.next().ok_or("--edge-bin needs a path")?.into()),
+            "--edge-runner" => {
+                a.edge_runner = Some(args.next().ok_or("--edge-runner needs a command")?);
+            }
             "--modes" => {
                 let list = args.next().ok_or("--modes needs a list")?;
                 let v: Option<Vec<Mode>> = list.split(',').map(Mode::parse).collect();
@@ -104,7 +114,11 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         a.scenarios.push("all".into());
     }
     for s in &a.scenarios {
-        if !["all", "engine", "produce", "e2e", "backlog", "stalls"].contains(&s.as_str()) {
+        if ![
+            "all", "engine", "produce", "e2e", "backlog", "stalls", "edge",
+        ]
+        .contains(&s.as_str())
+        {
             return Err(format!("unknown scenario {s:?}"));
         }
     }
@@ -164,6 +178,23 @@ fn stalls_params(a: &Args, dir: PathBuf, out: PathBuf) -> StallsParams {
     p
 }
 
+fn edge_params(a: &Args, dir: PathBuf) -> EdgeParams {
+    let mut p = if a.quick {
+        EdgeParams::quick(dir)
+    } else {
+        EdgeParams::full(dir)
+    };
+    if let Some(ms) = a.duration_ms {
+        p.duration = Duration::from_millis(ms);
+    }
+    if let Some(b) = a.body {
+        p.body = b.max(8);
+    }
+    p.bin = a.edge_bin.clone();
+    p.runner = a.edge_runner.clone();
+    p
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let started = Instant::now();
     let dir = a
@@ -207,6 +238,9 @@ fn run(a: &Args) -> Result<(), String> {
                 &stalls_params(a, dir.join("stalls"), out.clone()),
                 &mut rows,
             )?;
+        }
+        if wants(a, "edge") {
+            edge::run(&edge_params(a, dir.join("edge")), &mut rows)?;
         }
         Ok::<(), String>(())
     })();

@@ -121,24 +121,35 @@ impl Rss {
 
 /// The `tern-broker` binary: beside this one in the target dir, built on demand.
 pub fn tern_broker_bin() -> Result<PathBuf, String> {
+    workspace_bin("tern-broker")
+}
+
+/// The native `tern-edge` binary: beside this one in the target dir, built on demand.
+pub fn tern_edge_bin() -> Result<PathBuf, String> {
+    workspace_bin("tern-edge")
+}
+
+/// The binary `name` of the workspace package of the same name, beside this one in the
+/// target dir, built on demand.
+fn workspace_bin(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let dir = exe.parent().ok_or("the exe has no folder")?;
-    let bin = dir.join("tern-broker");
+    let bin = dir.join(name);
     // From `cargo run` (target/<profile>/), build every time: a no-op when fresh, and a
-    // stale broker would measure old code. Test binaries live in deps/: use what exists.
+    // stale binary would measure old code. Test binaries live in deps/: use what exists.
     let from_tests = dir.file_name().is_some_and(|n| n == "deps");
     if bin.exists() && (from_tests || std::env::var_os("TERN_BENCH_NO_BUILD").is_some()) {
         return Ok(bin);
     }
-    // target/<profile>/tern-bench: build the broker into the same target dir.
+    // target/<profile>/tern-bench: build the binary into the same target dir.
     let target = dir.parent().ok_or("the exe is not in a target dir")?;
     let profile = dir
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("release");
-    eprintln!("building tern-broker into {}", target.display());
+    eprintln!("building {name} into {}", target.display());
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["build", "-p", "tern-broker"])
+    cmd.args(["build", "-p", name])
         .env("CARGO_TARGET_DIR", target)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if profile == "release" {
@@ -146,9 +157,86 @@ pub fn tern_broker_bin() -> Result<PathBuf, String> {
     }
     let status = cmd.status().map_err(|e| format!("cargo build: {e}"))?;
     if !status.success() || !bin.exists() {
-        return Err(format!("cargo build -p tern-broker failed ({status})"));
+        return Err(format!("cargo build -p {name} failed ({status})"));
     }
     Ok(bin)
+}
+
+/// Starts `tern-edge` forwarding to `upstream` (the central name server), with its local
+/// broker and name server on ephemeral ports and `conf` as its config file: `bin`
+/// natively, or under `runner` (e.g. `qemu-aarch64 -L /usr/aarch64-linux-gnu`) when
+/// given. Waits for `ready`; `namesrv` is the local name server producers use. Under a
+/// runner the process (pid, RSS) is the runner's, which runs the gateway inside it.
+pub fn start_edge(
+    data: &Path,
+    conf: &str,
+    bin: &Path,
+    runner: Option<&str>,
+    upstream: &str,
+) -> Result<Server, String> {
+    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let conf_path = data.join("edge.conf");
+    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
+    let log = data.join("edge.log");
+    let stderr = File::options()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut words = runner.unwrap_or_default().split_whitespace();
+    let mut cmd = match words.next() {
+        Some(r) => {
+            let mut c = Command::new(r);
+            c.args(words).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let start = Instant::now();
+    let mut child = cmd
+        .args(["--upstream", upstream])
+        .arg("--data-dir")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"])
+        .arg("-c")
+        .arg(&conf_path)
+        .args(["--log-level", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut server = Server {
+        name: "tern-edge".into(),
+        child: Some(child),
+        addr: String::new(),
+        namesrv: None,
+        startup: Duration::ZERO,
+        log,
+    };
+    loop {
+        let left = START_TIMEOUT.saturating_sub(start.elapsed());
+        let line = rx
+            .recv_timeout(left)
+            .map_err(|_| format!("tern-edge did not start; see {}", server.log.display()))?;
+        if let Some(a) = line.strip_prefix("tern-edge name server on ") {
+            server.namesrv = Some(a.trim().to_owned());
+        } else if let Some(a) = line.strip_prefix("tern-edge broker on ") {
+            server.addr = a.trim().to_owned();
+        } else if line.starts_with("ready") {
+            server.startup = start.elapsed();
+            return Ok(server);
+        }
+    }
 }
 
 /// Starts `tern-broker --standalone` on ephemeral ports with `conf` as broker.conf, and

@@ -23,7 +23,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use memmap2::{Advice, MmapMut, MmapOptions};
+use memmap2::{Advice, MmapMut, MmapOptions, UncheckedAdvice};
 use tern_engine::media::Media;
 
 use crate::error::{FsError, FsOp};
@@ -107,6 +107,36 @@ impl MappedFile {
     /// [`Media::as_bytes_mut`]; this is for tools and tests).
     pub fn as_mut_bytes(&mut self) -> &mut [u8] {
         &mut self.map
+    }
+
+    /// Drops this process's page-table entries for the whole pages inside `range`
+    /// (`madvise(MADV_DONTNEED)`), so they stop counting in its resident set. The bytes
+    /// stay in the page cache and in the file: a later access through the mapping (or a
+    /// `pread`) sees them unchanged. For ranges nothing will write again, such as the
+    /// commit log below its flushed offset. A hint: a kernel that refuses it keeps the
+    /// pages mapped, and nothing else changes.
+    pub fn release(&self, range: Range<u64>) {
+        let page = rustix::param::page_size() as u64;
+        let start = range.start.div_ceil(page) * page;
+        let end = range.end.min(self.len) / page * page;
+        if start >= end {
+            return;
+        }
+        // SAFETY: the mapping is shared with the file (`map_file`), so MADV_DONTNEED
+        // discards no data: a dirty page's state passes to the page cache, and the next
+        // access faults the file's same bytes back in. A reference into the range that
+        // is alive meanwhile therefore reads what it read before. The range is inside
+        // the mapping: `end` is at most its length.
+        let advised = unsafe {
+            self.map.unchecked_advise_range(
+                UncheckedAdvice::DontNeed,
+                start as usize,
+                (end - start) as usize,
+            )
+        };
+        if let Err(e) = advised {
+            log::debug!("madvise(DONTNEED) refused: {e}");
+        }
     }
 
     /// Checks that `offset..offset + len` lies inside the file and returns it as a

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use async_lock::Semaphore;
 use async_std::channel::{Sender, bounded};
 use async_std::io::{BufReader, prelude::*};
-use async_std::net::{Shutdown as NetShutdown, TcpStream, ToSocketAddrs};
+use async_std::net::{Shutdown as NetShutdown, TcpStream};
 
 use crate::code::ResponseCode;
 use crate::frame::{
@@ -204,7 +204,7 @@ impl Connection {
         processor: Arc<P>,
     ) -> Result<Self, RemotingError> {
         let stream = runtime::timeout(connect_timeout, async {
-            let addrs: Vec<SocketAddr> = addr.to_socket_addrs().await?.collect();
+            let addrs = runtime::resolve(addr).await?;
             TcpStream::connect(&addrs[..]).await
         })
         .await

@@ -1,40 +1,212 @@
-//! Executor glue in one place: spawning (tasks and blocking work), sleeping, timeouts and
-//! the shutdown signal.
+//! Executor glue in one place: the choice of executor, spawning (tasks and blocking work),
+//! address resolution, sleeping, timeouts and the shutdown signal.
 //!
-//! Servers run on async-std; the edge gateway will run on smol. Both drive IO with
-//! async-io's reactor, so only this module names an executor: switching means changing
-//! these few functions, not the connection or server code.
+//! The executor is chosen once per process, before the first task is spawned
+//! ([`install`]): servers keep async-std's global executor (the default, one thread per
+//! core), the edge gateway runs on a smol executor with a thread or two. Both drive IO
+//! with async-io's reactor (one version in Cargo.lock), so async-std's net types, its
+//! timers and channels work under either; only this module names an executor. Nothing
+//! here makes async-std start its executor threads when smol was chosen: host names are
+//! resolved through [`resolve`], not async-std's `ToSocketAddrs` (which spawns on
+//! async-std's executor).
 
+use std::fmt;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_std::channel::{Receiver, Sender, bounded};
 
-/// Handle of a spawned task; awaiting it yields the task's output.
-pub type JoinHandle<T> = async_std::task::JoinHandle<T>;
+/// Which executor runs the process's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// async-std's global executor: one thread per core (`ASYNC_STD_THREAD_COUNT`
+    /// overrides), threads named `async-std/runtime`. The default.
+    AsyncStd,
+    /// A smol executor on `threads` threads named `tern-smol-<n>` (1 to
+    /// [`MAX_SMOL_THREADS`]): a small device's few cores and little memory.
+    Smol {
+        /// Executor threads to start.
+        threads: usize,
+    },
+}
 
-/// Spawns a task on the executor.
+/// Most threads a smol executor is given: more cores than this are not a small device.
+pub const MAX_SMOL_THREADS: usize = 64;
+
+/// Name prefix of the smol executor's threads (`tern-smol-0`, ...), so a test or an
+/// operator's `top -H` can tell which executor runs.
+pub const SMOL_THREAD_PREFIX: &str = "tern-smol-";
+
+/// Why [`install`] did not take the choice.
+#[derive(Debug)]
+pub enum InstallError {
+    /// The executor was already chosen, by an earlier `install` or by the first spawn
+    /// (which takes the default); it is this one.
+    AlreadyChosen(Runtime),
+    /// A thread count of 0 or above [`MAX_SMOL_THREADS`].
+    Threads(usize),
+    /// An executor thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AlreadyChosen(rt) => write!(f, "the executor was already chosen: {rt:?}"),
+            Self::Threads(n) => {
+                write!(f, "{n} executor threads: expected 1 to {MAX_SMOL_THREADS}")
+            }
+            Self::Thread(e) => write!(f, "starting an executor thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+/// The smol executor, when chosen; its threads run it until the process exits.
+static SMOL: smol::Executor<'static> = smol::Executor::new();
+/// The choice; set by [`install`] or, on first use, to the default.
+static CHOSEN: OnceLock<Runtime> = OnceLock::new();
+
+/// Chooses the executor for the whole process; call it first in `main`, before anything
+/// spawns. Choosing smol starts its threads now.
+///
+/// Fails if the choice was already made (a second `install`, or a spawn before it took
+/// the default): tasks already running stay where they are, so the process would run
+/// on two executors.
+pub fn install(rt: Runtime) -> Result<(), InstallError> {
+    if let Some(&running) = CHOSEN.get() {
+        return Err(InstallError::AlreadyChosen(running));
+    }
+    if let Runtime::Smol { threads } = rt {
+        if threads == 0 || threads > MAX_SMOL_THREADS {
+            return Err(InstallError::Threads(threads));
+        }
+        // Threads first, then the choice: a task spawned once the choice is visible
+        // finds threads to run it. Threads started by an install that loses a race
+        // with a concurrent first spawn only park (the executor gets no tasks).
+        for n in 0..threads {
+            std::thread::Builder::new()
+                .name(format!("{SMOL_THREAD_PREFIX}{n}"))
+                .spawn(|| smol::block_on(SMOL.run(std::future::pending::<()>())))
+                .map_err(InstallError::Thread)?;
+        }
+    }
+    CHOSEN
+        .set(rt)
+        .map_err(|_| InstallError::AlreadyChosen(chosen()))
+}
+
+/// The executor this process runs on (the default, async-std, once anything used it
+/// without an [`install`]).
+pub fn chosen() -> Runtime {
+    *CHOSEN.get_or_init(|| Runtime::AsyncStd)
+}
+
+/// Handle of a spawned task; awaiting it yields the task's output. Dropping it detaches
+/// the task (it runs on), under either executor.
+pub struct JoinHandle<T>(Handle<T>);
+
+enum Handle<T> {
+    AsyncStd(async_std::task::JoinHandle<T>),
+    /// `None` only inside `drop`, which detaches the task.
+    Smol(Option<smol::Task<T>>),
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = match self.0 {
+            Handle::AsyncStd(_) => "async-std",
+            Handle::Smol(_) => "smol",
+        };
+        f.debug_tuple("JoinHandle").field(&on).finish()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        match &mut self.0 {
+            Handle::AsyncStd(h) => Pin::new(h).poll(cx),
+            Handle::Smol(Some(t)) => Pin::new(t).poll(cx),
+            // Not reachable: the task is taken only when the handle is dropped.
+            Handle::Smol(None) => Poll::Pending,
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        // A smol task is cancelled when its handle drops; async-std's runs on. Keep
+        // async-std's meaning, which every caller relies on (fire-and-forget spawns).
+        if let Handle::Smol(t) = &mut self.0 {
+            if let Some(t) = t.take() {
+                t.detach();
+            }
+        }
+    }
+}
+
+/// Spawns a task on the chosen executor.
 pub fn spawn<F, T>(fut: F) -> JoinHandle<T>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    async_std::task::spawn(fut)
+    JoinHandle(match chosen() {
+        Runtime::AsyncStd => Handle::AsyncStd(async_std::task::spawn(fut)),
+        Runtime::Smol { .. } => Handle::Smol(Some(SMOL.spawn(fut))),
+    })
 }
 
-/// Runs blocking work (file writes, fsync) on the executor's pool of threads for
+/// Runs blocking work (file writes, fsync, name look-ups) on a pool of threads for
 /// blocking calls, so no executor thread waits on it.
 pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    async_std::task::spawn_blocking(f)
+    JoinHandle(match chosen() {
+        Runtime::AsyncStd => Handle::AsyncStd(async_std::task::spawn_blocking(f)),
+        Runtime::Smol { .. } => Handle::Smol(Some(smol::unblock(f))),
+    })
 }
 
-/// Runs a future to completion on the current thread (tests, binaries' `main`).
+/// Runs a future to completion on the current thread (tests, binaries' `main`); the
+/// future's spawned tasks run on the chosen executor.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
-    async_std::task::block_on(fut)
+    match chosen() {
+        Runtime::AsyncStd => async_std::task::block_on(fut),
+        Runtime::Smol { .. } => smol::block_on(fut),
+    }
+}
+
+/// The addresses `addr` (`"host:port"`) names: a literal address at once, a host name
+/// through the system resolver on the blocking pool.
+pub async fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Ok(vec![a]);
+    }
+    let owned = addr.to_string();
+    let found = spawn_blocking(move || {
+        std::net::ToSocketAddrs::to_socket_addrs(owned.as_str()).map(Iterator::collect)
+    })
+    .await;
+    let found: Vec<SocketAddr> = found.map_err(|e| {
+        std::io::Error::new(e.kind(), format!("could not resolve address '{addr}': {e}"))
+    })?;
+    if found.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("'{addr}' names no address"),
+        ));
+    }
+    Ok(found)
 }
 
 /// Lets other tasks run before this one goes on (between bounded batches of work).

@@ -53,7 +53,7 @@ impl Server {
         config: ServerConfig,
         processor: Arc<P>,
     ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr).await?;
+        let listener = TcpListener::bind(&runtime::resolve(addr).await?[..]).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = Shutdown::new();
         let connections: Arc<Mutex<HashMap<u64, Connection>>> = Arc::default();

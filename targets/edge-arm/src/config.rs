@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tern_broker::config::BrokerConfig;
 use tern_shell::config::{Config, ConfigError, ConfigReader, ConfigSource, Origin};
+use tern_shell::runtime;
 
 /// Defaults that differ from a server broker's: small files (a device has little disk and
 /// a 1 GiB segment would be most of it) and SYNC_FLUSH (a device loses power; an
@@ -42,6 +43,10 @@ pub struct EdgeConfig {
     /// Keep forwarded segments for local consumers instead of deleting them at once
     /// (`edgeKeepForwarded`; retention by `fileReservedTime` then applies).
     pub keep_forwarded: bool,
+    /// Threads of the smol executor the gateway's tasks run on (`edgeExecutorThreads`):
+    /// one keeps a small device's memory and context switches down; with two, the
+    /// forwarder and the local broker can run at once on a multi-core device.
+    pub executor_threads: usize,
 }
 
 impl Config for EdgeConfig {
@@ -97,6 +102,13 @@ impl Config for EdgeConfig {
                 }
             })?),
             keep_forwarded: r.get("edgeKeepForwarded", false)?,
+            executor_threads: r.get_checked("edgeExecutorThreads", 1usize, |n| {
+                if (1..=runtime::MAX_SMOL_THREADS).contains(n) {
+                    Ok(())
+                } else {
+                    Err(format!("{n} is outside 1..{}", runtime::MAX_SMOL_THREADS))
+                }
+            })?,
         })
     }
 }

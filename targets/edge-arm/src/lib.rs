@@ -50,6 +50,9 @@ impl Gateway {
                 return Err(e);
             }
         };
+        // A device's memory: the log's pages behind the flush leave the resident set
+        // (docs/tern-edge.md "Memory").
+        broker.ctx().store.set_release_flushed(true);
         let forwarder = match Forwarder::new(broker.ctx().store.clone(), cfg) {
             Ok(f) => f,
             Err(e) => {

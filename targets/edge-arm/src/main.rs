@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use tern_edge::{EdgeConfig, Gateway};
 use tern_shell::cli::{self, Flags, split_host_port};
 use tern_shell::config::{self, Origin};
+use tern_shell::runtime::{self, Runtime};
 use tern_shell::signal::TerminationSignals;
 
 const USAGE: &str = "\
@@ -109,8 +110,14 @@ fn main() -> ExitCode {
     for w in &loaded.warnings {
         log::warn!("{w}");
     }
-    // The gateway runs on smol (design.md): one small reactor for a small device.
-    match smol::block_on(run(args, loaded.config)) {
+    // The gateway runs on smol (design.md): a thread or two for a small device, where
+    // async-std would start one per core. Chosen before anything spawns.
+    let threads = loaded.config.executor_threads;
+    if let Err(e) = runtime::install(Runtime::Smol { threads }) {
+        eprintln!("tern-edge: {e}");
+        return ExitCode::FAILURE;
+    }
+    match runtime::block_on(run(args, loaded.config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tern-edge: {e}");

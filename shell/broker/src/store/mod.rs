@@ -181,6 +181,10 @@ pub struct StoreService {
     /// Log offset at which writes stop until the owner moves it (the edge gateway's
     /// forwarded offset plus its budget); `u64::MAX` for none.
     write_limit: AtomicU64,
+    /// Drop the log mapping's pages behind the flush ([`Self::set_release_flushed`]).
+    release_flushed: AtomicBool,
+    /// Log offset below which the mapping's pages were released.
+    released: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
     /// Set once a flush failed: why. Never cleared; a restart recovers.
@@ -257,6 +261,8 @@ impl StoreService {
             warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
             write_limit: AtomicU64::new(u64::MAX),
+            release_flushed: AtomicBool::new(false),
+            released: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
             failed: OnceLock::new(),
             put_count: AtomicU64::new(0),
@@ -316,6 +322,16 @@ impl StoreService {
             (true, false) => log::info!("backlog back under its budget: accepting writes"),
             _ => {}
         }
+    }
+
+    /// After each flush, drops the commit-log mapping's pages below the flushed and
+    /// dispatched offsets from the process's resident set (the edge gateway: a device's
+    /// memory). Nothing writes there again and readers `pread` through the page cache,
+    /// so only the resident figure changes: without it every page of the active segment
+    /// and of each segment not yet deleted stays mapped. Off for servers: one `madvise`
+    /// per flush under the append lock, for a figure that page cache counts anyway.
+    pub fn set_release_flushed(&self, on: bool) {
+        self.release_flushed.store(on, Ordering::Release);
     }
 
     fn check_put(&self) -> Result<(), PutError> {

@@ -46,7 +46,24 @@ impl StoreService {
             me.sync_log(from, to)?;
             let mut s = me.lock();
             s.store_mut().log_mut().mark_flushed(to);
-            Ok::<u64, String>(s.store().log().flushed_offset())
+            let flushed = s.store().log().flushed_offset();
+            if me.release_flushed.load(Ordering::Acquire) {
+                // Below what reput has read too, so it does not fault them back in; whole
+                // pages, so the next pass starts where this one stopped.
+                let page = rustix::param::page_size() as u64;
+                let upto = flushed.min(me.dispatched.load(Ordering::Acquire)) / page * page;
+                let from = me
+                    .released
+                    .load(Ordering::Acquire)
+                    .max(me.log_min.load(Ordering::Acquire));
+                if upto > from {
+                    s.store()
+                        .log()
+                        .regions(from, upto, &mut |m, r| m.release(r));
+                    me.released.store(upto, Ordering::Release);
+                }
+            }
+            Ok::<u64, String>(flushed)
         })
         .await;
         match result {

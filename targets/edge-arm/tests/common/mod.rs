@@ -322,6 +322,12 @@ impl Edge {
         ClientConfig::new(&self.namesrv)
     }
 
+    /// The id of its process (under qemu-user, qemu's, which runs the gateway's threads
+    /// as its own), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.child.id())
+    }
+
     /// Its log so far.
     pub fn log(&self) -> String {
         self.proc.as_ref().map(Proc::log).unwrap_or_default()
