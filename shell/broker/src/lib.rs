@@ -354,7 +354,13 @@ impl Broker {
 /// The idempotent-produce window, rebuilt from the log before the context (and so any
 /// send) exists: sends that arrive meanwhile are answered SYSTEM_BUSY and retried.
 fn open_window(config: &BrokerConfig, store: &store::StoreService) -> dedup::Window {
-    let window = dedup::Window::new(config.duplicate_check_window, config.duplicate_check_max_keys);
+    // A slave takes no sends; restarted as a master it rebuilds from its replicated log.
+    let span = if config.role == config::BrokerRole::Slave {
+        Duration::ZERO
+    } else {
+        config.duplicate_check_window
+    };
+    let window = dedup::Window::new(span, config.duplicate_check_max_keys);
     if !window.is_on() {
         return window;
     }
