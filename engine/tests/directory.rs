@@ -94,10 +94,12 @@ fn preparing_a_segment_that_exists_fails_and_keeps_the_written_one() {
     let mut dir = open(tmp.path());
     dir.create(4096, 4096).unwrap();
     let media = dir.media_mut(4096).unwrap();
-    media.write_at(0, b"a record written after the roll").unwrap();
+    media
+        .write_at(0, b"a record written after the roll")
+        .unwrap();
     let next = tern_engine_fs::NextSegment::default();
-    let error = FileDirectory::prepare(tmp.path(), OFFSET_NAME_DIGITS, &next, (4096, 4096), 0)
-        .unwrap_err();
+    let error =
+        FileDirectory::prepare(tmp.path(), OFFSET_NAME_DIGITS, &next, (4096, 4096), 0).unwrap_err();
     assert_eq!(error.kind, std::io::ErrorKind::AlreadyExists);
     assert!(!next.is_prepared(4096));
     // What a restart reads: the file under the segment's name holds the write.

@@ -224,10 +224,8 @@ impl Window {
         if !self.is_on() {
             return claim;
         }
-        let keys: Vec<Option<String>> = msgs
-            .iter()
-            .map(|m| key_of(m.topic, m.properties))
-            .collect();
+        let keys: Vec<Option<String>> =
+            msgs.iter().map(|m| key_of(m.topic, m.properties)).collect();
         if keys.iter().all(Option::is_none) {
             return claim;
         }
@@ -533,7 +531,10 @@ mod tests {
         // A third key over the bound of two pushes out the oldest (B) before its time.
         assert!(put(b"UNIQ_KEY\x01C\x02", 1_001));
         assert_eq!(w.len(), 2);
-        assert!(put(b"UNIQ_KEY\x01B\x02", 1_002), "evicted by the count bound");
+        assert!(
+            put(b"UNIQ_KEY\x01B\x02", 1_002),
+            "evicted by the count bound"
+        );
     }
 
     #[test]

@@ -30,11 +30,10 @@ fn answer(h: &SendMessageResponseHeader) -> (String, i32, i64) {
 /// msgIds, which also encode the broker's port, ephemeral here and so new after a
 /// restart), queue, queue offset.
 fn placed(a: &(String, i32, i64)) -> (Vec<i64>, i32, i64) {
-    let offsets = a
-        .0
-        .split(',')
-        .map(|id| decode_offset_msg_id(id).unwrap().commit_log_offset)
-        .collect();
+    let offsets =
+        a.0.split(',')
+            .map(|id| decode_offset_msg_id(id).unwrap().commit_log_offset)
+            .collect();
     (offsets, a.1, a.2)
 }
 
@@ -128,7 +127,10 @@ fn a_batch_sent_again_is_answered_as_the_first_time_and_stores_only_what_is_new(
         assert_ne!(twice_ids[1], twice_ids[2]);
 
         let got = pull_all(&c, "DedupBatch", 2, 0).await;
-        let keys: Vec<String> = got.iter().map(|m| m.properties["UNIQ_KEY"].clone()).collect();
+        let keys: Vec<String> = got
+            .iter()
+            .map(|m| m.properties["UNIQ_KEY"].clone())
+            .collect();
         assert_eq!(keys, ["A", "B", "C", "D", "E", "F", "G"]);
         let (by_key, total) = stored_keys(&c, "DedupBatch", 4).await;
         assert_eq!(total, 7, "{by_key:?}");
@@ -176,7 +178,10 @@ fn survives(restart: impl FnOnce(&mut BrokerProc, &std::path::Path, &std::path::
     });
     restart(&mut b, dir.path(), &conf);
     let line = b
-        .wait_for_log(&["duplicate check window", "4 keys"], Duration::from_secs(5))
+        .wait_for_log(
+            &["duplicate check window", "4 keys"],
+            Duration::from_secs(5),
+        )
         .unwrap_or_else(|| panic!("no rebuild line:\n{}", b.stderr_text()));
     eprintln!("{line}");
     run(async {
@@ -247,13 +252,19 @@ fn a_key_is_stored_again_once_the_window_has_passed_also_after_a_restart() {
     b.kill9();
     let mut b = BrokerProc::standalone(dir.path(), &conf);
     let line = b
-        .wait_for_log(&["duplicate check window", "rebuilt"], Duration::from_secs(5))
+        .wait_for_log(
+            &["duplicate check window", "rebuilt"],
+            Duration::from_secs(5),
+        )
         .unwrap();
     // The scan skipped the first segment, whose records are all older than the window.
     assert!(!line.contains("at log offset 0 "), "{line}");
     run(async {
         let c = Client::connect(&b.addr).await;
-        assert!(sent_new.elapsed() < Duration::from_secs(4), "restart too slow for the test");
+        assert!(
+            sent_new.elapsed() < Duration::from_secs(4),
+            "restart too slow for the test"
+        );
         let again = answer(&send_ok(&c, send_v2(&new, 0)).await);
         assert_eq!(placed(&again), placed(&new_first));
     });
@@ -291,10 +302,14 @@ fn two_racing_senders_of_one_key_store_one_copy() {
                         if flip {
                             ks.reverse();
                         }
-                        let ms: Vec<Message> = ks.iter().map(|k| keyed("DedupRace", k, k)).collect();
+                        let ms: Vec<Message> =
+                            ks.iter().map(|k| keyed("DedupRace", k, k)).collect();
                         send_batch(&ms, 3)
                     } else {
-                        send_v2(&keyed("DedupRace", &format!("race-{i}"), "r"), i32::from(flip))
+                        send_v2(
+                            &keyed("DedupRace", &format!("race-{i}"), "r"),
+                            i32::from(flip),
+                        )
                     };
                     answers.push(answer(&send_ok(&c, req).await));
                 }
@@ -318,4 +333,3 @@ fn two_racing_senders_of_one_key_store_one_copy() {
         assert!(by_key.values().all(|n| *n == 1));
     });
 }
-

@@ -106,8 +106,7 @@ fn kill_loop(central: &Central) -> (BTreeSet<String>, usize, usize) {
 }
 
 #[test]
-fn with_the_central_window_a_gateway_killed_mid_batch_again_and_again_forwards_each_message_once()
-{
+fn with_the_central_window_a_gateway_killed_mid_batch_again_and_again_forwards_each_message_once() {
     let mut central = Central::reserved();
     central.extra_conf = "duplicateCheckWindowSeconds=600\n".into();
     central.start();
