@@ -334,7 +334,8 @@ impl Window {
 
 /// The key and first copy a stored record stands for, as the live window would have
 /// recorded them: a delayed message by its real topic and queue, the records the window
-/// does not cover (and deliveries of delayed ones, which carry `REAL_TOPIC`) by none.
+/// does not cover (and deliveries of delayed ones, whose `REAL_TOPIC` is their own topic)
+/// by none.
 fn recovered(view: &RecordView<'_>, offset: u64) -> Option<(String, FirstCopy)> {
     let topic = view.topic_str()?;
     let props = view.properties();
@@ -342,7 +343,8 @@ fn recovered(view: &RecordView<'_>, offset: u64) -> Option<(String, FirstCopy)> 
         let real = properties::get(props, key::REAL_TOPIC)?;
         let qid = properties::get(props, key::REAL_QID)?.trim().parse().ok()?;
         (real, qid)
-    } else if properties::get(props, key::REAL_TOPIC).is_some() {
+    } else if properties::get(props, key::REAL_TOPIC) == Some(topic) {
+        // A delayed message delivered to its topic (delivery keeps REAL_TOPIC).
         return None;
     } else {
         (topic, view.queue_id())
