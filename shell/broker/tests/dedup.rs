@@ -298,7 +298,7 @@ fn two_racing_senders_of_one_key_store_one_copy() {
                 let mut answers = Vec::new();
                 for i in 0..KEYS {
                     let req = if i % 10 == 0 {
-                        let mut ks = vec![format!("race-{i}"), format!("race-{i}-b")];
+                        let mut ks = [format!("race-{i}"), format!("race-{i}-b")];
                         if flip {
                             ks.reverse();
                         }
