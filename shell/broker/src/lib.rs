@@ -89,8 +89,8 @@ pub struct BrokerCtx {
 pub struct Put {
     /// Its record and queue offset: for a duplicate, its first copy's.
     pub stored: tern_engine::store::Stored,
-    /// The queue a send is answered with (the requested one; for a duplicate, the first
-    /// copy's).
+    /// The queue id of the message as given to the put (before a delay moves it to the
+    /// schedule topic); for a duplicate, its first copy's: what a send is answered with.
     pub queue_id: i32,
     /// Not stored: the idempotent-produce window found its first copy.
     pub duplicate: bool,

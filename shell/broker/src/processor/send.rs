@@ -227,9 +227,16 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
     } else {
         ctx.await_stored(put.end()).await
     };
+    // The queue asked for (a half message's record is in the half queue), or where a
+    // duplicate's first copy was sent.
+    let answered_queue = if put.duplicate {
+        put.queue_id
+    } else {
+        queue_id
+    };
     let mut header = SendMessageResponseHeader::new(
         offset_msg_id(ctx.store_host, put.stored.at.offset as i64),
-        put.queue_id,
+        answered_queue,
         put.stored.queue_offset as i64,
     );
     header.transaction_id = properties::get(&props, key::UNIQ_KEY).map(str::to_owned);
