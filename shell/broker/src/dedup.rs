@@ -80,7 +80,7 @@ enum Slot {
 
 #[derive(Debug, Default)]
 struct State {
-    slots: HashMap<Arc<str>, Slot>,
+    slots: HashMap<Arc<str>, Slot, Hasher>,
     /// Published keys in store order, for expiry and the count bound.
     order: VecDeque<(i64, Arc<str>)>,
     /// Keys dropped by the count bound before their time (logged on the first and every
@@ -112,19 +112,25 @@ pub struct Rebuilt {
     pub took: Duration,
 }
 
-/// The window's key for `msg`, if the window covers it.
-fn key_of(topic: &str, props: &[u8]) -> Option<String> {
+/// The hasher of the window's tables: keys come from producers, so seeded per process;
+/// foldhash rather than SipHash, which showed in the send path's profile.
+type Hasher = foldhash::fast::RandomState;
+
+/// The window's key for a message of `topic` with properties `props`, if the window
+/// covers it, written into `buf` (reused across a batch, so a key costs one allocation,
+/// its `Arc`).
+fn key_of(buf: &mut String, topic: &str, props: &[u8]) -> Option<Arc<str>> {
     if !covers(topic) {
         return None;
     }
     let uniq = properties::get(props, key::UNIQ_KEY).filter(|u| !u.is_empty())?;
     // 0x01 cannot occur in a property value (it separates name from value), so the pair
     // is unambiguous.
-    let mut k = String::with_capacity(topic.len() + 1 + uniq.len());
-    k.push_str(topic);
-    k.push('\u{1}');
-    k.push_str(uniq);
-    Some(k)
+    buf.clear();
+    buf.push_str(topic);
+    buf.push('\u{1}');
+    buf.push_str(uniq);
+    Some(Arc::from(buf.as_str()))
 }
 
 /// Whether messages stored into `topic` are covered: user topics only.
@@ -224,8 +230,11 @@ impl Window {
         if !self.is_on() {
             return claim;
         }
-        let keys: Vec<Option<String>> =
-            msgs.iter().map(|m| key_of(m.topic, m.properties)).collect();
+        let mut buf = String::new();
+        let keys: Vec<Option<Arc<str>>> = msgs
+            .iter()
+            .map(|m| key_of(&mut buf, m.topic, m.properties))
+            .collect();
         if keys.iter().all(Option::is_none) {
             return claim;
         }
@@ -235,22 +244,28 @@ impl Window {
             let busy = keys
                 .iter()
                 .flatten()
-                .any(|k| matches!(st.slots.get(k.as_str()), Some(Slot::Pending)));
+                .any(|k| matches!(st.slots.get(k), Some(Slot::Pending)));
             if !busy {
                 break;
             }
             st = self.resolved.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         // Earlier messages of this batch by key: a batch may repeat a key.
-        let mut in_batch: HashMap<&str, usize> = HashMap::new();
+        let batch = keys.len() > 1;
+        let mut in_batch: HashMap<&str, usize, Hasher> = HashMap::default();
+        if batch {
+            in_batch.reserve(keys.len());
+        }
         for (i, k) in keys.iter().enumerate() {
             let Some(k) = k else { continue };
-            if let Some(&j) = in_batch.get(k.as_str()) {
-                claim.seen[i] = Seen::SameAs(j);
-                continue;
+            if batch {
+                if let Some(&j) = in_batch.get(&**k) {
+                    claim.seen[i] = Seen::SameAs(j);
+                    continue;
+                }
+                in_batch.insert(k, i);
             }
-            in_batch.insert(k, i);
-            let first = match st.slots.get(k.as_str()) {
+            let first = match st.slots.get(k) {
                 Some(Slot::Stored(f)) => Some(*f),
                 _ => None,
             };
@@ -259,9 +274,8 @@ impl Window {
                     claim.seen[i] = Seen::Duplicate(f);
                 }
                 _ => {
-                    let k: Arc<str> = Arc::from(k.as_str());
                     st.slots.insert(k.clone(), Slot::Pending);
-                    claim.keys.push((i, k));
+                    claim.keys.push((i, k.clone()));
                     claim.seen[i] = Seen::New;
                 }
             }
@@ -303,6 +317,7 @@ impl Window {
         }
         rebuilt.from = start.max(min);
         let mut at = rebuilt.from;
+        let mut buf = String::new();
         let mut st = self.lock();
         while at < end {
             let (records, next) =
@@ -314,8 +329,7 @@ impl Window {
                 if view.store_timestamp() < cutoff {
                     continue;
                 }
-                if let Some((k, first)) = recovered(&view, r.offset) {
-                    let k: Arc<str> = Arc::from(k);
+                if let Some((k, first)) = recovered(&mut buf, &view, r.offset) {
                     if !st.slots.contains_key(&k) {
                         st.publish(k, first, self.max_keys);
                     }
@@ -336,7 +350,11 @@ impl Window {
 /// recorded them: a delayed message by its real topic and queue, the records the window
 /// does not cover (and deliveries of delayed ones, whose `REAL_TOPIC` is their own topic)
 /// by none.
-fn recovered(view: &RecordView<'_>, offset: u64) -> Option<(String, FirstCopy)> {
+fn recovered(
+    buf: &mut String,
+    view: &RecordView<'_>,
+    offset: u64,
+) -> Option<(Arc<str>, FirstCopy)> {
     let topic = view.topic_str()?;
     let props = view.properties();
     let (topic, queue_id) = if topic == SCHEDULE_TOPIC {
@@ -349,7 +367,7 @@ fn recovered(view: &RecordView<'_>, offset: u64) -> Option<(String, FirstCopy)> 
     } else {
         (topic, view.queue_id())
     };
-    let k = key_of(topic, props)?;
+    let k = key_of(buf, topic, props)?;
     Some((
         k,
         FirstCopy {
