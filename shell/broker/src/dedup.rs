@@ -86,6 +86,9 @@ struct State {
     /// Keys dropped by the count bound before their time (logged on the first and every
     /// 100 000th).
     evicted_early: u64,
+    /// Claims waiting for a pending key: only then is [`Window::resolved`] signalled (a
+    /// futex wake is a system call, which every send would pay otherwise).
+    waiting: usize,
 }
 
 /// The window: see the module docs.
@@ -248,7 +251,9 @@ impl Window {
             if !busy {
                 break;
             }
+            st.waiting += 1;
             st = self.resolved.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.waiting -= 1;
         }
         // Earlier messages of this batch by key: a batch may repeat a key.
         let batch = keys.len() > 1;
@@ -458,9 +463,12 @@ impl Claim<'_> {
                 }
             }
         }
+        let wake = st.waiting > 0;
         drop(st);
         self.published = true;
-        self.window.resolved.notify_all();
+        if wake {
+            self.window.resolved.notify_all();
+        }
         out
     }
 }
@@ -476,8 +484,11 @@ impl Drop for Claim<'_> {
                 st.slots.remove(&k);
             }
         }
+        let wake = st.waiting > 0;
         drop(st);
-        self.window.resolved.notify_all();
+        if wake {
+            self.window.resolved.notify_all();
+        }
     }
 }
 
