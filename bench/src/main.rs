@@ -5,7 +5,8 @@
 //! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls|edge]... [--quick] [--dir PATH]
 //!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
 //!            [--modes sync,async,oneway,batch] [--flush async,sync]
-//!            [--stalls-backlog N] [--edge-bin PATH] [--edge-runner CMD] [--no-peers]
+//!            [--stalls-backlog N] [--edge-bin PATH] [--edge-runner CMD]
+//!            [--broker-conf KEY=VALUE]... [--no-peers]
 //!            [--install-peers]
 //! ```
 
@@ -34,6 +35,8 @@ const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\
   --edge-runner CMD what runs it, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu\"\n\
   --modes LIST      produce send modes, of sync,async,oneway,batch (default all)\n\
   --flush LIST      produce flush policies, of async,sync (default both)\n\
+  --broker-conf KEY=VALUE  a broker.conf line for Tern's broker in produce/e2e/backlog runs\n\
+                    (e.g. duplicateCheckWindowSeconds=60); repeatable\n\
   --no-peers        measure Tern only\n\
   --install-peers   cargo install rocketmq-rust into ~/.cache/tern-bench/peers first";
 
@@ -52,6 +55,7 @@ struct Args {
     edge_runner: Option<String>,
     modes: Option<Vec<Mode>>,
     flush: Option<Vec<bool>>,
+    broker_conf: Vec<String>,
     no_peers: bool,
     install_peers: bool,
 }
@@ -104,6 +108,13 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                     .collect();
                 a.flush = Some(v.ok_or(format!("--flush: {list:?}: want async,sync"))?);
             }
+            "--broker-conf" => {
+                let line = args.next().ok_or("--broker-conf needs KEY=VALUE")?;
+                if !line.contains('=') {
+                    return Err(format!("--broker-conf: {line:?} is not KEY=VALUE"));
+                }
+                a.broker_conf.push(line);
+            }
             "--no-peers" => a.no_peers = true,
             "--install-peers" => a.install_peers = true,
             "-h" | "--help" => return Err(String::new()),
@@ -152,6 +163,10 @@ fn suite_params(a: &Args, dir: PathBuf) -> SuiteParams {
     }
     if let Some(f) = &a.flush {
         p.flush = f.clone();
+    }
+    for line in &a.broker_conf {
+        p.conf.push_str(line);
+        p.conf.push('\n');
     }
     if a.no_peers {
         p.rocketmq = false;

@@ -393,12 +393,32 @@ pub(crate) fn make_segment_file(dir: &Path, name: &str, len: u64) -> Result<File
         .map_err(|e| FsError::io(FsOp::Create, &e))?;
     let ready = allocate(&file, len)
         .and_then(|()| rustix::fs::fdatasync(&file).map_err(|e| FsError::errno(FsOp::Flush, e)))
-        .and_then(|()| fs::rename(&temp, &path).map_err(|e| FsError::io(FsOp::Rename, &e)));
+        .and_then(|()| rename_no_replace(&temp, &path));
     if let Err(error) = ready {
         let _ = fs::remove_file(&temp);
         return Err(error);
     }
     Ok(file)
+}
+
+/// Renames `from` to `to` unless `to` exists (then `AlreadyExists`, and `from` stays).
+///
+/// A segment is made by a task of its own while appends go on ([`NextSegment`]): when the
+/// log rolls into a segment before that task makes it, the append makes it inline, and
+/// the task's rename must then fail rather than put an empty file in the place of the
+/// segment being written (whose records a restart would then not find).
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> Result<(), FsError> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        // A file system without RENAME_NOREPLACE: a hard link fails on an existing name
+        // too.
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            fs::hard_link(from, to).map_err(|e| FsError::io(FsOp::Rename, &e))?;
+            fs::remove_file(from).map_err(|e| FsError::io(FsOp::Rename, &e))
+        }
+        Err(e) => Err(FsError::errno(FsOp::Rename, e)),
+    }
 }
 
 /// The name of the segment at `base`: `base` in decimal, zero-padded to `digits`.

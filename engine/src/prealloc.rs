@@ -12,7 +12,10 @@
 //!
 //! A prepared segment has its final name, full size and a durable folder entry before it
 //! is offered, so a crash at any point leaves either no file or an all-zero segment past
-//! the log's end, which recovery already removes (a roll that never got written).
+//! the log's end, which recovery already removes (a roll that never got written). Its
+//! rename never replaces a file: when an append rolled into the segment and made it
+//! inline between the task's look and its rename, the task fails instead of putting an
+//! empty file under the name of the segment being written.
 //!
 //! [`FileDirectory`]: crate::FileDirectory
 

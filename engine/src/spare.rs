@@ -20,7 +20,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::directory::{make_segment_file, sync_dir};
+use crate::directory::{make_segment_file, rename_no_replace, sync_dir};
 use crate::error::{FsError, FsOp, StoreError};
 
 /// Most spare files of one size kept (a burst of new queues takes them all; the task
@@ -94,7 +94,8 @@ impl Spares {
     /// for [`Spares::sync_dirty`].
     pub(crate) fn take(&self, len: u64, to: &Path) -> Option<File> {
         let from = self.lock().ready.get_mut(&len)?.pop()?;
-        if let Err(e) = fs::rename(&from, to) {
+        // Never over an existing name: another maker may have just made the file.
+        if let Err(e) = rename_no_replace(&from, to) {
             log::warn!("renaming spare {} to {}: {e}", from.display(), to.display());
             let _ = fs::remove_file(&from);
             return None;

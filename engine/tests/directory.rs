@@ -85,6 +85,33 @@ fn creating_an_existing_segment_fails() {
     );
 }
 
+/// The race the prepare task can lose: the log rolled into a segment and made it inline
+/// (and wrote to it) before the task, which looked a moment earlier, makes the same one.
+/// The task's file must not take the written segment's name.
+#[test]
+fn preparing_a_segment_that_exists_fails_and_keeps_the_written_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut dir = open(tmp.path());
+    dir.create(4096, 4096).unwrap();
+    let media = dir.media_mut(4096).unwrap();
+    media
+        .write_at(0, b"a record written after the roll")
+        .unwrap();
+    let next = tern_engine_fs::NextSegment::default();
+    let error =
+        FileDirectory::prepare(tmp.path(), OFFSET_NAME_DIGITS, &next, (4096, 4096), 0).unwrap_err();
+    assert_eq!(error.kind, std::io::ErrorKind::AlreadyExists);
+    assert!(!next.is_prepared(4096));
+    // What a restart reads: the file under the segment's name holds the write.
+    let on_disk = fs::read(tmp.path().join("00000000000000004096")).unwrap();
+    assert_eq!(&on_disk[..31], b"a record written after the roll");
+    let names: Vec<_> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "no temp file left: {names:?}");
+}
+
 #[test]
 fn remove_unlinks_and_tolerates_missing_segments() {
     let tmp = tempfile::tempdir().unwrap();

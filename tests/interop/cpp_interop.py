@@ -25,6 +25,10 @@ Each scenario uses its own topic, PREFIX-<suffix>, and its own consumer groups:
              h. a message whose consume callback raises (RECONSUME_LATER) comes back from
                 the group's retry topic after the retry level's delay (3 + reconsume
                 times), with reconsume_times 1.
+    dedup    i. (not in the default list: the broker needs duplicateCheckWindowSeconds)
+                each message the C++ producer sent is sent again with its UNIQ_KEY (a
+                stdlib SEND_MESSAGE: the C++ client overwrites a UNIQ_KEY property):
+                answered with the first queue offset, stored once, consumed once.
 
 Prints PASS/FAIL lines for named checks on stdout, progress on stderr, and ends with the
 line `N passed, M failed`; exits 1 if anything failed. A global deadline (--deadline)
@@ -769,12 +773,102 @@ def scenario_delay(args, dl, producer):
               "%r" % {k: retry[1][k] for k in ("body", "prop", "topic")})
 
 
+GET_MAX_OFFSET = 30
+
+
+def stored_count(route, topic):
+    """Messages the topic's queues hold, summed over GET_MAX_OFFSET at each master."""
+    total = 0
+    for b in route.get("brokerDatas") or []:
+        addr = (b.get("brokerAddrs") or {}).get("0")
+        for q in route.get("queueDatas") or []:
+            if not addr or q.get("brokerName") != b.get("brokerName"):
+                continue
+            for qid in range(q.get("writeQueueNums", 0)):
+                code, remark, ext, _ = remoting_call(addr, GET_MAX_OFFSET, {"topic": topic, "queueId": qid})
+                if code != 0:
+                    raise RemotingError("GET_MAX_OFFSET %s/%d: %s %s" % (topic, qid, code, remark))
+                total += int(ext.get("offset", "0"))
+    return total
+
+
+SEND_MESSAGE = 10
+
+
+def resend_raw(route, topic, uniq, key, body):
+    """Sends a message again as a retrying producer would: SEND_MESSAGE with the UNIQ_KEY
+    the first send carried. Returns (code, remark, extFields)."""
+    b = (route.get("brokerDatas") or [{}])[0]
+    addr = (b.get("brokerAddrs") or {}).get("0")
+    props = "UNIQ_KEY\x01%s\x02KEYS\x01%s\x02TAGS\x01TagD\x02" % (uniq, key)
+    ext = {
+        "producerGroup": "TernDedupRaw", "topic": topic, "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0,
+        "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": props,
+        "reconsumeTimes": 0, "unitMode": "false", "batch": "false",
+    }
+    code, remark, ext, _ = remoting_call(addr, SEND_MESSAGE, ext, body.encode())
+    return code, remark, ext
+
+
+def scenario_dedup(args, dl, producer):
+    """Against a broker with duplicateCheckWindowSeconds on. rocketmq-client-cpp 1.2.x
+    replaces a UNIQ_KEY property with its own id on every send, so it cannot resend a
+    message itself; each message it sent is sent again with the id it chose (as a Java
+    producer retrying after a lost answer does): answered SEND_OK with the first copy's
+    queue offset, stored once, and the C++ push consumer gets it once."""
+    topic = args.prefix + "-dedup"
+    n = 20
+    first = {}
+    problems = []
+    for i in range(n):
+        key = "%s-k%d" % (topic, i)
+        try:
+            r = producer.send_sync(make_msg(topic, key, "TagD", "dedup %d attempt 0" % i, {}))
+        except Exception as e:  # noqa: BLE001
+            problems.append("#%d: %s" % (i, e))
+            continue
+        if int(r.status) != 0 or not r.msg_id:
+            problems.append("#%d: status=%s msg_id=%r" % (i, r.status, r.msg_id))
+            continue
+        first[key] = (r.msg_id, r.offset)
+    check("i.dedup: %d C++ sends SEND_OK" % n, not problems and len(first) == n, sample(problems, 3))
+    route = wait_route(args.ns_list, topic, dl.budget(15))
+    check("i.dedup: %s has a route" % topic, route_ok(route), route_summary(route))
+    if not route_ok(route):
+        return
+    for i, (key, (uniq, offset)) in enumerate(sorted(first.items(), key=lambda kv: _natural(kv[0]))):
+        try:
+            code, remark, ext = resend_raw(route, topic, uniq, key, "dedup %d attempt 1" % i)
+        except (OSError, RemotingError) as e:
+            problems.append("%s: %s" % (key, e))
+            continue
+        if code != 0 or int(ext.get("queueOffset", "-1")) != offset:
+            problems.append("%s: resend answered code %s (%s) queueOffset %s, first %s"
+                            % (key, code, remark, ext.get("queueOffset"), offset))
+    check("i.dedup: each sent again with its UNIQ_KEY is answered SEND_OK with the first queue offset",
+          not problems, sample(problems, 3))
+    try:
+        stored = stored_count(route, topic)
+    except (OSError, RemotingError) as e:
+        check("i.dedup: stored count readable", False, str(e))
+        return
+    check("i.dedup: the broker stored %d messages, one per UNIQ_KEY" % n, stored == n, "stored %d" % stored)
+    col = consume(args, dl, topic, "%s_%s_dedup" % (args.prefix, args.run), "*", list(first))
+    missing = col.missing()
+    bodies_ok = all(r["body"] == ("dedup %s attempt 0" % r["key"].rsplit("-k", 1)[1]).encode()
+                    for r in col.seen if r["key"] in col.expected)
+    check("i.dedup: the C++ consumer gets every message, the first attempt's body",
+          not missing and bodies_ok, "missing %d: %s" % (len(missing), sample(missing)))
+
+
 SCENARIOS = {
     "sync": scenario_sync,
     "oneway": scenario_oneway,
     "orderly": scenario_orderly,
     "batch": scenario_batch,
     "delay": scenario_delay,
+    "dedup": scenario_dedup,
 }
 
 

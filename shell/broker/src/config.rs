@@ -125,6 +125,13 @@ pub struct BrokerConfig {
     /// A slave further behind than this does not count for SYNC_MASTER
     /// (`haMaxGapNotInSync`).
     pub ha_max_gap_not_in_sync: u64,
+    /// How long a UNIQ_KEY stored in a topic makes a send with the same key a duplicate,
+    /// answered with the first copy and not stored (`duplicateCheckWindowSeconds`, Tern's
+    /// key; zero, the default, is off).
+    pub duplicate_check_window: Duration,
+    /// Most keys that window holds; past it the oldest go early (`duplicateCheckMaxKeys`,
+    /// Tern's key).
+    pub duplicate_check_max_keys: usize,
     /// Check every request against the plain ACL rules (`aclEnable`).
     pub acl_enable: bool,
     /// The rules: `plain_acl.yml` (`plainAclFile`, Tern's key; RocketMQ reads
@@ -273,6 +280,16 @@ impl Config for BrokerConfig {
                 "haMaxGapNotInSync",
                 256u64 * 1024 * 1024,
                 in_range(0, u64::MAX),
+            )?,
+            duplicate_check_window: Duration::from_secs(r.get_checked(
+                "duplicateCheckWindowSeconds",
+                0u64,
+                in_range(0, 86_400),
+            )?),
+            duplicate_check_max_keys: r.get_checked(
+                "duplicateCheckMaxKeys",
+                1_000_000usize,
+                in_range(1, 100_000_000),
             )?,
             acl_enable: false,
             acl_file: PathBuf::new(),

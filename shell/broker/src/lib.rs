@@ -17,6 +17,7 @@ use tern_shell::{Server, ServerConfig};
 pub mod acl;
 pub mod clients;
 pub mod config;
+pub mod dedup;
 pub mod filter;
 pub mod groups;
 pub mod ha;
@@ -78,6 +79,28 @@ pub struct BrokerCtx {
     pub ha_addr: SocketAddr,
     /// Access control, when `aclEnable` is set.
     pub acl: Option<Arc<acl::Acl>>,
+    /// The idempotent-produce window (`duplicateCheckWindowSeconds`), consulted by
+    /// [`BrokerCtx::put`] and [`BrokerCtx::put_batch`].
+    pub dedup: dedup::Window,
+}
+
+/// Where a put left one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Put {
+    /// Its record and queue offset: for a duplicate, its first copy's.
+    pub stored: tern_engine::store::Stored,
+    /// The queue id of the message as given to the put (before a delay moves it to the
+    /// schedule topic); for a duplicate, its first copy's: what a send is answered with.
+    pub queue_id: i32,
+    /// Not stored: the idempotent-produce window found its first copy.
+    pub duplicate: bool,
+}
+
+impl Put {
+    /// The log offset past its record: what the answer waits to be durable.
+    pub fn end(&self) -> u64 {
+        self.stored.at.offset + u64::from(self.stored.at.size)
+    }
 }
 
 impl BrokerCtx {
@@ -91,23 +114,32 @@ impl BrokerCtx {
 
     /// Appends one message: the one way processors, send-backs and transaction commits
     /// store a message. One asking for a delay level goes to the schedule topic instead
-    /// (RocketMQ does this in its store), so each of them gets delays.
-    pub fn put(
-        &self,
-        msg: &tern_engine::record::MessageIn<'_>,
-    ) -> Result<tern_engine::store::Stored, store::PutError> {
+    /// (RocketMQ does this in its store), so each of them gets delays. With the
+    /// idempotent-produce window on, a message whose UNIQ_KEY was stored in its topic
+    /// within the window is not stored again: the answer is its first copy ([`dedup`]).
+    pub fn put(&self, msg: &tern_engine::record::MessageIn<'_>) -> Result<Put, store::PutError> {
+        let one = std::slice::from_ref(msg);
+        let claim = self.dedup.claim(one, runtime::now_ms());
+        if !claim.is_fresh(0) {
+            return Ok(claim.settle(one, &[], runtime::now_ms())[0]);
+        }
         let scheduled = schedule::to_schedule(msg, &self.config.delay_levels)
             .map_err(store::PutError::Illegal)?;
-        let msg = &scheduled.as_ref().map_or(*msg, |s| s.message(msg));
-        self.store.put(msg)
+        let stored = self
+            .store
+            .put(&scheduled.as_ref().map_or(*msg, |s| s.message(msg)))?;
+        let put = claim.settle(one, &[stored], runtime::now_ms());
+        Ok(put[0])
     }
 
-    /// Appends a batch to one queue. RocketMQ refuses delayed messages in a batch (one
-    /// batch, one queue).
+    /// Appends a batch to one queue; returns where each message is, in order. RocketMQ
+    /// refuses delayed messages in a batch (one batch, one queue). With the window on,
+    /// only the messages not seen in it are stored (one append, so their queue offsets
+    /// follow each other); the others are where their first copies are.
     pub fn put_batch(
         &self,
         msgs: &[tern_engine::record::MessageIn<'_>],
-    ) -> Result<Vec<tern_engine::store::Stored>, store::PutError> {
+    ) -> Result<Vec<Put>, store::PutError> {
         for m in msgs {
             if schedule::message::wanted_level(m)
                 .map_err(store::PutError::Illegal)?
@@ -118,7 +150,19 @@ impl BrokerCtx {
                 ));
             }
         }
-        self.store.put_batch(msgs)
+        let claim = self.dedup.claim(msgs, runtime::now_ms());
+        let fresh: Vec<tern_engine::record::MessageIn<'_>> = msgs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| claim.is_fresh(*i))
+            .map(|(_, m)| *m)
+            .collect();
+        let stored = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            self.store.put_batch(&fresh)?
+        };
+        Ok(claim.settle(msgs, &stored, runtime::now_ms()))
     }
 
     /// Waits until a stored record ending at `end` is as safe as the policy promises
@@ -167,6 +211,7 @@ impl Broker {
         };
         let store =
             store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
+        let dedup = open_window(&config, &store);
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
         let processor_ctx_slot: Arc<std::sync::OnceLock<Arc<BrokerCtx>>> = Arc::default();
         let processor = Arc::new(processor::BrokerProcessor::new(processor_ctx_slot.clone()));
@@ -230,6 +275,7 @@ impl Broker {
             ha: ha::HaService::new(config.ha_master_address.clone()),
             ha_addr: config.advertised_addr(ha_port),
             acl,
+            dedup,
             store,
             config,
         });
@@ -303,6 +349,41 @@ impl Broker {
         }
         closed
     }
+}
+
+/// The idempotent-produce window, rebuilt from the log before the context (and so any
+/// send) exists: sends that arrive meanwhile are answered SYSTEM_BUSY and retried.
+fn open_window(config: &BrokerConfig, store: &store::StoreService) -> dedup::Window {
+    // A slave takes no sends; restarted as a master it rebuilds from its replicated log.
+    let span = if config.role == config::BrokerRole::Slave {
+        Duration::ZERO
+    } else {
+        config.duplicate_check_window
+    };
+    let window = dedup::Window::new(span, config.duplicate_check_max_keys);
+    if !window.is_on() {
+        return window;
+    }
+    match window.rebuild(store, runtime::now_ms()) {
+        Ok(r) => log::info!(
+            "duplicate check window ({:?}, at most {} keys): {} keys from {} records at log \
+             offset {} and after, rebuilt in {:?}",
+            config.duplicate_check_window,
+            config.duplicate_check_max_keys,
+            r.keys,
+            r.records,
+            r.from,
+            r.took
+        ),
+        // The store recovered and verified these records; a failure here is a read
+        // error. The broker still serves, with the keys read so far.
+        Err(e) => log::error!(
+            "duplicate check window: rebuilding from the log failed ({e}); it holds the {} keys \
+             read before the failure",
+            window.len()
+        ),
+    }
+    window
 }
 
 fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {

@@ -4,6 +4,9 @@
 //! a restart test that sends with the C++ producer, `kill -9`s the broker mid-stream
 //! (SYNC_FLUSH), restarts it on the same data dir and consumes with the C++ push consumer:
 //! every acknowledged message must come back; then the same across a clean SIGTERM stop.
+//! With `duplicateCheckWindowSeconds` on, a message the C++ producer sent, sent again with
+//! its UNIQ_KEY, is answered with the first copy's offset and stored once (the C++ client
+//! replaces a UNIQ_KEY property with its own id, so the resend is a plain remoting send).
 //! The harness is `interop/mod.rs`.
 
 mod interop;
@@ -73,6 +76,37 @@ fn cpp_client_uses_topic_precreated_with_update_and_create_topic() {
         ],
     );
     run.assert_passed("C++ client on a precreated topic", SCRIPT_LIMIT);
+    broker.stop_cleanly();
+}
+
+#[test]
+fn a_cpp_message_sent_again_with_its_uniq_key_is_stored_once() {
+    let _serial = serial();
+    let Some(py) = python_or_skip("a_cpp_message_sent_again_with_its_uniq_key_is_stored_once")
+    else {
+        return;
+    };
+    let scratch = Scratch::new("dedup");
+    let conf = scratch.path("broker.conf");
+    fs::write(&conf, "duplicateCheckWindowSeconds=60\n").unwrap();
+    let mut broker = Broker::start(
+        &scratch.path("data"),
+        Some(&conf),
+        scratch.path("broker.log"),
+    );
+    let mut run = Script::spawn(
+        &py,
+        &scratch,
+        &[
+            "--namesrv",
+            &broker.namesrv,
+            "--prefix",
+            "TernDedup",
+            "--scenarios",
+            "dedup",
+        ],
+    );
+    run.assert_passed("C++ messages sent again with their UNIQ_KEY", SCRIPT_LIMIT);
     broker.stop_cleanly();
 }
 

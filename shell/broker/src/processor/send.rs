@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 
 use tern_engine::properties::{self, key};
 use tern_engine::record::{Host, MessageIn};
-use tern_engine::store::Stored;
 use tern_shell::headers::{
     ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
 };
@@ -218,20 +217,27 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         body: &req.body,
         properties: &props,
     };
-    let stored = match ctx.put(&msg) {
-        Ok(s) => s,
+    let put = match ctx.put(&msg) {
+        Ok(p) => p,
         Err(e) => return put_error(req, e),
     };
+    // A duplicate waits for its first copy as that copy's own sender does.
     let durability = if properties::get(&props, key::WAIT) == Some("false") {
         Durability::Durable
     } else {
-        ctx.await_stored(stored.at.offset + u64::from(stored.at.size))
-            .await
+        ctx.await_stored(put.end()).await
+    };
+    // The queue asked for (a half message's record is in the half queue), or where a
+    // duplicate's first copy was sent.
+    let answered_queue = if put.duplicate {
+        put.queue_id
+    } else {
+        queue_id
     };
     let mut header = SendMessageResponseHeader::new(
-        offset_msg_id(ctx.store_host, stored.at.offset as i64),
-        queue_id,
-        stored.queue_offset as i64,
+        offset_msg_id(ctx.store_host, put.stored.at.offset as i64),
+        answered_queue,
+        put.stored.queue_offset as i64,
     );
     header.transaction_id = properties::get(&props, key::UNIQ_KEY).map(str::to_owned);
     respond(req, durability, &header)
@@ -336,21 +342,27 @@ async fn send_batch(
             properties: p,
         })
         .collect();
-    let stored: Vec<Stored> = match ctx.put_batch(&msgs) {
-        Ok(s) => s,
+    let puts = match ctx.put_batch(&msgs) {
+        Ok(p) => p,
         Err(e) => return put_error(req, e),
     };
-    let (Some(first), Some(last)) = (stored.first(), stored.last()) else {
+    let Some(first) = puts.first() else {
         return illegal(req, "empty batch");
     };
-    let durability = ctx
-        .await_stored(last.at.offset + u64::from(last.at.size))
-        .await;
-    let ids: Vec<String> = stored
+    // As RocketMQ: every message's msgId in order, and the first message's queue and
+    // offset. With duplicates among them, each is where it is stored (a duplicate's
+    // first copy), so a batch sent again whole is answered as it was the first time.
+    let end = puts.iter().map(crate::Put::end).max().unwrap_or(0);
+    let durability = ctx.await_stored(end).await;
+    let ids: Vec<String> = puts
         .iter()
-        .map(|s| offset_msg_id(ctx.store_host, s.at.offset as i64))
+        .map(|p| offset_msg_id(ctx.store_host, p.stored.at.offset as i64))
         .collect();
-    let header = SendMessageResponseHeader::new(ids.join(","), queue_id, first.queue_offset as i64);
+    let header = SendMessageResponseHeader::new(
+        ids.join(","),
+        first.queue_id,
+        first.stored.queue_offset as i64,
+    );
     respond(req, durability, &header)
 }
 
@@ -445,9 +457,9 @@ pub async fn send_back(
         properties: &props,
     };
     match ctx.put(&msg) {
-        Ok(s) => {
+        Ok(p) => {
             // Stored is enough for a send-back (RocketMQ answers success on timeouts).
-            let _ = ctx.await_stored(s.at.offset + u64::from(s.at.size)).await;
+            let _ = ctx.await_stored(p.end()).await;
             RemotingCommand::response_to(req, ResponseCode::Success)
         }
         Err(e) => put_error(req, e),

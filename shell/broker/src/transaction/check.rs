@@ -253,7 +253,7 @@ impl Transactions {
     ) -> Option<Replaced> {
         let props = half::rewrite_properties(view.properties(), &[], set);
         let msg = half::copy_message(view, HALF_TOPIC, 0, &props);
-        let stored = match ctx.put(&msg) {
+        let stored = match ctx.put(&msg).map(|p| p.stored) {
             Ok(s) => s,
             Err(e) => {
                 log::error!("re-storing half message {i}: {e:?}");
@@ -288,7 +288,7 @@ impl Transactions {
             ctx.request_registration();
         }
         let msg = half::copy_message(view, CHECK_MAX_TOPIC, 0, view.properties());
-        match ctx.put(&msg) {
+        match ctx.put(&msg).map(|p| p.stored) {
             Ok(s) => log::warn!(
                 "transaction {} of group {} for {} {why}: moved to {CHECK_MAX_TOPIC} (log end {})",
                 info.uniq.unwrap_or("?"),

@@ -150,7 +150,7 @@ impl Transactions {
             let props = half::commit_properties(view.properties());
             let half_offset = view.physical_offset().max(0) as u64;
             let msg = half::commit_message(view, info, &props, half_offset, host(ctx.store_host));
-            let stored = ctx.put(&msg)?;
+            let stored = ctx.put(&msg)?.stored;
             end = stored_end(&stored);
             if let Some(uniq) = info.uniq {
                 st.recent_commits.insert(uniq.to_owned(), end);
@@ -258,7 +258,7 @@ fn write_op(st: &mut State, ctx: &BrokerCtx, half_queue_offset: u64) -> Result<S
         body: &body,
         properties: &props,
     };
-    let stored = ctx.put(&msg)?;
+    let stored = ctx.put(&msg)?.stored;
     if half_queue_offset >= st.half_progress {
         st.done.insert(half_queue_offset);
     }
