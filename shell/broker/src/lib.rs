@@ -22,12 +22,14 @@ pub mod groups;
 pub mod ha;
 pub mod longpoll;
 pub mod offsets;
+pub mod pending;
 pub mod persist;
 pub mod processor;
 pub mod register;
 pub mod retention;
 pub mod schedule;
 pub mod slave_sync;
+pub mod status;
 pub mod store;
 pub mod topics;
 pub mod transaction;
@@ -78,6 +80,8 @@ pub struct BrokerCtx {
     pub ha_addr: SocketAddr,
     /// Access control, when `aclEnable` is set.
     pub acl: Option<Arc<acl::Acl>>,
+    /// Runtime-info entries added by the embedding process (the edge gateway's).
+    pub extra_stats: status::ExtraStats,
 }
 
 impl BrokerCtx {
@@ -230,6 +234,7 @@ impl Broker {
             ha: ha::HaService::new(config.ha_master_address.clone()),
             ha_addr: config.advertised_addr(ha_port),
             acl,
+            extra_stats: status::ExtraStats::default(),
             store,
             config,
         });

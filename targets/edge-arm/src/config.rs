@@ -1,7 +1,7 @@
 //! The gateway's settings: the local broker's (`broker.conf` keys, with edge-sized
 //! defaults) plus the forwarder's `edge*` keys, read from one `key=value` file and flags.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use tern_broker::config::BrokerConfig;
@@ -39,6 +39,12 @@ pub struct EdgeConfig {
     pub producer_group: String,
     /// Longest pause between attempts while the uplink is down (`edgeRetryMaxMs`).
     pub retry_max: Duration,
+    /// First pause before a topic the cluster refused with an error an operator must fix
+    /// (NO_PERMISSION, TOPIC_NOT_EXIST, no route) is tried again (`edgeBlockedRetryMs`);
+    /// doubled up to `edgeBlockedRetryMaxMs`.
+    pub blocked_retry: Duration,
+    /// Longest pause between two tries of a blocked topic (`edgeBlockedRetryMaxMs`).
+    pub blocked_retry_max: Duration,
     /// Keep forwarded segments for local consumers instead of deleting them at once
     /// (`edgeKeepForwarded`; retention by `fileReservedTime` then applies).
     pub keep_forwarded: bool,
@@ -96,6 +102,28 @@ impl Config for EdgeConfig {
                     Err(format!("{n} is outside 100..600000"))
                 }
             })?),
+            blocked_retry: Duration::from_millis(r.get_checked(
+                "edgeBlockedRetryMs",
+                60_000u64,
+                |n| {
+                    if (100..=3_600_000).contains(n) {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} is outside 100..3600000"))
+                    }
+                },
+            )?),
+            blocked_retry_max: Duration::from_millis(r.get_checked(
+                "edgeBlockedRetryMaxMs",
+                600_000u64,
+                |n| {
+                    if (100..=3_600_000).contains(n) {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} is outside 100..3600000"))
+                    }
+                },
+            )?),
             keep_forwarded: r.get("edgeKeepForwarded", false)?,
         })
     }
@@ -121,12 +149,4 @@ pub fn source(file: Option<&Path>, data_dir: &Path) -> Result<ConfigSource, Conf
         );
     }
     Ok(src)
-}
-
-/// Where the gateway keeps its forwarding progress.
-pub fn progress_path(cfg: &EdgeConfig) -> PathBuf {
-    cfg.broker
-        .store_root
-        .join("config")
-        .join("edgeForward.tern")
 }

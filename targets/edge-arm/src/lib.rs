@@ -50,7 +50,8 @@ impl Gateway {
                 return Err(e);
             }
         };
-        let forwarder = match Forwarder::new(broker.ctx().store.clone(), cfg) {
+        let dead = forward::dead_letter::DeadLetters::new(&cfg.broker.store_root);
+        let forwarder = match Forwarder::new(broker.ctx().clone(), cfg) {
             Ok(f) => f,
             Err(e) => {
                 let _ = broker.shutdown().await;
@@ -58,6 +59,15 @@ impl Gateway {
                 return Err(e);
             }
         };
+        // The forwarder's state joins the local broker's runtime info, so `tern-admin
+        // brokerStatus` on the gateway shows it.
+        let report = forwarder.report();
+        broker.ctx().extra_stats.register(move |out| {
+            report
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entries(dead.count(), out);
+        });
         let stop_forwarding = Shutdown::new();
         let forwarding = runtime::spawn(forwarder.run(stop_forwarding.clone()));
         Ok(Gateway {

@@ -237,6 +237,8 @@ pub struct Edge {
     upstream: String,
     dir: PathBuf,
     extra: String,
+    /// The local broker's address, as the gateway printed it at its last start.
+    pub broker: String,
 }
 
 /// The command that runs `tern-edge`: native, or `TERN_EDGE_RUNNER TERN_EDGE_BIN`.
@@ -264,6 +266,7 @@ impl Edge {
             upstream: upstream.to_owned(),
             dir: dir.to_owned(),
             extra: extra.to_owned(),
+            broker: String::new(),
         };
         e.launch();
         e
@@ -280,6 +283,12 @@ impl Edge {
             .arg("-c")
             .arg(conf);
         let (proc, lines) = Proc::spawn(cmd, "tern-edge");
+        if let Some(addr) = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("tern-edge broker on "))
+        {
+            self.broker = addr.to_owned();
+        }
         // Under qemu-user the gateway must really be the cross-built one.
         if let Ok(arch) = std::env::var("TERN_EDGE_ARCH") {
             assert!(
@@ -347,5 +356,22 @@ pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut
             "timed out after {within:?}: {what}"
         );
         tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Sends `mib` MiB of 10 KiB messages to `topic` through the gateway, in batches: other
+/// traffic that rolls the gateway's 1 MiB segments.
+pub async fn filler(p: &tern_client::Producer, topic: &str, mib: usize) {
+    let body = vec![b'f'; 10 * 1024];
+    for batch in 0..mib * 5 {
+        let msgs = (0..20)
+            .map(|i| {
+                tern_client::Message::new(topic, body.clone())
+                    .with_property("n", (batch * 20 + i).to_string())
+            })
+            .collect();
+        p.send_batch(msgs)
+            .await
+            .unwrap_or_else(|e| panic!("filler batch {batch}: {e}"));
     }
 }

@@ -1,0 +1,148 @@
+//! From stored records to what is sent: which records are forwarded, which stay local,
+//! which cannot be sent (dead letters), and runs of one topic and local queue.
+
+use tern_broker::store::LogRecord;
+use tern_client::Message;
+use tern_engine::record::RecordView;
+use tern_shell::message::MessageExt;
+
+/// Topics that hold the local broker's own state, never forwarded: delayed messages
+/// wait in the schedule topic and are forwarded once delivered to their topic;
+/// transaction halves are forwarded as their commit; retries and dead letters belong to
+/// local consumer groups.
+pub fn is_local_only(topic: &str) -> bool {
+    topic.starts_with("%RETRY%")
+        || topic.starts_with("%DLQ%")
+        || matches!(
+            topic,
+            "SCHEDULE_TOPIC_XXXX"
+                | "RMQ_SYS_TRANS_HALF_TOPIC"
+                | "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+                | "TRANS_CHECK_MAX_TIME_TOPIC"
+                | "OFFSET_MOVED_EVENT"
+        )
+}
+
+/// Properties the local broker added for its own bookkeeping; the central broker adds
+/// its own.
+const LOCAL_PROPERTIES: &[&str] = &[
+    "REAL_TOPIC",
+    "REAL_QID",
+    "DELAY",
+    "TRAN_MSG",
+    "PGROUP",
+    "TRANSACTION_CHECK_TIMES",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "MSG_REGION",
+    "TRACE_ON",
+];
+
+/// Transaction bits of sysFlag: a prepared half or a rollback is not a message to send.
+const SYSFLAG_TRANSACTION_MASK: i32 = 0x3 << 2;
+const SYSFLAG_TRANSACTION_NOT_TYPE: i32 = 0;
+const SYSFLAG_TRANSACTION_COMMIT: i32 = 0x2 << 2;
+
+/// One run of records of the same topic and local queue.
+#[derive(Debug)]
+pub struct Run {
+    /// Topic.
+    pub topic: String,
+    /// Queue id in the local broker.
+    pub local_queue: i32,
+    /// The messages, in log order.
+    pub msgs: Vec<Message>,
+    /// Each message's record offset in the local log.
+    pub offsets: Vec<u64>,
+}
+
+/// What a stretch of the log holds, in log order.
+#[derive(Debug)]
+pub enum Item {
+    /// Messages to send.
+    Run(Run),
+    /// A record of a user topic that cannot be turned into a message to send (not a
+    /// record, a bad CRC, a body compressed in a way this build cannot inflate): kept as
+    /// a dead letter with `why`.
+    Undecodable {
+        /// Its log offset.
+        offset: u64,
+        /// Its topic, when the record's header could be read.
+        topic: Option<String>,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Whether a record of `topic` with `sys_flag` is sent at all.
+fn forwarded(topic: &str, sys_flag: i32) -> bool {
+    !is_local_only(topic)
+        && matches!(
+            sys_flag & SYSFLAG_TRANSACTION_MASK,
+            SYSFLAG_TRANSACTION_NOT_TYPE | SYSFLAG_TRANSACTION_COMMIT
+        )
+}
+
+/// The message to send for a decoded record.
+fn to_message(m: MessageExt) -> Message {
+    let mut out = Message::new(m.topic, m.body);
+    out.flag = m.flag;
+    out.properties = m.properties;
+    for k in LOCAL_PROPERTIES {
+        out.properties.remove(*k);
+    }
+    out
+}
+
+/// The message to send for stored record bytes: `Ok(None)` for a record that stays
+/// local, `Err` (why) for one that cannot be sent.
+pub fn decode(bytes: &[u8]) -> Result<Option<(Message, i32)>, (Option<String>, String)> {
+    let view = RecordView::parse(bytes).map_err(|e| (None, format!("not a record: {e:?}")))?;
+    let topic = String::from_utf8_lossy(view.topic()).into_owned();
+    if !forwarded(&topic, view.sys_flag()) {
+        return Ok(None);
+    }
+    view.verify_crc()
+        .map_err(|e| (Some(topic.clone()), format!("body CRC: {e:?}")))?;
+    let m = MessageExt::from_view(&view).map_err(|e| (Some(topic), e.to_string()))?;
+    let queue = m.queue_id;
+    Ok(Some((to_message(m), queue)))
+}
+
+/// Splits records into runs of one topic and local queue and records that cannot be
+/// sent, in log order; `skip` names topics left out (parked ones).
+pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
+    let mut out: Vec<Item> = Vec::new();
+    for r in records {
+        let (msg, queue) = match decode(&r.bytes) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err((topic, why)) => {
+                if topic.as_deref().is_some_and(&skip) {
+                    continue;
+                }
+                out.push(Item::Undecodable {
+                    offset: r.offset,
+                    topic,
+                    why,
+                });
+                continue;
+            }
+        };
+        if skip(&msg.topic) {
+            continue;
+        }
+        match out.last_mut() {
+            Some(Item::Run(run)) if run.topic == msg.topic && run.local_queue == queue => {
+                run.msgs.push(msg);
+                run.offsets.push(r.offset);
+            }
+            _ => out.push(Item::Run(Run {
+                topic: msg.topic.clone(),
+                local_queue: queue,
+                msgs: vec![msg],
+                offsets: vec![r.offset],
+            })),
+        }
+    }
+    out
+}
