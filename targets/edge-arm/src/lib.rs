@@ -14,6 +14,7 @@ use tern_broker::Broker;
 use tern_namesrv::{NameServer, NamesrvConfig};
 use tern_shell::runtime::{self, JoinHandle, Shutdown};
 
+pub mod cli;
 pub mod config;
 pub mod forward;
 

@@ -194,6 +194,11 @@ impl Central {
         }
     }
 
+    /// Its broker's address.
+    pub fn broker_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
     /// A client config for the central name server.
     pub fn client_config(&self) -> ClientConfig {
         ClientConfig::new(&self.namesrv)
@@ -336,12 +341,34 @@ impl Edge {
         self.proc.as_ref().map(Proc::log).unwrap_or_default()
     }
 
+    /// Runs `tern-edge dead-letters ARGS` on this gateway's store and configuration;
+    /// returns whether it succeeded, and its stdout and stderr.
+    pub fn dead_letters_cmd(&self, args: &[&str]) -> (bool, String, String) {
+        let mut cmd = edge_command();
+        cmd.arg("dead-letters")
+            .args(args)
+            .args(["--upstream", &self.upstream])
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("-c")
+            .arg(self.dir.join("edge.conf"))
+            .env("RUST_LOG", "warn");
+        let out = cmd.output().expect("run tern-edge dead-letters");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Where it keeps messages the cluster refused for good.
     pub fn dead_letters(&self) -> Vec<PathBuf> {
         let dir = self.dir.join("data").join("store").join("dead-letter");
         let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
             .unwrap_or_default();
+        // Each record file has a `.reason` beside it.
+        v.retain(|p| p.extension().is_some_and(|e| e == "record"));
         v.sort();
         v
     }
