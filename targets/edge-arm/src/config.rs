@@ -45,6 +45,9 @@ pub struct EdgeConfig {
     pub blocked_retry: Duration,
     /// Longest pause between two tries of a blocked topic (`edgeBlockedRetryMaxMs`).
     pub blocked_retry_max: Duration,
+    /// Longest a topic waits for a missing central broker its keys map to before they
+    /// are mapped anew over the queues left (`edgeRouteHoldMs`).
+    pub route_hold: Duration,
     /// Keep forwarded segments for local consumers instead of deleting them at once
     /// (`edgeKeepForwarded`; retention by `fileReservedTime` then applies).
     pub keep_forwarded: bool,
@@ -121,6 +124,17 @@ impl Config for EdgeConfig {
                         Ok(())
                     } else {
                         Err(format!("{n} is outside 100..3600000"))
+                    }
+                },
+            )?),
+            route_hold: Duration::from_millis(r.get_checked(
+                "edgeRouteHoldMs",
+                600_000u64,
+                |n| {
+                    if (1_000..=86_400_000).contains(n) {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} is outside 1000..86400000"))
                     }
                 },
             )?),

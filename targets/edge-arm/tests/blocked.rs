@@ -141,7 +141,7 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
         );
         let log = edge.log();
         assert_eq!(
-            log.matches("topic Locked refused by the cluster").count(),
+            log.matches("topic Locked held (NO_PERMISSION").count(),
             1,
             "logged once per change of state:\n{log}"
         );

@@ -311,7 +311,7 @@ impl Forwarder {
             deleted_below: min,
             checked_pending_at: None,
             blocked,
-            routes: route::Routes::default(),
+            routes: route::Routes::new(cfg.route_hold),
             report: Arc::new(Mutex::new(Report::default())),
             cfg,
             stats: Stats::default(),
@@ -507,7 +507,9 @@ impl Forwarder {
             .publish_info(topic)
             .await
             .map_err(|e| Failure::of(&e))?;
-        let queue = self.routes.queue_for(topic, local_queue, &info)?;
+        let queue = self
+            .routes
+            .queue_for(&mut self.progress.routes, topic, local_queue, &info)?;
         self.producer
             .send_batch_to_queue(msgs.to_vec(), &queue)
             .await
@@ -520,13 +522,22 @@ impl Forwarder {
     fn park(&mut self, topic: &str, from: u64, state: &'static str, detail: String) {
         let now = Instant::now();
         self.progress.parked.insert(topic.to_owned(), from);
-        let first = self.cfg.blocked_retry;
-        let max = self.cfg.blocked_retry_max;
+        // A missing broker comes back by itself: tried as often as a failing uplink.
+        // What an operator must fix is tried every minute or more: each try costs a
+        // route lookup and a refused request on the cluster, and a fix takes minutes.
+        let (first, max) = if state == "BROKER_ABSENT" {
+            (self.cfg.retry_max, self.cfg.retry_max)
+        } else {
+            (self.cfg.blocked_retry, self.cfg.blocked_retry_max)
+        };
         match self.blocked.get_mut(topic) {
             Some(b) => {
+                if b.state == "PARKED" {
+                    b.wait = first;
+                }
                 if b.state != state {
                     log::warn!(
-                        "topic {topic} still refused by the cluster, now {state} ({detail}); next try in {:?}",
+                        "topic {topic} still held, now {state} ({detail}); next try in {:?}",
                         b.wait
                     );
                 } else {
@@ -539,8 +550,8 @@ impl Forwarder {
             }
             None => {
                 log::warn!(
-                    "topic {topic} refused by the cluster ({state}: {detail}): parked at local offset {from}, \
-                     other topics keep flowing; next try in {first:?} (an operator must grant or create it)"
+                    "topic {topic} held ({state}: {detail}): parked at local offset {from}, \
+                     other topics keep flowing; next try in {first:?}"
                 );
                 self.blocked.insert(
                     topic.to_owned(),
@@ -590,7 +601,7 @@ impl Forwarder {
                 self.progress.parked.remove(topic);
                 if let Some(b) = self.blocked.remove(topic) {
                     log::info!(
-                        "topic {topic} taken by the cluster again after {} s ({}): {} parked message(s) forwarded",
+                        "topic {topic} flowing again after {} s ({}): {} parked message(s) forwarded",
                         (now_ms() - b.since_ms).max(0) / 1000,
                         b.state,
                         self.stats.forwarded - started

@@ -23,6 +23,8 @@ pub struct Progress {
     /// topic with an error an operator must fix (NO_PERMISSION, TOPIC_NOT_EXIST), so
     /// its records wait while other topics move on.
     pub parked: BTreeMap<String, u64>,
+    /// Topic → the central queues its local queues map to ([`super::route`]).
+    pub routes: BTreeMap<String, Vec<super::route::QueueRef>>,
 }
 
 impl Progress {
@@ -64,6 +66,7 @@ pub fn load(cfg: &EdgeConfig) -> Result<Progress, String> {
         .map(|v1| Progress {
             forwarded: v1.forwarded,
             parked: BTreeMap::new(),
+            routes: BTreeMap::new(),
         })
         .unwrap_or_default())
 }

@@ -1,34 +1,114 @@
-//! Which central queue a local queue's messages go to.
+//! Which central queue a local queue's messages go to, kept stable across route
+//! changes so per-key order holds.
+//!
+//! The first time a topic is forwarded its central writable queues (as the producer
+//! lists them: sorted by broker, then queue id) are kept in the progress
+//! ([`super::progress::Progress::routes`]). Local queue `q` then always goes to kept
+//! queue `q mod kept count`; a producer's sharding key chose `q`, so each key stays in
+//! one central queue. When the route changes:
+//! - a kept queue is in the route: it is used, whatever else changed (queues added on
+//!   any broker are not used by the forwarder until a rebuild);
+//! - a kept queue's broker is missing from the route (down, restarting): the topic is
+//!   held ([`Failure::Blocked`] `BROKER_ABSENT`, tried again every `edgeRetryMaxMs`)
+//!   rather than moving its keys; after `edgeRouteHoldMs` without the broker the
+//!   mapping is rebuilt from the route as it is;
+//! - a kept queue's broker is in the route but no longer has that queue (its queue count
+//!   was lowered, or the queue made read-only): the mapping is rebuilt at once.
+//!
+//! A rebuild is logged at WARN: keys may move to another central queue, so a consumer
+//! may see a key's later messages before its earlier ones still queued in the old
+//! queue.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use tern_client::producer::PublishInfo;
 use tern_shell::body::MessageQueue;
 
 use super::Failure;
 
-/// The central queue choice per topic.
-#[derive(Debug, Default)]
-pub struct Routes {}
+/// A central queue as kept: broker name and queue id.
+pub type QueueRef = (String, i32);
+
+/// Runtime side of the mapping: how long a kept broker has been missing.
+#[derive(Debug)]
+pub struct Routes {
+    hold: Duration,
+    absent_since: BTreeMap<String, Instant>,
+}
 
 impl Routes {
+    /// Holds a topic at most `hold` for a missing broker.
+    pub fn new(hold: Duration) -> Routes {
+        Routes {
+            hold,
+            absent_since: BTreeMap::new(),
+        }
+    }
+
     /// The central queue for `local_queue` of `topic`, given its current writable
-    /// queues `info`.
+    /// queues `info` and the `kept` mappings (updated when built or rebuilt).
     pub fn queue_for(
         &mut self,
+        kept: &mut BTreeMap<String, Vec<QueueRef>>,
         topic: &str,
         local_queue: i32,
         info: &PublishInfo,
     ) -> Result<MessageQueue, Failure> {
         if info.queues.is_empty() {
-            return Err(no_writable_queue(topic));
+            return Err(Failure::Blocked {
+                state: "NO_PERMISSION",
+                detail: format!("no writable queue of {topic} in the central route"),
+            });
         }
-        Ok(info.queues[local_queue.unsigned_abs() as usize % info.queues.len()].clone())
+        let current: Vec<QueueRef> = info
+            .queues
+            .iter()
+            .map(|q| (q.broker_name.clone(), q.queue_id))
+            .collect();
+        let mapping = kept
+            .entry(topic.to_owned())
+            .or_insert_with(|| current.clone());
+        let chosen = &mapping[local_queue.unsigned_abs() as usize % mapping.len()];
+        if current.contains(chosen) {
+            self.absent_since.remove(topic);
+            return Ok(queue(topic, chosen));
+        }
+        let brokers: BTreeSet<&str> = current.iter().map(|(b, _)| b.as_str()).collect();
+        if !brokers.contains(chosen.0.as_str()) {
+            let since = *self
+                .absent_since
+                .entry(topic.to_owned())
+                .or_insert_with(Instant::now);
+            if since.elapsed() < self.hold {
+                return Err(Failure::Blocked {
+                    state: "BROKER_ABSENT",
+                    detail: format!(
+                        "central broker {} (queue {} of {topic}) is not in the route: its keys wait for it",
+                        chosen.0, chosen.1
+                    ),
+                });
+            }
+        }
+        log::warn!(
+            "central queues of {topic} changed ({} kept, {} now; {} {} gone): mapping rebuilt, \
+             keys may move to another central queue",
+            mapping.len(),
+            current.len(),
+            chosen.0,
+            chosen.1
+        );
+        self.absent_since.remove(topic);
+        *mapping = current;
+        let chosen = &mapping[local_queue.unsigned_abs() as usize % mapping.len()];
+        Ok(queue(topic, chosen))
     }
 }
 
-/// The route lists the topic but no queue takes writes (its perm was changed).
-fn no_writable_queue(topic: &str) -> Failure {
-    Failure::Blocked {
-        state: "NO_PERMISSION",
-        detail: format!("no writable queue of {topic} in the central route"),
+fn queue(topic: &str, (broker, id): &QueueRef) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_owned(),
+        broker_name: broker.clone(),
+        queue_id: *id,
     }
 }

@@ -233,6 +233,64 @@ impl Central {
     }
 }
 
+/// Another broker of the central cluster, registered with [`Central`]'s name server.
+#[derive(Debug)]
+pub struct CentralBroker {
+    proc: Option<Proc>,
+    name: String,
+    namesrv: String,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl CentralBroker {
+    /// Starts broker `name` of `central`'s cluster.
+    pub fn started(central: &Central, name: &str) -> CentralBroker {
+        let mut b = CentralBroker {
+            proc: None,
+            name: name.to_owned(),
+            namesrv: central.namesrv.clone(),
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        b.start();
+        b
+    }
+
+    /// Starts (or restarts) it on its port and store.
+    pub fn start(&mut self) {
+        let conf = self.dir.path().join("broker.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "{GEOMETRY}brokerName={}\nstorePathRootDir={}\nhaListenPort={}\n",
+                self.name,
+                self.dir.path().join("store").display(),
+                free_port()
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new(binaries::binary("tern-broker"));
+        cmd.arg("-c")
+            .arg(conf)
+            .args(["-n", &self.namesrv])
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)]);
+        self.proc = Some(Proc::spawn(cmd, "central tern-broker (second)").0);
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill9();
+        }
+    }
+}
+
 /// The gateway under test.
 #[derive(Debug)]
 pub struct Edge {
