@@ -128,7 +128,7 @@ async fn resend_one(
     let msg = match records::decode(&bytes) {
         Ok(Some((msg, _))) => msg,
         Ok(None) => return Err("a record of a local-only topic: not forwarded".into()),
-        Err((_, why)) => return Err(format!("cannot be sent: {why}; kept")),
+        Err(e) => return Err(format!("cannot be sent: {}; kept", e.why)),
     };
     let topic = msg.topic.clone();
     let sent = producer
@@ -141,4 +141,25 @@ async fn resend_one(
         "resent {offset} ({topic}) as {} to {} queue {}\n",
         sent.msg_id, sent.queue.broker_name, sent.queue.queue_id
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_take_an_offset_or_all() {
+        assert_eq!(parse("list", None), Ok((Action::List, Which::All)));
+        assert_eq!(
+            parse("resend", Some("--all")),
+            Ok((Action::Resend, Which::All))
+        );
+        assert_eq!(
+            parse("drop", Some("42")),
+            Ok((Action::Drop, Which::One(42)))
+        );
+        assert!(parse("drop", None).is_err(), "drop needs to be told which");
+        assert!(parse("resend", Some("x")).is_err());
+        assert!(parse("purge", None).is_err());
+    }
 }

@@ -138,3 +138,26 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes)?;
     f.sync_all()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_record_is_listed_with_its_reason_and_removed_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = DeadLetters::new(dir.path());
+        assert_eq!(d.count(), 0, "no folder yet");
+        d.keep(4096, b"not a record", "undecodable: bad\nrecord")
+            .unwrap();
+        d.keep(12, b"x", "refused").unwrap();
+        assert_eq!(d.offsets().unwrap(), vec![12, 4096]);
+        let one = d.describe(4096).unwrap();
+        assert_eq!(one.topic, "?");
+        assert_eq!(one.size, 12);
+        assert_eq!(one.reason, "undecodable: bad record", "one line");
+        d.remove(4096).unwrap();
+        assert_eq!(d.offsets().unwrap(), vec![12]);
+        assert!(d.remove(4096).is_err(), "gone");
+    }
+}

@@ -507,9 +507,9 @@ impl Forwarder {
             .publish_info(topic)
             .await
             .map_err(|e| Failure::of(&e))?;
-        let queue = self
-            .routes
-            .queue_for(&mut self.progress.routes, topic, local_queue, &info)?;
+        let queue =
+            self.routes
+                .queue_for(&mut self.progress.routes, topic, local_queue, &info.queues)?;
         self.producer
             .send_batch_to_queue(msgs.to_vec(), &queue)
             .await

@@ -79,3 +79,43 @@ fn load_at<T: serde::de::DeserializeOwned>(p: &Path) -> Result<Option<T>, String
 pub fn save(cfg: &EdgeConfig, progress: &Progress) -> Result<(), String> {
     tern_engine_fs::meta::save(&path(cfg), progress).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_unsent_record_is_the_lowest_of_the_main_pass_and_the_parked_topics() {
+        let mut p = Progress {
+            forwarded: 5_000,
+            ..Progress::default()
+        };
+        assert_eq!(p.oldest_unsent(), 5_000);
+        p.parked.insert("A".into(), 1_200);
+        p.parked.insert("B".into(), 3_000);
+        assert_eq!(p.oldest_unsent(), 1_200);
+    }
+
+    #[test]
+    fn a_first_version_file_is_read_as_the_main_pass_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = crate::config::source(None, dir.path()).unwrap();
+        src.set(
+            "edgeUpstreamNamesrv",
+            "127.0.0.1:9876",
+            tern_shell::config::Origin::Program,
+        );
+        let cfg = tern_shell::config::load::<EdgeConfig>(&src).unwrap().config;
+        std::fs::create_dir_all(cfg.broker.store_root.join("config")).unwrap();
+        #[derive(Serialize)]
+        struct V1 {
+            forwarded: u64,
+        }
+        tern_engine_fs::meta::save(&v1_path(&cfg), &V1 { forwarded: 777 }).unwrap();
+        assert_eq!(load(&cfg).unwrap().forwarded, 777);
+        let mut p = load(&cfg).unwrap();
+        p.parked.insert("T".into(), 10);
+        save(&cfg, &p).unwrap();
+        assert_eq!(load(&cfg).unwrap(), p, "the current file wins");
+    }
+}

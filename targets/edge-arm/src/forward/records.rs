@@ -93,17 +93,36 @@ fn to_message(m: MessageExt) -> Message {
     out
 }
 
-/// The message to send for stored record bytes: `Ok(None)` for a record that stays
-/// local, `Err` (why) for one that cannot be sent.
-pub fn decode(bytes: &[u8]) -> Result<Option<(Message, i32)>, (Option<String>, String)> {
-    let view = RecordView::parse(bytes).map_err(|e| (None, format!("not a record: {e:?}")))?;
+/// Why a record of a forwarded topic cannot be sent.
+#[derive(Debug)]
+pub struct Unsendable {
+    /// Its topic, when the record's header could be read.
+    pub topic: Option<String>,
+    /// Why.
+    pub why: String,
+}
+
+/// The message to send for stored record bytes, with its local queue: `Ok(None)` for a
+/// record that stays local.
+pub fn decode(bytes: &[u8]) -> Result<Option<(Message, i32)>, Unsendable> {
+    let view = RecordView::parse(bytes).map_err(|e| Unsendable {
+        topic: None,
+        why: format!("not a record: {e:?}"),
+    })?;
     let topic = String::from_utf8_lossy(view.topic()).into_owned();
     if !forwarded(&topic, view.sys_flag()) {
         return Ok(None);
     }
-    view.verify_crc()
-        .map_err(|e| (Some(topic.clone()), format!("body CRC: {e:?}")))?;
-    let m = MessageExt::from_view(&view).map_err(|e| (Some(topic), e.to_string()))?;
+    if let Err(e) = view.verify_crc() {
+        return Err(Unsendable {
+            topic: Some(topic),
+            why: format!("body CRC: {e:?}"),
+        });
+    }
+    let m = MessageExt::from_view(&view).map_err(|e| Unsendable {
+        topic: Some(topic),
+        why: e.to_string(),
+    })?;
     let queue = m.queue_id;
     Ok(Some((to_message(m), queue)))
 }
@@ -116,7 +135,7 @@ pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
         let (msg, queue) = match decode(&r.bytes) {
             Ok(Some(m)) => m,
             Ok(None) => continue,
-            Err((topic, why)) => {
+            Err(Unsendable { topic, why }) => {
                 if topic.as_deref().is_some_and(&skip) {
                     continue;
                 }

@@ -22,7 +22,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use tern_client::producer::PublishInfo;
 use tern_shell::body::MessageQueue;
 
 use super::Failure;
@@ -47,22 +46,22 @@ impl Routes {
     }
 
     /// The central queue for `local_queue` of `topic`, given its current writable
-    /// queues `info` and the `kept` mappings (updated when built or rebuilt).
+    /// queues `writable` (the producer's publish info) and the `kept` mappings (updated
+    /// when built or rebuilt).
     pub fn queue_for(
         &mut self,
         kept: &mut BTreeMap<String, Vec<QueueRef>>,
         topic: &str,
         local_queue: i32,
-        info: &PublishInfo,
+        writable: &[MessageQueue],
     ) -> Result<MessageQueue, Failure> {
-        if info.queues.is_empty() {
+        if writable.is_empty() {
             return Err(Failure::Blocked {
                 state: "NO_PERMISSION",
                 detail: format!("no writable queue of {topic} in the central route"),
             });
         }
-        let current: Vec<QueueRef> = info
-            .queues
+        let current: Vec<QueueRef> = writable
             .iter()
             .map(|q| (q.broker_name.clone(), q.queue_id))
             .collect();
@@ -110,5 +109,80 @@ fn queue(topic: &str, (broker, id): &QueueRef) -> MessageQueue {
         topic: topic.to_owned(),
         broker_name: broker.clone(),
         queue_id: *id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queues(spec: &[(&str, i32)]) -> Vec<MessageQueue> {
+        spec.iter()
+            .map(|(b, q)| queue("T", &((*b).to_owned(), *q)))
+            .collect()
+    }
+
+    fn pick(
+        r: &mut Routes,
+        kept: &mut BTreeMap<String, Vec<QueueRef>>,
+        q: i32,
+        w: &[MessageQueue],
+    ) -> Result<(String, i32), String> {
+        r.queue_for(kept, "T", q, w)
+            .map(|m| (m.broker_name, m.queue_id))
+            .map_err(|f| f.to_string())
+    }
+
+    #[test]
+    fn a_kept_queue_is_used_while_it_is_in_the_route_whatever_was_added() {
+        let mut r = Routes::new(Duration::from_secs(60));
+        let mut kept = BTreeMap::new();
+        let two = queues(&[("a", 0), ("a", 1), ("b", 0), ("b", 1)]);
+        assert_eq!(pick(&mut r, &mut kept, 6, &two), Ok(("b".into(), 0)));
+        let grown = queues(&[("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]);
+        assert_eq!(pick(&mut r, &mut kept, 6, &grown), Ok(("b".into(), 0)));
+        assert_eq!(kept["T"].len(), 4, "not rebuilt for added queues");
+    }
+
+    #[test]
+    fn a_missing_broker_holds_its_keys_and_others_keep_their_queues() {
+        let mut r = Routes::new(Duration::from_secs(60));
+        let mut kept = BTreeMap::new();
+        let two = queues(&[("a", 0), ("a", 1), ("b", 0), ("b", 1)]);
+        pick(&mut r, &mut kept, 0, &two).unwrap();
+        let only_a = queues(&[("a", 0), ("a", 1)]);
+        let held = pick(&mut r, &mut kept, 3, &only_a).unwrap_err();
+        assert!(held.starts_with("BROKER_ABSENT"), "{held}");
+        assert_eq!(pick(&mut r, &mut kept, 1, &only_a), Ok(("a".into(), 1)));
+        assert_eq!(
+            pick(&mut r, &mut kept, 3, &two),
+            Ok(("b".into(), 1)),
+            "back where it was"
+        );
+    }
+
+    #[test]
+    fn a_broker_missing_past_the_hold_or_a_lost_queue_rebuilds_the_mapping() {
+        let mut r = Routes::new(Duration::ZERO);
+        let mut kept = BTreeMap::new();
+        let two = queues(&[("a", 0), ("a", 1), ("b", 0), ("b", 1)]);
+        pick(&mut r, &mut kept, 0, &two).unwrap();
+        let only_a = queues(&[("a", 0), ("a", 1)]);
+        assert_eq!(pick(&mut r, &mut kept, 3, &only_a), Ok(("a".into(), 1)));
+        assert_eq!(kept["T"].len(), 2);
+
+        let mut r = Routes::new(Duration::from_secs(60));
+        let mut kept = BTreeMap::new();
+        pick(&mut r, &mut kept, 0, &two).unwrap();
+        let b_shrunk = queues(&[("a", 0), ("a", 1), ("b", 0)]);
+        assert_eq!(pick(&mut r, &mut kept, 3, &b_shrunk), Ok(("a".into(), 0)));
+        assert_eq!(kept["T"].len(), 3);
+    }
+
+    #[test]
+    fn no_writable_queue_is_a_permission_the_operator_must_grant() {
+        let mut r = Routes::new(Duration::from_secs(60));
+        let e = pick(&mut r, &mut BTreeMap::new(), 0, &[]).unwrap_err();
+        assert!(e.starts_with("NO_PERMISSION"), "{e}");
     }
 }
