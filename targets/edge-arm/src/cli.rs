@@ -125,16 +125,27 @@ async fn resend_one(
     offset: u64,
 ) -> Result<String, String> {
     let bytes = dead.bytes(offset).map_err(|e| e.to_string())?;
-    let msg = match records::decode(&bytes) {
-        Ok(Some((msg, _))) => msg,
+    let d = match records::decode(&bytes) {
+        Ok(Some(d)) => d,
         Ok(None) => return Err("a record of a local-only topic: not forwarded".into()),
         Err(e) => return Err(format!("cannot be sent: {}; kept", e.why)),
     };
-    let topic = msg.topic.clone();
-    let sent = producer
-        .send(msg)
-        .await
-        .map_err(|e| format!("sending to the cluster: {e}; kept"))?;
+    let topic = d.msg.topic.clone();
+    let sent = match d.compression {
+        None => producer.send(d.msg).await,
+        // Kept before this build forwarded such bodies as they are.
+        Some(bits) => match producer.publish_info(&topic).await {
+            Ok(info) if !info.queues.is_empty() => {
+                let q = &info.queues[d.queue.unsigned_abs() as usize % info.queues.len()];
+                producer.send_compressed_to_queue(d.msg, bits, q).await
+            }
+            Ok(_) => Err(tern_client::ClientError::NoRoute {
+                topic: topic.clone(),
+            }),
+            Err(e) => Err(e),
+        },
+    }
+    .map_err(|e| format!("sending to the cluster: {e}; kept"))?;
     dead.remove(offset)
         .map_err(|e| format!("sent as {} but removing it failed: {e}", sent.msg_id))?;
     Ok(format!(

@@ -1,7 +1,9 @@
-//! Records the gateway cannot forward are kept as dead letters with their reason,
+//! Compressed bodies and records the gateway cannot forward: an LZ4 body (which this
+//! build cannot inflate) is forwarded as stored, compression bits included, for 5.x
+//! consumers to inflate; a body of a compression type RocketMQ does not define, and a
+//! message the cluster refused for good, are kept as dead letters with their reason,
 //! counted in the local broker's runtime info, and handled with `tern-edge dead-letters
-//! list|resend|drop`: a body compressed with LZ4 (which this build cannot inflate) and a
-//! message the cluster refused for good, resent once the cluster takes it.
+//! list|resend|drop`.
 
 mod common;
 
@@ -10,8 +12,11 @@ use std::time::Duration;
 
 use common::{Central, Edge, eventually};
 use tern_client::{Admin, Message, Producer, ProducerConfig};
+use tern_engine::record::RecordView;
 use tern_shell::code::RequestCode;
-use tern_shell::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+use tern_shell::headers::{
+    PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2, pull_sys_flag,
+};
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
 
 fn run<F: std::future::Future>(f: F) -> F::Output {
@@ -21,17 +26,19 @@ fn run<F: std::future::Future>(f: F) -> F::Output {
 /// RocketMQ 5's sysFlag for a compressed body (bit 0) whose compression type (bits 8-10)
 /// is LZ4 (1), as `MessageSysFlag.COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE`.
 const SYSFLAG_LZ4_COMPRESSED: i32 = 0x1 | (0x1 << 8);
+/// A compression type RocketMQ does not define (4).
+const SYSFLAG_UNKNOWN_COMPRESSED: i32 = 0x1 | (0x4 << 8);
 
-/// Sends a record with an LZ4-flagged body straight to the gateway's broker, as a 5.x
-/// producer configured with `compressType=LZ4` does.
-async fn send_lz4(edge: &Edge, topic: &str, uniq: &str, body: &[u8]) {
+/// Sends a record with a compressed body flagged `sys_flag` straight to the gateway's
+/// broker, as a 5.x producer configured with `compressType=LZ4` does.
+async fn send_compressed(edge: &Edge, topic: &str, uniq: &str, sys_flag: i32, body: &[u8]) {
     let h: SendMessageRequestHeaderV2 = SendMessageRequestHeader {
         producer_group: "lz4-producer".into(),
         topic: topic.into(),
         default_topic: "TBW102".into(),
         default_topic_queue_nums: 4,
         queue_id: 0,
-        sys_flag: SYSFLAG_LZ4_COMPRESSED,
+        sys_flag,
         born_timestamp: 0,
         flag: 0,
         properties: Some(format!("UNIQ_KEY\u{1}{uniq}\u{2}")),
@@ -96,8 +103,99 @@ async fn runtime_info(addr: &str) -> BTreeMap<String, String> {
     info
 }
 
+/// Every record stored centrally in `topic`, raw (Tern's own consumer would refuse
+/// to inflate LZ4): (sysFlag, UNIQ_KEY, body).
+async fn central_records(central: &Central, topic: &str) -> Vec<(i32, String, Vec<u8>)> {
+    let conn = Connection::connect(
+        &central.broker_addr(),
+        ConnectionConfig::default(),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    for queue_id in 0..16 {
+        let h = PullMessageRequestHeader {
+            consumer_group: "raw-check".into(),
+            topic: topic.into(),
+            queue_id,
+            queue_offset: 0,
+            max_msg_nums: 32,
+            sys_flag: pull_sys_flag::SUBSCRIPTION,
+            subscription: Some("*".into()),
+            expression_type: Some("TAG".into()),
+            ..Default::default()
+        };
+        let resp = conn
+            .request(
+                RemotingCommand::request(RequestCode::PullMessage, &h),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+        if resp.code != 0 {
+            // No message in this queue (PULL_NOT_FOUND), or no such queue.
+            continue;
+        }
+        let mut body: &[u8] = &resp.body;
+        while !body.is_empty() {
+            let view = RecordView::parse(body).unwrap();
+            let props = tern_shell::message::string_to_properties(view.properties());
+            out.push((
+                view.sys_flag(),
+                props.get("UNIQ_KEY").cloned().unwrap_or_default(),
+                view.body().to_vec(),
+            ));
+            body = &body[view.total_size() as usize..];
+        }
+    }
+    out
+}
+
 #[test]
-fn an_lz4_body_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped_on_request() {
+fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
+    let central = Central::started();
+    let dir = tempfile::tempdir().unwrap();
+    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    run(async {
+        let p = Producer::new(ProducerConfig::new("mixed"), edge.client_config()).unwrap();
+        p.start();
+        let mut ids = send_plain(&p, "Packed", 0..5).await;
+        let frame = b"\x04\x22\x4d\x18 an lz4 frame".to_vec();
+        send_compressed(
+            &edge,
+            "Packed",
+            "LZ4-BODY-1",
+            SYSFLAG_LZ4_COMPRESSED,
+            &frame,
+        )
+        .await;
+        ids.extend(send_plain(&p, "Packed", 5..10).await);
+        ids.push("LZ4-BODY-1".into());
+        let mut got = Vec::new();
+        eventually(
+            "every record forwarded",
+            Duration::from_secs(90),
+            async || {
+                got = central_records(&central, "Packed").await;
+                ids.iter().all(|id| got.iter().any(|(_, g, _)| g == id))
+            },
+        )
+        .await;
+        let (sys_flag, _, body) = got
+            .into_iter()
+            .find(|(_, id, _)| id == "LZ4-BODY-1")
+            .unwrap();
+        assert_eq!(sys_flag & 0x701, SYSFLAG_LZ4_COMPRESSED, "{sys_flag:#x}");
+        assert_eq!(body, frame, "the body as the producer compressed it");
+        assert!(edge.dead_letters().is_empty());
+        p.shutdown().await;
+    });
+    edge.stop();
+}
+
+#[test]
+fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped() {
     let central = Central::started();
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
@@ -105,20 +203,21 @@ fn an_lz4_body_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped_on_r
         let p = Producer::new(ProducerConfig::new("mixed"), edge.client_config()).unwrap();
         p.start();
         let mut ids = send_plain(&p, "Mixed", 0..5).await;
-        send_lz4(
+        send_compressed(
             &edge,
             "Mixed",
-            "LZ4-BODY-1",
-            b"\x04\x22\x4d\x18 an lz4 frame",
+            "ODD-BODY-1",
+            SYSFLAG_UNKNOWN_COMPRESSED,
+            b"??",
         )
         .await;
         ids.extend(send_plain(&p, "Mixed", 5..10).await);
         let got = all_arrived(&central, "Mixed", &ids).await;
         assert!(
-            !got.contains_key("LZ4-BODY-1"),
+            !got.contains_key("ODD-BODY-1"),
             "sent without its compression"
         );
-        eventually("the LZ4 record kept", Duration::from_secs(30), async || {
+        eventually("the record kept", Duration::from_secs(30), async || {
             edge.dead_letters().len() == 1
         })
         .await;
@@ -140,7 +239,7 @@ fn an_lz4_body_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped_on_r
             .find(|l| l.contains("Mixed"))
             .unwrap_or_else(|| panic!("listed: {list}"));
         assert!(
-            line.contains("unsupported compression type 0x100"),
+            line.contains("unsupported compression type 0x400"),
             "{line}"
         );
         let offset = line.split_whitespace().next().unwrap().to_owned();

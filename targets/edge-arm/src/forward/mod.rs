@@ -435,7 +435,10 @@ impl Forwarder {
         let mut wait = FIRST_RETRY;
         let n = run.msgs.len() as u64;
         loop {
-            let failure = match self.try_send(&run.topic, run.local_queue, &run.msgs).await {
+            let failure = match self
+                .try_send(&run.topic, run.local_queue, &run.msgs, run.compression)
+                .await
+            {
                 Ok(()) => {
                     self.stats.forwarded += n;
                     self.report_lock().last_failure = None;
@@ -456,6 +459,7 @@ impl Forwarder {
                             local_queue: run.local_queue,
                             msgs: vec![msg],
                             offsets: vec![offset],
+                            compression: run.compression,
                         };
                         match Box::pin(self.send_run(one, shutdown)).await {
                             Sent::Done => {}
@@ -496,11 +500,14 @@ impl Forwarder {
         }
     }
 
+    /// Sends `msgs` to the central queue of `local_queue`: as one batch, or (with
+    /// `compression`, one message) with its body compressed as stored.
     async fn try_send(
         &mut self,
         topic: &str,
         local_queue: i32,
         msgs: &[Message],
+        compression: Option<i32>,
     ) -> Result<(), Failure> {
         let info = self
             .producer
@@ -510,11 +517,19 @@ impl Forwarder {
         let queue =
             self.routes
                 .queue_for(&mut self.progress.routes, topic, local_queue, &info.queues)?;
-        self.producer
-            .send_batch_to_queue(msgs.to_vec(), &queue)
-            .await
-            .map(drop)
-            .map_err(|e| Failure::of(&e))
+        let sent = match (compression, msgs) {
+            (Some(bits), [one]) => {
+                self.producer
+                    .send_compressed_to_queue(one.clone(), bits, &queue)
+                    .await
+            }
+            _ => {
+                self.producer
+                    .send_batch_to_queue(msgs.to_vec(), &queue)
+                    .await
+            }
+        };
+        sent.map(drop).map_err(|e| Failure::of(&e))
     }
 
     /// Parks `topic` from log offset `from` (or, already parked, moves its offset and

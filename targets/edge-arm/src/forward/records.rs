@@ -4,7 +4,9 @@
 use tern_broker::store::LogRecord;
 use tern_client::Message;
 use tern_engine::record::RecordView;
-use tern_shell::message::MessageExt;
+use tern_shell::message::{
+    MessageExt, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, string_to_properties,
+};
 
 /// Topics that hold the local broker's own state, never forwarded: delayed messages
 /// wait in the schedule topic and are forwarded once delivered to their topic;
@@ -53,6 +55,9 @@ pub struct Run {
     pub msgs: Vec<Message>,
     /// Each message's record offset in the local log.
     pub offsets: Vec<u64>,
+    /// For a run of one message whose body is forwarded compressed as stored: the
+    /// sysFlag's compression bits.
+    pub compression: Option<i32>,
 }
 
 /// What a stretch of the log holds, in log order.
@@ -87,10 +92,14 @@ fn to_message(m: MessageExt) -> Message {
     let mut out = Message::new(m.topic, m.body);
     out.flag = m.flag;
     out.properties = m.properties;
-    for k in LOCAL_PROPERTIES {
-        out.properties.remove(*k);
-    }
+    strip_local(&mut out);
     out
+}
+
+fn strip_local(m: &mut Message) {
+    for k in LOCAL_PROPERTIES {
+        m.properties.remove(*k);
+    }
 }
 
 /// Why a record of a forwarded topic cannot be sent.
@@ -102,9 +111,26 @@ pub struct Unsendable {
     pub why: String,
 }
 
-/// The message to send for stored record bytes, with its local queue: `Ok(None)` for a
-/// record that stays local.
-pub fn decode(bytes: &[u8]) -> Result<Option<(Message, i32)>, Unsendable> {
+/// A message to send, from one stored record.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The message.
+    pub msg: Message,
+    /// Its local queue.
+    pub queue: i32,
+    /// Set when the body stays compressed as stored (sysFlag compression bits).
+    pub compression: Option<i32>,
+}
+
+/// RocketMQ 5's compression types (sysFlag bits 8-10) this gateway forwards without
+/// inflating: `MessageSysFlag.COMPRESSION_LZ4_TYPE` and `COMPRESSION_ZSTD_TYPE`. The
+/// central cluster stores the body and the bits; 5.x consumers inflate it. (ZLIB, type
+/// 3 or the 4.x flag alone, is inflated here and sent as plain bytes.)
+const FORWARDED_COMPRESSED: [i32; 2] = [0x1 << 8, 0x2 << 8];
+
+/// The message to send for stored record bytes: `Ok(None)` for a record that stays
+/// local.
+pub fn decode(bytes: &[u8]) -> Result<Option<Decoded>, Unsendable> {
     let view = RecordView::parse(bytes).map_err(|e| Unsendable {
         topic: None,
         why: format!("not a record: {e:?}"),
@@ -119,12 +145,29 @@ pub fn decode(bytes: &[u8]) -> Result<Option<(Message, i32)>, Unsendable> {
             why: format!("body CRC: {e:?}"),
         });
     }
+    let sys_flag = view.sys_flag();
+    let kind = sys_flag & SYSFLAG_COMPRESSION_TYPE_MASK;
+    if sys_flag & SYSFLAG_COMPRESSED != 0 && FORWARDED_COMPRESSED.contains(&kind) {
+        let mut msg = Message::new(topic, view.body());
+        msg.flag = view.flag();
+        msg.properties = string_to_properties(view.properties());
+        strip_local(&mut msg);
+        return Ok(Some(Decoded {
+            msg,
+            queue: view.queue_id(),
+            compression: Some(SYSFLAG_COMPRESSED | kind),
+        }));
+    }
     let m = MessageExt::from_view(&view).map_err(|e| Unsendable {
         topic: Some(topic),
         why: e.to_string(),
     })?;
     let queue = m.queue_id;
-    Ok(Some((to_message(m), queue)))
+    Ok(Some(Decoded {
+        msg: to_message(m),
+        queue,
+        compression: None,
+    }))
 }
 
 /// Splits records into runs of one topic and local queue and records that cannot be
@@ -132,8 +175,12 @@ pub fn decode(bytes: &[u8]) -> Result<Option<(Message, i32)>, Unsendable> {
 pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
     let mut out: Vec<Item> = Vec::new();
     for r in records {
-        let (msg, queue) = match decode(&r.bytes) {
-            Ok(Some(m)) => m,
+        let Decoded {
+            msg,
+            queue,
+            compression,
+        } = match decode(&r.bytes) {
+            Ok(Some(d)) => d,
             Ok(None) => continue,
             Err(Unsendable { topic, why }) => {
                 if topic.as_deref().is_some_and(&skip) {
@@ -151,7 +198,13 @@ pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
             continue;
         }
         match out.last_mut() {
-            Some(Item::Run(run)) if run.topic == msg.topic && run.local_queue == queue => {
+            // A compressed body goes alone: a batch carries no per-message sysFlag.
+            Some(Item::Run(run))
+                if run.topic == msg.topic
+                    && run.local_queue == queue
+                    && run.compression.is_none()
+                    && compression.is_none() =>
+            {
                 run.msgs.push(msg);
                 run.offsets.push(r.offset);
             }
@@ -160,6 +213,7 @@ pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
                 local_queue: queue,
                 msgs: vec![msg],
                 offsets: vec![r.offset],
+                compression,
             })),
         }
     }
