@@ -36,20 +36,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tern_broker::BrokerCtx;
-use tern_client::{ClientConfig, ClientError, Message, Producer, ProducerConfig};
-use tern_shell::ResponseCode;
+use tern_client::{ClientConfig, Message, Producer, ProducerConfig};
 use tern_shell::runtime::{self, Shutdown, now_ms};
 
 use crate::config::EdgeConfig;
 
 pub mod dead_letter;
+mod failure;
+mod parked;
 pub mod progress;
 pub mod records;
+mod report;
 pub mod route;
 
 use dead_letter::DeadLetters;
+pub use failure::Failure;
+use parked::Blocked;
 use progress::Progress;
 use records::{Item, Run};
+pub use report::Report;
 
 /// Longest time between two saves of the progress while forwarding.
 pub const SAVE_EVERY: Duration = Duration::from_millis(500);
@@ -67,140 +72,6 @@ pub struct Stats {
     pub failures: u64,
     /// Records set aside as dead letters since start.
     pub dead_letters: u64,
-}
-
-/// Why a send failed, as the forwarder acts on it.
-#[derive(Debug)]
-pub enum Failure {
-    /// May pass by itself: retried in place.
-    Passing(String),
-    /// The topic is refused until an operator acts: parked. `state` names the refusal
-    /// (logged once per change), `detail` says the rest.
-    Blocked {
-        /// NO_PERMISSION, TOPIC_NOT_EXIST, ...
-        state: &'static str,
-        /// The cluster's words.
-        detail: String,
-    },
-    /// This message will never be taken: a dead letter.
-    ForGood(String),
-}
-
-impl Failure {
-    /// Classifies a client error.
-    pub fn of(e: &ClientError) -> Failure {
-        match e {
-            ClientError::MessageTooLarge { .. } | ClientError::InvalidMessage(_) => {
-                Failure::ForGood(e.to_string())
-            }
-            ClientError::Broker { code, .. } if *code == ResponseCode::MessageIllegal.raw() => {
-                Failure::ForGood(e.to_string())
-            }
-            ClientError::Broker { code, .. } if *code == ResponseCode::NoPermission.raw() => {
-                Failure::Blocked {
-                    state: "NO_PERMISSION",
-                    detail: e.to_string(),
-                }
-            }
-            ClientError::Broker { code, .. } if *code == ResponseCode::TopicNotExist.raw() => {
-                Failure::Blocked {
-                    state: "TOPIC_NOT_EXIST",
-                    detail: e.to_string(),
-                }
-            }
-            ClientError::TopicNotExist { .. } => Failure::Blocked {
-                state: "TOPIC_NOT_EXIST",
-                detail: e.to_string(),
-            },
-            // The name servers answered and know no route (nor TBW102 to create one):
-            // the topic does not exist centrally and may not be auto-created.
-            ClientError::NoRoute { .. } => Failure::Blocked {
-                state: "TOPIC_NOT_EXIST",
-                detail: e.to_string(),
-            },
-            _ => Failure::Passing(e.to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Passing(s) | Self::ForGood(s) => f.write_str(s),
-            Self::Blocked { state, detail } => write!(f, "{state}: {detail}"),
-        }
-    }
-}
-
-/// A parked topic's state (not saved: after a restart it is tried at once).
-#[derive(Clone, Debug)]
-struct Blocked {
-    state: &'static str,
-    detail: String,
-    /// Wall-clock ms it was parked.
-    since_ms: i64,
-    retry_at: Instant,
-    /// The pause after the next refusal.
-    wait: Duration,
-}
-
-/// What operators see of the forwarder (GET_BROKER_RUNTIME_INFO of the local broker).
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    /// Counters.
-    pub stats: Stats,
-    /// The main pass's log offset.
-    pub forwarded_offset: u64,
-    /// The oldest record forwarding still needs (a parked topic's, or the main pass's).
-    pub oldest_unsent: u64,
-    /// The oldest record the local broker still needs, described.
-    pub oldest_pending: Option<String>,
-    /// Parked topic → `STATE since <ms> at <offset>: <detail>`.
-    pub blocked: BTreeMap<String, String>,
-    /// The last passing failure, cleared by the next success.
-    pub last_failure: Option<String>,
-}
-
-impl Report {
-    /// The runtime-info entries (`edge*` keys).
-    pub fn entries(&self, dead_letters: usize, out: &mut BTreeMap<String, String>) {
-        out.insert(
-            "edgeForwardedOffset".into(),
-            self.forwarded_offset.to_string(),
-        );
-        out.insert(
-            "edgeOldestUnsentOffset".into(),
-            self.oldest_unsent.to_string(),
-        );
-        out.insert(
-            "edgeForwardedMessages".into(),
-            self.stats.forwarded.to_string(),
-        );
-        out.insert("edgeFailedAttempts".into(), self.stats.failures.to_string());
-        out.insert("edgeDeadLetters".into(), dead_letters.to_string());
-        out.insert(
-            "edgeOldestPending".into(),
-            self.oldest_pending.clone().unwrap_or_default(),
-        );
-        out.insert(
-            "edgeBlockedTopicCount".into(),
-            self.blocked.len().to_string(),
-        );
-        out.insert(
-            "edgeBlockedTopics".into(),
-            self.blocked
-                .iter()
-                .map(|(t, s)| format!("{t}: {s}"))
-                .collect::<Vec<_>>()
-                .join("; "),
-        );
-        out.insert(
-            "edgeUplink".into(),
-            self.last_failure
-                .as_ref()
-                .map_or_else(|| "ok".to_owned(), |f| format!("failing: {f}")),
-        );
-    }
 }
 
 /// How a run's send ended.
@@ -332,7 +203,8 @@ impl Forwarder {
                 break;
             }
             let flushed = self.ctx.store.listen_flushed();
-            let at = self.progress.forwarded;
+            let at = self.past_deleted(self.progress.forwarded, "the main pass");
+            self.progress.forwarded = at;
             let read = self.ctx.store.read_records(
                 at,
                 self.ctx.store.durable_end(),
@@ -532,124 +404,18 @@ impl Forwarder {
         sent.map(drop).map_err(|e| Failure::of(&e))
     }
 
-    /// Parks `topic` from log offset `from` (or, already parked, moves its offset and
-    /// schedules the next try). Logged when its state changes.
-    fn park(&mut self, topic: &str, from: u64, state: &'static str, detail: String) {
-        let now = Instant::now();
-        self.progress.parked.insert(topic.to_owned(), from);
-        // A missing broker comes back by itself: tried as often as a failing uplink.
-        // What an operator must fix is tried every minute or more: each try costs a
-        // route lookup and a refused request on the cluster, and a fix takes minutes.
-        let (first, max) = if state == "BROKER_ABSENT" {
-            (self.cfg.retry_max, self.cfg.retry_max)
-        } else {
-            (self.cfg.blocked_retry, self.cfg.blocked_retry_max)
-        };
-        match self.blocked.get_mut(topic) {
-            Some(b) => {
-                if b.state == "PARKED" {
-                    b.wait = first;
-                }
-                if b.state != state {
-                    log::warn!(
-                        "topic {topic} still held, now {state} ({detail}); next try in {:?}",
-                        b.wait
-                    );
-                } else {
-                    log::debug!("topic {topic} still {state}; next try in {:?}", b.wait);
-                }
-                b.state = state;
-                b.detail = detail;
-                b.retry_at = now + b.wait;
-                b.wait = (b.wait * 2).min(max);
-            }
-            None => {
-                log::warn!(
-                    "topic {topic} held ({state}: {detail}): parked at local offset {from}, \
-                     other topics keep flowing; next try in {first:?}"
-                );
-                self.blocked.insert(
-                    topic.to_owned(),
-                    Blocked {
-                        state,
-                        detail,
-                        since_ms: now_ms(),
-                        retry_at: now + first,
-                        wait: (first * 2).min(max),
-                    },
-                );
-            }
+    /// `at`, or the log's start when retention (age or disk pressure) deleted the
+    /// records there before they were forwarded: said at ERROR, since they are lost.
+    fn past_deleted(&self, at: u64, what: &str) -> u64 {
+        let min = self.ctx.store.log_span().0;
+        if at < min {
+            log::error!(
+                "retention deleted the log below {min} before {what} forwarded it (from {at}): \
+                 those records are lost; continuing at {min}"
+            );
+            return min;
         }
-        self.publish_report();
-    }
-
-    /// Tries every parked topic that is due: its parked records are read again from the
-    /// log and sent in order up to the main pass; caught up, it is unparked. False at
-    /// shutdown.
-    async fn retry_blocked(&mut self, shutdown: &Shutdown) -> bool {
-        let now = Instant::now();
-        let due: Vec<String> = self
-            .blocked
-            .iter()
-            .filter(|(_, b)| b.retry_at <= now)
-            .map(|(t, _)| t.clone())
-            .collect();
-        for topic in due {
-            if !self.catch_up(&topic, shutdown).await {
-                return false;
-            }
-        }
-        true
-    }
-
-    async fn catch_up(&mut self, topic: &str, shutdown: &Shutdown) -> bool {
-        let started = self.stats.forwarded;
-        loop {
-            if shutdown.is_triggered() {
-                return false;
-            }
-            let Some(&at) = self.progress.parked.get(topic) else {
-                return true;
-            };
-            let upto = self.progress.forwarded;
-            if at >= upto {
-                self.progress.parked.remove(topic);
-                if let Some(b) = self.blocked.remove(topic) {
-                    log::info!(
-                        "topic {topic} flowing again after {} s ({}): {} parked message(s) forwarded",
-                        (now_ms() - b.since_ms).max(0) / 1000,
-                        b.state,
-                        self.stats.forwarded - started
-                    );
-                }
-                self.maintain();
-                return true;
-            }
-            let (records, next) = match self.ctx.store.read_records(
-                at,
-                upto,
-                self.cfg.batch_bytes,
-                self.cfg.batch_messages,
-            ) {
-                Ok(r) => r,
-                Err(e) => {
-                    log::error!("reading the parked records of {topic} at {at}: {e}");
-                    if let Some(b) = self.blocked.get_mut(topic) {
-                        b.retry_at = Instant::now() + self.cfg.blocked_retry;
-                    }
-                    return true;
-                }
-            };
-            let items = records::items(&records, |t| t != topic);
-            match self.send_items(items, Some(topic), shutdown).await {
-                Flow::Go => {}
-                // Refused again: `park` kept the offset and scheduled the next try.
-                Flow::Parked => return true,
-                Flow::Shutdown => return false,
-            }
-            self.progress.parked.insert(topic.to_owned(), next);
-            self.maintain();
-        }
+        at
     }
 
     /// Keeps the record at `offset` as a dead letter with `why`; retried (the disk may
