@@ -64,7 +64,8 @@ for spec in "aarch64-unknown-linux-gnu qemu-aarch64 /usr/aarch64-linux-gnu aarch
   cargo build --release -p tern-edge --target "$triple"
   TERN_EDGE_ARCH="$arch" TERN_EDGE_BIN="$PWD/target/$triple/release/tern-edge" \
     TERN_EDGE_RUNNER="$runner -L $sysroot" \
-    cargo test --release -p tern-edge --test gateway 2>&1 | tee -a target/test-output.log
+    cargo test --release -p tern-edge --test gateway --test pending --test dead_letters \
+      --test blocked --test route_change 2>&1 | tee -a target/test-output.log
 done
 
 step "firmware: the engine on a Cortex-M4F under qemu-system-arm"
