@@ -1,7 +1,8 @@
 //! Records still pending on the gateway survive the early deletion of forwarded
 //! segments: a delayed message outlives several 1 MiB segments of other traffic and is
 //! forwarded when due; a transaction committed after several segment rolls is forwarded
-//! once committed, and a rolled-back one never is.
+//! once committed, and a rolled-back one never is; a `%RETRY%` message its local group
+//! has not consumed stays readable until the group's offset passes it.
 
 mod common;
 
@@ -9,8 +10,8 @@ use std::time::Duration;
 
 use common::{Central, Edge, eventually, filler};
 use tern_client::{
-    ClientConfig, ListenerResult, LocalTransactionState, Message, MessageExt, Producer,
-    ProducerConfig, TransactionListener, TransactionProducer, TransactionSendResult,
+    Admin, ClientConfig, ListenerResult, LocalTransactionState, Message, MessageExt, Producer,
+    ProducerConfig, PullConsumer, TransactionListener, TransactionProducer, TransactionSendResult,
 };
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
@@ -170,6 +171,61 @@ fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled
         assert_eq!(all.len(), 1, "only the committed one: {:?}", all.keys());
         p.shutdown().await;
         tp.shutdown().await;
+    });
+    edge.stop();
+}
+
+#[test]
+fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() {
+    let central = Central::started();
+    let dir = tempfile::tempdir().unwrap();
+    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    run(async {
+        let p = Producer::new(ProducerConfig::new("sensors"), edge.client_config()).unwrap();
+        p.start();
+        filler(&p, "Bulk", 2).await;
+        // A consumer's send-back lands in its group's one-queue retry topic.
+        let retry_queue = tern_client::MessageQueue {
+            topic: "%RETRY%alerts".into(),
+            broker_name: "tern-edge".into(),
+            queue_id: 0,
+        };
+        p.send_to_queue(Message::new("%RETRY%alerts", "retry me"), &retry_queue)
+            .await
+            .unwrap();
+        filler(&p, "Bulk", 4).await;
+        deleted_while_pending(&edge, "retry message of group alerts").await;
+
+        let c = PullConsumer::new("alerts", edge.client_config()).unwrap();
+        c.start().await;
+        let queues = c.fetch_queues("%RETRY%alerts").await.unwrap();
+        let mut found = None;
+        for q in &queues {
+            let r = c.pull(q, 0, 8).await.unwrap();
+            if let Some(m) = r.messages.into_iter().next() {
+                found = Some((q.clone(), m));
+            }
+        }
+        let (q, m) = found.expect("the retry message still readable");
+        assert_eq!(m.body, b"retry me");
+        // Consumed: it no longer holds the log.
+        c.commit_offset(&q, 1).await.unwrap();
+        eventually(
+            "the retry message released",
+            Duration::from_secs(60),
+            async || {
+                filler(&p, "Bulk", 1).await;
+                let admin = Admin::new(ClientConfig::new(&edge.broker)).unwrap();
+                let info = admin.broker_runtime_info(&edge.broker).await.unwrap();
+                admin.shutdown().await;
+                !info
+                    .get("edgeOldestPending")
+                    .is_some_and(|s| s.contains("retry message"))
+            },
+        )
+        .await;
+        c.shutdown().await;
+        p.shutdown().await;
     });
     edge.stop();
 }
