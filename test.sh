@@ -73,7 +73,7 @@ for spec in "aarch64-unknown-linux-gnu qemu-aarch64 /usr/aarch64-linux-gnu aarch
     echo "tern-edge for $triple is $size bytes, over the 4 MiB goal" >&2
     exit 1
   fi
-  for t in gateway footprint exactly_once; do
+  for t in gateway footprint exactly_once pending dead_letters blocked route_change; do
     TERN_EDGE_ARCH="$arch" TERN_EDGE_BIN="$bin" TERN_EDGE_RUNNER="$runner -L $sysroot" \
       cargo test --release -p tern-edge --test "$t" 2>&1 | tee -a target/test-output.log
   done

@@ -23,12 +23,14 @@ pub mod groups;
 pub mod ha;
 pub mod longpoll;
 pub mod offsets;
+pub mod pending;
 pub mod persist;
 pub mod processor;
 pub mod register;
 pub mod retention;
 pub mod schedule;
 pub mod slave_sync;
+pub mod status;
 pub mod store;
 pub mod topics;
 pub mod transaction;
@@ -82,6 +84,8 @@ pub struct BrokerCtx {
     /// The idempotent-produce window (`duplicateCheckWindowSeconds`), consulted by
     /// [`BrokerCtx::put`] and [`BrokerCtx::put_batch`].
     pub dedup: dedup::Window,
+    /// Runtime-info entries added by the embedding process (the edge gateway's).
+    pub extra_stats: status::ExtraStats,
 }
 
 /// Where a put left one message.
@@ -276,6 +280,7 @@ impl Broker {
             ha_addr: config.advertised_addr(ha_port),
             acl,
             dedup,
+            extra_stats: status::ExtraStats::default(),
             store,
             config,
         });

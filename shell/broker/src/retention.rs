@@ -64,6 +64,22 @@ pub fn check_once(ctx: &BrokerCtx) {
         }
     }
     let Some(cut) = cut else { return };
+    // Nothing pending goes without a trace: age or disk pressure wins over a record a
+    // service still needs, and the operator is told which.
+    if let Some(p) = ctx.oldest_pending().filter(|p| p.log_offset < cut) {
+        log::error!(
+            "retention deletes segments before {cut} ({}): records still pending are lost, \
+             the oldest: {p}",
+            if pressure {
+                format!("disk {used}% used")
+            } else {
+                format!(
+                    "older than fileReservedTime={}h",
+                    ctx.config.file_reserved_hours
+                )
+            }
+        );
+    }
     match ctx.store.delete_log_before(cut) {
         Ok(0) => {}
         Ok(n) => log::info!(

@@ -1,7 +1,7 @@
 //! The gateway's settings: the local broker's (`broker.conf` keys, with edge-sized
 //! defaults) plus the forwarder's `edge*` keys, read from one `key=value` file and flags.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use tern_broker::config::BrokerConfig;
@@ -40,6 +40,15 @@ pub struct EdgeConfig {
     pub producer_group: String,
     /// Longest pause between attempts while the uplink is down (`edgeRetryMaxMs`).
     pub retry_max: Duration,
+    /// First pause before a topic the cluster refused with an error an operator must fix
+    /// (NO_PERMISSION, TOPIC_NOT_EXIST, no route) is tried again (`edgeBlockedRetryMs`);
+    /// doubled up to `edgeBlockedRetryMaxMs`.
+    pub blocked_retry: Duration,
+    /// Longest pause between two tries of a blocked topic (`edgeBlockedRetryMaxMs`).
+    pub blocked_retry_max: Duration,
+    /// Longest a topic waits for a missing central broker its keys map to before they
+    /// are mapped anew over the queues left (`edgeRouteHoldMs`).
+    pub route_hold: Duration,
     /// Keep forwarded segments for local consumers instead of deleting them at once
     /// (`edgeKeepForwarded`; retention by `fileReservedTime` then applies).
     pub keep_forwarded: bool,
@@ -101,6 +110,39 @@ impl Config for EdgeConfig {
                     Err(format!("{n} is outside 100..600000"))
                 }
             })?),
+            blocked_retry: Duration::from_millis(r.get_checked(
+                "edgeBlockedRetryMs",
+                60_000u64,
+                |n| {
+                    if (100..=3_600_000).contains(n) {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} is outside 100..3600000"))
+                    }
+                },
+            )?),
+            blocked_retry_max: Duration::from_millis(r.get_checked(
+                "edgeBlockedRetryMaxMs",
+                600_000u64,
+                |n| {
+                    if (100..=3_600_000).contains(n) {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} is outside 100..3600000"))
+                    }
+                },
+            )?),
+            route_hold: Duration::from_millis(r.get_checked(
+                "edgeRouteHoldMs",
+                600_000u64,
+                |n| {
+                    if (1_000..=86_400_000).contains(n) {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} is outside 1000..86400000"))
+                    }
+                },
+            )?),
             keep_forwarded: r.get("edgeKeepForwarded", false)?,
             executor_threads: r.get_checked("edgeExecutorThreads", 1usize, |n| {
                 if (1..=runtime::MAX_SMOL_THREADS).contains(n) {
@@ -133,12 +175,4 @@ pub fn source(file: Option<&Path>, data_dir: &Path) -> Result<ConfigSource, Conf
         );
     }
     Ok(src)
-}
-
-/// Where the gateway keeps its forwarding progress.
-pub fn progress_path(cfg: &EdgeConfig) -> PathBuf {
-    cfg.broker
-        .store_root
-        .join("config")
-        .join("edgeForward.tern")
 }

@@ -14,6 +14,7 @@ use tern_broker::Broker;
 use tern_namesrv::{NameServer, NamesrvConfig};
 use tern_shell::runtime::{self, JoinHandle, Shutdown};
 
+pub mod cli;
 pub mod config;
 pub mod forward;
 
@@ -53,7 +54,8 @@ impl Gateway {
         // A device's memory: the log's pages behind the flush leave the resident set
         // (docs/tern-edge.md "Memory").
         broker.ctx().store.set_release_flushed(true);
-        let forwarder = match Forwarder::new(broker.ctx().store.clone(), cfg) {
+        let dead = forward::dead_letter::DeadLetters::new(&cfg.broker.store_root);
+        let forwarder = match Forwarder::new(broker.ctx().clone(), cfg) {
             Ok(f) => f,
             Err(e) => {
                 let _ = broker.shutdown().await;
@@ -61,6 +63,15 @@ impl Gateway {
                 return Err(e);
             }
         };
+        // The forwarder's state joins the local broker's runtime info, so `tern-admin
+        // brokerStatus` on the gateway shows it.
+        let report = forwarder.report();
+        broker.ctx().extra_stats.register(move |out| {
+            report
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entries(dead.count(), out);
+        });
         let stop_forwarding = Shutdown::new();
         let forwarding = runtime::spawn(forwarder.run(stop_forwarding.clone()));
         Ok(Gateway {

@@ -14,6 +14,13 @@ use tern_shell::signal::TerminationSignals;
 const USAGE: &str = "\
 usage: tern-edge --upstream ADDRS [-c FILE] [--data-dir DIR] [--listen HOST:PORT]
                  [--namesrv-listen HOST:PORT] [--budget BYTES] [-p] [--log-level LEVEL]
+       tern-edge dead-letters list|resend OFFSET|resend --all|drop OFFSET|drop --all
+                 [--upstream ADDRS] [-c FILE] [--data-dir DIR]
+
+  dead-letters              the records the gateway could not forward (see
+                            docs/tern-edge.md): list them (offset, topic, size,
+                            reason), resend one or all to the central cluster (each
+                            removed once the cluster took it), or drop them
 
   -u, --upstream ADDRS      the central cluster's name servers, \"host:port;host:port\"
                             (edgeUpstreamNamesrv)
@@ -30,6 +37,8 @@ usage: tern-edge --upstream ADDRS [-c FILE] [--data-dir DIR] [--listen HOST:PORT
 
 #[derive(Debug, Default)]
 struct Args {
+    /// `dead-letters ACTION [OFFSET|--all]`.
+    dead_letters: Option<(tern_edge::cli::Action, tern_edge::cli::Which)>,
     config_file: Option<PathBuf>,
     upstream: Option<String>,
     data_dir: Option<PathBuf>,
@@ -42,6 +51,17 @@ struct Args {
 
 fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
     let mut a = Args::default();
+    let mut it = it.peekable();
+    if it.peek().is_some_and(|s| s == "dead-letters") {
+        it.next();
+        let action = it
+            .next()
+            .ok_or("dead-letters needs an action: list, resend or drop")?;
+        let which = it
+            .next_if(|s| s == "--all" || !s.starts_with('-'))
+            .filter(|_| action != "list");
+        a.dead_letters = Some(tern_edge::cli::parse(&action, which.as_deref())?);
+    }
     let mut f = Flags::new(it);
     while let Some(flag) = f.next_flag() {
         match flag.as_str() {
@@ -111,11 +131,24 @@ fn main() -> ExitCode {
         log::warn!("{w}");
     }
     // The gateway runs on smol (design.md): a thread or two for a small device, where
-    // async-std would start one per core. Chosen before anything spawns.
+    // async-std would start one per core. Chosen before anything spawns; the
+    // dead-letter commands' client runs on it too.
     let threads = loaded.config.executor_threads;
     if let Err(e) = runtime::install(Runtime::Smol { threads }) {
         eprintln!("tern-edge: {e}");
         return ExitCode::FAILURE;
+    }
+    if let Some((action, which)) = args.dead_letters {
+        return match runtime::block_on(tern_edge::cli::run(&loaded.config, action, which)) {
+            Ok(out) => {
+                print!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tern-edge: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     match runtime::block_on(run(args, loaded.config)) {
         Ok(()) => ExitCode::SUCCESS,

@@ -31,6 +31,9 @@ struct Inner {
     changed: bool,
     /// A snapshot waiting for the log to be durable up to its `log_end`.
     pending: Option<Snapshot>,
+    /// The table as last loaded or saved: where delivery resumes after a crash, so the
+    /// records from there on must stay ([`crate::pending`]).
+    saved: BTreeMap<i32, i64>,
     version: DataVersion,
 }
 
@@ -68,6 +71,7 @@ impl DelayOffsets {
         }
         Self {
             inner: Mutex::new(Inner {
+                saved: table.clone(),
                 table,
                 changed: false,
                 pending: None,
@@ -97,6 +101,17 @@ impl DelayOffsets {
     /// Level → offset.
     pub fn table(&self) -> BTreeMap<i32, i64> {
         self.lock().table.clone()
+    }
+
+    /// Level → the offset delivery resumes at after a crash: per level the lower of the
+    /// live and the saved offset (a level missing from either resumes at its queue's
+    /// start, reported as 0).
+    pub fn resume_table(&self) -> BTreeMap<i32, i64> {
+        let g = self.lock();
+        g.table
+            .iter()
+            .map(|(l, o)| (*l, g.saved.get(l).map_or(0, |s| (*s).min(*o))))
+            .collect()
     }
 
     /// The table as RocketMQ sends it (GET_ALL_DELAY_OFFSET).
@@ -180,7 +195,10 @@ impl DelayOffsets {
     fn write(&self, table: &BTreeMap<i32, i64>, version: &DataVersion) -> bool {
         let json = tern_shell::body::to_json(&wrapper(table, version));
         match tern_engine_fs::meta::save(&self.path, &json) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.lock().saved = table.clone();
+                true
+            }
             Err(e) => {
                 log::error!("saving delay offsets: {e}");
                 false

@@ -21,7 +21,10 @@ use tern_shell::runtime::now_ms;
 
 use tern_shell::body::{MessageQueue, TopicRouteData};
 use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
-use tern_shell::message::{Message, SYSFLAG_TRANSACTION_PREPARED, encode_batch, property};
+use tern_shell::message::{
+    Compression, Message, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK,
+    SYSFLAG_TRANSACTION_PREPARED, encode_batch, property,
+};
 use tern_shell::runtime::{self, JoinHandle};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
@@ -263,7 +266,42 @@ impl Producer {
             .and_then(need_result)
     }
 
-    fn prepare(&self, mut msg: Message) -> Result<Prepared> {
+    /// Sends one message whose body is already compressed, as it is, to `queue` (no
+    /// retry elsewhere): `compression` is the sysFlag's compressed bit and compression
+    /// type bits (RocketMQ 5: bits 8-10, LZ4 1, ZSTD 2, ZLIB 3), sent along so consumers
+    /// inflate the body. A gateway forwarding a stored record uses it for bodies it
+    /// cannot (or need not) inflate.
+    pub async fn send_compressed_to_queue(
+        &self,
+        msg: Message,
+        compression: i32,
+        queue: &MessageQueue,
+    ) -> Result<SendResult> {
+        let mask = SYSFLAG_COMPRESSED | SYSFLAG_COMPRESSION_TYPE_MASK;
+        if !matches!(Compression::of_sys_flag(compression), Ok(Some(_))) || compression & !mask != 0 {
+            return Err(ClientError::InvalidMessage(format!(
+                "{compression:#x} is not a compressed body's sysFlag bits"
+            )));
+        }
+        if msg.topic != queue.topic {
+            return Err(ClientError::InvalidMessage(format!(
+                "message topic {} differs from queue topic {}",
+                msg.topic, queue.topic
+            )));
+        }
+        let p = self.prepare_with(msg, Some(compression))?;
+        let timeout = self.inner.config.send_timeout;
+        self.send_kernel(queue, &p, Mode::Sync, timeout)
+            .await
+            .and_then(need_result)
+    }
+
+    fn prepare(&self, msg: Message) -> Result<Prepared> {
+        self.prepare_with(msg, None)
+    }
+
+    /// `compressed`: the body is already compressed with these sysFlag bits.
+    fn prepare_with(&self, mut msg: Message, compressed: Option<i32>) -> Result<Prepared> {
         let cfg = &self.inner.config;
         check_message(&msg, cfg.max_message_bytes)?;
         let uniq_id = msg
@@ -284,12 +322,15 @@ impl Producer {
                 .and_then(|v| v.parse().ok());
         }
         let properties = msg.properties_string();
-        let compressed = (msg.body.len() >= cfg.compress_over_bytes)
-            .then(|| cfg.compress_type.compress(&msg.body, cfg.compress_level))
-            .flatten();
         let (body, mut sys_flag) = match compressed {
-            Some(c) => (c, cfg.compress_type.sys_flag()),
-            None => (msg.body, 0),
+            Some(bits) => (msg.body, bits),
+            None => match (msg.body.len() >= cfg.compress_over_bytes)
+                .then(|| cfg.compress_type.compress(&msg.body, cfg.compress_level))
+                .flatten()
+            {
+                Some(c) => (c, cfg.compress_type.sys_flag()),
+                None => (msg.body, 0),
+            },
         };
         // Java flags a half message by its TRAN_MSG property (see `transaction`).
         if msg.properties.get(property::TRAN_MSG).map(String::as_str) == Some("true") {

@@ -194,6 +194,11 @@ impl Central {
         }
     }
 
+    /// Its broker's address.
+    pub fn broker_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
     /// A client config for the central name server.
     pub fn client_config(&self) -> ClientConfig {
         ClientConfig::new(&self.namesrv)
@@ -228,6 +233,64 @@ impl Central {
     }
 }
 
+/// Another broker of the central cluster, registered with [`Central`]'s name server.
+#[derive(Debug)]
+pub struct CentralBroker {
+    proc: Option<Proc>,
+    name: String,
+    namesrv: String,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl CentralBroker {
+    /// Starts broker `name` of `central`'s cluster.
+    pub fn started(central: &Central, name: &str) -> CentralBroker {
+        let mut b = CentralBroker {
+            proc: None,
+            name: name.to_owned(),
+            namesrv: central.namesrv.clone(),
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        b.start();
+        b
+    }
+
+    /// Starts (or restarts) it on its port and store.
+    pub fn start(&mut self) {
+        let conf = self.dir.path().join("broker.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "{GEOMETRY}brokerName={}\nstorePathRootDir={}\nhaListenPort={}\n",
+                self.name,
+                self.dir.path().join("store").display(),
+                free_port()
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new(binaries::binary("tern-broker"));
+        cmd.arg("-c")
+            .arg(conf)
+            .args(["-n", &self.namesrv])
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)]);
+        self.proc = Some(Proc::spawn(cmd, "central tern-broker (second)").0);
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill9();
+        }
+    }
+}
+
 /// The gateway under test.
 #[derive(Debug)]
 pub struct Edge {
@@ -237,6 +300,8 @@ pub struct Edge {
     upstream: String,
     dir: PathBuf,
     extra: String,
+    /// The local broker's address, as the gateway printed it at its last start.
+    pub broker: String,
 }
 
 /// The command that runs `tern-edge`: native, or `TERN_EDGE_RUNNER TERN_EDGE_BIN`.
@@ -264,6 +329,7 @@ impl Edge {
             upstream: upstream.to_owned(),
             dir: dir.to_owned(),
             extra: extra.to_owned(),
+            broker: String::new(),
         };
         e.launch();
         e
@@ -280,6 +346,12 @@ impl Edge {
             .arg("-c")
             .arg(conf);
         let (proc, lines) = Proc::spawn(cmd, "tern-edge");
+        if let Some(addr) = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("tern-edge broker on "))
+        {
+            self.broker = addr.to_owned();
+        }
         // Under qemu-user the gateway must really be the cross-built one.
         if let Ok(arch) = std::env::var("TERN_EDGE_ARCH") {
             assert!(
@@ -333,12 +405,34 @@ impl Edge {
         self.proc.as_ref().map(Proc::log).unwrap_or_default()
     }
 
+    /// Runs `tern-edge dead-letters ARGS` on this gateway's store and configuration;
+    /// returns whether it succeeded, and its stdout and stderr.
+    pub fn dead_letters_cmd(&self, args: &[&str]) -> (bool, String, String) {
+        let mut cmd = edge_command();
+        cmd.arg("dead-letters")
+            .args(args)
+            .args(["--upstream", &self.upstream])
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("-c")
+            .arg(self.dir.join("edge.conf"))
+            .env("RUST_LOG", "warn");
+        let out = cmd.output().expect("run tern-edge dead-letters");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Where it keeps messages the cluster refused for good.
     pub fn dead_letters(&self) -> Vec<PathBuf> {
         let dir = self.dir.join("data").join("store").join("dead-letter");
         let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
             .unwrap_or_default();
+        // Each record file has a `.reason` beside it.
+        v.retain(|p| p.extension().is_some_and(|e| e == "record"));
         v.sort();
         v
     }
@@ -353,5 +447,22 @@ pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut
             "timed out after {within:?}: {what}"
         );
         tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Sends `mib` MiB of 10 KiB messages to `topic` through the gateway, in batches: other
+/// traffic that rolls the gateway's 1 MiB segments.
+pub async fn filler(p: &tern_client::Producer, topic: &str, mib: usize) {
+    let body = vec![b'f'; 10 * 1024];
+    for batch in 0..mib * 5 {
+        let msgs = (0..20)
+            .map(|i| {
+                tern_client::Message::new(topic, body.clone())
+                    .with_property("n", (batch * 20 + i).to_string())
+            })
+            .collect();
+        p.send_batch(msgs)
+            .await
+            .unwrap_or_else(|e| panic!("filler batch {batch}: {e}"));
     }
 }
