@@ -278,7 +278,8 @@ impl Producer {
         queue: &MessageQueue,
     ) -> Result<SendResult> {
         let mask = SYSFLAG_COMPRESSED | SYSFLAG_COMPRESSION_TYPE_MASK;
-        if !matches!(Compression::of_sys_flag(compression), Ok(Some(_))) || compression & !mask != 0 {
+        if !matches!(Compression::of_sys_flag(compression), Ok(Some(_))) || compression & !mask != 0
+        {
             return Err(ClientError::InvalidMessage(format!(
                 "{compression:#x} is not a compressed body's sysFlag bits"
             )));
