@@ -533,7 +533,12 @@ impl Forwarder {
             Ok(_) => {}
             Err(e) => log::warn!("deleting forwarded segments: {e}"),
         }
-        self.deleted_below = cut;
+        // The store deletes no segment past its last durable checkpoint (a second old at
+        // most): what it could not take yet is tried again on a later pass, even if
+        // nothing more is forwarded meanwhile.
+        let seg = self.cfg.broker.commit_log_segment_bytes.max(1);
+        let (min, _, _) = self.ctx.store.log_span();
+        self.deleted_below = if min >= cut - cut % seg { cut } else { min };
     }
 
     fn save(&mut self, now: bool) {
