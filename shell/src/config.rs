@@ -404,6 +404,21 @@ pub trait Config: Sized {
     fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError>;
 }
 
+/// A check for [`ConfigReader::get_checked`]: the value lies in `lo..=hi` (the error
+/// names the range).
+pub fn in_range<T: PartialOrd + fmt::Display>(
+    lo: T,
+    hi: T,
+) -> impl FnOnce(&T) -> Result<(), String> {
+    move |v| {
+        if *v >= lo && *v <= hi {
+            Ok(())
+        } else {
+            Err(format!("{v} is outside {lo}..{hi}"))
+        }
+    }
+}
+
 /// Reads typed values out of a [`ConfigSource`], remembering which keys are known and
 /// their effective values.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tern_engine::delay::{DEFAULT_DELAY_LEVELS, DelayLevels};
-use tern_shell::config::{Config, ConfigError, ConfigReader};
+use tern_shell::config::{Config, ConfigError, ConfigReader, in_range};
 use tern_shell::config_enum;
 
 config_enum! {
@@ -146,19 +146,6 @@ impl Default for BrokerConfig {
         match tern_shell::config::load::<BrokerConfig>(&source) {
             Ok(l) => l.config,
             Err(e) => unreachable!("defaults are valid: {e}"),
-        }
-    }
-}
-
-fn in_range<T: PartialOrd + std::fmt::Display>(
-    lo: T,
-    hi: T,
-) -> impl FnOnce(&T) -> Result<(), String> {
-    move |v| {
-        if *v >= lo && *v <= hi {
-            Ok(())
-        } else {
-            Err(format!("{v} is outside {lo}..{hi}"))
         }
     }
 }

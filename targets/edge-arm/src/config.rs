@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tern_broker::config::BrokerConfig;
-use tern_shell::config::{Config, ConfigError, ConfigReader, ConfigSource, Origin};
+use tern_shell::config::{Config, ConfigError, ConfigReader, ConfigSource, Origin, in_range};
 use tern_shell::runtime;
 
 /// Defaults that differ from a server broker's: small files (a device has little disk and
@@ -88,69 +88,39 @@ impl Config for EdgeConfig {
                     Err("must be at least 1048576 (1 MiB)".into())
                 }
             })?,
-            batch_messages: r.get_checked("edgeForwardBatch", 128usize, |n| {
-                if (1..=1024).contains(n) {
-                    Ok(())
-                } else {
-                    Err(format!("{n} is outside 1..1024"))
-                }
-            })?,
-            batch_bytes: r.get_checked("edgeForwardBatchBytes", 1usize << 20, |n| {
-                if (1024..=(3 << 20)).contains(n) {
-                    Ok(())
-                } else {
-                    Err(format!("{n} is outside 1024..3145728"))
-                }
-            })?,
+            batch_messages: r.get_checked("edgeForwardBatch", 128usize, in_range(1, 1024))?,
+            batch_bytes: r.get_checked(
+                "edgeForwardBatchBytes",
+                1usize << 20,
+                in_range(1024, 3 << 20),
+            )?,
             producer_group: r.get("edgeProducerGroup", "TERN_EDGE_FORWARDER".to_owned())?,
-            retry_max: Duration::from_millis(r.get_checked("edgeRetryMaxMs", 5_000u64, |n| {
-                if (100..=600_000).contains(n) {
-                    Ok(())
-                } else {
-                    Err(format!("{n} is outside 100..600000"))
-                }
-            })?),
+            retry_max: Duration::from_millis(r.get_checked(
+                "edgeRetryMaxMs",
+                5_000u64,
+                in_range(100, 600_000),
+            )?),
             blocked_retry: Duration::from_millis(r.get_checked(
                 "edgeBlockedRetryMs",
                 60_000u64,
-                |n| {
-                    if (100..=3_600_000).contains(n) {
-                        Ok(())
-                    } else {
-                        Err(format!("{n} is outside 100..3600000"))
-                    }
-                },
+                in_range(100, 3_600_000),
             )?),
             blocked_retry_max: Duration::from_millis(r.get_checked(
                 "edgeBlockedRetryMaxMs",
                 600_000u64,
-                |n| {
-                    if (100..=3_600_000).contains(n) {
-                        Ok(())
-                    } else {
-                        Err(format!("{n} is outside 100..3600000"))
-                    }
-                },
+                in_range(100, 3_600_000),
             )?),
             route_hold: Duration::from_millis(r.get_checked(
                 "edgeRouteHoldMs",
                 600_000u64,
-                |n| {
-                    if (1_000..=86_400_000).contains(n) {
-                        Ok(())
-                    } else {
-                        Err(format!("{n} is outside 1000..86400000"))
-                    }
-                },
+                in_range(1_000, 86_400_000),
             )?),
             keep_forwarded: r.get("edgeKeepForwarded", false)?,
-            executor_threads: r.get_checked("edgeExecutorThreads", 1usize, |n| {
-                if (1..=runtime::MAX_SMOL_THREADS).contains(n) {
-                    Ok(())
-                } else {
-                    Err(format!("{n} is outside 1..{}", runtime::MAX_SMOL_THREADS))
-                }
-            })?,
+            executor_threads: r.get_checked(
+                "edgeExecutorThreads",
+                1usize,
+                in_range(1, runtime::MAX_SMOL_THREADS),
+            )?,
         })
     }
 }
