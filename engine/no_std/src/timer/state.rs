@@ -243,20 +243,15 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         } else {
             (f.slot_ms, false)
         };
-        let prev = self
-            .staged
-            .iter()
-            .rev()
-            .find(|(s, _, _)| *s == slot)
-            .map(|(_, pos, _)| *pos as i64)
-            .map_or_else(
-                || match self.wheel.get(slot) {
-                    Ok(SlotRead::Filled { last_pos, .. }) => Ok(last_pos as i64),
-                    Ok(_) => Ok(-1),
-                    Err(e) => Err(e),
-                },
-                Ok,
-            )?;
+        // The slot's newest unit: a staged one, else the wheel's.
+        let staged = self.staged.iter().rev().find(|(s, _, _)| *s == slot);
+        let prev = match staged {
+            Some(&(_, pos, _)) => pos as i64,
+            None => match self.wheel.get(slot)? {
+                SlotRead::Filled { last_pos, .. } => last_pos as i64,
+                SlotRead::Empty | SlotRead::Rotted => -1,
+            },
+        };
         let mut magic = TIMER_UNIT_DEFAULT;
         if roll {
             magic |= TIMER_UNIT_ROLL;
