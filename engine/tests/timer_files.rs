@@ -26,13 +26,7 @@ fn filing(i: u64) -> Filing {
 }
 
 fn units(t: &tern_engine_fs::timer_files::FsTimer, slot: i64) -> Vec<u64> {
-    let mut out = [SlotUnit {
-        pos: 0,
-        phy_offset: 0,
-        phy_size: 0,
-        roll: false,
-        recall: false,
-    }; 64];
+    let mut out = [SlotUnit::default(); 64];
     let (n, _) = t.slot_units(slot, None, &mut out).unwrap();
     out[..n].iter().map(|u| u.phy_offset).collect()
 }

@@ -52,13 +52,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (read, resume) = t.resume_point();
-    let mut out = [SlotUnit {
-        pos: 0,
-        phy_offset: 0,
-        phy_size: 0,
-        roll: false,
-        recall: false,
-    }; 16];
+    let mut out = [SlotUnit::default(); 16];
     // Every slot of the ring, walked to its end: positions strictly fall, so each walk
     // ends within the units the log holds.
     for s in 0..i64::from(SLOTS) {

@@ -59,13 +59,7 @@ fn filing(slot_ms: i64, i: u64) -> Filing {
 }
 
 fn walk(t: &T<'_>, slot: i64) -> Vec<u64> {
-    let mut out = [SlotUnit {
-        pos: 0,
-        phy_offset: 0,
-        phy_size: 0,
-        roll: false,
-        recall: false,
-    }; 2];
+    let mut out = [SlotUnit::default(); 2];
     let mut got = Vec::new();
     let mut from = None;
     // Two at a time, resuming where each call stopped.
@@ -156,13 +150,7 @@ fn long_delays_are_filed_a_window_ahead_and_marked_to_roll() {
     t.file(filing(NOW + 12_000, 1), NOW).unwrap();
     t.file(filing(NOW + 9_000, 2), NOW).unwrap();
     t.flush_log().unwrap();
-    let mut out = [SlotUnit {
-        pos: 0,
-        phy_offset: 0,
-        phy_size: 0,
-        roll: false,
-        recall: false,
-    }; 4];
+    let mut out = [SlotUnit::default(); 4];
     let (n, _) = t.slot_units(NOW + 10_000, None, &mut out).unwrap();
     assert_eq!((n, out[0].phy_offset, out[0].roll), (1, 0, true));
     let (n, _) = t.slot_units(NOW + 5_000, None, &mut out).unwrap();

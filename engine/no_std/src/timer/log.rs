@@ -272,6 +272,18 @@ mod tests {
         }
     }
 
+    /// A log over six empty segment buffers of [`bufs`].
+    fn empty_log<'a>(
+        plan: &'a FaultPlan,
+        b: &'a mut [Vec<u8>],
+    ) -> (TimerLog<RamDir<'a, 6>>, Recovered) {
+        let mut dir: RamDir<'_, 6> = RamDir::new(plan);
+        for x in b {
+            dir.give(x).unwrap();
+        }
+        TimerLog::open(dir, SEG, 0, u64::MAX).unwrap()
+    }
+
     fn bufs() -> Vec<Vec<u8>> {
         // Faulty media keep a second copy of their bytes (what is durable): twice the size.
         (0..6).map(|_| vec![0u8; 2 * SEG as usize]).collect()
@@ -281,11 +293,7 @@ mod tests {
     fn units_fill_segments_and_a_blank_closes_each() {
         let plan = FaultPlan::none();
         let mut b = bufs();
-        let mut dir: RamDir<'_, 6> = RamDir::new(&plan);
-        for x in &mut b {
-            dir.give(x).unwrap();
-        }
-        let (mut log, r) = TimerLog::open(dir, SEG, 0, u64::MAX).unwrap();
+        let (mut log, r) = empty_log(&plan, &mut b);
         assert_eq!(r.units, 0);
         let mut at = Vec::new();
         for i in 0..7u64 {
@@ -321,11 +329,7 @@ mod tests {
     fn a_torn_or_false_unit_cuts_the_log_there() {
         let plan = FaultPlan::none();
         let mut b = bufs();
-        let mut dir: RamDir<'_, 6> = RamDir::new(&plan);
-        for x in &mut b {
-            dir.give(x).unwrap();
-        }
-        let (mut log, _) = TimerLog::open(dir, SEG, 0, u64::MAX).unwrap();
+        let (mut log, _) = empty_log(&plan, &mut b);
         for i in 0..5u64 {
             log.append(&unit(i * 100, -1)).unwrap();
         }
@@ -365,11 +369,7 @@ mod tests {
     fn segments_go_once_the_commit_log_dropped_their_records() {
         let plan = FaultPlan::none();
         let mut b = bufs();
-        let mut dir: RamDir<'_, 6> = RamDir::new(&plan);
-        for x in &mut b {
-            dir.give(x).unwrap();
-        }
-        let (mut log, _) = TimerLog::open(dir, SEG, 0, u64::MAX).unwrap();
+        let (mut log, _) = empty_log(&plan, &mut b);
         for i in 0..8u64 {
             log.append(&unit(i * 100, -1)).unwrap();
         }

@@ -69,7 +69,7 @@ pub struct Filing {
 }
 
 /// A unit of a slot, as a walk hands it out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlotUnit {
     /// Its position in the timer log.
     pub pos: u64,
