@@ -178,11 +178,6 @@ pub fn start_edge(
     let conf_path = data.join("edge.conf");
     fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
     let log = data.join("edge.log");
-    let stderr = File::options()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(|e| format!("{}: {e}", log.display()))?;
     let mut words = runner.unwrap_or_default().split_whitespace();
     let mut cmd = match words.next() {
         Some(r) => {
@@ -192,29 +187,8 @@ pub fn start_edge(
         }
         None => Command::new(bin),
     };
-    let start = Instant::now();
-    let mut child = cmd
-        .args(["--upstream", upstream])
-        .arg("--data-dir")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"])
-        .arg("-c")
-        .arg(&conf_path)
-        .args(["--log-level", "warn"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| format!("{}: {e}", bin.display()))?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    cmd.args(["--upstream", upstream]);
+    let (child, rx, start) = spawn_ephemeral(cmd, data, &conf_path, &log, bin)?;
     let mut server = Server {
         name: "tern-edge".into(),
         child: Some(child),
@@ -225,7 +199,7 @@ pub fn start_edge(
     };
     loop {
         let left = START_TIMEOUT.saturating_sub(start.elapsed());
-        let line = rx
+        let (line, _) = rx
             .recv_timeout(left)
             .map_err(|_| format!("tern-edge did not start; see {}", server.log.display()))?;
         if let Some(a) = line.strip_prefix("tern-edge name server on ") {
@@ -239,27 +213,32 @@ pub fn start_edge(
     }
 }
 
-/// Starts `tern-broker --standalone` on ephemeral ports with `conf` as broker.conf, and
-/// waits for both "listening on" lines; the start-up time is spawn → broker line.
-pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
-    let bin = tern_broker_bin()?;
-    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let conf_path = data.join("broker.conf");
-    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
-    let log = data.join("broker.log");
+/// A spawned process's stdout lines, each with when it arrived.
+type Lines = mpsc::Receiver<(String, Instant)>;
+
+/// Spawns `cmd` (tern-broker or tern-edge) with its data under `data`, its broker and
+/// name server on ephemeral ports, `conf` as its config file and stderr appended to
+/// `log`; returns the child, its stdout lines as they arrive (each with its arrival
+/// time) and when it was spawned.
+fn spawn_ephemeral(
+    mut cmd: Command,
+    data: &Path,
+    conf: &Path,
+    log: &Path,
+    bin: &Path,
+) -> Result<(Child, Lines, Instant), String> {
     let stderr = File::options()
         .create(true)
         .append(true)
-        .open(&log)
+        .open(log)
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let start = Instant::now();
-    let mut child = Command::new(&bin)
-        .arg("--standalone")
+    let mut child = cmd
         .arg("--data-dir")
         .arg(data)
         .args(["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"])
         .arg("-c")
-        .arg(&conf_path)
+        .arg(conf)
         .args(["--log-level", "warn"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -275,6 +254,20 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
             }
         }
     });
+    Ok((child, rx, start))
+}
+
+/// Starts `tern-broker --standalone` on ephemeral ports with `conf` as broker.conf, and
+/// waits for both "listening on" lines; the start-up time is spawn → broker line.
+pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
+    let bin = tern_broker_bin()?;
+    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let conf_path = data.join("broker.conf");
+    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
+    let log = data.join("broker.log");
+    let mut cmd = Command::new(&bin);
+    cmd.arg("--standalone");
+    let (child, rx, start) = spawn_ephemeral(cmd, data, &conf_path, &log, &bin)?;
     let mut server = Server {
         name: "tern-broker".into(),
         child: Some(child),
