@@ -43,7 +43,7 @@ fn the_timer_files_survive_the_process_and_a_wrong_geometry_is_refused() {
             t.file(filing(i), NOW).unwrap();
         }
         t.flush_log().unwrap();
-        t.checkpoint(NOW, None).unwrap();
+        t.checkpoint(NOW, None, t.queue_offset()).unwrap();
         // Dropped without anything more: the wheel's last writes were never flushed.
     }
     assert_eq!(

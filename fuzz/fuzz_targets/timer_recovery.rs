@@ -84,6 +84,6 @@ fuzz_target!(|data: &[u8]| {
     };
     if t.file(f, NOW).is_ok() {
         let _ = t.flush_log();
-        let _ = t.checkpoint(read, None);
+        let _ = t.checkpoint(read, None, t.queue_offset());
     }
 });

@@ -119,6 +119,7 @@ code_enum! {
         PushReplyMessageToClient = 326,
         AddWritePermOfBroker = 327,
         LitePullMessage = 361,
+        RecallMessage = 370,
         GetAllMessageRequestMode = 402,
         BrokerHeartbeat = 904,
     }
@@ -163,6 +164,7 @@ code_enum! {
         PollingTimeout = 210,
         FlowControl = 215,
         NotLeaderForQueue = 501,
+        IllegalOperation = 604,
         GoAway = 1500,
     }
 }

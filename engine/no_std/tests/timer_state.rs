@@ -109,7 +109,7 @@ fn units_lost_with_an_unsynced_log_never_reach_the_wheel() {
     let (mut t, _) = fresh(&mut b, &plan);
     t.file(filing(5_000 + NOW, 0), NOW).unwrap();
     t.flush_log().unwrap();
-    t.checkpoint(NOW, None).unwrap();
+    t.checkpoint(NOW, None, t.queue_offset()).unwrap();
     t.file(filing(5_000 + NOW, 1), NOW).unwrap();
     let (t, r) = crash(t, Crash::DropUnflushed);
     assert!(!r.fresh);
@@ -124,7 +124,7 @@ fn units_synced_but_not_in_the_flushed_wheel_are_replayed() {
     let (mut t, _) = fresh(&mut b, &plan);
     t.file(filing(5_000 + NOW, 0), NOW).unwrap();
     t.flush_log().unwrap();
-    t.checkpoint(NOW, None).unwrap();
+    t.checkpoint(NOW, None, t.queue_offset()).unwrap();
     // Synced and applied, but the wheel's write is lost at the power cut.
     for i in 1..11 {
         t.file(filing(5_000 + NOW, i), NOW).unwrap();
@@ -166,7 +166,8 @@ fn delivery_resumes_where_the_checkpoint_says_and_skips_what_the_ring_reused() {
     let (mut t, _) = fresh(&mut b, &plan);
     t.file(filing(NOW + 5_000, 0), NOW).unwrap();
     t.flush_log().unwrap();
-    t.checkpoint(NOW + 5_000, Some(0)).unwrap();
+    t.checkpoint(NOW + 5_000, Some(0), t.queue_offset())
+        .unwrap();
     let (t, r) = crash(t, Crash::DropUnflushed);
     assert_eq!(t.resume_point(), (NOW + 5_000, Some(0)));
     assert_eq!(r.skipped_slots, 0);

@@ -108,6 +108,8 @@ pub struct BrokerConfig {
     pub transaction_timeout: Duration,
     /// Check-backs before a half message is given up (`transactionCheckMax`).
     pub transaction_check_max: u32,
+    /// Timer messages and recall (`timer*`, `recallMessageEnable`).
+    pub timer: crate::timer::TimerSettings,
     /// Replication port a master listens on for slaves (`haListenPort`; the remoting
     /// port plus one when absent).
     pub ha_listen_port: Option<u16>,
@@ -254,6 +256,7 @@ impl Config for BrokerConfig {
                 15u32,
                 in_range(1, 10_000),
             )?,
+            timer: crate::timer::TimerSettings::read(r)?,
             ha_listen_port: r.get_opt("haListenPort")?,
             ha_master_address: r.get_opt::<String>("haMasterAddress")?,
             ha_heartbeat_interval: ms(r, "haSendHeartbeatInterval", 5_000, 10, 600_000)?,

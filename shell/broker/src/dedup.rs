@@ -126,6 +126,10 @@ fn key_of(buf: &mut String, topic: &str, props: &[u8]) -> Option<Arc<str>> {
     if !covers(topic) {
         return None;
     }
+    // A recall marker carries the UNIQ_KEY of the message it cancels: not a copy of it.
+    if properties::get(props, key::TIMER_DEL_UNIQKEY).is_some() {
+        return None;
+    }
     let uniq = properties::get(props, key::UNIQ_KEY).filter(|u| !u.is_empty())?;
     // 0x01 cannot occur in a property value (it separates name from value), so the pair
     // is unambiguous.
@@ -140,7 +144,14 @@ fn key_of(buf: &mut String, topic: &str, props: &[u8]) -> Option<Arc<str>> {
 fn covers(topic: &str) -> bool {
     !(topic.starts_with("%RETRY%")
         || topic.starts_with("%DLQ%")
-        || [SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC].contains(&topic))
+        || [
+            SCHEDULE_TOPIC,
+            tern_engine::timer::TIMER_TOPIC,
+            HALF_TOPIC,
+            OP_TOPIC,
+            CHECK_MAX_TOPIC,
+        ]
+        .contains(&topic))
 }
 
 /// Whether `f` is still inside the window at `now_ms`.
@@ -424,6 +435,7 @@ impl Claim<'_> {
                         stored: *s,
                         queue_id: msgs[i].queue_id,
                         duplicate: false,
+                        timed: None,
                     },
                     // The store returned fewer records than were given: nothing to
                     // publish for the rest (their keys are released on drop).
@@ -433,6 +445,7 @@ impl Claim<'_> {
                     stored: f.stored,
                     queue_id: f.queue_id,
                     duplicate: true,
+                    timed: None,
                 },
                 Seen::SameAs(j) => match out.get(j) {
                     Some(p) => crate::Put {

@@ -32,6 +32,7 @@ pub mod schedule;
 pub mod slave_sync;
 pub mod status;
 pub mod store;
+pub mod timer;
 pub mod topics;
 pub mod transaction;
 
@@ -56,6 +57,8 @@ pub struct BrokerCtx {
     pub holds: longpoll::PullHolds,
     /// Delayed messages: levels and delivery progress.
     pub schedule: schedule::ScheduleService,
+    /// Timer messages: the wheel and its task's progress.
+    pub timer: timer::TimerService,
     /// Compiled SQL92 subscriptions.
     pub filters: filter::Filters,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
@@ -98,6 +101,8 @@ pub struct Put {
     pub queue_id: i32,
     /// Not stored: the idempotent-produce window found its first copy.
     pub duplicate: bool,
+    /// Stored as a timer message filed under this slot time (`TIMER_OUT_MS`).
+    pub timed: Option<i64>,
 }
 
 impl Put {
@@ -118,7 +123,8 @@ impl BrokerCtx {
 
     /// Appends one message: the one way processors, send-backs and transaction commits
     /// store a message. One asking for a delay level goes to the schedule topic instead
-    /// (RocketMQ does this in its store), so each of them gets delays. With the
+    /// (RocketMQ does this in its store), one asking for a due time to the timer topic
+    /// ([`timer::message::inbound`]), so each of them gets delays. With the
     /// idempotent-produce window on, a message whose UNIQ_KEY was stored in its topic
     /// within the window is not stored again: the answer is its first copy ([`dedup`]).
     pub fn put(&self, msg: &tern_engine::record::MessageIn<'_>) -> Result<Put, store::PutError> {
@@ -127,13 +133,18 @@ impl BrokerCtx {
         if !claim.is_fresh(0) {
             return Ok(claim.settle(one, &[], runtime::now_ms())[0]);
         }
-        let scheduled = schedule::to_schedule(msg, &self.config.delay_levels)
+        let inbound = timer::message::inbound(msg, &self.config.timer, runtime::now_ms())?;
+        let msg = inbound.message(msg);
+        let scheduled = schedule::to_schedule(&msg, &self.config.delay_levels)
             .map_err(store::PutError::Illegal)?;
         let stored = self
             .store
-            .put(&scheduled.as_ref().map_or(*msg, |s| s.message(msg)))?;
+            .put(&scheduled.as_ref().map_or(msg, |s| s.message(&msg)))?;
         let put = claim.settle(one, &[stored], runtime::now_ms());
-        Ok(put[0])
+        Ok(Put {
+            timed: inbound.slot_ms(),
+            ..put[0]
+        })
     }
 
     /// Appends a batch to one queue; returns where each message is, in order. RocketMQ
@@ -151,6 +162,15 @@ impl BrokerCtx {
             {
                 return Err(store::PutError::Illegal(
                     "delayed messages cannot be sent in a batch".into(),
+                ));
+            }
+            // RocketMQ stores a batch's timer messages as plain ones, delivered at once:
+            // refused here rather than early.
+            if let timer::message::Inbound::Timed(_) =
+                timer::message::inbound(m, &self.config.timer, runtime::now_ms())?
+            {
+                return Err(store::PutError::Illegal(
+                    "timer messages cannot be sent in a batch".into(),
                 ));
             }
         }
@@ -216,6 +236,12 @@ impl Broker {
         let store =
             store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
         let dedup = open_window(&config, &store);
+        let timer = timer::TimerService::open(
+            config.timer,
+            &config.store_root,
+            &store,
+            config.role != config::BrokerRole::Slave,
+        )?;
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
         let processor_ctx_slot: Arc<std::sync::OnceLock<Arc<BrokerCtx>>> = Arc::default();
         let processor = Arc::new(processor::BrokerProcessor::new(processor_ctx_slot.clone()));
@@ -261,6 +287,7 @@ impl Broker {
             clients: clients::Clients::default(),
             holds: longpoll::PullHolds::default(),
             schedule: schedule::ScheduleService::new(&config.store_root, config.delay_levels),
+            timer,
             filters: filter::Filters::default(),
             store_host: config.advertised_addr(port),
             register_now: event_listener::Event::new(),
@@ -351,6 +378,7 @@ impl Broker {
         // Only now is every delivered copy durable, so the offsets counting them may go.
         if closed.is_ok() {
             ctx.schedule.offsets().save_all();
+            ctx.timer.close();
         }
         closed
     }
@@ -406,9 +434,11 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
             }
             holds_ctx.holds.wake(t, q);
             holds_ctx.schedule.dispatched(t, q);
+            holds_ctx.timer.dispatched(t);
         },
     )));
     tasks.push(runtime::spawn(schedule::run(ctx.clone())));
+    tasks.push(runtime::spawn(timer::run(ctx.clone())));
     tasks.push(runtime::spawn(
         ctx.store
             .clone()

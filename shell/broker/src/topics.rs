@@ -121,6 +121,7 @@ impl Topics {
             topic("SELF_TEST_TOPIC", 1, 1, rw),
             topic("OFFSET_MOVED_EVENT", 1, 1, rw),
             topic("SCHEDULE_TOPIC_XXXX", 18, 18, rw),
+            topic(tern_engine::timer::TIMER_TOPIC, 1, 1, rw),
             topic("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1, rw),
             topic("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1, rw),
             topic("BenchmarkTest", 1024, 1024, rw),

@@ -25,35 +25,6 @@ const EARLY_MS: i64 = 20;
 /// How long a delayed message may take beyond its delay on a loaded machine.
 const LATE: Duration = Duration::from_secs(30);
 
-/// One message as it arrived: the record and the wall-clock ms it was first seen.
-type Arrival = (MessageExt, i64);
-
-/// Polls `topic`/`queue_id` from offset 0 until `n` messages are there, noting when each
-/// was first seen. Panics after `within`.
-async fn arrivals(
-    c: &Client,
-    topic: &str,
-    queue_id: i32,
-    n: usize,
-    within: Duration,
-) -> Vec<Arrival> {
-    let deadline = Instant::now() + within;
-    let mut got: Vec<Arrival> = Vec::new();
-    while got.len() < n {
-        let found = pull_all(c, topic, queue_id, got.len() as i64).await;
-        // Read after the pull: never earlier than the delivery (a lower bound is checked).
-        let now = now_ms();
-        got.extend(found.into_iter().map(|m| (m, now)));
-        assert!(
-            Instant::now() < deadline,
-            "{topic}/{queue_id}: {} of {n} messages after {within:?}",
-            got.len()
-        );
-        runtime::sleep(Duration::from_millis(25)).await;
-    }
-    got
-}
-
 fn key(m: &MessageExt) -> &str {
     m.properties.get("KEYS").map_or("", String::as_str)
 }

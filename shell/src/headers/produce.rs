@@ -1,4 +1,5 @@
-//! Produce-side headers: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
+//! Produce-side headers: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
+//! RECALL_MESSAGE (370).
 
 use super::{FromExtFields, HeaderError, ext_header};
 use crate::code::RequestCode;
@@ -223,5 +224,26 @@ mod tests {
         assert_eq!(ext["MSG_REGION"], "DefaultRegion");
         assert_eq!(ext["TRACE_ON"], "true");
         assert_eq!(ext["queueOffset"], "9");
+    }
+}
+
+ext_header! {
+    /// RECALL_MESSAGE request (5.3.2, `RecallMessageRequestHeader.java`): cancels a timer
+    /// message not yet delivered.
+    pub struct RecallMessageRequestHeader {
+        /// The producer's group.
+        pub producer_group: Option<String> = "producerGroup",
+        /// The message's topic.
+        pub topic: String = "topic",
+        /// The handle its send answered with.
+        pub recall_handle: String = "recallHandle",
+    }
+}
+
+ext_header! {
+    /// RECALL_MESSAGE response.
+    pub struct RecallMessageResponseHeader {
+        /// The recalled message's id (its UNIQ_KEY).
+        pub msg_id: String = "msgId",
     }
 }

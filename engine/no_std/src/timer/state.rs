@@ -77,6 +77,8 @@ pub struct SlotUnit {
     pub phy_offset: u64,
     /// The record's size.
     pub phy_size: u32,
+    /// When it was filed (the floor of the clock then, ms): `TIMER_ENQUEUE_MS`.
+    pub enqueued_ms: i64,
     /// Filed short of its due time: put it back into the timer rather than deliver it.
     pub roll: bool,
     /// A recall marker.
@@ -278,6 +280,14 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         Ok(pos)
     }
 
+    /// Timer-queue entry `queue_offset` was handled without filing it (due already, so
+    /// delivered at once, or unusable): filing goes on after it. The owner calls this
+    /// only once what it did with the entry is durable, because recovery resumes after
+    /// the newest unit in the log, past any entry before it.
+    pub fn passed(&mut self, queue_offset: u64) {
+        self.queue_offset = self.queue_offset.max(queue_offset + 1);
+    }
+
     /// The log's bytes not yet durable, for an owner that syncs them itself.
     pub fn log_regions(&self, region: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
         let (from, to) = self.log.unflushed();
@@ -342,6 +352,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                 pos,
                 phy_offset: u.phy_offset.get() as u64,
                 phy_size: u.phy_size.get() as u32,
+                enqueued_ms: u.write_time.get(),
                 roll: magic & TIMER_UNIT_ROLL != 0,
                 recall: magic & TIMER_UNIT_DELETE != 0,
             };
@@ -354,15 +365,26 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
     }
 
     /// Writes the checkpoint: the wheel's changes flushed first, then the record with
-    /// delivery done up to (`read_time_ms`, `resume_pos`) as the owner says.
-    pub fn checkpoint(&mut self, read_time_ms: i64, resume_pos: Option<u64>) -> Res<(), W::Error> {
+    /// delivery done up to (`read_time_ms`, `resume_pos`) and filing up to `queue_offset`,
+    /// as the owner says: both count only work whose results are durable (delivered
+    /// copies, entries passed over), so the owner may name a point behind the live one.
+    pub fn checkpoint(
+        &mut self,
+        read_time_ms: i64,
+        resume_pos: Option<u64>,
+        queue_offset: u64,
+    ) -> Res<(), W::Error> {
+        assert!(
+            queue_offset <= self.queue_offset,
+            "a checkpoint cannot count entries not yet filed"
+        );
         if let Some(r) = self.wheel.take_dirty() {
             self.wheel.flush(r)?;
         }
         let c = TimerCheckpoint {
             read_time_ms,
             log_flushed: self.log.unflushed().0,
-            queue_offset: self.queue_offset,
+            queue_offset,
             wheel_pos: self.wheel_pos,
             resume_pos,
             seq: 0,

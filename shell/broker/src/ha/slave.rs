@@ -172,7 +172,9 @@ async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, String> {
             ctx.shutdown.wait().await;
             Ok(at)
         }
-        Err(PutError::Illegal(why)) => Err(format!("the master's log at {at} is refused: {why}")),
+        Err(PutError::Illegal(why) | PutError::Refused(_, why)) => {
+            Err(format!("the master's log at {at} is refused: {why}"))
+        }
         Err(PutError::Store(e)) => Err(format!("storing the master's log at {at}: {e}")),
         Err(PutError::Failed(why)) => Err(format!("the store failed: {why}")),
     }

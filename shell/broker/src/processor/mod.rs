@@ -82,6 +82,7 @@ impl Processor for BrokerProcessor {
             | RequestCode::SendMessageV2
             | RequestCode::SendBatchMessage => send::send(ctx, conn, &req).await,
             RequestCode::ConsumerSendMsgBack => send::send_back(ctx, conn, &req).await,
+            RequestCode::RecallMessage => crate::timer::recall::recall(ctx, conn, &req).await,
             RequestCode::EndTransaction => {
                 crate::transaction::end::end_transaction(ctx, conn, &req).await
             }

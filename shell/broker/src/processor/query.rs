@@ -119,6 +119,7 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     );
     t.insert("diskFull".into(), ctx.store.disk_full().to_string());
     ctx.schedule.runtime_stats(&ctx.store, &mut t);
+    ctx.timer.runtime_stats(&ctx.store, &mut t);
     ctx.extra_stats.fill(&mut t);
     ctx.ha
         .runtime_stats(ctx.config.role == crate::config::BrokerRole::Slave, &mut t);

@@ -67,8 +67,9 @@ fn stored_properties(ctx: &BrokerCtx, props: &[u8]) -> Vec<u8> {
 const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
 
 /// System topics only the broker writes.
-const NOT_SENDABLE: [&str; 4] = [
+const NOT_SENDABLE: [&str; 5] = [
     tern_engine::delay::SCHEDULE_TOPIC,
+    tern_engine::timer::TIMER_TOPIC,
     crate::transaction::half::HALF_TOPIC,
     crate::transaction::half::OP_TOPIC,
     crate::transaction::half::CHECK_MAX_TOPIC,
@@ -240,6 +241,18 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         put.stored.queue_offset as i64,
     );
     header.transaction_id = properties::get(&props, key::UNIQ_KEY).map(str::to_owned);
+    // A timer message's handle for RECALL_MESSAGE (RocketMQ's `attachRecallHandle`: not
+    // for retries, which are re-sent copies).
+    if let (Some(out_ms), Some(uniq)) = (put.timed, header.transaction_id.as_deref()) {
+        if !h.topic.starts_with("%RETRY%") {
+            header.recall_handle = Some(crate::timer::recall::Handle::encode(
+                &h.topic,
+                &ctx.config.broker_name,
+                out_ms,
+                uniq,
+            ));
+        }
+    }
     respond(req, durability, &header)
 }
 
@@ -267,6 +280,7 @@ fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
              whose uplink is down); writes resume as it drains",
         ),
         PutError::Illegal(why) => illegal(req, format!("message cannot be stored: {why}")),
+        PutError::Refused(code, remark) => RemotingCommand::error_response(req, code, remark),
         PutError::Failed(why) => RemotingCommand::error_response(
             req,
             ResponseCode::ServiceNotAvailable,

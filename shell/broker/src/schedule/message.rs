@@ -120,7 +120,7 @@ impl Restored {
         Ok(Restored {
             topic: topic.to_owned(),
             queue_id,
-            properties: without(props, key::DELAY),
+            properties: without(props, &[key::DELAY]),
         })
     }
 
@@ -143,10 +143,10 @@ pub fn with_properties(props: &[u8], set: &[(&str, &str)]) -> Vec<u8> {
     out
 }
 
-/// `props` without any pair named `name`.
-pub fn without(props: &[u8], name: &str) -> Vec<u8> {
+/// `props` without any pair named in `names`.
+pub fn without(props: &[u8], names: &[&str]) -> Vec<u8> {
     let mut out = Vec::with_capacity(props.len());
-    for (n, v) in Properties::new(props).filter(|(n, _)| *n != name) {
+    for (n, v) in Properties::new(props).filter(|(n, _)| !names.contains(n)) {
         push_pair(&mut out, n, v);
     }
     out
@@ -267,6 +267,6 @@ mod tests {
     fn setting_a_property_replaces_every_earlier_pair() {
         let p = with_properties(b"A\x011\x02B\x012\x02A\x013\x02", &[("A", "9"), ("C", "x")]);
         assert_eq!(pairs(&p), [("B", "2"), ("A", "9"), ("C", "x")]);
-        assert_eq!(pairs(&without(&p, "A")), [("B", "2"), ("C", "x")]);
+        assert_eq!(pairs(&without(&p, &["A"])), [("B", "2"), ("C", "x")]);
     }
 }

@@ -64,6 +64,9 @@ pub enum PutError {
     OverBudget,
     /// The message cannot be stored (too large for a segment, bad layout).
     Illegal(String),
+    /// A broker rule refuses the message, answered with RocketMQ's code and remark for
+    /// it (a timer message past `timerMaxDelaySec`, timers switched off).
+    Refused(tern_shell::ResponseCode, String),
     /// The broker is shutting down and the store is sealed.
     ShuttingDown,
     /// The store failed.

@@ -227,6 +227,7 @@ fn put_refused(e: crate::store::PutError) -> Refused {
             "service not available now: the store's backlog is over its budget",
         ),
         crate::store::PutError::Illegal(why) => refused(ResponseCode::MessageIllegal, why),
+        crate::store::PutError::Refused(code, remark) => refused(code, remark),
         crate::store::PutError::Failed(why) => refused(
             ResponseCode::ServiceNotAvailable,
             format!("the store failed ({why}); writes are refused until the broker is restarted"),

@@ -2,6 +2,7 @@
 //! admin) and the checks the process tests make on the answers.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use tern_shell::body::{
     ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData, to_json,
@@ -312,4 +313,33 @@ pub fn check_record(got: &MessageExt, sent: &Message, queue_id: i32, b: &BrokerP
         "store timestamp {}",
         got.store_timestamp
     );
+}
+
+/// One message as it arrived: the record and the wall-clock ms it was first seen.
+pub type Arrival = (MessageExt, i64);
+
+/// Polls `topic`/`queue_id` from offset 0 until `n` messages are there, noting when each
+/// was first seen. Panics after `within`.
+pub async fn arrivals(
+    c: &Client,
+    topic: &str,
+    queue_id: i32,
+    n: usize,
+    within: Duration,
+) -> Vec<Arrival> {
+    let deadline = Instant::now() + within;
+    let mut got: Vec<Arrival> = Vec::new();
+    while got.len() < n {
+        let found = pull_all(c, topic, queue_id, got.len() as i64).await;
+        // Read after the pull: never earlier than the delivery (a lower bound is checked).
+        let now = now_ms();
+        got.extend(found.into_iter().map(|m| (m, now)));
+        assert!(
+            Instant::now() < deadline,
+            "{topic}/{queue_id}: {} of {n} messages after {within:?}",
+            got.len()
+        );
+        tern_shell::runtime::sleep(Duration::from_millis(25)).await;
+    }
+    got
 }

@@ -18,6 +18,7 @@ pub fn is_local_only(topic: &str) -> bool {
         || matches!(
             topic,
             "SCHEDULE_TOPIC_XXXX"
+                | "rmq_sys_wheel_timer"
                 | "RMQ_SYS_TRANS_HALF_TOPIC"
                 | "RMQ_SYS_TRANS_OP_HALF_TOPIC"
                 | "TRANS_CHECK_MAX_TIME_TOPIC"
