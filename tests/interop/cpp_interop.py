@@ -25,6 +25,11 @@ Each scenario uses its own topic, PREFIX-<suffix>, and its own consumer groups:
              h. a message whose consume callback raises (RECONSUME_LATER) comes back from
                 the group's retry topic after the retry level's delay (3 + reconsume
                 times), with reconsume_times 1.
+    timer    j. RocketMQ 5 timer messages: TIMER_DELAY_SEC=3, TIMER_DELAY_MS=1500 and an
+                absolute TIMER_DELIVER_MS (now + 5 s) set with set_property arrive at the
+                push consumer no earlier than due (its clock and the copy's store time),
+                each once, intact, with the send's msg id, TIMER_OUT_MS / ENQUEUE / DEQUEUE
+                set and no REAL_TOPIC.
     dedup    i. (not in the default list: the broker needs duplicateCheckWindowSeconds)
                 each message the C++ producer sent is sent again with its UNIQ_KEY (a
                 stdlib SEND_MESSAGE: the C++ client overwrites a UNIQ_KEY property):
@@ -773,6 +778,99 @@ def scenario_delay(args, dl, producer):
               "%r" % {k: retry[1][k] for k in ("body", "prop", "topic")})
 
 
+class TimedCollector(Collector):
+    """Push-consumer callback target that also records when each delivery came and the
+    timer properties and store time the broker set."""
+
+    def __call__(self, msg):
+        at = time.time()
+        Collector.__call__(self, msg)
+        key = decode(msg.keys)
+        with self.lock:
+            recs = self.by_key.get(key) or [{}]
+            rec = recs[-1]
+            rec["at"] = at
+            rec["store_ms"] = msg.store_timestamp
+            for k in ("TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "REAL_TOPIC"):
+                rec[k] = decode(msg.get_property(k))
+
+
+def scenario_timer(args, dl, producer):
+    """RocketMQ 5 timer messages set through the C++ client's user properties
+    (`set_property`, which does not filter system keys): TIMER_DELAY_SEC, TIMER_DELAY_MS
+    and an absolute TIMER_DELIVER_MS. The C++ push consumer must get each one no earlier
+    than due (by its own clock and by the copy's store time), intact, with the send's id."""
+    topic = args.prefix + "-timer"
+    early = 0.05  # store times are whole ms: allow rounding, nothing more
+    n = args.timer_count
+    sent = {}  # key -> (due, msg id, body)
+    failures = []
+    for i in range(n):
+        key = "%s-k%d" % (topic, i)
+        body = "timer %d" % i
+        t = time.time()
+        kind = i % 3
+        if kind == 0:
+            props, due = {"TIMER_DELAY_SEC": "3"}, t + 3.0
+        elif kind == 1:
+            props, due = {"TIMER_DELAY_MS": "1500"}, t + 1.5
+        else:
+            at_ms = int(t * 1000) + 5000
+            props, due = {"TIMER_DELIVER_MS": str(at_ms)}, at_ms / 1000.0
+        props[PROP] = "t-%d" % i
+        try:
+            r = producer.send_sync(make_msg(topic, key, "TagT", body, props))
+        except Exception as e:  # noqa: BLE001
+            failures.append("%s: %s" % (key, e))
+            continue
+        if int(r.status) != 0:
+            failures.append("%s: status=%s" % (key, r.status))
+            continue
+        sent[key] = (due, r.msg_id, body)
+    check("j.timer: %d timer sends (TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS) return SEND_OK" % n,
+          len(sent) == n and not failures, sample(failures, 3))
+    route = wait_route(args.ns_list, topic, dl.budget(15))
+    check("j.timer: %s has a route" % topic, route_ok(route), route_summary(route))
+    c = rmq()
+    col = TimedCollector(sent.keys())
+    group = "%s_%s_timer" % (args.prefix, args.run)
+    consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
+    consumer.set_namesrv_addr(args.namesrv)
+    consumer.set_instance_name(group)
+    consumer.subscribe(topic, col, "*")
+    wait = dl.budget(40)
+    progress("consumer %s on %s: waiting up to %.0fs for %d timer messages" % (group, topic, wait, len(sent)))
+    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
+        check("j.timer: consumer %s starts" % group, False, "start failed or hung")
+        return
+    col.all_arrived.wait(wait)
+    time.sleep(min(args.grace, max(0, dl.left() - 10)))
+    if not stop(consumer, "consumer %s shutdown" % group):
+        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+    missing = col.missing()
+    check("j.timer: all %d timer messages consumed" % len(sent), not missing and sent,
+          "missing %d: %s" % (len(missing), sample(missing)))
+    with col.lock:
+        firsts = {k: v[0] for k, v in col.by_key.items() if k in sent}
+        dups = {k: len(v) for k, v in col.by_key.items() if len(v) > 1}
+    early_ones = ["%s %.3fs early (store %.3fs early)" % (k, sent[k][0] - r["at"], sent[k][0] - r["store_ms"] / 1000.0)
+                  for k, r in firsts.items()
+                  if r["at"] < sent[k][0] - early or r["store_ms"] / 1000.0 < sent[k][0] - early]
+    check("j.timer: none received or stored before due", firsts and not early_ones, sample(early_ones))
+    late = sorted(r["at"] - sent[k][0] for k, r in firsts.items())
+    if late:
+        progress("j.timer: lateness at the C++ consumer p50 %.3fs, max %.3fs" % (late[len(late) // 2], late[-1]))
+    bad = [k for k, r in firsts.items()
+           if r["body"] != sent[k][2].encode() or r["tags"] != "TagT" or r["topic"] != topic
+           or r["msg_id"] != sent[k][1] or r["prop"] != "t-%s" % k.rsplit("-k", 1)[1]]
+    check("j.timer: bodies, tags, property, topic and msg id intact", firsts and not bad, sample(bad))
+    marks = [k for k, r in firsts.items()
+             if not r["TIMER_OUT_MS"] or not r["TIMER_ENQUEUE_MS"] or not r["TIMER_DEQUEUE_MS"] or r["REAL_TOPIC"]]
+    check("j.timer: copies carry TIMER_OUT_MS / TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS and no REAL_TOPIC",
+          firsts and not marks, sample(marks))
+    check("j.timer: each delivered once", not dups, str(dups))
+
+
 GET_MAX_OFFSET = 30
 
 
@@ -869,6 +967,7 @@ SCENARIOS = {
     "batch": scenario_batch,
     "delay": scenario_delay,
     "dedup": scenario_dedup,
+    "timer": scenario_timer,
 }
 
 
@@ -938,7 +1037,7 @@ def parse_args(argv):
                     help="the scenario topics were created beforehand (UPDATE_AND_CREATE_TOPIC)")
     ap.add_argument("--expect-queues", type=int, default=0,
                     help="with --precreated: the number of read queues the sync topic must have")
-    ap.add_argument("--scenarios", default="sync,oneway,orderly,batch,delay",
+    ap.add_argument("--scenarios", default="sync,oneway,orderly,batch,delay,timer",
                     help="comma-separated subset of: %s" % ",".join(SCENARIOS))
     ap.add_argument("--count", type=int, default=None, help="sync sends (default 1000; send-only: 200)")
     ap.add_argument("--resume-count", type=int, default=30,
@@ -949,6 +1048,7 @@ def parse_args(argv):
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=10)
     ap.add_argument("--delay-count", type=int, default=10)
+    ap.add_argument("--timer-count", type=int, default=30)
     ap.add_argument("--delay-levels", default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
                     help="the broker's messageDelayLevel (the delay scenario's expected delays)")
     ap.add_argument("--consume-timeout", type=float, default=60.0,

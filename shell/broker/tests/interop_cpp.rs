@@ -1,6 +1,7 @@
 //! Interop with the REAL C++ RocketMQ client (PyPI `rocketmq==0.4.4`, Apache's
 //! rocketmq-client-cpp 1.2.x) against the real `tern-broker --standalone` process: the
-//! scenarios of `tests/interop/cpp_interop.py` on auto-created and precreated topics, and
+//! scenarios of `tests/interop/cpp_interop.py` on auto-created and precreated topics (RocketMQ
+//! 5 timer messages set through the C++ client's user properties among them), and
 //! a restart test that sends with the C++ producer, `kill -9`s the broker mid-stream
 //! (SYNC_FLUSH), restarts it on the same data dir and consumes with the C++ push consumer:
 //! every acknowledged message must come back; then the same across a clean SIGTERM stop.
