@@ -29,6 +29,14 @@ pub trait MessageBuilder: Sized {
         S: AsRef<str>;
     /// Sets DELAY (level 1..=18 of `1s 5s 10s 30s 1m ... 2h`).
     fn with_delay_level(self, level: i32) -> Self;
+    /// Delivers the message `seconds` after the broker stores it (RocketMQ 5's
+    /// `setDelayTimeSec`: `TIMER_DELAY_SEC`). A delay level set too wins.
+    fn with_delay_sec(self, seconds: i64) -> Self;
+    /// Delivers the message `ms` after the broker stores it (`setDelayTimeMs`:
+    /// `TIMER_DELAY_MS`).
+    fn with_delay_ms(self, ms: i64) -> Self;
+    /// Delivers the message at `epoch_ms` (`setDeliverTimeMs`: `TIMER_DELIVER_MS`).
+    fn with_deliver_time_ms(self, epoch_ms: i64) -> Self;
     /// Sets the user flag.
     fn with_flag(self, flag: i32) -> Self;
 }
@@ -53,6 +61,18 @@ impl MessageBuilder for Message {
 
     fn with_delay_level(self, level: i32) -> Self {
         self.with_property(property::DELAY, level.to_string())
+    }
+
+    fn with_delay_sec(self, seconds: i64) -> Self {
+        self.with_property(property::TIMER_DELAY_SEC, seconds.to_string())
+    }
+
+    fn with_delay_ms(self, ms: i64) -> Self {
+        self.with_property(property::TIMER_DELAY_MS, ms.to_string())
+    }
+
+    fn with_deliver_time_ms(self, epoch_ms: i64) -> Self {
+        self.with_property(property::TIMER_DELIVER_MS, epoch_ms.to_string())
     }
 
     fn with_flag(mut self, flag: i32) -> Self {

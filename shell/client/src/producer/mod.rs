@@ -8,6 +8,7 @@
 //! one-letter header Java uses; every RocketMQ broker since 3.x accepts both.
 
 pub mod fault;
+mod recall;
 mod selector;
 pub mod transaction;
 
@@ -79,6 +80,9 @@ pub struct SendResult {
     /// Transaction id from the broker, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transaction_id: Option<String>,
+    /// For a timer message: the handle [`Producer::recall`] takes (RocketMQ 5.3.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall_handle: Option<String>,
 }
 
 /// A send running in the background; await it for the result. Dropping it does not
@@ -597,6 +601,7 @@ impl Producer {
             },
             queue_offset: h.queue_offset,
             transaction_id: h.transaction_id,
+            recall_handle: h.recall_handle,
         }))
     }
 }

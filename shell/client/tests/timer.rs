@@ -1,0 +1,82 @@
+//! Timer messages from Tern's producer through the real `tern-broker --standalone`:
+//! `with_delay_sec` / `with_delay_ms` / `with_deliver_time_ms` set RocketMQ 5's properties,
+//! the send answers a recall handle, and `Producer::recall` cancels a message before it
+//! is due while its sibling in the same second arrives on time.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Broker, run};
+use tern_client::{ClientError, Message, MessageBuilder, Producer, ProducerConfig, PullConsumer};
+use tern_shell::runtime::{now_ms, sleep};
+
+#[test]
+fn timer_messages_wait_until_due_and_a_recalled_one_never_comes() {
+    let b = Broker::start("recallMessageEnable=true\n");
+    run(async {
+        let p = Producer::new(ProducerConfig::new("timer-pg"), b.client_config()).unwrap();
+        p.start();
+        let t0 = now_ms();
+        let kinds = [
+            Message::new("Timed", "sec")
+                .with_keys(["sec"])
+                .with_delay_sec(2),
+            Message::new("Timed", "ms")
+                .with_keys(["ms"])
+                .with_delay_ms(2_000),
+            Message::new("Timed", "at")
+                .with_keys(["at"])
+                .with_deliver_time_ms(t0 + 2_000),
+            Message::new("Timed", "gone")
+                .with_keys(["gone"])
+                .with_delay_sec(2),
+        ];
+        let mut handles = Vec::new();
+        for m in kinds {
+            let r = p.send(m).await.unwrap();
+            handles.push(
+                r.recall_handle
+                    .expect("a timer message has a recall handle"),
+            );
+        }
+        let plain = p.send(Message::new("Timed", "now")).await.unwrap();
+        assert!(plain.recall_handle.is_none());
+        let id = p.recall("Timed", &handles[3]).await.unwrap();
+        assert!(!id.is_empty());
+        match p.recall("Timed", "garbage").await {
+            Err(ClientError::InvalidMessage(_)) => {}
+            other => panic!("{other:?}"),
+        }
+
+        let c = PullConsumer::new("timer-check", b.client_config()).unwrap();
+        c.start().await;
+        let queues = c.fetch_queues("Timed").await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            got.clear();
+            for q in &queues {
+                let r = c.pull(q, 0, 32).await.unwrap();
+                got.extend(r.messages);
+            }
+            assert!(Instant::now() < deadline, "{} of 4 arrived", got.len());
+            sleep(Duration::from_millis(50)).await;
+        }
+        // Past the slot: the recalled one stays away.
+        sleep(Duration::from_millis((t0 + 4_000 - now_ms()).max(0) as u64)).await;
+        got.clear();
+        for q in &queues {
+            got.extend(c.pull(q, 0, 32).await.unwrap().messages);
+        }
+        let key = |m: &tern_client::MessageExt| m.properties.get("KEYS").cloned();
+        let mut keys: Vec<String> = got.iter().map(|m| key(m).unwrap_or_default()).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["", "at", "ms", "sec"], "the recalled message came");
+        for m in got.iter().filter(|m| key(m).is_some()) {
+            assert!(m.store_timestamp >= t0 + 2_000 - 20, "{:?} early", key(m));
+        }
+        c.shutdown().await;
+        p.shutdown().await;
+    });
+}
