@@ -19,6 +19,8 @@
 //! - `edge` ([`edge`]): sends through a `tern-edge` gateway to a central broker, beside
 //!   the same sends straight to the central broker: rate through and delay to the
 //!   central consumer, natively or with the gateway under qemu-user.
+//! - `timer` ([`timer`]): timer messages' lateness beside plain messages' delivery in
+//!   the same run; a wheel of pending timers: RSS, disk and start-up times.
 
 pub mod consume;
 pub mod edge;
@@ -33,6 +35,7 @@ pub mod rocketmq_peer;
 pub mod stalls;
 pub mod suite;
 pub mod table;
+pub mod timer;
 
 use std::path::{Path, PathBuf};
 

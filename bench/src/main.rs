@@ -2,7 +2,8 @@
 //! to `bench/results/` (or `--out`).
 //!
 //! ```text
-//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls|edge]... [--quick] [--dir PATH]
+//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls|edge|timer]... [--quick]
+//!            [--dir PATH]
 //!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
 //!            [--modes sync,async,oneway,batch] [--flush async,sync]
 //!            [--stalls-backlog N] [--edge-bin PATH] [--edge-runner CMD]
@@ -19,10 +20,12 @@ use tern_bench::engine::{self, EngineParams};
 use tern_bench::load::Mode;
 use tern_bench::stalls::{self, StallsParams};
 use tern_bench::suite::{self, SuiteParams};
+use tern_bench::timer::{self, TimerParams};
 use tern_bench::{default_data_dir, goals, plot, report, results_dir, rocketmq_peer, table};
 
 const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\n\
-  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls, edge; repeatable\n\
+  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls, edge, timer;\n\
+                    repeatable\n\
   --quick           small counts, every scenario in well under 3 minutes (CI smoke)\n\
   --dir PATH        folder for data written (default: target/tern-bench-data)\n\
   --out PATH        folder for CSV and SVG (default: bench/results)\n\
@@ -126,7 +129,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     for s in &a.scenarios {
         if ![
-            "all", "engine", "produce", "e2e", "backlog", "stalls", "edge",
+            "all", "engine", "produce", "e2e", "backlog", "stalls", "edge", "timer",
         ]
         .contains(&s.as_str())
         {
@@ -256,6 +259,17 @@ fn run(a: &Args) -> Result<(), String> {
         }
         if wants(a, "edge") {
             edge::run(&edge_params(a, dir.join("edge")), &mut rows)?;
+        }
+        if wants(a, "timer") {
+            let mut tp = if a.quick {
+                TimerParams::quick(dir.join("timer"))
+            } else {
+                TimerParams::full(dir.join("timer"))
+            };
+            if let Some(b) = a.body {
+                tp.body = b.max(8);
+            }
+            timer::run(&tp, &mut rows)?;
         }
         Ok::<(), String>(())
     })();
