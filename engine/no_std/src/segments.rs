@@ -175,20 +175,20 @@ impl<D: Directory> Segments<D> {
         }
     }
 
-    /// Zeroes `[from, end of its segment)`, flushes it, and removes every later segment,
-    /// so that nothing past `from` can be read back as data after a crash. Returns
-    /// whether there was anything to cut.
-    pub fn cut(&mut self, from: u64) -> Result<bool, Error<D::Error>> {
+    /// Removes every segment after the one holding `from` (newest first: a crash in
+    /// between leaves a shorter contiguous run), without reading the rest of that one.
+    /// Returns whether any went.
+    pub fn remove_after(&mut self, from: u64) -> Result<bool, Error<D::Error>> {
         let Some((first, last)) = self.span else {
             return Ok(false);
         };
-        let mut cut_any = false;
+        let mut removed = false;
         let base = self.base_of(from);
-        // Remove newest first: a crash in between leaves a shorter contiguous run.
         let mut b = last;
+        // Bounded by the segments in the span.
         while b > base && b >= first {
             self.dir.remove(b).media()?;
-            cut_any = true;
+            removed = true;
             self.span = if b == first {
                 None
             } else {
@@ -196,6 +196,18 @@ impl<D: Directory> Segments<D> {
             };
             b -= self.size;
         }
+        Ok(removed)
+    }
+
+    /// Zeroes `[from, end of its segment)`, flushes it, and removes every later segment,
+    /// so that nothing past `from` can be read back as data after a crash. Returns
+    /// whether there was anything to cut.
+    pub fn cut(&mut self, from: u64) -> Result<bool, Error<D::Error>> {
+        let Some((first, last)) = self.span else {
+            return Ok(false);
+        };
+        let cut_any = self.remove_after(from)?;
+        let base = self.base_of(from);
         if base < first || base > last {
             return Ok(cut_any);
         }
