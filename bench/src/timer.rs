@@ -275,10 +275,9 @@ fn pending(
     let store = data.join("store");
     let rss = server.rss().map_err(|e| e.to_string())?;
     let mib = |path: &Path| {
-        (
-            allocated(path) as f64 / 1048576.0,
-            dir_bytes(path) as f64 / 1048576.0,
-        )
+        let len =
+            fs::metadata(path).map_or(0, |m| if m.is_dir() { dir_bytes(path) } else { m.len() });
+        (allocated(path) as f64 / 1048576.0, len as f64 / 1048576.0)
     };
     let (wheel, wheel_len) = mib(&store.join("timerwheel"));
     let (timer_log, timer_log_len) = mib(&store.join("timerlog"));
@@ -289,6 +288,11 @@ fn pending(
     );
     for (case, v) in [
         ("broker RSS", rss.total_mib()),
+        ("broker RSS, anonymous (heap)", rss.anon_kib as f64 / 1024.0),
+        (
+            "broker RSS, file pages (mapped log, queues, wheel)",
+            rss.file_kib as f64 / 1024.0,
+        ),
         ("timer wheel on disk", wheel),
         ("timer log on disk", timer_log),
         ("commit log on disk", commit_log),
