@@ -249,3 +249,37 @@ fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
     });
     edge.stop();
 }
+
+#[test]
+fn a_timer_message_waits_on_the_gateway_and_reaches_the_central_cluster_once_when_due() {
+    let central = Central::started();
+    let dir = tempfile::tempdir().unwrap();
+    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    run(async {
+        let p = producer(&edge, "sensors");
+        let sent_at = tern_shell::runtime::now_ms();
+        let r = p
+            .send(reading("Timed", 0, 0).with_delay_sec(3))
+            .await
+            .unwrap();
+        assert!(r.recall_handle.is_some(), "timed on the gateway");
+        // Plain readings sent after it go ahead of it.
+        let plain = send(&p, "Timed", 1..5).await;
+        arrived(&central, "Timed", &plain).await;
+        let (got, _) = central.messages("Timed").await;
+        assert!(!got.contains_key(&r.msg_id), "forwarded before it was due");
+        let mut one = BTreeMap::new();
+        one.insert(r.msg_id.clone(), (0, 0));
+        assert_eq!(arrived(&central, "Timed", &one).await, 5, "each once");
+        let (got, _) = central.messages("Timed").await;
+        let m = &got[&r.msg_id];
+        assert!(
+            m.store_timestamp >= sent_at + 3_000 - 20,
+            "stored centrally early"
+        );
+        assert!(m.properties.contains_key("TIMER_OUT_MS"));
+        assert!(!m.properties.contains_key("REAL_TOPIC"));
+        p.shutdown().await;
+    });
+    edge.stop();
+}

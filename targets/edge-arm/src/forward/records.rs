@@ -8,8 +8,9 @@ use tern_shell::message::{
     MessageExt, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, string_to_properties,
 };
 
-/// Topics that hold the local broker's own state, never forwarded: delayed messages
-/// wait in the schedule topic and are forwarded once delivered to their topic;
+/// Topics that hold the local broker's own state, never forwarded: delayed and timer
+/// messages wait in the schedule and timer topics and are forwarded once delivered to
+/// their topic;
 /// transaction halves are forwarded as their commit; retries and dead letters belong to
 /// local consumer groups.
 pub fn is_local_only(topic: &str) -> bool {
