@@ -211,6 +211,11 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         Ok(n)
     }
 
+    /// The geometry and windows it was opened with.
+    pub fn config(&self) -> TimerConfig {
+        self.cfg
+    }
+
     /// The next timer-queue entry to file.
     pub fn queue_offset(&self) -> u64 {
         self.queue_offset
