@@ -527,7 +527,11 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             }
             for u in &units[..n] {
                 budget = budget.saturating_sub(1);
-                if u.recall {
+                // A marker in its own slot was applied above. One filed a roll window
+                // short of its slot goes on like any roll leg, or the recall of a timer
+                // due farther than a window out would be lost here (RocketMQ sends
+                // DELETE|ROLL units to its normal stack the same way).
+                if u.recall && !u.roll {
                     continue;
                 }
                 if let Err(Refusal::Later) = self.deliver_unit(src, sink, u, now) {
@@ -615,7 +619,9 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                 .timer
                 .slot_units(self.read_time, from, &mut units)
                 .map_err(|e| Failure::ReadSlot(self.read_time, e))?;
-            for u in units[..n].iter().filter(|u| u.recall) {
+            // A rolled marker is only passing through this slot: its key applies in its
+            // own slot, after its last leg.
+            for u in units[..n].iter().filter(|u| u.recall && !u.roll) {
                 src.with_record(u.phy_offset, u.phy_size, &mut |b| {
                     if let Some(k) = parse(b).and_then(|r| r.recalls) {
                         cut |= keys.push(k).is_err();
