@@ -177,6 +177,27 @@ fn a_slot_the_clock_passed_before_delivery_reached_it_keeps_its_units() {
 }
 
 #[test]
+fn units_a_failed_flush_left_readable_are_made_durable_at_recovery() {
+    // Linux marks the pages of a failed write-back clean: a process crash keeps them
+    // readable, but no later flush writes them, so a power cut after the next run would
+    // take them (and, with them, the scan's way to the units after).
+    let plan = FaultPlan::none();
+    let mut b = Bufs::new();
+    let (mut t, _) = fresh(&mut b, &plan);
+    t.file(filing(NOW + 5_000, 0), NOW).unwrap();
+    plan.fail_flushes(1);
+    assert!(t.flush_log().is_err());
+    let (mut t, r) = crash(t, Crash::Process);
+    assert_eq!(r.log.units, 1);
+    t.file(filing(NOW + 5_000, 1), NOW).unwrap();
+    t.flush_log().unwrap();
+    t.checkpoint(NOW, None, t.queue_offset()).unwrap();
+    let (t, r) = crash(t, Crash::DropUnflushed);
+    assert_eq!(r.log.units, 2, "{r:?}");
+    assert_eq!(walk(&t, NOW + 5_000), [1, 0]);
+}
+
+#[test]
 fn delivery_resumes_where_the_checkpoint_says_and_skips_what_the_ring_reused() {
     let plan = FaultPlan::none();
     let mut b = Bufs::new();

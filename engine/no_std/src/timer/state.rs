@@ -200,7 +200,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                     } else {
                         1
                     };
-                    self.wheel.link(slot_of_unit(&u), pos, delta)?;
+                    self.wheel.relink(slot_of_unit(&u), pos, delta)?;
                     n += 1;
                     pos += UNIT_SIZE;
                 }
