@@ -252,6 +252,8 @@ pub struct TimerDriver<W: Media, D: Directory<Error = W::Error>, C: Media<Error 
     /// Keys the slot's recall markers name; `None` until they are read (again after a
     /// restart, which may resume a walk halfway).
     recalled: Option<RecallKeys>,
+    /// The recall keys of one slot already read, for entries that reach it late.
+    late: Option<(i64, RecallKeys)>,
     /// The next timer-queue entry to look at.
     next_entry: u64,
     /// Entries handled without filing, not yet counted in the engine (their copies are
@@ -274,6 +276,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             resume,
             reading: resume.is_some(),
             recalled: None,
+            late: None,
             next_entry: timer.queue_offset(),
             passed: None,
             pending: None,
@@ -385,12 +388,15 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             src.with_record(entry.offset, entry.size, &mut |bytes| {
                 step = Some(self.enqueue_record(src, sink, q, entry, bytes, now));
             });
-            let step = step.unwrap_or_else(|| {
-                sink.note(Event::RecordGone {
-                    offset: entry.offset,
-                });
-                self.drop_entry(q)
-            });
+            let step = match step {
+                Some(s) => s?,
+                None => {
+                    sink.note(Event::RecordGone {
+                        offset: entry.offset,
+                    });
+                    self.drop_entry(q)
+                }
+            };
             match step {
                 Step::Next => {}
                 Step::Filed(f) => {
@@ -422,12 +428,12 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         entry: QueueEntry,
         bytes: &[u8],
         now: i64,
-    ) -> Step {
+    ) -> Res<Step, W::Error> {
         let Some(rec) = parse(bytes) else {
             sink.note(Event::NotTimer {
                 offset: entry.offset,
             });
-            return self.drop_entry(q);
+            return Ok(self.drop_entry(q));
         };
         let slot_ms = rec.out_ms.div_euclid(self.precision) * self.precision;
         // A slot already read, or being read (its walk took its newest unit): too late
@@ -438,13 +444,21 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         if behind_walk {
             if rec.recalls.is_some() {
                 // RocketMQ refuses a marker that comes too late: the message went.
-                return self.drop_entry(q);
+                return Ok(self.drop_entry(q));
+            }
+            // A message reaching its slot late (a roll leg or an entry repeated after a
+            // crash, one filed while the walk ran) is still recalled by the markers that
+            // reached the slot in time: they are in the wheel. RocketMQ delivers it.
+            if self.recalled_late(slot_ms, rec.key, src, sink)? {
+                self.stats.recalled += 1;
+                self.pass(q, 0);
+                return Ok(Step::Next);
             }
             let put = Put::Deliver {
                 enqueued_ms: i64::MAX,
                 now_ms: now,
             };
-            return match sink.store(bytes, put) {
+            return Ok(match sink.store(bytes, put) {
                 Ok(end) => {
                     self.stats.delivered += 1;
                     self.pass(q, end);
@@ -452,21 +466,53 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                 }
                 Err(Refusal::Drop) => self.drop_entry(q),
                 Err(Refusal::Later) => Step::Wait,
-            };
+            });
         }
         // Filing after a direct delivery waits for that copy: recovery resumes after the
         // newest filed unit, so it must not pass over a copy a power cut could take.
         if !self.settle_passed(src) {
-            return Step::Wait;
+            return Ok(Step::Wait);
         }
-        Step::Filed(Filing {
+        Ok(Step::Filed(Filing {
             slot_ms,
             phy_offset: entry.offset,
             phy_size: entry.size,
             queue_offset: q,
             topic_hash: rec.topic_hash,
             recall: rec.recalls.is_some(),
-        })
+        }))
+    }
+
+    /// Whether a marker in the wheel's slot `slot_ms` (read, or being read) names `key`.
+    /// The slot being read has its keys at hand once its walk began; another slot's are
+    /// read from the wheel and kept for the next late entry (entries come in arrival
+    /// order, so a burst of late ones tends to share a slot), since nothing more is filed
+    /// into a slot once its walk began.
+    fn recalled_late(
+        &mut self,
+        slot_ms: i64,
+        key: Option<u64>,
+        src: &impl TimerSource,
+        sink: &mut impl TimerSink,
+    ) -> Res<bool, W::Error> {
+        let Some(key) = key else {
+            return Ok(false);
+        };
+        let names = |keys: &RecallKeys| keys.binary_search(&key).is_ok();
+        if let Some(keys) = &self.recalled {
+            if slot_ms == self.read_time {
+                return Ok(names(keys));
+            }
+        }
+        if let Some((s, keys)) = &self.late {
+            if *s == slot_ms {
+                return Ok(names(keys));
+            }
+        }
+        let keys = self.recall_keys(slot_ms, src, sink)?;
+        let hit = names(&keys);
+        self.late = Some((slot_ms, keys));
+        Ok(hit)
     }
 
     /// Entry `q` is dropped (counted): filing goes on after it.
@@ -516,7 +562,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             if self.recalled.is_none() {
                 // From here on the slot's newest unit is taken: nothing more is filed into it.
                 self.reading = true;
-                self.recalled = Some(self.recall_keys(src, sink)?);
+                self.recalled = Some(self.recall_keys(self.read_time, src, sink)?);
             }
             let (n, next) = self
                 .timer
@@ -602,10 +648,11 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         result
     }
 
-    /// The keys the recall markers of the slot being read name (RocketMQ reads a slot's
+    /// The keys the recall markers of the slot at `slot_ms` name (RocketMQ reads a slot's
     /// markers before its messages), sorted.
     fn recall_keys(
         &self,
+        slot_ms: i64,
         src: &impl TimerSource,
         sink: &mut impl TimerSink,
     ) -> Res<RecallKeys, W::Error> {
@@ -617,8 +664,8 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         loop {
             let (n, next) = self
                 .timer
-                .slot_units(self.read_time, from, &mut units)
-                .map_err(|e| Failure::ReadSlot(self.read_time, e))?;
+                .slot_units(slot_ms, from, &mut units)
+                .map_err(|e| Failure::ReadSlot(slot_ms, e))?;
             // A rolled marker is only passing through this slot: its key applies in its
             // own slot, after its last leg.
             for u in units[..n].iter().filter(|u| u.recall && !u.roll) {
@@ -639,9 +686,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             }
         }
         if cut {
-            sink.note(Event::RecallsCut {
-                slot_ms: self.read_time,
-            });
+            sink.note(Event::RecallsCut { slot_ms });
         }
         keys.sort_unstable();
         Ok(keys)
