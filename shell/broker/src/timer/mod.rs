@@ -23,8 +23,8 @@ use tern_engine::record::MessageIn;
 use tern_engine::timer::TIMER_TOPIC;
 use tern_engine::timer::driver::{self, Failure, Put, QueueEntry, Refusal, Unreadable};
 use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
-use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
 use tern_engine_fs::timer_files::open_timer;
+use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
 use tern_shell::runtime::{self, now_ms};
 
 use crate::BrokerCtx;
