@@ -208,10 +208,11 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         })
     }
 
-    /// The last checkpoint, once the store is closed (every copy is durable): the live
-    /// progress, entries passed included.
-    pub fn close(&mut self, src: &impl TimerSource) -> Res<(), W::Error> {
-        self.settle_passed(src);
+    /// The last checkpoint, once the store is closed and durable below `durable_end` (its
+    /// log end): the live progress, the entries delivered directly included (left
+    /// unsettled, they were filed and delivered again after a clean restart).
+    pub fn close(&mut self, durable_end: u64) -> Res<(), W::Error> {
+        self.settle(durable_end);
         let q = self.timer.queue_offset();
         self.timer
             .checkpoint(self.read_time, self.resume, q)
@@ -313,9 +314,9 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         };
         let slot_ms = rec.out_ms.div_euclid(self.precision) * self.precision;
         // A slot already read, or being read (its walk took its newest unit): too late
-        // to file into it, so it is due now. The slot, not TIMER_OUT_MS, is compared: a
-        // record stored straight into the timer topic may carry a time off the slot
-        // grid, and filing it into the slot being walked would put it behind the walk.
+        // to file into it, so it is due now. The slot is compared, not TIMER_OUT_MS (the
+        // put path writes them equal): a time off the grid would otherwise be filed into
+        // the slot being walked, behind the walk.
         let behind_walk = slot_ms < self.read_time || (slot_ms == self.read_time && self.reading);
         if behind_walk {
             if rec.recalls.is_some() {
@@ -409,9 +410,13 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
     /// Counts the passed entries in the engine once their copies are durable; whether none
     /// is left waiting.
     fn settle_passed(&mut self, src: &impl TimerSource) -> bool {
+        self.settle(src.durable_end())
+    }
+
+    fn settle(&mut self, durable_end: u64) -> bool {
         match self.passed {
             None => true,
-            Some((q, end)) if src.durable_end() >= end => {
+            Some((q, end)) if durable_end >= end => {
                 self.timer.passed(q);
                 self.passed = None;
                 true

@@ -511,7 +511,8 @@ fn run_case(seed: u64) {
         &mut timer.model,
         seed,
     );
-    timers::close(&mut store, &mut timer.driver, &mut model);
+    timers::close(&mut store, &mut timer.driver)
+        .unwrap_or_else(|e| panic!("seed {seed}: closing the timer: {e:?}"));
     let (log, index, table, checkpoint) = store.close(&mut []).unwrap();
     let mut table = table;
     table.close_all();

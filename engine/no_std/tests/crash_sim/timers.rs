@@ -555,13 +555,12 @@ pub fn check(model: &Model, tm: &TimerModel, seed: u64) {
 }
 
 /// The last timer checkpoint, once the store made every copy durable (a clean stop).
-pub fn close(store: &mut TestStore<'_>, driver: &mut Driver<'_>, model: &mut Model) {
-    let host = Host {
-        store: RefCell::new(store),
-        sent: RefCell::new(&mut model.sent),
-        due: &HashMap::new(),
-        clock: 0,
-        failed: RefCell::new(None),
-    };
-    driver.close(&Source(&host)).unwrap();
+pub fn close(store: &mut TestStore<'_>, driver: &mut Driver<'_>) -> Result<(), Error<RamError>> {
+    let end = store.flush_log()?;
+    driver.close(end).map_err(|f| match f {
+        Failure::File(e)
+        | Failure::SyncLog(e)
+        | Failure::ReadSlot(_, e)
+        | Failure::Checkpoint(e) => e,
+    })
 }

@@ -151,7 +151,8 @@ impl TimerService {
     pub fn close(&self, store: &StoreService) {
         if let Some(s) = self.lock().as_mut() {
             if self.failed.get().is_none() {
-                if let Err(e) = s.driver.close(&StoreSource(store)) {
+                // Sealed: the whole log is durable.
+                if let Err(e) = s.driver.close(store.log_end()) {
                     log::error!("timer: the last checkpoint failed: {e:?}");
                 }
             }
