@@ -8,8 +8,8 @@
 //!   entry in the wheel and, once a slot's time has passed, stores each of its messages
 //!   again in its real topic. The driver holds the rules (durable source, log before
 //!   wheel, durable progress, never early; see `tern_engine::timer::driver`); this task
-//!   gives it the store to read ([`StoreSource`]) and to put copies into
-//!   ([`StoreSink`], which builds them as [`message::TimerRecord`] says), logs what it
+//!   gives it the store to read (`StoreSource`) and to put copies into
+//!   (`StoreSink`, which builds them as [`message::TimerRecord`] says), logs what it
 //!   reports, and sleeps until the time it names. Each round runs on the blocking pool:
 //!   filing writes mapped pages and syncs the timer log.
 
@@ -39,7 +39,7 @@ pub use settings::TimerSettings;
 /// Longest sleep between rounds (wall-clock jumps, missed wakes).
 const MAX_SLEEP: Duration = Duration::from_millis(driver::MAX_SLEEP_MS as u64);
 
-/// The engine's driver over the broker's timer files ([`FsTimer`]).
+/// The engine's driver over the broker's timer files (`tern_engine_fs::timer_files::FsTimer`).
 type FsDriver = TimerDriver<MappedFile, FileDirectory, MappedFile>;
 
 /// The timer, shared by the task, the put path, recall and admin requests.
