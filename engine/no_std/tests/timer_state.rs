@@ -160,6 +160,44 @@ fn long_delays_are_filed_a_window_ahead_and_marked_to_roll() {
 }
 
 #[test]
+fn a_slot_the_clock_passed_before_delivery_reached_it_keeps_its_units() {
+    // Delivery lags the clock after a restart: entries for the slots in between are filed
+    // at a write time past their slot, and must still be walked there (with the older
+    // units behind them).
+    let plan = FaultPlan::none();
+    let mut b = Bufs::new();
+    let (mut t, _) = fresh(&mut b, &plan);
+    let slot = NOW + 2_000;
+    t.file(filing(slot, 0), NOW).unwrap();
+    t.file(filing(slot, 1), NOW + 5_000).unwrap();
+    t.flush_log().unwrap();
+    assert_eq!(walk(&t, slot), [1, 0]);
+    let (t, _) = crash(t, Crash::DropUnflushed);
+    assert_eq!(walk(&t, slot), [1, 0], "and after a replay");
+}
+
+#[test]
+fn units_a_failed_flush_left_readable_are_made_durable_at_recovery() {
+    // Linux marks the pages of a failed write-back clean: a process crash keeps them
+    // readable, but no later flush writes them, so a power cut after the next run would
+    // take them (and, with them, the scan's way to the units after).
+    let plan = FaultPlan::none();
+    let mut b = Bufs::new();
+    let (mut t, _) = fresh(&mut b, &plan);
+    t.file(filing(NOW + 5_000, 0), NOW).unwrap();
+    plan.fail_flushes(1);
+    assert!(t.flush_log().is_err());
+    let (mut t, r) = crash(t, Crash::Process);
+    assert_eq!(r.log.units, 1);
+    t.file(filing(NOW + 5_000, 1), NOW).unwrap();
+    t.flush_log().unwrap();
+    t.checkpoint(NOW, None, t.queue_offset()).unwrap();
+    let (t, r) = crash(t, Crash::DropUnflushed);
+    assert_eq!(r.log.units, 2, "{r:?}");
+    assert_eq!(walk(&t, NOW + 5_000), [1, 0]);
+}
+
+#[test]
 fn delivery_resumes_where_the_checkpoint_says_and_skips_what_the_ring_reused() {
     let plan = FaultPlan::none();
     let mut b = Bufs::new();

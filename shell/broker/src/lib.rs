@@ -378,7 +378,7 @@ impl Broker {
         // Only now is every delivered copy durable, so the offsets counting them may go.
         if closed.is_ok() {
             ctx.schedule.offsets().save_all();
-            ctx.timer.close();
+            ctx.timer.close(&ctx.store);
         }
         closed
     }

@@ -110,8 +110,37 @@ impl<D: Directory> TimerLog<D> {
             log.segs.cut(at)?;
             log.end = at;
         }
-        log.flushed = log.end;
+        log.rewrite_from(trusted.clamp(first, log.end))?;
         Ok((log, found))
+    }
+
+    /// Writes the units from `from` to the end again, then flushes them; afterwards the
+    /// whole log counts as flushed. The scan read them from what reads see, which after
+    /// a flush that failed in the last run may not be durable (Linux keeps such pages,
+    /// clean, in its cache, and no later flush writes them): writing dirties them again,
+    /// as the commit log's `rewrite_tail` does. Below `from` (the checkpoint's flushed
+    /// point) they were durable. Costs one read and one write of about a flush interval
+    /// of units.
+    fn rewrite_from(&mut self, from: u64) -> Result<(), Error<D::Error>> {
+        let size = self.segs.size();
+        let per = self.units_per_segment();
+        let mut pos = from;
+        // Each step moves forward a unit or to the next segment: bounded by the log.
+        while pos < self.end {
+            let base = self.segs.base_of(pos);
+            let k = (pos - base) / UNIT_SIZE;
+            if k >= per {
+                pos = base + size;
+                continue;
+            }
+            pos = base + k * UNIT_SIZE;
+            let mut b = [0u8; UNIT_SIZE as usize];
+            self.segs.read(pos, &mut b)?;
+            self.segs.write(pos, &b)?;
+            pos += UNIT_SIZE;
+        }
+        self.flushed = from.min(self.end);
+        self.flush()
     }
 
     fn units_per_segment(&self) -> u64 {

@@ -200,7 +200,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                     } else {
                         1
                     };
-                    self.wheel.link(slot_of_unit(&u), pos, delta)?;
+                    self.wheel.relink(slot_of_unit(&u), pos, delta)?;
                     n += 1;
                     pos += UNIT_SIZE;
                 }
@@ -209,6 +209,11 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
         }
         self.wheel_pos = end;
         Ok(n)
+    }
+
+    /// The geometry and windows it was opened with.
+    pub fn config(&self) -> TimerConfig {
+        self.cfg
     }
 
     /// The next timer-queue entry to file.
@@ -266,7 +271,12 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             prev_pos: I64::new(prev),
             magic: I32::new(magic),
             write_time: I64::new(write_time),
-            delay: I32::new((slot - write_time).clamp(0, i64::from(i32::MAX)) as i32),
+            // Negative for a slot the clock passed but delivery has not reached yet (it
+            // lags after a restart): the unit must still name its slot, or the walk of
+            // that slot ends at it and loses it and every older unit.
+            delay: I32::new(
+                (slot - write_time).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+            ),
             phy_offset: I64::new(f.phy_offset as i64),
             phy_size: I32::new(f.phy_size as i32),
             topic_hash: I32::new(f.topic_hash),

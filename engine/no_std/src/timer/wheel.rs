@@ -113,8 +113,35 @@ impl<M: Media> Wheel<M> {
     /// previous newest itself). Linking a unit the slot already ends at, or an older one,
     /// changes nothing: recovery replays units that may be in the wheel already.
     pub fn link(&mut self, time_ms: i64, pos: u64, delta: i32) -> Result<(), Error<M::Error>> {
+        self.link_or_rewrite(time_ms, pos, delta, false)
+    }
+
+    /// [`Wheel::link`] for recovery's replay: a slot that holds the unit already is
+    /// written again too. What reads see of it may be a write that a flush failing in
+    /// the last run left readable but not durable; writing it dirties it again, so the
+    /// next checkpoint's flush makes it durable before it claims the unit.
+    pub fn relink(&mut self, time_ms: i64, pos: u64, delta: i32) -> Result<(), Error<M::Error>> {
+        self.link_or_rewrite(time_ms, pos, delta, true)
+    }
+
+    fn link_or_rewrite(
+        &mut self,
+        time_ms: i64,
+        pos: u64,
+        delta: i32,
+        rewrite: bool,
+    ) -> Result<(), Error<M::Error>> {
         let (first, last, num) = match self.get(time_ms)? {
-            SlotRead::Filled { last_pos, .. } if last_pos >= pos => return Ok(()),
+            SlotRead::Filled {
+                first_pos,
+                last_pos,
+                num,
+            } if last_pos >= pos => {
+                if !rewrite {
+                    return Ok(());
+                }
+                (first_pos, last_pos, num)
+            }
             SlotRead::Filled { first_pos, num, .. } => (first_pos, pos, num.saturating_add(delta)),
             SlotRead::Empty | SlotRead::Rotted => (pos, pos, delta),
         };

@@ -247,7 +247,8 @@ impl Arena {
             index: (0..INDEX_FILES)
                 .map(|_| vec![0u8; 2 * CONFIG.index.file_size() as usize])
                 .collect(),
-            queues: (0..6 * QUEUE_FILES)
+            // Six queues of the three topics, and the timer topic's.
+            queues: (0..7 * QUEUE_FILES)
                 .map(|_| vec![0u8; 2 * (CQ_ENTRIES * 20) as usize])
                 .collect(),
             checkpoint: vec![0u8; 2 * 4096],

@@ -9,7 +9,6 @@
 //! message id included); a delay past the roll window is stored back into the timer topic
 //! with `TIMER_ROLL_TIMES` counted up, to be filed again for its next leg.
 
-use tern_engine::hash::java_string_hash;
 use tern_engine::properties::{self, key};
 use tern_engine::record::{MessageIn, RecordView};
 use tern_engine::timer::rule::REQUEST_KEYS;
@@ -127,15 +126,14 @@ fn illegal_remark(why: TimerError, settings: &TimerSettings) -> String {
     )
 }
 
-/// A timer-topic record, read for filing or delivery.
+/// A timer-topic record the timer driver hands over for delivery or a roll (the driver
+/// reads what it decides on itself: `tern_engine::timer::driver`).
 #[derive(Debug)]
 pub struct TimerRecord<'a> {
     /// The record.
     pub view: RecordView<'a>,
     /// Its `TIMER_OUT_MS`: the slot it is due in.
     pub out_ms: i64,
-    /// For a recall marker, the key of the message it cancels (`TIMER_DEL_UNIQKEY`).
-    pub recalls: Option<&'a str>,
 }
 
 impl<'a> TimerRecord<'a> {
@@ -146,26 +144,7 @@ impl<'a> TimerRecord<'a> {
             .parse()
             .ok()?;
         properties::get(view.properties(), key::REAL_TOPIC)?;
-        let recalls = properties::get(view.properties(), key::TIMER_DEL_UNIQKEY);
-        Some(TimerRecord {
-            view,
-            out_ms,
-            recalls,
-        })
-    }
-
-    /// Java hash of the real topic (the unit's metrics field, as RocketMQ fills it).
-    pub fn topic_hash(&self) -> i32 {
-        properties::get(self.view.properties(), key::REAL_TOPIC).map_or(0, java_string_hash)
-    }
-
-    /// The key a recall of this message names: `REAL_TOPIC + "+" + UNIQ_KEY`
-    /// (RocketMQ's `buildDeleteKey`).
-    pub fn recall_key(&self) -> Option<String> {
-        let props = self.view.properties();
-        let topic = properties::get(props, key::REAL_TOPIC)?;
-        let uniq = properties::get(props, key::UNIQ_KEY)?;
-        Some(delete_key(topic, uniq))
+        Some(TimerRecord { view, out_ms })
     }
 
     /// The copy delivered to the real topic: `REAL_*` removed, `TIMER_ENQUEUE_MS` (when
@@ -196,7 +175,9 @@ impl<'a> TimerRecord<'a> {
     }
 }
 
-/// `topic + "+" + uniq_key`: how a recall marker names its target.
+/// `topic + "+" + uniq_key`: how a recall marker names its target (RocketMQ's
+/// `buildDeleteKey`; the timer driver hashes the target's `REAL_TOPIC`, "+" and
+/// `UNIQ_KEY` the same way).
 pub fn delete_key(topic: &str, uniq_key: &str) -> String {
     format!("{topic}+{uniq_key}")
 }
@@ -312,7 +293,6 @@ mod tests {
         stored.encode(stamp, &mut buf).unwrap();
         let rec = TimerRecord::parse(&buf).unwrap();
         assert_eq!(rec.out_ms, NOW + 2_000, "the slot before a whole second");
-        assert_eq!(rec.recall_key().as_deref(), Some("Orders+U"));
         let d = rec.delivered(NOW, NOW + 3_000).unwrap();
         assert_eq!((d.topic.as_str(), d.queue_id), ("Orders", 3));
         assert_eq!(

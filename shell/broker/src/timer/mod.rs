@@ -4,27 +4,15 @@
 //! - On the way in, [`BrokerCtx::put`] asks [`message::inbound`]: a message with
 //!   `TIMER_DELAY_SEC` / `TIMER_DELAY_MS` / `TIMER_DELIVER_MS` due later is stored in the
 //!   timer topic with `TIMER_OUT_MS`, `REAL_TOPIC` and `REAL_QID`.
-//! - [`run`], one task, files each timer-topic entry in the wheel ([`round`]'s enqueue)
-//!   and, once a slot's time has passed, stores each of its messages again in its real
-//!   topic (dequeue). Both happen in one task so "this slot is being read" cannot race a
-//!   unit filed into it. Each round runs on the blocking pool: filing writes mapped pages
-//!   and syncs the timer log.
-//!
-//! Why nothing is lost and nothing is early:
-//! - **Durable source.** Only entries whose record is durable are filed, so a unit never
-//!   points at a commit-log tail a power cut can take.
-//! - **Log before wheel.** Units are synced before the wheel links them (the engine's
-//!   `Timer::flush_log`).
-//! - **Durable progress.** The checkpoint records the slot being read, the place in it,
-//!   and the timer-queue entries handled, as they were when the store's log ended at
-//!   some offset; it is written only once the log is durable past that offset, so the
-//!   copies it counts as delivered are on disk. A crash repeats deliveries since the
-//!   last checkpoint, never skips one. An entry due on arrival is delivered at once and
-//!   counted as handled only once that copy is durable.
-//! - **Never early.** Slot `T` holds due times in `(T, T + precision]` and is read once
-//!   the clock passes `T + precision`; at most one precision late, as RocketMQ.
+//! - [`run`], one task, runs the engine's [`TimerDriver`]: it files each timer-topic
+//!   entry in the wheel and, once a slot's time has passed, stores each of its messages
+//!   again in its real topic. The driver holds the rules (durable source, log before
+//!   wheel, durable progress, never early; see `tern_engine::timer::driver`); this task
+//!   gives it the store to read (`StoreSource`) and to put copies into
+//!   (`StoreSink`, which builds them as [`message::TimerRecord`] says), logs what it
+//!   reports, and sleeps until the time it names. Each round runs on the blocking pool:
+//!   filing writes mapped pages and syncs the timer log.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -32,9 +20,11 @@ use std::time::{Duration, Instant};
 use event_listener::Event;
 use tern_engine::consumequeue::Entry;
 use tern_engine::record::MessageIn;
-use tern_engine::timer::{Filing, SlotUnit, TIMER_TOPIC};
-use tern_engine_fs::StoreLayout;
-use tern_engine_fs::timer_files::{FsTimer, open_timer};
+use tern_engine::timer::TIMER_TOPIC;
+use tern_engine::timer::driver::{self, Failure, Put, QueueEntry, Refusal, Unreadable};
+use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
+use tern_engine_fs::timer_files::open_timer;
+use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
 use tern_shell::runtime::{self, now_ms};
 
 use crate::BrokerCtx;
@@ -46,23 +36,11 @@ pub mod settings;
 
 pub use settings::TimerSettings;
 
-/// Most timer-queue entries filed per round (one log sync covers them).
-const ENQUEUE_BATCH: usize = tern_engine::timer::state::MAX_STAGED;
-/// Units read per walk step.
-const WALK_CHUNK: usize = 256;
-/// Most units delivered per round, so shutdown and filing get their turn.
-const DELIVER_BUDGET: usize = 2_048;
-/// Most empty slots skipped per round while catching up after a stop.
-const EMPTY_SLOT_BUDGET: usize = 10_000;
-/// Most units one slot's recall scan reads (a slot larger than this has its later
-/// recall markers ignored, logged).
-const RECALL_SCAN_LIMIT: usize = 1 << 20;
-/// How soon to look again for entries whose records are not durable yet.
-const DURABLE_POLL: Duration = Duration::from_millis(50);
 /// Longest sleep between rounds (wall-clock jumps, missed wakes).
-const MAX_SLEEP: Duration = Duration::from_secs(1);
-/// Pause after a delivery the store refused for now (disk full, store failed).
-const RETRY_PAUSE: Duration = Duration::from_secs(1);
+const MAX_SLEEP: Duration = Duration::from_millis(driver::MAX_SLEEP_MS as u64);
+
+/// The engine's driver over the broker's timer files (`tern_engine_fs::timer_files::FsTimer`).
+type FsDriver = TimerDriver<MappedFile, FileDirectory, MappedFile>;
 
 /// The timer, shared by the task, the put path, recall and admin requests.
 #[derive(Debug)]
@@ -77,7 +55,8 @@ pub struct TimerService {
     stats: Stats,
 }
 
-/// Counters and gauges for GET_BROKER_RUNTIME_INFO and the logs.
+/// Counters and gauges for GET_BROKER_RUNTIME_INFO and the logs, copied from the driver
+/// after each round.
 #[derive(Debug, Default)]
 struct Stats {
     read_time_ms: AtomicI64,
@@ -92,33 +71,8 @@ struct Stats {
 /// The task's state between rounds.
 #[derive(Debug)]
 struct State {
-    timer: FsTimer,
-    /// The slot being read (or next to read).
-    read_time: i64,
-    /// The next unit of it to deliver; `None` from its newest.
-    resume: Option<u64>,
-    /// The slot's walk has begun (its newest unit was taken): entries for it from now on
-    /// are delivered directly rather than filed behind the walk.
-    reading: bool,
-    /// Keys the slot's recall markers name; `None` until they are read (again after a
-    /// restart, which may resume a walk halfway).
-    recalled: Option<HashSet<String>>,
-    /// The next timer-queue entry to look at.
-    next_entry: u64,
-    /// Entries handled without filing, not yet counted in the engine (their copies are
-    /// not durable yet): the last one, and the log end after its copy.
-    passed: Option<(u64, u64)>,
-    /// Progress to checkpoint once the log is durable past the offset beside it.
-    pending: Option<(Progress, u64)>,
+    driver: FsDriver,
     next_checkpoint: Instant,
-}
-
-/// Delivery and filing progress, as a checkpoint records it.
-#[derive(Clone, Copy, Debug)]
-struct Progress {
-    read_time: i64,
-    resume: Option<u64>,
-    queue_offset: u64,
 }
 
 impl TimerService {
@@ -140,7 +94,7 @@ impl TimerService {
                 now,
             )
             .map_err(|e| format!("opening the timer: {e}"))?;
-            let (read_time, resume) = timer.resume_point();
+            let (read_time, _) = timer.resume_point();
             log::info!(
                 "timer opened in {:?}: {} units in its log (cut at {:?}), {} relinked, reading \
                  from slot {read_time}{}",
@@ -157,16 +111,8 @@ impl TimerService {
                     rec.skipped_slots
                 );
             }
-            let next_entry = timer.queue_offset();
             Some(State {
-                timer,
-                read_time,
-                resume,
-                reading: resume.is_some(),
-                recalled: None,
-                next_entry,
-                passed: None,
-                pending: None,
+                driver: TimerDriver::new(timer),
                 next_checkpoint: Instant::now() + settings.flush_interval,
             })
         } else {
@@ -180,10 +126,7 @@ impl TimerService {
             stats: Stats::default(),
         };
         if let Some(s) = svc.lock().as_ref() {
-            svc.stats.read_time_ms.store(s.read_time, Ordering::Relaxed);
-            svc.stats
-                .queue_offset
-                .store(s.timer.queue_offset(), Ordering::Relaxed);
+            svc.stats.show(&s.driver);
         }
         Ok(svc)
     }
@@ -205,11 +148,11 @@ impl TimerService {
     }
 
     /// Checkpoints what was done, after the store closed (every copy is durable now).
-    pub fn close(&self) {
+    pub fn close(&self, store: &StoreService) {
         if let Some(s) = self.lock().as_mut() {
             if self.failed.get().is_none() {
-                let q = s.timer.queue_offset();
-                if let Err(e) = s.timer.checkpoint(s.read_time, s.resume, q) {
+                // Sealed: the whole log is durable.
+                if let Err(e) = s.driver.close(store.log_end()) {
                     log::error!("timer: the last checkpoint failed: {e:?}");
                 }
             }
@@ -245,6 +188,24 @@ impl TimerService {
         }
         if let Some(why) = self.failed.get() {
             out.insert("timerFailed".into(), why.clone());
+        }
+    }
+}
+
+impl Stats {
+    fn show(&self, d: &FsDriver) {
+        self.read_time_ms.store(d.read_time(), Ordering::Relaxed);
+        self.queue_offset
+            .store(d.timer().queue_offset(), Ordering::Relaxed);
+        let n = d.stats();
+        for (c, v) in [
+            (&self.filed, n.filed),
+            (&self.delivered, n.delivered),
+            (&self.rolled, n.rolled),
+            (&self.recalled, n.recalled),
+            (&self.dropped, n.dropped),
+        ] {
+            c.store(v, Ordering::Relaxed);
         }
     }
 }
@@ -300,366 +261,135 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     *ctx.timer.lock() = Some(state);
 }
 
-/// One round: file what arrived, deliver what is due, checkpoint what is durable.
+/// One round of the driver: file what arrived, deliver what is due, checkpoint what is
+/// durable (a snapshot every `timerFlushIntervalMs`).
 fn round(ctx: &BrokerCtx, st: &mut State) -> Next {
-    let now = now_ms();
-    let mut next = now + MAX_SLEEP.as_millis() as i64;
-    match enqueue(ctx, st, now) {
-        Ok(Backlog::None) => {}
-        Ok(Backlog::More) => next = now,
-        Ok(Backlog::NotDurable) => next = next.min(now + DURABLE_POLL.as_millis() as i64),
-        Err(why) => return Next::Failed(why),
-    }
-    match deliver(ctx, st, now) {
-        Ok(at) => next = next.min(at),
-        Err(why) => return Next::Failed(why),
-    }
-    if let Err(why) = checkpoint(ctx, st) {
-        return Next::Failed(why);
-    }
-    let stats = &ctx.timer.stats;
-    stats.read_time_ms.store(st.read_time, Ordering::Relaxed);
-    stats
-        .queue_offset
-        .store(st.timer.queue_offset(), Ordering::Relaxed);
-    Next::At(next)
-}
-
-/// What is left to file after a round's enqueue.
-enum Backlog {
-    None,
-    More,
-    /// Entries whose records are not durable yet.
-    NotDurable,
-}
-
-/// Files up to [`ENQUEUE_BATCH`] timer-queue entries from where filing stands.
-fn enqueue(ctx: &BrokerCtx, st: &mut State, now: i64) -> Result<Backlog, String> {
-    settle_passed(ctx, st);
-    let (min, max) = ctx.store.queue_bounds(TIMER_TOPIC, 0);
-    if st.next_entry < min {
-        log::warn!(
-            "timer: entries {}..{min} of {TIMER_TOPIC} were deleted before they were filed",
-            st.next_entry
-        );
-        st.next_entry = min;
-    }
-    let durable = ctx.store.durable_end();
-    let precision = ctx.timer.settings.precision_ms;
-    let mut filed = 0;
-    let mut backlog = Backlog::None;
-    while st.next_entry < max {
-        if filed == ENQUEUE_BATCH {
-            backlog = Backlog::More;
-            break;
-        }
-        let q = st.next_entry;
-        let entry = match ctx.store.queue_entry(TIMER_TOPIC, 0, q) {
-            Ok(Some(e)) => e,
-            Ok(None) => {
-                pass(st, q, 0);
-                continue;
+    let due = Instant::now() >= st.next_checkpoint;
+    let mut sink = StoreSink { ctx };
+    let done = st
+        .driver
+        .round(&StoreSource(&ctx.store), &mut sink, now_ms(), due);
+    ctx.timer.stats.show(&st.driver);
+    match done {
+        Ok(r) => {
+            if r.checkpointed {
+                st.next_checkpoint = Instant::now() + ctx.timer.settings.flush_interval;
             }
+            Next::At(r.next_ms)
+        }
+        Err(f) => Next::Failed(match f {
+            Failure::File(e) => format!("filing a timer: {e:?}"),
+            Failure::SyncLog(e) => format!("syncing the timer log: {e:?}"),
+            Failure::ReadSlot(t, e) => format!("reading timer slot {t}: {e:?}"),
+            Failure::Checkpoint(e) => format!("writing the timer checkpoint: {e:?}"),
+        }),
+    }
+}
+
+/// The store as the driver reads it: the timer topic's queue 0 and its records.
+struct StoreSource<'a>(&'a StoreService);
+
+impl TimerSource for StoreSource<'_> {
+    fn queue_bounds(&self) -> (u64, u64) {
+        self.0.queue_bounds(TIMER_TOPIC, 0)
+    }
+
+    fn queue_entry(&self, q: u64) -> Result<Option<QueueEntry>, Unreadable> {
+        match self.0.queue_entry(TIMER_TOPIC, 0, q) {
+            Ok(e) => Ok(e.map(|e| QueueEntry {
+                offset: e.physical_offset,
+                size: e.size,
+            })),
             Err(e) => {
                 log::warn!("timer: {e}; retrying");
-                backlog = Backlog::NotDurable;
-                break;
+                Err(Unreadable)
             }
+        }
+    }
+
+    fn with_record(&self, offset: u64, size: u32, f: &mut dyn FnMut(&[u8])) -> bool {
+        let entry = Entry {
+            physical_offset: offset,
+            size,
+            tag_code: 0,
         };
-        if entry.physical_offset + u64::from(entry.size) > durable {
-            backlog = Backlog::NotDurable;
-            break;
+        match self.0.record_of(entry) {
+            Some(bytes) => {
+                f(&bytes);
+                true
+            }
+            None => false,
         }
-        let Some(bytes) = ctx.store.record_of(entry) else {
-            log::warn!("timer: the record of {TIMER_TOPIC} entry {q} is gone (retention)");
-            ctx.timer.stats.dropped.fetch_add(1, Ordering::Relaxed);
-            pass(st, q, 0);
-            continue;
+    }
+
+    fn durable_end(&self) -> u64 {
+        self.0.durable_end()
+    }
+
+    fn log_end(&self) -> u64 {
+        self.0.log_end()
+    }
+}
+
+/// Stores the copies the driver asks for, built as RocketMQ's `convert` builds them, and
+/// logs what it reports.
+struct StoreSink<'a> {
+    ctx: &'a BrokerCtx,
+}
+
+impl TimerSink for StoreSink<'_> {
+    fn store(&mut self, record: &[u8], put: Put) -> Result<u64, Refusal> {
+        let Some(rec) = message::TimerRecord::parse(record) else {
+            // The driver parsed it already; a record it took for a timer message is one.
+            log::error!("timer: a record handed for delivery is not a timer message; dropped");
+            return Err(Refusal::Drop);
         };
-        let Some(rec) = message::TimerRecord::parse(&bytes) else {
-            log::error!("timer: {TIMER_TOPIC} entry {q} is not a timer message; dropped");
-            ctx.timer.stats.dropped.fetch_add(1, Ordering::Relaxed);
-            pass(st, q, 0);
-            continue;
+        let at = rec.view.physical_offset();
+        let stored = match put {
+            Put::Roll => {
+                let props = rec.rolled_properties();
+                self.ctx
+                    .store
+                    .put(&MessageIn::restored(&rec.view, TIMER_TOPIC, 0, &props))
+            }
+            Put::Deliver {
+                enqueued_ms,
+                now_ms,
+            } => match rec.delivered(enqueued_ms, now_ms) {
+                Ok(copy) => self.ctx.store.put(&copy.message(&rec.view)),
+                Err(why) => Err(PutError::Illegal(why)),
+            },
         };
-        // A slot already read, or being read (its walk took its newest unit): too late
-        // to file into it, so it is due now.
-        let behind_walk = rec.out_ms < st.read_time || (rec.out_ms == st.read_time && st.reading);
-        if behind_walk {
-            if rec.recalls.is_some() {
-                // RocketMQ refuses a marker that comes too late: the message went.
-                ctx.timer.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                pass(st, q, 0);
-                continue;
+        match stored {
+            Ok(s) => Ok(s.at.offset + u64::from(s.at.size)),
+            Err(PutError::Illegal(why) | PutError::Refused(_, why)) => {
+                log::error!("timer: the message at {at} cannot be delivered: {why}");
+                Err(Refusal::Drop)
             }
-            match put_copy(ctx, &rec, None, i64::MAX, now) {
-                Ok(end) => pass(st, q, end),
-                Err(Refusal::Drop(why)) => {
-                    log::error!("timer: {TIMER_TOPIC} entry {q} cannot be delivered: {why}");
-                    ctx.timer.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                    pass(st, q, 0);
-                }
-                Err(Refusal::Later(why)) => {
-                    log::warn!(
-                        "timer: delivering {TIMER_TOPIC} entry {q} failed ({why}); retrying"
-                    );
-                    backlog = Backlog::NotDurable;
-                    break;
-                }
-            }
-            continue;
-        }
-        // Filing after a direct delivery waits for that copy: recovery resumes after the
-        // newest filed unit, so it must not pass over a copy a power cut could take.
-        if !settle_passed(ctx, st) {
-            backlog = Backlog::NotDurable;
-            break;
-        }
-        let filing = Filing {
-            slot_ms: rec.out_ms.div_euclid(precision) * precision,
-            phy_offset: entry.physical_offset,
-            phy_size: entry.size,
-            queue_offset: q,
-            topic_hash: rec.topic_hash(),
-            recall: rec.recalls.is_some(),
-        };
-        st.timer
-            .file(filing, now)
-            .map_err(|e| format!("filing a timer: {e:?}"))?;
-        st.next_entry = q + 1;
-        filed += 1;
-    }
-    if filed > 0 {
-        // One sync for the batch, then the wheel links it (log before wheel).
-        st.timer
-            .flush_log()
-            .map_err(|e| format!("syncing the timer log: {e:?}"))?;
-        ctx.timer
-            .stats
-            .filed
-            .fetch_add(filed as u64, Ordering::Relaxed);
-    }
-    settle_passed(ctx, st);
-    Ok(backlog)
-}
-
-/// Entry `q` was handled without filing; `end` is the log end its copy needs durable
-/// (0: no copy).
-fn pass(st: &mut State, q: u64, end: u64) {
-    st.next_entry = q + 1;
-    let end = st.passed.map_or(end, |(_, e)| e.max(end));
-    st.passed = Some((q, end));
-}
-
-/// Counts the passed entries in the engine once their copies are durable; whether none
-/// is left waiting.
-fn settle_passed(ctx: &BrokerCtx, st: &mut State) -> bool {
-    match st.passed {
-        None => true,
-        Some((q, end)) if ctx.store.durable_end() >= end => {
-            st.timer.passed(q);
-            st.passed = None;
-            true
-        }
-        Some(_) => false,
-    }
-}
-
-/// Why a copy was not stored.
-enum Refusal {
-    /// Never storable: drop it (logged).
-    Drop(String),
-    /// Not now (disk full, store failed, shutting down): try again later.
-    Later(String),
-}
-
-/// Stores the copy of `rec` due now (or, for a `roll` unit, its next leg in the timer
-/// topic); returns the log end past it.
-fn put_copy(
-    ctx: &BrokerCtx,
-    rec: &message::TimerRecord<'_>,
-    unit: Option<&SlotUnit>,
-    enqueued_ms: i64,
-    now: i64,
-) -> Result<u64, Refusal> {
-    let stored = if unit.is_some_and(|u| u.roll) {
-        let props = rec.rolled_properties();
-        ctx.store
-            .put(&MessageIn::restored(&rec.view, TIMER_TOPIC, 0, &props))
-    } else {
-        let copy = rec.delivered(enqueued_ms, now).map_err(Refusal::Drop)?;
-        ctx.store.put(&copy.message(&rec.view))
-    };
-    match stored {
-        Ok(s) => Ok(s.at.offset + u64::from(s.at.size)),
-        Err(PutError::Illegal(why) | PutError::Refused(_, why)) => Err(Refusal::Drop(why)),
-        Err(e) => Err(Refusal::Later(format!("{e:?}"))),
-    }
-}
-
-/// Delivers the slots whose time has passed, up to the round's budgets; returns when to
-/// look again.
-fn deliver(ctx: &BrokerCtx, st: &mut State, now: i64) -> Result<i64, String> {
-    let precision = ctx.timer.settings.precision_ms;
-    let mut budget = DELIVER_BUDGET;
-    let mut empty = 0;
-    let mut units = [SlotUnit::default(); WALK_CHUNK];
-    while st.read_time + precision <= now {
-        if budget == 0 || empty == EMPTY_SLOT_BUDGET {
-            return Ok(now);
-        }
-        if st.recalled.is_none() {
-            // From here on the slot's newest unit is taken: nothing more is filed into it.
-            st.reading = true;
-            st.recalled = Some(recall_keys(ctx, st)?);
-        }
-        let (n, next) = st
-            .timer
-            .slot_units(st.read_time, st.resume, &mut units)
-            .map_err(|e| format!("reading timer slot {}: {e:?}", st.read_time))?;
-        if n == 0 && st.resume.is_none() {
-            empty += 1;
-        }
-        for u in &units[..n] {
-            budget = budget.saturating_sub(1);
-            if u.recall {
-                continue;
-            }
-            match deliver_unit(ctx, st, u, now) {
-                Ok(()) => {}
-                Err(why) => {
-                    // Resume at this unit after the pause.
-                    st.resume = Some(u.pos);
-                    log::warn!("timer: delivery failed ({why}); retrying");
-                    return Ok(now + RETRY_PAUSE.as_millis() as i64);
-                }
-            }
-        }
-        match next {
-            Some(pos) => st.resume = Some(pos),
-            None => {
-                st.read_time += precision;
-                st.resume = None;
-                st.reading = false;
-                st.recalled = None;
+            Err(e) => {
+                log::warn!("timer: delivering the message at {at} failed ({e:?}); retrying");
+                Err(Refusal::Later)
             }
         }
     }
-    Ok(st.read_time + precision)
-}
 
-/// Delivers one unit's message, unless it was recalled or its record is gone.
-fn deliver_unit(ctx: &BrokerCtx, st: &mut State, u: &SlotUnit, now: i64) -> Result<(), String> {
-    let stats = &ctx.timer.stats;
-    let entry = Entry {
-        physical_offset: u.phy_offset,
-        size: u.phy_size,
-        tag_code: 0,
-    };
-    let Some(bytes) = ctx.store.record_of(entry) else {
-        log::warn!(
-            "timer: the record at {} of slot {} is gone (retention)",
-            u.phy_offset,
-            st.read_time
-        );
-        stats.dropped.fetch_add(1, Ordering::Relaxed);
-        return Ok(());
-    };
-    let Some(rec) = message::TimerRecord::parse(&bytes) else {
-        log::error!(
-            "timer: the record at {} is not a timer message; dropped",
-            u.phy_offset
-        );
-        stats.dropped.fetch_add(1, Ordering::Relaxed);
-        return Ok(());
-    };
-    let recalled = st.recalled.as_ref().is_some_and(|keys| {
-        !keys.is_empty() && rec.recall_key().is_some_and(|k| keys.contains(&k))
-    });
-    if recalled {
-        stats.recalled.fetch_add(1, Ordering::Relaxed);
-        return Ok(());
-    }
-    match put_copy(ctx, &rec, Some(u), u.enqueued_ms, now) {
-        Ok(_) => {
-            let counter = if u.roll {
-                &stats.rolled
-            } else {
-                &stats.delivered
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        }
-        Err(Refusal::Drop(why)) => {
-            log::error!(
-                "timer: the message at {} cannot be delivered: {why}",
-                u.phy_offset
-            );
-            stats.dropped.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        }
-        Err(Refusal::Later(why)) => Err(why),
-    }
-}
-
-/// The keys the recall markers of the slot being read name (RocketMQ reads a slot's
-/// markers before its messages).
-fn recall_keys(ctx: &BrokerCtx, st: &State) -> Result<HashSet<String>, String> {
-    let mut keys = HashSet::new();
-    let mut units = [SlotUnit::default(); WALK_CHUNK];
-    let mut from = None;
-    let mut seen = 0;
-    loop {
-        let (n, next) = st
-            .timer
-            .slot_units(st.read_time, from, &mut units)
-            .map_err(|e| format!("reading timer slot {}: {e:?}", st.read_time))?;
-        for u in units[..n].iter().filter(|u| u.recall) {
-            let entry = Entry {
-                physical_offset: u.phy_offset,
-                size: u.phy_size,
-                tag_code: 0,
-            };
-            let key = ctx.store.record_of(entry).and_then(|b| {
-                message::TimerRecord::parse(&b).and_then(|r| r.recalls.map(str::to_owned))
-            });
-            keys.extend(key);
-        }
-        seen += n;
-        match next {
-            Some(p) if seen < RECALL_SCAN_LIMIT => from = Some(p),
-            Some(_) => {
-                log::warn!(
-                    "timer: slot {} holds over {RECALL_SCAN_LIMIT} units; recalls past them \
-                     are not applied",
-                    st.read_time
-                );
-                return Ok(keys);
+    fn note(&mut self, event: driver::Event) {
+        match event {
+            driver::Event::EntriesDeleted { from, to } => log::warn!(
+                "timer: entries {from}..{to} of {TIMER_TOPIC} were deleted before they were filed"
+            ),
+            driver::Event::RecordGone { offset } => {
+                log::warn!("timer: the record at {offset} is gone (retention)")
             }
-            None => return Ok(keys),
+            driver::Event::NotTimer { offset } => {
+                log::error!("timer: the record at {offset} is not a timer message; dropped")
+            }
+            driver::Event::RecallsCut { slot_ms } => log::warn!(
+                "timer: slot {slot_ms} holds over {} units or {} recall markers; recalls past \
+                 them are not applied",
+                driver::RECALL_SCAN_LIMIT,
+                driver::MAX_RECALLS_PER_SLOT
+            ),
         }
     }
-}
-
-/// Takes a progress snapshot every `timerFlushIntervalMs`, and writes it once the log is
-/// durable past the copies it counts.
-fn checkpoint(ctx: &BrokerCtx, st: &mut State) -> Result<(), String> {
-    if st.pending.is_none() && Instant::now() >= st.next_checkpoint {
-        let p = Progress {
-            read_time: st.read_time,
-            resume: st.resume,
-            queue_offset: st.timer.queue_offset(),
-        };
-        st.pending = Some((p, ctx.store.log_end()));
-    }
-    if let Some((p, end)) = st.pending {
-        if ctx.store.durable_end() >= end {
-            st.timer
-                .checkpoint(p.read_time, p.resume, p.queue_offset)
-                .map_err(|e| format!("writing the timer checkpoint: {e:?}"))?;
-            st.pending = None;
-            st.next_checkpoint = Instant::now() + ctx.timer.settings.flush_interval;
-        }
-    }
-    Ok(())
 }

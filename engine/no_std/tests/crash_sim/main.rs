@@ -7,11 +7,18 @@
 //! close and reopen. A message counts as acknowledged only once a flush covering it
 //! returned `Ok`.
 //!
+//! Timer messages ride along ([`timers`]): puts on a simulated clock, recall markers,
+//! rounds of the engine's timer driver delivering through the store, timer checkpoints,
+//! and the wheel, timer log and timer checkpoint crashing with the rest; once the clock
+//! has passed every due time the timer model is checked.
+//!
 //! Every case is a seed. A failure prints it; replay one with
 //! `TERN_SIM_SEED=<seed> cargo test -p tern-engine --test crash_sim`. `TERN_SIM_CASES`
 //! sets how many cases run (default 2000).
 
+#[path = "../support/mod.rs"]
 mod support;
+mod timers;
 
 use std::collections::HashMap;
 
@@ -60,6 +67,13 @@ mod stats {
     pub static FAILED_OWNER_SYNCS: AtomicU64 = AtomicU64::new(0);
     pub static DELETED_SEGMENTS: AtomicU64 = AtomicU64::new(0);
     pub static ACKED_CHECKED: AtomicU64 = AtomicU64::new(0);
+    pub static TIMERS_PUT: AtomicU64 = AtomicU64::new(0);
+    pub static TIMER_ROLLS: AtomicU64 = AtomicU64::new(0);
+    pub static TIMER_CHECKPOINTS: AtomicU64 = AtomicU64::new(0);
+    pub static TIMER_LOG_CUTS: AtomicU64 = AtomicU64::new(0);
+    pub static TIMERS_CHECKED: AtomicU64 = AtomicU64::new(0);
+    pub static RECALLS_CHECKED: AtomicU64 = AtomicU64::new(0);
+    pub static TIMER_REPEATS: AtomicU64 = AtomicU64::new(0);
 
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
@@ -71,7 +85,9 @@ mod stats {
             "{} rounds: {} process crashes, the rest power cuts; {} ran out of fuel; {} stopped \
              on one failed flush, Linux style ({} of them an owner's sync); {} two-phase checkpoints finished, \
              {} crashed between the phases; {} segments deleted by retention; {} acknowledged \
-             messages checked after recovery",
+             messages checked after recovery; timers: {} put, {} roll legs, {} checkpoints, \
+             {} timer logs cut at recovery, {} delivered checked, {} recalls checked never \
+             delivered, {} repeated deliveries",
             g(&ROUNDS),
             g(&PROCESS_CRASHES),
             g(&OUT_OF_FUEL),
@@ -81,11 +97,18 @@ mod stats {
             g(&CRASHED_BETWEEN_PHASES),
             g(&DELETED_SEGMENTS),
             g(&ACKED_CHECKED),
+            g(&TIMERS_PUT),
+            g(&TIMER_ROLLS),
+            g(&TIMER_CHECKPOINTS),
+            g(&TIMER_LOG_CUTS),
+            g(&TIMERS_CHECKED),
+            g(&RECALLS_CHECKED),
+            g(&TIMER_REPEATS),
         )
     }
 }
 
-fn crash_dir(d: &mut Dir<'_>, rng: &mut Rng) {
+fn crash_dir<const N: usize>(d: &mut tern_engine::ram::RamDir<'_, N>, rng: &mut Rng) {
     let process = PROCESS_CRASH.load(std::sync::atomic::Ordering::Relaxed);
     for (_, m) in d.segments_mut() {
         let kind = crash_kind(rng, m.pending_writes(), process);
@@ -114,10 +137,17 @@ impl Model {
 
 const TS: i64 = 1_700_000_000_000;
 
+/// The timer beside the store: its driver, and what the model knows of timers.
+struct Timers<'a> {
+    driver: timers::Driver<'a>,
+    model: timers::TimerModel,
+}
+
 /// Runs random operations until `ops` are done or one fails. With `faults`, an operation
 /// may also make the next flush fail (Linux style).
 fn run_ops(
     store: &mut TestStore<'_>,
+    timer: &mut Timers<'_>,
     rng: &mut Rng,
     plan: &FaultPlan,
     model: &mut Model,
@@ -125,7 +155,7 @@ fn run_ops(
     faults: bool,
 ) -> Result<(), Error<RamError>> {
     for _ in 0..ops {
-        match one_op(store, rng, plan, model, faults, false) {
+        match one_op(store, timer, rng, plan, model, faults, false) {
             Ok(Flow::Go) => {}
             Ok(Flow::Crash) => return Ok(()),
             Err(e) => {
@@ -148,12 +178,17 @@ enum Flow {
 
 fn one_op(
     store: &mut TestStore<'_>,
+    timer: &mut Timers<'_>,
     rng: &mut Rng,
     plan: &FaultPlan,
     model: &mut Model,
     faults: bool,
     in_checkpoint: bool,
 ) -> Result<Flow, Error<RamError>> {
+    if rng.chance(15) {
+        timers::op(store, &mut timer.driver, rng, model, &mut timer.model)?;
+        return Ok(Flow::Go);
+    }
     let sent = &mut model.sent;
     match rng.below(200) {
         0..=119 => {
@@ -192,10 +227,13 @@ fn one_op(
             // Segments may go before a later step fails.
             model.min_offset = store.log().min_offset();
             stats::add(&stats::DELETED_SEGMENTS, u64::from(removed?));
+            // The timer log's units whose records went, as the broker's retention does.
+            let min = store.log().min_offset();
+            timer.driver.timer_mut().delete_before(min)?;
         }
         198..=199 if faults => plan.fail_flushes(1),
         188..=191 if !in_checkpoint => {
-            return two_phase_checkpoint(store, rng, plan, model, faults);
+            return two_phase_checkpoint(store, timer, rng, plan, model, faults);
         }
         _ => {
             store.dispatch(&mut [], &mut |_| {})?;
@@ -211,6 +249,7 @@ fn one_op(
 /// in between, finish. Sometimes the crash comes between the phases.
 fn two_phase_checkpoint(
     store: &mut TestStore<'_>,
+    timer: &mut Timers<'_>,
     rng: &mut Rng,
     plan: &FaultPlan,
     model: &mut Model,
@@ -230,7 +269,7 @@ fn two_phase_checkpoint(
         return Err(Error::Media(e));
     }
     for _ in 0..rng.below(4) {
-        if let Flow::Crash = one_op(store, rng, plan, model, faults, true)? {
+        if let Flow::Crash = one_op(store, timer, rng, plan, model, faults, true)? {
             return Ok(Flow::Crash);
         }
     }
@@ -370,8 +409,14 @@ fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) 
     found
 }
 
-/// Cuts power (or kills the process) under a stopped store, each media its own way.
-fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
+/// Cuts power (or kills the process) under a stopped store and its timer, each media
+/// its own way.
+fn crash<'a>(
+    store: TestStore<'a>,
+    driver: timers::Driver<'a>,
+    rng: &mut Rng,
+    process: bool,
+) -> (Parts<'a>, timers::TimerParts<'a>) {
     PROCESS_CRASH.store(process, std::sync::atomic::Ordering::Relaxed);
     let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
     crash_dir(&mut log, rng);
@@ -379,23 +424,38 @@ fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
     crash_table(&mut table, rng);
     let kind = crash_kind(rng, checkpoint.pending_writes(), process);
     checkpoint.crash(kind);
-    Parts {
-        log,
-        index,
-        table,
-        checkpoint,
+    let (mut wheel, mut timer_log, mut timer_cp) = driver.into_timer().into_parts();
+    crash_dir(&mut timer_log, rng);
+    for m in [&mut wheel, &mut timer_cp] {
+        let kind = crash_kind(rng, m.pending_writes(), process);
+        m.crash(kind);
     }
+    (
+        Parts {
+            log,
+            index,
+            table,
+            checkpoint,
+        },
+        (wheel, timer_log, timer_cp),
+    )
 }
 
 fn run_case(seed: u64) {
     let mut rng = Rng(seed);
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
+    let mut timer_arena = timers::TimerArena::new();
     let mut store = open(arena.parts(&plan), false).unwrap();
     let mut model = Model {
         sent: Vec::new(),
         flushed: 0,
         min_offset: 0,
+    };
+    let clock = TS + 123;
+    let mut timer = Timers {
+        driver: timers::open(timer_arena.parts(&plan), 0, clock, seed),
+        model: timers::TimerModel::new(clock),
     };
 
     // One to three rounds of operations, each ended by a crash and checked after recovery.
@@ -407,7 +467,9 @@ fn run_case(seed: u64) {
         }
         let faults = rng.chance(50);
         let ops = 20 + rng.below(120);
-        let _ = run_ops(&mut store, &mut rng, &plan, &mut model, ops, faults);
+        let _ = run_ops(
+            &mut store, &mut timer, &mut rng, &plan, &mut model, ops, faults,
+        );
         let out_of_fuel = plan.fuel() == 0;
         plan.refuel(u64::MAX);
         plan.fail_flushes(0);
@@ -423,10 +485,13 @@ fn run_case(seed: u64) {
         // model cannot say what "written" was.
         let process = !out_of_fuel && rng.chance(15);
         stats::add(&stats::PROCESS_CRASHES, u64::from(process));
-        let parts = crash(store, &mut rng, process);
+        let (parts, timer_parts) = crash(store, timer.driver, &mut rng, process);
         store = open(parts, true).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
         let found = verify(&store, &model, process, seed);
         model.sent.truncate(found);
+        let end = store.log().max_offset();
+        timer.model.truncate(end);
+        timer.driver = timers::open(timer_parts, end, timer.model.clock, seed);
         // Recovery calls everything it kept flushed: later rounds hold it to that.
         model.flushed = store.log().flushed_offset();
         assert_eq!(model.flushed, store.log().max_offset(), "seed {seed}");
@@ -434,8 +499,20 @@ fn run_case(seed: u64) {
 
     // The store goes on: new messages get the next queue offsets, and a clean close and
     // reopen keeps everything.
-    run_ops(&mut store, &mut rng, &plan, &mut model, 30, false)
-        .unwrap_or_else(|e| panic!("seed {seed}: after recovery: {e:?}"));
+    run_ops(
+        &mut store, &mut timer, &mut rng, &plan, &mut model, 30, false,
+    )
+    .unwrap_or_else(|e| panic!("seed {seed}: after recovery: {e:?}"));
+    // The clock passes every due time; then a clean stop.
+    timers::drain(
+        &mut store,
+        &mut timer.driver,
+        &mut model,
+        &mut timer.model,
+        seed,
+    );
+    timers::close(&mut store, &mut timer.driver)
+        .unwrap_or_else(|e| panic!("seed {seed}: closing the timer: {e:?}"));
     let (log, index, table, checkpoint) = store.close(&mut []).unwrap();
     let mut table = table;
     table.close_all();
@@ -456,6 +533,7 @@ fn run_case(seed: u64) {
         model.sent.len(),
         "seed {seed}: clean close keeps everything"
     );
+    timers::check(&model, &timer.model, seed);
 }
 
 #[test]
