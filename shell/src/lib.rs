@@ -18,6 +18,7 @@ pub mod connection;
 pub mod filter;
 pub mod frame;
 pub mod headers;
+pub mod http;
 pub mod lenient_json;
 pub mod logger;
 pub mod message;

@@ -272,6 +272,16 @@ impl Clients {
             .and_then(|g| g.subscriptions.get(topic).cloned())
     }
 
+    /// Producer and consumer connections (a connection counted once per group it
+    /// belongs to, as RocketMQ's connection gauges count them).
+    pub fn connection_counts(&self) -> (usize, usize) {
+        let st = self.lock();
+        (
+            st.producers.values().map(HashMap::len).sum(),
+            st.consumers.values().map(|g| g.members.len()).sum(),
+        )
+    }
+
     /// Connections of a producer group (transaction check-backs go to one of them).
     pub fn producer_members(&self, group: &str) -> Vec<Member> {
         self.lock()

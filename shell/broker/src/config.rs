@@ -110,6 +110,8 @@ pub struct BrokerConfig {
     pub transaction_check_max: u32,
     /// Timer messages and recall (`timer*`, `recallMessageEnable`).
     pub timer: crate::timer::TimerSettings,
+    /// Where metrics go (`metricsExporterType`, `metricsPromExporter*`).
+    pub metrics: crate::metrics::MetricsSettings,
     /// Replication port a master listens on for slaves (`haListenPort`; the remoting
     /// port plus one when absent).
     pub ha_listen_port: Option<u16>,
@@ -257,6 +259,7 @@ impl Config for BrokerConfig {
                 in_range(1, 10_000),
             )?,
             timer: crate::timer::TimerSettings::read(r)?,
+            metrics: crate::metrics::MetricsSettings::read(r)?,
             ha_listen_port: r.get_opt("haListenPort")?,
             ha_master_address: r.get_opt::<String>("haMasterAddress")?,
             ha_heartbeat_interval: ms(r, "haSendHeartbeatInterval", 5_000, 10, 600_000)?,

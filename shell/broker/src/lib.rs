@@ -22,6 +22,7 @@ pub mod filter;
 pub mod groups;
 pub mod ha;
 pub mod longpoll;
+pub mod metrics;
 pub mod offsets;
 pub mod pending;
 pub mod persist;
@@ -89,6 +90,8 @@ pub struct BrokerCtx {
     pub dedup: dedup::Window,
     /// Runtime-info entries added by the embedding process (the edge gateway's).
     pub extra_stats: status::ExtraStats,
+    /// Counters for the metrics endpoint.
+    pub metrics: metrics::Metrics,
 }
 
 /// Where a put left one message.
@@ -134,12 +137,15 @@ impl BrokerCtx {
             return Ok(claim.settle(one, &[], runtime::now_ms())[0]);
         }
         let inbound = timer::message::inbound(msg, &self.config.timer, runtime::now_ms())?;
-        let msg = inbound.message(msg);
-        let scheduled = schedule::to_schedule(&msg, &self.config.delay_levels)
+        let as_stored = inbound.message(msg);
+        let scheduled = schedule::to_schedule(&as_stored, &self.config.delay_levels)
             .map_err(store::PutError::Illegal)?;
-        let stored = self
-            .store
-            .put(&scheduled.as_ref().map_or(msg, |s| s.message(&msg)))?;
+        let stored = self.store.put(
+            &scheduled
+                .as_ref()
+                .map_or(as_stored, |s| s.message(&as_stored)),
+        )?;
+        self.count_in(msg, scheduled.is_some() || inbound.slot_ms().is_some());
         let put = claim.settle(one, &[stored], runtime::now_ms());
         Ok(Put {
             timed: inbound.slot_ms(),
@@ -186,7 +192,27 @@ impl BrokerCtx {
         } else {
             self.store.put_batch(&fresh)?
         };
+        for m in &fresh {
+            self.count_in(m, false);
+        }
         Ok(claim.settle(msgs, &stored, runtime::now_ms()))
+    }
+
+    /// Counts a stored message for the metrics, under its real topic: a half message's
+    /// (`Transaction`), a delayed or timer one's (`Delay`).
+    fn count_in(&self, msg: &tern_engine::record::MessageIn<'_>, delayed: bool) {
+        let (topic, kind) = if msg.topic == transaction::half::HALF_TOPIC {
+            let real = tern_engine::properties::get(
+                msg.properties,
+                tern_engine::properties::key::REAL_TOPIC,
+            );
+            (real.unwrap_or(msg.topic), metrics::MessageType::Transaction)
+        } else if delayed {
+            (msg.topic, metrics::MessageType::Delay)
+        } else {
+            (msg.topic, metrics::MessageType::Normal)
+        };
+        self.metrics.message_in(topic, kind, msg.body.len());
     }
 
     /// Waits until a stored record ending at `end` is as safe as the policy promises
@@ -218,6 +244,7 @@ pub struct Broker {
     ctx: Arc<BrokerCtx>,
     servers: Vec<Server>,
     tasks: Vec<JoinHandle<()>>,
+    metrics: Option<tern_shell::http::HttpServer>,
 }
 
 impl Broker {
@@ -308,6 +335,7 @@ impl Broker {
             acl,
             dedup,
             extra_stats: status::ExtraStats::default(),
+            metrics: metrics::Metrics::default(),
             store,
             config,
         });
@@ -326,6 +354,7 @@ impl Broker {
                 })));
             }
         }
+        let metrics = serve_metrics(&ctx).await;
         log::info!(
             "broker {} of {} serving on {} (started in {:?})",
             ctx.config.broker_name,
@@ -337,7 +366,13 @@ impl Broker {
             ctx,
             servers,
             tasks,
+            metrics,
         })
+    }
+
+    /// Where the metrics endpoint listens, when it does.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|m| m.local_addr())
     }
 
     /// The address the remoting port is bound to.
@@ -356,8 +391,12 @@ impl Broker {
             ctx,
             servers,
             tasks,
+            metrics,
         } = self;
         ctx.shutdown.trigger();
+        if let Some(m) = metrics {
+            m.shutdown().await;
+        }
         ctx.holds.wake_all();
         register::unregister_all(&ctx).await;
         for s in servers {
@@ -381,6 +420,31 @@ impl Broker {
             ctx.timer.close(&ctx.store);
         }
         closed
+    }
+}
+
+/// Starts the Prometheus endpoint when `metricsExporterType=PROM`. A port that cannot be
+/// bound is logged and the broker serves without it: metrics must not keep messages out.
+async fn serve_metrics(ctx: &Arc<BrokerCtx>) -> Option<tern_shell::http::HttpServer> {
+    let addr = ctx.config.metrics.listen()?;
+    let c = ctx.clone();
+    let handler: tern_shell::http::Handler = Arc::new(move |path| {
+        (path == "/metrics").then(|| {
+            tern_shell::http::Response::ok(
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                metrics::render(&c),
+            )
+        })
+    });
+    match tern_shell::http::HttpServer::bind(&addr, handler).await {
+        Ok(s) => {
+            log::info!("metrics on http://{}/metrics", s.local_addr());
+            Some(s)
+        }
+        Err(e) => {
+            log::error!("metrics endpoint {addr} unavailable ({e}); serving without metrics");
+            None
+        }
     }
 }
 

@@ -21,7 +21,8 @@ usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--log-level L
   -n, --namesrv ADDRS      name servers, \"host:port;host:port\" (overrides namesrvAddr)
   -p, --print-config       print the effective configuration (sorted key=value) and exit
       --listen ADDR        bind address and port (overrides listenAddr/listenPort)
-      --standalone         also run a name server in this process (one-command Tern)
+      --standalone         also run a name server in this process (one-command Tern), and
+                           the Prometheus endpoint on :5557 unless metricsExporterType is set
       --data-dir DIR       standalone: store and name-server data under DIR (default ./data)
       --namesrv-listen ADDR standalone: the name server's address (default 127.0.0.1:9876)
       --log-level LEVEL    error|warn|info|debug|trace|off (default: RUST_LOG, else info)
@@ -83,6 +84,15 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
         }
         if let Some(ns) = namesrv_addr {
             src.set("namesrvAddr", ns, Origin::Flag("--standalone".into()));
+        }
+        // One process with everything on: the Prometheus endpoint too (RocketMQ's
+        // default is DISABLE; set metricsExporterType=DISABLE to turn it off).
+        if src.get("metricsExporterType").is_none() {
+            src.set(
+                "metricsExporterType",
+                "PROM",
+                Origin::Flag("--standalone".into()),
+            );
         }
     }
     if let Some(n) = &args.namesrv {
@@ -177,6 +187,9 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let broker = Broker::start(cfg).await?;
     println!("tern-broker listening on {}", broker.ctx().store_host);
+    if let Some(m) = broker.metrics_addr() {
+        println!("tern-broker metrics on http://{m}/metrics");
+    }
     if let Some(ns) = &ns_addr {
         println!("ready: clients use name server {ns}");
     } else {

@@ -181,6 +181,23 @@ fn writes_are_refused_past_the_disk_watermark_and_accepted_when_space_is_freed()
     let b = start(fs.0.path(), &conf);
     block_on(async {
         let conn = connect(&b.broker).await;
+        // The default timer wheel (38.7 MB) cannot be allocated on 24 MiB: the broker
+        // serves without a timer, and says so, rather than not at all.
+        let info = conn
+            .request(
+                RemotingCommand::request_code(RequestCode::GetBrokerRuntimeInfo),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        let info: tern_shell::body::KvTable = tern_shell::body::from_json(&info.body).unwrap();
+        assert!(
+            info.table
+                .get("timerFailed")
+                .is_some_and(|w| w.contains("opening the timer")),
+            "{:?}",
+            info.table
+        );
         let resp = send(&conn, "Full", b"before".to_vec()).await;
         assert_eq!(
             resp.response_code(),

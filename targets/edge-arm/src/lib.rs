@@ -92,6 +92,12 @@ impl Gateway {
         self.broker.ctx().store_host
     }
 
+    /// The metrics endpoint's address, with `metricsExporterType=PROM` (the forwarder's
+    /// figures are there as `tern_edge_*` gauges).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.broker.metrics_addr()
+    }
+
     /// Stops forwarding (progress saved), then the broker and the name server.
     pub async fn shutdown(self) -> Result<Stats, String> {
         self.stop_forwarding.trigger();

@@ -178,6 +178,9 @@ async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
     );
     println!("tern-edge name server on {}", gw.namesrv_addr());
     println!("tern-edge broker on {}", gw.broker_addr());
+    if let Some(m) = gw.metrics_addr() {
+        println!("tern-edge metrics on http://{m}/metrics");
+    }
     println!("ready");
     let _ = std::io::stdout().flush();
     let sig = signals.wait().await;

@@ -2,8 +2,8 @@
 //! build cannot inflate) is forwarded as stored, compression bits included, for 5.x
 //! consumers to inflate; a body of a compression type RocketMQ does not define, and a
 //! message the cluster refused for good, are kept as dead letters with their reason,
-//! counted in the local broker's runtime info, and handled with `tern-edge dead-letters
-//! list|resend|drop`.
+//! counted in the local broker's runtime info and metrics, and handled with `tern-edge
+//! dead-letters list|resend|drop`.
 
 mod common;
 
@@ -198,7 +198,7 @@ fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
 fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped() {
     let central = Central::started();
     let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let mut edge = Edge::start(dir.path(), &central.namesrv, "metricsExporterType=PROM\n");
     run(async {
         let p = Producer::new(ProducerConfig::new("mixed"), edge.client_config()).unwrap();
         p.start();
@@ -230,6 +230,20 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
         assert_eq!(
             info.get("edgeBlockedTopicCount").map(String::as_str),
             Some("0")
+        );
+        // And in the metrics, beside what the local broker counted.
+        let text = common::scrape(edge.metrics.as_deref().expect("metrics on"));
+        let dead = text
+            .lines()
+            .find(|l| l.starts_with("tern_edge_dead_letters{"))
+            .unwrap_or_else(|| panic!("no tern_edge_dead_letters in:\n{text}"));
+        assert!(dead.ends_with(" 1") || dead.ends_with(" 1.0"), "{dead}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("rocketmq_messages_in_total{")
+                    && l.contains("topic=\"Mixed\"")
+                    && l.ends_with(" 11")),
+            "{text}"
         );
 
         let (ok, list, err) = edge.dead_letters_cmd(&["list"]);

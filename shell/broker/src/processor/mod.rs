@@ -77,6 +77,8 @@ impl Processor for BrokerProcessor {
                 ));
             }
         }
+        let started = std::time::Instant::now();
+        let code = req.code;
         let resp = match req.request_code_enum() {
             RequestCode::SendMessage
             | RequestCode::SendMessageV2
@@ -116,6 +118,8 @@ impl Processor for BrokerProcessor {
             RequestCode::GetAllDelayOffset => crate::schedule::all_delay_offsets(ctx, &req),
             _ => not_supported(&req),
         };
+        ctx.metrics
+            .rpc(code, resp.code, started.elapsed().as_micros() as u64);
         Some(resp)
     }
 }

@@ -27,6 +27,8 @@ struct Answer {
     min: u64,
     max: u64,
     body: Vec<u8>,
+    /// Records in `body`.
+    count: u32,
 }
 
 /// Reads once from `queue_offset`: RocketMQ's GetMessageStatus mapped to response codes
@@ -62,6 +64,7 @@ fn read(
             min: 0,
             max: 0,
             body: Vec::new(),
+            count: 0,
         };
     };
     let (min, max) = (p.min, p.max);
@@ -71,6 +74,7 @@ fn read(
         min,
         max,
         body: Vec::new(),
+        count: 0,
     };
     if max == 0 {
         return answer(
@@ -101,6 +105,7 @@ fn read(
             min,
             max,
             body: p.body,
+            count: p.count,
         };
     }
     if p.all_filtered {
@@ -259,6 +264,14 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             // Java's answer for a pull whose messages were all filtered out.
             answer.code = ResponseCode::PullRetryImmediately;
         }
+    }
+    if answer.code == ResponseCode::Success {
+        ctx.metrics.messages_out(
+            &h.topic,
+            &h.consumer_group,
+            u64::from(answer.count),
+            answer.body.len() as u64,
+        );
     }
     let header = PullMessageResponseHeader {
         suggest_which_broker_id: 0,

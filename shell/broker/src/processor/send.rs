@@ -472,6 +472,9 @@ pub async fn send_back(
     };
     match ctx.put(&msg) {
         Ok(p) => {
+            if to_dlq {
+                ctx.metrics.sent_to_dlq(&origin_topic, &h.group);
+            }
             // Stored is enough for a send-back (RocketMQ answers success on timeouts).
             let _ = ctx.await_stored(p.end()).await;
             RemotingCommand::response_to(req, ResponseCode::Success)

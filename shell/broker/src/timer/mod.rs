@@ -23,7 +23,7 @@ use tern_engine::record::MessageIn;
 use tern_engine::timer::TIMER_TOPIC;
 use tern_engine::timer::driver::{self, Failure, Put, QueueEntry, Refusal, Unreadable};
 use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
-use tern_engine_fs::timer_files::open_timer;
+use tern_engine_fs::timer_files::{TimerOpenError, open_timer};
 use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
 use tern_shell::runtime::{self, now_ms};
 
@@ -84,16 +84,40 @@ impl TimerService {
         store: &StoreService,
         run: bool,
     ) -> Result<Self, String> {
-        let state = if run && settings.enabled {
-            let now = now_ms();
+        let mut unavailable = None;
+        let opened = if run && settings.enabled {
             let started = Instant::now();
-            let (timer, rec) = open_timer(
+            match open_timer(
                 &StoreLayout::new(root),
                 settings.engine(),
                 store.log_end(),
-                now,
-            )
-            .map_err(|e| format!("opening the timer: {e}"))?;
+                now_ms(),
+            ) {
+                Ok(t) => Some((t, started)),
+                // Another geometry is the operator's to settle: the wheel would file every
+                // time under the wrong slot. RocketMQ refuses to start too.
+                Err(
+                    e @ TimerOpenError::Engine(tern_engine::Error::Corrupt(
+                        tern_engine::error::Corruption::TimerWheelSize { .. },
+                    )),
+                ) => return Err(format!("opening the timer: {e}")),
+                // A disk too full for the wheel, an unreadable file: the broker serves
+                // without a timer rather than not at all; timer messages wait in their
+                // topic until a restart finds the timer (nothing is lost).
+                Err(e) => {
+                    let why = format!("opening the timer: {e}");
+                    log::error!(
+                        "{why}: serving without a timer; timer messages wait in {TIMER_TOPIC} \
+                         until the broker is restarted"
+                    );
+                    unavailable = Some(why);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let state = if let Some(((timer, rec), started)) = opened {
             let (read_time, _) = timer.resume_point();
             log::info!(
                 "timer opened in {:?}: {} units in its log (cut at {:?}), {} relinked, reading \
@@ -125,6 +149,9 @@ impl TimerService {
             failed: OnceLock::new(),
             stats: Stats::default(),
         };
+        if let Some(why) = unavailable {
+            let _ = svc.failed.set(why);
+        }
         if let Some(s) = svc.lock().as_ref() {
             svc.stats.show(&s.driver);
         }

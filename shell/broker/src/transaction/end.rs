@@ -139,6 +139,7 @@ async fn end(
             .rollback(ctx, queue_offset)
             .map_err(put_refused)?
     };
+    ctx.metrics.transaction_ended(commit);
     Ok(if wait {
         ctx.await_stored(end).await
     } else {

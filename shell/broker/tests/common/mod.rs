@@ -59,6 +59,8 @@ pub struct BrokerProc {
     pub addr: String,
     /// The embedded name server's address (standalone only).
     pub namesrv: Option<String>,
+    /// The metrics endpoint's address, when it serves one.
+    pub metrics: Option<String>,
     stderr: Arc<Mutex<Vec<String>>>,
     stderr_done: Option<thread::JoinHandle<()>>,
 }
@@ -140,6 +142,7 @@ impl BrokerProc {
             child: Some(child),
             addr: String::new(),
             namesrv: None,
+            metrics: None,
             stderr,
             stderr_done: Some(done),
         };
@@ -157,6 +160,8 @@ impl BrokerProc {
                         p.namesrv = Some(a.trim().to_owned());
                     } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
                         p.addr = a.trim().to_owned();
+                    } else if let Some(a) = line.strip_prefix("tern-broker metrics on http://") {
+                        p.metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
                     } else if line.starts_with("ready") {
                         ready = true;
                     }

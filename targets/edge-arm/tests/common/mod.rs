@@ -330,6 +330,21 @@ pub struct Edge {
     extra: String,
     /// The local broker's address, as the gateway printed it at its last start.
     pub broker: String,
+    /// Its metrics endpoint (`host:port`), when `metricsExporterType=PROM`.
+    pub metrics: Option<String>,
+}
+
+/// A GET of `/metrics` from `addr`: the body.
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: edge\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned()
 }
 
 /// The command that runs `tern-edge`: native, or `TERN_EDGE_RUNNER TERN_EDGE_BIN`.
@@ -358,6 +373,7 @@ impl Edge {
             dir: dir.to_owned(),
             extra: extra.to_owned(),
             broker: String::new(),
+            metrics: None,
         };
         e.launch();
         e
@@ -380,6 +396,10 @@ impl Edge {
         {
             self.broker = addr.to_owned();
         }
+        self.metrics = lines.iter().find_map(|l| {
+            l.strip_prefix("tern-edge metrics on http://")
+                .map(|a| a.trim_end_matches("/metrics").to_owned())
+        });
         // Under qemu-user the gateway must really be the cross-built one.
         if let Ok(arch) = std::env::var("TERN_EDGE_ARCH") {
             assert!(

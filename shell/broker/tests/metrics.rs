@@ -1,0 +1,210 @@
+//! The Prometheus endpoint of the real `tern-broker --standalone` process: RocketMQ 5's
+//! metric names and labels, counters that match what was sent and consumed, state read
+//! at scrape time, and an endpoint that answers only what it serves.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use tern_shell::headers::UpdateConsumerOffsetRequestHeader;
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+
+/// GETs `path` from `addr`; returns the status code and body.
+fn get(addr: &str, request: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}
+
+fn scrape(addr: &str) -> String {
+    let (status, body) = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.ends_with("# EOF\n"),
+        "OpenMetrics text ends with # EOF"
+    );
+    body
+}
+
+/// The value of the sample of `name` whose labels include every one of `labels`.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .find(|l| labels.iter().all(|x| l.contains(x)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn metrics_count_what_was_sent_and_consumed_under_rocketmqs_names() {
+    let (_dir, b) = start("");
+    let addr = b
+        .metrics
+        .clone()
+        .expect("a standalone broker serves metrics");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Metered", 1).await;
+        let mut body_bytes = 0;
+        for i in 0..40 {
+            let body = vec![b'x'; 100 + i * 100];
+            body_bytes += body.len();
+            send_ok(&c, send_v2(&msg("Metered", &body, &[("KEYS", "k")]), 0)).await;
+        }
+        // One big one, past the 4 KiB bucket.
+        send_ok(&c, send_v2(&msg("Metered", &vec![b'y'; 10_000], &[]), 0)).await;
+        body_bytes += 10_000;
+        let timed = msg("Metered", b"later", &[("TIMER_DELAY_SEC", "60")]);
+        send_ok(&c, send_v2(&timed, 0)).await;
+        // A consumer group reads 41 and commits its offset at 20.
+        let mut offset = 0;
+        let mut read = 0;
+        while read < 41 {
+            let resp = c
+                .call(pull_req("MeterGroup", "Metered", 0, offset, Some("*")))
+                .await;
+            expect_code(&resp, ResponseCode::Success);
+            let got = tern_shell::message::decode_pulled(&resp.body, true).unwrap();
+            read += got.len();
+            offset = pull_offsets(&resp).0;
+        }
+        let update = RemotingCommand::request(
+            RequestCode::UpdateConsumerOffset,
+            &UpdateConsumerOffsetRequestHeader {
+                consumer_group: "MeterGroup".into(),
+                topic: "Metered".into(),
+                queue_id: 0,
+                commit_offset: 20,
+            },
+        );
+        expect_code(&c.call(update).await, ResponseCode::Success);
+
+        let text = scrape(&addr);
+        let base = [
+            "cluster=\"DefaultCluster\"",
+            "node_type=\"broker\"",
+            "node_id=\"broker-a\"",
+        ];
+        let topic = |more: &[&'static str]| {
+            let mut l: Vec<&str> = base.to_vec();
+            l.push("topic=\"Metered\"");
+            l.extend_from_slice(more);
+            l
+        };
+        assert_eq!(
+            sample(
+                &text,
+                "rocketmq_messages_in_total",
+                &topic(&["message_type=\"Normal\""])
+            ),
+            Some(41.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "rocketmq_messages_in_total",
+                &topic(&["message_type=\"Delay\""])
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "rocketmq_throughput_in_total",
+                &topic(&["message_type=\"Normal\""])
+            ),
+            Some(body_bytes as f64)
+        );
+        // 10 bodies of at most 1 KiB (100..=1000 bytes), 30 more up to 4 KiB, one over.
+        let bucket = |le: &'static str| {
+            sample(
+                &text,
+                "rocketmq_message_size_bucket",
+                &topic(&["message_type=\"Normal\"", le]),
+            )
+        };
+        assert_eq!(bucket("le=\"1024.0\""), Some(10.0));
+        assert_eq!(bucket("le=\"4096.0\""), Some(40.0));
+        assert_eq!(bucket("le=\"+Inf\""), Some(41.0));
+        assert_eq!(
+            sample(
+                &text,
+                "rocketmq_messages_out_total",
+                &topic(&["consumer_group=\"MeterGroup\""])
+            ),
+            Some(41.0)
+        );
+        // 41 in Metered/0 (the timer message waits in the timer topic); the group
+        // committed 20.
+        assert_eq!(
+            sample(
+                &text,
+                "rocketmq_consumer_lag_messages",
+                &topic(&["consumer_group=\"MeterGroup\""])
+            ),
+            Some(21.0)
+        );
+        assert!(
+            sample(
+                &text,
+                "rocketmq_rpc_latency_count",
+                &["request_code=\"310\"", "response_code=\"0\""]
+            )
+            .is_some_and(|n| n >= 42.0),
+            "{text}"
+        );
+        for gauge in [
+            "rocketmq_topic_number",
+            "rocketmq_consumer_group_number",
+            "rocketmq_storage_size",
+            "rocketmq_storage_flush_behind_bytes",
+            "rocketmq_storage_dispatch_behind_bytes",
+            "rocketmq_timer_enqueue_lag",
+            "rocketmq_producer_connections",
+        ] {
+            assert!(
+                sample(&text, gauge, &base).is_some(),
+                "{gauge} missing:\n{text}"
+            );
+        }
+        assert!(sample(&text, "rocketmq_storage_size", &base).unwrap() > 0.0);
+        assert!(text.contains("# TYPE rocketmq_messages_in counter"));
+        assert!(text.contains("# TYPE rocketmq_message_size histogram"));
+    });
+    let (status, _) = get(&addr, "GET /nothing HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 404);
+    let (status, _) = get(&addr, "POST /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 405);
+    let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    let (status, _) = get(&addr, &huge);
+    assert_eq!(status, 431);
+    // Still serving after all that.
+    scrape(&addr);
+}
+
+#[test]
+fn a_broker_without_prom_serves_no_metrics_and_unknown_exporters_are_refused() {
+    let (_dir, b) = start("metricsExporterType=DISABLE\n");
+    assert!(b.metrics.is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "metricsExporterType=OTLP_GRPC\n");
+    let (status, _, stderr) = run_to_exit(&BrokerProc::standalone_args(dir.path(), &conf));
+    assert!(!status.success());
+    assert!(
+        stderr.contains("metricsExporterType") && stderr.contains("not supported by Tern"),
+        "{stderr}"
+    );
+}
