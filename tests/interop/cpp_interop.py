@@ -303,7 +303,8 @@ def decode(b):
 
 
 class Collector:
-    """Push-consumer callback target: records every delivery, keyed by message key."""
+    """Push-consumer callback target: records every delivery (when it came, its fields,
+    the timer properties the broker set), keyed by message key."""
 
     def __init__(self, expected_keys=()):
         self.lock = threading.Lock()
@@ -316,8 +317,11 @@ class Collector:
             self.all_arrived.set()
 
     def __call__(self, msg):
+        at = time.time()
         try:
             rec = {
+                "at": at,  # when the callback came, by this process's clock
+                "store_ms": msg.store_timestamp,
                 "key": decode(msg.keys),
                 "tags": decode(msg.tags),
                 "body": msg.body,
@@ -330,6 +334,8 @@ class Collector:
                 "reconsume_times": msg.reconsume_times,
                 "topic": msg.topic,
             }
+            for k in ("TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "REAL_TOPIC"):
+                rec[k] = decode(msg.get_property(k))
         except Exception as e:  # never ask for a reconsume because of our own bug
             with self.lock:
                 self.errors.append(repr(e))
@@ -678,7 +684,7 @@ def parse_delay_levels(text):
 
 class RetryOnce(Collector):
     """Records every delivery; the callback raises (RECONSUME_LATER) on the first delivery
-    of the keys in `fail_first`, and records when each delivery came."""
+    of the keys in `fail_first`."""
 
     def __init__(self, expected_keys, fail_first):
         Collector.__init__(self, expected_keys)
@@ -686,13 +692,11 @@ class RetryOnce(Collector):
         self.retried = threading.Event()
 
     def __call__(self, msg):
-        at = time.time()
         Collector.__call__(self, msg)
         key = decode(msg.keys)
         with self.lock:
             recs = self.by_key.get(key) or [{}]
             rec = recs[-1]
-            rec["at"] = at
             if key in self.fail_first and len(recs) >= 2:
                 self.retried.set()
         if key in self.fail_first and rec.get("reconsume_times") == 0:
@@ -778,23 +782,6 @@ def scenario_delay(args, dl, producer):
               "%r" % {k: retry[1][k] for k in ("body", "prop", "topic")})
 
 
-class TimedCollector(Collector):
-    """Push-consumer callback target that also records when each delivery came and the
-    timer properties and store time the broker set."""
-
-    def __call__(self, msg):
-        at = time.time()
-        Collector.__call__(self, msg)
-        key = decode(msg.keys)
-        with self.lock:
-            recs = self.by_key.get(key) or [{}]
-            rec = recs[-1]
-            rec["at"] = at
-            rec["store_ms"] = msg.store_timestamp
-            for k in ("TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "REAL_TOPIC"):
-                rec[k] = decode(msg.get_property(k))
-
-
 def scenario_timer(args, dl, producer):
     """RocketMQ 5 timer messages set through the C++ client's user properties
     (`set_property`, which does not filter system keys): TIMER_DELAY_SEC, TIMER_DELAY_MS
@@ -832,7 +819,7 @@ def scenario_timer(args, dl, producer):
     route = wait_route(args.ns_list, topic, dl.budget(15))
     check("j.timer: %s has a route" % topic, route_ok(route), route_summary(route))
     c = rmq()
-    col = TimedCollector(sent.keys())
+    col = Collector(sent.keys())
     group = "%s_%s_timer" % (args.prefix, args.run)
     consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
     consumer.set_namesrv_addr(args.namesrv)

@@ -160,7 +160,7 @@ fn push_pair(out: &mut Vec<u8>, name: &str, value: &str) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tern_engine::record::{Host, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK};
 
@@ -168,7 +168,9 @@ mod tests {
         DelayLevels::parse("1s 2s 3s").unwrap()
     }
 
-    fn msg<'a>(topic: &'a str, props: &'a [u8]) -> MessageIn<'a> {
+    /// A message to `topic` with `props`, every other field set (queue 5, flag 7, born
+    /// at 42, 2 reconsumes), for the rewrite tests here and in `timer::message`.
+    pub(crate) fn msg<'a>(topic: &'a str, props: &'a [u8]) -> MessageIn<'a> {
         let host = Host::V4 {
             ip: [127, 0, 0, 1],
             port: 1,
@@ -188,7 +190,7 @@ mod tests {
         }
     }
 
-    fn pairs(props: &[u8]) -> Vec<(&str, &str)> {
+    pub(crate) fn pairs(props: &[u8]) -> Vec<(&str, &str)> {
         Properties::new(props).collect()
     }
 

@@ -185,36 +185,11 @@ pub fn delete_key(topic: &str, uniq_key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_engine::properties::Properties;
-    use tern_engine::record::Host;
+    use crate::schedule::message::tests::{msg, pairs};
 
     fn settings() -> TimerSettings {
         let src = tern_shell::config::ConfigSource::new();
         TimerSettings::read(&mut tern_shell::config::ConfigReader::new(&src)).unwrap()
-    }
-
-    fn msg<'a>(topic: &'a str, props: &'a [u8]) -> MessageIn<'a> {
-        let host = Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 1,
-        };
-        MessageIn {
-            topic,
-            queue_id: 3,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: host,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b"b",
-            properties: props,
-        }
-    }
-
-    fn pairs(props: &[u8]) -> Vec<(&str, &str)> {
-        Properties::new(props).collect()
     }
 
     const NOW: i64 = 1_700_000_000_000;
@@ -232,7 +207,7 @@ mod tests {
                 ("UNIQ_KEY", "U"),
                 ("TIMER_OUT_MS", "1700000003000"),
                 ("REAL_TOPIC", "Orders"),
-                ("REAL_QID", "3"),
+                ("REAL_QID", "5"),
             ]
         );
     }
@@ -294,7 +269,7 @@ mod tests {
         let rec = TimerRecord::parse(&buf).unwrap();
         assert_eq!(rec.out_ms, NOW + 2_000, "the slot before a whole second");
         let d = rec.delivered(NOW, NOW + 3_000).unwrap();
-        assert_eq!((d.topic.as_str(), d.queue_id), ("Orders", 3));
+        assert_eq!((d.topic.as_str(), d.queue_id), ("Orders", 5));
         assert_eq!(
             pairs(&d.properties),
             [
