@@ -5,6 +5,7 @@
 //! * [`headers`]: typed extFields headers for every request the services handle.
 //! * [`lenient_json`] + [`body`]: fastjson-compatible JSON bodies (unquoted and object keys).
 //! * [`message`]: batch bodies, pulled records, message ids, compression.
+//! * [`pop`]: POP consumption's receipt handles, revive records and bodies.
 //! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
 //! * [`connection`], [`server`], [`pool`]: async transport; [`runtime`]: executor glue.
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod lenient_json;
 pub mod logger;
 pub mod message;
 pub mod pool;
+pub mod pop;
 pub mod runtime;
 pub mod serialize;
 pub mod server;
