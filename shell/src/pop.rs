@@ -214,8 +214,14 @@ pub fn parse_msg_offset_info(s: &str) -> Result<BTreeMap<(u8, i32), Vec<i64>>, S
 fn entry_parts(entry: &str) -> Result<(u8, i32, &str), String> {
     let mut it = entry.splitn(3, KEY_SEPARATOR);
     let bad = || format!("offset info entry {entry:?} is malformed");
-    let flag = it.next().and_then(|f| f.parse::<u8>().ok()).ok_or_else(bad)?;
-    let qid = it.next().and_then(|q| q.parse::<i32>().ok()).ok_or_else(bad)?;
+    let flag = it
+        .next()
+        .and_then(|f| f.parse::<u8>().ok())
+        .ok_or_else(bad)?;
+    let qid = it
+        .next()
+        .and_then(|q| q.parse::<i32>().ok())
+        .ok_or_else(bad)?;
     let rest = it.next().ok_or_else(bad)?;
     Ok((flag, qid, rest))
 }
@@ -366,7 +372,10 @@ impl AckMsg {
     /// Parses a stored body (at most 32 offsets in a batch).
     pub fn parse(body: &[u8]) -> Result<Self, String> {
         let a: Self = crate::body::from_json(body).map_err(|e| e.to_string())?;
-        if a.ack_offset_list.as_ref().is_some_and(|l| l.len() > MAX_CK_MESSAGES) {
+        if a.ack_offset_list
+            .as_ref()
+            .is_some_and(|l| l.len() > MAX_CK_MESSAGES)
+        {
             return Err("batch ack lists more than 32 offsets".into());
         }
         Ok(a)
@@ -526,7 +535,8 @@ fn pull_mode() -> String {
 #[serde(rename_all = "camelCase")]
 pub struct MessageRequestModeSerializeWrapper {
     /// topic → group → mode.
-    pub message_request_mode_map: BTreeMap<String, BTreeMap<String, SetMessageRequestModeRequestBody>>,
+    pub message_request_mode_map:
+        BTreeMap<String, BTreeMap<String, SetMessageRequestModeRequestBody>>,
 }
 
 #[cfg(test)]
@@ -574,7 +584,10 @@ mod tests {
         assert_eq!(m[&(1, 0)], 7);
         let msgs = msg_offset_entry(0, 2, &[100, 101, 104]);
         assert_eq!(msgs, "0 2 100,101,104");
-        assert_eq!(parse_msg_offset_info(&msgs).unwrap()[&(0, 2)], vec![100, 101, 104]);
+        assert_eq!(
+            parse_msg_offset_info(&msgs).unwrap()[&(0, 2)],
+            vec![100, 101, 104]
+        );
         assert!(parse_start_offset_info("0 x 1").is_err());
         assert!(parse_msg_offset_info("0 1").is_err());
     }
@@ -587,10 +600,17 @@ mod tests {
         assert_eq!(ck.index_of(8), Some(2));
         assert_eq!(ck.index_of(7), None);
         assert_eq!(ck.revive_time(), 4000);
-        let ack = AckMsg::parse(br#"{"ao":8,"so":5,"c":"G","t":"T","q":0,"pt":1000,"bn":"b"}"#).unwrap();
+        let ack =
+            AckMsg::parse(br#"{"ao":8,"so":5,"c":"G","t":"T","q":0,"pt":1000,"bn":"b"}"#).unwrap();
         assert_eq!(ack.merge_key(), ck.merge_key());
-        assert!(PopCheckPoint::parse(br#"{"so":5,"pt":1,"it":1,"n":2,"q":0,"t":"T","c":"G","d":[1]}"#).is_err());
-        assert!(PopCheckPoint::parse(br#"{"so":5,"pt":1,"it":1,"n":40,"q":0,"t":"T","c":"G"}"#).is_err());
+        assert!(
+            PopCheckPoint::parse(br#"{"so":5,"pt":1,"it":1,"n":2,"q":0,"t":"T","c":"G","d":[1]}"#)
+                .is_err()
+        );
+        assert!(
+            PopCheckPoint::parse(br#"{"so":5,"pt":1,"it":1,"n":40,"q":0,"t":"T","c":"G"}"#)
+                .is_err()
+        );
         assert!(PopCheckPoint::parse(b"not json").is_err());
     }
 

@@ -25,6 +25,7 @@ pub mod longpoll;
 pub mod offsets;
 pub mod pending;
 pub mod persist;
+pub mod pop;
 pub mod processor;
 pub mod register;
 pub mod retention;
@@ -86,6 +87,8 @@ pub struct BrokerCtx {
     pub dedup: dedup::Window,
     /// Runtime-info entries added by the embedding process (the edge gateway's).
     pub extra_stats: status::ExtraStats,
+    /// POP consumption: queue locks, held POPs, orderly batches, request modes.
+    pub pop: pop::PopService,
 }
 
 /// Where a put left one message.
@@ -281,6 +284,7 @@ impl Broker {
             acl,
             dedup,
             extra_stats: status::ExtraStats::default(),
+            pop: pop::PopService::load(&config.store_root),
             store,
             config,
         });
@@ -351,7 +355,12 @@ impl Broker {
         // Only now is every delivered copy durable, so the offsets counting them may go.
         if closed.is_ok() {
             ctx.schedule.offsets().save_all();
+            ctx.pop.progress.commit_durable(&ctx, true);
+            ctx.offsets.persist();
+            ctx.offsets.persisted().await;
         }
+        ctx.pop.order.persisted().await;
+        ctx.pop.modes.persisted().await;
         closed
     }
 }
@@ -417,6 +426,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(register::run(ctx.clone())));
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
     tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
+    tasks.push(runtime::spawn(pop::revive::run(ctx.clone())));
     if let Some(acl) = &ctx.acl {
         tasks.push(runtime::spawn(acl.clone().run_reload(sd.clone())));
     }
