@@ -608,3 +608,53 @@ fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
         );
     });
 }
+
+#[test]
+fn request_modes_and_orderly_batches_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let set = |topic: &str| {
+        let body = format!(
+            r#"{{"topic":"{topic}","consumerGroup":"{G}","mode":"POP","popShareQueueNum":0}}"#
+        );
+        RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+            .with_body(body.into_bytes())
+    };
+    let all = || RemotingCommand::request_code(RequestCode::GetAllMessageRequestMode);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        expect_code(&c.call(all()).await, ResponseCode::SystemError);
+        create_topic(&c, "T8", 1).await;
+        expect_code(&c.call(set("T8")).await, ResponseCode::Success);
+        expect_code(
+            &c.call(set("%RETRY%GID_POP")).await,
+            ResponseCode::NoPermission,
+        );
+        expect_code(
+            &c.call(set("NO_SUCH_TOPIC")).await,
+            ResponseCode::TopicNotExist,
+        );
+        let bad = RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+            .with_body(&b"[1,"[..]);
+        assert_ne!(c.call(bad).await.response_code(), ResponseCode::Success);
+        send_bodies(&c, "T8", 0, &["r0", "r1"]).await;
+        let a = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
+        assert_eq!(a.bodies(), ["r0"]);
+    });
+    b.stop();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        let r = c.call(all()).await;
+        expect_code(&r, ResponseCode::Success);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["messageRequestModeMap"]["T8"][G]["mode"], "POP");
+        assert_eq!(v["messageRequestModeMap"]["T8"][G]["popShareQueueNum"], 0);
+        // The batch popped before the restart still locks its queue.
+        let other = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "B")).await;
+        expect_code(&other.resp, ResponseCode::PollingTimeout);
+        let same = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
+        assert_eq!(same.bodies(), ["r0"]);
+    });
+}
