@@ -539,6 +539,45 @@ pub struct MessageRequestModeSerializeWrapper {
         BTreeMap<String, BTreeMap<String, SetMessageRequestModeRequestBody>>,
 }
 
+/// QUERY_ASSIGNMENT (400) body: which queues should this client consume, and how?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryAssignmentRequestBody {
+    /// Topic.
+    pub topic: String,
+    /// Consumer group.
+    pub consumer_group: String,
+    /// The asking client's id.
+    pub client_id: String,
+    /// `AVG` or `AVG_BY_CIRCLE`, the strategies the broker serves.
+    #[serde(default)]
+    pub strategy_name: String,
+    /// `CLUSTERING` or `BROADCASTING`.
+    #[serde(default)]
+    pub message_model: String,
+}
+
+/// One assigned queue (`MessageQueueAssignment`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageQueueAssignment {
+    /// The queue (queue id -1: every queue of that broker, POP).
+    pub message_queue: crate::body::MessageQueue,
+    /// `PULL` or `POP`.
+    pub mode: String,
+    /// Unused by RocketMQ's broker; sent empty.
+    #[serde(default)]
+    pub attachments: BTreeMap<String, String>,
+}
+
+/// QUERY_ASSIGNMENT answer; `None` (JSON null) tells the client to keep what it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryAssignmentResponseBody {
+    /// The assignments.
+    pub message_queue_assignments: Option<Vec<MessageQueueAssignment>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

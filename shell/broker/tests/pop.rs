@@ -658,3 +658,78 @@ fn request_modes_and_orderly_batches_survive_a_restart() {
         assert_eq!(same.bodies(), ["r0"]);
     });
 }
+
+#[test]
+fn query_assignment_balances_pull_and_hands_pop_groups_every_queue() {
+    let (_dir, b) = start("");
+    run(async {
+        let c1 = Client::connect(&b.addr).await;
+        let c2 = Client::connect(&b.addr).await;
+        create_topic(&c1, "T9", 4).await;
+        for (c, id) in [(&c1, "C1"), (&c2, "C2")] {
+            expect_code(
+                &c.call(heartbeat(id, G, "T9", "*", vec![])).await,
+                ResponseCode::Success,
+            );
+        }
+        let query = |client: &str, strategy: &str| {
+            let body = format!(
+                r#"{{"topic":"T9","consumerGroup":"{G}","clientId":"{client}","strategyName":"{strategy}","messageModel":"CLUSTERING"}}"#
+            );
+            RemotingCommand::request_code(RequestCode::QueryAssignment).with_body(body.into_bytes())
+        };
+        let assigned = |r: &RemotingCommand| -> Vec<(i32, String)> {
+            expect_code(r, ResponseCode::Success);
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            let mut out: Vec<(i32, String)> = v["messageQueueAssignments"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no assignments: {v}"))
+                .iter()
+                .map(|a| {
+                    assert_eq!(a["messageQueue"]["brokerName"], BROKER);
+                    (
+                        a["messageQueue"]["queueId"].as_i64().unwrap() as i32,
+                        a["mode"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        // No mode set: PULL, AVG split between the two clients.
+        let pull = |ids: &[i32]| {
+            ids.iter()
+                .map(|i| (*i, "PULL".to_owned()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(assigned(&c1.call(query("C1", "AVG")).await), pull(&[0, 1]));
+        assert_eq!(assigned(&c1.call(query("C2", "AVG")).await), pull(&[2, 3]));
+        assert_eq!(
+            assigned(&c1.call(query("C2", "AVG_BY_CIRCLE")).await),
+            pull(&[1, 3])
+        );
+        // An unknown strategy: null, the client keeps what it has.
+        let r = c1.call(query("C1", "CONSISTENT_HASH")).await;
+        expect_code(&r, ResponseCode::Success);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(
+            v.get("messageQueueAssignments").is_none_or(|a| a.is_null()),
+            "{v}"
+        );
+        // POP with no share: each client gets the broker once, queue id -1.
+        let set =
+            format!(r#"{{"topic":"T9","consumerGroup":"{G}","mode":"POP","popShareQueueNum":0}}"#);
+        let req = RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+            .with_body(set.into_bytes());
+        expect_code(&c1.call(req).await, ResponseCode::Success);
+        for id in ["C1", "C2"] {
+            assert_eq!(
+                assigned(&c1.call(query(id, "AVG")).await),
+                [(-1, "POP".to_owned())]
+            );
+        }
+        let junk =
+            RemotingCommand::request_code(RequestCode::QueryAssignment).with_body(&b"nope"[..]);
+        assert_ne!(c1.call(junk).await.response_code(), ResponseCode::Success);
+    });
+}

@@ -19,7 +19,8 @@
 //! Modules: [`receive`] (POP_MESSAGE, PEEK_MESSAGE), [`notification`], [`ack`] (ACK_MESSAGE,
 //! BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), [`records`] (writing CK and ack
 //! records), [`revive`], [`order`] (orderly POP's per-queue batches), [`modes`]
-//! (SET_MESSAGE_REQUEST_MODE, GET_ALL_MESSAGE_REQUEST_MODE), [`config`].
+//! (SET_MESSAGE_REQUEST_MODE, GET_ALL_MESSAGE_REQUEST_MODE), [`assign`]
+//! (QUERY_ASSIGNMENT), [`config`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -30,6 +31,7 @@ use std::time::Duration;
 use tern_shell::runtime;
 
 pub mod ack;
+pub mod assign;
 pub mod config;
 pub mod modes;
 pub mod notification;
@@ -61,6 +63,8 @@ pub struct PopService {
     pub modes: modes::RequestModes,
     /// The revive service's progress, for saving once durable and at shutdown.
     pub progress: revive::Progress,
+    /// Topic routes for QUERY_ASSIGNMENT.
+    pub routes: assign::Routes,
 }
 
 /// A queue lock; released on drop.
@@ -105,6 +109,7 @@ impl PopService {
             order: order::OrderTable::load(store_root),
             modes: modes::RequestModes::load(store_root),
             progress: revive::Progress::default(),
+            routes: assign::Routes::default(),
         }
     }
 

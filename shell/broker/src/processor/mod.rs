@@ -121,6 +121,7 @@ impl Processor for BrokerProcessor {
             RequestCode::ChangeMessageInvisibletime => {
                 crate::pop::ack::change_invisible_time(ctx, &req).await
             }
+            RequestCode::QueryAssignment => crate::pop::assign::query_assignment(ctx, &req).await,
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
             _ => not_supported(&req),

@@ -14,7 +14,7 @@
 //! * [`allocate`]: queue allocation strategies, identical to Java's.
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
-pub mod allocate;
+pub use tern_shell::allocate;
 pub mod lite;
 pub mod offset_store;
 pub mod pull;
