@@ -733,3 +733,79 @@ fn query_assignment_balances_pull_and_hands_pop_groups_every_queue() {
         assert_ne!(c1.call(junk).await.response_code(), ResponseCode::Success);
     });
 }
+
+/// GET_MAX_OFFSET of a queue (0 while the topic does not exist).
+async fn max_of(c: &Client, topic: &str, queue_id: i32) -> i64 {
+    let r = c.call(max_offset_req(topic, queue_id)).await;
+    if r.response_code() == ResponseCode::Success {
+        offset_of(&r)
+    } else {
+        0
+    }
+}
+
+#[test]
+fn kill9_while_reviving_and_after_changing_invisible_time_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (revived, changed) = run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K2", 2).await;
+        create_topic(&c, "K3", 1).await;
+        let k2: Vec<String> = (0..60).map(|i| format!("r{i}")).collect();
+        for (i, body) in k2.iter().enumerate() {
+            send_bodies(&c, "K2", (i % 2) as i32, &[body]).await;
+        }
+        let k3: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+        for body in &k3 {
+            send_bodies(&c, "K3", 0, &[body]).await;
+        }
+        assert_eq!(
+            pop_until(&c, "K2", 60, 6_000, Duration::from_secs(10))
+                .await
+                .len(),
+            60
+        );
+        let k3_got = pop_until(&c, "K3", 20, 60_000, Duration::from_secs(10)).await;
+        assert_eq!(k3_got.len(), 20);
+        // Past one save of the consumer offsets: after the restart nothing is popped
+        // again from the topics themselves, only revived.
+        runtime::sleep(Duration::from_millis(5_500)).await;
+        for m in &k3_got {
+            expect_code(&c.call(cit_req(m, 2_000)).await, ResponseCode::Success);
+        }
+        // Kill once the revive of K2 has begun.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while max_of(&c, "%RETRY%GID_POP_K2", 0).await == 0 {
+            assert!(Instant::now() < deadline, "nothing revived");
+            runtime::sleep(Duration::from_millis(5)).await;
+        }
+        (k2, k3)
+    });
+    b.kill9();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        for (topic, want) in [("K2", &revived), ("K3", &changed)] {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut seen = BTreeSet::new();
+            while seen.len() < want.len() && Instant::now() < deadline {
+                for g in pop_until(&c, topic, 1, 60_000, Duration::from_secs(2)).await {
+                    assert!(
+                        g.msg.reconsume_times >= 1,
+                        "{topic}: {} popped again, not revived",
+                        g.body()
+                    );
+                    seen.insert(g.body());
+                    expect_code(&c.call(g.ack()).await, ResponseCode::Success);
+                }
+            }
+            let want: BTreeSet<String> = want.iter().cloned().collect();
+            assert_eq!(
+                seen, want,
+                "{topic}: every message delivered again after kill -9"
+            );
+        }
+    });
+}

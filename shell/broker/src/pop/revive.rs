@@ -243,14 +243,20 @@ async fn read(
             },
             Some(ACK_TAG | BATCH_ACK_TAG) => match AckMsg::parse(view.body()) {
                 Ok(a) => {
-                    if let Some(p) = q
-                        .by_key
-                        .get(&a.merge_key())
-                        .and_then(|at| q.pending.get_mut(at))
-                    {
-                        for o in a.offsets() {
-                            if let Some(i) = p.ck.index_of(o) {
-                                p.done |= 1 << i;
+                    let key = a.merge_key();
+                    if let Some(at) = q.by_key.get(&key).copied() {
+                        if let Some(p) = q.pending.get_mut(&at) {
+                            for o in a.offsets() {
+                                if let Some(i) = p.ck.index_of(o) {
+                                    p.done |= 1 << i;
+                                }
+                            }
+                            if p.all_done() {
+                                // Resolved: nothing to wait for; progress may pass it.
+                                q.pending.remove(&at);
+                                q.offsets.remove(&at.1);
+                                q.by_key.remove(&key);
+                                *room += 1;
                             }
                         }
                     }
