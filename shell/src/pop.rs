@@ -293,7 +293,7 @@ impl PopCheckPoint {
             Some(d) => d.get(i).copied().unwrap_or(i as i32),
             None => i as i32,
         };
-        self.start_offset + i64::from(diff)
+        self.start_offset.saturating_add(i64::from(diff))
     }
 
     /// Which message `queue_offset` is, if this checkpoint covers it (`indexOfAck`).
@@ -467,7 +467,11 @@ impl BatchAck {
         for (i, b) in bytes.iter().enumerate() {
             for bit in 0..8 {
                 if b & (1 << bit) != 0 {
-                    out.push(self.start_offset + (i * 8 + bit) as i64);
+                    let o = self
+                        .start_offset
+                        .checked_add((i * 8 + bit) as i64)
+                        .ok_or("bit set runs past the largest offset")?;
+                    out.push(o);
                 }
             }
         }

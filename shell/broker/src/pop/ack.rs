@@ -307,7 +307,7 @@ pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> Re
         return RemotingCommand::response_to(req, ResponseCode::Success).with_header(
             &ChangeInvisibleTimeResponseHeader {
                 pop_time: extra.pop_time,
-                invisible_time: next - extra.pop_time,
+                invisible_time: next.saturating_sub(extra.pop_time),
                 revive_qid: ORDER_REVIVE_QUEUE,
             },
         );

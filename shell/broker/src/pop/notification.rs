@@ -81,7 +81,7 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     if has_message(ctx, &h, &topic, now) {
         return answer(true, false);
     }
-    if h.poll_time <= 0 || now - born - h.poll_time > BORN_SLACK_MS {
+    if h.poll_time <= 0 || now.saturating_sub(born).saturating_sub(h.poll_time) > BORN_SLACK_MS {
         return answer(false, false);
     }
     let key = format!("{}@{}@{}", h.topic, h.consumer_group, h.queue_id);
@@ -90,7 +90,8 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     };
     let retry = pop_retry_topic(&h.topic, &h.consumer_group, false);
     let deadline = Instant::now()
-        + Duration::from_millis((born + h.poll_time - now).max(0) as u64).min(MAX_HOLD);
+        + Duration::from_millis(born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64)
+            .min(MAX_HOLD);
     while !ctx.shutdown.is_triggered() {
         let own = ctx.holds.listen(&h.topic, h.queue_id);
         let retried = ctx.holds.listen(&retry, -1);

@@ -174,7 +174,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             "invisibleTime must be positive",
         );
     }
-    if now - born - h.poll_time.max(0) > BORN_SLACK_MS {
+    if now.saturating_sub(born).saturating_sub(h.poll_time.max(0)) > BORN_SLACK_MS {
         return empty(ResponseCode::PollingTimeout);
     }
     let topic = match readable_topic(ctx, req, &h.topic, h.queue_id) {
@@ -229,7 +229,10 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     ctx.store.await_caught_up(CATCH_UP).await;
     let mut popped = read_once(ctx, &plan);
     if popped.count == 0 && h.poll_time > 0 {
-        let hold = Duration::from_millis((born + h.poll_time - now).max(0) as u64).min(MAX_HOLD);
+        let hold = Duration::from_millis(
+            born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64,
+        )
+        .min(MAX_HOLD);
         let key = format!("{}@{}@{}", h.topic, h.consumer_group, h.queue_id);
         let Some(_slot) = ctx.pop.poll_slot(key, cfg) else {
             return empty(ResponseCode::PollingFull);

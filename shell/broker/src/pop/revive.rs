@@ -137,7 +137,9 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             let saved = ctx.offsets.query(REVIVE_GROUP, &topic, rq);
             Queue {
                 rq,
-                scan: saved.map_or(0, |o| (o + 1).max(0) as u64).max(min),
+                scan: saved
+                    .map_or(0, |o| o.saturating_add(1).max(0) as u64)
+                    .max(min),
                 pending: BTreeMap::new(),
                 by_key: HashMap::new(),
                 offsets: BTreeSet::new(),
@@ -158,7 +160,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             let full = room == 0;
             revive(&ctx, q, full, &mut budget);
             if let Some(((rt, _), _)) = q.pending.iter().next() {
-                next_due = next_due.min(rt + ACK_MARGIN_MS);
+                next_due = next_due.min(rt.saturating_add(ACK_MARGIN_MS));
             }
             let value = q
                 .offsets
