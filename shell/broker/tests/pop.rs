@@ -237,6 +237,12 @@ fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
         assert_eq!((ck["so"].as_i64(), ck["n"].as_i64()), (Some(0), Some(3)));
         assert_eq!(ck["d"], serde_json::json!([0, 1, 2]));
         assert_eq!(ck["t"], "T1");
+        // Nobody else writes there.
+        let forged = msg(REVIVE, b"{}", &[("TAGS", "ck")]);
+        expect_code(
+            &c.call(send_v1(&forged, 0)).await,
+            ResponseCode::NoPermission,
+        );
         // Nothing left to pop.
         let again = pop(&c, pop_req("T1", 0, 32, 60_000, 0)).await;
         expect_code(&again.resp, ResponseCode::PollingTimeout);
