@@ -861,3 +861,38 @@ fn kill9_mid_orderly_batch_keeps_the_lock_and_the_order() {
         );
     });
 }
+
+#[test]
+fn unacked_messages_revive_while_producers_keep_the_log_growing() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K5", 1).await;
+        create_topic(&c, "BUSY", 4).await;
+        send_bodies(&c, "K5", 0, &["v0"]).await;
+        let first = pop_until(&c, "K5", 1, 1_500, Duration::from_secs(5)).await;
+        assert_eq!(first.len(), 1);
+        // Senders that never let reput reach the log's end for long.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut senders = Vec::new();
+        for q in 0..2 {
+            let (addr, stop) = (b.addr.clone(), stop.clone());
+            senders.push(runtime::spawn(async move {
+                let c = Client::connect(&addr).await;
+                let batch: Vec<_> = (0..32)
+                    .map(|i| msg("BUSY", format!("x{i}").as_bytes(), &[]))
+                    .collect();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    send_ok(&c, send_batch(&batch, q)).await;
+                }
+            }));
+        }
+        let got = pop_until(&c, "K5", 1, 60_000, Duration::from_secs(12)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for s in senders {
+            s.await;
+        }
+        assert_eq!(got.len(), 1, "not revived while the log kept growing");
+        assert_eq!(got[0].msg.reconsume_times, 1);
+    });
+}

@@ -44,6 +44,8 @@ const MAX_REVIVES_PER_PASS: usize = 1_024;
 /// `rePutCK` schedule is 10, 20, 30, 60, 120 … 7200 s).
 const RETRY_BASE_MS: i64 = 10_000;
 const RETRY_MAX_MS: i64 = 7_200_000;
+/// Longest wait for reput to pass the log's end noted at the start of a pass.
+const DISPATCH_WAIT: Duration = Duration::from_secs(1);
 /// Default `retryMaxTimes` of a group the table does not hold.
 const DEFAULT_MAX_RECONSUME: i32 = 16;
 
@@ -150,7 +152,10 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     while !ctx.shutdown.is_triggered() {
         let t0 = now_ms();
         let end0 = ctx.store.log_end();
-        let dispatched = ctx.store.dispatched_offset() >= end0;
+        // Waited for, not sampled: under a steady send load reput is always a little
+        // behind the log's end, but it passes `end0` soon, and then every record
+        // appended before `t0` is in its queue.
+        let dispatched = ctx.store.await_dispatched(end0, DISPATCH_WAIT).await;
         let total: usize = queues.iter().map(|q| q.pending.len()).sum();
         let mut room = ctx.config.pop.pop_max_pending_ck.saturating_sub(total);
         let mut budget = MAX_REVIVES_PER_PASS;
