@@ -896,3 +896,41 @@ fn unacked_messages_revive_while_producers_keep_the_log_growing() {
         assert_eq!(got[0].msg.reconsume_times, 1);
     });
 }
+
+#[test]
+fn a_clean_stop_between_pop_and_ack_revives_each_unacked_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let unacked = run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K6", 2).await;
+        for i in 0..30 {
+            send_bodies(&c, "K6", i % 2, &[&format!("s{i}")]).await;
+        }
+        let got = pop_until(&c, "K6", 30, 3_000, Duration::from_secs(10)).await;
+        assert_eq!(got.len(), 30);
+        let mut unacked = Vec::new();
+        for (i, m) in got.iter().enumerate() {
+            if i % 3 == 0 {
+                unacked.push(m.body());
+            } else {
+                expect_code(&c.call(m.ack()).await, ResponseCode::Success);
+            }
+        }
+        unacked.sort();
+        unacked
+    });
+    assert!(b.stop().success());
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        let mut seen = Vec::new();
+        for g in pop_until(&c, "K6", unacked.len() + 1, 60_000, Duration::from_secs(12)).await {
+            seen.push(g.body());
+            expect_code(&c.call(g.ack()).await, ResponseCode::Success);
+        }
+        seen.sort();
+        assert_eq!(seen, unacked, "each unacked message once, no acked one");
+    });
+}
