@@ -14,14 +14,12 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use tern_client::consumer::pull::broker_addr;
 use tern_client::{ClientConfig, MessageQueue, PullConsumer};
-use tern_shell::body::to_json;
+use tern_shell::body::{BatchAck, BatchAckMessageRequestBody, encode_bit_set, to_json};
 use tern_shell::headers::{
     PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag,
 };
 use tern_shell::message::{MessageExt, decode_pulled};
-use tern_shell::pop::{
-    BatchAck, BatchAckMessageRequestBody, encode_bit_set, parse_start_offset_info,
-};
+use tern_shell::pop::parse_start_offset_info;
 use tern_shell::runtime;
 use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 

@@ -8,10 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_shell::body::from_json;
+use tern_shell::body::{BatchAckMessageRequestBody, from_json};
 use tern_shell::pop::{
-    AckMsg, BatchAckMessageRequestBody, ExtraInfo, PopCheckPoint, parse_msg_offset_info,
-    parse_start_offset_info,
+    AckMsg, ExtraInfo, PopCheckPoint, parse_msg_offset_info, parse_start_offset_info,
 };
 
 fuzz_target!(|data: &[u8]| {

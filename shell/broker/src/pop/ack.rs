@@ -7,14 +7,12 @@
 //! the old one, so a crash between the two can only revive the message twice. Orderly
 //! handles (revive queue 999) change the queue's batch instead ([`super::order`]).
 
+use tern_shell::body::BatchAckMessageRequestBody;
 use tern_shell::body::from_json;
 use tern_shell::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
 };
-use tern_shell::pop::{
-    AckMsg, BatchAckMessageRequestBody, ExtraInfo, MAX_BATCH_ACKS, ORDER_REVIVE_QUEUE,
-    PopCheckPoint,
-};
+use tern_shell::pop::{AckMsg, ExtraInfo, MAX_BATCH_ACKS, ORDER_REVIVE_QUEUE, PopCheckPoint};
 use tern_shell::runtime::now_ms;
 use tern_shell::{RemotingCommand, ResponseCode};
 

@@ -15,11 +15,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tern_shell::allocate::{AllocateStrategy, sort_queues};
-use tern_shell::body::{MessageQueue, TopicRouteData, from_json, to_json};
-use tern_shell::headers::GetRouteInfoRequestHeader;
-use tern_shell::pop::{
-    MessageQueueAssignment, QueryAssignmentRequestBody, QueryAssignmentResponseBody,
+use tern_shell::body::{
+    MessageQueue, MessageQueueAssignment, QueryAssignmentRequestBody, QueryAssignmentResponseBody,
+    TopicRouteData, from_json, to_json,
 };
+use tern_shell::headers::GetRouteInfoRequestHeader;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::BrokerCtx;

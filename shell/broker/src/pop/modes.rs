@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tern_shell::body::{from_json, to_json};
-use tern_shell::pop::{MessageRequestModeSerializeWrapper, SetMessageRequestModeRequestBody};
+use tern_shell::body::{
+    MessageRequestModeSerializeWrapper, SetMessageRequestModeRequestBody, from_json, to_json,
+};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
