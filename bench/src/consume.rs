@@ -1,6 +1,6 @@
 //! Consuming through the Tern client's pull consumer, against any RocketMQ-protocol
 //! broker: delivery latency while producing (e2e) and pull throughput over a backlog
-//! (catch-up); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
+//! (catch-up), and POP receive+ack over the same backlog ([`pop_catch_up`]); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
 //! catch-up consumers.
 //!
 //! Pulls are PULL_MESSAGE with the broker's per-pull maximum of 32 messages; e2e pulls set
@@ -14,8 +14,12 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use tern_client::consumer::pull::broker_addr;
 use tern_client::{ClientConfig, MessageQueue, PullConsumer};
-use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
+use tern_shell::body::{BatchAck, BatchAckMessageRequestBody, encode_bit_set, to_json};
+use tern_shell::headers::{
+    PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag,
+};
 use tern_shell::message::{MessageExt, decode_pulled};
+use tern_shell::pop::parse_start_offset_info;
 use tern_shell::runtime;
 use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 
@@ -287,4 +291,122 @@ pub async fn catch_up(
     let secs = start.elapsed().as_secs_f64();
     c.shutdown().await;
     Ok((done.load(Ordering::Relaxed), secs))
+}
+
+/// POPs every queue of `topic` until each is read to the end it had at the start, one
+/// task per queue, acking each batch with one BATCH_ACK_MESSAGE as the Java client
+/// does; returns messages received and acked and seconds taken. Beside [`catch_up`]
+/// over the same backlog it compares POP receive+ack with pull.
+pub async fn pop_catch_up(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(u64, f64), String> {
+    let (c, queues) = consumer(namesrv, topic, group).await?;
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (q, addr) in queues {
+        let end = c.max_offset(&q).await.map_err(|e| e.to_string())?;
+        let (c, done) = (c.clone(), done.clone());
+        tasks.push(runtime::spawn(async move {
+            let mut got = 0i64;
+            while got < end {
+                let n = pop_and_ack(&c, &addr, &q).await?;
+                if n == 0 {
+                    return Err(format!("POP of {q:?} found nothing at {got} of {end}"));
+                }
+                got += n as i64;
+                done.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    let mut seen = 0;
+    for t in tasks {
+        let mut t = Box::pin(t);
+        loop {
+            let r = runtime::timeout(Duration::from_millis(200), &mut t).await;
+            let now = done.load(Ordering::Relaxed);
+            progress(now - seen);
+            seen = now;
+            if let Ok(r) = r {
+                r?;
+                break;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    c.shutdown().await;
+    Ok((done.load(Ordering::Relaxed), secs))
+}
+
+/// One POP of up to 32 messages of `queue` (no hold) and the batch ack of all of them;
+/// returns how many.
+async fn pop_and_ack(c: &PullConsumer, addr: &str, queue: &MessageQueue) -> Result<u64, String> {
+    let group = c.group().to_owned();
+    let cmd = RemotingCommand::request_code(RequestCode::PopMessage)
+        .with_ext("consumerGroup", group.clone())
+        .with_ext("topic", queue.topic.clone())
+        .with_ext("queueId", queue.queue_id.to_string())
+        .with_ext("maxMsgNums", PULL_BATCH.to_string())
+        .with_ext("invisibleTime", "60000")
+        .with_ext("pollTime", "0")
+        .with_ext("bornTime", tern_shell::runtime::now_ms().to_string())
+        .with_ext("initMode", "0")
+        .with_ext("expType", "TAG")
+        .with_ext("exp", "*");
+    let resp = c
+        .client()
+        .invoke(addr, cmd, Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    match resp.response_code() {
+        ResponseCode::Success => {}
+        ResponseCode::PollingTimeout => return Ok(0),
+        code => {
+            return Err(format!(
+                "POP answered {code:?}: {}",
+                resp.remark.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    let h =
+        PopMessageResponseHeader::from_ext_fields(&resp.ext_fields).map_err(|e| e.to_string())?;
+    let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
+    let starts = parse_start_offset_info(h.start_offset_info.as_deref().unwrap_or_default())?;
+    let mut acks = Vec::new();
+    for ((flag, qid), so) in starts {
+        let bits: Vec<usize> = msgs
+            .iter()
+            .filter(|m| m.queue_id == qid && u8::from(m.topic.starts_with("%RETRY%")) == flag)
+            .map(|m| (m.queue_offset - so) as usize)
+            .collect();
+        acks.push(BatchAck {
+            consumer_group: group.clone(),
+            topic: queue.topic.clone(),
+            retry: flag.to_string(),
+            start_offset: so,
+            queue_id: qid,
+            revive_queue_id: h.revive_qid,
+            pop_time: h.pop_time,
+            invisible_time: h.invisible_time,
+            bit_set: encode_bit_set(&bits),
+        });
+    }
+    let body = BatchAckMessageRequestBody {
+        broker_name: queue.broker_name.clone(),
+        acks,
+    };
+    let ack = RemotingCommand::request_code(RequestCode::BatchAckMessage).with_body(to_json(&body));
+    let r = c
+        .client()
+        .invoke(addr, ack, Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    if r.response_code() != ResponseCode::Success {
+        return Err(format!("BATCH_ACK answered {:?}", r.response_code()));
+    }
+    Ok(msgs.len() as u64)
 }

@@ -500,6 +500,30 @@ fn backlog_one(
     m.errors = p.backlog.saturating_sub(n);
     log_row(&m);
     rows.push(m);
+    if system == TERN {
+        // POP receive+ack over the same backlog, another group (Tern only: the peer's
+        // POP needs its timer wheel and a proxy-era setup this run does not make).
+        let pb = bar(p.backlog, &format!("{system} pop catch-up"));
+        let r = block_on(consume::pop_catch_up(
+            &b.namesrv(),
+            TOPIC,
+            "bench_pop",
+            &|k| pb.inc(k),
+        ));
+        pb.finish_and_clear();
+        let (n, secs) = r.map_err(|e| format!("{system} pop catch-up: {e}"))?;
+        let mut m = Measure::rate(
+            "catchup",
+            system,
+            "POP+batch ack from 0 (32/pop, 4 queues)",
+            0,
+            p.body,
+        )
+        .with_rate(n, secs);
+        m.errors = p.backlog.saturating_sub(n);
+        log_row(&m);
+        rows.push(m);
+    }
     // Grow past big_bytes, stop cleanly, start again.
     let more = (p.big_bytes / p.body as u64).saturating_sub(p.backlog);
     if more > 0 {

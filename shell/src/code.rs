@@ -120,8 +120,18 @@ code_enum! {
         AddWritePermOfBroker = 327,
         LitePullMessage = 361,
         RecallMessage = 370,
+        QueryAssignment = 400,
+        SetMessageRequestMode = 401,
         GetAllMessageRequestMode = 402,
         BrokerHeartbeat = 904,
+        PopMessage = 200050,
+        AckMessage = 200051,
+        PeekMessage = 200052,
+        ChangeMessageInvisibletime = 200053,
+        Notification = 200054,
+        PollingInfo = 200055,
+        PopRollback = 200056,
+        BatchAckMessage = 200151,
     }
 }
 

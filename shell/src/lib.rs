@@ -5,11 +5,14 @@
 //! * [`headers`]: typed extFields headers for every request the services handle.
 //! * [`lenient_json`] + [`body`]: fastjson-compatible JSON bodies (unquoted and object keys).
 //! * [`message`]: batch bodies, pulled records, message ids, compression.
+//! * [`allocate`]: Java's queue allocation strategies (client rebalance, QUERY_ASSIGNMENT).
+//! * [`pop`]: POP consumption's receipt handles, revive records and bodies.
 //! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
 //! * [`connection`], [`server`], [`pool`]: async transport; [`runtime`]: executor glue.
 #![forbid(unsafe_code)]
 
 pub mod acl;
+pub mod allocate;
 pub mod body;
 pub mod cli;
 pub mod code;
@@ -23,6 +26,7 @@ pub mod lenient_json;
 pub mod logger;
 pub mod message;
 pub mod pool;
+pub mod pop;
 pub mod runtime;
 pub mod serialize;
 pub mod server;

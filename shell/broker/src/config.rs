@@ -141,6 +141,8 @@ pub struct BrokerConfig {
     /// The rules: `plain_acl.yml` (`plainAclFile`, Tern's key; RocketMQ reads
     /// `$ROCKETMQ_HOME/conf/plain_acl.yml`, the default here too).
     pub acl_file: PathBuf,
+    /// POP consumption's keys ([`crate::pop::PopConfig`]).
+    pub pop: crate::pop::PopConfig,
 }
 
 impl Default for BrokerConfig {
@@ -286,6 +288,7 @@ impl Config for BrokerConfig {
             )?,
             acl_enable: false,
             acl_file: PathBuf::new(),
+            pop: crate::pop::PopConfig::read(r)?,
         };
         let acl_home = std::env::var_os("ROCKETMQ_HOME")
             .map(PathBuf::from)

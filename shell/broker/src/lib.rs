@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod offsets;
 pub mod pending;
 pub mod persist;
+pub mod pop;
 pub mod processor;
 pub mod register;
 pub mod retention;
@@ -92,6 +93,8 @@ pub struct BrokerCtx {
     pub extra_stats: status::ExtraStats,
     /// Counters for the metrics endpoint.
     pub metrics: metrics::Metrics,
+    /// POP consumption: queue locks, held POPs, orderly batches, request modes.
+    pub pop: pop::PopService,
 }
 
 /// Where a put left one message.
@@ -336,6 +339,7 @@ impl Broker {
             dedup,
             extra_stats: status::ExtraStats::default(),
             metrics: metrics::Metrics::default(),
+            pop: pop::PopService::load(&config.store_root),
             store,
             config,
         });
@@ -418,7 +422,12 @@ impl Broker {
         if closed.is_ok() {
             ctx.schedule.offsets().save_all();
             ctx.timer.close(&ctx.store);
+            ctx.pop.progress.commit_durable(&ctx, true);
+            ctx.offsets.persist();
+            ctx.offsets.persisted().await;
         }
+        ctx.pop.order.persisted().await;
+        ctx.pop.modes.persisted().await;
         closed
     }
 }
@@ -511,6 +520,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(register::run(ctx.clone())));
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
     tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
+    tasks.push(runtime::spawn(pop::revive::run(ctx.clone())));
     if let Some(acl) = &ctx.acl {
         tasks.push(runtime::spawn(acl.clone().run_reload(sd.clone())));
     }

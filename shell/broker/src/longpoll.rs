@@ -1,5 +1,6 @@
 //! Held pulls: a pull that finds nothing waits (up to the client's suspend timeout) for
-//! the reput task to dispatch a message to its queue.
+//! the reput task to dispatch a message to its queue; held POPs (`crate::pop`) wait the
+//! same way, on one queue or (queue id -1) on all of a topic's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,11 +22,14 @@ impl PullHolds {
         event.listen()
     }
 
-    /// Wakes every pull held on a queue.
+    /// Wakes every pull held on a queue, and every request held on the whole topic
+    /// (queue id -1: a POP of every queue).
     pub fn wake(&self, topic: &str, queue_id: i32) {
         let q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = q.get(&(topic.to_owned(), queue_id)) {
-            e.notify(usize::MAX);
+        for id in [queue_id, -1] {
+            if let Some(e) = q.get(&(topic.to_owned(), id)) {
+                e.notify(usize::MAX);
+            }
         }
     }
 

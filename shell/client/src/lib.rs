@@ -40,7 +40,7 @@ pub use consumer::{
     AllocateStrategy, ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus,
     ExpressionType, LitePullConsumer, LitePullConsumerConfig, MessageModel, MessageSelector,
     OrderlyListener, OrderlyStatus, PullConsumer, PullResult, PullStatus, PushConsumer,
-    PushConsumerConfig,
+    PushConsumerConfig, ReceivedMessage, SimpleConsumer,
 };
 pub use error::{ClientError, Result};
 pub use instance::ClientInstance;

@@ -16,11 +16,13 @@ pub use crate::lenient_json::KeyStyle;
 use crate::lenient_json::{self, NUM_KEY, RAW_KEY};
 
 mod client;
+mod pop;
 mod queue;
 mod route;
 mod topic;
 
 pub use client::*;
+pub use pop::*;
 pub use queue::*;
 pub use route::*;
 pub use topic::*;

@@ -13,12 +13,14 @@ mod admin;
 mod client;
 mod consume;
 mod namesrv;
+mod pop;
 mod produce;
 
 pub use admin::*;
 pub use client::*;
 pub use consume::*;
 pub use namesrv::*;
+pub use pop::*;
 pub use produce::*;
 
 /// A header decoded from extFields.

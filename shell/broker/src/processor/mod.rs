@@ -116,6 +116,17 @@ impl Processor for BrokerProcessor {
             RequestCode::DeleteSubscriptionGroup => admin::delete_group(ctx, &req),
             RequestCode::GetBrokerConfig => admin::broker_config(ctx, &req),
             RequestCode::GetAllDelayOffset => crate::schedule::all_delay_offsets(ctx, &req),
+            RequestCode::PopMessage => crate::pop::receive::pop(ctx, &req).await,
+            RequestCode::PeekMessage => crate::pop::receive::peek(ctx, &req).await,
+            RequestCode::Notification => crate::pop::notification::notification(ctx, &req).await,
+            RequestCode::AckMessage => crate::pop::ack::ack(ctx, &req).await,
+            RequestCode::BatchAckMessage => crate::pop::ack::batch_ack(ctx, &req).await,
+            RequestCode::ChangeMessageInvisibletime => {
+                crate::pop::ack::change_invisible_time(ctx, &req).await
+            }
+            RequestCode::QueryAssignment => crate::pop::assign::query_assignment(ctx, &req).await,
+            RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
+            RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
             _ => not_supported(&req),
         };
         ctx.metrics

@@ -85,7 +85,11 @@ fn topic_for_send(
         .map_err(|e| RemotingCommand::error_response(req, ResponseCode::SystemError, e))?;
     // The broker's own bookkeeping topics, as RocketMQ's TopicValidator lists them: a
     // record sent there directly would be taken for a delayed or half message.
-    if NOT_SENDABLE.contains(&h.topic.as_str()) {
+    // The POP revive topic too: a forged checkpoint would make the revive service copy
+    // any topic's messages into a group's retry topic.
+    if NOT_SENDABLE.contains(&h.topic.as_str())
+        || h.topic.starts_with(tern_shell::pop::REVIVE_TOPIC_PREFIX)
+    {
         return Err(RemotingCommand::error_response(
             req,
             ResponseCode::NoPermission,

@@ -11,15 +11,18 @@
 //!   buffer, `poll`, seek, pause/resume, auto-commit.
 //! * [`selector`]: [`MessageSelector`], a tag or SQL92 subscription (Java's
 //!   `MessageSelector`).
+//! * [`simple`]: [`SimpleConsumer`], RocketMQ 5's receive / ack / change-invisible-duration
+//!   consumer over the broker's POP.
 //! * [`allocate`]: queue allocation strategies, identical to Java's.
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
-pub mod allocate;
+pub use tern_shell::allocate;
 pub mod lite;
 pub mod offset_store;
 pub mod pull;
 pub mod push;
 pub mod selector;
+pub mod simple;
 
 pub use allocate::AllocateStrategy;
 pub use lite::{LitePullConsumer, LitePullConsumerConfig};
@@ -29,3 +32,4 @@ pub use push::{
     OrderlyListener, OrderlyStatus, PushConsumer, PushConsumerConfig,
 };
 pub use selector::{ExpressionType, MessageSelector};
+pub use simple::{ReceivedMessage, SimpleConsumer};

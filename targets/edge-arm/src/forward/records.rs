@@ -11,11 +11,12 @@ use tern_shell::message::{
 /// Topics that hold the local broker's own state, never forwarded: delayed and timer
 /// messages wait in the schedule and timer topics and are forwarded once delivered to
 /// their topic;
-/// transaction halves are forwarded as their commit; retries and dead letters belong to
-/// local consumer groups.
+/// transaction halves are forwarded as their commit; retries, dead letters and POP's
+/// revive records belong to local consumer groups.
 pub fn is_local_only(topic: &str) -> bool {
     topic.starts_with("%RETRY%")
         || topic.starts_with("%DLQ%")
+        || topic.starts_with("rmq_sys_REVIVE_LOG_")
         || matches!(
             topic,
             "SCHEDULE_TOPIC_XXXX"

@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use tern_shell::body::MessageQueue;
+use crate::body::MessageQueue;
 
 /// How a clustering group divides a topic's queues among its members.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

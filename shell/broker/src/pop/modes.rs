@@ -1,0 +1,148 @@
+//! Message request modes (`MessageRequestModeManager`): whether a group consumes a topic
+//! by PULL or POP, set by SET_MESSAGE_REQUEST_MODE (401) and listed by
+//! GET_ALL_MESSAGE_REQUEST_MODE (402). Saved to `config/messageRequestMode.tern` (the
+//! JSON RocketMQ keeps in `messageRequestMode.json`) on each change.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tern_shell::body::{
+    MessageRequestModeSerializeWrapper, SetMessageRequestModeRequestBody, from_json, to_json,
+};
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use crate::BrokerCtx;
+use crate::persist::Saver;
+
+/// Most (topic, group) modes kept.
+const MAX_MODES: usize = 10_000;
+
+type Table = BTreeMap<String, BTreeMap<String, SetMessageRequestModeRequestBody>>;
+
+/// The modes table.
+#[derive(Debug)]
+pub struct RequestModes {
+    table: Arc<Mutex<Table>>,
+    saver: Saver<Vec<u8>>,
+}
+
+fn lock(t: &Mutex<Table>) -> MutexGuard<'_, Table> {
+    t.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RequestModes {
+    /// Loads `config/messageRequestMode.tern` under `store_root`.
+    pub fn load(store_root: &Path) -> Self {
+        let path = store_root.join("config").join("messageRequestMode.tern");
+        let table = match tern_engine_fs::meta::load::<Vec<u8>>(&path) {
+            Ok(Some(json)) => match from_json::<MessageRequestModeSerializeWrapper>(&json) {
+                Ok(w) => w.message_request_mode_map,
+                Err(e) => {
+                    log::error!("message request modes unreadable, starting empty: {e}");
+                    Table::new()
+                }
+            },
+            Ok(None) => Table::new(),
+            Err(e) => {
+                log::error!("message request modes unreadable, starting empty: {e}");
+                Table::new()
+            }
+        };
+        let table = Arc::new(Mutex::new(table));
+        let copy = table.clone();
+        Self {
+            saver: Saver::new("message request modes", path, move || {
+                to_json(&MessageRequestModeSerializeWrapper {
+                    message_request_mode_map: lock(&copy).clone(),
+                })
+            }),
+            table,
+        }
+    }
+
+    /// The mode set for `group` on `topic`, if any.
+    pub fn get(&self, topic: &str, group: &str) -> Option<SetMessageRequestModeRequestBody> {
+        lock(&self.table).get(topic)?.get(group).cloned()
+    }
+
+    /// Resolves once every change is written (shutdown).
+    pub async fn persisted(&self) {
+        self.saver.saved().await;
+    }
+}
+
+/// SET_MESSAGE_REQUEST_MODE (401).
+pub fn set_mode(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let body: SetMessageRequestModeRequestBody = match from_json(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string());
+        }
+    };
+    if tern_shell::pop::is_retry_topic(&body.topic) {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::NoPermission,
+            format!("retry topic {} not allowed to set mode", body.topic),
+        );
+    }
+    if body.mode != "PULL" && body.mode != "POP" {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::InvalidParameter,
+            format!("mode {:?} is neither PULL nor POP", body.mode),
+        );
+    }
+    if ctx.topics.get(&body.topic).is_none() {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::TopicNotExist,
+            format!("topic {} not exist", body.topic),
+        );
+    }
+    if ctx.groups.get_or_create(&body.consumer_group).is_none() {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("consumer group {} not exist", body.consumer_group),
+        );
+    }
+    let modes = &ctx.pop.modes;
+    {
+        let mut t = lock(&modes.table);
+        let known = t
+            .get(&body.topic)
+            .is_some_and(|g| g.contains_key(&body.consumer_group));
+        let size: usize = t.values().map(BTreeMap::len).sum();
+        if !known && size >= MAX_MODES {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("the broker keeps at most {MAX_MODES} message request modes"),
+            );
+        }
+        t.entry(body.topic.clone())
+            .or_default()
+            .insert(body.consumer_group.clone(), body);
+    }
+    modes.saver.save();
+    RemotingCommand::response_to(req, ResponseCode::Success)
+}
+
+/// GET_ALL_MESSAGE_REQUEST_MODE (402): the whole table, RocketMQ's wrapper JSON.
+pub fn all_modes(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let map = lock(&ctx.pop.modes.table).clone();
+    if map.is_empty() {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            "No message request mode in this broker",
+        );
+    }
+    RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(
+        &MessageRequestModeSerializeWrapper {
+            message_request_mode_map: map,
+        },
+    ))
+}

@@ -1,0 +1,114 @@
+//! NOTIFICATION (200054, `NotificationProcessor`): whether a POP would find something,
+//! answered at once or, held like a POP, when a message arrives or the poll time passes.
+
+use std::time::{Duration, Instant};
+
+use tern_shell::body::TopicConfig;
+use tern_shell::headers::{NotificationRequestHeader, NotificationResponseHeader};
+use tern_shell::pop::pop_retry_topic;
+use tern_shell::runtime::{self, now_ms};
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use super::order::Block;
+use super::receive::{BORN_SLACK_MS, CATCH_UP, MAX_HOLD, readable_topic, refuse};
+use crate::BrokerCtx;
+use crate::processor::bad_header;
+
+/// Whether a POP would find something, without reading bodies: some queue (or the
+/// retry topic) holds messages past the group's offset; an orderly queue in flight
+/// counts as empty.
+fn has_message(
+    ctx: &BrokerCtx,
+    h: &NotificationRequestHeader,
+    topic: &TopicConfig,
+    now: i64,
+) -> bool {
+    let queues: Vec<i32> = if h.queue_id < 0 {
+        (0..topic.read_queue_nums).collect()
+    } else {
+        vec![h.queue_id]
+    };
+    let order = h.order.unwrap_or(false);
+    let attempt = h.attempt_id.as_deref().unwrap_or("");
+    let ahead = |t: &str, q: i32| {
+        let (min, max) = ctx.store.queue_bounds(t, q);
+        let at = ctx
+            .offsets
+            .query(&h.consumer_group, t, q)
+            .map_or(min, |o| (o.max(0) as u64).max(min));
+        max > at
+    };
+    let normal = queues.iter().any(|q| {
+        ahead(&h.topic, *q)
+            && (!order
+                || ctx
+                    .pop
+                    .order
+                    .check_block(&h.topic, &h.consumer_group, *q, attempt, now)
+                    != Block::Blocked)
+    });
+    normal || (!order && ahead(&pop_retry_topic(&h.topic, &h.consumer_group, false), 0))
+}
+
+/// NOTIFICATION: answers `hasMsg` once something can be popped or the poll time passes.
+pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: NotificationRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let topic = match readable_topic(ctx, req, &h.topic, h.queue_id) {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    if ctx.groups.get_or_create(&h.consumer_group).is_none() {
+        return refuse(
+            req,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        );
+    }
+    let answer = |has_msg: bool, full: bool| {
+        RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+            &NotificationResponseHeader {
+                has_msg,
+                polling_full: Some(full),
+            },
+        )
+    };
+    let now = now_ms();
+    let born = h.born_time.filter(|b| *b != 0).unwrap_or(now);
+    ctx.store.await_caught_up(CATCH_UP).await;
+    if has_message(ctx, &h, &topic, now) {
+        return answer(true, false);
+    }
+    if h.poll_time <= 0 || now.saturating_sub(born).saturating_sub(h.poll_time) > BORN_SLACK_MS {
+        return answer(false, false);
+    }
+    let key = format!("{}@{}@{}", h.topic, h.consumer_group, h.queue_id);
+    let Some(_slot) = ctx.pop.poll_slot(key, &ctx.config.pop) else {
+        return answer(false, true);
+    };
+    let retry = pop_retry_topic(&h.topic, &h.consumer_group, false);
+    let deadline = Instant::now()
+        + Duration::from_millis(born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64)
+            .min(MAX_HOLD);
+    while !ctx.shutdown.is_triggered() {
+        let own = ctx.holds.listen(&h.topic, h.queue_id);
+        let retried = ctx.holds.listen(&retry, -1);
+        if has_message(ctx, &h, &topic, now_ms()) {
+            return answer(true, false);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let _ = runtime::race(
+            async {
+                let _ = runtime::timeout(left, runtime::race(own, retried)).await;
+            },
+            ctx.shutdown.wait(),
+        )
+        .await;
+    }
+    answer(false, false)
+}

@@ -1,0 +1,408 @@
+//! The revive service (`PopReviveService`): reads each revive queue in order, pairs
+//! checkpoints with their acks, and once a checkpoint's revive time has passed stores a
+//! copy of each unacked message in the pop retry topic (`%RETRY%<group>_<topic>`,
+//! queue 0) with reconsumeTimes + 1, where the group's next POP finds it.
+//!
+//! No timer wheel: records are in pop order, so unresolved checkpoints wait in memory
+//! (at most `popMaxPendingCk`), ordered by revive time, and the service waits on the
+//! wall clock. A checkpoint is revived only once the queue was read to its end at a time
+//! at least a second past its revive time, with everything appended before that time
+//! dispatched: every ack a client got an answer for before the revive time has then
+//! been seen. After a restart the table is rebuilt by reading from the saved progress.
+//!
+//! Progress per revive queue is a consumer offset of group `CID_RMQ_SYS_REVIVE_GROUP`
+//! on the revive topic, in RocketMQ's meaning (the last record fully dealt with): the
+//! record before the oldest checkpoint still pending. It is committed only once the log
+//! is durable past every copy revived before it was taken, so a crash repeats revives
+//! (a duplicate RocketMQ allows), never skips one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tern_engine::properties::{self, key};
+use tern_engine::record::{MessageIn, RecordView};
+use tern_shell::pop::{
+    ACK_TAG, AckMsg, BATCH_ACK_TAG, CK_TAG, FIRST_POP_TIME, POP_CK, PopCheckPoint, REVIVE_GROUP,
+    is_retry_topic, pop_retry_topic,
+};
+use tern_shell::runtime::{self, now_ms};
+
+use super::records::{ensure_revive_topic, revive_topic};
+use crate::BrokerCtx;
+use crate::config::BrokerRole;
+use crate::processor::send::host;
+
+/// A checkpoint is revived this long after its revive time at the earliest, so acks
+/// answered just before it are read first (RocketMQ waits 2 s past the last ack seen).
+const ACK_MARGIN_MS: i64 = 1_000;
+/// Records read per revive queue per pass.
+const MAX_READ_PER_PASS: u64 = 4_096;
+/// Copies stored per pass, all queues.
+const MAX_REVIVES_PER_PASS: usize = 1_024;
+/// Back-off after a failed revive put: 10 s, doubling, at most 2 h (RocketMQ's
+/// `rePutCK` schedule is 10, 20, 30, 60, 120 … 7200 s).
+const RETRY_BASE_MS: i64 = 10_000;
+const RETRY_MAX_MS: i64 = 7_200_000;
+/// Longest wait for reput to pass the log's end noted at the start of a pass.
+const DISPATCH_WAIT: Duration = Duration::from_secs(1);
+/// Default `retryMaxTimes` of a group the table does not hold.
+const DEFAULT_MAX_RECONSUME: i32 = 16;
+
+/// Revive progress waiting to be durable, per revive queue.
+#[derive(Debug, Default)]
+pub struct Progress {
+    inner: Mutex<HashMap<i32, Noted>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Noted {
+    /// The offset to commit.
+    value: i64,
+    /// The log's end when it was noted: every copy it counts ends below.
+    log_end: u64,
+    committed: bool,
+}
+
+impl Progress {
+    fn note(&self, rq: i32, value: i64, log_end: u64) {
+        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(rq).or_insert(Noted {
+            value,
+            log_end,
+            committed: false,
+        });
+        if n.value != value {
+            *n = Noted {
+                value,
+                log_end,
+                committed: false,
+            };
+        }
+    }
+
+    /// Commits each queue's noted progress once the log is durable past it (`all`:
+    /// whatever is noted, for after the store's clean close).
+    pub fn commit_durable(&self, ctx: &BrokerCtx, all: bool) {
+        let durable = ctx.store.durable_end();
+        let topic = revive_topic(ctx);
+        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        for (rq, n) in m.iter_mut() {
+            if !n.committed && (all || n.log_end <= durable) {
+                ctx.offsets.commit(REVIVE_GROUP, &topic, *rq, n.value);
+                n.committed = true;
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Pending {
+    ck: PopCheckPoint,
+    /// Bit i: message i is acked or revived.
+    done: u32,
+    attempts: u32,
+    retry_at: i64,
+}
+
+impl Pending {
+    fn all_done(&self) -> bool {
+        let n = u32::from(self.ck.num);
+        self.done.count_ones() >= n
+    }
+}
+
+/// One revive queue's state.
+#[derive(Debug)]
+struct Queue {
+    rq: i32,
+    /// Next revive-queue offset to read.
+    scan: u64,
+    /// (revive time, revive-queue offset) → checkpoint.
+    pending: BTreeMap<(i64, u64), Pending>,
+    by_key: HashMap<String, (i64, u64)>,
+    offsets: BTreeSet<u64>,
+    /// The last time at which the queue was read to its end with the log dispatched.
+    caught_up_at: i64,
+}
+
+/// The revive task: runs until shutdown (masters only).
+pub async fn run(ctx: Arc<BrokerCtx>) {
+    if ctx.config.role == BrokerRole::Slave {
+        return;
+    }
+    ensure_revive_topic(&ctx);
+    let topic = revive_topic(&ctx);
+    let mut queues: Vec<Queue> = (0..ctx.config.pop.revive_queue_num)
+        .map(|rq| {
+            let (min, _) = ctx.store.queue_bounds(&topic, rq);
+            let saved = ctx.offsets.query(REVIVE_GROUP, &topic, rq);
+            Queue {
+                rq,
+                scan: saved
+                    .map_or(0, |o| o.saturating_add(1).max(0) as u64)
+                    .max(min),
+                pending: BTreeMap::new(),
+                by_key: HashMap::new(),
+                offsets: BTreeSet::new(),
+                caught_up_at: 0,
+            }
+        })
+        .collect();
+    while !ctx.shutdown.is_triggered() {
+        let t0 = now_ms();
+        let end0 = ctx.store.log_end();
+        // Waited for, not sampled: under a steady send load reput is always a little
+        // behind the log's end, but it passes `end0` soon, and then every record
+        // appended before `t0` is in its queue.
+        let dispatched = ctx.store.await_dispatched(end0, DISPATCH_WAIT).await;
+        let total: usize = queues.iter().map(|q| q.pending.len()).sum();
+        let mut room = ctx.config.pop.pop_max_pending_ck.saturating_sub(total);
+        let mut budget = MAX_REVIVES_PER_PASS;
+        let mut next_due = i64::MAX;
+        for q in &mut queues {
+            read(&ctx, &topic, q, dispatched, t0, &mut room).await;
+            let full = room == 0;
+            revive(&ctx, q, full, &mut budget);
+            if let Some(((rt, _), _)) = q.pending.iter().next() {
+                next_due = next_due.min(rt.saturating_add(ACK_MARGIN_MS));
+            }
+            let value = q
+                .offsets
+                .iter()
+                .next()
+                .map_or(q.scan as i64 - 1, |o| *o as i64 - 1);
+            ctx.pop.progress.note(q.rq, value, ctx.store.log_end());
+        }
+        ctx.pop.progress.commit_durable(&ctx, false);
+        let interval = ctx.config.pop.revive_interval.as_millis() as i64;
+        let wait = if budget == 0 {
+            1
+        } else {
+            next_due.saturating_sub(now_ms()).clamp(10, interval)
+        };
+        let _ = runtime::race(
+            runtime::sleep(Duration::from_millis(wait as u64)),
+            ctx.shutdown.wait(),
+        )
+        .await;
+    }
+}
+
+/// Reads a revive queue from `scan` to its end (bounded).
+async fn read(
+    ctx: &BrokerCtx,
+    topic: &str,
+    q: &mut Queue,
+    dispatched: bool,
+    t0: i64,
+    room: &mut usize,
+) {
+    let (min, max) = ctx.store.queue_bounds(topic, q.rq);
+    q.scan = q.scan.max(min);
+    let stop = max.min(q.scan + MAX_READ_PER_PASS);
+    while q.scan < stop {
+        if q.scan % 256 == 0 {
+            runtime::yield_now().await;
+        }
+        let n = q.scan;
+        let bytes = match ctx.store.queue_entry(topic, q.rq, n) {
+            Ok(Some(e)) => ctx.store.record_of(e),
+            Ok(None) => None,
+            Err(e) => {
+                log::warn!("revive queue {}@{n}: {e}; read again later", q.rq);
+                return;
+            }
+        };
+        let Some(bytes) = bytes else {
+            q.scan += 1;
+            continue;
+        };
+        let Ok(view) = RecordView::parse(&bytes) else {
+            q.scan += 1;
+            continue;
+        };
+        match properties::get(view.properties(), key::TAGS) {
+            Some(CK_TAG) => match PopCheckPoint::parse(view.body()) {
+                Ok(ck) => {
+                    if *room == 0 {
+                        // Full: read on once some are revived.
+                        return;
+                    }
+                    *room -= 1;
+                    let at = (ck.revive_time(), n);
+                    q.by_key.insert(ck.merge_key(), at);
+                    q.offsets.insert(n);
+                    q.pending.insert(
+                        at,
+                        Pending {
+                            ck,
+                            done: 0,
+                            attempts: 0,
+                            retry_at: 0,
+                        },
+                    );
+                }
+                Err(e) => log::warn!(
+                    "revive queue {}@{n}: checkpoint unreadable ({e}); skipped",
+                    q.rq
+                ),
+            },
+            Some(ACK_TAG | BATCH_ACK_TAG) => match AckMsg::parse(view.body()) {
+                Ok(a) => {
+                    let key = a.merge_key();
+                    if let Some(at) = q.by_key.get(&key).copied() {
+                        if let Some(p) = q.pending.get_mut(&at) {
+                            for o in a.offsets() {
+                                if let Some(i) = p.ck.index_of(o) {
+                                    p.done |= 1 << i;
+                                }
+                            }
+                            if p.all_done() {
+                                // Resolved: nothing to wait for; progress may pass it.
+                                q.pending.remove(&at);
+                                q.offsets.remove(&at.1);
+                                q.by_key.remove(&key);
+                                *room += 1;
+                            }
+                        }
+                    }
+                    // No checkpoint: it was resolved already (or never stored).
+                }
+                Err(e) => log::warn!("revive queue {}@{n}: ack unreadable ({e}); skipped", q.rq),
+            },
+            other => log::warn!("revive queue {}@{n}: record tagged {other:?} skipped", q.rq),
+        }
+        q.scan += 1;
+    }
+    if dispatched && q.scan >= max {
+        q.caught_up_at = t0;
+    }
+}
+
+/// Revives due checkpoints of one queue.
+fn revive(ctx: &BrokerCtx, q: &mut Queue, full: bool, budget: &mut usize) {
+    let now = now_ms();
+    // While reading is stopped by the bound, the clock alone decides, so the table
+    // drains (acks not read yet then cause duplicates).
+    let horizon = if full { now } else { q.caught_up_at };
+    let due: Vec<(i64, u64)> = q
+        .pending
+        .range(..(horizon - ACK_MARGIN_MS + 1, 0))
+        .map(|(k, _)| *k)
+        .collect();
+    for at in due {
+        if *budget == 0 {
+            return;
+        }
+        let Some(p) = q.pending.get_mut(&at) else {
+            continue;
+        };
+        if p.retry_at > now {
+            continue;
+        }
+        for i in 0..usize::from(p.ck.num) {
+            if p.done & (1 << i) != 0 {
+                continue;
+            }
+            if *budget == 0 {
+                return;
+            }
+            match revive_one(ctx, &p.ck, p.ck.offset_of(i)) {
+                Ok(()) => {
+                    p.done |= 1 << i;
+                    *budget -= 1;
+                }
+                Err(e) => {
+                    p.attempts += 1;
+                    let wait = (RETRY_BASE_MS << p.attempts.min(10)).min(RETRY_MAX_MS);
+                    p.retry_at = now + wait;
+                    log::warn!(
+                        "revive of {}/{}@{} for {} failed ({e}); retried in {} s",
+                        p.ck.topic,
+                        p.ck.queue_id,
+                        p.ck.offset_of(i),
+                        p.ck.cid,
+                        wait / 1000
+                    );
+                    break;
+                }
+            }
+        }
+        if p.all_done() {
+            let key = p.ck.merge_key();
+            q.pending.remove(&at);
+            q.offsets.remove(&at.1);
+            if q.by_key.get(&key) == Some(&at) {
+                q.by_key.remove(&key);
+            }
+        }
+    }
+}
+
+/// Stores the retry copy of the message at `offset` of the checkpoint's queue. A
+/// message gone (retention) counts as done.
+fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), String> {
+    if ctx.topics.get(&ck.topic).is_none() {
+        // The topic was deleted: nothing to revive.
+        return Ok(());
+    }
+    let Some(entry) = ctx
+        .store
+        .queue_entry(&ck.topic, ck.queue_id, offset.max(0) as u64)?
+    else {
+        return Ok(());
+    };
+    let Some(bytes) = ctx.store.record_of(entry) else {
+        return Ok(());
+    };
+    let view = RecordView::parse(&bytes).map_err(|e| format!("{e:?}"))?;
+    let reconsume = view.reconsume_times().saturating_add(1);
+    let max = ctx
+        .groups
+        .get(&ck.cid)
+        .map_or(DEFAULT_MAX_RECONSUME, |g| g.retry_max_times);
+    let target = if ctx.config.pop.pop_revive_to_dlq && reconsume > max {
+        format!("%DLQ%{}", ck.cid)
+    } else if is_retry_topic(&ck.topic) {
+        ck.topic.clone()
+    } else {
+        pop_retry_topic(&ck.topic, &ck.cid, false)
+    };
+    if ctx.topics.get(&target).is_none() {
+        ctx.topics.ensure(&target, 1, 6);
+        ctx.request_registration();
+    }
+    let mut props = Vec::with_capacity(view.properties().len() + 32);
+    for (n, v) in properties::Properties::new(view.properties()) {
+        // A copy is visible at once: no delay or timer, and no stale handle.
+        if n == key::DELAY || n.starts_with("TIMER_") || n == POP_CK || n == FIRST_POP_TIME {
+            continue;
+        }
+        props.extend_from_slice(n.as_bytes());
+        props.push(properties::NAME_VALUE_SEPARATOR);
+        props.extend_from_slice(v.as_bytes());
+        props.push(properties::PROPERTY_SEPARATOR);
+    }
+    let first = properties::get(view.properties(), FIRST_POP_TIME)
+        .filter(|_| view.reconsume_times() > 0)
+        .map_or_else(|| ck.pop_time.to_string(), str::to_owned);
+    props = crate::schedule::message::with_properties(&props, &[(FIRST_POP_TIME, &first)]);
+    let me = host(ctx.store_host);
+    ctx.store
+        .put(&MessageIn {
+            topic: &target,
+            queue_id: 0,
+            flag: view.flag(),
+            sys_flag: view.sys_flag(),
+            born_timestamp: view.born_timestamp(),
+            born_host: me,
+            store_host: me,
+            reconsume_times: reconsume,
+            prepared_transaction_offset: 0,
+            body: view.body(),
+            properties: &props,
+        })
+        .map(drop)
+        .map_err(|e| format!("{e:?}"))
+}

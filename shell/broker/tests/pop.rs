@@ -1,0 +1,936 @@
+//! POP consumption against the real `tern-broker` process, driven over raw remoting
+//! frames as RocketMQ 5's Java client sends them: JSON headers, language JAVA, version
+//! 479, every extField a string with the names of `PopMessageRequestHeader`,
+//! `AckMessageRequestHeader` and `ChangeInvisibleTimeRequestHeader`. Receipt handles are
+//! rebuilt from the answer's header the way the Java client does
+//! (`ExtraInfoUtil.buildExtraInfo`), spelled out here rather than taken from the shell
+//! crate, so a format error on either side shows.
+//!
+//! Timing checks are one-sided where a loaded machine can only make things later.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::*;
+use tern_shell::body::{SubscriptionGroupConfig, to_json};
+use tern_shell::message::{MessageExt, decode_pulled};
+use tern_shell::runtime;
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+
+const G: &str = "GID_POP";
+const BROKER: &str = "broker-a";
+const REVIVE: &str = "rmq_sys_REVIVE_LOG_DefaultCluster";
+
+/// POP_MESSAGE as the Java client builds it.
+fn pop_req(
+    topic: &str,
+    queue_id: i32,
+    max: i32,
+    invisible_ms: i64,
+    poll_ms: i64,
+) -> RemotingCommand {
+    RemotingCommand::request_code(RequestCode::PopMessage)
+        .with_ext("consumerGroup", G)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue_id.to_string())
+        .with_ext("maxMsgNums", max.to_string())
+        .with_ext("invisibleTime", invisible_ms.to_string())
+        .with_ext("pollTime", poll_ms.to_string())
+        .with_ext("bornTime", now_ms().to_string())
+        .with_ext("initMode", "0")
+        .with_ext("expType", "TAG")
+        .with_ext("exp", "*")
+        .with_ext("order", "false")
+        .with_ext("bname", BROKER)
+}
+
+fn orderly(req: RemotingCommand, attempt: &str) -> RemotingCommand {
+    req.with_ext("order", "true").with_ext("attemptId", attempt)
+}
+
+fn ack_req(topic: &str, queue_id: i32, handle: &str, offset: i64) -> RemotingCommand {
+    RemotingCommand::request_code(RequestCode::AckMessage)
+        .with_ext("consumerGroup", G)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue_id.to_string())
+        .with_ext("extraInfo", handle)
+        .with_ext("offset", offset.to_string())
+        .with_ext("bname", BROKER)
+}
+
+fn cit_req(m: &Got, invisible_ms: i64) -> RemotingCommand {
+    RemotingCommand::request_code(RequestCode::ChangeMessageInvisibletime)
+        .with_ext("consumerGroup", G)
+        .with_ext("topic", &m.msg.topic)
+        .with_ext("queueId", m.msg.queue_id.to_string())
+        .with_ext("extraInfo", &m.handle)
+        .with_ext("offset", m.msg.queue_offset.to_string())
+        .with_ext("invisibleTime", invisible_ms.to_string())
+        .with_ext("bname", BROKER)
+}
+
+/// A popped message and its receipt handle.
+#[derive(Debug, Clone)]
+struct Got {
+    msg: MessageExt,
+    handle: String,
+}
+
+impl Got {
+    fn body(&self) -> String {
+        String::from_utf8_lossy(&self.msg.body).into_owned()
+    }
+    fn ack(&self) -> RemotingCommand {
+        ack_req(
+            &self.msg.topic,
+            self.msg.queue_id,
+            &self.handle,
+            self.msg.queue_offset,
+        )
+    }
+}
+
+/// A POP answer.
+#[derive(Debug)]
+struct Popped {
+    resp: RemotingCommand,
+    msgs: Vec<Got>,
+}
+
+impl Popped {
+    fn field(&self, k: &str) -> &str {
+        self.resp
+            .ext_fields
+            .get(k)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("answer lacks {k}: {:?}", self.resp))
+    }
+    fn num(&self, k: &str) -> i64 {
+        self.field(k).parse().unwrap()
+    }
+    fn bodies(&self) -> Vec<String> {
+        self.msgs.iter().map(Got::body).collect()
+    }
+}
+
+/// `flag qid x` entries of an offset-info header, keyed `flag@qid` as the client keys them.
+fn info_map(s: &str) -> BTreeMap<String, String> {
+    s.split(';')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let mut it = e.splitn(3, ' ');
+            let (f, q, x) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+            (format!("{f}@{q}"), x.to_owned())
+        })
+        .collect()
+}
+
+/// Sends a POP and rebuilds each message's handle as `MQClientAPIImpl.processPopResponse`
+/// does. Every accepted answer must carry popTime, invisibleTime, reviveQid, restNum.
+async fn pop(c: &Client, req: RemotingCommand) -> Popped {
+    let resp = c.call(req).await;
+    let code = resp.response_code();
+    let mut p = Popped {
+        resp,
+        msgs: Vec::new(),
+    };
+    if !matches!(
+        code,
+        ResponseCode::Success
+            | ResponseCode::PollingTimeout
+            | ResponseCode::PollingFull
+            | ResponseCode::PullNotFound
+    ) {
+        return p;
+    }
+    for k in ["popTime", "invisibleTime", "reviveQid", "restNum"] {
+        p.num(k);
+    }
+    if code != ResponseCode::Success {
+        return p;
+    }
+    let starts = info_map(p.field("startOffsetInfo"));
+    let offsets = info_map(p.field("msgOffsetInfo"));
+    let (pt, it, rq) = (p.num("popTime"), p.num("invisibleTime"), p.num("reviveQid"));
+    for m in decode_pulled(&p.resp.body, true).expect("popped records decode") {
+        let flag = if m.topic.starts_with("%RETRY%") { 1 } else { 0 };
+        let key = format!("{flag}@{}", m.queue_id);
+        let list: Vec<i64> = offsets[&key]
+            .split(',')
+            .map(|o| o.parse().unwrap())
+            .collect();
+        assert!(
+            list.contains(&m.queue_offset),
+            "{} not in msgOffsetInfo {list:?}",
+            m.queue_offset
+        );
+        let handle = format!(
+            "{} {pt} {it} {rq} {flag} {BROKER} {} {}",
+            starts[&key], m.queue_id, m.queue_offset
+        );
+        p.msgs.push(Got { msg: m, handle });
+    }
+    p
+}
+
+async fn send_bodies(c: &Client, topic: &str, queue_id: i32, bodies: &[&str]) {
+    for b in bodies {
+        let m = msg(
+            topic,
+            b.as_bytes(),
+            &[("UNIQ_KEY", &format!("UK-{b}")), ("TAGS", "a")],
+        );
+        send_ok(c, send_v1(&m, queue_id)).await;
+    }
+}
+
+/// POPs (long polling) until `n` messages came or `within` passed.
+async fn pop_until(
+    c: &Client,
+    topic: &str,
+    n: usize,
+    invisible_ms: i64,
+    within: Duration,
+) -> Vec<Got> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    while got.len() < n && Instant::now() < deadline {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as i64;
+        let p = pop(
+            c,
+            pop_req(topic, -1, 32, invisible_ms, left.clamp(1, 5_000)),
+        )
+        .await;
+        got.extend(p.msgs);
+    }
+    got
+}
+
+#[test]
+fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T1", 1).await;
+        send_bodies(&c, "T1", 0, &["m0", "m1", "m2"]).await;
+        let before = now_ms();
+        let p = pop(&c, pop_req("T1", 0, 32, 60_000, 0)).await;
+        expect_code(&p.resp, ResponseCode::Success);
+        assert_eq!(p.bodies(), ["m0", "m1", "m2"]);
+        assert!((before..=now_ms()).contains(&p.num("popTime")));
+        assert_eq!(p.num("invisibleTime"), 60_000);
+        let rq = p.num("reviveQid");
+        assert!((0..8).contains(&rq));
+        assert_eq!(p.num("restNum"), 0);
+        assert_eq!(p.field("startOffsetInfo"), "0 0 0");
+        assert_eq!(p.field("msgOffsetInfo"), "0 0 0,1,2");
+        assert_eq!(p.msgs[1].msg.properties["UNIQ_KEY"], "UK-m1");
+        // One checkpoint in the revive queue, naming the three offsets.
+        let cks = pull_all(&c, REVIVE, rq as i32, 0).await;
+        assert_eq!(cks.len(), 1);
+        assert_eq!(cks[0].properties["TAGS"], "ck");
+        let ck: serde_json::Value = serde_json::from_slice(&cks[0].body).unwrap();
+        assert_eq!((ck["so"].as_i64(), ck["n"].as_i64()), (Some(0), Some(3)));
+        assert_eq!(ck["d"], serde_json::json!([0, 1, 2]));
+        assert_eq!(ck["t"], "T1");
+        // Nobody else writes there.
+        let forged = msg(REVIVE, b"{}", &[("TAGS", "ck")]);
+        expect_code(
+            &c.call(send_v1(&forged, 0)).await,
+            ResponseCode::NoPermission,
+        );
+        // Nothing left to pop.
+        let again = pop(&c, pop_req("T1", 0, 32, 60_000, 0)).await;
+        expect_code(&again.resp, ResponseCode::PollingTimeout);
+
+        expect_code(&c.call(p.msgs[1].ack()).await, ResponseCode::Success);
+        let acks = pull_all(&c, REVIVE, rq as i32, 1).await;
+        assert_eq!(acks.len(), 1);
+        assert_eq!(acks[0].properties["TAGS"], "ack");
+        // Bad acks get RocketMQ's codes and write nothing.
+        let h = &p.msgs[0].handle;
+        expect_code(
+            &c.call(ack_req("T1", 0, h, 99)).await,
+            ResponseCode::NoMessage,
+        );
+        expect_code(
+            &c.call(ack_req("NO_SUCH_TOPIC", 0, h, 0)).await,
+            ResponseCode::TopicNotExist,
+        );
+        expect_code(
+            &c.call(ack_req("T1", 9, h, 0)).await,
+            ResponseCode::MessageIllegal,
+        );
+        expect_code(
+            &c.call(ack_req("T1", 0, "1 2 x", 0)).await,
+            ResponseCode::MessageIllegal,
+        );
+        expect_code(
+            &c.call(ack_req("T1", 0, "0 1 2 64 0 b 0 0", 0)).await,
+            ResponseCode::MessageIllegal,
+        );
+        let mut no_extra = ack_req("T1", 0, h, 0);
+        no_extra.ext_fields.remove("extraInfo");
+        let r = c.call(no_extra).await;
+        assert_ne!(r.response_code(), ResponseCode::Success, "{r:?}");
+        assert_eq!(
+            pull_all(&c, REVIVE, rq as i32, 2).await.len(),
+            0,
+            "no record for a refused ack"
+        );
+        // Bad POP headers.
+        let r = c.call(pop_req("T1", 0, 33, 60_000, 0)).await;
+        expect_code(&r, ResponseCode::InvalidParameter);
+        let mut no_group = pop_req("T1", 0, 1, 60_000, 0);
+        no_group.ext_fields.remove("consumerGroup");
+        assert_ne!(
+            c.call(no_group).await.response_code(),
+            ResponseCode::Success
+        );
+        let r = c
+            .call(pop_req("T1", 0, 1, 60_000, 0).with_ext("maxMsgNums", "many"))
+            .await;
+        assert_ne!(r.response_code(), ResponseCode::Success);
+        expect_code(
+            &c.call(pop_req("NO_SUCH_TOPIC", 0, 1, 60_000, 0)).await,
+            ResponseCode::TopicNotExist,
+        );
+        // A request older than its poll time is answered POLLING_TIMEOUT at once.
+        let old = pop_req("T1", 0, 1, 60_000, 1_000)
+            .with_ext("bornTime", (now_ms() - 10_000).to_string());
+        let t = Instant::now();
+        let r = pop(&c, old).await;
+        expect_code(&r.resp, ResponseCode::PollingTimeout);
+        assert!(t.elapsed() < Duration::from_millis(500));
+    });
+}
+
+#[test]
+fn unacked_messages_revive_to_the_retry_topic_once_with_reconsume_times_plus_one() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T2", 1).await;
+        send_bodies(&c, "T2", 0, &["a0", "a1", "a2"]).await;
+        let first = pop(&c, pop_req("T2", 0, 32, 2_000, 0)).await;
+        expect_code(&first.resp, ResponseCode::Success);
+        let pt = first.num("popTime");
+        expect_code(&c.call(first.msgs[0].ack()).await, ResponseCode::Success);
+        expect_code(&c.call(first.msgs[2].ack()).await, ResponseCode::Success);
+        let got = pop_until(&c, "T2", 1, 60_000, Duration::from_secs(15)).await;
+        assert!(
+            now_ms() >= pt + 2_000,
+            "revived before its invisible time passed"
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        let r = &got[0];
+        assert_eq!(r.body(), "a1");
+        assert_eq!(r.msg.topic, "%RETRY%GID_POP_T2");
+        assert_eq!(r.msg.queue_id, 0);
+        assert_eq!(r.msg.reconsume_times, 1);
+        assert_eq!(r.msg.properties["UNIQ_KEY"], "UK-a1");
+        assert_eq!(r.msg.properties["1ST_POP_TIME"], pt.to_string());
+        assert!(r.handle.starts_with("0 "), "{}", r.handle);
+        expect_code(&c.call(r.ack()).await, ResponseCode::Success);
+        // Acked everywhere: nothing more comes.
+        let more = pop_until(&c, "T2", 1, 60_000, Duration::from_secs(6)).await;
+        assert!(more.is_empty(), "{more:?}");
+    });
+}
+
+#[test]
+fn batch_ack_and_changed_invisible_time_decide_what_revives() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T3", 1).await;
+        send_bodies(&c, "T3", 0, &["b0", "b1", "b2", "b3"]).await;
+        let p = pop(&c, pop_req("T3", 0, 32, 60_000, 0)).await;
+        expect_code(&p.resp, ResponseCode::Success);
+        let (pt, rq) = (p.num("popTime"), p.num("reviveQid"));
+        // Offsets 0 and 1 in one batch ack: bit set {0, 1} = byte 0x03 = "Aw==".
+        let body = format!(
+            r#"{{"brokerName":"{BROKER}","acks":[{{"c":"{G}","t":"T3","r":"0","so":0,"q":0,"rq":{rq},"pt":{pt},"it":60000,"b":"Aw=="}}]}}"#
+        );
+        let req = RemotingCommand::request_code(RequestCode::BatchAckMessage)
+            .with_body(body.into_bytes());
+        expect_code(&c.call(req).await, ResponseCode::Success);
+        let empty = RemotingCommand::request_code(RequestCode::BatchAckMessage);
+        expect_code(&c.call(empty).await, ResponseCode::NoMessage);
+        let junk =
+            RemotingCommand::request_code(RequestCode::BatchAckMessage).with_body(&b"{nope"[..]);
+        assert_ne!(c.call(junk).await.response_code(), ResponseCode::Success);
+        // b2 becomes visible again in 1.5 s; b3 too, but is acked with its new handle.
+        let before = now_ms();
+        for m in &p.msgs[2..] {
+            let r = c.call(cit_req(m, 1_500)).await;
+            expect_code(&r, ResponseCode::Success);
+            let new_pt: i64 = r.ext_fields["popTime"].parse().unwrap();
+            assert!(new_pt >= before);
+            assert_eq!(r.ext_fields["invisibleTime"], "1500");
+            let new_rq = &r.ext_fields["reviveQid"];
+            if m.body() == "b3" {
+                let o = m.msg.queue_offset;
+                let handle = format!("{o} {new_pt} 1500 {new_rq} 0 {BROKER} 0 {o}");
+                expect_code(
+                    &c.call(ack_req("T3", 0, &handle, o)).await,
+                    ResponseCode::Success,
+                );
+            }
+        }
+        let bad = c
+            .call(cit_req(&p.msgs[0], 1_000).with_ext("offset", "77"))
+            .await;
+        expect_code(&bad, ResponseCode::NoMessage);
+        let got = pop_until(&c, "T3", 2, 60_000, Duration::from_secs(10)).await;
+        let bodies: Vec<String> = got.iter().map(Got::body).collect();
+        assert_eq!(bodies, ["b2"], "only the changed, unacked message revives");
+        assert!(now_ms() - before >= 1_500);
+    });
+}
+
+#[test]
+fn long_polling_peek_and_notification() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T4", 2).await;
+        // A held POP of every queue is answered when a message arrives.
+        let c2 = c.clone();
+        let held = runtime::spawn(async move {
+            let t = Instant::now();
+            let p = pop(&c2, pop_req("T4", -1, 32, 60_000, 10_000)).await;
+            (p, t.elapsed())
+        });
+        runtime::sleep(Duration::from_millis(500)).await;
+        let sent = Instant::now();
+        send_bodies(&c, "T4", 1, &["late"]).await;
+        let (p, waited) = held.await;
+        expect_code(&p.resp, ResponseCode::Success);
+        assert_eq!(p.bodies(), ["late"]);
+        assert!(waited >= Duration::from_millis(500));
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "woken by the send, not the timeout"
+        );
+        assert_eq!(p.field("startOffsetInfo"), "0 1 0");
+        // Nothing: held for pollTime, then POLLING_TIMEOUT.
+        let t = Instant::now();
+        let none = pop(&c, pop_req("T4", -1, 32, 60_000, 1_000)).await;
+        expect_code(&none.resp, ResponseCode::PollingTimeout);
+        assert!(
+            t.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            t.elapsed()
+        );
+
+        // PEEK shows messages without popping them.
+        send_bodies(&c, "T4", 0, &["p0", "p1"]).await;
+        let peek = |q: i32| {
+            RemotingCommand::request_code(RequestCode::PeekMessage)
+                .with_ext("topic", "T4")
+                .with_ext("queueId", q.to_string())
+                .with_ext("maxMsgNums", "32")
+                .with_ext("consumerGroup", G)
+        };
+        let r = c.call(peek(0)).await;
+        expect_code(&r, ResponseCode::Success);
+        assert_eq!(decode_pulled(&r.body, true).unwrap().len(), 2);
+        assert_eq!(
+            c.call(peek(0)).await.response_code(),
+            ResponseCode::Success,
+            "peek moves nothing"
+        );
+        // NOTIFICATION says there is something.
+        let note = |poll: i64| {
+            RemotingCommand::request_code(RequestCode::Notification)
+                .with_ext("consumerGroup", G)
+                .with_ext("topic", "T4")
+                .with_ext("queueId", "-1")
+                .with_ext("pollTime", poll.to_string())
+                .with_ext("bornTime", now_ms().to_string())
+        };
+        let n = c.call(note(0)).await;
+        expect_code(&n, ResponseCode::Success);
+        assert_eq!(n.ext_fields["hasMsg"], "true");
+        let p = pop(&c, pop_req("T4", 0, 32, 60_000, 0)).await;
+        assert_eq!(p.bodies(), ["p0", "p1"]);
+        expect_code(&c.call(peek(0)).await, ResponseCode::PullNotFound);
+        // Held NOTIFICATION: woken by a send; and false after its poll time.
+        let t = Instant::now();
+        let n = c.call(note(800)).await;
+        assert_eq!(n.ext_fields["hasMsg"], "false");
+        assert!(t.elapsed() >= Duration::from_millis(700));
+        let c3 = c.clone();
+        let held = runtime::spawn(async move { c3.call(note(10_000)).await });
+        runtime::sleep(Duration::from_millis(300)).await;
+        send_bodies(&c, "T4", 0, &["n0"]).await;
+        let n = held.await;
+        assert_eq!(n.ext_fields["hasMsg"], "true");
+    });
+}
+
+#[test]
+fn orderly_pop_holds_one_batch_per_queue_until_acked_or_invisible() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T5", 1).await;
+        send_bodies(&c, "T5", 0, &["o0", "o1", "o2"]).await;
+        let req = |attempt: &str, max: i32, it: i64| orderly(pop_req("T5", 0, max, it, 0), attempt);
+        let a = pop(&c, req("A", 2, 60_000)).await;
+        expect_code(&a.resp, ResponseCode::Success);
+        assert_eq!(a.bodies(), ["o0", "o1"]);
+        assert_eq!(a.num("reviveQid"), 999);
+        assert_eq!(a.field("orderCountInfo"), "0 qo0%0 0;0 qo0%1 0;0 0 0");
+        // Another attempt finds the queue locked; the same attempt gets the same batch.
+        expect_code(
+            &pop(&c, req("B", 2, 60_000)).await.resp,
+            ResponseCode::PollingTimeout,
+        );
+        let again = pop(&c, req("A", 2, 60_000)).await;
+        assert_eq!(again.bodies(), ["o0", "o1"]);
+        // Acking one of two keeps it locked; a stale handle is ignored.
+        expect_code(&c.call(again.msgs[0].ack()).await, ResponseCode::Success);
+        expect_code(
+            &pop(&c, req("B", 2, 60_000)).await.resp,
+            ResponseCode::PollingTimeout,
+        );
+        expect_code(&c.call(again.msgs[1].ack()).await, ResponseCode::Success);
+        let next = pop(&c, req("B", 2, 2_500)).await;
+        assert_eq!(next.bodies(), ["o2"]);
+        // Not acked within its invisible time: popped again, counted once more.
+        expect_code(
+            &pop(&c, req("C", 2, 1_000)).await.resp,
+            ResponseCode::PollingTimeout,
+        );
+        runtime::sleep(Duration::from_millis(2_700)).await;
+        let redo = pop(&c, req("C", 2, 60_000)).await;
+        assert_eq!(redo.bodies(), ["o2"]);
+        assert_eq!(redo.field("orderCountInfo"), "0 qo0%2 1;0 0 1");
+        // Changing the invisible time of a batch in flight extends the lock.
+        let r = c.call(cit_req(&redo.msgs[0], 1_000)).await;
+        expect_code(&r, ResponseCode::Success);
+        assert_eq!(r.ext_fields["reviveQid"], "999");
+        expect_code(&c.call(redo.msgs[0].ack()).await, ResponseCode::Success);
+        send_bodies(&c, "T5", 0, &["o3"]).await;
+        assert_eq!(pop(&c, req("D", 2, 60_000)).await.bodies(), ["o3"]);
+    });
+}
+
+#[test]
+fn kill9_between_pop_and_ack_loses_nothing_and_acked_messages_stay_acked() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let bodies: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let (acked, unacked) = run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T6", 2).await;
+        for (i, body) in bodies.iter().enumerate() {
+            send_bodies(&c, "T6", (i % 2) as i32, &[body]).await;
+        }
+        let got = pop_until(&c, "T6", 40, 8_000, Duration::from_secs(10)).await;
+        assert_eq!(got.len(), 40);
+        let (mut acked, mut unacked) = (BTreeSet::new(), BTreeSet::new());
+        for (i, m) in got.iter().enumerate() {
+            if i % 2 == 0 {
+                expect_code(&c.call(m.ack()).await, ResponseCode::Success);
+                acked.insert(m.body());
+            } else {
+                unacked.insert(m.body());
+            }
+        }
+        // Past one save of the consumer offsets (every 5 s): re-popping from an offset
+        // saved before the pop would be a duplicate RocketMQ allows, not what this checks.
+        runtime::sleep(Duration::from_millis(5_500)).await;
+        (acked, unacked)
+    });
+    b.kill9();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        let got = pop_until(&c, "T6", unacked.len(), 60_000, Duration::from_secs(20)).await;
+        let seen: BTreeSet<String> = got.iter().map(Got::body).collect();
+        assert_eq!(
+            seen, unacked,
+            "every unacked message revived after the restart"
+        );
+        assert!(got.iter().all(|g| g.msg.reconsume_times == 1));
+        assert!(seen.is_disjoint(&acked));
+        for g in &got {
+            expect_code(&c.call(g.ack()).await, ResponseCode::Success);
+        }
+        let more = pop_until(&c, "T6", 1, 60_000, Duration::from_secs(4)).await;
+        assert!(
+            more.is_empty(),
+            "acked before the kill, revived anyway: {more:?}"
+        );
+    });
+}
+
+#[test]
+fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "T7", 1).await;
+        let g = SubscriptionGroupConfig {
+            group_name: G.into(),
+            retry_max_times: 1,
+            ..SubscriptionGroupConfig::default()
+        };
+        let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
+            .with_body(to_json(&g));
+        expect_code(&c.call(req).await, ResponseCode::Success);
+        send_bodies(&c, "T7", 0, &["d0"]).await;
+        let first = pop_until(&c, "T7", 1, 1_000, Duration::from_secs(5)).await;
+        assert_eq!(first.len(), 1);
+        let retried = pop_until(&c, "T7", 1, 1_000, Duration::from_secs(10)).await;
+        assert_eq!(retried.len(), 1);
+        assert_eq!(retried[0].msg.reconsume_times, 1);
+        // Not acked again: reconsumeTimes 2 passes retryMaxTimes 1.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let dlq = loop {
+            let r = c
+                .call(pull_req("PULL_DLQ", "%DLQ%GID_POP", 0, 0, Some("*")))
+                .await;
+            if r.response_code() == ResponseCode::Success || Instant::now() > deadline {
+                break decode_pulled(&r.body, true).unwrap();
+            }
+            runtime::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(dlq.len(), 1);
+        assert_eq!(dlq[0].body, b"d0");
+        assert_eq!(dlq[0].reconsume_times, 2);
+        assert!(
+            pop_until(&c, "T7", 1, 60_000, Duration::from_secs(3))
+                .await
+                .is_empty()
+        );
+    });
+}
+
+#[test]
+fn request_modes_and_orderly_batches_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let set = |topic: &str| {
+        let body = format!(
+            r#"{{"topic":"{topic}","consumerGroup":"{G}","mode":"POP","popShareQueueNum":0}}"#
+        );
+        RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+            .with_body(body.into_bytes())
+    };
+    let all = || RemotingCommand::request_code(RequestCode::GetAllMessageRequestMode);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        expect_code(&c.call(all()).await, ResponseCode::SystemError);
+        create_topic(&c, "T8", 1).await;
+        expect_code(&c.call(set("T8")).await, ResponseCode::Success);
+        expect_code(
+            &c.call(set("%RETRY%GID_POP")).await,
+            ResponseCode::NoPermission,
+        );
+        expect_code(
+            &c.call(set("NO_SUCH_TOPIC")).await,
+            ResponseCode::TopicNotExist,
+        );
+        let bad = RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+            .with_body(&b"[1,"[..]);
+        assert_ne!(c.call(bad).await.response_code(), ResponseCode::Success);
+        send_bodies(&c, "T8", 0, &["r0", "r1"]).await;
+        let a = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
+        assert_eq!(a.bodies(), ["r0"]);
+    });
+    b.stop();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        let r = c.call(all()).await;
+        expect_code(&r, ResponseCode::Success);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["messageRequestModeMap"]["T8"][G]["mode"], "POP");
+        assert_eq!(v["messageRequestModeMap"]["T8"][G]["popShareQueueNum"], 0);
+        // The batch popped before the restart still locks its queue.
+        let other = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "B")).await;
+        expect_code(&other.resp, ResponseCode::PollingTimeout);
+        let same = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
+        assert_eq!(same.bodies(), ["r0"]);
+    });
+}
+
+#[test]
+fn query_assignment_balances_pull_and_hands_pop_groups_every_queue() {
+    let (_dir, b) = start("");
+    run(async {
+        let c1 = Client::connect(&b.addr).await;
+        let c2 = Client::connect(&b.addr).await;
+        create_topic(&c1, "T9", 4).await;
+        for (c, id) in [(&c1, "C1"), (&c2, "C2")] {
+            expect_code(
+                &c.call(heartbeat(id, G, "T9", "*", vec![])).await,
+                ResponseCode::Success,
+            );
+        }
+        let query = |client: &str, strategy: &str| {
+            let body = format!(
+                r#"{{"topic":"T9","consumerGroup":"{G}","clientId":"{client}","strategyName":"{strategy}","messageModel":"CLUSTERING"}}"#
+            );
+            RemotingCommand::request_code(RequestCode::QueryAssignment).with_body(body.into_bytes())
+        };
+        let assigned = |r: &RemotingCommand| -> Vec<(i32, String)> {
+            expect_code(r, ResponseCode::Success);
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            let mut out: Vec<(i32, String)> = v["messageQueueAssignments"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no assignments: {v}"))
+                .iter()
+                .map(|a| {
+                    assert_eq!(a["messageQueue"]["brokerName"], BROKER);
+                    (
+                        a["messageQueue"]["queueId"].as_i64().unwrap() as i32,
+                        a["mode"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        // No mode set: PULL, AVG split between the two clients.
+        let pull = |ids: &[i32]| {
+            ids.iter()
+                .map(|i| (*i, "PULL".to_owned()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(assigned(&c1.call(query("C1", "AVG")).await), pull(&[0, 1]));
+        assert_eq!(assigned(&c1.call(query("C2", "AVG")).await), pull(&[2, 3]));
+        assert_eq!(
+            assigned(&c1.call(query("C2", "AVG_BY_CIRCLE")).await),
+            pull(&[1, 3])
+        );
+        // An unknown strategy: null, the client keeps what it has.
+        let r = c1.call(query("C1", "CONSISTENT_HASH")).await;
+        expect_code(&r, ResponseCode::Success);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(
+            v.get("messageQueueAssignments").is_none_or(|a| a.is_null()),
+            "{v}"
+        );
+        // POP with no share: each client gets the broker once, queue id -1.
+        let set =
+            format!(r#"{{"topic":"T9","consumerGroup":"{G}","mode":"POP","popShareQueueNum":0}}"#);
+        let req = RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+            .with_body(set.into_bytes());
+        expect_code(&c1.call(req).await, ResponseCode::Success);
+        for id in ["C1", "C2"] {
+            assert_eq!(
+                assigned(&c1.call(query(id, "AVG")).await),
+                [(-1, "POP".to_owned())]
+            );
+        }
+        let junk =
+            RemotingCommand::request_code(RequestCode::QueryAssignment).with_body(&b"nope"[..]);
+        assert_ne!(c1.call(junk).await.response_code(), ResponseCode::Success);
+    });
+}
+
+/// GET_MAX_OFFSET of a queue (0 while the topic does not exist).
+async fn max_of(c: &Client, topic: &str, queue_id: i32) -> i64 {
+    let r = c.call(max_offset_req(topic, queue_id)).await;
+    if r.response_code() == ResponseCode::Success {
+        offset_of(&r)
+    } else {
+        0
+    }
+}
+
+#[test]
+fn kill9_while_reviving_and_after_changing_invisible_time_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (revived, changed) = run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K2", 2).await;
+        create_topic(&c, "K3", 1).await;
+        let k2: Vec<String> = (0..60).map(|i| format!("r{i}")).collect();
+        for (i, body) in k2.iter().enumerate() {
+            send_bodies(&c, "K2", (i % 2) as i32, &[body]).await;
+        }
+        let k3: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+        for body in &k3 {
+            send_bodies(&c, "K3", 0, &[body]).await;
+        }
+        assert_eq!(
+            pop_until(&c, "K2", 60, 6_000, Duration::from_secs(10))
+                .await
+                .len(),
+            60
+        );
+        let k3_got = pop_until(&c, "K3", 20, 60_000, Duration::from_secs(10)).await;
+        assert_eq!(k3_got.len(), 20);
+        // Past one save of the consumer offsets: after the restart nothing is popped
+        // again from the topics themselves, only revived.
+        runtime::sleep(Duration::from_millis(5_500)).await;
+        for m in &k3_got {
+            expect_code(&c.call(cit_req(m, 2_000)).await, ResponseCode::Success);
+        }
+        // Kill once the revive of K2 has begun.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while max_of(&c, "%RETRY%GID_POP_K2", 0).await == 0 {
+            assert!(Instant::now() < deadline, "nothing revived");
+            runtime::sleep(Duration::from_millis(5)).await;
+        }
+        (k2, k3)
+    });
+    b.kill9();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        for (topic, want) in [("K2", &revived), ("K3", &changed)] {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut seen = BTreeSet::new();
+            while seen.len() < want.len() && Instant::now() < deadline {
+                for g in pop_until(&c, topic, 1, 60_000, Duration::from_secs(2)).await {
+                    assert!(
+                        g.msg.reconsume_times >= 1,
+                        "{topic}: {} popped again, not revived",
+                        g.body()
+                    );
+                    seen.insert(g.body());
+                    expect_code(&c.call(g.ack()).await, ResponseCode::Success);
+                }
+            }
+            let want: BTreeSet<String> = want.iter().cloned().collect();
+            assert_eq!(
+                seen, want,
+                "{topic}: every message delivered again after kill -9"
+            );
+        }
+    });
+}
+
+#[test]
+fn kill9_mid_orderly_batch_keeps_the_lock_and_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let req = |attempt: &str| orderly(pop_req("K4", 0, 2, 60_000, 0), attempt);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K4", 1).await;
+        send_bodies(&c, "K4", 0, &["q0", "q1", "q2", "q3", "q4", "q5"]).await;
+        let a = pop(&c, req("A")).await;
+        assert_eq!(a.bodies(), ["q0", "q1"]);
+        for m in &a.msgs {
+            expect_code(&c.call(m.ack()).await, ResponseCode::Success);
+        }
+        let b2 = pop(&c, req("B")).await;
+        assert_eq!(b2.bodies(), ["q2", "q3"]);
+        expect_code(&c.call(b2.msgs[0].ack()).await, ResponseCode::Success);
+        // Past one save of the consumer offsets.
+        runtime::sleep(Duration::from_millis(5_500)).await;
+    });
+    b.kill9();
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        // Still locked by the batch in flight at the kill.
+        expect_code(&pop(&c, req("C")).await.resp, ResponseCode::PollingTimeout);
+        let mut seen = Vec::new();
+        let mut attempt = "B".to_owned();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while seen.len() < 3 && Instant::now() < deadline {
+            let p = pop(&c, req(&attempt)).await;
+            for m in &p.msgs {
+                seen.push(m.body());
+                expect_code(&c.call(m.ack()).await, ResponseCode::Success);
+            }
+            attempt.push('x');
+        }
+        assert_eq!(
+            seen,
+            ["q3", "q4", "q5"],
+            "gap-free, in order, acked ones not repeated"
+        );
+    });
+}
+
+#[test]
+fn unacked_messages_revive_while_producers_keep_the_log_growing() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K5", 1).await;
+        create_topic(&c, "BUSY", 4).await;
+        send_bodies(&c, "K5", 0, &["v0"]).await;
+        let first = pop_until(&c, "K5", 1, 1_500, Duration::from_secs(5)).await;
+        assert_eq!(first.len(), 1);
+        // Senders that never let reput reach the log's end for long.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut senders = Vec::new();
+        for q in 0..2 {
+            let (addr, stop) = (b.addr.clone(), stop.clone());
+            senders.push(runtime::spawn(async move {
+                let c = Client::connect(&addr).await;
+                let batch: Vec<_> = (0..32)
+                    .map(|i| msg("BUSY", format!("x{i}").as_bytes(), &[]))
+                    .collect();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    send_ok(&c, send_batch(&batch, q)).await;
+                }
+            }));
+        }
+        let got = pop_until(&c, "K5", 1, 60_000, Duration::from_secs(12)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for s in senders {
+            s.await;
+        }
+        assert_eq!(got.len(), 1, "not revived while the log kept growing");
+        assert_eq!(got[0].msg.reconsume_times, 1);
+    });
+}
+
+#[test]
+fn a_clean_stop_between_pop_and_ack_revives_each_unacked_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let unacked = run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "K6", 2).await;
+        for i in 0..30 {
+            send_bodies(&c, "K6", i % 2, &[&format!("s{i}")]).await;
+        }
+        let got = pop_until(&c, "K6", 30, 3_000, Duration::from_secs(10)).await;
+        assert_eq!(got.len(), 30);
+        let mut unacked = Vec::new();
+        for (i, m) in got.iter().enumerate() {
+            if i % 3 == 0 {
+                unacked.push(m.body());
+            } else {
+                expect_code(&c.call(m.ack()).await, ResponseCode::Success);
+            }
+        }
+        unacked.sort();
+        unacked
+    });
+    assert!(b.stop().success());
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        let mut seen = Vec::new();
+        for g in pop_until(&c, "K6", unacked.len() + 1, 60_000, Duration::from_secs(12)).await {
+            seen.push(g.body());
+            expect_code(&c.call(g.ack()).await, ResponseCode::Success);
+        }
+        seen.sort();
+        assert_eq!(seen, unacked, "each unacked message once, no acked one");
+    });
+}
