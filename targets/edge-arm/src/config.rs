@@ -9,16 +9,13 @@ use tern_shell::config::{Config, ConfigError, ConfigReader, ConfigSource, Origin
 use tern_shell::runtime;
 
 /// Defaults that differ from a server broker's: small files (a device has little disk and
-/// a 1 GiB segment would be most of it; a timer wheel of one day's slots is 2.7 MB where
-/// the server's week is 38.7 MB, and longer delays roll) and SYNC_FLUSH (a device loses
-/// power; an acknowledged message must survive it).
+/// a 1 GiB segment would be most of it) and SYNC_FLUSH (a device loses power; an
+/// acknowledged message must survive it).
 pub const EDGE_DEFAULTS: &[(&str, &str)] = &[
     ("mapedFileSizeCommitLog", "16777216"),
     ("mapedFileSizeConsumeQueue", "120000"),
     ("maxHashSlotNum", "20000"),
     ("maxIndexNum", "80000"),
-    ("timerWheelSlots", "86400"),
-    ("mappedFileSizeTimerLog", "4194304"),
     ("flushDiskType", "SYNC_FLUSH"),
     ("brokerName", "tern-edge"),
     ("brokerClusterName", "TernEdge"),
@@ -63,7 +60,9 @@ pub struct EdgeConfig {
 
 impl Config for EdgeConfig {
     fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
-        let broker = BrokerConfig::read(r)?;
+        let mut broker = BrokerConfig::read(r)?;
+        // Timer messages are timed by the central cluster (see `TimerSettings::pass_through`).
+        broker.timer.pass_through = true;
         let upstream: String = r.get_checked("edgeUpstreamNamesrv", String::new(), |s| {
             if s.split([';', ','])
                 .map(str::trim)

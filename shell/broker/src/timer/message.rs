@@ -71,6 +71,9 @@ pub fn inbound(
         }
         return Ok(Inbound::AsIs);
     }
+    if settings.pass_through {
+        return Ok(Inbound::AsIs);
+    }
     let timing = classify(
         msg.properties,
         msg.sys_flag,

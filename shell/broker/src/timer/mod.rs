@@ -85,7 +85,7 @@ impl TimerService {
         run: bool,
     ) -> Result<Self, String> {
         let mut unavailable = None;
-        let opened = if run && settings.enabled {
+        let opened = if run && settings.enabled && !settings.pass_through {
             let started = Instant::now();
             match open_timer(
                 &StoreLayout::new(root),

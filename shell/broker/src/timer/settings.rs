@@ -29,6 +29,12 @@ pub struct TimerSettings {
     pub flush_interval: Duration,
     /// `recallMessageEnable` (false, as RocketMQ): RECALL_MESSAGE is refused when off.
     pub recall_enabled: bool,
+    /// Not a `broker.conf` key: timer messages are stored as sent, in their topic, for
+    /// the broker they are forwarded to to time, and no timer runs here. The edge gateway
+    /// sets it: its retention keeps only what is not yet forwarded (and the delayed,
+    /// half and retry records it tracks), so a timer record waiting locally could be
+    /// deleted before it is due.
+    pub pass_through: bool,
 }
 
 impl TimerSettings {
@@ -63,6 +69,7 @@ impl TimerSettings {
                 in_range(10, 60_000),
             )?),
             recall_enabled: r.get("recallMessageEnable", false)?,
+            pass_through: false,
         })
     }
 

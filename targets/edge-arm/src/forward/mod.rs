@@ -395,6 +395,9 @@ impl Forwarder {
                     .send_compressed_to_queue(one.clone(), bits, &queue)
                     .await
             }
+            (None, [one]) if records::is_timed(one) => {
+                self.producer.send_to_queue(one.clone(), &queue).await
+            }
             _ => {
                 self.producer
                     .send_batch_to_queue(msgs.to_vec(), &queue)

@@ -8,9 +8,9 @@ use tern_shell::message::{
     MessageExt, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, string_to_properties,
 };
 
-/// Topics that hold the local broker's own state, never forwarded: delayed and timer
-/// messages wait in the schedule and timer topics and are forwarded once delivered to
-/// their topic;
+/// Topics that hold the local broker's own state, never forwarded: delayed messages
+/// wait in the schedule topic and are forwarded once delivered to their topic (timer
+/// messages never wait here: the gateway passes them through);
 /// transaction halves are forwarded as their commit; retries, dead letters and POP's
 /// revive records belong to local consumer groups.
 pub fn is_local_only(topic: &str) -> bool {
@@ -173,6 +173,15 @@ pub fn decode(bytes: &[u8]) -> Result<Option<Decoded>, Unsendable> {
     }))
 }
 
+/// A message asking the central broker for a due time (and not a copy a timer already
+/// delivered, which carries `TIMER_OUT_MS`).
+pub fn is_timed(msg: &Message) -> bool {
+    !msg.properties.contains_key("TIMER_OUT_MS")
+        && ["TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DELIVER_MS"]
+            .iter()
+            .any(|k| msg.properties.contains_key(*k))
+}
+
 /// Splits records into runs of one topic and local queue and records that cannot be
 /// sent, in log order; `skip` names topics left out (parked ones).
 pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
@@ -200,13 +209,18 @@ pub fn items(records: &[LogRecord], skip: impl Fn(&str) -> bool) -> Vec<Item> {
         if skip(&msg.topic) {
             continue;
         }
+        let alone = is_timed(&msg);
         match out.last_mut() {
-            // A compressed body goes alone: a batch carries no per-message sysFlag.
+            // A compressed body goes alone: a batch carries no per-message sysFlag. A
+            // timer message too: brokers refuse (Tern) or do not time (RocketMQ) one in a
+            // batch.
             Some(Item::Run(run))
                 if run.topic == msg.topic
                     && run.local_queue == queue
                     && run.compression.is_none()
-                    && compression.is_none() =>
+                    && compression.is_none()
+                    && !alone
+                    && !run.msgs.iter().any(is_timed) =>
             {
                 run.msgs.push(msg);
                 run.offsets.push(r.offset);
