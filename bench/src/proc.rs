@@ -247,11 +247,11 @@ fn spawn_ephemeral(
         .map_err(|e| format!("{}: {e}", bin.display()))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let (tx, rx) = mpsc::channel();
+    // Read to the end even once nobody listens: a process whose stdout closes early
+    // would see its later lines fail.
     thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send((line, Instant::now())).is_err() {
-                break;
-            }
+            let _ = tx.send((line, Instant::now()));
         }
     });
     Ok((child, rx, start))

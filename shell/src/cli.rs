@@ -79,6 +79,16 @@ pub fn args_or_exit<A>(
     Ok(args)
 }
 
+/// Writes `line` to stdout and flushes it: the address lines a server prints for whoever
+/// started it. A stdout that was closed (a supervisor that stopped reading) is ignored:
+/// `println!` would panic there and take the server down with it.
+pub fn announce(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

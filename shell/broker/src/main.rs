@@ -1,7 +1,6 @@
 //! `tern-broker`: the broker binary, and with `--standalone` a whole Tern in one process
 //! (an embedded name server plus a broker on a local data directory).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -168,7 +167,10 @@ async fn run(args: Args) -> Result<(), String> {
         let ns = NameServer::start(cfg)
             .await
             .map_err(|e| format!("starting the name server: {e}"))?;
-        println!("tern-namesrv listening on {}", ns.local_addr());
+        tern_shell::cli::announce(format_args!(
+            "tern-namesrv listening on {}",
+            ns.local_addr()
+        ));
         Some(ns)
     } else {
         None
@@ -186,16 +188,18 @@ async fn run(args: Args) -> Result<(), String> {
         );
     }
     let broker = Broker::start(cfg).await?;
-    println!("tern-broker listening on {}", broker.ctx().store_host);
+    tern_shell::cli::announce(format_args!(
+        "tern-broker listening on {}",
+        broker.ctx().store_host
+    ));
     if let Some(m) = broker.metrics_addr() {
-        println!("tern-broker metrics on http://{m}/metrics");
+        tern_shell::cli::announce(format_args!("tern-broker metrics on http://{m}/metrics"));
     }
     if let Some(ns) = &ns_addr {
-        println!("ready: clients use name server {ns}");
+        tern_shell::cli::announce(format_args!("ready: clients use name server {ns}"));
     } else {
-        println!("ready");
+        tern_shell::cli::announce("ready");
     }
-    let _ = std::io::stdout().flush();
     let sig = signals.wait().await;
     log::info!("{sig:?}: shutting down");
     let result = broker.shutdown().await;

@@ -355,3 +355,47 @@ fn broker_with_name_server_down_still_serves_and_warns() {
         t0.elapsed()
     );
 }
+
+#[test]
+fn a_broker_whose_stdout_closes_keeps_serving() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tern-broker"))
+        .args(BrokerProc::standalone_args(dir.path(), &conf))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read the name server's line only, then close the pipe: the broker's own address
+    // lines, printed after, go nowhere.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.starts_with("tern-namesrv listening on "), "{first}");
+    drop(out);
+    let ns = first.trim().rsplit(' ').next().unwrap().to_owned();
+    let route = run(async {
+        let c = Client::connect(&ns).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let resp = c.call(route_req("TBW102")).await;
+            if resp.response_code() == ResponseCode::Success {
+                break resp;
+            }
+            assert!(std::time::Instant::now() < deadline, "never registered");
+            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let route: tern_shell::body::TopicRouteData = tern_shell::body::from_json(&route.body).unwrap();
+    let broker = route.broker_datas[0].broker_addrs.0[&0].clone();
+    run(async {
+        let c = Client::connect(&broker).await;
+        send_ok(&c, send_v1(&msg("StdoutClosed", b"still here", &[]), 0)).await;
+    });
+    assert!(child.try_wait().unwrap().is_none(), "the broker exited");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,7 +1,6 @@
 //! `tern-namesrv`: the name server binary. Flags, config file and logging here; the
 //! server itself is [`tern_namesrv::NameServer`].
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -113,8 +112,10 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        println!("tern-namesrv listening on {}", ns.local_addr());
-        let _ = std::io::stdout().flush();
+        tern_shell::cli::announce(format_args!(
+            "tern-namesrv listening on {}",
+            ns.local_addr()
+        ));
         let sig = signals.wait().await;
         log::info!("{sig:?} received, shutting down");
         ns.shutdown().await;

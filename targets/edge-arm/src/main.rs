@@ -1,6 +1,5 @@
 //! `tern-edge`: the edge gateway binary (see the crate docs and docs/tern-edge.md).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -171,18 +170,20 @@ async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("--namesrv-listen {listen}: {e}"))?;
     let gw = Gateway::start(cfg, ns).await?;
-    println!(
+    tern_shell::cli::announce(format_args!(
         "tern-edge {} on {}",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH
-    );
-    println!("tern-edge name server on {}", gw.namesrv_addr());
-    println!("tern-edge broker on {}", gw.broker_addr());
+    ));
+    tern_shell::cli::announce(format_args!(
+        "tern-edge name server on {}",
+        gw.namesrv_addr()
+    ));
+    tern_shell::cli::announce(format_args!("tern-edge broker on {}", gw.broker_addr()));
     if let Some(m) = gw.metrics_addr() {
-        println!("tern-edge metrics on http://{m}/metrics");
+        tern_shell::cli::announce(format_args!("tern-edge metrics on http://{m}/metrics"));
     }
-    println!("ready");
-    let _ = std::io::stdout().flush();
+    tern_shell::cli::announce("ready");
     let sig = signals.wait().await;
     log::info!("{sig:?}: shutting down");
     let stats = gw.shutdown().await?;
