@@ -50,6 +50,29 @@ impl PullFilter {
             _ => None,
         }
     }
+
+    /// Reads up to `max_msgs` records of `topic`/`queue_id` from `offset` that pass this
+    /// filter (the one way pulls and POPs read a queue); `None` for a queue never written.
+    pub fn read(
+        &self,
+        store: &crate::store::StoreService,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+        max_msgs: u32,
+    ) -> Option<crate::store::Pulled> {
+        let tags = self
+            .tag_codes()
+            .map(|codes| move |tag: i64| codes.contains(&(tag as i32)));
+        let tags_ref: Option<&dyn Fn(i64) -> bool> =
+            tags.as_ref().map(|f| f as &dyn Fn(i64) -> bool);
+        let sql = self
+            .sql()
+            .map(|e| move |record: &[u8]| record_matches(e, record));
+        let sql_ref: Option<crate::store::RecordFilter<'_>> =
+            sql.as_ref().map(|f| f as crate::store::RecordFilter<'_>);
+        store.read_queue(topic, queue_id, offset, max_msgs, tags_ref, sql_ref)
+    }
 }
 
 /// Whether a stored record matches `expr`. A record that does not parse cannot be

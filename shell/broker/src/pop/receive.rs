@@ -28,9 +28,8 @@ use super::order::Block;
 use super::records;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
-use crate::filter::{PullFilter, record_matches};
+use crate::filter::PullFilter;
 use crate::processor::bad_header;
-use crate::store::RecordFilter;
 use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s, times out 10 s later).
@@ -406,17 +405,7 @@ fn read_queue(ctx: &BrokerCtx, plan: &Plan<'_>, topic: &str, queue_id: i32, out:
         // with SUB_ALL.
         PullFilter::All
     };
-    let codes = filter.tag_codes();
-    let tags = codes.map(|codes| move |tag: i64| codes.contains(&(tag as i32)));
-    let tags_ref: Option<&dyn Fn(i64) -> bool> = tags.as_ref().map(|f| f as &dyn Fn(i64) -> bool);
-    let sql = filter
-        .sql()
-        .map(|e| move |record: &[u8]| record_matches(e, record));
-    let sql_ref: Option<RecordFilter<'_>> = sql.as_ref().map(|f| f as RecordFilter<'_>);
-    let Some(p) = ctx
-        .store
-        .read_queue(topic, queue_id, offset, want, tags_ref, sql_ref)
-    else {
+    let Some(p) = filter.read(&ctx.store, topic, queue_id, offset, want) else {
         return;
     };
     out.rest += p.max.saturating_sub(p.next) as i64;

@@ -13,8 +13,7 @@ use tern_shell::{RemotingCommand, ResponseCode};
 use super::bad_header;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
-use crate::filter::{PullFilter, record_matches};
-use crate::store::RecordFilter;
+use crate::filter::PullFilter;
 use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s and times out at 30 s).
@@ -40,18 +39,8 @@ fn read(
     filter: &PullFilter,
 ) -> Answer {
     let offset = queue_offset.max(0) as u64;
-    let codes = filter.tag_codes();
-    let tags = codes.map(|codes| move |tag: i64| codes.contains(&(tag as i32)));
-    let tags_ref: Option<&dyn Fn(i64) -> bool> = tags.as_ref().map(|f| f as &dyn Fn(i64) -> bool);
-    let sql = filter
-        .sql()
-        .map(|e| move |record: &[u8]| record_matches(e, record));
-    let sql_ref: Option<RecordFilter<'_>> = sql.as_ref().map(|f| f as RecordFilter<'_>);
     let max_msgs = h.max_msg_nums.max(1) as u32;
-    let Some(p) = ctx
-        .store
-        .read_queue(&h.topic, h.queue_id, offset, max_msgs, tags_ref, sql_ref)
-    else {
+    let Some(p) = filter.read(&ctx.store, &h.topic, h.queue_id, offset, max_msgs) else {
         // The queue was never written.
         let code = if queue_offset != 0 {
             ResponseCode::PullOffsetMoved
