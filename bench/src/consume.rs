@@ -274,6 +274,19 @@ pub async fn catch_up(
             Ok::<(), String>(())
         }));
     }
+    join_reporting(tasks, &done, progress).await?;
+    let secs = start.elapsed().as_secs_f64();
+    c.shutdown().await;
+    Ok((done.load(Ordering::Relaxed), secs))
+}
+
+/// Waits for every task in turn, calling `progress` with what `done` counted since the
+/// last call every 200 ms meanwhile; the first task's error ends the wait.
+async fn join_reporting(
+    tasks: Vec<runtime::JoinHandle<Result<(), String>>>,
+    done: &AtomicU64,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), String> {
     let mut seen = 0;
     for t in tasks {
         let mut t = Box::pin(t);
@@ -288,9 +301,7 @@ pub async fn catch_up(
             }
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    c.shutdown().await;
-    Ok((done.load(Ordering::Relaxed), secs))
+    Ok(())
 }
 
 /// POPs every queue of `topic` until each is read to the end it had at the start, one
@@ -323,20 +334,7 @@ pub async fn pop_catch_up(
             Ok::<(), String>(())
         }));
     }
-    let mut seen = 0;
-    for t in tasks {
-        let mut t = Box::pin(t);
-        loop {
-            let r = runtime::timeout(Duration::from_millis(200), &mut t).await;
-            let now = done.load(Ordering::Relaxed);
-            progress(now - seen);
-            seen = now;
-            if let Ok(r) = r {
-                r?;
-                break;
-            }
-        }
-    }
+    join_reporting(tasks, &done, progress).await?;
     let secs = start.elapsed().as_secs_f64();
     c.shutdown().await;
     Ok((done.load(Ordering::Relaxed), secs))
