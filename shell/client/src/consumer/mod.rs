@@ -13,12 +13,14 @@
 //!   `MessageSelector`).
 //! * [`simple`]: [`SimpleConsumer`], RocketMQ 5's receive / ack / change-invisible-duration
 //!   consumer over the broker's POP.
+//! * [`pop`]: the POP requests both POP consumers send.
 //! * [`allocate`]: queue allocation strategies, identical to Java's.
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
 pub use tern_shell::allocate;
 pub mod lite;
 pub mod offset_store;
+pub mod pop;
 pub mod pull;
 pub mod push;
 pub mod selector;
@@ -26,10 +28,11 @@ pub mod simple;
 
 pub use allocate::AllocateStrategy;
 pub use lite::{LitePullConsumer, LitePullConsumerConfig};
+pub use pop::ReceivedMessage;
 pub use pull::{PullConsumer, PullResult, PullStatus};
 pub use push::{
     ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageModel,
     OrderlyListener, OrderlyStatus, PushConsumer, PushConsumerConfig,
 };
 pub use selector::{ExpressionType, MessageSelector};
-pub use simple::{ReceivedMessage, SimpleConsumer};
+pub use simple::SimpleConsumer;

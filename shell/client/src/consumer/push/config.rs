@@ -61,6 +61,20 @@ pub struct PushConsumerConfig {
     /// How long shutdown waits for running listener calls (their offsets are then
     /// committed).
     pub await_termination: Duration,
+    /// Queues are divided by this client (Java's default, `true`), or by the broker
+    /// (QUERY_ASSIGNMENT, `false`), which also says per queue whether to pull or POP
+    /// (the group's mode, set with SET_MESSAGE_REQUEST_MODE / `setConsumeMode`).
+    /// Orderly listeners and broadcasting always divide here, as in Java.
+    pub client_rebalance: bool,
+    /// POP mode: messages popped and not yet acked per queue above which its POPs pause
+    /// (Java: 96).
+    pub pop_threshold_for_queue: usize,
+    /// POP mode: messages asked for in one POP (Java: 32, at most 32).
+    pub pop_batch_nums: u32,
+    /// POP mode: how long a popped message stays hidden from the group before the
+    /// broker delivers it again (Java: 60 s). A listener call still running when it runs
+    /// out is not acked: the message comes again.
+    pub pop_invisible_time: Duration,
 }
 
 impl PushConsumerConfig {
@@ -89,6 +103,10 @@ impl PushConsumerConfig {
             max_reconsume_times: None,
             offset_store_dir: None,
             await_termination: Duration::from_secs(10),
+            client_rebalance: true,
+            pop_threshold_for_queue: 96,
+            pop_batch_nums: 32,
+            pop_invisible_time: Duration::from_secs(60),
         }
     }
 
@@ -107,6 +125,13 @@ impl PushConsumerConfig {
         }
     }
 }
+
+/// POP mode: how long a message whose listener asked to reconsume later stays hidden,
+/// by its reconsume times (Java's `popDelayLevel`: 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m
+/// 10m 20m 30m 1h 2h; the last for every later attempt).
+pub const POP_DELAY_LEVEL_SECS: [u64; 16] = [
+    10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+];
 
 /// Prefix of retry topics.
 pub const RETRY_PREFIX: &str = "%RETRY%";

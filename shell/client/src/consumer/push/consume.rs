@@ -31,7 +31,7 @@ const SEND_BACK_FAILED_PAUSE: Duration = Duration::from_secs(5);
 const ORDERLY_SLICE: Duration = Duration::from_millis(500);
 
 impl Inner {
-    fn pool_submit(self: &Arc<Self>, job: impl FnOnce() + Send + 'static) {
+    pub(super) fn pool_submit(self: &Arc<Self>, job: impl FnOnce() + Send + 'static) {
         if let Some(pool) = lock(&self.pool).as_ref() {
             pool.submit(job);
         }
@@ -213,7 +213,7 @@ impl Inner {
         true
     }
 
-    async fn send_back_rpc(
+    pub(super) async fn send_back_rpc(
         &self,
         mq: &MessageQueue,
         msg: &MessageExt,

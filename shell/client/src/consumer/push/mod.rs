@@ -11,13 +11,19 @@
 //!   time, in queue order, retrying the same messages after a pause.
 //! * [`process_queue`]: the pulled-but-unconsumed messages of a queue; offsets only move
 //!   to its lowest unconsumed message.
+//! * [`assignment`] and [`pop`]: with `client_rebalance = false` the broker divides the
+//!   queues (QUERY_ASSIGNMENT) and says per queue whether to pull or POP it (the group's
+//!   mode); POPed queues are consumed by POP / ACK / CHANGE_INVISIBLETIME, the broker
+//!   keeping the group's progress.
 //! * Offsets: the broker's (clustering, committed every 5 s and at shutdown) or a local
 //!   file (broadcasting), see [`crate::consumer::offset_store`].
 
+mod assignment;
 pub mod config;
 mod consume;
 pub mod listener;
 mod pool;
+mod pop;
 pub mod process_queue;
 mod pull_task;
 mod rebalance;
@@ -33,7 +39,9 @@ use tern_shell::runtime::now_ms;
 use tern_shell::body::{ConsumeType, ConsumerData, MessageQueue, QueueKeyMap, SubscriptionData};
 use tern_shell::runtime::{self, Shutdown};
 
-pub use config::{ConsumeFromWhere, MessageModel, PushConsumerConfig, RETRY_PREFIX};
+pub use config::{
+    ConsumeFromWhere, MessageModel, POP_DELAY_LEVEL_SECS, PushConsumerConfig, RETRY_PREFIX,
+};
 pub use listener::{
     ConcurrentListener, ConsumeContext, ConsumeStatus, OrderlyListener, OrderlyStatus,
 };
@@ -45,7 +53,9 @@ use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 use crate::processor::ConsumerHook;
 use crate::producer::Producer;
+use assignment::Divider;
 use pool::WorkerPool;
+use pop::PopQueue;
 use process_queue::ProcessQueue;
 
 /// The application's listener.
@@ -78,8 +88,12 @@ struct Inner {
     subs: Mutex<BTreeMap<String, SubscriptionData>>,
     listener: Mutex<Option<Listener>>,
     offsets: OffsetStore,
-    /// The owned queues.
+    /// The owned queues that are pulled.
     table: Mutex<HashMap<MessageQueue, Arc<ProcessQueue>>>,
+    /// The owned queues that are POPed (queue id −1: every queue of that broker).
+    pop_table: Mutex<HashMap<MessageQueue, Arc<PopQueue>>>,
+    /// Who divides each topic, once known (`client_rebalance = false` only).
+    dividers: Mutex<HashMap<String, Divider>>,
     pool: Mutex<Option<WorkerPool>>,
     /// Sends retries when CONSUMER_SEND_MSG_BACK fails.
     retry_producer: Producer,
@@ -132,6 +146,8 @@ impl PushConsumer {
                 listener: Mutex::new(None),
                 offsets,
                 table: Mutex::new(HashMap::new()),
+                pop_table: Mutex::new(HashMap::new()),
+                dividers: Mutex::new(HashMap::new()),
                 pool: Mutex::new(None),
                 retry_producer,
                 kick: Mutex::new(Shutdown::new()),
@@ -220,9 +236,7 @@ impl PushConsumer {
         ));
         let hook: Arc<dyn ConsumerHook> = Arc::new(Hook(Arc::downgrade(inner)));
         inner.client.register_hook(&cfg.group, hook);
-        inner
-            .client
-            .register_consumer(inner.consumer_data(&listener));
+        inner.client.register_consumer(inner.consumer_data());
         let topics: Vec<String> = lock(&inner.subs).keys().cloned().collect();
         for t in &topics {
             if let Err(e) = inner.client.fetch_route(t).await {
@@ -242,9 +256,11 @@ impl PushConsumer {
         Ok(())
     }
 
-    /// The queues this consumer owns now (retry queues included), sorted.
+    /// The queues this consumer owns now, pulled or POPed (retry queues included; a
+    /// POPed queue id −1 stands for every queue of its broker), sorted.
     pub fn assignment(&self) -> Vec<MessageQueue> {
         let mut v: Vec<MessageQueue> = lock(&self.inner.table).keys().cloned().collect();
+        v.extend(lock(&self.inner.pop_table).keys().cloned());
         crate::consumer::allocate::sort_queues(&mut v);
         v
     }
@@ -278,6 +294,10 @@ impl PushConsumer {
         for (_, pq) in &owned {
             pq.drop_queue();
         }
+        // Popped and unacked messages come again after their invisible time.
+        for (_, pq) in lock(&inner.pop_table).drain() {
+            pq.drop_queue();
+        }
         if inner.is_orderly() && inner.config.message_model == MessageModel::Clustering {
             inner.unlock(&mqs).await;
         }
@@ -297,7 +317,7 @@ impl Inner {
         self.config.message_model != MessageModel::Broadcasting
     }
 
-    fn consumer_data(&self, _listener: &Listener) -> ConsumerData {
+    fn consumer_data(&self) -> ConsumerData {
         ConsumerData {
             group_name: self.config.group.clone(),
             consume_type: ConsumeType::ConsumePassively,
@@ -391,18 +411,24 @@ impl Inner {
                 (mq.clone(), info)
             })
             .collect();
+        let pop_table: BTreeMap<MessageQueue, serde_json::Value> = lock(&self.pop_table)
+            .iter()
+            .map(|(mq, pq)| (mq.clone(), pq.info()))
+            .collect();
         #[derive(serde::Serialize)]
         #[serde(rename_all = "camelCase")]
         struct RunningInfo<'a> {
             properties: BTreeMap<&'a str, String>,
             subscription_set: Vec<SubscriptionData>,
             mq_table: QueueKeyMap<serde_json::Value>,
+            mq_pop_table: QueueKeyMap<serde_json::Value>,
             status_table: BTreeMap<String, serde_json::Value>,
         }
         tern_shell::body::to_json(&RunningInfo {
             properties: props,
             subscription_set: lock(&self.subs).values().cloned().collect(),
             mq_table: QueueKeyMap(table),
+            mq_pop_table: QueueKeyMap(pop_table),
             status_table: BTreeMap::new(),
         })
     }

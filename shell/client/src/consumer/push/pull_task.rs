@@ -20,9 +20,9 @@ use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_res
 use crate::error::{ClientError, Result};
 
 /// Pause of a queue over its flow-control thresholds (Java: 50 ms).
-const FLOW_CONTROL_PAUSE: Duration = Duration::from_millis(50);
+pub(super) const FLOW_CONTROL_PAUSE: Duration = Duration::from_millis(50);
 /// Pause after a failed pull (Java: 3 s).
-const ERROR_PAUSE: Duration = Duration::from_secs(3);
+pub(super) const ERROR_PAUSE: Duration = Duration::from_secs(3);
 /// Pause of an orderly queue whose lock is not held (Java: 3 s; shorter here since the
 /// lock is re-requested by the consume task).
 const UNLOCKED_PAUSE: Duration = Duration::from_millis(500);
@@ -51,14 +51,14 @@ pub(super) async fn pull_loop(
                 log::debug!("flow control on {mq:?}: {count} msgs, {bytes} bytes cached");
                 flow_logged = true;
             }
-            if stopped(&inner, &pq, FLOW_CONTROL_PAUSE).await {
+            if paused(&inner, pq.wait_dropped(), FLOW_CONTROL_PAUSE).await {
                 return;
             }
             continue;
         }
         flow_logged = false;
         if orderly && inner.clustering() && !pq.is_locked(cfg.lock_max_live.as_millis() as u64) {
-            if stopped(&inner, &pq, UNLOCKED_PAUSE).await {
+            if paused(&inner, pq.wait_dropped(), UNLOCKED_PAUSE).await {
                 return;
             }
             continue;
@@ -85,7 +85,7 @@ pub(super) async fn pull_loop(
                 } else {
                     log::debug!("pull of {mq:?} at {next} failed: {e}");
                 }
-                if stopped(&inner, &pq, ERROR_PAUSE).await {
+                if paused(&inner, pq.wait_dropped(), ERROR_PAUSE).await {
                     return;
                 }
                 continue;
@@ -99,7 +99,7 @@ pub(super) async fn pull_loop(
                 // Messages whose body cannot be read go to the DLQ before the queue moves
                 // past them; until that worked, the same range is pulled again.
                 if !r.undecodable.is_empty() && !inner.set_aside(&mq, &r.undecodable).await {
-                    if stopped(&inner, &pq, ERROR_PAUSE).await {
+                    if paused(&inner, pq.wait_dropped(), ERROR_PAUSE).await {
                         return;
                     }
                     continue;
@@ -135,15 +135,20 @@ pub(super) async fn pull_loop(
     }
 }
 
-/// Sleeps `d`; true when the queue was dropped or the consumer stopped meanwhile.
-async fn stopped(inner: &Inner, pq: &ProcessQueue, d: Duration) -> bool {
+/// Sleeps `d`; true when the queue was dropped (`dropped` finished) or the consumer
+/// stopped meanwhile. Shared by the pull and POP tasks.
+pub(super) async fn paused(
+    inner: &Inner,
+    dropped: impl std::future::Future<Output = ()>,
+    d: Duration,
+) -> bool {
     runtime::race(
         async {
             runtime::sleep(d).await;
             false
         },
         async {
-            runtime::race(pq.wait_dropped(), inner.shutdown.wait()).await;
+            runtime::race(dropped, inner.shutdown.wait()).await;
             true
         },
     )

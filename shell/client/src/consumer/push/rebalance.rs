@@ -12,6 +12,7 @@ use tern_shell::body::{
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode};
 
+use super::assignment::Divider;
 use super::config::RETRY_PREFIX;
 use super::process_queue::ProcessQueue;
 use super::{Inner, lock, pull_task};
@@ -61,15 +62,47 @@ impl Inner {
             if self.shutdown.is_triggered() {
                 return true;
             }
-            match self.allocation(&topic).await {
-                Ok(mine) => complete &= self.update_table(&topic, mine).await,
+            let outcome = match self.divider(&topic).await {
+                Divider::Broker => self.rebalance_by_broker(&topic).await,
+                Divider::Client => match self.allocation(&topic).await {
+                    Ok(mine) => Ok(self.update_table(&topic, mine).await),
+                    Err(e) => Err(e),
+                },
+            };
+            match outcome {
+                Ok(done) => complete &= done,
+                // A POP retry topic exists only once POP consumption needed one.
+                Err(ClientError::NoRoute { .. } | ClientError::TopicNotExist { .. })
+                    if topic.starts_with(&format!("{}_", self.config.retry_topic())) => {}
                 Err(e) => {
                     log::debug!("rebalance of {topic} in {}: {e}", self.config.group);
                     complete = false;
                 }
             }
         }
+        self.truncate_unsubscribed().await;
         complete
+    }
+
+    /// Java's `truncateMessageQueueNotMyTopic`: queues of topics no longer subscribed
+    /// (a POP retry topic left when its topic turned to POP) are given up.
+    async fn truncate_unsubscribed(self: &Arc<Self>) {
+        let subs: BTreeSet<String> = lock(&self.subs).keys().cloned().collect();
+        let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
+            .iter()
+            .filter(|(mq, _)| !subs.contains(&mq.topic))
+            .map(|(mq, pq)| (mq.clone(), pq.clone()))
+            .collect();
+        for (mq, pq) in stale {
+            self.remove_queue(mq, pq).await;
+        }
+        lock(&self.pop_table).retain(|mq, pq| {
+            let keep = subs.contains(&mq.topic);
+            if !keep {
+                pq.drop_queue();
+            }
+            keep
+        });
     }
 
     /// The queues of `topic` this member should own.
@@ -80,7 +113,11 @@ impl Inner {
     }
 
     /// Drops queues no longer owned, adds new ones; false if some could not be added.
-    async fn update_table(self: &Arc<Self>, topic: &str, mine: Vec<MessageQueue>) -> bool {
+    pub(super) async fn update_table(
+        self: &Arc<Self>,
+        topic: &str,
+        mine: Vec<MessageQueue>,
+    ) -> bool {
         let mine: BTreeSet<MessageQueue> = mine.into_iter().collect();
         let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
             .iter()
