@@ -107,6 +107,7 @@ code_enum! {
         ResetConsumerClientOffset = 220,
         GetConsumerStatusFromClient = 221,
         InvokeBrokerToResetOffset = 222,
+        InvokeBrokerToGetConsumerStatus = 223,
         GetTopicsByCluster = 224,
         QueryTopicConsumeByWho = 300,
         GetConsumerRunningInfo = 307,

@@ -3,6 +3,8 @@
 //! fastjson writes `Map<MessageQueue, X>` with JSON objects as keys; [`QueueKeyMap`]
 //! reads and writes that form.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{QueueKeyMap, lenient};
@@ -112,6 +114,58 @@ pub struct TopicStatsTable {
 pub struct ResetOffsetBody {
     /// queue → new offset, with object keys.
     pub offset_table: QueueKeyMap<i64>,
+}
+
+/// The reset-offset body RocketMQ's C++ client reads (`ResetOffsetBodyForC`): a list,
+/// because its JSON parser cannot read fastjson's object keys.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResetOffsetBodyForC {
+    /// One entry per queue.
+    pub offset_table: Vec<MessageQueueForC>,
+}
+
+/// One queue and its new offset (`MessageQueueForC`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MessageQueueForC {
+    /// Broker name.
+    pub broker_name: String,
+    /// New offset.
+    pub offset: i64,
+    /// Queue id.
+    pub queue_id: i32,
+    /// Topic.
+    pub topic: String,
+}
+
+/// CONSUME_MESSAGE_DIRECTLY answer (`ConsumeMessageDirectlyResult`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsumeMessageDirectlyResult {
+    /// Consumed by an orderly listener.
+    pub order: bool,
+    /// Offsets are committed automatically (always, for concurrent listeners).
+    pub auto_commit: bool,
+    /// `CR_SUCCESS`, `CR_LATER`, `CR_ROLLBACK`, `CR_COMMIT`, `CR_THROW_EXCEPTION` or
+    /// `CR_RETURN_NULL`.
+    pub consume_result: String,
+    /// Why, for CR_THROW_EXCEPTION.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remark: Option<String>,
+    /// How long the listener took, ms.
+    pub spent_time_mills: i64,
+}
+
+/// GET_CONSUMER_STATUS_FROM_CLIENT / INVOKE_BROKER_TO_GET_CONSUMER_STATUS answer
+/// (`GetConsumerStatusBody`): a client's offsets, or every client's by client id.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GetConsumerStatusBody {
+    /// queue → the client's offset (one client's answer).
+    pub message_queue_table: QueueKeyMap<i64>,
+    /// client id → queue → offset (the broker's answer).
+    pub consumer_table: BTreeMap<String, QueueKeyMap<i64>>,
 }
 
 #[cfg(test)]

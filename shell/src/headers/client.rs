@@ -60,6 +60,36 @@ ext_header! {
     }
 }
 
+ext_header! {
+    /// GET_CONSUMER_STATUS_FROM_CLIENT (broker→client) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS
+    /// request.
+    pub struct GetConsumerStatusRequestHeader {
+        /// Topic.
+        pub topic: String = "topic",
+        /// Consumer group.
+        pub group: String = "group",
+        /// Only this client (its id); every client of the group when absent.
+        pub client_addr: Option<String> = "clientAddr",
+    }
+}
+
+ext_header! {
+    /// CONSUME_MESSAGE_DIRECTLY request (admin→broker→client), Java's
+    /// `ConsumeMessageDirectlyResultRequestHeader`.
+    pub struct ConsumeMessageDirectlyResultRequestHeader {
+        /// Consumer group.
+        pub consumer_group: String = "consumerGroup",
+        /// Which client.
+        pub client_id: Option<String> = "clientId",
+        /// The message's offset msgId (the broker reads the record at its commit-log offset).
+        pub msg_id: Option<String> = "msgId",
+        /// The broker holding it (the broker fills in its own name).
+        pub broker_name: Option<String> = "brokerName",
+        /// 5.x: the message's topic.
+        pub topic: Option<String> = "topic",
+    }
+}
+
 /// `commitOrRollback` values of END_TRANSACTION (the sysFlag transaction bits).
 pub mod transaction_state {
     /// Not decided yet: the broker ignores it and checks back later.

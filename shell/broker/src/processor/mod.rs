@@ -11,6 +11,7 @@ use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 
 pub mod admin;
 pub mod client;
+pub mod consumer_admin;
 pub mod offset;
 pub mod pull;
 pub mod query;
@@ -127,6 +128,14 @@ impl Processor for BrokerProcessor {
             RequestCode::QueryAssignment => crate::pop::assign::query_assignment(ctx, &req).await,
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
+            RequestCode::InvokeBrokerToResetOffset => consumer_admin::reset_offset(ctx, &req),
+            RequestCode::InvokeBrokerToGetConsumerStatus => {
+                consumer_admin::consumer_status(ctx, &req).await
+            }
+            RequestCode::GetConsumerRunningInfo => consumer_admin::running_info(ctx, &req).await,
+            RequestCode::ConsumeMessageDirectly => {
+                consumer_admin::consume_directly(ctx, &req).await
+            }
             _ => not_supported(&req),
         };
         ctx.metrics

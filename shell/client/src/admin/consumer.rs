@@ -1,10 +1,25 @@
-//! Admin operations on how a consumer group consumes: the request mode (pull or POP).
+//! Admin operations on a consumer group through its brokers and clients: the request
+//! mode (pull or POP), offset reset by time, the clients' offsets and running info, and
+//! consuming one message directly.
 
-use tern_shell::body::{SetMessageRequestModeRequestBody, to_json};
+use std::collections::BTreeMap;
+
+use tern_shell::body::{
+    ConsumeMessageDirectlyResult, GetConsumerStatusBody, MessageQueue, ResetOffsetBody,
+    SetMessageRequestModeRequestBody, from_json, to_json,
+};
+use tern_shell::headers::{
+    ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader, ResetOffsetRequestHeader,
+};
 use tern_shell::{RemotingCommand, RequestCode};
 
 use super::{Admin, Target};
 use crate::error::{ClientError, Result};
+
+/// How long a broker may take to reach a group's client for the admin (RocketMQ's
+/// broker waits 10 s for the client; mqadmin itself gives up after 5 s).
+const VIA_CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12);
 
 /// How a group consumes a topic when the broker divides its queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,5 +78,140 @@ impl Admin {
             done.push(addr);
         }
         Ok(done)
+    }
+
+    /// INVOKE_BROKER_TO_RESET_OFFSET on every broker of `topic`'s route: `group`'s
+    /// offsets move to the first message stored at or after `timestamp_ms` (−1: the end
+    /// of each queue); without `force` only backwards. A running group moves through its
+    /// clients, a stopped one in the broker. Returns the new offset of every queue.
+    pub async fn reset_offset_by_time(
+        &self,
+        topic: &str,
+        group: &str,
+        timestamp_ms: i64,
+        force: bool,
+    ) -> Result<BTreeMap<MessageQueue, i64>> {
+        let route = self.topic_route(topic).await?;
+        let header = ResetOffsetRequestHeader {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+            timestamp: timestamp_ms,
+            is_force: force,
+            queue_id: None,
+            offset: None,
+        };
+        let mut out = BTreeMap::new();
+        for b in &route.broker_datas {
+            let Some(addr) = b.master_addr() else {
+                continue;
+            };
+            let cmd = RemotingCommand::request(RequestCode::InvokeBrokerToResetOffset, &header);
+            let resp = self.client.invoke_ok(addr, cmd).await?;
+            let body: ResetOffsetBody =
+                from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            out.extend(body.offset_table.0);
+        }
+        Ok(out)
+    }
+
+    /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS at the first broker of `topic`'s route (as
+    /// Java asks): each online client's offsets of `topic`, by client id (`client_id`:
+    /// that one only). Clients that cannot answer (RocketMQ's C++ client) are left out.
+    pub async fn consumer_status(
+        &self,
+        topic: &str,
+        group: &str,
+        client_id: Option<&str>,
+    ) -> Result<BTreeMap<String, BTreeMap<MessageQueue, i64>>> {
+        let route = self.topic_route(topic).await?;
+        let addr = route
+            .broker_datas
+            .iter()
+            .find_map(|b| b.master_addr())
+            .ok_or_else(|| ClientError::NotFound(format!("no master serves {topic}")))?;
+        let header = GetConsumerStatusRequestHeader {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+            client_addr: client_id.map(str::to_owned),
+        };
+        let cmd = RemotingCommand::request(RequestCode::InvokeBrokerToGetConsumerStatus, &header);
+        let resp = crate::instance::ok(self.client.invoke(addr, cmd, VIA_CLIENT_TIMEOUT).await?)?;
+        let body: GetConsumerStatusBody =
+            from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok(body
+            .consumer_table
+            .into_iter()
+            .map(|(c, t)| (c, t.0))
+            .collect())
+    }
+
+    /// A broker where `group` has `client_id` connected (each master is asked who is
+    /// in the group, as GET_CONSUMER_CONNECTION_LIST answers).
+    async fn broker_of_client(&self, group: &str, client_id: &str) -> Result<String> {
+        for (_, addr) in self.all_masters().await? {
+            let h = tern_shell::headers::ConsumerGroupRequestHeader {
+                consumer_group: group.to_owned(),
+            };
+            let cmd = RemotingCommand::request(RequestCode::GetConsumerConnectionList, &h);
+            let Ok(resp) = self.client.invoke_ok(&addr, cmd).await else {
+                continue;
+            };
+            let conns: tern_shell::body::ConsumerConnection =
+                from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if conns
+                .connection_set
+                .iter()
+                .any(|c| c.client_id == client_id)
+            {
+                return Ok(addr);
+            }
+        }
+        Err(ClientError::NotFound(format!(
+            "client {client_id} of group {group} is not connected to any broker"
+        )))
+    }
+
+    /// GET_CONSUMER_RUNNING_INFO of one client, through a broker it is connected to:
+    /// Java's `ConsumerRunningInfo` JSON as the client wrote it.
+    pub async fn consumer_running_info(
+        &self,
+        group: &str,
+        client_id: &str,
+        jstack: bool,
+    ) -> Result<serde_json::Value> {
+        let addr = self.broker_of_client(group, client_id).await?;
+        let h = GetConsumerRunningInfoRequestHeader {
+            consumer_group: group.to_owned(),
+            client_id: client_id.to_owned(),
+            jstack_enable: Some(jstack),
+        };
+        let cmd = RemotingCommand::request(RequestCode::GetConsumerRunningInfo, &h);
+        let resp = crate::instance::ok(self.client.invoke(&addr, cmd, VIA_CLIENT_TIMEOUT).await?)?;
+        tern_shell::body::from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    /// CONSUME_MESSAGE_DIRECTLY: client `client_id` of `group` runs its listener on the
+    /// message with offset msgId `offset_msg_id` now (through the broker that stores it).
+    pub async fn consume_message_directly(
+        &self,
+        group: &str,
+        client_id: &str,
+        offset_msg_id: &str,
+        topic: Option<&str>,
+    ) -> Result<ConsumeMessageDirectlyResult> {
+        let id = tern_shell::message::decode_offset_msg_id(offset_msg_id.trim()).map_err(|e| {
+            ClientError::InvalidMessage(format!("{offset_msg_id} is not an offset msgId: {e}"))
+        })?;
+        let h = ConsumeMessageDirectlyResultRequestHeader {
+            consumer_group: group.to_owned(),
+            client_id: Some(client_id.to_owned()),
+            msg_id: Some(offset_msg_id.trim().to_owned()),
+            broker_name: None,
+            topic: topic.map(str::to_owned),
+        };
+        let cmd = RemotingCommand::request(RequestCode::ConsumeMessageDirectly, &h);
+        let addr = id.store_host.to_string();
+        let resp = crate::instance::ok(self.client.invoke(&addr, cmd, VIA_CLIENT_TIMEOUT).await?)?;
+        from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 }

@@ -8,7 +8,8 @@ use tern_shell::body::{SubscriptionGroupConfig, TopicConfig};
 use crate::out::{Table, fmt_time, print_json};
 use crate::{Args, CliError, Command, flag, val, wait};
 
-fn target(args: &Args) -> Result<Target, CliError> {
+/// `-b` broker or `-c` cluster, one of them required.
+pub fn target(args: &Args) -> Result<Target, CliError> {
     match (args.get('b'), args.get('c')) {
         (Some(b), _) => Ok(Target::Broker(b.to_owned())),
         (None, Some(c)) => Ok(Target::Cluster(c.to_owned())),

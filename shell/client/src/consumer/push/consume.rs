@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tern_shell::body::MessageQueue;
+use tern_shell::body::{ConsumeMessageDirectlyResult, MessageQueue};
 use tern_shell::headers::ConsumerSendMsgBackRequestHeader;
 use tern_shell::message::{Message, MessageExt, Undecodable, property};
 use tern_shell::runtime;
@@ -124,6 +124,56 @@ impl Inner {
                 runtime::sleep(SEND_BACK_FAILED_PAUSE).await;
                 me.submit_concurrent(&mq, &pq, failed);
             });
+        }
+    }
+
+    /// CONSUME_MESSAGE_DIRECTLY (Java's `consumeMessageDirectly`): the listener on one
+    /// message an admin chose, outside the queues' flow; nothing is committed or sent back.
+    pub(super) fn consume_directly(
+        &self,
+        msg: MessageExt,
+        broker_name: &str,
+    ) -> ConsumeMessageDirectlyResult {
+        let mq = MessageQueue {
+            topic: msg.topic.clone(),
+            broker_name: broker_name.to_owned(),
+            queue_id: msg.queue_id,
+        };
+        let mut msgs = vec![msg];
+        self.reset_retry_topic(&mut msgs);
+        let mut ctx = ConsumeContext::new(mq);
+        let listener = lock(&self.listener).clone();
+        let started = Instant::now();
+        let (order, verdict) = match &listener {
+            Some(Listener::Concurrent(l)) => (
+                false,
+                catch_unwind(AssertUnwindSafe(|| l.consume(&msgs, &mut ctx))).map(|s| match s {
+                    ConsumeStatus::Success => "CR_SUCCESS",
+                    ConsumeStatus::ReconsumeLater => "CR_LATER",
+                }),
+            ),
+            Some(Listener::Orderly(l)) => (
+                true,
+                catch_unwind(AssertUnwindSafe(|| l.consume(&msgs, &mut ctx))).map(|s| match s {
+                    OrderlyStatus::Success => "CR_SUCCESS",
+                    OrderlyStatus::SuspendCurrentQueueAMoment => "CR_LATER",
+                }),
+            ),
+            None => (false, Ok("CR_RETURN_NULL")),
+        };
+        let (result, remark) = match verdict {
+            Ok(r) => (r, None),
+            Err(_) => (
+                "CR_THROW_EXCEPTION",
+                Some("the listener panicked".to_owned()),
+            ),
+        };
+        ConsumeMessageDirectlyResult {
+            order,
+            auto_commit: true,
+            consume_result: result.to_owned(),
+            remark,
+            spent_time_mills: started.elapsed().as_millis() as i64,
         }
     }
 

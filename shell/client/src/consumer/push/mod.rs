@@ -30,7 +30,7 @@ mod rebalance;
 
 pub(crate) use rebalance::{allocate_topic, pull_from_where};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -94,6 +94,9 @@ struct Inner {
     pop_table: Mutex<HashMap<MessageQueue, Arc<PopQueue>>>,
     /// Who divides each topic, once known (`client_rebalance = false` only).
     dividers: Mutex<HashMap<String, Divider>>,
+    /// Topics whose offsets are being reset: rebalances add none of their queues
+    /// until the new offsets are committed.
+    resetting: Mutex<BTreeSet<String>>,
     pool: Mutex<Option<WorkerPool>>,
     /// Sends retries when CONSUMER_SEND_MSG_BACK fails.
     retry_producer: Producer,
@@ -148,6 +151,7 @@ impl PushConsumer {
                 table: Mutex::new(HashMap::new()),
                 pop_table: Mutex::new(HashMap::new()),
                 dividers: Mutex::new(HashMap::new()),
+                resetting: Mutex::new(BTreeSet::new()),
                 pool: Mutex::new(None),
                 retry_producer,
                 kick: Mutex::new(Shutdown::new()),
@@ -450,6 +454,37 @@ impl ConsumerHook for Hook {
             .upgrade()
             .map(|i| i.running_info())
             .unwrap_or_default()
+    }
+
+    fn reset_offset(&self, topic: &str, offsets: BTreeMap<MessageQueue, i64>) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        runtime::spawn(inner.reset_offsets(topic.to_owned(), offsets));
+        true
+    }
+
+    fn consume_directly(
+        &self,
+        msg: tern_shell::message::MessageExt,
+        broker_name: &str,
+    ) -> Option<tern_shell::body::ConsumeMessageDirectlyResult> {
+        Some(self.0.upgrade()?.consume_directly(msg, broker_name))
+    }
+
+    fn offsets_of(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
+        let Some(inner) = self.0.upgrade() else {
+            return BTreeMap::new();
+        };
+        let owned: Vec<MessageQueue> = lock(&inner.table)
+            .keys()
+            .filter(|mq| mq.topic == topic)
+            .cloned()
+            .collect();
+        owned
+            .into_iter()
+            .filter_map(|mq| Some((mq.clone(), inner.offsets.read_memory(&mq)?)))
+            .collect()
     }
 }
 

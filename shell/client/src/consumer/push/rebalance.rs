@@ -146,10 +146,19 @@ impl Inner {
                     continue;
                 }
             };
-            self.offsets.update(&mq, offset, false);
             let pq = Arc::new(ProcessQueue::new());
             pq.set_locked(orderly_locks);
-            lock(&self.table).insert(mq.clone(), pq.clone());
+            {
+                // Checked under the table's lock: a reset marks its topic before it
+                // takes the table, so either it sees this queue or this sees the mark.
+                let mut table = lock(&self.table);
+                if lock(&self.resetting).contains(topic) {
+                    complete = false;
+                    continue;
+                }
+                self.offsets.update(&mq, offset, false);
+                table.insert(mq.clone(), pq.clone());
+            }
             log::info!(
                 "{} now owns {mq:?} from offset {offset}",
                 self.client.client_id()
@@ -190,6 +199,48 @@ impl Inner {
                 me.unlock(std::slice::from_ref(&mq)).await;
             }
         });
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET (Java's `MQClientInstance.resetOffset`): the owned
+    /// queues of `topic` are dropped with what they cached (running listener calls no
+    /// longer commit), their new offsets committed to the broker, and a rebalance takes
+    /// them again from there. Queues this member does not own are left to their owners.
+    pub(super) async fn reset_offsets(
+        self: Arc<Self>,
+        topic: String,
+        offsets: BTreeMap<MessageQueue, i64>,
+    ) {
+        lock(&self.resetting).insert(topic.clone());
+        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = {
+            let mut table = lock(&self.table);
+            let mqs: Vec<MessageQueue> = table
+                .keys()
+                .filter(|mq| mq.topic == topic)
+                .cloned()
+                .collect();
+            mqs.into_iter()
+                .filter_map(|mq| table.remove(&mq).map(|pq| (mq, pq)))
+                .collect()
+        };
+        for (_, pq) in &owned {
+            pq.drop_queue();
+        }
+        for (mq, pq) in &owned {
+            if self.is_orderly() {
+                // The listener call running on it finishes before the offset moves.
+                let waited = std::time::Instant::now();
+                while pq.consume_lock.try_lock().is_err() && waited.elapsed() < HANDOVER_WAIT {
+                    runtime::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            if let Some(&offset) = offsets.get(mq) {
+                self.offsets.update(mq, offset, false);
+                log::info!("{mq:?} of {} reset to offset {offset}", self.config.group);
+            }
+            self.commit_and_forget(mq).await;
+        }
+        lock(&self.resetting).remove(&topic);
+        self.kick();
     }
 
     async fn commit_and_forget(&self, mq: &MessageQueue) {
