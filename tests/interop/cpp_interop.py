@@ -858,6 +858,89 @@ def scenario_timer(args, dl, producer):
     check("j.timer: each delivered once", not dups, str(dups))
 
 
+INVOKE_BROKER_TO_RESET_OFFSET = 222
+GET_CONSUME_STATS = 208
+
+
+def scenario_reset(args, dl, producer):
+    """A running C++ push consumer's group is reset to a time (INVOKE_BROKER_TO_RESET_OFFSET,
+    as mqadmin resetOffsetByTime sends it): the consumer must consume again exactly what
+    was stored from that time on, and the group's committed offsets (GET_CONSUME_STATS,
+    what consumerProgress shows) must come back to the end of every queue."""
+    topic = args.prefix + "-reset"
+    n = 20
+    keys = {"old": [], "new": []}
+    for batch in ("old", "new"):
+        if batch == "new":
+            time.sleep(0.5)
+            mark_ms = int(time.time() * 1000)
+            time.sleep(0.5)
+        for i in range(n):
+            key = "%s-%s%d" % (topic, batch, i)
+            r = producer.send_sync(make_msg(topic, key, "TagZ", "reset %s" % key, {}))
+            if int(r.status) == 0:
+                keys[batch].append(key)
+    check("k.reset: %d sends return SEND_OK" % (2 * n), len(keys["old"]) + len(keys["new"]) == 2 * n)
+    route = wait_route(args.ns_list, topic, dl.budget(15))
+    check("k.reset: %s has a route" % topic, route_ok(route), route_summary(route))
+    c = rmq()
+    col = Collector(keys["old"] + keys["new"])
+    group = "%s_%s_reset" % (args.prefix, args.run)
+    consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
+    consumer.set_namesrv_addr(args.namesrv)
+    consumer.set_instance_name(group)
+    consumer.subscribe(topic, col, "*")
+    if not bounded(consumer.start, 30, "consumer start"):
+        check("k.reset: consumer %s starts" % group, False, "start failed or hung")
+        return
+    col.all_arrived.wait(dl.budget(40))
+    check("k.reset: first pass consumed all %d" % (2 * n), not col.missing(), sample(col.missing()))
+    masters = [(b.get("brokerAddrs") or {}).get("0") for b in (route or {}).get("brokerDatas") or []]
+    answers = []
+    for addr in filter(None, masters):
+        code, remark, _, body = remoting_call(addr, INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": topic, "group": group, "timestamp": mark_ms, "isForce": "true"})
+        answers.append((addr, code, remark))
+    check("k.reset: INVOKE_BROKER_TO_RESET_OFFSET answered SUCCESS", answers and all(a[1] == 0 for a in answers),
+          str(answers))
+
+    def twice():
+        with col.lock:
+            return all(len(col.by_key.get(k, [])) >= 2 for k in keys["new"])
+    deadline = time.monotonic() + dl.budget(30)
+    while not twice() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(min(args.grace, max(0, dl.left() - 10)))
+    with col.lock:
+        again_new = [k for k in keys["new"] if len(col.by_key.get(k, [])) < 2]
+        again_old = [k for k in keys["old"] if len(col.by_key.get(k, [])) > 1]
+    check("k.reset: every message stored after the time consumed again", not again_new, sample(again_new))
+    check("k.reset: nothing stored before the time consumed again", not again_old, sample(again_old))
+
+    def behind():
+        total = 0
+        for addr in filter(None, masters):
+            code, _, _, body = remoting_call(addr, GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+            if code != 0:
+                return None
+            text = body.decode("utf-8", "replace")
+            # offsetTable maps queue objects (fastjson's bare object keys, not JSON) to
+            # {brokerOffset, consumerOffset, ...}: read each value object on its own.
+            for m in re.finditer(r'\{[^{}]*"brokerOffset"[^{}]*\}', text):
+                o = json.loads(m.group(0))
+                total += o["brokerOffset"] - o["consumerOffset"]
+        return total
+    deadline = time.monotonic() + dl.budget(20)
+    left = behind()
+    while left != 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = behind()
+    check("k.reset: the group's committed offsets reach the end of every queue again", left == 0,
+          "still %s behind" % left)
+    if not stop(consumer, "consumer %s shutdown" % group):
+        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+
+
 GET_MAX_OFFSET = 30
 
 
@@ -955,6 +1038,7 @@ SCENARIOS = {
     "delay": scenario_delay,
     "dedup": scenario_dedup,
     "timer": scenario_timer,
+    "reset": scenario_reset,
 }
 
 

@@ -8,6 +8,8 @@
 //! With `duplicateCheckWindowSeconds` on, a message the C++ producer sent, sent again with
 //! its UNIQ_KEY, is answered with the first copy's offset and stored once (the C++ client
 //! replaces a UNIQ_KEY property with its own id, so the resend is a plain remoting send).
+//! A running C++ push consumer's group reset to a time (INVOKE_BROKER_TO_RESET_OFFSET)
+//! consumes again from there: the broker tells it in the list form its parser reads.
 //! The harness is `interop/mod.rs`.
 
 mod interop;
@@ -46,6 +48,32 @@ fn cpp_client_scenarios_against_standalone_broker() {
         ],
     );
     run.assert_passed("C++ client scenarios (auto-created topics)", SCRIPT_LIMIT);
+    broker.stop_cleanly();
+}
+
+#[test]
+fn a_running_cpp_consumer_reset_to_a_time_consumes_again_from_there() {
+    let _serial = serial();
+    let Some(py) =
+        python_or_skip("a_running_cpp_consumer_reset_to_a_time_consumes_again_from_there")
+    else {
+        return;
+    };
+    let scratch = Scratch::new("reset");
+    let mut broker = Broker::start(&scratch.path("data"), None, scratch.path("broker.log"));
+    let mut run = Script::spawn(
+        &py,
+        &scratch,
+        &[
+            "--namesrv",
+            &broker.namesrv,
+            "--prefix",
+            "TernReset",
+            "--scenarios",
+            "reset",
+        ],
+    );
+    run.assert_passed("a running C++ consumer reset to a time", SCRIPT_LIMIT);
     broker.stop_cleanly();
 }
 
