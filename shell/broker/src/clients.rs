@@ -282,6 +282,17 @@ impl Clients {
         )
     }
 
+    /// The connection of the producer whose client id is `client_id`, in any group
+    /// (RocketMQ's `ProducerManager.findChannel`: replies go to the requester).
+    pub fn producer_connection(&self, client_id: &str) -> Option<Connection> {
+        self.lock()
+            .producers
+            .values()
+            .flat_map(HashMap::values)
+            .find(|m| m.client_id == client_id)
+            .map(|m| m.conn.clone())
+    }
+
     /// Connections of a producer group (transaction check-backs go to one of them).
     pub fn producer_members(&self, group: &str) -> Vec<Member> {
         self.lock()

@@ -126,6 +126,8 @@ impl Topics {
             topic("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1, rw),
             topic("BenchmarkTest", 1024, 1024, rw),
             topic(cluster, 16, 16, rw | PERM_INHERIT),
+            // Where request-reply's replies go (RocketMQ's `<cluster>_REPLY_TOPIC`).
+            topic(&format!("{cluster}_REPLY_TOPIC"), 1, 1, rw),
             topic(broker_name, 1, 1, rw | PERM_INHERIT),
         ];
         if auto_create {

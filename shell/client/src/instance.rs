@@ -17,7 +17,31 @@ use tern_shell::{ConnectionConfig, ConnectionPool, RemotingCommand, RequestCode,
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result, tidy_reason};
-use crate::processor::{CheckHooks, ClientProcessor, ConsumerHook, Hooks, TransactionCheckHook};
+use crate::processor::{
+    CheckHooks, ClientProcessor, ConsumerHook, Hooks, Replies, ReplySlot, TransactionCheckHook,
+};
+
+/// A request's wait for its reply; dropping it forgets the request, so a late reply is
+/// dropped.
+#[derive(Debug)]
+pub(crate) struct ReplyWait {
+    replies: Replies,
+    id: String,
+    slot: Arc<ReplySlot>,
+}
+
+impl ReplyWait {
+    /// Resolves with the reply.
+    pub(crate) async fn reply(&self) -> crate::message::MessageExt {
+        self.slot.wait().await
+    }
+}
+
+impl Drop for ReplyWait {
+    fn drop(&mut self) {
+        lock(&self.replies).remove(&self.id);
+    }
+}
 
 /// Perm bit: consumers may read.
 pub const PERM_READ: i32 = 4;
@@ -41,6 +65,8 @@ struct Inner {
     hooks: Hooks,
     /// Transaction producers by group, for check-backs.
     checkers: CheckHooks,
+    /// Requests waiting for their reply.
+    replies: Replies,
     /// Index of the name server that answered last; tried first next time.
     ns_index: AtomicUsize,
     routes: Mutex<HashMap<String, TopicRouteData>>,
@@ -79,10 +105,15 @@ impl ClientInstance {
         let client_id = format!("{client_ip}@{instance}");
         let hooks = Hooks::default();
         let checkers = CheckHooks::default();
+        let replies = Replies::default();
         let pool = ConnectionPool::with_processor(
             ConnectionConfig::default(),
             config.connect_timeout,
-            Arc::new(ClientProcessor::new(hooks.clone(), checkers.clone())),
+            Arc::new(ClientProcessor::new(
+                hooks.clone(),
+                checkers.clone(),
+                replies.clone(),
+            )),
         );
         let hash = client_id
             .bytes()
@@ -96,6 +127,7 @@ impl ClientInstance {
                 pool,
                 hooks,
                 checkers,
+                replies,
                 ns_index: AtomicUsize::new(0),
                 routes: Mutex::new(HashMap::new()),
                 brokers: Mutex::new(HashMap::new()),
@@ -344,6 +376,18 @@ impl ClientInstance {
     /// `hook`.
     pub fn register_hook(&self, group: &str, hook: Arc<dyn ConsumerHook>) {
         lock(&self.inner.hooks).insert(group.to_owned(), hook);
+    }
+
+    /// A slot for the reply to the request with `correlation_id`, forgotten when the
+    /// guard drops.
+    pub(crate) fn expect_reply(&self, correlation_id: &str) -> ReplyWait {
+        let slot = Arc::new(ReplySlot::default());
+        lock(&self.inner.replies).insert(correlation_id.to_owned(), slot.clone());
+        ReplyWait {
+            replies: self.inner.replies.clone(),
+            id: correlation_id.to_owned(),
+            slot,
+        }
     }
 
     /// Routes CHECK_TRANSACTION_STATE for half messages of producer `group` to `hook`.

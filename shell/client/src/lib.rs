@@ -45,6 +45,7 @@ pub use consumer::{
 pub use error::{ClientError, Result};
 pub use instance::ClientInstance;
 pub use message::{Message, MessageBuilder, MessageExt, MessageQueue};
+pub use producer::request::create_reply;
 pub use producer::transaction::{
     ListenerError, ListenerResult, LocalTransactionState, TransactionListener, TransactionProducer,
     TransactionSendResult,

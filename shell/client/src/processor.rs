@@ -3,7 +3,8 @@
 //! rebalance now, GET_CONSUMER_RUNNING_INFO gets a minimal report,
 //! RESET_CONSUMER_CLIENT_OFFSET moves a push consumer to the offsets an admin reset,
 //! GET_CONSUMER_STATUS_FROM_CLIENT answers its offsets, CONSUME_MESSAGE_DIRECTLY runs its
-//! listener on one message, CHECK_TRANSACTION_STATE goes to
+//! listener on one message, PUSH_REPLY_MESSAGE_TO_CLIENT brings the reply to a request,
+//! CHECK_TRANSACTION_STATE goes to
 //! the transaction producer of the half message's group; everything else is answered
 //! REQUEST_CODE_NOT_SUPPORTED.
 
@@ -14,12 +15,15 @@ use tern_shell::body::{
     ConsumeMessageDirectlyResult, GetConsumerStatusBody, MessageQueue, QueueKeyMap, ResetOffsetBody,
 };
 use tern_shell::connection::not_supported;
+use tern_shell::headers::ReplyMessageRequestHeader;
 use tern_shell::headers::{
     CheckTransactionStateRequestHeader, ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader, GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader, ResetOffsetRequestHeader,
 };
-use tern_shell::message::{MessageExt, decode_pulled, property};
+use tern_shell::message::{
+    Compression, MAX_INFLATED_BYTES, MessageExt, decode_pulled, property, string_to_properties,
+};
 use tern_shell::{ConnectionCtx, Processor, RemotingCommand, RequestCode, ResponseCode};
 
 /// What a consumer registered on a client instance answers to brokers.
@@ -69,17 +73,138 @@ pub trait TransactionCheckHook: Send + Sync + std::fmt::Debug {
 /// Transaction producers by group.
 pub type CheckHooks = Arc<Mutex<HashMap<String, Arc<dyn TransactionCheckHook>>>>;
 
+/// Requests waiting for their reply, by CORRELATION_ID (Java's
+/// `RequestFutureHolder`); the processor fills a slot when PUSH_REPLY_MESSAGE_TO_CLIENT
+/// brings its reply.
+pub type Replies = Arc<Mutex<HashMap<String, Arc<ReplySlot>>>>;
+
+/// Where one request's reply lands.
+#[derive(Debug, Default)]
+pub struct ReplySlot {
+    reply: Mutex<Option<MessageExt>>,
+    arrived: tern_shell::runtime::Shutdown,
+}
+
+impl ReplySlot {
+    fn fill(&self, m: MessageExt) {
+        *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+        self.arrived.trigger();
+    }
+
+    /// Waits for the reply.
+    pub async fn wait(&self) -> MessageExt {
+        loop {
+            self.arrived.wait().await;
+            if let Some(m) = self.reply.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return m;
+            }
+        }
+    }
+}
+
+/// The correlation id that pairs a request with its reply.
+pub const CORRELATION_ID: &str = "CORRELATION_ID";
+
 /// The processor of a client instance's connections.
 #[derive(Debug, Clone, Default)]
 pub struct ClientProcessor {
     hooks: Hooks,
     checkers: CheckHooks,
+    replies: Replies,
 }
 
 impl ClientProcessor {
-    /// A processor dispatching to consumer `hooks` and transaction `checkers`.
-    pub fn new(hooks: Hooks, checkers: CheckHooks) -> Self {
-        Self { hooks, checkers }
+    /// A processor dispatching to consumer `hooks`, transaction `checkers` and waiting
+    /// `replies`.
+    pub fn new(hooks: Hooks, checkers: CheckHooks, replies: Replies) -> Self {
+        Self {
+            hooks,
+            checkers,
+            replies,
+        }
+    }
+
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT (Java's `receiveReplyMessage`): the reply to one of
+    /// this client's requests. A reply nobody waits for any more (timed out) is dropped.
+    fn receive_reply(&self, conn: &ConnectionCtx, req: &RemotingCommand) -> RemotingCommand {
+        let h = match req.decode_header::<ReplyMessageRequestHeader>() {
+            Ok(h) => h,
+            Err(e) => {
+                return RemotingCommand::error_response(
+                    req,
+                    ResponseCode::SystemError,
+                    format!("bad header: {e}"),
+                );
+            }
+        };
+        let body = match Compression::of_sys_flag(h.sys_flag) {
+            Ok(None) => req.body.clone(),
+            Ok(Some(c)) => match c.decompress(&req.body, MAX_INFLATED_BYTES) {
+                Ok(b) => b,
+                Err(e) => {
+                    return RemotingCommand::error_response(
+                        req,
+                        ResponseCode::SystemError,
+                        format!("process reply message fail: body does not decompress: {e}"),
+                    );
+                }
+            },
+            Err(bits) => {
+                return RemotingCommand::error_response(
+                    req,
+                    ResponseCode::SystemError,
+                    format!("process reply message fail: unknown compression {bits:#x}"),
+                );
+            }
+        };
+        let properties =
+            string_to_properties(h.properties.as_deref().unwrap_or_default().as_bytes());
+        let host = |s: &str| {
+            s.trim_start_matches('/')
+                .parse()
+                .unwrap_or_else(|_| conn.peer_addr())
+        };
+        let msg = MessageExt {
+            topic: h.topic,
+            queue_id: h.queue_id,
+            flag: h.flag,
+            sys_flag: h.sys_flag,
+            born_timestamp: h.born_timestamp,
+            born_host: host(&h.born_host),
+            store_timestamp: h.store_timestamp,
+            store_host: host(&h.store_host),
+            reconsume_times: h.reconsume_times.unwrap_or(0),
+            body,
+            properties,
+            // Pushed, not stored: no place in a log or queue.
+            queue_offset: 0,
+            commit_log_offset: 0,
+            prepared_transaction_offset: 0,
+            body_crc: 0,
+            store_size: 0,
+            offset_msg_id: String::new(),
+        };
+        let Some(id) = msg.properties.get(CORRELATION_ID).cloned() else {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                "process reply message fail: no CORRELATION_ID",
+            );
+        };
+        let slot = self
+            .replies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned();
+        match slot {
+            Some(s) => s.fill(msg),
+            None => log::warn!(
+                "reply {id} from {} came after its request timed out",
+                conn.peer_addr()
+            ),
+        }
+        RemotingCommand::response_to(req, ResponseCode::Success)
     }
 
     /// CHECK_TRANSACTION_STATE (oneway: nothing is answered, problems are logged).
@@ -299,6 +424,7 @@ impl Processor for ClientProcessor {
             }
             RequestCode::GetConsumerStatusFromClient => Some(self.consumer_status(&req)),
             RequestCode::ConsumeMessageDirectly => Some(self.consume_directly(&req).await),
+            RequestCode::PushReplyMessageToClient => Some(self.receive_reply(conn, &req)),
             _ => Some(not_supported(&req)),
         }
     }

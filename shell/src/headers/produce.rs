@@ -1,5 +1,6 @@
 //! Produce-side headers: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
-//! RECALL_MESSAGE (370).
+//! RECALL_MESSAGE (370), and the reply path: SEND_REPLY_MESSAGE (324/325) uses the send
+//! header, PUSH_REPLY_MESSAGE_TO_CLIENT (326) its own.
 
 use super::{FromExtFields, HeaderError, ext_header};
 use crate::code::RequestCode;
@@ -245,5 +246,40 @@ ext_header! {
     pub struct RecallMessageResponseHeader {
         /// The recalled message's id (its UNIQ_KEY).
         pub msg_id: String = "msgId",
+    }
+}
+
+ext_header! {
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT request (broker→requester, `ReplyMessageRequestHeader`):
+    /// the replier's send header plus where and when the reply was received.
+    pub struct ReplyMessageRequestHeader {
+        /// The replier's producer group.
+        pub producer_group: String = "producerGroup",
+        /// The reply topic (`<cluster>_REPLY_TOPIC`).
+        pub topic: String = "topic",
+        /// Template topic of the replier's send.
+        pub default_topic: String = "defaultTopic",
+        /// Queue count of the template.
+        pub default_topic_queue_nums: i32 = "defaultTopicQueueNums",
+        /// Queue the replier chose.
+        pub queue_id: i32 = "queueId",
+        /// Record flags (compression of the body among them).
+        pub sys_flag: i32 = "sysFlag",
+        /// When the replier sent it, ms.
+        pub born_timestamp: i64 = "bornTimestamp",
+        /// Application flag.
+        pub flag: i32 = "flag",
+        /// The reply's properties string (CORRELATION_ID among them).
+        pub properties: Option<String> = "properties",
+        /// Reconsume times.
+        pub reconsume_times: Option<i32> = "reconsumeTimes",
+        /// Unit mode.
+        pub unit_mode: Option<bool> = "unitMode",
+        /// The replier's address.
+        pub born_host: String = "bornHost",
+        /// The broker's address.
+        pub store_host: String = "storeHost",
+        /// When the broker took the reply, ms.
+        pub store_timestamp: i64 = "storeTimestamp",
     }
 }

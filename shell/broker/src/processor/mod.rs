@@ -15,6 +15,7 @@ pub mod consumer_admin;
 pub mod offset;
 pub mod pull;
 pub mod query;
+pub mod reply;
 pub mod send;
 
 /// The broker's processor: finds the family for a request code and runs it.
@@ -85,6 +86,9 @@ impl Processor for BrokerProcessor {
             | RequestCode::SendMessageV2
             | RequestCode::SendBatchMessage => send::send(ctx, conn, &req).await,
             RequestCode::ConsumerSendMsgBack => send::send_back(ctx, conn, &req).await,
+            RequestCode::SendReplyMessage | RequestCode::SendReplyMessageV2 => {
+                reply::send_reply(ctx, conn, &req).await
+            }
             RequestCode::RecallMessage => crate::timer::recall::recall(ctx, conn, &req).await,
             RequestCode::EndTransaction => {
                 crate::transaction::end::end_transaction(ctx, conn, &req).await

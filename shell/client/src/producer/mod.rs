@@ -9,6 +9,7 @@
 
 pub mod fault;
 mod recall;
+pub mod request;
 mod selector;
 pub mod transaction;
 
@@ -128,6 +129,8 @@ struct Prepared {
     /// Retry topics: the reconsume count and limit, sent in the header as Java does.
     reconsume_times: Option<i32>,
     max_reconsume_times: Option<i32>,
+    /// A reply to a request ([`request::create_reply`]): sent with SEND_REPLY_MESSAGE_V2.
+    reply: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,6 +345,8 @@ impl Producer {
             sys_flag |= SYSFLAG_TRANSACTION_PREPARED;
         }
         check_properties(&properties)?;
+        let reply = msg.properties.get(request::MSG_TYPE).map(String::as_str)
+            == Some(request::REPLY_MESSAGE_FLAG);
         Ok(Prepared {
             topic: msg.topic,
             body,
@@ -352,6 +357,7 @@ impl Producer {
             batch: false,
             reconsume_times,
             max_reconsume_times,
+            reply,
         })
     }
 
@@ -404,6 +410,7 @@ impl Producer {
             batch: true,
             reconsume_times: None,
             max_reconsume_times: None,
+            reply: false,
         })
     }
 
@@ -556,6 +563,8 @@ impl Producer {
         };
         let code = if p.batch {
             RequestCode::SendBatchMessage
+        } else if p.reply {
+            RequestCode::SendReplyMessageV2
         } else {
             RequestCode::SendMessageV2
         };
