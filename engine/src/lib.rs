@@ -50,7 +50,7 @@ pub use fs_store::{EngineError, EngineStore, FsQueues, FsStore, FsStoreError};
 pub use layout::StoreLayout;
 pub use lock::StoreLock;
 pub use mapped::{Access, MappedFile};
-pub use meta::{MetaError, load, save};
+pub use meta::{MetaError, load, replace_file, save};
 pub use prealloc::NextSegment;
 pub use reader::{ReadError, SegmentFiles};
 pub use spare::Spares;

@@ -148,14 +148,7 @@ pub fn save<T: Serialize>(path: &Path, value: &T) -> Result<(), MetaError> {
     bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
     bytes.extend_from_slice(&payload);
 
-    let temp = with_suffix(path, ".tmp");
-    let mut file = File::create(&temp).map_err(|e| MetaError::io(&temp, FsOp::Create, &e))?;
-    file.write_all(&bytes)
-        .map_err(|e| MetaError::io(&temp, FsOp::Write, &e))?;
-    file.sync_all()
-        .map_err(|e| MetaError::io(&temp, FsOp::Flush, &e))?;
-    drop(file);
-
+    let temp = write_temp(path, &bytes)?;
     // Keep the current version as the backup, but only if it is intact: replacing a good
     // backup with a damaged file would lose the last good version.
     match read_payload(path)? {
@@ -169,7 +162,31 @@ pub fn save<T: Serialize>(path: &Path, value: &T) -> Result<(), MetaError> {
             path.display()
         ),
     }
-    fs::rename(&temp, path).map_err(|e| MetaError::io(&temp, FsOp::Rename, &e))?;
+    install(&temp, path)
+}
+
+/// Replaces the file at `path` with `bytes`, atomically and durably: a reader sees the
+/// old content or the new, and after a crash the new one once this returned. For files
+/// people edit too (`plain_acl.yml`), which keep their own format.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), MetaError> {
+    let temp = write_temp(path, bytes)?;
+    install(&temp, path)
+}
+
+/// Writes `bytes` to `<path>.tmp` and syncs it.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, MetaError> {
+    let temp = with_suffix(path, ".tmp");
+    let mut file = File::create(&temp).map_err(|e| MetaError::io(&temp, FsOp::Create, &e))?;
+    file.write_all(bytes)
+        .map_err(|e| MetaError::io(&temp, FsOp::Write, &e))?;
+    file.sync_all()
+        .map_err(|e| MetaError::io(&temp, FsOp::Flush, &e))?;
+    Ok(temp)
+}
+
+/// Renames `temp` over `path` and syncs the folder, so the rename survives a crash.
+fn install(temp: &Path, path: &Path) -> Result<(), MetaError> {
+    fs::rename(temp, path).map_err(|e| MetaError::io(temp, FsOp::Rename, &e))?;
     let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),

@@ -9,6 +9,7 @@ use std::fmt;
 
 use crate::frame::ExtFields;
 
+mod acl;
 mod admin;
 mod client;
 mod consume;
@@ -16,6 +17,7 @@ mod namesrv;
 mod pop;
 mod produce;
 
+pub use acl::*;
 pub use admin::*;
 pub use client::*;
 pub use consume::*;

@@ -23,6 +23,7 @@ use tern_shell::code::RequestCode;
 use tern_shell::runtime;
 
 pub mod config;
+pub mod edit;
 
 use config::{AclConfig, GROUP_PREFIX, perm};
 
@@ -37,6 +38,8 @@ type Stamp = Option<(SystemTime, u64)>;
 pub struct Acl {
     path: PathBuf,
     rules: RwLock<(Arc<AclConfig>, Stamp)>,
+    /// Held for the whole of a change of the file, so changes do not interleave.
+    editing: std::sync::Mutex<()>,
 }
 
 fn stamp(path: &Path) -> Stamp {
@@ -64,7 +67,28 @@ impl Acl {
         Ok(Acl {
             path: path.to_owned(),
             rules: RwLock::new((Arc::new(rules), stamped)),
+            editing: std::sync::Mutex::new(()),
         })
+    }
+
+    /// The file the rules come from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes one change to the file (an [`edit`] function given the path) and puts the
+    /// new rules in force before returning; changes run one at a time.
+    pub fn change(&self, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+        let _one = self.editing.lock().unwrap_or_else(|p| p.into_inner());
+        f(&self.path)?;
+        let rules = load(&self.path)?;
+        *self.rules.write().unwrap_or_else(|p| p.into_inner()) =
+            (Arc::new(rules), stamp(&self.path));
+        log::info!(
+            "ACL rules changed by an admin request ({})",
+            self.path.display()
+        );
+        Ok(())
     }
 
     fn rules(&self) -> Arc<AclConfig> {
@@ -159,6 +183,10 @@ fn needs_admin(code: RequestCode) -> bool {
             | RequestCode::DeleteTopicInBroker
             | RequestCode::UpdateAndCreateSubscriptionGroup
             | RequestCode::DeleteSubscriptionGroup
+            | RequestCode::UpdateAndCreateAclConfig
+            | RequestCode::DeleteAclConfig
+            | RequestCode::UpdateGlobalWhiteAddrsConfig
+            | RequestCode::GetBrokerClusterAclConfig
     )
 }
 

@@ -9,6 +9,7 @@ use tern_shell::{ConnectionCtx, Processor, RemotingCommand, ResponseCode};
 use crate::BrokerCtx;
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 
+pub mod acl_admin;
 pub mod admin;
 pub mod client;
 pub mod consumer_admin;
@@ -133,6 +134,11 @@ impl Processor for BrokerProcessor {
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
             RequestCode::InvokeBrokerToResetOffset => consumer_admin::reset_offset(ctx, &req),
+            RequestCode::UpdateAndCreateAclConfig => acl_admin::update_account(ctx, &req),
+            RequestCode::DeleteAclConfig => acl_admin::delete_account(ctx, &req),
+            RequestCode::UpdateGlobalWhiteAddrsConfig => acl_admin::update_global_white(ctx, &req),
+            RequestCode::GetBrokerClusterAclInfo => acl_admin::acl_version(ctx, &req),
+            RequestCode::GetBrokerClusterAclConfig => acl_admin::acl_config(ctx, &req),
             RequestCode::InvokeBrokerToGetConsumerStatus => {
                 consumer_admin::consumer_status(ctx, &req).await
             }

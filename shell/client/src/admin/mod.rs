@@ -4,9 +4,11 @@
 //! Cluster-wide operations go to every master of the cluster as listed by
 //! GET_BROKER_CLUSTER_INFO; topic operations go to the brokers of the topic's route.
 
+mod acl;
 mod consumer;
 mod query;
 
+pub use acl::AccessConfig;
 pub use consumer::RequestMode;
 pub use query::{MAX_QUERY_NUM, TOOLS_CONSUMER_GROUP};
 

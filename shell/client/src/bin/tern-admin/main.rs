@@ -2,6 +2,7 @@
 //! cluster. Tables by default, `--json` for scripts; exit status 1 with a one-line reason
 //! on failure, 2 on a usage error. Flags per command: docs/tern-admin.md.
 
+mod cmd_acl;
 mod cmd_consumer;
 mod cmd_message;
 mod cmd_topic;
@@ -145,6 +146,11 @@ const COMMANDS: &[Command] = &[
     cmd_consumer::RESET_OFFSET_BY_TIME,
     cmd_consumer::CONSUMER_STATUS,
     cmd_consumer::SET_CONSUME_MODE,
+    cmd_acl::UPDATE_ACL_CONFIG,
+    cmd_acl::DELETE_ACL_CONFIG,
+    cmd_acl::UPDATE_GLOBAL_WHITE_ADDR,
+    cmd_acl::CLUSTER_ACL_CONFIG_VERSION,
+    cmd_acl::GET_ACL_CONFIG,
 ];
 
 const COMMON: &[Opt] = &[

@@ -1,0 +1,216 @@
+//! Changes to `plain_acl.yml` asked over the wire (RocketMQ 4.x's
+//! `PlainPermissionManager.updateAccessConfig`, `deleteAccessConfig`,
+//! `updateGlobalWhiteAddrsConfig`): the file is read, changed as a YAML document (keys
+//! the broker does not know are kept), checked by parsing it back with the same rules
+//! as at start, bumped in its `dataVersion`, and replaced atomically; the rules in force
+//! are then read again. Comments do not survive, as in RocketMQ (snakeyaml drops them).
+
+use std::path::Path;
+
+use yaml_rust2::yaml::Hash;
+use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
+
+use super::config::AclConfig;
+
+/// One account as an admin sends it (`PlainAccessConfig`); `None` keeps what the
+/// account has.
+#[derive(Debug, Clone, Default)]
+pub struct AccountUpdate {
+    /// The account.
+    pub access_key: String,
+    /// Its secret.
+    pub secret_key: Option<String>,
+    /// Addresses that need no signature.
+    pub white_remote_address: Option<String>,
+    /// Admin flag (always written, as RocketMQ does).
+    pub admin: bool,
+    /// Default permission on topics.
+    pub default_topic_perm: Option<String>,
+    /// Default permission on groups.
+    pub default_group_perm: Option<String>,
+    /// `topic=PERM` entries (replacing the account's list).
+    pub topic_perms: Option<Vec<String>>,
+    /// `group=PERM` entries (replacing the account's list).
+    pub group_perms: Option<Vec<String>>,
+}
+
+/// The file's version as RocketMQ keeps it in the file (`dataVersion: [{counter,
+/// timestamp}]`): `(counter, timestamp)`, zeros when absent.
+pub fn data_version(doc: &Yaml) -> (i64, i64) {
+    let v = &doc["dataVersion"][0];
+    (
+        v["counter"].as_i64().unwrap_or(0),
+        v["timestamp"].as_i64().unwrap_or(0),
+    )
+}
+
+fn key(s: &str) -> Yaml {
+    Yaml::String(s.to_owned())
+}
+
+fn strings(v: &[String]) -> Yaml {
+    Yaml::Array(v.iter().map(|s| key(s)).collect())
+}
+
+/// Reads the file as a YAML mapping (an empty or missing file is an empty mapping).
+pub fn read(path: &Path) -> Result<Hash, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    let docs = YamlLoader::load_from_str(&text).map_err(|e| e.to_string())?;
+    match docs.into_iter().next() {
+        None | Some(Yaml::Null) => Ok(Hash::new()),
+        Some(Yaml::Hash(h)) => Ok(h),
+        Some(_) => Err(format!("{} is not a YAML mapping", path.display())),
+    }
+}
+
+/// Checks `doc`, bumps its version and writes it over `path`.
+fn write(path: &Path, mut doc: Hash, now_ms: i64) -> Result<(), String> {
+    let (counter, _) = data_version(&Yaml::Hash(doc.clone()));
+    let mut version = Hash::new();
+    version.insert(key("counter"), Yaml::Integer(counter + 1));
+    version.insert(key("timestamp"), Yaml::Integer(now_ms));
+    doc.insert(key("dataVersion"), Yaml::Array(vec![Yaml::Hash(version)]));
+    let doc = Yaml::Hash(doc);
+    let mut text = String::new();
+    YamlEmitter::new(&mut text)
+        .dump(&doc)
+        .map_err(|e| format!("writing YAML: {e}"))?;
+    text.push('\n');
+    // The same rules as at start: a change the broker could not load is refused here.
+    AclConfig::parse(&text)?;
+    tern_engine_fs::replace_file(path, text.as_bytes()).map_err(|e| e.to_string())
+}
+
+fn accounts(doc: &mut Hash) -> Result<&mut Vec<Yaml>, String> {
+    let entry = doc
+        .entry(key("accounts"))
+        .or_insert_with(|| Yaml::Array(Vec::new()));
+    if matches!(entry, Yaml::Null | Yaml::BadValue) {
+        *entry = Yaml::Array(Vec::new());
+    }
+    match entry {
+        Yaml::Array(a) => Ok(a),
+        _ => Err("accounts must be a list".into()),
+    }
+}
+
+fn access_key_of(a: &Yaml) -> Option<String> {
+    match &a["accessKey"] {
+        Yaml::String(s) => Some(s.clone()),
+        Yaml::Integer(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+/// Creates the account or updates the fields given.
+pub fn update_account(path: &Path, u: &AccountUpdate, now_ms: i64) -> Result<(), String> {
+    let mut doc = read(path)?;
+    let list = accounts(&mut doc)?;
+    let existing = list
+        .iter()
+        .position(|a| access_key_of(a).as_deref() == Some(u.access_key.as_str()));
+    let mut account = match existing {
+        Some(i) => match list.remove(i) {
+            Yaml::Hash(h) => h,
+            _ => Hash::new(),
+        },
+        None => Hash::new(),
+    };
+    account.insert(key("accessKey"), key(&u.access_key));
+    let fields = [
+        ("secretKey", &u.secret_key),
+        ("whiteRemoteAddress", &u.white_remote_address),
+        ("defaultTopicPerm", &u.default_topic_perm),
+        ("defaultGroupPerm", &u.default_group_perm),
+    ];
+    for (name, value) in fields {
+        if let Some(v) = value {
+            account.insert(key(name), key(v));
+        }
+    }
+    account.insert(key("admin"), Yaml::Boolean(u.admin));
+    for (name, value) in [
+        ("topicPerms", &u.topic_perms),
+        ("groupPerms", &u.group_perms),
+    ] {
+        if let Some(v) = value {
+            account.insert(key(name), strings(v));
+        }
+    }
+    list.push(Yaml::Hash(account));
+    write(path, doc, now_ms)
+}
+
+/// Deletes the account; `Err` when there is none.
+pub fn delete_account(path: &Path, access_key: &str, now_ms: i64) -> Result<(), String> {
+    let mut doc = read(path)?;
+    let list = accounts(&mut doc)?;
+    let before = list.len();
+    list.retain(|a| access_key_of(a).as_deref() != Some(access_key));
+    if list.len() == before {
+        return Err(format!("No acl config for {access_key}"));
+    }
+    write(path, doc, now_ms)
+}
+
+/// Replaces the global white addresses.
+pub fn set_global_white(path: &Path, addrs: &[String], now_ms: i64) -> Result<(), String> {
+    let mut doc = read(path)?;
+    doc.insert(key("globalWhiteRemoteAddresses"), strings(addrs));
+    write(path, doc, now_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_keep_unknown_keys_and_bump_the_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain_acl.yml");
+        std::fs::write(
+            &path,
+            "globalWhiteRemoteAddresses:\n  - 10.0.0.*\nmine: kept\naccounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    admin: false\n",
+        )
+        .unwrap();
+        let u = AccountUpdate {
+            access_key: "newuser1".into(),
+            secret_key: Some("secret99".into()),
+            topic_perms: Some(vec!["T1=PUB".into()]),
+            ..AccountUpdate::default()
+        };
+        update_account(&path, &u, 5).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cfg = AclConfig::parse(&text).unwrap();
+        assert_eq!(cfg.accounts.len(), 2);
+        assert!(text.contains("mine: kept"), "{text}");
+        let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+        assert_eq!(data_version(&doc), (1, 5));
+        // An update changes only what it names.
+        let u = AccountUpdate {
+            access_key: "RocketMQ".into(),
+            admin: true,
+            ..AccountUpdate::default()
+        };
+        update_account(&path, &u, 6).unwrap();
+        let cfg = AclConfig::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(cfg.accounts["RocketMQ"].admin);
+        assert_eq!(cfg.accounts["RocketMQ"].secret_key, "12345678");
+        // What the broker could not load is refused and the file is left as it was.
+        let bad = AccountUpdate {
+            access_key: "short".into(),
+            secret_key: Some("x".into()),
+            ..AccountUpdate::default()
+        };
+        assert!(update_account(&path, &bad, 7).is_err());
+        delete_account(&path, "newuser1", 8).unwrap();
+        assert!(delete_account(&path, "newuser1", 9).is_err());
+        set_global_white(&path, &["192.168.*".into()], 10).unwrap();
+        let cfg = AclConfig::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!((cfg.accounts.len(), cfg.global_white.len()), (1, 1));
+    }
+}

@@ -1,0 +1,148 @@
+//! The plain ACL's admin operations (RocketMQ 4.x's `updateAclConfig` family): accounts
+//! and global white addresses in each broker's `plain_acl.yml`, and its version.
+
+use serde_json::Value;
+use tern_shell::headers::{
+    CreateAccessConfigRequestHeader, DeleteAccessConfigRequestHeader,
+    GetBrokerAclConfigResponseHeader, UpdateGlobalWhiteAddrsConfigRequestHeader,
+};
+use tern_shell::{RemotingCommand, RequestCode};
+
+use super::{Admin, Target};
+use crate::error::{ClientError, Result};
+
+/// One account to create or update (`PlainAccessConfig`); `None` keeps what it has.
+#[derive(Debug, Clone, Default)]
+pub struct AccessConfig {
+    /// The account (at least 6 characters).
+    pub access_key: String,
+    /// Its secret (at least 6 characters).
+    pub secret_key: Option<String>,
+    /// Addresses that need no signature.
+    pub white_remote_address: Option<String>,
+    /// Admin account.
+    pub admin: bool,
+    /// Default permission on topics (`DENY`, `PUB`, `SUB`, `PUB|SUB`, `ANY`).
+    pub default_topic_perm: Option<String>,
+    /// Default permission on groups.
+    pub default_group_perm: Option<String>,
+    /// `topic=PERM` entries.
+    pub topic_perms: Option<Vec<String>>,
+    /// `group=PERM` entries.
+    pub group_perms: Option<Vec<String>>,
+}
+
+impl Admin {
+    /// Sends one request to each broker of `target`; returns each broker's answer.
+    async fn each_broker(
+        &self,
+        target: &Target,
+        cmd: impl Fn() -> RemotingCommand,
+    ) -> Result<Vec<(String, RemotingCommand)>> {
+        let mut out = Vec::new();
+        for addr in self.target_addrs(target).await? {
+            let resp = self.client.invoke_ok(&addr, cmd()).await?;
+            out.push((addr, resp));
+        }
+        Ok(out)
+    }
+
+    /// UPDATE_AND_CREATE_ACL_CONFIG on each broker of `target`.
+    pub async fn update_acl_account(
+        &self,
+        target: &Target,
+        c: &AccessConfig,
+    ) -> Result<Vec<String>> {
+        let h = CreateAccessConfigRequestHeader {
+            access_key: c.access_key.clone(),
+            secret_key: c.secret_key.clone(),
+            white_remote_address: c.white_remote_address.clone(),
+            admin: Some(c.admin),
+            default_topic_perm: c.default_topic_perm.clone(),
+            default_group_perm: c.default_group_perm.clone(),
+            topic_perms: c.topic_perms.as_ref().map(|v| v.join(",")),
+            group_perms: c.group_perms.as_ref().map(|v| v.join(",")),
+        };
+        let done = self
+            .each_broker(target, || {
+                RemotingCommand::request(RequestCode::UpdateAndCreateAclConfig, &h)
+            })
+            .await?;
+        Ok(done.into_iter().map(|(a, _)| a).collect())
+    }
+
+    /// DELETE_ACL_CONFIG on each broker of `target`.
+    pub async fn delete_acl_account(
+        &self,
+        target: &Target,
+        access_key: &str,
+    ) -> Result<Vec<String>> {
+        let h = DeleteAccessConfigRequestHeader {
+            access_key: access_key.to_owned(),
+        };
+        let done = self
+            .each_broker(target, || {
+                RemotingCommand::request(RequestCode::DeleteAclConfig, &h)
+            })
+            .await?;
+        Ok(done.into_iter().map(|(a, _)| a).collect())
+    }
+
+    /// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG on each broker of `target`: these address
+    /// patterns need no account at all.
+    pub async fn update_global_white_addrs(
+        &self,
+        target: &Target,
+        addrs: &[String],
+    ) -> Result<Vec<String>> {
+        let h = UpdateGlobalWhiteAddrsConfigRequestHeader {
+            global_white_addrs: Some(addrs.join(",")),
+            acl_file_full_path: None,
+        };
+        let done = self
+            .each_broker(target, || {
+                RemotingCommand::request(RequestCode::UpdateGlobalWhiteAddrsConfig, &h)
+            })
+            .await?;
+        Ok(done.into_iter().map(|(a, _)| a).collect())
+    }
+
+    /// GET_BROKER_CLUSTER_ACL_INFO of each broker of `target`.
+    pub async fn acl_versions(
+        &self,
+        target: &Target,
+    ) -> Result<Vec<(String, GetBrokerAclConfigResponseHeader)>> {
+        let answers = self
+            .each_broker(target, || {
+                RemotingCommand::request_code(RequestCode::GetBrokerClusterAclInfo)
+            })
+            .await?;
+        answers
+            .into_iter()
+            .map(|(addr, resp)| {
+                let h = resp
+                    .decode_header()
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                Ok((addr, h))
+            })
+            .collect()
+    }
+
+    /// GET_BROKER_CLUSTER_ACL_CONFIG of each broker of `target`: RocketMQ's `AclConfig`
+    /// JSON (`globalWhiteAddrs`, `plainAccessConfigs`).
+    pub async fn acl_configs(&self, target: &Target) -> Result<Vec<(String, Value)>> {
+        let answers = self
+            .each_broker(target, || {
+                RemotingCommand::request_code(RequestCode::GetBrokerClusterAclConfig)
+            })
+            .await?;
+        answers
+            .into_iter()
+            .map(|(addr, resp)| {
+                let v = tern_shell::body::from_json(&resp.body)
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                Ok((addr, v))
+            })
+            .collect()
+    }
+}
