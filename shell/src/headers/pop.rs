@@ -146,3 +146,23 @@ ext_header! {
         pub consumer_group: String = "consumerGroup",
     }
 }
+
+ext_header! {
+    /// POLLING_INFO (200055) request: how many POPs are held on one queue key.
+    pub struct PollingInfoRequestHeader {
+        /// Consumer group.
+        pub consumer_group: String = "consumerGroup",
+        /// Topic.
+        pub topic: String = "topic",
+        /// Queue; -1 for POPs of every queue.
+        pub queue_id: i32 = "queueId",
+    }
+}
+
+ext_header! {
+    /// POLLING_INFO response.
+    pub struct PollingInfoResponseHeader {
+        /// POP requests held now under `topic@group@queueId`.
+        pub polling_num: i32 = "pollingNum",
+    }
+}

@@ -178,11 +178,16 @@ pub async fn query_assignment(ctx: &BrokerCtx, req: &RemotingCommand) -> Remotin
             return RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string());
         }
     };
-    // A retry topic is always pulled; otherwise RocketMQ's defaultMessageRequestMode
-    // (PULL) unless the group was set.
+    // A retry topic is always pulled; otherwise the group's mode, or
+    // `defaultMessageRequestMode` / `defaultPopShareQueueNum` when it set none.
+    let cfg = &ctx.config.pop;
     let (mode, share) = match ctx.pop.modes.get(&b.topic, &b.consumer_group) {
-        Some(m) if !tern_shell::pop::is_retry_topic(&b.topic) => (m.mode, m.pop_share_queue_num),
-        _ => ("PULL".to_owned(), 0),
+        _ if tern_shell::pop::is_retry_topic(&b.topic) => ("PULL".to_owned(), 0),
+        Some(m) => (m.mode, m.pop_share_queue_num),
+        None if cfg.default_message_request_mode == "POP" => {
+            ("POP".to_owned(), cfg.default_pop_share_queue_num)
+        }
+        None => ("PULL".to_owned(), 0),
     };
     let assignments = balance(ctx, &b, &mode, share).await.map(|qs| {
         // A set, as Java's: a shared share may name a queue twice.

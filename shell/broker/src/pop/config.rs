@@ -26,6 +26,18 @@ pub struct PopConfig {
     /// (`popReviveToDlq`). RocketMQ's broker never does this; its clients send such a
     /// message back (CONSUMER_SEND_MSG_BACK), which Tern serves too.
     pub pop_revive_to_dlq: bool,
+    /// Revived messages go to `%RETRY%<group>+<topic>` instead of `%RETRY%<group>_<topic>`
+    /// (`enableRetryTopicV2`; the V1 name cannot be parsed back when names hold `_`).
+    pub enable_retry_topic_v2: bool,
+    /// With V2 on, POPs still read what is left in the V1 retry topic
+    /// (`retrieveMessageFromPopRetryTopicV1`).
+    pub retrieve_message_from_pop_retry_topic_v1: bool,
+    /// QUERY_ASSIGNMENT's mode for a group that never set one: `PULL` or `POP`
+    /// (`defaultMessageRequestMode`).
+    pub default_message_request_mode: String,
+    /// The `popShareQueueNum` that goes with a default POP mode
+    /// (`defaultPopShareQueueNum`; ≤ 0: every member reads every queue).
+    pub default_pop_share_queue_num: i32,
 }
 
 impl PopConfig {
@@ -55,6 +67,37 @@ impl PopConfig {
                 in_range(1, 10_000_000),
             )?,
             pop_revive_to_dlq: r.get("popReviveToDlq", true)?,
+            enable_retry_topic_v2: r.get("enableRetryTopicV2", false)?,
+            retrieve_message_from_pop_retry_topic_v1: r
+                .get("retrieveMessageFromPopRetryTopicV1", true)?,
+            default_message_request_mode: r.get_checked(
+                "defaultMessageRequestMode",
+                "PULL".to_owned(),
+                |m: &String| {
+                    if m == "PULL" || m == "POP" {
+                        Ok(())
+                    } else {
+                        Err("PULL or POP".to_owned())
+                    }
+                },
+            )?,
+            default_pop_share_queue_num: r.get("defaultPopShareQueueNum", -1i32)?,
         })
+    }
+
+    /// Where the revive service puts a group's redeliveries of `topic`.
+    pub fn retry_topic(&self, topic: &str, group: &str) -> String {
+        tern_shell::pop::pop_retry_topic(topic, group, self.enable_retry_topic_v2)
+    }
+
+    /// The retry topics a POP of `topic` reads: the one redeliveries go to, and with V2
+    /// on the V1 one too while `retrieveMessageFromPopRetryTopicV1` (RocketMQ reads one
+    /// of the two at random per POP; reading both never leaves the old one behind).
+    pub fn retry_topics_read(&self, topic: &str, group: &str) -> Vec<String> {
+        let mut out = vec![self.retry_topic(topic, group)];
+        if self.enable_retry_topic_v2 && self.retrieve_message_from_pop_retry_topic_v1 {
+            out.push(tern_shell::pop::pop_retry_topic(topic, group, false));
+        }
+        out
     }
 }

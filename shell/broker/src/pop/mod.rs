@@ -36,11 +36,24 @@ pub mod config;
 pub mod modes;
 pub mod notification;
 pub mod order;
+pub mod polling;
 pub mod receive;
 pub mod records;
 pub mod revive;
 
 pub use config::PopConfig;
+
+/// The polling key of held POPs on one queue (`-1`: POPs of every queue), RocketMQ's
+/// `KeyBuilder.buildPollingKey`.
+pub fn poll_key(topic: &str, group: &str, queue_id: i32) -> String {
+    format!("{topic}@{group}@{queue_id}")
+}
+
+/// The polling key of held NOTIFICATIONs: their own table in RocketMQ, so POLLING_INFO
+/// does not count them and they do not use up the POPs' room.
+pub fn notification_key(topic: &str, group: &str, queue_id: i32) -> String {
+    format!("{}@notification", poll_key(topic, group, queue_id))
+}
 
 /// Most queue locks held at once (each is one POP in progress on one queue).
 const MAX_LOCKS: usize = 100_000;
@@ -125,7 +138,7 @@ impl PopService {
     /// Takes the lock of one queue for one group, or `None` when a POP holds it (or the
     /// table is full).
     pub fn try_lock(&self, topic: &str, group: &str, queue_id: i32) -> Option<QueueLock<'_>> {
-        let key = format!("{topic}@{group}@{queue_id}");
+        let key = poll_key(topic, group, queue_id);
         let mut set = self.lock_set();
         if set.len() >= MAX_LOCKS || !set.insert(key.clone()) {
             return None;
@@ -146,6 +159,12 @@ impl PopService {
             }
             runtime::sleep(Duration::from_millis(1)).await;
         }
+    }
+
+    /// POP requests held now under `key` (POLLING_INFO).
+    pub fn polling_num(&self, key: &str) -> usize {
+        let p = self.polling.lock().unwrap_or_else(|e| e.into_inner());
+        p.get(key).copied().unwrap_or(0)
     }
 
     /// Registers a held request under `key`, or `None` when the key holds

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use tern_shell::body::TopicConfig;
 use tern_shell::headers::{NotificationRequestHeader, NotificationResponseHeader};
-use tern_shell::pop::pop_retry_topic;
 use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode};
 
@@ -47,7 +46,14 @@ fn has_message(
                     .check_block(&h.topic, &h.consumer_group, *q, attempt, now)
                     != Block::Blocked)
     });
-    normal || (!order && ahead(&pop_retry_topic(&h.topic, &h.consumer_group, false), 0))
+    normal
+        || (!order
+            && ctx
+                .config
+                .pop
+                .retry_topics_read(&h.topic, &h.consumer_group)
+                .iter()
+                .any(|t| ahead(t, 0)))
 }
 
 /// NOTIFICATION: answers `hasMsg` once something can be popped or the poll time passes.
@@ -84,11 +90,12 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     if h.poll_time <= 0 || now.saturating_sub(born).saturating_sub(h.poll_time) > BORN_SLACK_MS {
         return answer(false, false);
     }
-    let key = format!("{}@{}@{}", h.topic, h.consumer_group, h.queue_id);
+    let key = super::notification_key(&h.topic, &h.consumer_group, h.queue_id);
     let Some(_slot) = ctx.pop.poll_slot(key, &ctx.config.pop) else {
         return answer(false, true);
     };
-    let retry = pop_retry_topic(&h.topic, &h.consumer_group, false);
+    // New redeliveries arrive in this one; the others are only read.
+    let retry = ctx.config.pop.retry_topic(&h.topic, &h.consumer_group);
     let deadline = Instant::now()
         + Duration::from_millis(born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64)
             .min(MAX_HOLD);

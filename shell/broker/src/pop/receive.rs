@@ -18,8 +18,8 @@ use tern_shell::headers::{
     PeekMessageRequestHeader, PopMessageRequestHeader, PopMessageResponseHeader,
 };
 use tern_shell::pop::{
-    MAX_CK_MESSAGES, ORDER_REVIVE_QUEUE, PopCheckPoint, RETRY_NORMAL, msg_offset_entry,
-    pop_retry_topic, retry_flag, start_offset_entry,
+    MAX_CK_MESSAGES, ORDER_REVIVE_QUEUE, PopCheckPoint, RETRY_NORMAL, msg_offset_entry, retry_flag,
+    start_offset_entry,
 };
 use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode};
@@ -232,11 +232,12 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64,
         )
         .min(MAX_HOLD);
-        let key = format!("{}@{}@{}", h.topic, h.consumer_group, h.queue_id);
+        let key = super::poll_key(&h.topic, &h.consumer_group, h.queue_id);
         let Some(_slot) = ctx.pop.poll_slot(key, cfg) else {
             return empty(ResponseCode::PollingFull);
         };
-        let retry = pop_retry_topic(&h.topic, &h.consumer_group, false);
+        // New redeliveries arrive in this one; the others are only read.
+        let retry = cfg.retry_topic(&h.topic, &h.consumer_group);
         let deadline = Instant::now() + hold;
         while popped.count == 0 && !ctx.shutdown.is_triggered() {
             let own = ctx.holds.listen(&h.topic, h.queue_id);
@@ -311,16 +312,28 @@ fn read_once(ctx: &BrokerCtx, plan: &Plan<'_>) -> Popped {
     } else {
         vec![plan.queue_id]
     };
-    let retry = pop_retry_topic(&plan.topic.topic_name, plan.group, false);
-    let with_retry = !plan.order;
-    if with_retry && plan.retry_first {
-        read_queue(ctx, plan, &retry, 0, &mut out);
+    let retries = if plan.order {
+        Vec::new()
+    } else {
+        ctx.config
+            .pop
+            .retry_topics_read(&plan.topic.topic_name, plan.group)
+    };
+    if plan.retry_first {
+        for retry in &retries {
+            read_queue(ctx, plan, retry, 0, &mut out);
+        }
     }
     for q in queues {
         read_queue(ctx, plan, &plan.topic.topic_name, q, &mut out);
     }
-    if with_retry && !plan.retry_first && out.count < plan.max {
-        read_queue(ctx, plan, &retry, 0, &mut out);
+    if !plan.retry_first {
+        for retry in &retries {
+            if out.count >= plan.max {
+                break;
+            }
+            read_queue(ctx, plan, retry, 0, &mut out);
+        }
     }
     out
 }

@@ -24,7 +24,7 @@ use tern_engine::properties::{self, key};
 use tern_engine::record::{MessageIn, RecordView};
 use tern_shell::pop::{
     ACK_TAG, AckMsg, BATCH_ACK_TAG, CK_TAG, FIRST_POP_TIME, POP_CK, PopCheckPoint, REVIVE_GROUP,
-    is_retry_topic, pop_retry_topic,
+    is_retry_topic,
 };
 use tern_shell::runtime::{self, now_ms};
 
@@ -367,7 +367,7 @@ fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), St
     } else if is_retry_topic(&ck.topic) {
         ck.topic.clone()
     } else {
-        pop_retry_topic(&ck.topic, &ck.cid, false)
+        ctx.config.pop.retry_topic(&ck.topic, &ck.cid)
     };
     if ctx.topics.get(&target).is_none() {
         ctx.topics.ensure(&target, 1, 6);

@@ -131,6 +131,8 @@ impl Processor for BrokerProcessor {
                 crate::pop::ack::change_invisible_time(ctx, &req).await
             }
             RequestCode::QueryAssignment => crate::pop::assign::query_assignment(ctx, &req).await,
+            RequestCode::PollingInfo => crate::pop::polling::polling_info(ctx, &req),
+            RequestCode::PopRollback => crate::pop::polling::pop_rollback(&req),
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
             RequestCode::InvokeBrokerToResetOffset => consumer_admin::reset_offset(ctx, &req),

@@ -29,6 +29,11 @@ pub use small_store::GEOMETRY;
 mod requests;
 pub use requests::*;
 
+mod pop_frames;
+// Only the POP tests use these.
+#[allow(unused_imports)]
+pub use pop_frames::*;
+
 /// How long one request may take before the test fails.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 
