@@ -11,10 +11,12 @@ use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 
 pub mod admin;
 pub mod client;
+pub mod maintain;
 pub mod offset;
 pub mod pull;
 pub mod query;
 pub mod send;
+pub mod stats;
 
 /// The broker's processor: finds the family for a request code and runs it.
 #[derive(Debug)]
@@ -127,6 +129,19 @@ impl Processor for BrokerProcessor {
             RequestCode::QueryAssignment => crate::pop::assign::query_assignment(ctx, &req).await,
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
+            RequestCode::GetProducerConnectionList => stats::producer_connections(ctx, &req),
+            RequestCode::QueryTopicConsumeByWho => stats::topic_consume_by_who(ctx, &req),
+            RequestCode::QueryConsumeTimeSpan => stats::consume_time_span(ctx, &req),
+            RequestCode::GetSystemTopicListFromBroker => stats::system_topics(ctx, &req),
+            RequestCode::ViewBrokerStatsData => stats::view_stats(ctx, &req),
+            RequestCode::GetBrokerConsumeStats => stats::broker_consume_stats(ctx, &req),
+            RequestCode::QueryConsumeQueue => stats::query_consume_queue(ctx, &req),
+            RequestCode::GetTopicConfig => stats::topic_config(ctx, &req),
+            RequestCode::CloneGroupOffset => maintain::clone_group_offset(ctx, &req),
+            RequestCode::CleanExpiredConsumequeue => {
+                maintain::clean_expired_consume_queue(ctx, &req).await
+            }
+            RequestCode::CleanUnusedTopic => maintain::clean_unused_topic(ctx, &req).await,
             _ => not_supported(&req),
         };
         ctx.metrics
