@@ -4,6 +4,7 @@
 //! Cluster-wide operations go to every master of the cluster as listed by
 //! GET_BROKER_CLUSTER_INFO; topic operations go to the brokers of the topic's route.
 
+mod ops;
 mod query;
 
 pub use query::{MAX_QUERY_NUM, TOOLS_CONSUMER_GROUP};
@@ -126,7 +127,7 @@ impl Admin {
             .collect())
     }
 
-    async fn target_addrs(&self, target: &Target) -> Result<Vec<String>> {
+    pub(crate) async fn target_addrs(&self, target: &Target) -> Result<Vec<String>> {
         match target {
             Target::Broker(addr) => Ok(vec![addr.clone()]),
             Target::Cluster(c) => {
