@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use tern_engine::hash::java_string_hash;
 use tern_shell::body::{
-    BrokerStatsData, ConsumeStatsList, GroupList, HeartbeatData, ProducerConnection,
-    ProducerData, QueryConsumeQueueResponseBody, QueryConsumeTimeSpanBody,
-    SubscriptionGroupConfig, TopicConfig, TopicList, from_json, to_json,
+    BrokerStatsData, ConsumeStatsList, GroupList, HeartbeatData, ProducerConnection, ProducerData,
+    QueryConsumeQueueResponseBody, QueryConsumeTimeSpanBody, SubscriptionGroupConfig, TopicConfig,
+    TopicList, from_json, to_json,
 };
 use tern_shell::headers::{
     CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader,
@@ -30,8 +30,11 @@ async fn commit(c: &Client, group: &str, topic: &str, queue_id: i32, offset: i64
         commit_offset: offset,
     };
     expect_code(
-        &c.call(RemotingCommand::request(RequestCode::UpdateConsumerOffset, &h))
-            .await,
+        &c.call(RemotingCommand::request(
+            RequestCode::UpdateConsumerOffset,
+            &h,
+        ))
+        .await,
         ResponseCode::Success,
     );
 }
@@ -45,7 +48,10 @@ async fn committed(c: &Client, group: &str, topic: &str, queue_id: i32) -> Optio
         set_zero_if_not_found: Some(false),
     };
     let resp = c
-        .call(RemotingCommand::request(RequestCode::QueryConsumerOffset, &h))
+        .call(RemotingCommand::request(
+            RequestCode::QueryConsumerOffset,
+            &h,
+        ))
         .await;
     (resp.response_code() == ResponseCode::Success).then(|| offset_of(&resp))
 }
@@ -104,7 +110,11 @@ fn producer_connections_list_the_members_of_a_group() {
         assert_eq!(body.connection_set.len(), 1);
         let conn = &body.connection_set[0];
         assert_eq!(conn.client_id, "10.0.0.1@producer-1");
-        assert!(conn.client_addr.starts_with("127.0.0.1:"), "{}", conn.client_addr);
+        assert!(
+            conn.client_addr.starts_with("127.0.0.1:"),
+            "{}",
+            conn.client_addr
+        );
         expect_error(
             &c.call(req("PG_NONE")).await,
             ResponseCode::SystemError,
@@ -163,7 +173,11 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
         assert_eq!(set[0].consume_time_stamp, stored[0].store_timestamp);
         assert!(set[0].delay_time >= 0 && set[0].delay_time < 60_000);
         assert_eq!(
-            (set[1].min_time_stamp, set[1].max_time_stamp, set[1].delay_time),
+            (
+                set[1].min_time_stamp,
+                set[1].max_time_stamp,
+                set[1].delay_time
+            ),
             (-1, -1, 0),
             "an empty queue has no times"
         );
@@ -253,7 +267,10 @@ fn system_topics_and_one_topics_config() {
         };
         let cfg: TopicConfig = ok_body(&c, req("Configured")).await;
         assert_eq!(cfg.topic_name, "Configured");
-        assert_eq!((cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm), (3, 3, 6));
+        assert_eq!(
+            (cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm),
+            (3, 3, 6)
+        );
         expect_error(
             &c.call(req("Unknown")).await,
             ResponseCode::TopicNotExist,
@@ -290,9 +307,11 @@ fn broker_stats_count_what_was_put_and_got() {
         assert!((size.stats_minute.avgpt - 2.0).abs() < 1e-9);
         let got: BrokerStatsData = ok_body(&c, view("GROUP_GET_NUMS", "Stats@SG")).await;
         assert_eq!(got.stats_minute.sum, 5);
-        assert!((got.stats_minute.avgpt - 5.0).abs() < 1e-9, "5 messages in one pull");
-        let broker: BrokerStatsData =
-            ok_body(&c, view("BROKER_PUT_NUMS", "DefaultCluster")).await;
+        assert!(
+            (got.stats_minute.avgpt - 5.0).abs() < 1e-9,
+            "5 messages in one pull"
+        );
+        let broker: BrokerStatsData = ok_body(&c, view("BROKER_PUT_NUMS", "DefaultCluster")).await;
         assert!(broker.stats_day.sum >= 5);
         expect_error(
             &c.call(view("TOPIC_PUT_NUMS", "NoSuchTopic")).await,
@@ -332,8 +351,7 @@ fn consume_queue_entries_are_listed_and_evaluated_against_the_subscription() {
                 },
             )
         };
-        let body: QueryConsumeQueueResponseBody =
-            ok_body(&c, req("Cq", 0, Some("CQ_GROUP"))).await;
+        let body: QueryConsumeQueueResponseBody = ok_body(&c, req("Cq", 0, Some("CQ_GROUP"))).await;
         assert_eq!((body.min_queue_index, body.max_queue_index), (0, 3));
         assert_eq!(body.queue_data.len(), 3);
         for (entry, m) in body.queue_data.iter().zip(&stored) {
@@ -350,10 +368,17 @@ fn consume_queue_entries_are_listed_and_evaluated_against_the_subscription() {
 
         let offline: QueryConsumeQueueResponseBody =
             ok_body(&c, req("Cq", 0, Some("NOBODY"))).await;
-        assert_eq!(offline.filter_data.as_deref(), Some("NOBODY@Cq is not online!"));
+        assert_eq!(
+            offline.filter_data.as_deref(),
+            Some("NOBODY@Cq is not online!")
+        );
 
         let past = c.call(req("Cq", 5, None)).await;
-        expect_error(&past, ResponseCode::Success, "Index 5 of 0@Cq is not exist!");
+        expect_error(
+            &past,
+            ResponseCode::Success,
+            "Index 5 of 0@Cq is not exist!",
+        );
         assert!(past.body.is_empty());
         expect_error(
             &c.call(req("NoQueue", 0, None)).await,
@@ -384,7 +409,10 @@ fn clone_group_offset_copies_every_topic_or_the_one_named() {
                 },
             )
         };
-        expect_code(&c.call(clone("DEST_ALL", None)).await, ResponseCode::Success);
+        expect_code(
+            &c.call(clone("DEST_ALL", None)).await,
+            ResponseCode::Success,
+        );
         assert_eq!(committed(&c, "DEST_ALL", "CloneA", 0).await, Some(2));
         assert_eq!(committed(&c, "DEST_ALL", "CloneA", 1).await, Some(1));
         assert_eq!(committed(&c, "DEST_ALL", "CloneB", 0).await, Some(7));
@@ -419,16 +447,26 @@ fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
             .await,
             ResponseCode::Success,
         );
-        assert!(cq.join("Gone/0").exists(), "deleting a topic leaves its queue");
+        assert!(
+            cq.join("Gone/0").exists(),
+            "deleting a topic leaves its queue"
+        );
         expect_code(
             &c.call(RemotingCommand::request_code(RequestCode::CleanUnusedTopic))
                 .await,
             ResponseCode::Success,
         );
-        assert!(!cq.join("Gone").exists(), "the deleted topic's queues are gone");
+        assert!(
+            !cq.join("Gone").exists(),
+            "the deleted topic's queues are gone"
+        );
         assert!(cq.join("Kept/0").exists());
         assert!(
-            !dir.path().join("data/store/consumequeue.removed").read_dir().unwrap().any(|_| true),
+            !dir.path()
+                .join("data/store/consumequeue.removed")
+                .read_dir()
+                .unwrap()
+                .any(|_| true),
             "removed folders are deleted"
         );
         assert_eq!(max_offset(&c, "Kept", 0).await, 1);
@@ -463,14 +501,23 @@ fn clean_expired_consume_queue_drops_queues_whose_records_left_the_log() {
         }
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let min = offset_of(&c.call(topic_queue(RequestCode::GetMinOffset, "Old", 0)).await);
+            let min = offset_of(
+                &c.call(topic_queue(RequestCode::GetMinOffset, "Old", 0))
+                    .await,
+            );
             if min == 2 {
                 break;
             }
-            assert!(Instant::now() < deadline, "Old's records never left the log");
+            assert!(
+                Instant::now() < deadline,
+                "Old's records never left the log"
+            );
             tern_shell::runtime::sleep(Duration::from_millis(100)).await;
         }
-        assert!(cq.join("Old/0").exists(), "retention keeps a queue's last file");
+        assert!(
+            cq.join("Old/0").exists(),
+            "retention keeps a queue's last file"
+        );
         expect_code(
             &c.call(RemotingCommand::request_code(
                 RequestCode::CleanExpiredConsumequeue,
@@ -478,7 +525,10 @@ fn clean_expired_consume_queue_drops_queues_whose_records_left_the_log() {
             .await,
             ResponseCode::Success,
         );
-        assert!(!cq.join("Old").exists(), "a queue pointing at nothing is removed");
+        assert!(
+            !cq.join("Old").exists(),
+            "a queue pointing at nothing is removed"
+        );
         assert!(cq.join("Filler/0").exists(), "a queue with records stays");
         assert_eq!(max_offset(&c, "Old", 0).await, 0);
         assert_eq!(max_offset(&c, "Filler", 0).await, 12);

@@ -157,7 +157,12 @@ pub const RUNTIME_KEYS: [&str; 5] = [
 ];
 
 /// Keys RocketMQ never lets UPDATE_NAMESRV_CONFIG touch (`configBlackList`'s defaults).
-pub const BLACK_LIST: [&str; 4] = ["configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"];
+pub const BLACK_LIST: [&str; 4] = [
+    "configBlackList",
+    "configStorePath",
+    "kvConfigPath",
+    "rocketmqHome",
+];
 
 /// Why UPDATE_NAMESRV_CONFIG refused an update (nothing was changed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,7 +196,10 @@ impl NamesrvConfig {
     pub fn properties(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![
             ("bindAddress", self.bind_address.clone()),
-            ("brokerExpiredMillis", self.broker_expired_millis.to_string()),
+            (
+                "brokerExpiredMillis",
+                self.broker_expired_millis.to_string(),
+            ),
             ("enableAllTopicList", self.enable_all_topic_list.to_string()),
             ("enableTopicList", self.enable_topic_list.to_string()),
             ("kvConfigPath", self.kv_config_path.display().to_string()),
@@ -292,8 +300,14 @@ mod tests {
             c.updated("listenPort=1234"),
             Err(UpdateRefused::NotAtRunTime(k)) if k == ["listenPort"]
         ));
-        assert!(matches!(c.updated("brokerExpiredMillis=0"), Err(UpdateRefused::Invalid(_))));
-        assert!(matches!(c.updated("noSuchKey=1"), Err(UpdateRefused::Invalid(_))));
+        assert!(matches!(
+            c.updated("brokerExpiredMillis=0"),
+            Err(UpdateRefused::Invalid(_))
+        ));
+        assert!(matches!(
+            c.updated("noSuchKey=1"),
+            Err(UpdateRefused::Invalid(_))
+        ));
         // Setting a start-only key to its current value changes nothing: accepted.
         assert!(c.updated("listenPort=9876").is_ok());
     }

@@ -236,12 +236,20 @@ impl NamesrvProcessor {
         if req.body.is_empty() {
             return Ok(ok(req));
         }
-        let text = std::str::from_utf8(&req.body)
-            .map_err(|e| fail(req, ResponseCode::SystemError, format!("string2Properties error: {e}")))?;
+        let text = std::str::from_utf8(&req.body).map_err(|e| {
+            fail(
+                req,
+                ResponseCode::SystemError,
+                format!("string2Properties error: {e}"),
+            )
+        })?;
         let mut live = self.state.live.write().unwrap_or_else(|p| p.into_inner());
         match live.updated(text) {
             Ok(next) => {
-                log::info!("name server settings updated: {}", text.trim().replace('\n', ", "));
+                log::info!(
+                    "name server settings updated: {}",
+                    text.trim().replace('\n', ", ")
+                );
                 *live = next;
                 Ok(ok(req))
             }

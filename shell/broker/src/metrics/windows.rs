@@ -90,10 +90,9 @@ fn read_all(m: &Metrics, only: Option<&str>) -> Snapshot {
 /// them.
 fn figures(snap: &Snapshot, cluster: &str, name: &str, key: &str) -> Option<Figures> {
     let put = |(n, bytes): (u64, u64), size: bool| (if size { bytes } else { n }, n);
-    let get = |(n, bytes, pulls): (u64, u64, u64), size: bool| (if size { bytes } else { n }, pulls);
-    let sum = |it: &mut dyn Iterator<Item = Figures>| {
-        it.reduce(|a, b| (a.0 + b.0, a.1 + b.1))
-    };
+    let get =
+        |(n, bytes, pulls): (u64, u64, u64), size: bool| (if size { bytes } else { n }, pulls);
+    let sum = |it: &mut dyn Iterator<Item = Figures>| it.reduce(|a, b| (a.0 + b.0, a.1 + b.1));
     let found = match name {
         "TOPIC_PUT_NUMS" | "TOPIC_PUT_SIZE" => snap
             .puts
@@ -105,12 +104,8 @@ fn figures(snap: &Snapshot, cluster: &str, name: &str, key: &str) -> Option<Figu
                 .get(&(topic.to_owned(), group.to_owned()))
                 .map(|f| get(*f, name == "GROUP_GET_SIZE"))
         }
-        "BROKER_PUT_NUMS" if key == cluster => {
-            sum(&mut snap.puts.values().map(|f| put(*f, false)))
-        }
-        "BROKER_GET_NUMS" if key == cluster => {
-            sum(&mut snap.gets.values().map(|f| get(*f, false)))
-        }
+        "BROKER_PUT_NUMS" if key == cluster => sum(&mut snap.puts.values().map(|f| put(*f, false))),
+        "BROKER_GET_NUMS" if key == cluster => sum(&mut snap.gets.values().map(|f| get(*f, false))),
         _ => None,
     };
     found.filter(|f| f.1 > 0)
@@ -210,7 +205,11 @@ mod tests {
         assert_eq!(size.stats_hour.sum, 300);
         assert!((size.stats_hour.avgpt - 100.0).abs() < 1e-9);
         assert_eq!(
-            m.windows.view(&m, "c", "BROKER_PUT_NUMS", "c").unwrap().stats_minute.sum,
+            m.windows
+                .view(&m, "c", "BROKER_PUT_NUMS", "c")
+                .unwrap()
+                .stats_minute
+                .sum,
             3
         );
     }
@@ -222,7 +221,10 @@ mod tests {
         m.messages_out("T", "G", 4, 400);
         let d = m.windows.view(&m, "c", "GROUP_GET_NUMS", "T@G").unwrap();
         assert_eq!(d.stats_minute.sum, 4);
-        assert!((d.stats_minute.avgpt - 4.0).abs() < 1e-9, "4 messages in 1 pull");
+        assert!(
+            (d.stats_minute.avgpt - 4.0).abs() < 1e-9,
+            "4 messages in 1 pull"
+        );
     }
 
     #[test]

@@ -6,15 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tern_shell::body::{
-    BrokerStatsData, ConsumeQueueData, ConsumeStats, ConsumeStatsList, Connection as ConnInfo,
+    BrokerStatsData, Connection as ConnInfo, ConsumeQueueData, ConsumeStats, ConsumeStatsList,
     GroupList, MessageQueue, OffsetWrapper, ProducerConnection, QueryConsumeQueueResponseBody,
     QueryConsumeTimeSpanBody, QueueKeyMap, QueueTimeSpan, TopicList,
 };
 use tern_shell::headers::{
     GetConsumeStatsInBrokerHeader, GetProducerConnectionListRequestHeader,
-    GetTopicConfigRequestHeader, QueryConsumeQueueRequestHeader,
-    QueryConsumeTimeSpanRequestHeader, QueryTopicConsumeByWhoRequestHeader,
-    ViewBrokerStatsDataRequestHeader,
+    GetTopicConfigRequestHeader, QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
 use tern_shell::runtime::now_ms;
 use tern_shell::{RemotingCommand, ResponseCode};
@@ -89,7 +88,12 @@ pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
         .into_iter()
         .filter(|g| ctx.clients.subscription(g, &h.topic).is_some())
         .collect();
-    groups.extend(ctx.offsets.groups_of_topic(&h.topic).into_iter().map(|(g, _)| g));
+    groups.extend(
+        ctx.offsets
+            .groups_of_topic(&h.topic)
+            .into_iter()
+            .map(|(g, _)| g),
+    );
     ok_json(
         req,
         &GroupList {
@@ -218,10 +222,9 @@ pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
                 continue;
             }
             // An online group that no longer subscribes to the topic is left out.
-            if online
-                .as_ref()
-                .is_some_and(|g| !g.subscriptions.is_empty() && !g.subscriptions.contains_key(&topic))
-            {
+            if online.as_ref().is_some_and(|g| {
+                !g.subscriptions.is_empty() && !g.subscriptions.contains_key(&topic)
+            }) {
                 continue;
             }
             let mut table = BTreeMap::new();
@@ -249,7 +252,8 @@ pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
                 consume_tps: group_get_tps(ctx, &group, &topic),
             });
         }
-        body.consume_stats_list.push([(group, list)].into_iter().collect());
+        body.consume_stats_list
+            .push([(group, list)].into_iter().collect());
     }
     ok_json(req, &body)
 }

@@ -45,7 +45,11 @@ impl Admin {
 
     /// The connected producers of `group`, from every broker of `topic`'s route
     /// (GET_PRODUCER_CONNECTION_LIST); a broker that does not know the group adds none.
-    pub async fn producer_connection(&self, group: &str, topic: &str) -> Result<ProducerConnection> {
+    pub async fn producer_connection(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<ProducerConnection> {
         let h = GetProducerConnectionListRequestHeader {
             producer_group: group.to_owned(),
         };
@@ -170,8 +174,12 @@ impl Admin {
         match target {
             Some(t) => self.target_addrs(t).await,
             None => {
-                let mut all: Vec<String> =
-                    self.all_masters().await?.into_iter().map(|(_, a)| a).collect();
+                let mut all: Vec<String> = self
+                    .all_masters()
+                    .await?
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect();
                 all.sort();
                 Ok(all)
             }
@@ -219,7 +227,10 @@ impl Admin {
     }
 
     /// Sends `cmd` to every name server, failing on the first that refuses.
-    async fn on_each_namesrv(&self, cmd: &RemotingCommand) -> Result<Vec<(String, RemotingCommand)>> {
+    async fn on_each_namesrv(
+        &self,
+        cmd: &RemotingCommand,
+    ) -> Result<Vec<(String, RemotingCommand)>> {
         let mut out = Vec::new();
         for ns in self.namesrv_addrs() {
             let resp = self.client.invoke_ok(&ns, cmd.clone()).await?;

@@ -22,7 +22,12 @@ pub const BROKER_CONSUME_STATS: Command = Command {
     desc: "Fetch broker consume stats data",
     opts: &[
         val('b', "brokerAddr", true, "Broker address"),
-        val('t', "timeoutMillis", false, "request timeout Millis (default 50000)"),
+        val(
+            't',
+            "timeoutMillis",
+            false,
+            "request timeout Millis (default 50000)",
+        ),
         val('l', "level", false, "threshold of print diff"),
         val('o', "order", false, "order topic"),
     ],
@@ -126,7 +131,10 @@ fn on_brokers(admin: &Admin, args: &Args, code: RequestCode) -> Result<(), CliEr
         println!("{}", if all_ok { "success" } else { "false" });
     }
     // The first refusal is the command's failure (exit 1, its reason on stderr).
-    match results.into_iter().find_map(|(a, r)| r.err().map(|e| (a, e))) {
+    match results
+        .into_iter()
+        .find_map(|(a, r)| r.err().map(|e| (a, e)))
+    {
         None => Ok(()),
         Some((addr, e)) => {
             eprintln!("tern-admin: broker {addr} refused");
@@ -189,14 +197,8 @@ fn query_cq(admin: &Admin, args: &Args) -> Result<(), CliError> {
             .next()
             .ok_or_else(|| ClientError::NotFound("No topic route data!".into()))?,
     };
-    let (body, remark) = wait(admin.query_consume_queue(
-        &broker,
-        topic,
-        queue,
-        index,
-        count,
-        args.get('g'),
-    ))?;
+    let (body, remark) =
+        wait(admin.query_consume_queue(&broker, topic, queue, index, count, args.get('g')))?;
     if args.json {
         let mut v = to_value(&body);
         if let (Some(r), Value::Object(m)) = (remark, &mut v) {
@@ -275,7 +277,10 @@ fn stats_all(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let topics: Vec<String> = wait(admin.topic_list())?
         .into_iter()
         .filter(|t| !t.starts_with("%RETRY%") && !t.starts_with("%DLQ%"))
-        .filter(|t| args.get('t').is_none_or(|only| only.is_empty() || only == t))
+        .filter(|t| {
+            args.get('t')
+                .is_none_or(|only| only.is_empty() || only == t)
+        })
         .collect();
     let mut rows = Vec::new();
     let mut bar = Progress::new("statsAll", topics.len() as u64);
@@ -286,20 +291,18 @@ fn stats_all(admin: &Admin, args: &Args) -> Result<(), CliError> {
         };
         let (in_tps, in_day) = sum_stats(admin, &brokers, "TOPIC_PUT_NUMS", topic);
         let groups = wait(admin.topic_consumers(topic)).unwrap_or_default();
-        if groups.is_empty() {
-            if !active || in_day > 0 {
-                rows.push(json!({
-                    "topic": topic, "consumerGroup": null, "accumulation": 0,
-                    "inTps": in_tps, "outTps": null, "inMsg24Hour": in_day,
-                    "outMsg24Hour": "NO_CONSUMER",
-                }));
-            }
+        if groups.is_empty() && (!active || in_day > 0) {
+            rows.push(json!({
+                "topic": topic, "consumerGroup": null, "accumulation": 0,
+                "inTps": in_tps, "outTps": null, "inMsg24Hour": in_day,
+                "outMsg24Hour": "NO_CONSUMER",
+            }));
         }
         for g in groups {
             let key = format!("{topic}@{g}");
             let (out_tps, out_day) = sum_stats(admin, &brokers, "GROUP_GET_NUMS", &key);
-            let accumulation = wait(admin.consume_progress(&g, Some(topic)))
-                .map_or(0, |p| p.diff_total.max(0));
+            let accumulation =
+                wait(admin.consume_progress(&g, Some(topic))).map_or(0, |p| p.diff_total.max(0));
             if !active || in_day > 0 || out_day > 0 {
                 rows.push(json!({
                     "topic": topic, "consumerGroup": g, "accumulation": accumulation,

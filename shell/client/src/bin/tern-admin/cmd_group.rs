@@ -60,9 +60,7 @@ fn clone_group_offset(admin: &Admin, args: &Args) -> Result<(), CliError> {
             "srcGroup": src, "destGroup": dest, "topic": topic, "brokers": brokers,
         }));
     } else {
-        println!(
-            "clone group offset success. srcGroup[{src}], destGroup=[{dest}], topic[{topic}]"
-        );
+        println!("clone group offset success. srcGroup[{src}], destGroup=[{dest}], topic[{topic}]");
     }
     Ok(())
 }
@@ -179,7 +177,12 @@ fn allocate_mq(admin: &Admin, args: &Args) -> Result<(), CliError> {
     // As mqadmin: each address in the order given is a client of the averaging strategy.
     let result: BTreeMap<&str, Vec<MessageQueue>> = ips
         .iter()
-        .map(|ip| (ip.as_str(), AllocateStrategy::Averagely.allocate(ip, &mqs, &ips)))
+        .map(|ip| {
+            (
+                ip.as_str(),
+                AllocateStrategy::Averagely.allocate(ip, &mqs, &ips),
+            )
+        })
         .collect();
     let body = json!({ "result": result });
     if args.json {

@@ -85,7 +85,9 @@ fn update_order_conf(admin: &Admin, args: &Args) -> Result<(), CliError> {
         "put" => {
             let conf = args.get('v').unwrap_or("");
             if conf.is_empty() {
-                return Err(CliError::Usage("please set orderConf with option -v.".into()));
+                return Err(CliError::Usage(
+                    "please set orderConf with option -v.".into(),
+                ));
             }
             wait(admin.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf))?;
             if args.json {
@@ -161,10 +163,7 @@ pub const GET_NAMESRV_CONFIG: Command = Command {
 fn get_namesrv_config(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let all = wait(admin.namesrv_config())?;
     if args.json {
-        let map: serde_json::Map<_, _> = all
-            .into_iter()
-            .map(|(ns, t)| (ns, json!(t)))
-            .collect();
+        let map: serde_json::Map<_, _> = all.into_iter().map(|(ns, t)| (ns, json!(t))).collect();
         print_json(&serde_json::Value::Object(map));
         return Ok(());
     }

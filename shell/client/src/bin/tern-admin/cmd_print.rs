@@ -105,7 +105,12 @@ pub const PRINT_MSG: Command = Command {
     opts: &[
         val('t', "topic", true, "topic name"),
         val('c', "charsetName", false, "CharsetName(eg: UTF-8)"),
-        val('s', "subExpression", false, "Subscribe Expression(eg: TagA || TagB)"),
+        val(
+            's',
+            "subExpression",
+            false,
+            "Subscribe Expression(eg: TagA || TagB)",
+        ),
         val(
             'b',
             "beginTimestamp",
@@ -119,7 +124,12 @@ pub const PRINT_MSG: Command = Command {
             "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
         ),
         val('d', "printBody", false, "print body (default true)"),
-        val('l', "lmqParentTopic", false, "Lmq parent topic (not supported)"),
+        val(
+            'l',
+            "lmqParentTopic",
+            false,
+            "Lmq parent topic (not supported)",
+        ),
     ],
     run: print_msg,
 };
@@ -161,7 +171,10 @@ fn print_msg(admin: &Admin, args: &Args) -> Result<(), CliError> {
             }));
         } else {
             if let Some(s) = status {
-                println!("{} print msg finished. status={s:?}, offset={offset}", queue_name(q));
+                println!(
+                    "{} print msg finished. status={s:?}, offset={offset}",
+                    queue_name(q)
+                );
             }
             println!("--------------------------------------------------------");
         }
@@ -181,7 +194,12 @@ pub const PRINT_MSG_BY_QUEUE: Command = Command {
         val('a', "brokerName", true, "broker name"),
         val('i', "queueId", true, "queue id"),
         val('c', "charsetName", false, "CharsetName(eg: UTF-8)"),
-        val('s', "subExpression", false, "Subscribe Expression(eg: TagA || TagB)"),
+        val(
+            's',
+            "subExpression",
+            false,
+            "Subscribe Expression(eg: TagA || TagB)",
+        ),
         val(
             'b',
             "beginTimestamp",
@@ -194,9 +212,24 @@ pub const PRINT_MSG_BY_QUEUE: Command = Command {
             false,
             "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
         ),
-        val('p', "print msg", false, "print msg. eg: true | false(default)"),
-        val('d', "printBody", false, "print body. eg: true | false(default)"),
-        val('f', "calculate", false, "calculate by tag. eg: true | false(default)"),
+        val(
+            'p',
+            "print msg",
+            false,
+            "print msg. eg: true | false(default)",
+        ),
+        val(
+            'd',
+            "printBody",
+            false,
+            "print body. eg: true | false(default)",
+        ),
+        val(
+            'f',
+            "calculate",
+            false,
+            "calculate by tag. eg: true | false(default)",
+        ),
     ],
     run: print_msg_by_queue,
 };

@@ -39,7 +39,9 @@ fn result_text(r: &SendResult) -> String {
 fn positive(args: &Args, c: char, default: usize) -> Result<usize, CliError> {
     let n: usize = args.num(c, default)?;
     if n == 0 {
-        return Err(CliError::Usage(format!("option -{c} must be greater than 0")));
+        return Err(CliError::Usage(format!(
+            "option -{c} must be greater than 0"
+        )));
     }
     Ok(n)
 }
@@ -115,7 +117,9 @@ fn check_msg_send_rt(admin: &Admin, args: &Args) -> Result<(), CliError> {
         })
         .collect();
     if queues.is_empty() {
-        return Err(CliError::Usage(format!("topic {topic} has no writable queue")));
+        return Err(CliError::Usage(format!(
+            "topic {topic} has no writable queue"
+        )));
     }
     let p = producer(admin, now_ms().to_string());
     let body = body_of(size);
@@ -160,10 +164,25 @@ pub const CLUSTER_RT: Command = Command {
     opts: &[
         val('a', "amount", false, "message amount | default 100"),
         val('s', "size", false, "message size | default 128 Byte"),
-        val('c', "cluster", false, "cluster name | default display all cluster"),
+        val(
+            'c',
+            "cluster",
+            false,
+            "cluster name | default display all cluster",
+        ),
         val('p', "print log", false, "print as tlog | default false"),
-        val('m', "machine room", false, "machine room name | default noname"),
-        val('i', "interval", false, "print interval | default 10 seconds"),
+        val(
+            'm',
+            "machine room",
+            false,
+            "machine room name | default noname",
+        ),
+        val(
+            'i',
+            "interval",
+            false,
+            "print interval | default 10 seconds",
+        ),
     ],
     run: cluster_rt,
 };
@@ -184,7 +203,13 @@ fn cluster_rt(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let p = producer(admin, now_ms().to_string());
     let body = body_of(size);
     if !tlog && !args.json {
-        let t = Table::new(&["Cluster Name", "Broker Name", "RT", "successCount", "failCount"]);
+        let t = Table::new(&[
+            "Cluster Name",
+            "Broker Name",
+            "RT",
+            "successCount",
+            "failCount",
+        ]);
         print!("{}", t.render());
     }
     loop {
