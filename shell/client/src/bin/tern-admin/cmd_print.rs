@@ -34,8 +34,8 @@ fn queue_name(q: &MessageQueue) -> String {
     )
 }
 
-fn print_message(m: &MessageExt, body: bool) {
-    println!(
+fn message_line(m: &MessageExt, body: bool) -> String {
+    format!(
         "MSGID: {} MessageExt [queueId={}, queueOffset={}, storeTimestamp={}, tags={}, keys={}] BODY: {}",
         m.msg_id(),
         m.queue_id,
@@ -48,7 +48,7 @@ fn print_message(m: &MessageExt, body: bool) {
         } else {
             "NOT PRINT BODY".into()
         }
-    );
+    )
 }
 
 /// The offsets `[min, max)` of `q`, narrowed by `-b`/`-e` times.
@@ -72,7 +72,7 @@ fn pull_range(
     expr: &str,
     (min, max): (i64, i64),
     bar: &mut Progress,
-    each: &mut dyn FnMut(MessageExt),
+    each: &mut dyn FnMut(MessageExt, &Progress),
 ) -> Result<(Option<PullStatus>, i64), CliError> {
     let mut offset = min;
     while offset < max {
@@ -81,7 +81,7 @@ fn pull_range(
         match r.status {
             PullStatus::Found => {
                 for m in r.messages.into_iter().filter(|m| m.queue_offset < max) {
-                    each(m);
+                    each(m, bar);
                 }
             }
             PullStatus::NoMatchedMsg => {}
@@ -155,14 +155,19 @@ fn print_msg(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let mut docs = Vec::new();
     for (q, r) in queues.iter().zip(ranges) {
         if !args.json {
-            println!("minOffset={}, maxOffset={}, {}", r.0, r.1, queue_name(q));
+            bar.println(&format!(
+                "minOffset={}, maxOffset={}, {}",
+                r.0,
+                r.1,
+                queue_name(q)
+            ));
         }
         let mut msgs = Vec::new();
-        let (status, offset) = pull_range(&consumer, q, expr, r, &mut bar, &mut |m| {
+        let (status, offset) = pull_range(&consumer, q, expr, r, &mut bar, &mut |m, bar| {
             if args.json {
                 msgs.push(message_json(&m));
             } else {
-                print_message(&m, body);
+                bar.println(&message_line(&m, body));
             }
         })?;
         if args.json {
@@ -171,12 +176,12 @@ fn print_msg(admin: &Admin, args: &Args) -> Result<(), CliError> {
             }));
         } else {
             if let Some(s) = status {
-                println!(
+                bar.println(&format!(
                     "{} print msg finished. status={s:?}, offset={offset}",
                     queue_name(q)
-                );
+                ));
             }
-            println!("--------------------------------------------------------");
+            bar.println("--------------------------------------------------------");
         }
     }
     bar.finish();
@@ -252,7 +257,7 @@ fn print_msg_by_queue(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let mut bar = Progress::new("printMsgByQueue", (r.1 - r.0).max(0) as u64);
     let mut tags: BTreeMap<String, u64> = BTreeMap::new();
     let mut msgs = Vec::new();
-    pull_range(&consumer, &q, expr, r, &mut bar, &mut |m| {
+    pull_range(&consumer, &q, expr, r, &mut bar, &mut |m, bar| {
         if by_tag {
             if let Some(t) = m.tags().filter(|t| !t.trim().is_empty()) {
                 *tags.entry(t.to_owned()).or_default() += 1;
@@ -263,7 +268,7 @@ fn print_msg_by_queue(admin: &Admin, args: &Args) -> Result<(), CliError> {
                 msgs.push(message_json(&m));
             }
         } else if print {
-            print_message(&m, body);
+            bar.println(&message_line(&m, body));
         }
     })?;
     bar.finish();

@@ -1,5 +1,7 @@
 //! A progress bar for the long commands (printMsg over a range, statsAll), drawn on
 //! stderr and only when stderr is a terminal, so pipes and scripts see clean output.
+//! Lines for stdout go through [`Progress::println`], which takes the bar off the
+//! line first, so a terminal showing both never gets them mixed.
 
 use std::io::{IsTerminal, Write};
 
@@ -29,6 +31,10 @@ impl Progress {
     /// `n` more steps done.
     pub fn advance(&mut self, n: u64) {
         self.done = (self.done + n).min(self.total);
+        self.draw();
+    }
+
+    fn draw(&self) {
         if !self.shown {
             return;
         }
@@ -41,10 +47,25 @@ impl Progress {
         let _ = e.flush();
     }
 
+    fn clear(&self) {
+        if self.shown {
+            let mut e = std::io::stderr();
+            let _ = write!(e, "\r{:width$}\r", "", width = 80);
+            let _ = e.flush();
+        }
+    }
+
+    /// Prints `line` on stdout with the bar out of its way, then draws the bar again.
+    pub fn println(&self, line: &str) {
+        self.clear();
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+        self.draw();
+    }
+
     /// Clears the bar's line.
     pub fn finish(self) {
-        if self.shown {
-            let _ = write!(std::io::stderr(), "\r{:width$}\r", "", width = 80);
-        }
+        self.clear();
     }
 }
