@@ -104,6 +104,23 @@ impl FsQueues {
         keys
     }
 
+    /// Takes queue (topic, queue id) out of the table, with its files' read handles; the
+    /// caller owns its folder from then on (see `StoreLayout::queue_dir`).
+    pub fn remove(&mut self, topic: &str, queue_id: i32) -> Option<QueueSlot<FileDirectory>> {
+        let queues = self.topics.get_mut(topic)?;
+        let slot = queues.remove(&queue_id)?;
+        if queues.is_empty() {
+            self.topics.remove(topic);
+        }
+        if let Some(files) = self.files.get_mut(topic) {
+            files.remove(&queue_id);
+            if files.is_empty() {
+                self.files.remove(topic);
+            }
+        }
+        Some(slot)
+    }
+
     /// The folder of (topic, queue id), created if missing. The engine's error has no
     /// room for a path, so the path is logged here before it is lost.
     fn dir_of(&mut self, topic: &str, queue_id: i32) -> Result<FileDirectory, EngineError> {

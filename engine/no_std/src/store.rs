@@ -657,6 +657,12 @@ where
     pub fn queues(&self) -> &Q {
         &self.queues
     }
+    /// The queue table, for removing queues (admin maintenance: a deleted topic's, or
+    /// one whose every record is gone from the log). A removed queue's records stay in
+    /// the log; a later record of its topic starts a new queue.
+    pub fn queues_mut(&mut self) -> &mut Q {
+        &mut self.queues
+    }
     /// The consume queue of (topic, queue id), if it exists.
     pub fn queue(&self, topic: &str, queue_id: i32) -> Option<&ConsumeQueue<Q::Dir>> {
         self.queues.get(topic, queue_id).map(|s| &s.queue)

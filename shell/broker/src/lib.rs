@@ -519,6 +519,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     ));
     tasks.push(runtime::spawn(register::run(ctx.clone())));
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
+    tasks.push(runtime::spawn(metrics::windows::run(ctx.clone())));
     tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
     tasks.push(runtime::spawn(pop::revive::run(ctx.clone())));
     if let Some(acl) = &ctx.acl {

@@ -137,6 +137,14 @@ impl Offsets {
         self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Forgets a group's offsets in every topic (DELETE_SUBSCRIPTIONGROUP with
+    /// `cleanOffset`).
+    pub fn delete_group(&self, group: &str) {
+        let suffix = format!("@{group}");
+        self.lock().retain(|k, _| !k.ends_with(&suffix));
+        self.dirty.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Queues a write of the table if it changed since the last one (or that one
     /// failed); returns without waiting for the disk ([`Self::persisted`] does).
     pub fn persist(&self) {

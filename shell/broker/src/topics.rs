@@ -23,6 +23,23 @@ pub const PERM_WRITE: i32 = 2;
 /// Perm: inheritable (a template topic).
 pub const PERM_INHERIT: i32 = 1;
 
+/// RocketMQ's system topics (`TopicValidator`'s set), whatever this broker created.
+pub const SYSTEM_TOPICS: [&str; 10] = [
+    AUTO_CREATE_TOPIC,
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "CHECKPOINT_TOPIC",
+];
+
+/// Prefix of every other system topic (revive logs, the timer topic).
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+
 /// Why a topic name is refused.
 pub fn validate_topic(topic: &str) -> Result<(), String> {
     if topic.is_empty() {
@@ -294,6 +311,22 @@ impl Topics {
         }
         self.persist();
         true
+    }
+
+    /// Every system topic name: RocketMQ's set, this broker's own and the `rmq_sys_`
+    /// topics in the table (GET_SYSTEM_TOPIC_LIST_FROM_BROKER).
+    pub fn system_names(&self) -> std::collections::BTreeSet<String> {
+        let mut out: std::collections::BTreeSet<String> =
+            SYSTEM_TOPICS.iter().map(|t| (*t).to_owned()).collect();
+        out.extend(self.system.iter().map(|t| t.topic_name.clone()));
+        out.extend(
+            self.read()
+                .0
+                .keys()
+                .filter(|t| t.starts_with(SYSTEM_TOPIC_PREFIX))
+                .cloned(),
+        );
+        out
     }
 
     /// Names of every topic.

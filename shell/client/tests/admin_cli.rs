@@ -2,42 +2,12 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::cli::{admin, json, ok};
 use common::{Broker, run};
-use serde_json::Value;
 use tern_client::{MessageQueue, PullConsumer};
-
-fn admin(ns: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tern-admin"))
-        .args(args)
-        .args(["-n", ns])
-        .env_remove("NAMESRV_ADDR")
-        .output()
-        .expect("run tern-admin")
-}
-
-/// Runs a command that must succeed; returns its stdout.
-fn ok(ns: &str, args: &[&str]) -> String {
-    let out = admin(ns, args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "tern-admin {args:?} failed ({}):\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// Runs a `--json` command; its stdout must parse as JSON.
-fn json(ns: &str, args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let text = ok(ns, &a);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}):\n{text}"))
-}
 
 #[test]
 fn topic_lifecycle_send_consume_and_queries_through_the_cli() {

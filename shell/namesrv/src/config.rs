@@ -145,6 +145,115 @@ impl NamesrvConfig {
     }
 }
 
+/// Keys UPDATE_NAMESRV_CONFIG may change while the name server runs: each is read where
+/// it is used, per request. The rest are read once at start (the listener, the KV file,
+/// the expiry task's period, the idle timeout), so changing them means a restart.
+pub const RUNTIME_KEYS: [&str; 5] = [
+    "brokerExpiredMillis",
+    "enableAllTopicList",
+    "enableTopicList",
+    "orderMessageEnable",
+    "returnOrderTopicConfigToBroker",
+];
+
+/// Keys RocketMQ never lets UPDATE_NAMESRV_CONFIG touch (`configBlackList`'s defaults).
+pub const BLACK_LIST: [&str; 4] = [
+    "configBlackList",
+    "configStorePath",
+    "kvConfigPath",
+    "rocketmqHome",
+];
+
+/// Why UPDATE_NAMESRV_CONFIG refused an update (nothing was changed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateRefused {
+    /// A black-listed key (RocketMQ answers NO_PERMISSION).
+    BlackListed,
+    /// A value does not parse, or a key is unknown.
+    Invalid(String),
+    /// Keys that only take effect at start.
+    NotAtRunTime(Vec<String>),
+}
+
+impl std::fmt::Display for UpdateRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // RocketMQ's remark, word for word.
+            Self::BlackListed => f.write_str("Can not update config in black list."),
+            Self::Invalid(why) => f.write_str(why),
+            Self::NotAtRunTime(keys) => write!(
+                f,
+                "{} cannot change while the name server runs (keys that can: {}); set them in namesrv.conf and restart",
+                keys.join(", "),
+                RUNTIME_KEYS.join(", ")
+            ),
+        }
+    }
+}
+
+impl NamesrvConfig {
+    /// Every key with its value, sorted by key (GET_NAMESRV_CONFIG's `key=value` lines).
+    pub fn properties(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            ("bindAddress", self.bind_address.clone()),
+            (
+                "brokerExpiredMillis",
+                self.broker_expired_millis.to_string(),
+            ),
+            ("enableAllTopicList", self.enable_all_topic_list.to_string()),
+            ("enableTopicList", self.enable_topic_list.to_string()),
+            ("kvConfigPath", self.kv_config_path.display().to_string()),
+            ("listenPort", self.listen_port.to_string()),
+            ("orderMessageEnable", self.order_message_enable.to_string()),
+            (
+                "returnOrderTopicConfigToBroker",
+                self.return_order_topic_config_to_broker.to_string(),
+            ),
+            (
+                "scanNotActiveBrokerInterval",
+                self.scan_not_active_broker_interval_millis.to_string(),
+            ),
+            (
+                "serverChannelMaxIdleTimeSeconds",
+                self.server_channel_max_idle_time_seconds.to_string(),
+            ),
+        ];
+        out.sort();
+        out
+    }
+
+    /// The configuration after `update` (Java properties text), checked as a file would
+    /// be: every key known, every value valid, and only [`RUNTIME_KEYS`] changed.
+    pub fn updated(&self, update: &str) -> Result<NamesrvConfig, UpdateRefused> {
+        let changes = tern_shell::config::ConfigSource::parse_properties(update, "update");
+        if changes.iter().any(|(k, _)| BLACK_LIST.contains(&k)) {
+            return Err(UpdateRefused::BlackListed);
+        }
+        let mut source = tern_shell::config::ConfigSource::new();
+        for (k, v) in self.properties() {
+            source.set(k, v, tern_shell::config::Origin::Program);
+        }
+        source.merge(changes.clone());
+        let loaded = tern_shell::config::load::<NamesrvConfig>(&source)
+            .map_err(|e| UpdateRefused::Invalid(e.to_string()))?;
+        if let Some(w) = loaded.warnings.first() {
+            return Err(UpdateRefused::Invalid(w.clone()));
+        }
+        let before = self.properties();
+        let after = loaded.config.properties();
+        let fixed: Vec<String> = before
+            .iter()
+            .zip(&after)
+            .filter(|(b, a)| b != a && !RUNTIME_KEYS.contains(&b.0))
+            .map(|(b, _)| b.0.to_owned())
+            .collect();
+        if !fixed.is_empty() {
+            return Err(UpdateRefused::NotAtRunTime(fixed));
+        }
+        Ok(loaded.config)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +282,33 @@ mod tests {
     fn java_thread_pool_keys_are_accepted_silently() {
         let src = ConfigSource::parse_properties("serverWorkerThreads=8", "namesrv.conf");
         assert!(load::<NamesrvConfig>(&src).unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn an_update_changes_run_time_keys_and_refuses_the_rest() {
+        let c = NamesrvConfig::default();
+        let u = c
+            .updated("enableTopicList=false\norderMessageEnable=true\n")
+            .unwrap();
+        assert!(!u.enable_topic_list && u.order_message_enable);
+        assert_eq!(u.listen_port, c.listen_port);
+        assert_eq!(
+            c.updated("kvConfigPath=/tmp/x"),
+            Err(UpdateRefused::BlackListed)
+        );
+        assert!(matches!(
+            c.updated("listenPort=1234"),
+            Err(UpdateRefused::NotAtRunTime(k)) if k == ["listenPort"]
+        ));
+        assert!(matches!(
+            c.updated("brokerExpiredMillis=0"),
+            Err(UpdateRefused::Invalid(_))
+        ));
+        assert!(matches!(
+            c.updated("noSuchKey=1"),
+            Err(UpdateRefused::Invalid(_))
+        ));
+        // Setting a start-only key to its current value changes nothing: accepted.
+        assert!(c.updated("listenPort=9876").is_ok());
     }
 }

@@ -50,8 +50,11 @@ pub(crate) struct State {
     pub routes: RwLock<RouteTable>,
     /// KV config.
     pub kv: KvStore,
-    /// Settings.
+    /// Settings as started.
     pub config: NamesrvConfig,
+    /// Settings now: the start's, with what UPDATE_NAMESRV_CONFIG changed since (only
+    /// [`RUNTIME_KEYS`](crate::config::RUNTIME_KEYS)). Request handlers read this one.
+    live: RwLock<NamesrvConfig>,
     /// Connections a broker registered on that already have a close watcher.
     watched: Mutex<HashSet<u64>>,
 }
@@ -62,6 +65,7 @@ impl State {
         Self {
             routes: RwLock::new(RouteTable::new()),
             kv,
+            live: RwLock::new(config.clone()),
             config,
             watched: Mutex::new(HashSet::new()),
         }
@@ -71,6 +75,11 @@ impl State {
     pub fn routes_mut(&self) -> std::sync::RwLockWriteGuard<'_, RouteTable> {
         // The table stays consistent per operation; a panicked writer left a valid table.
         self.routes.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The settings now (see `live`).
+    fn live(&self) -> std::sync::RwLockReadGuard<'_, NamesrvConfig> {
+        self.live.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The route table for reading.
@@ -142,8 +151,19 @@ impl NamesrvProcessor {
             C::GetBrokerClusterInfo => {
                 Ok(ok(req).with_body(to_json(&self.state.routes().cluster_info())))
             }
+            C::UpdateNamesrvConfig => self.update_config(conn, req),
+            C::GetNamesrvConfig => {
+                let text: String = self
+                    .state
+                    .live()
+                    .properties()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}\n"))
+                    .collect();
+                Ok(ok(req).with_body(text.into_bytes()))
+            }
             C::GetAllTopicListFromNameserver => {
-                if !self.state.config.enable_all_topic_list {
+                if !self.state.live().enable_all_topic_list {
                     return Err(fail(req, ResponseCode::SystemError, "disable"));
                 }
                 Ok(ok(req).with_body(to_json(&self.state.routes().all_topics())))
@@ -203,10 +223,44 @@ impl NamesrvProcessor {
 
     /// Topic lists other than "all" are switched off together by `enableTopicList`.
     fn topic_list(&self, req: &RemotingCommand, f: impl FnOnce(&RouteTable) -> TopicList) -> Reply {
-        if !self.state.config.enable_topic_list {
+        if !self.state.live().enable_topic_list {
             return Err(fail(req, ResponseCode::SystemError, "disable"));
         }
         Ok(ok(req).with_body(to_json(&f(&self.state.routes()))))
+    }
+
+    /// UPDATE_NAMESRV_CONFIG: `key=value` lines in the body. All or nothing: a refused
+    /// key leaves every setting as it was.
+    fn update_config(&self, conn: &ConnectionCtx, req: &RemotingCommand) -> Reply {
+        log::info!("updateConfig called by {}", conn.peer_addr());
+        if req.body.is_empty() {
+            return Ok(ok(req));
+        }
+        let text = std::str::from_utf8(&req.body).map_err(|e| {
+            fail(
+                req,
+                ResponseCode::SystemError,
+                format!("string2Properties error: {e}"),
+            )
+        })?;
+        let mut live = self.state.live.write().unwrap_or_else(|p| p.into_inner());
+        match live.updated(text) {
+            Ok(next) => {
+                log::info!(
+                    "name server settings updated: {}",
+                    text.trim().replace('\n', ", ")
+                );
+                *live = next;
+                Ok(ok(req))
+            }
+            Err(why) => {
+                let code = match why {
+                    crate::config::UpdateRefused::BlackListed => ResponseCode::NoPermission,
+                    _ => ResponseCode::InvalidParameter,
+                };
+                Err(fail(req, code, why.to_string()))
+            }
+        }
     }
 
     fn put_kv(&self, req: &RemotingCommand) -> Reply {
@@ -291,7 +345,7 @@ impl NamesrvProcessor {
             .heartbeat_timeout_millis
             .and_then(|ms| u64::try_from(ms).ok())
             .filter(|ms| *ms > 0)
-            .unwrap_or(self.state.config.broker_expired_millis);
+            .unwrap_or(self.state.live().broker_expired_millis);
         let wrapper = body.topic_config_serialize_wrapper;
         let registration = Registration {
             cluster: h.cluster_name,
@@ -314,7 +368,7 @@ impl NamesrvProcessor {
             ha_server_addr: result.ha_server_addr,
             master_addr: result.master_addr,
         });
-        if self.state.config.return_order_topic_config_to_broker {
+        if self.state.live().return_order_topic_config_to_broker {
             if let Some(t) = self.state.kv.list(NAMESPACE_ORDER_TOPIC_CONFIG) {
                 resp = resp.with_body(to_json(&t));
             }
@@ -404,7 +458,7 @@ impl NamesrvProcessor {
                 ),
             ));
         };
-        if self.state.config.order_message_enable {
+        if self.state.live().order_message_enable {
             route.order_topic_conf = self.state.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, &h.topic);
         }
         let standard = h.accept_standard_json_only.unwrap_or(false);

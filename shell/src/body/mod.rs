@@ -15,12 +15,14 @@ use serde_json::Value;
 pub use crate::lenient_json::KeyStyle;
 use crate::lenient_json::{self, NUM_KEY, RAW_KEY};
 
+mod admin;
 mod client;
 mod pop;
 mod queue;
 mod route;
 mod topic;
 
+pub use admin::*;
 pub use client::*;
 pub use pop::*;
 pub use queue::*;

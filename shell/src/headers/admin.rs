@@ -95,3 +95,74 @@ ext_header! {
         pub topic_list: Option<String> = "topicList",
     }
 }
+
+/// QUERY_TOPIC_CONSUME_BY_WHO request.
+pub type QueryTopicConsumeByWhoRequestHeader = TopicRequestHeader;
+
+ext_header! {
+    /// QUERY_CONSUME_TIME_SPAN request.
+    pub struct QueryConsumeTimeSpanRequestHeader {
+        /// Topic.
+        pub topic: String = "topic",
+        /// Consumer group.
+        pub group: String = "group",
+    }
+}
+
+ext_header! {
+    /// CLONE_GROUP_OFFSET request.
+    pub struct CloneGroupOffsetRequestHeader {
+        /// Group whose offsets are copied.
+        pub src_group: String = "srcGroup",
+        /// Group that gets them.
+        pub dest_group: String = "destGroup",
+        /// Only this topic; absent or blank means every topic of the source group.
+        pub topic: Option<String> = "topic",
+        /// The source group is offline: copy without checking its subscriptions.
+        pub offline: Option<bool> = "offline",
+    }
+}
+
+ext_header! {
+    /// VIEW_BROKER_STATS_DATA request.
+    pub struct ViewBrokerStatsDataRequestHeader {
+        /// Stats name (`TOPIC_PUT_NUMS`, `GROUP_GET_NUMS`, ...).
+        pub stats_name: String = "statsName",
+        /// Stats key (a topic, `topic@group`, or the cluster name).
+        pub stats_key: String = "statsKey",
+    }
+}
+
+ext_header! {
+    /// GET_BROKER_CONSUME_STATS request (Java's field is `isOrder`).
+    pub struct GetConsumeStatsInBrokerHeader {
+        /// Only ordered topics.
+        pub is_order: bool = "isOrder",
+    }
+}
+
+ext_header! {
+    /// QUERY_CONSUME_QUEUE request.
+    pub struct QueryConsumeQueueRequestHeader {
+        /// Topic.
+        pub topic: String = "topic",
+        /// Queue id.
+        pub queue_id: i32 = "queueId",
+        /// First queue offset to list.
+        pub index: i64 = "index",
+        /// Entries to list.
+        pub count: i32 = "count",
+        /// Group whose subscription is evaluated against each entry.
+        pub consumer_group: Option<String> = "consumerGroup",
+    }
+}
+
+ext_header! {
+    /// GET_TOPIC_CONFIG request.
+    pub struct GetTopicConfigRequestHeader {
+        /// Topic.
+        pub topic: String = "topic",
+        /// Logical queue mapping wanted too (static topics; Tern has none).
+        pub lo: Option<bool> = "lo",
+    }
+}

@@ -21,6 +21,7 @@ use std::sync::{Arc, RwLock};
 
 pub mod render;
 pub mod settings;
+pub mod windows;
 
 pub use render::render;
 pub use settings::{ExporterType, MetricsSettings};
@@ -119,6 +120,8 @@ pub struct OutCounters {
     pub messages: AtomicU64,
     /// Bytes handed to consumers (stored record sizes).
     pub bytes: AtomicU64,
+    /// Pull responses that carried them (the events VIEW_BROKER_STATS_DATA averages over).
+    pub responses: AtomicU64,
 }
 
 /// A map from labels to counters, written only when a label set is new.
@@ -160,6 +163,8 @@ pub struct Metrics {
     dlq: Table<(String, String), AtomicU64>,
     commits: AtomicU64,
     rollbacks: AtomicU64,
+    /// Minute, hour and day windows of these counters (VIEW_BROKER_STATS_DATA).
+    pub windows: windows::StatsWindows,
 }
 
 impl Metrics {
@@ -190,6 +195,7 @@ impl Metrics {
             .get_or(&key, || key.clone(), OutCounters::default);
         c.messages.fetch_add(n, Ordering::Relaxed);
         c.bytes.fetch_add(bytes, Ordering::Relaxed);
+        c.responses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A request with `code` answered `response` after `micros`.

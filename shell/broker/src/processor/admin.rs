@@ -119,13 +119,17 @@ pub fn all_groups(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         .with_body(tern_shell::body::to_json(&ctx.groups.wrapper()))
 }
 
-/// DELETE_SUBSCRIPTIONGROUP.
+/// DELETE_SUBSCRIPTIONGROUP: forgets the group, and its offsets with `cleanOffset`.
 pub fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: DeleteSubscriptionGroupRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
     ctx.groups.delete(&h.group_name);
+    if h.clean_offset == Some(true) {
+        ctx.offsets.delete_group(&h.group_name);
+        ctx.offsets.persist();
+    }
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 

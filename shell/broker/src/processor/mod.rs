@@ -13,11 +13,13 @@ pub mod acl_admin;
 pub mod admin;
 pub mod client;
 pub mod consumer_admin;
+pub mod maintain;
 pub mod offset;
 pub mod pull;
 pub mod query;
 pub mod reply;
 pub mod send;
+pub mod stats;
 
 /// The broker's processor: finds the family for a request code and runs it.
 #[derive(Debug)]
@@ -148,6 +150,19 @@ impl Processor for BrokerProcessor {
             RequestCode::ConsumeMessageDirectly => {
                 consumer_admin::consume_directly(ctx, &req).await
             }
+            RequestCode::GetProducerConnectionList => stats::producer_connections(ctx, &req),
+            RequestCode::QueryTopicConsumeByWho => stats::topic_consume_by_who(ctx, &req),
+            RequestCode::QueryConsumeTimeSpan => stats::consume_time_span(ctx, &req),
+            RequestCode::GetSystemTopicListFromBroker => stats::system_topics(ctx, &req),
+            RequestCode::ViewBrokerStatsData => stats::view_stats(ctx, &req),
+            RequestCode::GetBrokerConsumeStats => stats::broker_consume_stats(ctx, &req),
+            RequestCode::QueryConsumeQueue => stats::query_consume_queue(ctx, &req),
+            RequestCode::GetTopicConfig => stats::topic_config(ctx, &req),
+            RequestCode::CloneGroupOffset => maintain::clone_group_offset(ctx, &req),
+            RequestCode::CleanExpiredConsumequeue => {
+                maintain::clean_expired_consume_queue(ctx, &req).await
+            }
+            RequestCode::CleanUnusedTopic => maintain::clean_unused_topic(ctx, &req).await,
             _ => not_supported(&req),
         };
         ctx.metrics

@@ -37,10 +37,12 @@ use tern_shell::runtime;
 
 use crate::config::{BrokerConfig, FlushDiskType};
 
+mod maintain;
 mod raw_log;
 mod read;
 mod tasks;
 
+pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
 use read::{QueueView, QueueViews};
 

@@ -74,6 +74,16 @@ impl QueueViews {
         views.get(topic)?.get(&queue_id).cloned()
     }
 
+    pub(crate) fn remove(&self, topic: &str, queue_id: i32) {
+        let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(queues) = views.get_mut(topic) {
+            queues.remove(&queue_id);
+            if queues.is_empty() {
+                views.remove(topic);
+            }
+        }
+    }
+
     pub(crate) fn insert(&self, topic: &str, queue_id: i32, view: QueueView) {
         let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
         views

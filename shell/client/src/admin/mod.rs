@@ -6,6 +6,7 @@
 
 mod acl;
 mod consumer;
+mod ops;
 mod query;
 
 pub use acl::AccessConfig;
@@ -130,7 +131,7 @@ impl Admin {
             .collect())
     }
 
-    async fn target_addrs(&self, target: &Target) -> Result<Vec<String>> {
+    pub(crate) async fn target_addrs(&self, target: &Target) -> Result<Vec<String>> {
         match target {
             Target::Broker(addr) => Ok(vec![addr.clone()]),
             Target::Cluster(c) => {

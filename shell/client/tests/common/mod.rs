@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use tern_client::ClientConfig;
 
+pub mod cli;
+
 #[path = "../../../../tests/support/binaries.rs"]
 mod binaries;
 use binaries::binary;

@@ -105,7 +105,7 @@ pub const CONSUME_MESSAGE: Command = Command {
 };
 
 /// Milliseconds, or `yyyy-MM-dd#HH:mm:ss:SSS` read as UTC.
-pub fn parse_time(s: &str) -> Result<i64, CliError> {
+pub(crate) fn parse_time(s: &str) -> Result<i64, CliError> {
     if let Ok(ms) = s.parse() {
         return Ok(ms);
     }

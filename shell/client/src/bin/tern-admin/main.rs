@@ -3,10 +3,16 @@
 //! on failure, 2 on a usage error. Flags per command: docs/tern-admin.md.
 
 mod cmd_acl;
+mod cmd_broker;
 mod cmd_consumer;
+mod cmd_group;
 mod cmd_message;
+mod cmd_namesrv;
+mod cmd_print;
+mod cmd_probe;
 mod cmd_topic;
 mod out;
+mod progress;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -151,6 +157,28 @@ const COMMANDS: &[Command] = &[
     cmd_acl::UPDATE_GLOBAL_WHITE_ADDR,
     cmd_acl::CLUSTER_ACL_CONFIG_VERSION,
     cmd_acl::GET_ACL_CONFIG,
+    cmd_group::PRODUCER_CONNECTION,
+    cmd_group::CLONE_GROUP_OFFSET,
+    cmd_group::DELETE_SUB_GROUP,
+    cmd_group::ALLOCATE_MQ,
+    cmd_group::TOPIC_CLUSTER_LIST,
+    cmd_broker::BROKER_CONSUME_STATS,
+    cmd_broker::STATS_ALL,
+    cmd_broker::QUERY_CQ,
+    cmd_broker::CLEAN_EXPIRED_CQ,
+    cmd_broker::CLEAN_UNUSED_TOPIC,
+    cmd_print::PRINT_MSG,
+    cmd_print::PRINT_MSG_BY_QUEUE,
+    cmd_probe::SEND_MSG_STATUS,
+    cmd_probe::CHECK_MSG_SEND_RT,
+    cmd_probe::CLUSTER_RT,
+    cmd_namesrv::UPDATE_KV_CONFIG,
+    cmd_namesrv::DELETE_KV_CONFIG,
+    cmd_namesrv::UPDATE_ORDER_CONF,
+    cmd_namesrv::WIPE_WRITE_PERM,
+    cmd_namesrv::ADD_WRITE_PERM,
+    cmd_namesrv::GET_NAMESRV_CONFIG,
+    cmd_namesrv::UPDATE_NAMESRV_CONFIG,
 ];
 
 const COMMON: &[Opt] = &[

@@ -1,0 +1,377 @@
+//! Read-only admin codes: producer connections, who consumes a topic, consume time
+//! spans, system topics, stats windows, the broker-wide consume stats, consume-queue
+//! listings and one topic's config. Answers, codes and remarks as RocketMQ's
+//! AdminBrokerProcessor gives them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tern_shell::body::{
+    BrokerStatsData, Connection as ConnInfo, ConsumeQueueData, ConsumeStats, ConsumeStatsList,
+    GroupList, MessageQueue, OffsetWrapper, ProducerConnection, QueryConsumeQueueResponseBody,
+    QueryConsumeTimeSpanBody, QueueKeyMap, QueueTimeSpan, TopicList,
+};
+use tern_shell::headers::{
+    GetConsumeStatsInBrokerHeader, GetProducerConnectionListRequestHeader,
+    GetTopicConfigRequestHeader, QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
+};
+use tern_shell::runtime::now_ms;
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use super::bad_header;
+use crate::BrokerCtx;
+use crate::filter::{PullFilter, record_matches};
+
+/// Most entries one QUERY_CONSUME_QUEUE lists (each is a `pread`, an SQL92 group's also
+/// a record read).
+pub const MAX_QUERY_CQ_ENTRIES: i32 = 1000;
+
+fn ok_json<T: serde::Serialize>(req: &RemotingCommand, body: &T) -> RemotingCommand {
+    RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(body))
+}
+
+fn mq(ctx: &BrokerCtx, topic: &str, queue_id: i32) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_owned(),
+        broker_name: ctx.config.broker_name.clone(),
+        queue_id,
+    }
+}
+
+/// Store time of entry `n`, `-1` when there is none (Java's `getMessageStoreTimeStamp`).
+fn store_time(ctx: &BrokerCtx, topic: &str, queue_id: i32, n: i64) -> i64 {
+    u64::try_from(n)
+        .ok()
+        .and_then(|n| ctx.store.store_time_of(topic, queue_id, n))
+        .unwrap_or(-1)
+}
+
+/// GET_PRODUCER_CONNECTION_LIST: the connected members of a producer group.
+pub fn producer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetProducerConnectionListRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let members = ctx.clients.producer_members(&h.producer_group);
+    if members.is_empty() {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("the producer group[{}] not exist", h.producer_group),
+        );
+    }
+    let body = ProducerConnection {
+        connection_set: members
+            .into_iter()
+            .map(|m| ConnInfo {
+                client_id: m.client_id,
+                client_addr: m.conn.peer_addr().to_string(),
+                language: m.language,
+                version: m.version,
+            })
+            .collect(),
+    };
+    ok_json(req, &body)
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO: groups online with a subscription to the topic, and groups
+/// with offsets in it.
+pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: QueryTopicConsumeByWhoRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let mut groups: BTreeSet<String> = ctx
+        .clients
+        .consumer_groups()
+        .into_iter()
+        .filter(|g| ctx.clients.subscription(g, &h.topic).is_some())
+        .collect();
+    groups.extend(
+        ctx.offsets
+            .groups_of_topic(&h.topic)
+            .into_iter()
+            .map(|(g, _)| g),
+    );
+    ok_json(
+        req,
+        &GroupList {
+            group_list: groups.into_iter().collect(),
+        },
+    )
+}
+
+/// QUERY_CONSUME_TIME_SPAN: per write queue, the oldest and newest store times, the
+/// store time of the group's last consumed message and how long its next one has waited.
+pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: QueryConsumeTimeSpanRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let Some(cfg) = ctx.topics.get(&h.topic) else {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist", h.topic),
+        );
+    };
+    let mut set = Vec::new();
+    for q in 0..cfg.write_queue_nums {
+        let (min, max) = ctx.store.queue_bounds(&h.topic, q);
+        let (min, max) = (min as i64, max as i64);
+        let min_time = store_time(ctx, &h.topic, q, min);
+        let consumed = ctx.offsets.query(&h.group, &h.topic, q).unwrap_or(-1);
+        let consume_time = if consumed > 0 {
+            store_time(ctx, &h.topic, q, consumed - 1)
+        } else {
+            min_time
+        };
+        // A group without an offset waits from the queue's start.
+        let next = consumed.max(min);
+        let delay_time = if next < max {
+            match store_time(ctx, &h.topic, q, next) {
+                -1 => 0,
+                t => now_ms() - t,
+            }
+        } else {
+            0
+        };
+        set.push(QueueTimeSpan {
+            message_queue: mq(ctx, &h.topic, q),
+            min_time_stamp: min_time,
+            max_time_stamp: store_time(ctx, &h.topic, q, max - 1),
+            consume_time_stamp: consume_time,
+            delay_time,
+        });
+    }
+    ok_json(
+        req,
+        &QueryConsumeTimeSpanBody {
+            consume_time_span_set: set,
+        },
+    )
+}
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER.
+pub fn system_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    ok_json(
+        req,
+        &TopicList {
+            topic_list: ctx.topics.system_names().into_iter().collect(),
+            broker_addr: None,
+        },
+    )
+}
+
+/// VIEW_BROKER_STATS_DATA: the last minute, hour and day of one stats item, from the
+/// counters the broker keeps (see [`crate::metrics::windows`]).
+pub fn view_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: ViewBrokerStatsDataRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let found: Option<BrokerStatsData> = ctx.metrics.windows.view(
+        &ctx.metrics,
+        &ctx.config.cluster_name,
+        &h.stats_name,
+        &h.stats_key,
+    );
+    match found {
+        Some(d) => ok_json(req, &d),
+        None => RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("The stats <{}> <{}> not exist", h.stats_name, h.stats_key),
+        ),
+    }
+}
+
+/// The group's get rate on `topic` over the last minute (RocketMQ's `tpsGroupGetNums`).
+fn group_get_tps(ctx: &BrokerCtx, group: &str, topic: &str) -> f64 {
+    ctx.metrics
+        .windows
+        .view(
+            &ctx.metrics,
+            &ctx.config.cluster_name,
+            "GROUP_GET_NUMS",
+            &format!("{topic}@{group}"),
+        )
+        .map_or(0.0, |d| d.stats_minute.tps)
+}
+
+/// GET_BROKER_CONSUME_STATS: the consume stats of every subscription group on every
+/// topic it has offsets in (`isOrder`: ordered topics only).
+pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetConsumeStatsInBrokerHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let mut body = ConsumeStatsList {
+        broker_addr: ctx.store_host.to_string(),
+        ..Default::default()
+    };
+    for group in ctx.groups.wrapper().subscription_group_table.into_keys() {
+        let online = ctx.clients.consumer_group(&group);
+        let mut list = Vec::new();
+        for (topic, _) in ctx.offsets.topics_of_group(&group) {
+            let Some(cfg) = ctx.topics.get(&topic) else {
+                continue;
+            };
+            if h.is_order && !cfg.order {
+                continue;
+            }
+            // An online group that no longer subscribes to the topic is left out.
+            if online.as_ref().is_some_and(|g| {
+                !g.subscriptions.is_empty() && !g.subscriptions.contains_key(&topic)
+            }) {
+                continue;
+            }
+            let mut table = BTreeMap::new();
+            for q in 0..cfg.write_queue_nums {
+                let (_, max) = ctx.store.queue_bounds(&topic, q);
+                let consumer = ctx.offsets.query(&group, &topic, q).unwrap_or(0).max(0);
+                let last = store_time(ctx, &topic, q, consumer - 1);
+                table.insert(
+                    mq(ctx, &topic, q),
+                    OffsetWrapper {
+                        broker_offset: max as i64,
+                        consumer_offset: consumer,
+                        // Tern keeps no pull offset apart from the committed one.
+                        pull_offset: consumer,
+                        last_timestamp: last.max(0),
+                    },
+                );
+            }
+            body.total_diff += table
+                .values()
+                .map(|o| o.broker_offset - o.consumer_offset)
+                .sum::<i64>();
+            list.push(ConsumeStats {
+                offset_table: QueueKeyMap(table),
+                consume_tps: group_get_tps(ctx, &group, &topic),
+            });
+        }
+        body.consume_stats_list
+            .push([(group, list)].into_iter().collect());
+    }
+    ok_json(req, &body)
+}
+
+/// QUERY_CONSUME_QUEUE: `count` entries of a queue from `index`, each evaluated against
+/// the group's subscription when a group is named.
+pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: QueryConsumeQueueRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    let (min, max) = ctx.store.queue_bounds(&h.topic, h.queue_id);
+    let configured = ctx
+        .topics
+        .get(&h.topic)
+        .is_some_and(|t| (0..t.read_queue_nums.max(t.write_queue_nums)).contains(&h.queue_id));
+    if !configured && max == 0 {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("{}@{} is not exist!", h.queue_id, h.topic),
+        );
+    }
+    let mut body = QueryConsumeQueueResponseBody {
+        max_queue_index: max as i64,
+        min_queue_index: min as i64,
+        ..Default::default()
+    };
+    let mut filter: Option<Result<PullFilter, String>> = None;
+    if let Some(group) = h.consumer_group.as_deref() {
+        match ctx.clients.subscription(group, &h.topic) {
+            None => body.filter_data = Some(format!("{group}@{} is not online!", h.topic)),
+            Some(sub) => {
+                let sql = !sub.expression_type_or_tag().eq_ignore_ascii_case("TAG");
+                body.filter_data = Some(if sql {
+                    serde_json::json!({
+                        "consumerGroup": group,
+                        "topic": h.topic,
+                        "expression": sub.sub_string,
+                        "expressionType": sub.expression_type,
+                        "clientVersion": sub.sub_version,
+                    })
+                    .to_string()
+                } else {
+                    // RocketMQ keeps filter data for SQL92 subscriptions only.
+                    "null".to_owned()
+                });
+                filter = Some(
+                    ctx.filters
+                        .for_pull(ctx.config.enable_property_filter, group, sub.clone())
+                        .map_err(|r| r.remark),
+                );
+                body.subscription_data = Some(sub);
+            }
+        }
+    }
+    let Ok(index) = u64::try_from(h.index) else {
+        return index_missing(req, &h);
+    };
+    if index < min || index >= max {
+        return index_missing(req, &h);
+    }
+    let count = h.count.clamp(0, MAX_QUERY_CQ_ENTRIES) as u64;
+    for n in index..max.min(index + count) {
+        let entry = match ctx.store.queue_entry(&h.topic, h.queue_id, n) {
+            Ok(Some(e)) => e,
+            // A filler or an entry retention just removed: nothing to list.
+            Ok(None) => continue,
+            Err(e) => {
+                return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+            }
+        };
+        let mut one = ConsumeQueueData {
+            physic_offset: entry.physical_offset as i64,
+            physic_size: entry.size as i32,
+            tags_code: entry.tag_code,
+            ..Default::default()
+        };
+        match &filter {
+            None => {}
+            Some(Err(why)) => one.msg = Some(why.clone()),
+            Some(Ok(PullFilter::All)) => one.eval = true,
+            Some(Ok(PullFilter::Tags(codes))) => {
+                one.eval = codes.contains(&(entry.tag_code as i32));
+            }
+            Some(Ok(PullFilter::Sql(expr))) => match ctx.store.record_of(entry) {
+                Some(record) => one.eval = record_matches(expr, &record),
+                None => one.msg = Some(format!("no record at {}", entry.physical_offset)),
+            },
+        }
+        body.queue_data.push(one);
+    }
+    ok_json(req, &body)
+}
+
+/// RocketMQ's answer for an index outside the queue: success, a remark, no body.
+fn index_missing(req: &RemotingCommand, h: &QueryConsumeQueueRequestHeader) -> RemotingCommand {
+    let mut resp = RemotingCommand::response_to(req, ResponseCode::Success);
+    resp.remark = Some(format!(
+        "Index {} of {}@{} is not exist!",
+        h.index, h.queue_id, h.topic
+    ));
+    resp
+}
+
+/// GET_TOPIC_CONFIG: one topic's configuration (`TopicConfigAndQueueMapping`; Tern has
+/// no static topics, so no mapping detail).
+pub fn topic_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetTopicConfigRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    match ctx.topics.get(&h.topic) {
+        Some(t) => ok_json(req, &t),
+        None => RemotingCommand::error_response(
+            req,
+            ResponseCode::TopicNotExist,
+            format!("No topic in this broker. topic: {}", h.topic),
+        ),
+    }
+}
