@@ -657,6 +657,12 @@ where
     pub fn queues(&self) -> &Q {
         &self.queues
     }
+    /// The queue table, for an owner that removes queues (a deleted topic's). A queue
+    /// removed while records for it remain undispatched is made again by dispatch, so
+    /// the owner removes only what dispatch has passed.
+    pub fn queues_mut(&mut self) -> &mut Q {
+        &mut self.queues
+    }
     /// The consume queue of (topic, queue id), if it exists.
     pub fn queue(&self, topic: &str, queue_id: i32) -> Option<&ConsumeQueue<Q::Dir>> {
         self.queues.get(topic, queue_id).map(|s| &s.queue)

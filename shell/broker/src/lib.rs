@@ -43,8 +43,11 @@ use config::BrokerConfig;
 /// Everything the processors and tasks share.
 #[derive(Debug)]
 pub struct BrokerCtx {
-    /// Effective configuration.
+    /// Effective configuration, as it was at start.
     pub config: BrokerConfig,
+    /// The keys UPDATE_BROKER_CONFIG changes at run time, and what GET_BROKER_CONFIG
+    /// answers: readers of those keys read them here, not in `config`.
+    pub live: config::live::LiveConfig,
     /// The store and its watermarks.
     pub store: Arc<store::StoreService>,
     /// Topic table.
@@ -311,6 +314,7 @@ impl Broker {
                 &config.broker_name,
                 config.auto_create_topic,
                 config.default_topic_queue_nums,
+                config.trace_topic.as_deref(),
             ),
             offsets: offsets::Offsets::load(&config.store_root),
             groups: groups::Groups::load(&config.store_root, config.auto_create_subscription_group),
@@ -334,12 +338,13 @@ impl Broker {
             ),
             transactions: transaction::Transactions::default(),
             ha: ha::HaService::new(config.ha_master_address.clone()),
-            ha_addr: config.advertised_addr(ha_port),
+            ha_addr: SocketAddr::new(config.broker_ip2, ha_port),
             acl,
             dedup,
             extra_stats: status::ExtraStats::default(),
             metrics: metrics::Metrics::default(),
             pop: pop::PopService::load(&config.store_root),
+            live: config::live::LiveConfig::new(&config),
             store,
             config,
         });
@@ -521,6 +526,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(retention::run(ctx.clone())));
     tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
     tasks.push(runtime::spawn(pop::revive::run(ctx.clone())));
+    tasks.push(runtime::spawn(metrics::daily::run(ctx.clone())));
     if let Some(acl) = &ctx.acl {
         tasks.push(runtime::spawn(acl.clone().run_reload(sd.clone())));
     }
@@ -529,6 +535,14 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
         while !c.shutdown.is_triggered() {
             let _ = runtime::race(runtime::sleep(Duration::from_secs(5)), c.shutdown.wait()).await;
             c.offsets.persist();
+        }
+    }));
+    let c = ctx.clone();
+    tasks.push(runtime::spawn(async move {
+        while !c.shutdown.is_triggered() {
+            let every = metrics::TPS_SAMPLE_EVERY;
+            let _ = runtime::race(runtime::sleep(every), c.shutdown.wait()).await;
+            c.metrics.sample();
         }
     }));
     let c = ctx.clone();

@@ -4,8 +4,10 @@
 //! Cluster-wide operations go to every master of the cluster as listed by
 //! GET_BROKER_CLUSTER_INFO; topic operations go to the brokers of the topic's route.
 
+mod broker_config;
 mod query;
 
+pub use broker_config::BrokerAddr;
 pub use query::{MAX_QUERY_NUM, TOOLS_CONSUMER_GROUP};
 
 use std::collections::BTreeMap;

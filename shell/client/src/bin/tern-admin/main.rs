@@ -2,6 +2,7 @@
 //! cluster. Tables by default, `--json` for scripts; exit status 1 with a one-line reason
 //! on failure, 2 on a usage error. Flags per command: docs/tern-admin.md.
 
+mod cmd_broker;
 mod cmd_message;
 mod cmd_topic;
 mod out;
@@ -141,6 +142,8 @@ const COMMANDS: &[Command] = &[
     cmd_message::QUERY_MSG_BY_UNIQUE_KEY,
     cmd_message::QUERY_MSG_BY_KEY,
     cmd_message::QUERY_MSG_BY_OFFSET,
+    cmd_broker::GET_BROKER_CONFIG,
+    cmd_broker::UPDATE_BROKER_CONFIG,
 ];
 
 const COMMON: &[Opt] = &[
