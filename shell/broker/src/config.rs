@@ -322,7 +322,10 @@ impl Config for BrokerConfig {
                 in_range(1, 10_000),
             )?,
             timer: crate::timer::TimerSettings::read(r)?,
-            metrics: crate::metrics::MetricsSettings::read(r)?,
+            metrics: crate::metrics::MetricsSettings::read(
+                r,
+                crate::metrics::settings::DEFAULT_PROM_PORT,
+            )?,
             ha_listen_port: r.get_opt("haListenPort")?,
             ha_master_address: r.get_opt::<String>("haMasterAddress")?,
             ha_heartbeat_interval: ms(r, "haSendHeartbeatInterval", 5_000, 10, 600_000)?,

@@ -437,29 +437,10 @@ impl Broker {
     }
 }
 
-/// Starts the Prometheus endpoint when `metricsExporterType=PROM`. A port that cannot be
-/// bound is logged and the broker serves without it: metrics must not keep messages out.
+/// Starts the Prometheus endpoint when `metricsExporterType=PROM`.
 async fn serve_metrics(ctx: &Arc<BrokerCtx>) -> Option<tern_shell::http::HttpServer> {
-    let addr = ctx.config.metrics.listen()?;
     let c = ctx.clone();
-    let handler: tern_shell::http::Handler = Arc::new(move |path| {
-        (path == "/metrics").then(|| {
-            tern_shell::http::Response::ok(
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                metrics::render(&c),
-            )
-        })
-    });
-    match tern_shell::http::HttpServer::bind(&addr, handler).await {
-        Ok(s) => {
-            log::info!("metrics on http://{}/metrics", s.local_addr());
-            Some(s)
-        }
-        Err(e) => {
-            log::error!("metrics endpoint {addr} unavailable ({e}); serving without metrics");
-            None
-        }
-    }
+    tern_shell::metrics::serve(&ctx.config.metrics, Arc::new(move || metrics::render(&c))).await
 }
 
 /// The idempotent-produce window, rebuilt from the log before the context (and so any
