@@ -490,6 +490,12 @@ impl<'a> ConfigReader<'a> {
         self.effective.insert(key.to_owned(), value.render_value());
     }
 
+    /// The effective value of every key read so far, rendered as `-p` prints it: what a
+    /// broker answers GET_BROKER_CONFIG with.
+    pub fn effective(&self) -> &BTreeMap<String, String> {
+        &self.effective
+    }
+
     /// Declares `key` as known but deliberately ignored (a RocketMQ option that has no
     /// meaning in Tern): no warning, and `-p` does not show it.
     pub fn ignore(&mut self, key: &str) {

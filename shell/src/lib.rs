@@ -25,6 +25,7 @@ pub mod http;
 pub mod lenient_json;
 pub mod logger;
 pub mod message;
+pub mod metrics;
 pub mod pool;
 pub mod pop;
 pub mod runtime;

@@ -657,9 +657,10 @@ where
     pub fn queues(&self) -> &Q {
         &self.queues
     }
-    /// The queue table, for removing queues (admin maintenance: a deleted topic's, or
-    /// one whose every record is gone from the log). A removed queue's records stay in
-    /// the log; a later record of its topic starts a new queue.
+    /// The queue table, for an owner that removes queues (a deleted topic's, or one
+    /// whose every record is gone from the log). A removed queue's records stay in the
+    /// log; a queue removed while records for it remain undispatched is made again by
+    /// dispatch, so the owner removes only what dispatch has passed.
     pub fn queues_mut(&mut self) -> &mut Q {
         &mut self.queues
     }

@@ -4,6 +4,7 @@
 //! `NettyServerConfig`), read through [`tern_shell::config`]: unknown keys are warnings, a
 //! known key with a bad value is fatal and the error names it and its line.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,6 +12,8 @@ use std::time::Duration;
 use tern_engine::delay::{DEFAULT_DELAY_LEVELS, DelayLevels};
 use tern_shell::config::{Config, ConfigError, ConfigReader, in_range};
 use tern_shell::config_enum;
+
+pub mod live;
 
 config_enum! {
     /// How appends are made durable before the producer is answered.
@@ -46,7 +49,13 @@ pub struct BrokerConfig {
     /// Name servers to register with (`namesrvAddr`, `;`-separated).
     pub namesrv_addrs: Vec<String>,
     /// Address clients should dial, advertised in routes and message ids (`brokerIP1`).
+    /// Unset: `listenAddr` when that names one address, else the address this host
+    /// reaches the network from ([`default_broker_ip`]), as RocketMQ picks a non-loopback
+    /// one.
     pub broker_ip1: IpAddr,
+    /// Address slaves dial for replication, advertised as `haServerAddr` (`brokerIP2`;
+    /// `brokerIP1` when unset).
+    pub broker_ip2: IpAddr,
     /// Address to bind (`listenAddr`, Tern's own; all interfaces by default).
     pub listen_ip: IpAddr,
     /// Remoting port (`listenPort`); the VIP port is this minus 2.
@@ -143,6 +152,20 @@ pub struct BrokerConfig {
     pub acl_file: PathBuf,
     /// POP consumption's keys ([`crate::pop::PopConfig`]).
     pub pop: crate::pop::PopConfig,
+    /// What this broker lets clients do, as a topic's `perm` (`brokerPermission`, 6 =
+    /// read and write): topics are registered with their perm ANDed with it, pulls are
+    /// refused when it lacks read. Changed at run time through UPDATE_BROKER_CONFIG;
+    /// this is the value at start, [`live::LiveConfig`] holds the current one.
+    pub broker_permission: i32,
+    /// The file UPDATE_BROKER_CONFIG writes changed keys back to (`brokerConfigPath`;
+    /// `tern-broker` sets it to the `-c` file): none means changes last until restart.
+    pub config_path: Option<PathBuf>,
+    /// The message-trace topic made at start when `traceTopicEnable` is set
+    /// (`msgTraceTopicName`, `RMQ_SYS_TRACE_TOPIC`), as RocketMQ's TopicConfigManager.
+    pub trace_topic: Option<String>,
+    /// Every key read above with its effective value, as `-p` prints it: what
+    /// GET_BROKER_CONFIG answers (with the live values over it).
+    pub effective: BTreeMap<String, String>,
 }
 
 impl Default for BrokerConfig {
@@ -164,6 +187,36 @@ fn ip(r: &mut ConfigReader<'_>, key: &str, default: &str) -> Result<IpAddr, Conf
     })?;
     Ok(s.parse().unwrap_or_else(|_| unreachable!("checked")))
 }
+
+/// `brokerIP1` when unset. RocketMQ takes the host's first non-loopback IPv4 address;
+/// here the address this host sends from towards the network (a UDP socket connected
+/// to a documentation address: a route lookup, no packet), loopback when there is no
+/// route. A broker bound to one address (`listenAddr`) advertises that one.
+pub fn default_broker_ip(listen: IpAddr) -> IpAddr {
+    if !listen.is_unspecified() {
+        return listen;
+    }
+    let loopback = IpAddr::from([127, 0, 0, 1]);
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("192.0.2.1:9")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+        .unwrap_or(loopback)
+}
+
+/// The store files RocketMQ lets a broker.conf place apart from `storePathRootDir`, and
+/// where under it Tern keeps each (also RocketMQ's defaults).
+const STORE_PATHS: [(&str, &str); 5] = [
+    ("storePathCommitLog", "commitlog"),
+    ("storePathConsumeQueue", "consumequeue"),
+    ("storePathIndex", "index"),
+    ("storeCheckpoint", "checkpoint"),
+    ("abortFile", "abort"),
+];
 
 impl Config for BrokerConfig {
     fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
@@ -199,6 +252,13 @@ impl Config for BrokerConfig {
                 Err(format!("{n} is not a multiple of 20 of at least 1280"))
             }
         })?;
+        let listen_ip = ip(r, "listenAddr", "0.0.0.0")?;
+        let broker_ip1 = match r.get_opt::<String>("brokerIP1")? {
+            Some(s) => ip(r, "brokerIP1", &s)?,
+            None => default_broker_ip(listen_ip),
+        };
+        r.record("brokerIP1", &broker_ip1.to_string());
+        let broker_ip2 = ip(r, "brokerIP2", &broker_ip1.to_string())?;
         let cfg = Self {
             cluster_name: r.get_checked("brokerClusterName", "DefaultCluster".to_owned(), |s| {
                 non_empty(s)
@@ -206,8 +266,9 @@ impl Config for BrokerConfig {
             broker_name: r.get_checked("brokerName", "broker-a".to_owned(), |s| non_empty(s))?,
             broker_id: r.get_checked("brokerId", 0i64, in_range(0, i64::MAX))?,
             namesrv_addrs: addrs,
-            broker_ip1: ip(r, "brokerIP1", "127.0.0.1")?,
-            listen_ip: ip(r, "listenAddr", "0.0.0.0")?,
+            broker_ip1,
+            broker_ip2,
+            listen_ip,
             listen_port: r.port("listenPort", 10911)?,
             store_root: r.get("storePathRootDir", home.join("store"))?,
             role: r.get("brokerRole", BrokerRole::AsyncMaster)?,
@@ -261,7 +322,10 @@ impl Config for BrokerConfig {
                 in_range(1, 10_000),
             )?,
             timer: crate::timer::TimerSettings::read(r)?,
-            metrics: crate::metrics::MetricsSettings::read(r)?,
+            metrics: crate::metrics::MetricsSettings::read(
+                r,
+                crate::metrics::settings::DEFAULT_PROM_PORT,
+            )?,
             ha_listen_port: r.get_opt("haListenPort")?,
             ha_master_address: r.get_opt::<String>("haMasterAddress")?,
             ha_heartbeat_interval: ms(r, "haSendHeartbeatInterval", 5_000, 10, 600_000)?,
@@ -289,11 +353,26 @@ impl Config for BrokerConfig {
             acl_enable: false,
             acl_file: PathBuf::new(),
             pop: crate::pop::PopConfig::read(r)?,
+            broker_permission: r.get_checked(
+                "brokerPermission",
+                crate::topics::PERM_READ | crate::topics::PERM_WRITE,
+                check_permission,
+            )?,
+            config_path: r.get_opt("brokerConfigPath")?,
+            trace_topic: None,
+            effective: BTreeMap::new(),
         };
         let acl_home = std::env::var_os("ROCKETMQ_HOME")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."));
+        let trace_topic_name: String =
+            r.get_checked("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC".to_owned(), |s| {
+                crate::topics::validate_topic(s)
+            })?;
         let cfg = BrokerConfig {
+            trace_topic: r
+                .get("traceTopicEnable", false)?
+                .then_some(trace_topic_name),
             acl_enable: r.get("aclEnable", false)?,
             acl_file: r.get("plainAclFile", acl_home.join("conf").join("plain_acl.yml"))?,
             ..cfg
@@ -310,29 +389,52 @@ impl Config for BrokerConfig {
             }
             _ => {}
         }
+        // Tern keeps its store files under one root; RocketMQ's keys that move one
+        // elsewhere are honoured only when they name that place.
+        for (key, sub) in STORE_PATHS {
+            let at = cfg.store_root.join(sub);
+            let given: PathBuf = r.get(key, at.clone())?;
+            if given != at {
+                return Err(r.error(
+                    key,
+                    format!(
+                        "Tern keeps this at storePathRootDir/{sub} ({}), not {}: set \
+                         storePathRootDir instead, or leave {key} out",
+                        at.display(),
+                        given.display()
+                    ),
+                ));
+            }
+        }
         // RocketMQ options with no effect here: accepted quietly so real broker.conf files
         // do not produce a wall of warnings.
         for key in [
             "rocketmqHome",
-            "brokerPermission",
             "sendMessageThreadPoolNums",
             "pullMessageThreadPoolNums",
             "useEpollNativeSelector",
             "serverWorkerThreads",
             "serverSelectorThreads",
-            "storePathCommitLog",
-            "storePathConsumeQueue",
-            "storePathIndex",
-            "storeCheckpoint",
-            "abortFile",
             "transientStorePoolEnable",
             "warmMapedFileEnable",
-            "traceTopicEnable",
-            "brokerIP2",
         ] {
             r.ignore(key);
         }
-        Ok(cfg)
+        Ok(BrokerConfig {
+            effective: r.effective().clone(),
+            ..cfg
+        })
+    }
+}
+
+/// `brokerPermission`: RocketMQ's perm bits, read (4), write (2), inherit (1).
+fn check_permission(p: &i32) -> Result<(), String> {
+    if (0..=7).contains(p) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{p} is not a permission: read 4, write 2, both 6 (RocketMQ's PermName)"
+        ))
     }
 }
 
@@ -368,36 +470,11 @@ impl BrokerConfig {
         SocketAddr::new(self.broker_ip1, bound_port)
     }
 
-    /// The effective configuration as `key=value` lines.
+    /// The configuration read at start as `key=value` lines, sorted, keys without a
+    /// value left out (Java omits its null fields): [`live::LiveConfig::render`] is
+    /// what a running broker answers.
     pub fn render(&self) -> String {
-        let mut source = tern_shell::config::ConfigSource::new();
-        let origin = tern_shell::config::Origin::Program;
-        let flush = match self.flush_disk_type {
-            FlushDiskType::Async => "ASYNC_FLUSH",
-            FlushDiskType::Sync => "SYNC_FLUSH",
-        };
-        source.set("flushDiskType", flush, origin.clone());
-        source.set("brokerName", self.broker_name.clone(), origin.clone());
-        source.set(
-            "brokerClusterName",
-            self.cluster_name.clone(),
-            origin.clone(),
-        );
-        source.set(
-            "storePathRootDir",
-            self.store_root.display().to_string(),
-            origin.clone(),
-        );
-        source.set("listenPort", self.listen_port.to_string(), origin.clone());
-        source.set(
-            "messageDelayLevel",
-            self.delay_levels.to_string(),
-            origin.clone(),
-        );
-        source.set("namesrvAddr", self.namesrv_addrs.join(";"), origin);
-        tern_shell::config::load::<BrokerConfig>(&source)
-            .map(|l| l.render())
-            .unwrap_or_default()
+        live::render(&self.effective)
     }
 }
 
@@ -452,6 +529,46 @@ mod tests {
         let e = load::<BrokerConfig>(&src).unwrap_err().to_string();
         assert!(
             e.contains("broker.conf:3") && e.contains("messageDelayLevel") && e.contains("level 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn broker_ips_default_to_the_bound_address_or_a_routable_one() {
+        let c = load::<BrokerConfig>(&ConfigSource::parse_properties(
+            "listenAddr=127.0.0.3\n",
+            "broker.conf",
+        ))
+        .unwrap()
+        .config;
+        assert_eq!(c.broker_ip1, IpAddr::from([127, 0, 0, 3]));
+        assert_eq!(c.broker_ip2, c.broker_ip1);
+        assert!(c.render().contains("brokerIP1=127.0.0.3\n"));
+        // Bound to every interface: never the unspecified address.
+        assert!(!default_broker_ip(IpAddr::from([0, 0, 0, 0])).is_unspecified());
+        let c = load::<BrokerConfig>(&ConfigSource::parse_properties(
+            "brokerIP1=10.0.0.1\nbrokerIP2=10.0.0.2\n",
+            "broker.conf",
+        ))
+        .unwrap()
+        .config;
+        assert_eq!(
+            (c.broker_ip1, c.broker_ip2),
+            (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]))
+        );
+    }
+
+    #[test]
+    fn store_paths_elsewhere_than_under_the_root_are_refused_by_name() {
+        let ok = "storePathRootDir=/data/s\nstorePathCommitLog=/data/s/commitlog/\n";
+        let c = load::<BrokerConfig>(&ConfigSource::parse_properties(ok, "broker.conf")).unwrap();
+        assert_eq!(c.config.effective["storePathIndex"], "/data/s/index");
+        let bad = "storePathRootDir=/data/s\n\nabortFile=/tmp/abort\n";
+        let e = load::<BrokerConfig>(&ConfigSource::parse_properties(bad, "broker.conf"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("broker.conf:3") && e.contains("abortFile") && e.contains("/data/s/abort"),
             "{e}"
         );
     }

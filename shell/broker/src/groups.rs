@@ -82,7 +82,8 @@ impl GroupRefused {
 pub struct Groups {
     /// Shared with the saver, which copies it when it writes.
     table: Arc<RwLock<Table>>,
-    auto_create: bool,
+    /// `autoCreateSubscriptionGroup`, changed at run time by UPDATE_BROKER_CONFIG.
+    auto_create: std::sync::atomic::AtomicBool,
     /// [`AUTO_CREATE_MAX_GROUPS`]; smaller in tests.
     auto_create_max: usize,
     /// The table's JSON, as RocketMQ's admin tools exchange it.
@@ -142,9 +143,15 @@ impl Groups {
                 tern_shell::body::to_json(&w)
             }),
             table,
-            auto_create,
+            auto_create: std::sync::atomic::AtomicBool::new(auto_create),
             auto_create_max: AUTO_CREATE_MAX_GROUPS,
         }
+    }
+
+    /// Turns creation of unknown groups on or off (`autoCreateSubscriptionGroup`).
+    pub fn set_auto_create(&self, on: bool) {
+        self.auto_create
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Table> {
@@ -169,7 +176,7 @@ impl Groups {
         if let Some(g) = self.get(group) {
             return Ok(g);
         }
-        if !self.auto_create {
+        if !self.auto_create.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(GroupRefused::NotFound);
         }
         validate_group(group).map_err(GroupRefused::BadName)?;

@@ -43,8 +43,11 @@ use config::BrokerConfig;
 /// Everything the processors and tasks share.
 #[derive(Debug)]
 pub struct BrokerCtx {
-    /// Effective configuration.
+    /// Effective configuration, as it was at start.
     pub config: BrokerConfig,
+    /// The keys UPDATE_BROKER_CONFIG changes at run time, and what GET_BROKER_CONFIG
+    /// answers: readers of those keys read them here, not in `config`.
+    pub live: config::live::LiveConfig,
     /// The store and its watermarks.
     pub store: Arc<store::StoreService>,
     /// Topic table.
@@ -311,6 +314,7 @@ impl Broker {
                 &config.broker_name,
                 config.auto_create_topic,
                 config.default_topic_queue_nums,
+                config.trace_topic.as_deref(),
             ),
             offsets: offsets::Offsets::load(&config.store_root),
             groups: groups::Groups::load(&config.store_root, config.auto_create_subscription_group),
@@ -334,12 +338,13 @@ impl Broker {
             ),
             transactions: transaction::Transactions::default(),
             ha: ha::HaService::new(config.ha_master_address.clone()),
-            ha_addr: config.advertised_addr(ha_port),
+            ha_addr: SocketAddr::new(config.broker_ip2, ha_port),
             acl,
             dedup,
             extra_stats: status::ExtraStats::default(),
             metrics: metrics::Metrics::default(),
             pop: pop::PopService::load(&config.store_root),
+            live: config::live::LiveConfig::new(&config),
             store,
             config,
         });
@@ -432,29 +437,10 @@ impl Broker {
     }
 }
 
-/// Starts the Prometheus endpoint when `metricsExporterType=PROM`. A port that cannot be
-/// bound is logged and the broker serves without it: metrics must not keep messages out.
+/// Starts the Prometheus endpoint when `metricsExporterType=PROM`.
 async fn serve_metrics(ctx: &Arc<BrokerCtx>) -> Option<tern_shell::http::HttpServer> {
-    let addr = ctx.config.metrics.listen()?;
     let c = ctx.clone();
-    let handler: tern_shell::http::Handler = Arc::new(move |path| {
-        (path == "/metrics").then(|| {
-            tern_shell::http::Response::ok(
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                metrics::render(&c),
-            )
-        })
-    });
-    match tern_shell::http::HttpServer::bind(&addr, handler).await {
-        Ok(s) => {
-            log::info!("metrics on http://{}/metrics", s.local_addr());
-            Some(s)
-        }
-        Err(e) => {
-            log::error!("metrics endpoint {addr} unavailable ({e}); serving without metrics");
-            None
-        }
-    }
+    tern_shell::metrics::serve(&ctx.config.metrics, Arc::new(move || metrics::render(&c))).await
 }
 
 /// The idempotent-produce window, rebuilt from the log before the context (and so any
@@ -522,6 +508,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(metrics::windows::run(ctx.clone())));
     tasks.push(runtime::spawn(transaction::check::run(ctx.clone())));
     tasks.push(runtime::spawn(pop::revive::run(ctx.clone())));
+    tasks.push(runtime::spawn(metrics::daily::run(ctx.clone())));
     if let Some(acl) = &ctx.acl {
         tasks.push(runtime::spawn(acl.clone().run_reload(sd.clone())));
     }
@@ -530,6 +517,14 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
         while !c.shutdown.is_triggered() {
             let _ = runtime::race(runtime::sleep(Duration::from_secs(5)), c.shutdown.wait()).await;
             c.offsets.persist();
+        }
+    }));
+    let c = ctx.clone();
+    tasks.push(runtime::spawn(async move {
+        while !c.shutdown.is_triggered() {
+            let every = metrics::TPS_SAMPLE_EVERY;
+            let _ = runtime::race(runtime::sleep(every), c.shutdown.wait()).await;
+            c.metrics.sample();
         }
     }));
     let c = ctx.clone();

@@ -69,6 +69,14 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
         Some(path) => ConfigSource::load_file(path).map_err(|e| e.to_string())?,
         None => ConfigSource::new(),
     };
+    // UPDATE_BROKER_CONFIG writes changes back to the file read, as RocketMQ does.
+    if let (Some(path), None) = (&args.config_file, src.get("brokerConfigPath")) {
+        src.set(
+            "brokerConfigPath",
+            path.display().to_string(),
+            Origin::Flag("-c".into()),
+        );
+    }
     if args.standalone {
         let data = args
             .data_dir

@@ -66,13 +66,27 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
     }
 }
 
+/// The registration body: every topic, its perm ANDed with `brokerPermission` when that
+/// lacks read or write (as RocketMQ's `registerBrokerAll`), so routes show what clients
+/// may do here.
+fn registration_body(ctx: &BrokerCtx) -> Vec<u8> {
+    let mut wrapper = ctx.topics.wrapper();
+    let broker_perm = ctx.live.broker_permission();
+    let rw = crate::topics::PERM_READ | crate::topics::PERM_WRITE;
+    if broker_perm & rw != rw {
+        for t in wrapper.topic_config_table.values_mut() {
+            t.perm &= broker_perm;
+        }
+    }
+    tern_shell::body::to_json(&RegisterBrokerBody {
+        topic_config_serialize_wrapper: wrapper,
+        filter_server_list: Vec::new(),
+    })
+}
+
 /// Registers with every name server, concurrently.
 pub async fn register_all(ctx: &Arc<BrokerCtx>) {
-    let body = tern_shell::body::to_json(&RegisterBrokerBody {
-        topic_config_serialize_wrapper: ctx.topics.wrapper(),
-        filter_server_list: Vec::new(),
-    });
-    let body = Arc::new(body);
+    let body = Arc::new(registration_body(ctx));
     let mut handles = Vec::new();
     for addr in ctx.config.namesrv_addrs.clone() {
         let (ctx, body) = (ctx.clone(), body.clone());
@@ -90,10 +104,7 @@ pub async fn register_all(ctx: &Arc<BrokerCtx>) {
 
 /// Registers now, from a request handler that has the context by reference.
 pub async fn register_all_now(ctx: &BrokerCtx) {
-    let body = tern_shell::body::to_json(&RegisterBrokerBody {
-        topic_config_serialize_wrapper: ctx.topics.wrapper(),
-        filter_server_list: Vec::new(),
-    });
+    let body = registration_body(ctx);
     for addr in &ctx.config.namesrv_addrs {
         if let Err(e) = register_one(ctx, addr, &body).await {
             log::warn!("registering with name server {addr} failed: {e}");

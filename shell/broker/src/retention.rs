@@ -28,13 +28,14 @@ pub fn check_once(ctx: &BrokerCtx) {
         }
     };
     ctx.store
-        .set_disk_full(used >= ctx.config.disk_refuse_ratio);
-    let pressure = used >= ctx.config.disk_max_used_ratio;
-    let due = ctx.config.delete_when.contains(&hour_now());
+        .set_disk_full(used >= ctx.live.disk_refuse_ratio());
+    let pressure = used >= ctx.live.disk_max_used_ratio();
+    let due = ctx.live.delete_at(hour_now());
     if !(pressure || due) {
         return;
     }
-    let reserved = Duration::from_secs(ctx.config.file_reserved_hours * 3600);
+    let reserved_hours = ctx.live.file_reserved_hours();
+    let reserved = Duration::from_secs(reserved_hours.saturating_mul(3600));
     let dir = root.join("commitlog");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
@@ -73,10 +74,7 @@ pub fn check_once(ctx: &BrokerCtx) {
             if pressure {
                 format!("disk {used}% used")
             } else {
-                format!(
-                    "older than fileReservedTime={}h",
-                    ctx.config.file_reserved_hours
-                )
+                format!("older than fileReservedTime={reserved_hours}h")
             }
         );
     }

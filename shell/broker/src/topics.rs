@@ -103,13 +103,15 @@ fn topic(name: &str, read: i32, write: i32, perm: i32) -> TopicConfig {
 }
 
 impl Topics {
-    /// Loads `config/topics` under `store_root`, adding the system topics.
+    /// Loads `config/topics` under `store_root`, adding the system topics (with
+    /// `trace_topic`, the message-trace topic of `traceTopicEnable`).
     pub fn load(
         store_root: &std::path::Path,
         cluster: &str,
         broker_name: &str,
         auto_create: bool,
         default_queues: i32,
+        trace_topic: Option<&str>,
     ) -> Self {
         let path = store_root.join("config").join("topics.tern");
         let mut table = BTreeMap::new();
@@ -147,6 +149,9 @@ impl Topics {
             topic(&format!("{cluster}_REPLY_TOPIC"), 1, 1, rw),
             topic(broker_name, 1, 1, rw | PERM_INHERIT),
         ];
+        if let Some(name) = trace_topic {
+            system.push(topic(name, 1, 1, rw));
+        }
         if auto_create {
             system.push(topic(
                 AUTO_CREATE_TOPIC,
@@ -259,6 +264,18 @@ impl Topics {
                 ));
             }
         }
+    }
+
+    /// Moves the table's version without changing a topic: what registers differently
+    /// changed (`brokerPermission`), and name servers take a registration's topics only
+    /// when the version moved, as RocketMQ's `getDataVersion().nextVersion()`.
+    pub fn bump_version(&self) {
+        {
+            let mut w = self.write();
+            w.1.counter += 1;
+            w.1.timestamp = now_ms();
+        }
+        self.persist();
     }
 
     /// Removes a topic; true when it existed.
@@ -399,7 +416,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // The store creates config/ before these tables are loaded.
         std::fs::create_dir_all(dir.path().join("config")).unwrap();
-        let topics = Topics::load(dir.path(), "C", "b", true, 8);
+        let topics = Topics::load(dir.path(), "C", "b", true, 8, None);
         let t = topics
             .create_from_template("New", AUTO_CREATE_TOPIC, 4, 0)
             .unwrap();
@@ -410,7 +427,7 @@ mod tests {
                 .is_none()
         );
         tern_shell::runtime::block_on(topics.persisted());
-        let again = Topics::load(dir.path(), "C", "b", true, 8);
+        let again = Topics::load(dir.path(), "C", "b", true, 8, None);
         assert_eq!(again.get("New").unwrap().write_queue_nums, 4);
     }
 
@@ -418,7 +435,7 @@ mod tests {
     fn a_slave_takes_a_newer_master_table_and_keeps_its_system_topics() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("config")).unwrap();
-        let slave = Topics::load(dir.path(), "C", "b", true, 8);
+        let slave = Topics::load(dir.path(), "C", "b", true, 8, None);
         slave.upsert(topic_config_new("SlaveOnly", 1, 1, 6));
         let mut master = TopicConfigSerializeWrapper::default();
         let mut schedule = topic("SCHEDULE_TOPIC_XXXX", 20, 20, 6);
@@ -457,7 +474,7 @@ mod tests {
         assert!(slave.replace_from_master(next));
         assert!(slave.get("Next").is_some() && slave.get("SlaveOnly").is_none());
         tern_shell::runtime::block_on(slave.persisted());
-        let again = Topics::load(dir.path(), "C", "b", true, 8);
+        let again = Topics::load(dir.path(), "C", "b", true, 8, None);
         assert_eq!(
             again.wrapper(),
             slave.wrapper(),

@@ -208,3 +208,149 @@ fn a_broker_without_prom_serves_no_metrics_and_unknown_exporters_are_refused() {
         "{stderr}"
     );
 }
+
+/// The value of `name` summed over every sample whose labels include all of `labels`.
+fn total(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter(|l| labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_measured() {
+    const SENDERS: usize = 4;
+    const EACH: usize = 150;
+    const QUEUES: i32 = 4;
+    let (_dir, b) = start("");
+    let addr = b.metrics.clone().expect("standalone serves metrics");
+    let topic = ["topic=\"Loaded\""];
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A scraper running through the load: every scrape parses, and the count only grows.
+    let scraper = {
+        let (addr, done) = (addr.clone(), done.clone());
+        std::thread::spawn(move || {
+            let (mut scrapes, mut last) = (0, 0.0);
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let now = total(&scrape(&addr), "rocketmq_messages_in_total", &topic);
+                assert!(now >= last, "messages_in went back from {last} to {now}");
+                last = now;
+                scrapes += 1;
+            }
+            scrapes
+        })
+    };
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Loaded", QUEUES).await;
+        let mut senders = Vec::new();
+        for s in 0..SENDERS {
+            let at = b.addr.clone();
+            senders.push(tern_shell::runtime::spawn(async move {
+                let c = Client::connect(&at).await;
+                for i in 0..EACH {
+                    let m = msg("Loaded", format!("{s}-{i}").as_bytes(), &[]);
+                    send_ok(&c, send_v2(&m, (i % QUEUES as usize) as i32)).await;
+                }
+            }));
+        }
+        for s in senders {
+            s.await;
+        }
+        // The group reads every queue to its end, then commits half of each.
+        let mut consumed = 0;
+        let mut ends = Vec::new();
+        for q in 0..QUEUES {
+            let got = pull_all(&c, "Loaded", q, 0).await;
+            consumed += got.len();
+            ends.push(got.len() as i64);
+        }
+        assert_eq!(consumed, SENDERS * EACH);
+        // pull_all reads under the tools group; read again as LoadGroup.
+        let mut read = 0;
+        for q in 0..QUEUES {
+            let mut offset = 0;
+            while offset < ends[q as usize] {
+                let resp = c
+                    .call(pull_req("LoadGroup", "Loaded", q, offset, Some("*")))
+                    .await;
+                expect_code(&resp, ResponseCode::Success);
+                read += tern_shell::message::decode_pulled(&resp.body, true)
+                    .unwrap()
+                    .len();
+                offset = pull_offsets(&resp).0;
+            }
+            let commit = RemotingCommand::request(
+                RequestCode::UpdateConsumerOffset,
+                &UpdateConsumerOffsetRequestHeader {
+                    consumer_group: "LoadGroup".into(),
+                    topic: "Loaded".into(),
+                    queue_id: q,
+                    commit_offset: ends[q as usize] / 2,
+                },
+            );
+            expect_code(&c.call(commit).await, ResponseCode::Success);
+        }
+        assert_eq!(read, SENDERS * EACH);
+        // Past one ASYNC_FLUSH interval (500 ms): a flush has been timed.
+        tern_shell::runtime::sleep(Duration::from_millis(700)).await;
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let text = scrape(&addr);
+        let sent = (SENDERS * EACH) as f64;
+        assert_eq!(total(&text, "rocketmq_messages_in_total", &topic), sent);
+        assert_eq!(
+            total(
+                &text,
+                "rocketmq_messages_out_total",
+                &["topic=\"Loaded\"", "consumer_group=\"LoadGroup\""]
+            ),
+            sent
+        );
+        let lag = sent - ends.iter().map(|e| (e / 2) as f64).sum::<f64>();
+        let group = ["topic=\"Loaded\"", "consumer_group=\"LoadGroup\""];
+        assert_eq!(
+            sample(&text, "rocketmq_consumer_lag_messages", &group),
+            Some(lag)
+        );
+        // Read to the end, committed half: the rest is in flight, nothing is ready.
+        assert_eq!(
+            sample(&text, "rocketmq_consumer_inflight_messages", &group),
+            Some(lag)
+        );
+        assert_eq!(
+            sample(&text, "rocketmq_consumer_ready_messages", &group),
+            Some(0.0)
+        );
+        // The oldest uncommitted message was stored before the 700 ms wait.
+        let latency = sample(&text, "rocketmq_consumer_lag_latency", &group).unwrap();
+        assert!((700.0..60_000.0).contains(&latency), "{latency}\n{text}");
+        let reserve = sample(&text, "rocketmq_storage_message_reserve_time", &[]).unwrap();
+        assert!(reserve >= latency, "{reserve} < {latency}");
+        assert!(sample(&text, "tern_storage_flush_latency_count", &[]).unwrap() >= 1.0);
+        let used = sample(&text, "tern_storage_disk_used_ratio", &[]).unwrap();
+        assert!(used > 0.0 && used <= 1.0, "{used}");
+        assert!(text.contains("# TYPE tern_storage_flush_latency histogram"));
+
+        // GET_CONSUME_STATS: a measured TPS, and each queue's last consumed store time.
+        let req = RemotingCommand::request(
+            RequestCode::GetConsumeStats,
+            &tern_shell::headers::GetConsumeStatsRequestHeader {
+                consumer_group: "LoadGroup".into(),
+                topic: Some("Loaded".into()),
+                topic_list: None,
+            },
+        );
+        let resp = c.call(req).await;
+        expect_code(&resp, ResponseCode::Success);
+        let stats: tern_shell::body::ConsumeStats =
+            tern_shell::body::from_json(&resp.body).unwrap();
+        assert!(stats.consume_tps > 0.0, "{stats:?}");
+        for (mq, w) in &stats.offset_table.0 {
+            let got = pull_all(&c, "Loaded", mq.queue_id, w.consumer_offset - 1).await;
+            assert_eq!(w.last_timestamp, got[0].store_timestamp, "{mq:?}");
+            assert_eq!(w.broker_offset, ends[mq.queue_id as usize]);
+        }
+    });
+    assert!(scraper.join().unwrap() > 0);
+}

@@ -204,7 +204,8 @@ fn a_sync_copies_topics_offsets_groups_and_delay_progress_and_persists_them() {
 
         // On disk already, not only at the slave's shutdown.
         let dir = p.slave_dir.path();
-        let topics = tern_broker::topics::Topics::load(dir, "DefaultCluster", "broker-a", true, 8);
+        let topics =
+            tern_broker::topics::Topics::load(dir, "DefaultCluster", "broker-a", true, 8, None);
         assert_eq!(topics.get("SyncTopic").unwrap().write_queue_nums, 4);
         let offsets = tern_broker::offsets::Offsets::load(dir);
         assert_eq!(offsets.query("GroupA", "SyncTopic", 2), Some(17));

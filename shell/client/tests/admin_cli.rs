@@ -202,6 +202,124 @@ fn consumer_progress_shows_lag_and_connections_list_the_client() {
 }
 
 #[test]
+fn broker_config_is_read_and_changed_with_mqadmins_commands_and_kept_across_a_restart() {
+    let mut b = Broker::start("fileReservedTime=48\nflushDiskType=SYNC_FLUSH\n");
+    let ns = b.namesrv.clone();
+    let ns = ns.as_str();
+    let addr = b.addr.clone();
+    let all = json(ns, &["getBrokerConfig", "-b", &addr]);
+    let cfg = &all[&addr];
+    for (k, v) in [
+        ("brokerRole", "ASYNC_MASTER"),
+        ("brokerId", "0"),
+        ("aclEnable", "false"),
+        ("flushDiskType", "SYNC_FLUSH"),
+        ("fileReservedTime", "48"),
+        ("brokerPermission", "6"),
+    ] {
+        assert_eq!(cfg[k], v, "{k}: {cfg}");
+    }
+    let table = ok(ns, &["getBrokerConfig", "-c", "DefaultCluster"]);
+    assert!(
+        table.starts_with(&format!("============Master: {addr}============\n")),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("{:<50}=  ASYNC_MASTER\n", "brokerRole")),
+        "{table}"
+    );
+
+    ok(
+        ns,
+        &[
+            "updateTopic",
+            "-c",
+            "DefaultCluster",
+            "-t",
+            "CfgTopic",
+            "-r",
+            "1",
+            "-w",
+            "1",
+        ],
+    );
+    let out = ok(
+        ns,
+        &[
+            "updateBrokerConfig",
+            "-b",
+            &addr,
+            "-k",
+            "fileReservedTime",
+            "-v",
+            "12",
+        ],
+    );
+    assert_eq!(out, format!("update broker config success, {addr}\n"));
+    let out = json(
+        ns,
+        &[
+            "updateBrokerConfig",
+            "-c",
+            "DefaultCluster",
+            "-k",
+            "brokerPermission",
+            "-v",
+            "4",
+        ],
+    );
+    assert_eq!(out["updated"][0], addr.as_str(), "{out}");
+    let route = json(ns, &["topicRoute", "-t", "CfgTopic"]);
+    assert_eq!(route["queueDatas"][0]["perm"], 4, "{route}");
+
+    // Keys Tern reads only at start, and bad values, are refused by name.
+    let out = admin(
+        ns,
+        &[
+            "updateBrokerConfig",
+            "-b",
+            &addr,
+            "-k",
+            "listenPort",
+            "-v",
+            "1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("listenPort") && err.contains("restart"),
+        "{err}"
+    );
+    let out = admin(
+        ns,
+        &[
+            "updateBrokerConfig",
+            "-b",
+            &addr,
+            "-k",
+            "brokerPermission",
+            "-v",
+            "x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("brokerPermission"));
+    let out = admin(
+        ns,
+        &["updateBrokerConfig", "-b", &addr, "-k", "fileReservedTime"],
+    );
+    assert_eq!(out.status.code(), Some(2), "missing -v is a usage error");
+
+    b.restart();
+    let cfg = json(ns, &["getBrokerConfig", "-b", &addr]);
+    assert_eq!(cfg[&addr]["fileReservedTime"], "12", "{cfg}");
+    assert_eq!(cfg[&addr]["brokerPermission"], "4", "{cfg}");
+    let route = json(ns, &["topicRoute", "-t", "CfgTopic"]);
+    assert_eq!(route["queueDatas"][0]["perm"], 4, "{route}");
+}
+
+#[test]
 fn failures_exit_non_zero_with_a_clear_message() {
     let t = Instant::now();
     let out = admin("127.0.0.1:1", &["topicList"]);

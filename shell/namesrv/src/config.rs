@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use tern_shell::config::{Config, ConfigError, ConfigReader};
+use tern_shell::metrics::{ExporterType, MetricsSettings};
 
 /// RocketMQ's name server port.
 pub const DEFAULT_PORT: u16 = 9876;
@@ -11,6 +12,10 @@ pub const DEFAULT_PORT: u16 = 9876;
 pub const DEFAULT_BROKER_EXPIRED_MILLIS: u64 = 120_000;
 /// Java's scan period for silent brokers.
 pub const DEFAULT_SCAN_INTERVAL_MILLIS: u64 = 5_000;
+/// `metricsPromExporterPort` of the name server. RocketMQ's name server exports no
+/// metrics; Tern reads the broker's keys, one port past the broker's 5557 so that a
+/// name server and a broker on one host both serve by default ports.
+pub const DEFAULT_PROM_PORT: u16 = 5558;
 
 /// Everything the name server needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +42,9 @@ pub struct NamesrvConfig {
     pub return_order_topic_config_to_broker: bool,
     /// Close client connections idle this long (`serverChannelMaxIdleTimeSeconds`).
     pub server_channel_max_idle_time_seconds: u64,
+    /// The Prometheus endpoint (`metricsExporterType`, `metricsPromExporterHost`,
+    /// `metricsPromExporterPort`, the broker's keys; port [`DEFAULT_PROM_PORT`]).
+    pub metrics: MetricsSettings,
 }
 
 impl Default for NamesrvConfig {
@@ -52,6 +60,11 @@ impl Default for NamesrvConfig {
             order_message_enable: false,
             return_order_topic_config_to_broker: true,
             server_channel_max_idle_time_seconds: 120,
+            metrics: MetricsSettings {
+                exporter: ExporterType::Disable,
+                host: String::new(),
+                port: DEFAULT_PROM_PORT,
+            },
         }
     }
 }
@@ -106,6 +119,7 @@ impl Config for NamesrvConfig {
                 d.server_channel_max_idle_time_seconds,
                 positive,
             )?,
+            metrics: MetricsSettings::read(r, DEFAULT_PROM_PORT)?,
         };
         // Java options with no effect here: accepted silently so real namesrv.conf files
         // do not produce a wall of warnings.

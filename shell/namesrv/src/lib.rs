@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod kv;
+mod metrics;
 pub mod processor;
 pub mod routes;
 
@@ -62,6 +63,8 @@ pub struct NameServer {
     stop: Shutdown,
     scanner: JoinHandle<()>,
     state: Arc<State>,
+    /// The Prometheus endpoint, with `metricsExporterType=PROM`.
+    metrics: Option<tern_shell::http::HttpServer>,
 }
 
 impl NameServer {
@@ -79,19 +82,35 @@ impl NameServer {
             ..ServerConfig::default()
         };
         let state = Arc::new(State::new(config, kv));
-        let processor = Arc::new(NamesrvProcessor::new(state.clone()));
+        let counted = Arc::new(metrics::NamesrvMetrics::default());
+        let processor = Arc::new(metrics::Measured::new(
+            NamesrvProcessor::new(state.clone()),
+            counted.clone(),
+        ));
         let server = Server::bind(&addr, server_config, processor)
             .await
             .map_err(|error| StartError::Bind { addr, error })?;
         let stop = Shutdown::new();
         let scanner = runtime::spawn(scan_loop(state.clone(), stop.clone()));
         log::info!("name server serving on {}", server.local_addr());
+        let (s, node) = (state.clone(), server.local_addr().to_string());
+        let metrics = tern_shell::metrics::serve(
+            &state.config.metrics,
+            Arc::new(move || metrics::render(&s, &counted, &node)),
+        )
+        .await;
         Ok(Self {
             server,
             stop,
             scanner,
             state,
+            metrics,
         })
+    }
+
+    /// Where the metrics endpoint listens, when it does.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|m| m.local_addr())
     }
 
     /// The bound address (the real port when `listenPort` was 0).
@@ -107,6 +126,9 @@ impl NameServer {
     /// Stops expiring, stops accepting, lets in-flight requests finish and closes every
     /// connection. KV changes are already on disk (each is persisted before it is acked).
     pub async fn shutdown(self) {
+        if let Some(m) = self.metrics {
+            m.shutdown().await;
+        }
         self.stop.trigger();
         self.scanner.await;
         self.server.shutdown().await;

@@ -14,11 +14,13 @@
 //!
 //! [`render`] encodes both with `prometheus-client` (OpenMetrics text).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
+pub mod daily;
 pub mod render;
 pub mod settings;
 pub mod windows;
@@ -72,7 +74,8 @@ pub struct Buckets<const N: usize> {
 }
 
 impl<const N: usize> Buckets<N> {
-    fn new(bounds: &'static [f64; N]) -> Self {
+    /// Empty buckets with these upper bounds.
+    pub fn new(bounds: &'static [f64; N]) -> Self {
         assert!(N < 7, "one slot is the overflow");
         Buckets {
             bounds,
@@ -81,7 +84,8 @@ impl<const N: usize> Buckets<N> {
         }
     }
 
-    fn observe(&self, v: u64) {
+    /// Counts one value.
+    pub fn observe(&self, v: u64) {
         let i = self.bounds.iter().position(|b| v as f64 <= *b).unwrap_or(N);
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.sum.fetch_add(v, Ordering::Relaxed);
@@ -114,7 +118,7 @@ pub struct InCounters {
 }
 
 /// What is counted per topic and group on the way out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct OutCounters {
     /// Messages handed to consumers.
     pub messages: AtomicU64,
@@ -122,7 +126,62 @@ pub struct OutCounters {
     pub bytes: AtomicU64,
     /// Pull responses that carried them (the events VIEW_BROKER_STATS_DATA averages over).
     pub responses: AtomicU64,
+    /// Per queue id, the offset the group's last pull answered with as the next to read
+    /// (0: never pulled), RocketMQ's pull offset: what the inflight and ready gauges are
+    /// measured from. Grown (under the write lock) only for a new, higher queue id.
+    next_pull: RwLock<Vec<AtomicU64>>,
+    /// `messages` every [`TPS_SAMPLE_EVERY`], oldest first, the last minute's: what the
+    /// consume TPS is measured over. Touched only by the sampler and GET_CONSUME_STATS.
+    samples: Mutex<VecDeque<(Instant, u64)>>,
 }
+
+impl OutCounters {
+    /// The next offset the group's last pull of `queue_id` answered with, if it pulled.
+    pub fn next_pull(&self, queue_id: i32) -> Option<u64> {
+        let v = self.next_pull.read().unwrap_or_else(|p| p.into_inner());
+        let n = v
+            .get(usize::try_from(queue_id).ok()?)?
+            .load(Ordering::Relaxed);
+        (n > 0).then_some(n)
+    }
+
+    fn set_next_pull(&self, queue_id: i32, next: u64) {
+        // Queue ids are bounded by the topic's queue count (at most 1024), checked
+        // before a pull is served.
+        let Ok(i) = usize::try_from(queue_id) else {
+            return;
+        };
+        {
+            let v = self.next_pull.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(a) = v.get(i) {
+                a.store(next, Ordering::Relaxed);
+                return;
+            }
+        }
+        let mut v = self.next_pull.write().unwrap_or_else(|p| p.into_inner());
+        while v.len() <= i {
+            v.push(AtomicU64::new(0));
+        }
+        v[i].store(next, Ordering::Relaxed);
+    }
+
+    fn new() -> Self {
+        OutCounters {
+            messages: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            responses: AtomicU64::new(0),
+            next_pull: RwLock::new(Vec::new()),
+            // Counting starts at zero now: the first sample.
+            samples: Mutex::new(VecDeque::from([(Instant::now(), 0)])),
+        }
+    }
+}
+
+/// How often [`Metrics::sample`] runs (RocketMQ's StatsItem samples every 10 s).
+pub const TPS_SAMPLE_EVERY: Duration = Duration::from_secs(10);
+
+/// Samples kept: a minute's span, RocketMQ's per-minute TPS.
+const TPS_SAMPLES: usize = 7;
 
 /// A map from labels to counters, written only when a label set is new.
 #[derive(Debug)]
@@ -147,6 +206,18 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         w.entry(owned()).or_insert_with(|| Arc::new(new())).clone()
     }
 
+    fn get<Q>(&self, key: &Q) -> Option<Arc<V>>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
     fn snapshot(&self) -> Vec<(K, Arc<V>)> {
         let r = self.0.read().unwrap_or_else(|p| p.into_inner());
         r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -165,6 +236,8 @@ pub struct Metrics {
     rollbacks: AtomicU64,
     /// Minute, hour and day windows of these counters (VIEW_BROKER_STATS_DATA).
     pub windows: windows::StatsWindows,
+    /// The put and get totals at the last two midnights (runtime info).
+    pub daily: daily::DailyTotals,
 }
 
 impl Metrics {
@@ -189,13 +262,83 @@ impl Metrics {
         if n == 0 {
             return;
         }
+        self.count_out(topic, group, n, bytes);
+    }
+
+    /// A pull of `queue_id` handed `group` `(messages, bytes)` and answered `next` as the
+    /// offset to read from next.
+    pub fn pulled(&self, topic: &str, group: &str, queue_id: i32, out: (u64, u64), next: u64) {
+        if out.0 == 0 {
+            return;
+        }
+        self.count_out(topic, group, out.0, out.1)
+            .set_next_pull(queue_id, next);
+    }
+
+    fn count_out(&self, topic: &str, group: &str, n: u64, bytes: u64) -> Arc<OutCounters> {
         let key = (topic.to_owned(), group.to_owned());
         let c = self
             .messages_out
-            .get_or(&key, || key.clone(), OutCounters::default);
+            .get_or(&key, || key.clone(), OutCounters::new);
         c.messages.fetch_add(n, Ordering::Relaxed);
         c.bytes.fetch_add(bytes, Ordering::Relaxed);
         c.responses.fetch_add(1, Ordering::Relaxed);
+        c
+    }
+
+    /// The out-counters of `group` reading `topic`, if it read any.
+    pub fn out_of(&self, topic: &str, group: &str) -> Option<Arc<OutCounters>> {
+        self.messages_out.get(&(topic.to_owned(), group.to_owned()))
+    }
+
+    /// Messages stored and handed out since start, without system topics (RocketMQ's
+    /// `BROKER_PUT_NUMS_WITHOUT_SYSTEM_TOPIC` and its get twin).
+    pub fn totals_without_system_topics(&self) -> (u64, u64) {
+        let put = self
+            .messages_in
+            .iter()
+            .flat_map(Table::snapshot)
+            .filter(|(t, _)| !daily::is_system_topic(t))
+            .map(|(_, c)| c.messages.load(Ordering::Relaxed))
+            .sum();
+        let get = self
+            .messages_out
+            .snapshot()
+            .iter()
+            .filter(|((t, _), _)| !daily::is_system_topic(t))
+            .map(|(_, c)| c.messages.load(Ordering::Relaxed))
+            .sum();
+        (put, get)
+    }
+
+    /// Records every out-counter's total (the sampler task, every [`TPS_SAMPLE_EVERY`]).
+    pub fn sample(&self) {
+        let now = Instant::now();
+        for (_, c) in self.messages_out.snapshot() {
+            let mut s = c.samples.lock().unwrap_or_else(|p| p.into_inner());
+            s.push_back((now, c.messages.load(Ordering::Relaxed)));
+            while s.len() > TPS_SAMPLES {
+                s.pop_front();
+            }
+        }
+    }
+
+    /// Messages per second `group` read from `topic` over about the last minute: from
+    /// the oldest sample kept to now (RocketMQ's per-minute TPS of `GROUP_GET_NUMS`).
+    pub fn consume_tps(&self, topic: &str, group: &str) -> f64 {
+        let Some(c) = self.out_of(topic, group) else {
+            return 0.0;
+        };
+        let now = c.messages.load(Ordering::Relaxed);
+        let s = c.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(&(at, then)) = s.front() else {
+            return 0.0;
+        };
+        let secs = at.elapsed().as_secs_f64();
+        if secs < 0.001 {
+            return 0.0;
+        }
+        now.saturating_sub(then) as f64 / secs
     }
 
     /// A request with `code` answered `response` after `micros`.

@@ -266,11 +266,36 @@ pub fn render(ctx: &BrokerCtx) -> String {
         Kind::Gauge,
         gauge(ctx.groups.wrapper().subscription_group_table.len() as f64),
     );
+    let Lag {
+        messages: lag_messages,
+        latency: lag_latency,
+        inflight,
+        ready,
+    } = lag(ctx, &base);
     push(
         "rocketmq_consumer_lag_messages",
         "Messages stored but not yet committed as consumed, by topic and group.",
         Kind::Gauge,
-        lag(ctx, &base),
+        lag_messages,
+    );
+    push(
+        "rocketmq_consumer_lag_latency",
+        "Age of the oldest message not yet committed as consumed, ms, by topic and group \
+         (0 when none is behind).",
+        Kind::Gauge,
+        lag_latency,
+    );
+    push(
+        "rocketmq_consumer_inflight_messages",
+        "Messages pulled but not yet committed as consumed, by topic and group.",
+        Kind::Gauge,
+        inflight,
+    );
+    push(
+        "rocketmq_consumer_ready_messages",
+        "Messages stored and not yet pulled, by topic and group.",
+        Kind::Gauge,
+        ready,
     );
     let (end, durable, dispatched) = (
         ctx.store.log_end(),
@@ -295,9 +320,44 @@ pub fn render(ctx: &BrokerCtx) -> String {
         Kind::Gauge,
         gauge(end.saturating_sub(dispatched) as f64),
     );
+    if let Some(earliest) = earliest_store_time(ctx) {
+        push(
+            "rocketmq_storage_message_reserve_time",
+            "Age of the oldest message the commit log holds, ms.",
+            Kind::Gauge,
+            gauge((tern_shell::runtime::now_ms() - earliest).max(0) as f64),
+        );
+    }
+    push(
+        "tern_storage_flush_latency",
+        "Time one flush of the commit log (fdatasync of its written segments) took, ms.",
+        Kind::Histogram,
+        vec![(base.clone(), histogram(&ctx.store.flush_latency))],
+    );
+    if let Ok(u) = tern_engine_fs::disk::disk_usage(&ctx.config.store_root) {
+        push(
+            "tern_storage_disk_used_ratio",
+            "Used share (0..1) of the file system holding the store; writes are refused \
+             past diskSpaceWarningLevelRatio.",
+            Kind::Gauge,
+            gauge(u.used_ratio()),
+        );
+    }
     let mut info = std::collections::BTreeMap::new();
     ctx.store.runtime_stats(&mut info);
     ctx.timer.runtime_stats(&ctx.store, &mut info);
+    let slave = ctx.config.role == crate::config::BrokerRole::Slave;
+    ctx.ha.runtime_stats(slave, &mut info);
+    if let Some(behind) = ha_lag(&info, end, slave) {
+        push(
+            "tern_ha_lag_bytes",
+            "Commit-log bytes the slave lacks: on a master, its end less the slaves' \
+             acknowledged offset (while a slave is connected); on a slave, the master's \
+             end less what it holds.",
+            Kind::Gauge,
+            gauge(behind as f64),
+        );
+    }
     for (name, help, key) in [
         (
             "tern_reput_errors",
@@ -358,27 +418,81 @@ fn snake(key: &str) -> String {
     out
 }
 
-/// Consumer lag per topic and group: each queue's max offset less the group's committed
-/// one, summed over the queues.
-fn lag(ctx: &BrokerCtx, base: &Labels) -> Vec<(Labels, Sample)> {
-    let mut out = Vec::new();
+/// The consumer gauges, each per topic and group.
+#[derive(Default)]
+struct Lag {
+    messages: Vec<(Labels, Sample)>,
+    latency: Vec<(Labels, Sample)>,
+    inflight: Vec<(Labels, Sample)>,
+    ready: Vec<(Labels, Sample)>,
+}
+
+/// The consumer gauges as RocketMQ's ConsumerLagCalculator computes them, per queue and
+/// summed over a group's queues of a topic: lag, the queue's max offset less the group's
+/// committed one; latency, now less the store time of the oldest message not committed
+/// (0 when no queue is behind); inflight, the pull offset (the next offset the last pull
+/// answered with, never below the committed one) less the committed offset; ready, the
+/// max offset less the pull offset.
+fn lag(ctx: &BrokerCtx, base: &Labels) -> Lag {
+    let now = tern_shell::runtime::now_ms();
+    let mut out = Lag::default();
     for (key, queues) in ctx.offsets.snapshot() {
         let Some((topic, group)) = key.split_once('@') else {
             continue;
         };
-        let behind: u64 = queues
-            .iter()
-            .map(|(q, committed)| {
-                let (_, max) = ctx.store.queue_bounds(topic, *q);
-                max.saturating_sub((*committed).max(0) as u64)
-            })
-            .sum();
-        out.push((
-            with(base.clone(), &[("topic", topic), ("consumer_group", group)]),
-            Sample::Value(behind as f64),
-        ));
+        let pulls = ctx.metrics.out_of(topic, group);
+        let (mut behind, mut inflight, mut ready) = (0u64, 0u64, 0u64);
+        let mut oldest: Option<i64> = None;
+        for (q, committed) in &queues {
+            let (_, max) = ctx.store.queue_bounds(topic, *q);
+            let committed = (*committed).max(0) as u64;
+            let pulled = pulls
+                .as_ref()
+                .and_then(|p| p.next_pull(*q))
+                .unwrap_or(0)
+                .max(committed);
+            inflight += pulled - committed;
+            ready += max.saturating_sub(pulled);
+            if committed < max {
+                behind += max - committed;
+                if let Some(t) = ctx.store.store_time_of(topic, *q, committed) {
+                    oldest = Some(oldest.map_or(t, |o| o.min(t)));
+                }
+            }
+        }
+        let l = with(base.clone(), &[("topic", topic), ("consumer_group", group)]);
+        let age = oldest.map_or(0, |t| (now - t).max(0));
+        out.messages.push((l.clone(), Sample::Value(behind as f64)));
+        out.latency.push((l.clone(), Sample::Value(age as f64)));
+        out.inflight
+            .push((l.clone(), Sample::Value(inflight as f64)));
+        out.ready.push((l, Sample::Value(ready as f64)));
     }
     out
+}
+
+/// Store time of the oldest record the commit log holds (RocketMQ's
+/// `getEarliestMessageTime`): a segment starts with a record.
+fn earliest_store_time(ctx: &BrokerCtx) -> Option<i64> {
+    let (min, end, _) = ctx.store.log_span();
+    if end <= min {
+        return None;
+    }
+    let bytes = ctx.store.record_at(min).ok()?;
+    let view = tern_engine::record::RecordView::parse(&bytes).ok()?;
+    Some(view.store_timestamp()).filter(|t| *t > 0)
+}
+
+/// Replication lag in bytes from the HA runtime-info entries, when there is one to tell.
+fn ha_lag(info: &std::collections::BTreeMap<String, String>, end: u64, slave: bool) -> Option<u64> {
+    let num = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
+    if slave {
+        Some(num("haMasterOffset")?.saturating_sub(num("haReportedOffset")?))
+    } else if num("haSlaveCount")? > 0 {
+        Some(end.saturating_sub(num("haSlaveAckOffset")?))
+    } else {
+        None
+    }
 }
 
 /// Bytes the files under `path` take on disk (blocks, not lengths: segments are

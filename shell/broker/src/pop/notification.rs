@@ -9,7 +9,7 @@ use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::order::Block;
-use super::receive::{BORN_SLACK_MS, CATCH_UP, MAX_HOLD, readable_topic, refuse};
+use super::receive::{BORN_SLACK_MS, CATCH_UP, MAX_HOLD, readable_topic};
 use crate::BrokerCtx;
 use crate::processor::bad_header;
 
@@ -66,12 +66,8 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
         Ok(t) => t,
         Err(r) => return r,
     };
-    if ctx.groups.get_or_create(&h.consumer_group).is_none() {
-        return refuse(
-            req,
-            ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group [{}] does not exist", h.consumer_group),
-        );
+    if let Err(r) = super::receive::consumable_group(ctx, req, &h.consumer_group) {
+        return r;
     }
     let answer = |has_msg: bool, full: bool| {
         RemotingCommand::response_to(req, ResponseCode::Success).with_header(

@@ -79,6 +79,28 @@ pub(super) fn refuse(
     RemotingCommand::error_response(req, code, remark)
 }
 
+/// The group's settings when it may consume (POP, NOTIFICATION), or RocketMQ's answer:
+/// SUBSCRIPTION_GROUP_NOT_EXIST, or NO_PERMISSION for a group with `consumeEnable=false`.
+pub(super) fn consumable_group(
+    ctx: &BrokerCtx,
+    req: &RemotingCommand,
+    group: &str,
+) -> Result<tern_shell::body::SubscriptionGroupConfig, RemotingCommand> {
+    match ctx.groups.get_or_create(group) {
+        None => Err(refuse(
+            req,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group [{group}] does not exist"),
+        )),
+        Some(g) if !g.consume_enable => Err(refuse(
+            req,
+            ResponseCode::NoPermission,
+            format!("subscription group no permission, {group}"),
+        )),
+        Some(g) => Ok(g),
+    }
+}
+
 /// The topic for a POP, PEEK or NOTIFICATION, or the answer refusing it.
 pub(super) fn readable_topic(
     ctx: &BrokerCtx,
@@ -156,6 +178,16 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             "the broker is a slave: pop is forbidden",
         );
     }
+    if ctx.live.broker_permission() & PERM_READ == 0 {
+        return refuse(
+            req,
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] pop message is forbidden",
+                ctx.config.broker_ip1
+            ),
+        );
+    }
     if h.max_msg_nums > MAX_CK_MESSAGES as i32 || h.max_msg_nums <= 0 {
         return refuse(
             req,
@@ -180,12 +212,8 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         Ok(t) => t,
         Err(r) => return r,
     };
-    if ctx.groups.get_or_create(&h.consumer_group).is_none() {
-        return refuse(
-            req,
-            ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group [{}] does not exist", h.consumer_group),
-        );
+    if let Err(r) = consumable_group(ctx, req, &h.consumer_group) {
+        return r;
     }
     let sub = SubscriptionData {
         topic: h.topic.clone(),

@@ -71,17 +71,35 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 
-/// DELETE_TOPIC_IN_BROKER: forgets the topic and its offsets. Stored messages age out
-/// with their segments.
-pub fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+/// DELETE_TOPIC_IN_BROKER: forgets the topic, its offsets and its consume queues, so a
+/// topic made again under the name starts empty (RocketMQ's `deleteTopics`). The
+/// records stay in the commit log and age out with their segments; queries by key see
+/// only records their topic's queues still hold.
+pub async fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: TopicRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
+    if let Err(e) = validate_topic(&h.topic) {
+        return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+    }
     ctx.topics.delete(&h.topic);
     ctx.offsets.delete_topic(&h.topic);
     ctx.request_registration();
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    match ctx.store.delete_topic_queues(&h.topic).await {
+        Ok(n) => {
+            log::info!("topic {} deleted with its {n} consume queue(s)", h.topic);
+            RemotingCommand::response_to(req, ResponseCode::Success)
+        }
+        Err(e) => {
+            log::error!("deleting the consume queues of {}: {e}", h.topic);
+            RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                format!("topic {} deleted, its consume queues not: {e}", h.topic),
+            )
+        }
+    }
 }
 
 /// GET_ALL_TOPIC_CONFIG.
@@ -133,8 +151,47 @@ pub fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 
-/// GET_BROKER_CONFIG: the effective configuration as `key=value` lines.
+/// GET_BROKER_CONFIG: every key the broker reads, with its effective value (the live
+/// keys as they are now), as `key=value` lines.
 pub fn broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(ctx.config.render().into_bytes())
+        .with_body(ctx.live.render().into_bytes())
+}
+
+/// UPDATE_BROKER_CONFIG: the body is Java properties text. Only the keys that take
+/// effect at once are accepted ([`crate::config::live::LIVE_KEYS`]); one other key
+/// refuses the whole update, naming it. Accepted changes are written to the `-c` file
+/// first, so a restart keeps them; a new `brokerPermission` is registered at once.
+pub async fn update_broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    use crate::config::live::UpdateError;
+    let body = String::from_utf8_lossy(&req.body);
+    match ctx.live.update(&body) {
+        Ok((updated, keys)) => {
+            log::info!(
+                "broker config updated: {}{}",
+                keys.join(", "),
+                if ctx.live.persisted() {
+                    ""
+                } else {
+                    " (started without a config file: kept until restart)"
+                }
+            );
+            ctx.groups
+                .set_auto_create(updated.auto_create_subscription_group);
+            if keys.iter().any(|k| k == "brokerPermission") {
+                ctx.topics.bump_version();
+                crate::register::register_all_now(ctx).await;
+            }
+            RemotingCommand::response_to(req, ResponseCode::Success)
+        }
+        Err(e) => {
+            log::warn!("broker config update refused: {e}");
+            let code = match e {
+                UpdateError::BlackListed(_) | UpdateError::NotLive(_) => ResponseCode::NoPermission,
+                UpdateError::Unknown(_) | UpdateError::Invalid(_) => ResponseCode::InvalidParameter,
+                UpdateError::Persist(_) => ResponseCode::SystemError,
+            };
+            RemotingCommand::error_response(req, code, e.to_string())
+        }
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tern_shell::body::SubscriptionData;
+use tern_shell::body::{MessageModel, SubscriptionData};
 use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, ResponseCode};
@@ -18,6 +18,19 @@ use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s and times out at 30 s).
 const MAX_HOLD: Duration = Duration::from_secs(30);
+
+/// RocketMQ's `ForbiddenType`, in the header of a NO_PERMISSION answer to a pull.
+const FORBIDDEN_BROKER: i32 = 1;
+const FORBIDDEN_GROUP: i32 = 2;
+const FORBIDDEN_BROADCASTING: i32 = 4;
+
+/// NO_PERMISSION with `forbiddenType`, as RocketMQ answers a pull it refuses.
+fn forbidden(req: &RemotingCommand, kind: i32, remark: String) -> RemotingCommand {
+    let mut resp = RemotingCommand::error_response(req, ResponseCode::NoPermission, remark);
+    resp.ext_fields
+        .insert("forbiddenType".into(), kind.to_string());
+    resp
+}
 
 /// What a pull answers with, before encoding.
 struct Answer {
@@ -122,6 +135,31 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
+    // RocketMQ's checks, in its order, with its codes, remarks and forbiddenType.
+    if ctx.live.broker_permission() & PERM_READ == 0 {
+        return forbidden(
+            req,
+            FORBIDDEN_BROKER,
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                ctx.config.broker_ip1
+            ),
+        );
+    }
+    let Some(group) = ctx.groups.get_or_create(&h.consumer_group) else {
+        return RemotingCommand::error_response(
+            req,
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        );
+    };
+    if !group.consume_enable {
+        return forbidden(
+            req,
+            FORBIDDEN_GROUP,
+            format!("subscription group no permission, {}", h.consumer_group),
+        );
+    }
     let Some(topic) = ctx.topics.get(&h.topic) else {
         return RemotingCommand::error_response(
             req,
@@ -146,11 +184,20 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             ),
         );
     }
-    if ctx.groups.get_or_create(&h.consumer_group).is_none() {
-        return RemotingCommand::error_response(
+    if !group.consume_broadcast_enable
+        && h.sys_flag & pull_sys_flag::SUBSCRIPTION == 0
+        && ctx
+            .clients
+            .consumer_group(&h.consumer_group)
+            .is_some_and(|g| g.message_model == MessageModel::Broadcasting)
+    {
+        return forbidden(
             req,
-            ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group [{}] does not exist", h.consumer_group),
+            FORBIDDEN_BROADCASTING,
+            format!(
+                "the consumer group[{}] can not consume by broadcast way",
+                h.consumer_group
+            ),
         );
     }
     // The subscription: this request's when it carries one, else the heartbeat's.
@@ -255,11 +302,12 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         }
     }
     if answer.code == ResponseCode::Success {
-        ctx.metrics.messages_out(
+        ctx.metrics.pulled(
             &h.topic,
             &h.consumer_group,
-            u64::from(answer.count),
-            answer.body.len() as u64,
+            h.queue_id,
+            (u64::from(answer.count), answer.body.len() as u64),
+            answer.next,
         );
     }
     let header = PullMessageResponseHeader {

@@ -46,10 +46,23 @@ pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
             continue;
         };
         let props = view.properties();
+        // A record of a deleted topic is still in the log and the index: it belongs to
+        // the topic only while the topic's queue holds it.
+        let queued = || {
+            let (q, n) = (view.queue_id(), view.queue_offset());
+            u64::try_from(n).is_ok_and(|n| {
+                ctx.store
+                    .queue_entry(&h.topic, q, n)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|e| e.physical_offset == off)
+            })
+        };
         let matches = view.topic() == h.topic.as_bytes()
             && (tern_engine::properties::get(props, "UNIQ_KEY") == Some(h.key.as_str())
                 || tern_engine::properties::get(props, "KEYS")
-                    .is_some_and(|ks| tern_engine::properties::has_key(ks, &h.key)));
+                    .is_some_and(|ks| tern_engine::properties::has_key(ks, &h.key)))
+            && queued();
         if matches {
             body.extend_from_slice(&bytes);
         }
@@ -102,13 +115,7 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         "brokerVersion".into(),
         tern_shell::code::version::CURRENT.to_string(),
     );
-    t.insert(
-        "msgPutTotalTodayNow".into(),
-        ctx.store
-            .put_count
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .to_string(),
-    );
+    ctx.metrics.daily.fill(&ctx.metrics, &mut t);
     t.insert(
         "bootTimestamp".into(),
         (now_ms() - ctx.started.elapsed().as_millis() as i64).to_string(),
@@ -184,7 +191,10 @@ pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         .with_body(tern_shell::body::to_json(&body))
 }
 
-/// GET_CONSUME_STATS: per queue, the broker's max offset and the group's committed offset.
+/// GET_CONSUME_STATS: per queue, the broker's max offset, the group's committed offset and
+/// the store time of the last message it consumed (the one before its offset, as
+/// RocketMQ's `getMessageStoreTimeStamp(topic, queue, consumerOffset - 1)`); and the
+/// group's consume TPS over the last minute, summed over the topics.
 pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: GetConsumeStatsRequestHeader = match req.decode_header() {
         Ok(h) => h,
@@ -203,14 +213,23 @@ pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
         topics.extend(list.split(';').filter(|t| !t.is_empty()).map(str::to_owned));
     }
     let mut table = BTreeMap::new();
+    let mut consume_tps = 0.0;
     for topic in topics {
         let Some(cfg) = ctx.topics.get(&topic) else {
             continue;
         };
+        consume_tps += ctx.metrics.consume_tps(&topic, &h.consumer_group);
         for q in 0..cfg.read_queue_nums {
             let (_, max) = ctx.store.queue_bounds(&topic, q);
-            let consumer = ctx.offsets.query(&h.consumer_group, &topic, q).unwrap_or(0);
-            let ts = last_update(ctx, &topic, q, max);
+            let consumer = ctx
+                .offsets
+                .query(&h.consumer_group, &topic, q)
+                .unwrap_or(0)
+                .max(0);
+            let ts = match u64::try_from(consumer - 1) {
+                Ok(last) => ctx.store.store_time_of(&topic, q, last).unwrap_or(0),
+                Err(_) => 0,
+            };
             table.insert(
                 mq(ctx, &topic, q),
                 OffsetWrapper {
@@ -224,7 +243,7 @@ pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
     }
     let body = ConsumeStats {
         offset_table: QueueKeyMap(table),
-        consume_tps: 0.0,
+        consume_tps,
     };
     RemotingCommand::response_to(req, ResponseCode::Success)
         .with_body(tern_shell::body::to_json(&body))

@@ -37,6 +37,7 @@ use tern_shell::runtime;
 
 use crate::config::{BrokerConfig, FlushDiskType};
 
+mod delete;
 mod maintain;
 mod raw_log;
 mod read;
@@ -198,6 +199,8 @@ pub struct StoreService {
     pub put_count: AtomicU64,
     /// Reput passes that failed since start (runtime info: `reputErrors`).
     reput_errors: AtomicU64,
+    /// How long each commit-log flush took, ms (`tern_storage_flush_latency`).
+    pub flush_latency: crate::metrics::Buckets<6>,
 }
 
 impl StoreService {
@@ -271,6 +274,7 @@ impl StoreService {
             sealed: AtomicBool::new(false),
             failed: OnceLock::new(),
             put_count: AtomicU64::new(0),
+            flush_latency: crate::metrics::Buckets::new(&crate::metrics::LATENCY_BUCKETS_MS),
             reput_errors: AtomicU64::new(0),
         }))
     }

@@ -43,7 +43,10 @@ impl StoreService {
         let me = Arc::clone(self);
         let result = runtime::spawn_blocking(move || {
             let (from, to) = me.lock().store().log().unflushed();
+            let started = Instant::now();
             me.sync_log(from, to)?;
+            me.flush_latency
+                .observe(started.elapsed().as_millis() as u64);
             let mut s = me.lock();
             s.store_mut().log_mut().mark_flushed(to);
             let flushed = s.store().log().flushed_offset();

@@ -207,17 +207,15 @@ impl Transactions {
                 }
             };
         }
-        let reserved_ms = (ctx.config.file_reserved_hours as i64).saturating_mul(3_600_000);
+        let reserved_hours = ctx.live.file_reserved_hours();
+        let reserved_ms = (reserved_hours as i64).saturating_mul(3_600_000);
         if info.check_times >= ctx.config.transaction_check_max {
             let why = format!("asked {} times without an answer", info.check_times);
             return self.discard(st, ctx, i, view, info, &why);
         }
         if born_age > reserved_ms {
             // RocketMQ's `needSkip`: its log segment is due for deletion anyway.
-            let why = format!(
-                "older than fileReservedTime ({} h)",
-                ctx.config.file_reserved_hours
-            );
+            let why = format!("older than fileReservedTime ({reserved_hours} h)");
             return self.discard(st, ctx, i, view, info, &why);
         }
         let checks = (info.check_times + 1).to_string();

@@ -5,11 +5,13 @@
 //! GET_BROKER_CLUSTER_INFO; topic operations go to the brokers of the topic's route.
 
 mod acl;
+mod broker_config;
 mod consumer;
 mod ops;
 mod query;
 
 pub use acl::AccessConfig;
+pub use broker_config::BrokerAddr;
 pub use consumer::RequestMode;
 pub use query::{MAX_QUERY_NUM, TOOLS_CONSUMER_GROUP};
 

@@ -323,7 +323,14 @@ fn cluster_list(admin: &Admin, args: &Args) -> Result<(), CliError> {
                 .get("bootTimestamp")
                 .and_then(|s| s.parse().ok())
                 .map_or("-".into(), fmt_time);
-            row.extend([get("msgPutTotalTodayNow"), get("commitLogMaxOffset"), boot]);
+            // mqadmin's InTotalToday: the total now less the total at midnight.
+            let num = |k: &str| rt.get(k).and_then(|s| s.parse::<u64>().ok());
+            let today = match (num("msgPutTotalTodayNow"), num("msgPutTotalTodayMorning")) {
+                (Some(now), Some(morning)) => now.saturating_sub(morning).to_string(),
+                (Some(now), None) => now.to_string(),
+                _ => "-".into(),
+            };
+            row.extend([today, get("commitLogMaxOffset"), boot]);
         }
         t.row(row);
     }

@@ -4,6 +4,7 @@
 
 mod cmd_acl;
 mod cmd_broker;
+mod cmd_config;
 mod cmd_consumer;
 mod cmd_group;
 mod cmd_message;
@@ -179,6 +180,8 @@ const COMMANDS: &[Command] = &[
     cmd_namesrv::ADD_WRITE_PERM,
     cmd_namesrv::GET_NAMESRV_CONFIG,
     cmd_namesrv::UPDATE_NAMESRV_CONFIG,
+    cmd_config::GET_BROKER_CONFIG,
+    cmd_config::UPDATE_BROKER_CONFIG,
 ];
 
 const COMMON: &[Opt] = &[
