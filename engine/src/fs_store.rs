@@ -121,24 +121,6 @@ impl FsQueues {
         Some(slot)
     }
 
-    /// Forgets every queue of `topic` and moves its folder `consumequeue/<topic>/` to
-    /// `to` (a rename, cheap enough under the owner's lock; `to`'s parent must exist and
-    /// be on the same file system), for the owner to delete without the lock. Returns how
-    /// many queues were open. A topic with no folder moves nothing.
-    pub fn remove_topic(&mut self, topic: &str, to: &Path) -> Result<usize, StoreError> {
-        let dir = self.layout.queue_dir(topic, 0)?;
-        let topic_dir = dir.parent().unwrap_or(&dir).to_path_buf();
-        // Moved first: were the folder left, the next record of the topic would reopen
-        // it, old entries and all.
-        match std::fs::rename(&topic_dir, to) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError::io(&topic_dir, FsError::io(FsOp::Rename, &e))),
-        }
-        self.files.remove(topic);
-        Ok(self.topics.remove(topic).map_or(0, |qs| qs.len()))
-    }
-
     /// The folder of (topic, queue id), created if missing. The engine's error has no
     /// room for a path, so the path is logged here before it is lost.
     fn dir_of(&mut self, topic: &str, queue_id: i32) -> Result<FileDirectory, EngineError> {

@@ -428,7 +428,7 @@ fn clone_group_offset_copies_every_topic_or_the_one_named() {
 
 #[test]
 fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
-    let (dir, b) = start("");
+    let (dir, mut b) = start("");
     let cq = dir.path().join("data/store/consumequeue");
     run(async {
         let c = Client::connect(&b.addr).await;
@@ -437,20 +437,22 @@ fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
         send_n(&c, "Gone", 0, &["x", "y"]).await;
         send_n(&c, "Kept", 0, &["z"]).await;
         assert_eq!(pull_all(&c, "Gone", 0, 0).await.len(), 2);
-        expect_code(
-            &c.call(RemotingCommand::request(
-                RequestCode::DeleteTopicInBroker,
-                &TopicRequestHeader {
-                    topic: "Gone".into(),
-                },
-            ))
-            .await,
-            ResponseCode::Success,
-        );
-        assert!(
-            cq.join("Gone/0").exists(),
-            "deleting a topic leaves its queue"
-        );
+    });
+    // DELETE_TOPIC_IN_BROKER removes its queues itself; queues outlive their topic when
+    // the topic table is lost (restored from an old copy, a slave's table...): here
+    // the table goes across a restart and only Kept is made again.
+    b.stop();
+    let config = dir.path().join("data/store/config");
+    for f in std::fs::read_dir(&config).unwrap().filter_map(Result::ok) {
+        if f.file_name().to_string_lossy().starts_with("topics") {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    let b = BrokerProc::standalone(dir.path(), &dir.path().join("broker.conf"));
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Kept", 1).await;
+        assert!(cq.join("Gone/0").exists(), "the orphaned queue is there");
         expect_code(
             &c.call(RemotingCommand::request_code(RequestCode::CleanUnusedTopic))
                 .await,

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use tern_client::admin::{RequestMode, Target};
+use tern_client::admin::RequestMode;
 use tern_client::{
-    Admin, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
-    Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt, Producer,
+    ProducerConfig, PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::sleep;
 
@@ -32,14 +32,37 @@ fn config(group: &str) -> PushConsumerConfig {
     c
 }
 
+/// The group's mode, set as an operator does: `tern-admin setConsumeMode` (mqadmin's).
 async fn set_mode(b: &Broker, topic: &str, group: &str, mode: RequestMode) {
-    let admin = Admin::new(b.client_config()).unwrap();
-    let done = admin
-        .set_message_request_mode(&Target::Broker(b.addr.clone()), topic, group, mode, 0)
-        .await
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tern-admin"))
+        .args([
+            "setConsumeMode",
+            "-n",
+            &b.namesrv,
+            "-b",
+            &b.addr,
+            "-t",
+            topic,
+            "-g",
+            group,
+        ])
+        .args(["-m", mode.name(), "-q", "0"])
+        .output()
         .unwrap();
-    assert_eq!(done, vec![b.addr.clone()]);
-    admin.shutdown().await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("set consume mode to {} success.", mode.name()))
+            && stdout.contains(&format!(
+                "topic[{topic}] group[{group}] consume mode[{}]",
+                mode.name()
+            )),
+        "{stdout}"
+    );
 }
 
 /// A consumer that logs every delivery and answers `status(key, reconsume times)`.

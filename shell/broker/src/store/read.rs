@@ -84,12 +84,6 @@ impl QueueViews {
         }
     }
 
-    /// Drops every view of `topic` (its queues were deleted).
-    pub(crate) fn remove_topic(&self, topic: &str) {
-        let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
-        views.remove(topic);
-    }
-
     pub(crate) fn insert(&self, topic: &str, queue_id: i32, view: QueueView) {
         let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
         views
