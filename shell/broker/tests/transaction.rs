@@ -311,3 +311,66 @@ fn a_half_whose_commit_record_exists_is_resolved_without_asking_and_others_are_a
         );
     });
 }
+
+/// A half message carrying TIMER_DELAY_SEC is timed from its commit: it never shows
+/// before commit + delay, it lands in its own topic (RocketMQ 5.3 files it in the timer
+/// at prepare time and its committed copy ends in the half topic), and a rolled-back one
+/// never shows.
+#[test]
+fn a_timed_half_message_is_delivered_its_delay_after_the_commit() {
+    let (_dir, b) = start("");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "TxTimer", 1).await;
+        let timed = msg(
+            "TxTimer",
+            b"late",
+            &[("UNIQ_KEY", "U_TIMED"), ("TIMER_DELAY_SEC", "2")],
+        );
+        let sent = send_ok(&c, half_req(&timed, 0)).await;
+        let dropped = msg(
+            "TxTimer",
+            b"never",
+            &[("UNIQ_KEY", "U_DROPPED"), ("TIMER_DELAY_SEC", "1")],
+        );
+        let dropped_sent = send_ok(&c, half_req(&dropped, 0)).await;
+        // Held a while before the verdict: the delay must not have started at prepare.
+        tern_shell::runtime::sleep(Duration::from_millis(2_500)).await;
+        assert!(pull_all(&c, "TxTimer", 0, 0).await.is_empty());
+        let verdict = end(&end_req(&sent, "U_TIMED", transaction_state::COMMIT));
+        expect_code(&c.call(verdict).await, ResponseCode::Success);
+        let committed_at = now_ms();
+        let rollback = end(&end_req(
+            &dropped_sent,
+            "U_DROPPED",
+            transaction_state::ROLLBACK,
+        ));
+        expect_code(&c.call(rollback).await, ResponseCode::Success);
+        tern_shell::runtime::sleep(Duration::from_millis(1_200)).await;
+        assert!(
+            pull_all(&c, "TxTimer", 0, 0).await.is_empty(),
+            "delivered before commit + 2 s"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let got = loop {
+            let got = pull_all(&c, "TxTimer", 0, 0).await;
+            if !got.is_empty() || std::time::Instant::now() > deadline {
+                break got;
+            }
+            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].body, b"late");
+        assert_eq!(got[0].properties["UNIQ_KEY"], "U_TIMED");
+        assert!(
+            got[0].store_timestamp >= committed_at + 1_900,
+            "stored too early"
+        );
+        tern_shell::runtime::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(
+            pull_all(&c, "TxTimer", 0, 0).await.len(),
+            1,
+            "the rolled-back one showed"
+        );
+    });
+}

@@ -26,6 +26,13 @@ use tern_shell::message::{
 };
 use tern_shell::{ConnectionCtx, Processor, RemotingCommand, RequestCode, ResponseCode};
 
+/// The request's header, or the SYSTEM_ERROR answer naming what is wrong with it.
+fn header<H: tern_shell::FromExtFields>(req: &RemotingCommand) -> Result<H, RemotingCommand> {
+    req.decode_header().map_err(|e| {
+        RemotingCommand::error_response(req, ResponseCode::SystemError, format!("bad header: {e}"))
+    })
+}
+
 /// What a consumer registered on a client instance answers to brokers.
 pub trait ConsumerHook: Send + Sync + std::fmt::Debug {
     /// The group's membership changed: rebalance as soon as possible (never blocks).
@@ -127,15 +134,9 @@ impl ClientProcessor {
     /// PUSH_REPLY_MESSAGE_TO_CLIENT (Java's `receiveReplyMessage`): the reply to one of
     /// this client's requests. A reply nobody waits for any more (timed out) is dropped.
     fn receive_reply(&self, conn: &ConnectionCtx, req: &RemotingCommand) -> RemotingCommand {
-        let h = match req.decode_header::<ReplyMessageRequestHeader>() {
+        let h: ReplyMessageRequestHeader = match header(req) {
             Ok(h) => h,
-            Err(e) => {
-                return RemotingCommand::error_response(
-                    req,
-                    ResponseCode::SystemError,
-                    format!("bad header: {e}"),
-                );
-            }
+            Err(answer) => return answer,
         };
         let body = match Compression::of_sys_flag(h.sys_flag) {
             Ok(None) => req.body.clone(),
@@ -285,15 +286,9 @@ impl ClientProcessor {
 
     /// GET_CONSUMER_STATUS_FROM_CLIENT.
     fn consumer_status(&self, req: &RemotingCommand) -> RemotingCommand {
-        let h = match req.decode_header::<GetConsumerStatusRequestHeader>() {
+        let h: GetConsumerStatusRequestHeader = match header(req) {
             Ok(h) => h,
-            Err(e) => {
-                return RemotingCommand::error_response(
-                    req,
-                    ResponseCode::SystemError,
-                    format!("bad header: {e}"),
-                );
-            }
+            Err(answer) => return answer,
         };
         let body = GetConsumerStatusBody {
             message_queue_table: QueueKeyMap(
@@ -309,15 +304,9 @@ impl ClientProcessor {
 
     /// CONSUME_MESSAGE_DIRECTLY: the listener's verdict on the message in the body.
     async fn consume_directly(&self, req: &RemotingCommand) -> RemotingCommand {
-        let h = match req.decode_header::<ConsumeMessageDirectlyResultRequestHeader>() {
+        let h: ConsumeMessageDirectlyResultRequestHeader = match header(req) {
             Ok(h) => h,
-            Err(e) => {
-                return RemotingCommand::error_response(
-                    req,
-                    ResponseCode::SystemError,
-                    format!("bad header: {e}"),
-                );
-            }
+            Err(answer) => return answer,
         };
         let msg = match decode_pulled(&req.body, true) {
             Ok(mut msgs) if msgs.len() == 1 => msgs.remove(0),
@@ -391,15 +380,9 @@ impl Processor for ClientProcessor {
                 Some(RemotingCommand::response_to(&req, ResponseCode::Success))
             }
             RequestCode::GetConsumerRunningInfo => {
-                let h = match req.decode_header::<GetConsumerRunningInfoRequestHeader>() {
+                let h: GetConsumerRunningInfoRequestHeader = match header(&req) {
                     Ok(h) => h,
-                    Err(e) => {
-                        return Some(RemotingCommand::error_response(
-                            &req,
-                            ResponseCode::SystemError,
-                            format!("bad header: {e}"),
-                        ));
-                    }
+                    Err(answer) => return Some(answer),
                 };
                 Some(match self.hook(&h.consumer_group) {
                     Some(hook) => RemotingCommand::response_to(&req, ResponseCode::Success)

@@ -90,6 +90,12 @@ pub fn strips_for_delay_level(props: &[u8]) -> bool {
         .any(|k| properties::get(props, k).is_some())
 }
 
+/// Topics whose records are never timed: a half message is stored there without its
+/// transaction bits (as RocketMQ stores it), so only the topic tells. Its timer keys
+/// count from the commit, when the committed copy is put (RocketMQ 5.3 times the half
+/// at prepare and its committed copy lands in the half topic).
+const NEVER_TIMED: [&str; 2] = ["RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"];
+
 /// What a message with properties `props`, sysFlag `sys_flag`, in `topic`, becomes when
 /// stored at `now_ms`. The caller has already handled a delay level (it wins).
 pub fn classify(
@@ -103,7 +109,10 @@ pub fn classify(
     if tx == SYSFLAG_TRANSACTION_PREPARED || tx == SYSFLAG_TRANSACTION_ROLLBACK {
         return Ok(Timing::NotTimer);
     }
-    if topic == TIMER_TOPIC || properties::get(props, key::TIMER_OUT_MS).is_some() {
+    if topic == TIMER_TOPIC
+        || NEVER_TIMED.contains(&topic)
+        || properties::get(props, key::TIMER_OUT_MS).is_some()
+    {
         return Ok(Timing::NotTimer);
     }
     let Some((name, value)) = REQUEST_KEYS
