@@ -354,3 +354,96 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
     });
     assert!(scraper.join().unwrap() > 0);
 }
+
+/// A POP group's in-flight messages are the popped ones not acked yet.
+#[test]
+fn popped_and_unacked_messages_are_in_flight() {
+    let (_dir, b) = start("");
+    let addr = b.metrics.clone().expect("standalone serves metrics");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "PopFlight", 1).await;
+        send_bodies(&c, "PopFlight", 0, &["a", "b", "c", "d", "e"]).await;
+        let got = pop_until(&c, "PopFlight", 5, 60_000, Duration::from_secs(5)).await;
+        assert_eq!(got.len(), 5);
+        for m in &got[..2] {
+            expect_code(&c.call(m.ack()).await, ResponseCode::Success);
+        }
+        let group = format!("consumer_group=\"{G}\"");
+        let labels = ["topic=\"PopFlight\"", group.as_str()];
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = scrape(&addr);
+            let n = sample(&text, "rocketmq_consumer_inflight_messages", &labels);
+            if n == Some(3.0) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "inflight {n:?}, want 3:\n{text}"
+            );
+            tern_shell::runtime::sleep(Duration::from_millis(200)).await;
+        }
+    });
+}
+
+/// Half messages not committed or rolled back, by their topic, from the log.
+#[test]
+fn unresolved_half_messages_are_counted_by_topic() {
+    use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
+    use tern_shell::message::{SYSFLAG_TRANSACTION_PREPARED, decode_offset_msg_id};
+    let (_dir, b) = start("transactionCheckInterval=300\n");
+    let addr = b.metrics.clone().expect("standalone serves metrics");
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "TxGauge", 1).await;
+        let mut sent = Vec::new();
+        for uniq in ["H1", "H2"] {
+            let m = msg("TxGauge", b"h", &[("UNIQ_KEY", uniq)])
+                .with_property("TRAN_MSG", "true")
+                .with_property("PGROUP", "PG_GAUGE");
+            let mut h = send_header(&m, 0, now_ms());
+            h.sys_flag = SYSFLAG_TRANSACTION_PREPARED;
+            let req =
+                RemotingCommand::request(RequestCode::SendMessage, &h).with_body(m.body.clone());
+            sent.push(send_ok(&c, req).await);
+        }
+        let halves = |want: f64| {
+            let addr = addr.clone();
+            async move {
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let text = scrape(&addr);
+                    let n = sample(&text, "rocketmq_half_messages", &["topic=\"TxGauge\""]);
+                    if n == Some(want) || (want == 0.0 && n.is_none()) {
+                        return;
+                    }
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "halves {n:?}, want {want}"
+                    );
+                    tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        halves(2.0).await;
+        let end = EndTransactionRequestHeader {
+            producer_group: "PG_GAUGE".into(),
+            tran_state_table_offset: sent[0].queue_offset,
+            commit_log_offset: decode_offset_msg_id(&sent[0].msg_id)
+                .unwrap()
+                .commit_log_offset,
+            commit_or_rollback: transaction_state::COMMIT,
+            from_transaction_check: Some(false),
+            msg_id: "H1".into(),
+            transaction_id: Some("H1".into()),
+            topic: None,
+        };
+        expect_code(
+            &c.call(RemotingCommand::request(RequestCode::EndTransaction, &end))
+                .await,
+            ResponseCode::Success,
+        );
+        halves(1.0).await;
+    });
+}

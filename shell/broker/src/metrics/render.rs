@@ -216,6 +216,24 @@ pub fn render(ctx: &BrokerCtx) -> String {
         )],
     );
 
+    if let Some(halves) = ctx.transactions.half_counts(ctx) {
+        let rows = halves
+            .into_iter()
+            .map(|(topic, n)| {
+                (
+                    with(base.clone(), &[("topic", &topic)]),
+                    Sample::Value(n as f64),
+                )
+            })
+            .collect();
+        push(
+            "rocketmq_half_messages",
+            "Transaction half messages not yet committed or rolled back, by topic.",
+            Kind::Gauge,
+            rows,
+        );
+    }
+
     let mut rows = m.rpc.snapshot();
     rows.sort_by_key(|r| r.0);
     let rpc = rows
@@ -460,6 +478,9 @@ fn lag(ctx: &BrokerCtx, base: &Labels) -> Lag {
                 }
             }
         }
+        // A POP group's offset moves as it pops: its in-flight messages are the popped
+        // ones not acked yet.
+        inflight += ctx.pop.inflight_of(topic, group);
         let l = with(base.clone(), &[("topic", topic), ("consumer_group", group)]);
         let age = oldest.map_or(0, |t| (now - t).max(0));
         out.messages.push((l.clone(), Sample::Value(behind as f64)));

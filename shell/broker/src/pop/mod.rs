@@ -22,7 +22,7 @@
 //! (SET_MESSAGE_REQUEST_MODE, GET_ALL_MESSAGE_REQUEST_MODE), [`assign`]
 //! (QUERY_ASSIGNMENT), [`config`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -78,6 +78,9 @@ pub struct PopService {
     pub progress: revive::Progress,
     /// Topic routes for QUERY_ASSIGNMENT.
     pub routes: assign::Routes,
+    /// Popped and not yet acked or revived, per (topic, group), as of the revive
+    /// service's last round (the inflight gauge).
+    inflight: Mutex<BTreeMap<(String, String), u64>>,
 }
 
 /// A queue lock; released on drop.
@@ -123,7 +126,23 @@ impl PopService {
             modes: modes::RequestModes::load(store_root),
             progress: revive::Progress::default(),
             routes: assign::Routes::default(),
+            inflight: Mutex::default(),
         }
+    }
+
+    /// Replaces the popped-and-unacked counts (the revive service, each round).
+    pub fn set_inflight(&self, counts: BTreeMap<(String, String), u64>) {
+        *self.inflight.lock().unwrap_or_else(|p| p.into_inner()) = counts;
+    }
+
+    /// Popped messages of `topic` that `group` has not acked yet (0 for pull groups).
+    pub fn inflight_of(&self, topic: &str, group: &str) -> u64 {
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(topic.to_owned(), group.to_owned()))
+            .copied()
+            .unwrap_or(0)
     }
 
     fn lock_set(&self) -> MutexGuard<'_, HashSet<String>> {

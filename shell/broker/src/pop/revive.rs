@@ -126,6 +126,21 @@ struct Queue {
     caught_up_at: i64,
 }
 
+/// Popped messages neither acked nor revived yet, per (topic, group): RocketMQ's
+/// `PopInflightMessageCounter`, read by the inflight gauge. As fresh as the last round
+/// (`reviveInterval`); an ack counts once the revive service has read it.
+fn inflight(queues: &[Queue]) -> BTreeMap<(String, String), u64> {
+    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for p in queues.iter().flat_map(|q| q.pending.values()) {
+        let open = u32::from(p.ck.num).saturating_sub(p.done.count_ones());
+        if open > 0 {
+            *out.entry((p.ck.topic.clone(), p.ck.cid.clone()))
+                .or_default() += u64::from(open);
+        }
+    }
+    out
+}
+
 /// The revive task: runs until shutdown (masters only).
 pub async fn run(ctx: Arc<BrokerCtx>) {
     if ctx.config.role == BrokerRole::Slave {
@@ -175,6 +190,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             ctx.pop.progress.note(q.rq, value, ctx.store.log_end());
         }
         ctx.pop.progress.commit_durable(&ctx, false);
+        ctx.pop.set_inflight(inflight(&queues));
         let interval = ctx.config.pop.revive_interval.as_millis() as i64;
         let wait = if budget == 0 {
             1

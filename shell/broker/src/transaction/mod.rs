@@ -49,6 +49,8 @@ const OP_READ_CHUNK: u64 = 1024;
 const MAX_OPS_PER_ROUND: u64 = 200_000;
 /// Index hits looked at when searching for an earlier commit of a transaction.
 const MAX_COMMIT_LOOKUPS: usize = 32;
+/// Most unresolved half messages read per metrics scrape to count them by topic.
+pub const MAX_COUNTED_HALVES: u64 = 10_000;
 /// Slack over `maxMessageSize` for a record's fixed part, topic and properties.
 const RECORD_OVERHEAD: usize = 64 * 1024;
 
@@ -121,6 +123,38 @@ impl Transactions {
             "transactions: half queue from {h} of {hmax}, op queue from {} of {omax}",
             st.op_read
         );
+    }
+
+    /// Unresolved half messages by real topic (RocketMQ's `rocketmq_half_messages`):
+    /// those at or past the check service's progress with no op record, the first
+    /// [`MAX_COUNTED_HALVES`] of them. `None` until the op queue was read to its end
+    /// (before that, a resolved half could be counted). Derived from the log, so it is
+    /// right after a restart too.
+    pub fn half_counts(&self, ctx: &BrokerCtx) -> Option<BTreeMap<String, u64>> {
+        let (from, done) = {
+            let st = self.lock();
+            if !st.loaded || !st.ops_caught_up {
+                return None;
+            }
+            (st.half_progress, st.done.clone())
+        };
+        let (_, max) = ctx.store.queue_bounds(HALF_TOPIC, 0);
+        let mut out = BTreeMap::new();
+        for i in from..max.min(from.saturating_add(MAX_COUNTED_HALVES)) {
+            if done.contains(&i) {
+                continue;
+            }
+            let Some(bytes) = read_queue_record(ctx, HALF_TOPIC, i) else {
+                continue;
+            };
+            let Ok(view) = RecordView::parse(&bytes) else {
+                continue;
+            };
+            if let Ok(info) = half::half_info(&view) {
+                *out.entry(info.real_topic.to_owned()).or_default() += 1;
+            }
+        }
+        Some(out)
     }
 
     /// `(half progress, op progress)`: the offsets persisted for [`SYS_GROUP`].

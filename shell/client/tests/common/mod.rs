@@ -104,7 +104,11 @@ fn launch(
 ) -> (Child, String, String, Arc<Mutex<Vec<String>>>) {
     let mut cmd = Command::new(broker_binary());
     match ns {
-        NameServer::Embedded(at) => cmd.args(["--standalone", "--namesrv-listen", at]),
+        // The embedded name server keeps its KV file under the data dir: in the temp
+        // dir, not in the crate's folder (the default `./data`).
+        NameServer::Embedded(at) => cmd
+            .args(["--standalone", "--namesrv-listen", at, "--data-dir"])
+            .arg(dir.join("data")),
         NameServer::Join(addr) => cmd.args(["-n", addr]),
     };
     let mut child = cmd
