@@ -22,7 +22,7 @@
 //! (SET_MESSAGE_REQUEST_MODE, GET_ALL_MESSAGE_REQUEST_MODE), [`assign`]
 //! (QUERY_ASSIGNMENT), [`config`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -55,6 +55,9 @@ pub fn notification_key(topic: &str, group: &str, queue_id: i32) -> String {
     format!("{}@notification", poll_key(topic, group, queue_id))
 }
 
+/// Popped and unacked messages: topic → group → count.
+pub type InflightCounts = HashMap<String, HashMap<String, u64>>;
+
 /// Most queue locks held at once (each is one POP in progress on one queue).
 const MAX_LOCKS: usize = 100_000;
 /// How long an orderly ack or change waits for a queue's lock before SYSTEM_BUSY.
@@ -80,7 +83,7 @@ pub struct PopService {
     pub routes: assign::Routes,
     /// Popped and not yet acked or revived, per (topic, group), as of the revive
     /// service's last round (the inflight gauge).
-    inflight: Mutex<BTreeMap<(String, String), u64>>,
+    inflight: Mutex<InflightCounts>,
 }
 
 /// A queue lock; released on drop.
@@ -131,7 +134,7 @@ impl PopService {
     }
 
     /// Replaces the popped-and-unacked counts (the revive service, each round).
-    pub fn set_inflight(&self, counts: BTreeMap<(String, String), u64>) {
+    pub fn set_inflight(&self, counts: InflightCounts) {
         *self.inflight.lock().unwrap_or_else(|p| p.into_inner()) = counts;
     }
 
@@ -140,7 +143,8 @@ impl PopService {
         self.inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&(topic.to_owned(), group.to_owned()))
+            .get(topic)
+            .and_then(|groups| groups.get(group))
             .copied()
             .unwrap_or(0)
     }

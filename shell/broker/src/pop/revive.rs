@@ -129,13 +129,24 @@ struct Queue {
 /// Popped messages neither acked nor revived yet, per (topic, group): RocketMQ's
 /// `PopInflightMessageCounter`, read by the inflight gauge. As fresh as the last round
 /// (`reviveInterval`); an ack counts once the revive service has read it.
-fn inflight(queues: &[Queue]) -> BTreeMap<(String, String), u64> {
-    let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+/// Names are copied once per (topic, group), not once per checkpoint: a round may hold
+/// `popMaxPendingCk` of them.
+fn inflight(queues: &[Queue]) -> super::InflightCounts {
+    let mut out = super::InflightCounts::new();
     for p in queues.iter().flat_map(|q| q.pending.values()) {
-        let open = u32::from(p.ck.num).saturating_sub(p.done.count_ones());
-        if open > 0 {
-            *out.entry((p.ck.topic.clone(), p.ck.cid.clone()))
-                .or_default() += u64::from(open);
+        let open = u64::from(u32::from(p.ck.num).saturating_sub(p.done.count_ones()));
+        if open == 0 {
+            continue;
+        }
+        let groups = match out.get_mut(p.ck.topic.as_str()) {
+            Some(g) => g,
+            None => out.entry(p.ck.topic.clone()).or_default(),
+        };
+        match groups.get_mut(p.ck.cid.as_str()) {
+            Some(n) => *n += open,
+            None => {
+                groups.insert(p.ck.cid.clone(), open);
+            }
         }
     }
     out
