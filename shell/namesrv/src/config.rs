@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use tern_shell::acl::settings::AclSettings;
 use tern_shell::config::{Config, ConfigError, ConfigReader};
 use tern_shell::metrics::{ExporterType, MetricsSettings};
 
@@ -45,6 +46,9 @@ pub struct NamesrvConfig {
     /// The Prometheus endpoint (`metricsExporterType`, `metricsPromExporterHost`,
     /// `metricsPromExporterPort`, the broker's keys; port [`DEFAULT_PROM_PORT`]).
     pub metrics: MetricsSettings,
+    /// Access control (`aclEnable`, `plainAclFile`, `aclReplayWindowSeconds`: the
+    /// broker's keys; Tern's addition on the name server).
+    pub acl: AclSettings,
 }
 
 impl Default for NamesrvConfig {
@@ -65,6 +69,7 @@ impl Default for NamesrvConfig {
                 host: String::new(),
                 port: DEFAULT_PROM_PORT,
             },
+            acl: AclSettings::default(),
         }
     }
 }
@@ -120,6 +125,7 @@ impl Config for NamesrvConfig {
                 positive,
             )?,
             metrics: MetricsSettings::read(r, DEFAULT_PROM_PORT)?,
+            acl: AclSettings::read(r)?,
         };
         // Java options with no effect here: accepted silently so real namesrv.conf files
         // do not produce a wall of warnings.
@@ -209,6 +215,12 @@ impl NamesrvConfig {
     /// Every key with its value, sorted by key (GET_NAMESRV_CONFIG's `key=value` lines).
     pub fn properties(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![
+            ("aclEnable", self.acl.enable.to_string()),
+            (
+                "aclReplayWindowSeconds",
+                self.acl.replay_window.as_secs().to_string(),
+            ),
+            ("plainAclFile", self.acl.file.display().to_string()),
             ("bindAddress", self.bind_address.clone()),
             (
                 "brokerExpiredMillis",

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_std::io::{ReadExt, WriteExt};
@@ -47,8 +47,9 @@ pub async fn bind(
         .map_err(|e| format!("binding an HA port on {}: {e}", ctx_config.listen_ip))
 }
 
-/// Accepts slaves until shutdown.
+/// Accepts slaves until shutdown, at most `haMaxSlaveConnections` at once.
 pub async fn run(ctx: Arc<BrokerCtx>, listener: TcpListener) {
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
         let accepted = runtime::race(async { Some(listener.accept().await) }, async {
             ctx.shutdown.wait().await;
@@ -58,15 +59,25 @@ pub async fn run(ctx: Arc<BrokerCtx>, listener: TcpListener) {
         match accepted {
             None => break,
             Some(Ok((stream, peer))) => {
+                let limit = ctx.config.ha_max_slave_connections;
+                if open.fetch_add(1, Ordering::AcqRel) >= limit {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    log::warn!(
+                        "HA connection from {peer} closed: {limit} already open (haMaxSlaveConnections)"
+                    );
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 log::info!("slave {peer} connected for replication");
-                let ctx = ctx.clone();
+                let (ctx, open) = (ctx.clone(), open.clone());
                 runtime::spawn(async move {
                     match serve(&ctx, &stream).await {
                         Ok(()) => log::info!("slave {peer} disconnected"),
                         Err(e) => log::warn!("replication to slave {peer} stopped: {e}"),
                     }
                     let _ = stream.shutdown(std::net::Shutdown::Both);
+                    open.fetch_sub(1, Ordering::AcqRel);
                 });
             }
             Some(Err(e)) => {
@@ -97,8 +108,12 @@ struct Link {
 }
 
 async fn serve(ctx: &BrokerCtx, stream: &TcpStream) -> Result<(), String> {
+    let first = super::auth::admit(stream, ctx.acl.as_deref())
+        .await
+        .map_err(|e| format!("refused before streaming: {e}"))?;
     let link = Link {
-        reported: AtomicU64::new(u64::MAX),
+        // A slave that skipped the sign-in already sent its first report.
+        reported: AtomicU64::new(first.map_or(Ok(u64::MAX), first_offset)?),
         report_arrived: Event::new(),
         sent_to: AtomicU64::new(0),
     };
@@ -122,15 +137,19 @@ async fn read_reports(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> R
             Ok(Err(e)) => return Err(format!("reading a report: {e}")),
             Ok(Ok(())) => {}
         }
-        let offset = i64::from_be_bytes(buf);
-        let offset =
-            u64::try_from(offset).map_err(|_| format!("negative offset {offset} reported"))?;
+        let offset = first_offset(buf)?;
         let first = link.reported.swap(offset, Ordering::AcqRel) == u64::MAX;
         link.report_arrived.notify(usize::MAX);
         if !first {
             ctx.ha.ack(offset.min(link.sent_to.load(Ordering::Acquire)));
         }
     }
+}
+
+/// A report's offset.
+fn first_offset(report: [u8; REPORT]) -> Result<u64, String> {
+    let offset = i64::from_be_bytes(report);
+    u64::try_from(offset).map_err(|_| format!("negative offset {offset} reported"))
 }
 
 /// Where streaming starts for a slave's first report (RocketMQ's rule: a slave with an

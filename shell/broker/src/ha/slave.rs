@@ -60,6 +60,11 @@ async fn follow(ctx: &BrokerCtx, ha: &str) -> Result<(), String> {
         .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
         .map_err(|e| format!("connecting: {e}"))?;
     let _ = stream.set_nodelay(true);
+    if let Some(creds) = &ctx.config.inner_credentials {
+        super::auth::sign_in(&stream, creds)
+            .await
+            .map_err(|e| format!("signing in as {}: {e}", creds.access_key))?;
+    }
     log::info!(
         "replicating from master {ha}, this log ends at {}",
         ctx.store.log_end()
