@@ -167,8 +167,25 @@ async fn run(args: Args) -> Result<(), String> {
                 .join("kvConfig.json")
                 .display()
                 .to_string(),
-            origin,
+            origin.clone(),
         );
+        // Its metrics follow the broker's settings (on by default here), one port up:
+        // 5558 beside the broker's 5557, tern-namesrv's own default; 0 stays 0.
+        let broker_src = broker_source(&args, None)?;
+        for key in ["metricsExporterType", "metricsPromExporterHost"] {
+            if let Some(e) = broker_src.get(key) {
+                src.set(key, e.value.clone(), origin.clone());
+            }
+        }
+        if let Some(p) = broker_src
+            .get("metricsPromExporterPort")
+            .and_then(|e| e.value.parse::<u16>().ok())
+        {
+            let port = if p == 0 { Some(0) } else { p.checked_add(1) };
+            if let Some(port) = port {
+                src.set("metricsPromExporterPort", port.to_string(), origin);
+            }
+        }
         let cfg = config::load::<NamesrvConfig>(&src)
             .map_err(|e| e.to_string())?
             .config;
@@ -179,6 +196,9 @@ async fn run(args: Args) -> Result<(), String> {
             "tern-namesrv listening on {}",
             ns.local_addr()
         ));
+        if let Some(m) = ns.metrics_addr() {
+            tern_shell::cli::announce(format_args!("tern-namesrv metrics on http://{m}/metrics"));
+        }
         Some(ns)
     } else {
         None

@@ -195,10 +195,37 @@ fn metrics_count_what_was_sent_and_consumed_under_rocketmqs_names() {
     scrape(&addr);
 }
 
+/// `--standalone`'s name server serves its own families on its own port (one family
+/// name, `rocketmq_rpc_latency`, is the broker's too, so they cannot share a page).
+#[test]
+fn the_standalone_name_server_serves_its_metrics_beside_the_brokers() {
+    let (_dir, b) = start("");
+    let ns = b
+        .namesrv_metrics
+        .clone()
+        .expect("the name server serves metrics");
+    assert_ne!(Some(&ns), b.metrics.as_ref());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let text = scrape(&ns);
+        // The broker registered: the name server counts it.
+        if sample(&text, "tern_namesrv_brokers", &["node_type=\"namesrv\""]) == Some(1.0) {
+            assert!(
+                text.contains("rocketmq_rpc_latency") && text.contains("request_code=\"103\""),
+                "{text}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_broker_without_prom_serves_no_metrics_and_unknown_exporters_are_refused() {
     let (_dir, b) = start("metricsExporterType=DISABLE\n");
     assert!(b.metrics.is_none());
+    assert!(b.namesrv_metrics.is_none());
     let dir = tempfile::tempdir().unwrap();
     let conf = write_conf(dir.path(), "metricsExporterType=OTLP_GRPC\n");
     let (status, _, stderr) = run_to_exit(&BrokerProc::standalone_args(dir.path(), &conf));

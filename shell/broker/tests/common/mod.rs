@@ -66,6 +66,8 @@ pub struct BrokerProc {
     pub namesrv: Option<String>,
     /// The metrics endpoint's address, when it serves one.
     pub metrics: Option<String>,
+    /// The embedded name server's metrics endpoint (standalone), when it serves one.
+    pub namesrv_metrics: Option<String>,
     stderr: Arc<Mutex<Vec<String>>>,
     stderr_done: Option<thread::JoinHandle<()>>,
 }
@@ -148,6 +150,7 @@ impl BrokerProc {
             addr: String::new(),
             namesrv: None,
             metrics: None,
+            namesrv_metrics: None,
             stderr,
             stderr_done: Some(done),
         };
@@ -167,6 +170,8 @@ impl BrokerProc {
                         p.addr = a.trim().to_owned();
                     } else if let Some(a) = line.strip_prefix("tern-broker metrics on http://") {
                         p.metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
+                    } else if let Some(a) = line.strip_prefix("tern-namesrv metrics on http://") {
+                        p.namesrv_metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
                     } else if line.starts_with("ready") {
                         ready = true;
                     }
