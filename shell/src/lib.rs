@@ -13,6 +13,7 @@
 
 pub mod acl;
 pub mod allocate;
+pub mod attributes;
 pub mod body;
 pub mod cli;
 pub mod code;

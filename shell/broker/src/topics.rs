@@ -68,12 +68,73 @@ pub(crate) fn illegal_char(name: &str) -> Option<char> {
 /// The topics by name, and the version that moves with every change.
 type Table = (BTreeMap<String, TopicConfig>, DataVersion);
 
-/// On-disk form of the table.
+/// On-disk form of the table (`topics-v2.tern`): each topic with its attributes.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Persisted {
+    topics: Vec<PersistedTopic>,
+    counter: i64,
+    timestamp: i64,
+}
+
+/// One topic on disk.
+#[derive(Debug, Serialize, Deserialize)]
+struct PersistedTopic {
+    name: String,
+    read: i32,
+    write: i32,
+    perm: i32,
+    filter: String,
+    sys_flag: i32,
+    order: bool,
+    attributes: Vec<(String, String)>,
+}
+
+/// The first on-disk form (`topics.tern`, before topic attributes): read when there is
+/// no `topics-v2.tern` yet, which the next write makes. The binary encoding has no room
+/// for a field added later, hence a new file rather than a new field.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PersistedV1 {
     topics: Vec<(String, i32, i32, i32, String, i32, bool)>,
     counter: i64,
     timestamp: i64,
+}
+
+impl From<PersistedV1> for Persisted {
+    fn from(v1: PersistedV1) -> Self {
+        let topics = v1
+            .topics
+            .into_iter()
+            .map(
+                |(name, read, write, perm, filter, sys_flag, order)| PersistedTopic {
+                    name,
+                    read,
+                    write,
+                    perm,
+                    filter,
+                    sys_flag,
+                    order,
+                    attributes: Vec::new(),
+                },
+            )
+            .collect();
+        Self {
+            topics,
+            counter: v1.counter,
+            timestamp: v1.timestamp,
+        }
+    }
+}
+
+/// The table on disk under `config/`: the current form, else the first one.
+fn load_persisted(config_dir: &std::path::Path) -> Result<Option<Persisted>, String> {
+    let v2 = tern_engine_fs::meta::load::<Persisted>(&config_dir.join("topics-v2.tern"))
+        .map_err(|e| e.to_string())?;
+    if v2.is_some() {
+        return Ok(v2);
+    }
+    let v1 = tern_engine_fs::meta::load::<PersistedV1>(&config_dir.join("topics.tern"))
+        .map_err(|e| e.to_string())?;
+    Ok(v1.map(Persisted::from))
 }
 
 /// The topic table.
@@ -113,21 +174,22 @@ impl Topics {
         default_queues: i32,
         trace_topic: Option<&str>,
     ) -> Self {
-        let path = store_root.join("config").join("topics.tern");
+        let path = store_root.join("config").join("topics-v2.tern");
         let mut table = BTreeMap::new();
         let mut version = DataVersion {
             state_version: 0,
             timestamp: now_ms(),
             counter: 0,
         };
-        match tern_engine_fs::meta::load::<Persisted>(&path) {
+        match load_persisted(&store_root.join("config")) {
             Ok(Some(p)) => {
-                for (name, read, write, perm, filter, sys, order) in p.topics {
-                    let mut t = topic(&name, read, write, perm);
-                    t.topic_filter_type = filter;
-                    t.topic_sys_flag = sys;
-                    t.order = order;
-                    table.insert(name, t);
+                for p in p.topics {
+                    let mut t = topic(&p.name, p.read, p.write, p.perm);
+                    t.topic_filter_type = p.filter;
+                    t.topic_sys_flag = p.sys_flag;
+                    t.order = p.order;
+                    t.attributes = p.attributes.into_iter().collect();
+                    table.insert(p.name, t);
                 }
                 version.counter = p.counter;
                 version.timestamp = p.timestamp;
@@ -373,16 +435,19 @@ fn on_disk(t: &Table) -> Persisted {
         topics: t
             .0
             .values()
-            .map(|t| {
-                (
-                    t.topic_name.clone(),
-                    t.read_queue_nums,
-                    t.write_queue_nums,
-                    t.perm,
-                    t.topic_filter_type.clone(),
-                    t.topic_sys_flag,
-                    t.order,
-                )
+            .map(|t| PersistedTopic {
+                name: t.topic_name.clone(),
+                read: t.read_queue_nums,
+                write: t.write_queue_nums,
+                perm: t.perm,
+                filter: t.topic_filter_type.clone(),
+                sys_flag: t.topic_sys_flag,
+                order: t.order,
+                attributes: t
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             })
             .collect(),
         counter: t.1.counter,
@@ -429,6 +494,29 @@ mod tests {
         tern_shell::runtime::block_on(topics.persisted());
         let again = Topics::load(dir.path(), "C", "b", true, 8, None);
         assert_eq!(again.get("New").unwrap().write_queue_nums, 4);
+    }
+
+    #[test]
+    fn a_table_in_the_first_form_is_read_and_rewritten_with_attributes() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        let v1 = PersistedV1 {
+            topics: vec![("Old".into(), 3, 3, 6, "SINGLE_TAG".into(), 0, true)],
+            counter: 7,
+            timestamp: 1_700_000_000_000,
+        };
+        tern_engine_fs::meta::save(&config.join("topics.tern"), &v1).unwrap();
+        let topics = Topics::load(dir.path(), "C", "b", true, 8, None);
+        let old = topics.get("Old").unwrap();
+        assert_eq!((old.read_queue_nums, old.order), (3, true));
+        let mut fifo = old.clone();
+        fifo.attributes.insert("message.type".into(), "FIFO".into());
+        assert!(topics.upsert(fifo));
+        tern_shell::runtime::block_on(topics.persisted());
+        let again = Topics::load(dir.path(), "C", "b", true, 8, None);
+        assert_eq!(again.get("Old").unwrap().attributes["message.type"], "FIFO");
+        assert!(config.join("topics-v2.tern").exists());
     }
 
     #[test]

@@ -37,6 +37,14 @@ fn topic_lifecycle_send_consume_and_queries_through_the_cli() {
         route.contains("broker-a") && route.contains(&b.addr),
         "{route}"
     );
+    // RocketMQ 5's topic attributes (`-a`), checked by the broker.
+    let fifo = ["updateTopic", "-c", "DefaultCluster", "-t", "CliFifo", "-a"];
+    let out = ok(ns, &[&fifo[..], &["+message.type=FIFO"]].concat());
+    assert!(out.contains("attributes={+message.type=FIFO}"), "{out}");
+    let bad = admin(ns, &[&fifo[..], &["+message.type=QUEUE"]].concat());
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("value is not in set"), "{err}");
     let route = json(ns, &["topicRoute", "-t", "CliTopic"]);
     assert_eq!(route["queueDatas"][0]["writeQueueNums"], 2);
     assert!(ok(ns, &["topicList"]).lines().any(|l| l == "CliTopic"));

@@ -48,6 +48,24 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
             );
         }
     }
+    // RocketMQ 5's attributes: applied to the topic's current ones (kept when the
+    // request names none), refused as RocketMQ refuses them.
+    let current = ctx.topics.get(&h.topic);
+    let attributes = match tern_shell::attributes::alter(
+        current.is_none(),
+        &current.map(|t| t.attributes).unwrap_or_default(),
+        h.attributes.as_deref().unwrap_or(""),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            log::warn!(
+                "topic {}: attributes {:?} refused: {e}",
+                h.topic,
+                h.attributes
+            );
+            return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+        }
+    };
     let t = TopicConfig {
         topic_name: h.topic.clone(),
         read_queue_nums: h.read_queue_nums,
@@ -56,7 +74,7 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
         topic_filter_type: h.topic_filter_type.clone(),
         topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
         order: h.order,
-        ..TopicConfig::default()
+        attributes,
     };
     if ctx.topics.upsert(t) {
         log::info!(

@@ -158,7 +158,9 @@ impl Admin {
             topic_filter_type: cfg.topic_filter_type.clone(),
             topic_sys_flag: Some(cfg.topic_sys_flag),
             order: cfg.order,
-            attributes: None,
+            // Keys carry their sign (`+message.type` → `FIFO`, `-key`), as mqadmin's `-a`.
+            attributes: (!cfg.attributes.is_empty())
+                .then(|| tern_shell::attributes::modification_text(&cfg.attributes)),
             force: None,
         };
         for addr in &addrs {

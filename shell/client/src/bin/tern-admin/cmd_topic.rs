@@ -50,6 +50,12 @@ pub const UPDATE_TOPIC: Command = Command {
         ),
         val('o', "order", false, "set topic's order(true|false)"),
         val(
+            'a',
+            "attributes",
+            false,
+            "attribute(+a=b,+c=d,-e), e.g. +message.type=FIFO (NORMAL, FIFO, DELAY, TRANSACTION, MIXED)",
+        ),
+        val(
             'u',
             "unit",
             false,
@@ -73,6 +79,7 @@ fn update_topic(admin: &Admin, args: &Args) -> Result<(), CliError> {
         write_queue_nums: args.num('w', 8)?,
         perm: args.num('p', 6)?,
         order: args.bool('o', false)?,
+        attributes: args.get('a').map(signed_attributes).unwrap_or_default(),
         ..TopicConfig::default()
     };
     tern_client::message::check_topic(&cfg.topic_name)?;
@@ -84,17 +91,36 @@ fn update_topic(admin: &Admin, args: &Args) -> Result<(), CliError> {
     for addr in &done {
         println!("create topic to {addr} success.");
     }
+    let attributes: Vec<String> = cfg
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     println!(
-        "TopicConfig [topicName={}, readQueueNums={}, writeQueueNums={}, perm={}, topicFilterType={}, topicSysFlag={}, order={}]",
+        "TopicConfig [topicName={}, readQueueNums={}, writeQueueNums={}, perm={}, topicFilterType={}, topicSysFlag={}, order={}, attributes={{{}}}]",
         cfg.topic_name,
         cfg.read_queue_nums,
         cfg.write_queue_nums,
         perm_name(cfg.perm),
         cfg.topic_filter_type,
         cfg.topic_sys_flag,
-        cfg.order
+        cfg.order,
+        attributes.join(", ")
     );
     Ok(())
+}
+
+/// `-a`'s `+a=b,+c=d,-e` as mqadmin's `AttributeParser.parseToMap` reads it: each key
+/// keeps its sign; the broker checks keys and values.
+fn signed_attributes(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (k, v) = e.split_once('=').unwrap_or((e, ""));
+            (k.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect()
 }
 
 fn perm_name(perm: i32) -> String {
