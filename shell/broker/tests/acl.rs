@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
+use tern_shell::ResponseCode;
 use tern_shell::acl::SessionCredentials;
-use tern_shell::{RemotingCommand, ResponseCode};
 
 const RULES: &str = "\
 globalWhiteRemoteAddresses:
@@ -38,18 +38,6 @@ fn user() -> SessionCredentials {
 
 fn admin() -> SessionCredentials {
     SessionCredentials::new("tern_admin", "12345678")
-}
-
-fn signed(mut req: RemotingCommand, who: &SessionCredentials) -> RemotingCommand {
-    who.sign(&mut req);
-    req
-}
-
-#[track_caller]
-fn refused(resp: &RemotingCommand, why: &str) {
-    assert_eq!(resp.response_code(), ResponseCode::NoPermission, "{resp:?}");
-    let remark = resp.remark.clone().unwrap_or_default();
-    assert!(remark.contains(why), "remark {remark:?} lacks {why:?}");
 }
 
 fn start_with_rules(dir: &Path) -> BrokerProc {

@@ -38,18 +38,6 @@ fn admin() -> SessionCredentials {
     SessionCredentials::new("tern_admin", "12345678")
 }
 
-fn signed(mut req: RemotingCommand, who: &SessionCredentials) -> RemotingCommand {
-    who.sign(&mut req);
-    req
-}
-
-#[track_caller]
-fn refused(resp: &RemotingCommand, why: &str) {
-    assert_eq!(resp.response_code(), ResponseCode::NoPermission, "{resp:?}");
-    let remark = resp.remark.clone().unwrap_or_default();
-    assert!(remark.contains(why), "remark {remark:?} lacks {why:?}");
-}
-
 #[track_caller]
 fn allowed(resp: &RemotingCommand) {
     assert_ne!(resp.response_code(), ResponseCode::NoPermission, "{resp:?}");

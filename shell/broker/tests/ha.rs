@@ -4,7 +4,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,21 +29,7 @@ fn master(dir: &Path, role: &str) -> BrokerProc {
 
 /// A slave of `broker-a` registering with `namesrv`, its store under `dir`.
 fn slave(dir: &Path, namesrv: &str) -> BrokerProc {
-    let conf = write_conf(
-        dir,
-        &format!(
-            "brokerRole=SLAVE\nbrokerId=1\nnamesrvAddr={namesrv}\nstorePathRootDir={}\n\
-             haSendHeartbeatInterval=500\n",
-            dir.join("store").display()
-        ),
-    );
-    let args: Vec<OsString> = vec![
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "-c".into(),
-        conf.into(),
-    ];
-    BrokerProc::start(&args)
+    BrokerProc::slave(dir, namesrv, "")
 }
 
 async fn max_offset(c: &Client, queue_id: i32) -> i64 {

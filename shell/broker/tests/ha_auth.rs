@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -46,28 +45,8 @@ fn rules_file(dir: &Path) -> std::path::PathBuf {
     rules
 }
 
-/// A slave of `broker-a` registering with `namesrv`, with `extra` conf lines.
-fn slave(dir: &Path, namesrv: &str, extra: &str) -> BrokerProc {
-    let conf = write_conf(
-        dir,
-        &format!(
-            "brokerRole=SLAVE\nbrokerId=1\nnamesrvAddr={namesrv}\nstorePathRootDir={}\n\
-             haSendHeartbeatInterval=500\n{extra}",
-            dir.join("store").display()
-        ),
-    );
-    let args: Vec<OsString> = vec![
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "-c".into(),
-        conf.into(),
-    ];
-    BrokerProc::start(&args)
-}
-
-fn signed(mut req: RemotingCommand) -> RemotingCommand {
-    admin().sign(&mut req);
-    req
+fn as_admin(req: RemotingCommand) -> RemotingCommand {
+    signed(req, &admin())
 }
 
 #[track_caller]
@@ -98,7 +77,7 @@ fn only_slaves_signed_in_as_admins_are_streamed_the_log() {
     run(async {
         let mc = Client::connect(&m.addr).await;
         expect_code(
-            &mc.call(signed(create_topic_req(TOPIC, 1))).await,
+            &mc.call(as_admin(create_topic_req(TOPIC, 1))).await,
             ResponseCode::Success,
         );
 
@@ -118,18 +97,18 @@ fn only_slaves_signed_in_as_admins_are_streamed_the_log() {
         master_logs(&m, "the slave sent no HELLO");
 
         // A slave without credentials, then one of a non-admin account: refused.
-        let plain = slave(dirs[0].path(), &ns, "");
+        let plain = BrokerProc::slave(dirs[0].path(), &ns, "");
         master_logs(&m, "aclEnable is on and the slave sent no HELLO");
         drop(plain);
-        let user = slave(dirs[1].path(), &ns, &creds_line("tern_user", "user_secret"));
+        let user = BrokerProc::slave(dirs[1].path(), &ns, &creds_line("tern_user", "user_secret"));
         master_logs(&m, "accessKey=tern_user is not admin");
         drop(user);
         // Nobody holds the log: a SYNC_MASTER send has no slave.
-        let resp = mc.call(signed(send_v2(&msg(TOPIC, b"x", &[]), 0))).await;
+        let resp = mc.call(as_admin(send_v2(&msg(TOPIC, b"x", &[]), 0))).await;
         assert_eq!(resp.response_code(), ResponseCode::SlaveNotAvailable);
 
         // The admin slave signs in and acknowledges sends.
-        let s = slave(
+        let s = BrokerProc::slave(
             dirs[2].path(),
             &ns,
             &creds_line("slave_admin", "slave_secret"),
@@ -137,7 +116,7 @@ fn only_slaves_signed_in_as_admins_are_streamed_the_log() {
         master_logs(&m, "slave signed in as slave_admin");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let resp = mc.call(signed(send_v2(&msg(TOPIC, b"y", &[]), 0))).await;
+            let resp = mc.call(as_admin(send_v2(&msg(TOPIC, b"y", &[]), 0))).await;
             if resp.response_code() == ResponseCode::Success {
                 let h: SendMessageResponseHeader = resp.decode_header().unwrap();
                 assert!(!h.msg_id.is_empty());
@@ -164,7 +143,7 @@ fn only_slaves_signed_in_as_admins_are_streamed_the_log() {
 
 async fn all_topics(c: &Client) -> String {
     let resp = c
-        .call(signed(RemotingCommand::request_code(
+        .call(as_admin(RemotingCommand::request_code(
             tern_shell::RequestCode::GetAllTopicConfig,
         )))
         .await;
@@ -197,18 +176,12 @@ fn a_broker_registers_signed_with_a_name_server_that_checks_access() {
                 creds_line("slave_admin", "slave_secret")
             ),
         );
-        let args: Vec<OsString> = vec![
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-            "-c".into(),
-            conf.into(),
-        ];
-        let b = BrokerProc::start(&args);
+        let b = BrokerProc::with_conf(&conf);
         let nc = Client::connect(&ns_addr).await;
         // The broker's own topics are routed once its signed registration is taken.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let resp = nc.call(signed(route_req("TBW102"))).await;
+            let resp = nc.call(as_admin(route_req("TBW102"))).await;
             if resp.response_code() == ResponseCode::Success {
                 assert!(String::from_utf8_lossy(&resp.body).contains(&b.addr));
                 break;

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,21 +29,7 @@ fn master(dir: &Path) -> BrokerProc {
 }
 
 fn slave(dir: &Path, namesrv: &str) -> BrokerProc {
-    let conf = write_conf(
-        dir,
-        &format!(
-            "brokerRole=SLAVE\nbrokerId=1\nnamesrvAddr={namesrv}\nstorePathRootDir={}\n\
-             haSendHeartbeatInterval=500\n",
-            dir.join("store").display()
-        ),
-    );
-    let args: Vec<OsString> = vec![
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "-c".into(),
-        conf.into(),
-    ];
-    BrokerProc::start(&args)
+    BrokerProc::slave(dir, namesrv, "")
 }
 
 /// Waits until every thread of `pid` is stopped: SIGSTOP is delivered asynchronously,

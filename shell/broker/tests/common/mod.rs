@@ -136,6 +136,31 @@ impl BrokerProc {
         ]
     }
 
+    /// Starts `tern-broker` (no name server of its own) on a free port with `conf`.
+    pub fn with_conf(conf: &Path) -> BrokerProc {
+        let args: Vec<OsString> = vec![
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "-c".into(),
+            conf.into(),
+        ];
+        Self::start(&args)
+    }
+
+    /// A slave of `broker-a` registering with `namesrv`, its store under `dir`, with
+    /// `extra` conf lines.
+    pub fn slave(dir: &Path, namesrv: &str, extra: &str) -> BrokerProc {
+        let conf = write_conf(
+            dir,
+            &format!(
+                "brokerRole=SLAVE\nbrokerId=1\nnamesrvAddr={namesrv}\nstorePathRootDir={}\n\
+                 haSendHeartbeatInterval=500\n{extra}",
+                dir.join("store").display()
+            ),
+        );
+        Self::with_conf(&conf)
+    }
+
     /// Starts `tern-broker` with `args` and waits for its `ready` line.
     pub fn start(args: &[OsString]) -> BrokerProc {
         Self::start_with_env(args, &[])

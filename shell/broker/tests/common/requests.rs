@@ -343,3 +343,20 @@ pub async fn arrivals(
     }
     got
 }
+
+/// `req` signed by `who` (ACL tests).
+pub fn signed(
+    mut req: RemotingCommand,
+    who: &tern_shell::acl::SessionCredentials,
+) -> RemotingCommand {
+    who.sign(&mut req);
+    req
+}
+
+/// Asserts a NO_PERMISSION answer whose remark mentions `why`.
+#[track_caller]
+pub fn refused(resp: &RemotingCommand, why: &str) {
+    assert_eq!(resp.response_code(), ResponseCode::NoPermission, "{resp:?}");
+    let remark = resp.remark.clone().unwrap_or_default();
+    assert!(remark.contains(why), "remark {remark:?} lacks {why:?}");
+}
