@@ -526,14 +526,6 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     let c = ctx.clone();
     tasks.push(runtime::spawn(async move {
         while !c.shutdown.is_triggered() {
-            let every = metrics::TPS_SAMPLE_EVERY;
-            let _ = runtime::race(runtime::sleep(every), c.shutdown.wait()).await;
-            c.metrics.sample();
-        }
-    }));
-    let c = ctx.clone();
-    tasks.push(runtime::spawn(async move {
-        while !c.shutdown.is_triggered() {
             let _ = runtime::race(runtime::sleep(Duration::from_secs(10)), c.shutdown.wait()).await;
             let (dead, changed) = c.clients.expire(c.config.client_expiry);
             for conn in dead {

@@ -14,11 +14,10 @@
 //!
 //! [`render`] encodes both with `prometheus-client` (OpenMetrics text).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, RwLock};
 
 pub mod daily;
 pub mod render;
@@ -130,9 +129,6 @@ pub struct OutCounters {
     /// (0: never pulled), RocketMQ's pull offset: what the inflight and ready gauges are
     /// measured from. Grown (under the write lock) only for a new, higher queue id.
     next_pull: RwLock<Vec<AtomicU64>>,
-    /// `messages` every [`TPS_SAMPLE_EVERY`], oldest first, the last minute's: what the
-    /// consume TPS is measured over. Touched only by the sampler and GET_CONSUME_STATS.
-    samples: Mutex<VecDeque<(Instant, u64)>>,
 }
 
 impl OutCounters {
@@ -171,17 +167,9 @@ impl OutCounters {
             bytes: AtomicU64::new(0),
             responses: AtomicU64::new(0),
             next_pull: RwLock::new(Vec::new()),
-            // Counting starts at zero now: the first sample.
-            samples: Mutex::new(VecDeque::from([(Instant::now(), 0)])),
         }
     }
 }
-
-/// How often [`Metrics::sample`] runs (RocketMQ's StatsItem samples every 10 s).
-pub const TPS_SAMPLE_EVERY: Duration = Duration::from_secs(10);
-
-/// Samples kept: a minute's span, RocketMQ's per-minute TPS.
-const TPS_SAMPLES: usize = 7;
 
 /// A map from labels to counters, written only when a label set is new.
 #[derive(Debug)]
@@ -311,34 +299,13 @@ impl Metrics {
         (put, get)
     }
 
-    /// Records every out-counter's total (the sampler task, every [`TPS_SAMPLE_EVERY`]).
-    pub fn sample(&self) {
-        let now = Instant::now();
-        for (_, c) in self.messages_out.snapshot() {
-            let mut s = c.samples.lock().unwrap_or_else(|p| p.into_inner());
-            s.push_back((now, c.messages.load(Ordering::Relaxed)));
-            while s.len() > TPS_SAMPLES {
-                s.pop_front();
-            }
-        }
-    }
-
-    /// Messages per second `group` read from `topic` over about the last minute: from
-    /// the oldest sample kept to now (RocketMQ's per-minute TPS of `GROUP_GET_NUMS`).
+    /// Messages per second `group` read from `topic` over about the last minute
+    /// (RocketMQ's per-minute TPS of `GROUP_GET_NUMS`, from the stats windows).
     pub fn consume_tps(&self, topic: &str, group: &str) -> f64 {
-        let Some(c) = self.out_of(topic, group) else {
-            return 0.0;
-        };
-        let now = c.messages.load(Ordering::Relaxed);
-        let s = c.samples.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(&(at, then)) = s.front() else {
-            return 0.0;
-        };
-        let secs = at.elapsed().as_secs_f64();
-        if secs < 0.001 {
-            return 0.0;
-        }
-        now.saturating_sub(then) as f64 / secs
+        // The cluster names only the BROKER_ items; a group's item does not need it.
+        self.windows
+            .view(self, "", "GROUP_GET_NUMS", &format!("{topic}@{group}"))
+            .map_or(0.0, |d| d.stats_minute.tps)
     }
 
     /// A request with `code` answered `response` after `micros`.

@@ -188,18 +188,6 @@ pub fn view_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
 }
 
 /// The group's get rate on `topic` over the last minute (RocketMQ's `tpsGroupGetNums`).
-fn group_get_tps(ctx: &BrokerCtx, group: &str, topic: &str) -> f64 {
-    ctx.metrics
-        .windows
-        .view(
-            &ctx.metrics,
-            &ctx.config.cluster_name,
-            "GROUP_GET_NUMS",
-            &format!("{topic}@{group}"),
-        )
-        .map_or(0.0, |d| d.stats_minute.tps)
-}
-
 /// GET_BROKER_CONSUME_STATS: the consume stats of every subscription group on every
 /// topic it has offsets in (`isOrder`: ordered topics only).
 pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
@@ -249,7 +237,7 @@ pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
                 .sum::<i64>();
             list.push(ConsumeStats {
                 offset_table: QueueKeyMap(table),
-                consume_tps: group_get_tps(ctx, &group, &topic),
+                consume_tps: ctx.metrics.consume_tps(&topic, &group),
             });
         }
         body.consume_stats_list
