@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use tern_shell::config::{Config, ConfigError, ConfigReader};
 use tern_shell::metrics::{ExporterType, MetricsSettings};
+use tern_shell::tls::ServerTlsSettings;
 
 /// RocketMQ's name server port.
 pub const DEFAULT_PORT: u16 = 9876;
@@ -45,6 +46,8 @@ pub struct NamesrvConfig {
     /// The Prometheus endpoint (`metricsExporterType`, `metricsPromExporterHost`,
     /// `metricsPromExporterPort`, the broker's keys; port [`DEFAULT_PROM_PORT`]).
     pub metrics: MetricsSettings,
+    /// TLS on the port (`tls.server.*`, RocketMQ's keys; docs/tls.md).
+    pub tls: ServerTlsSettings,
 }
 
 impl Default for NamesrvConfig {
@@ -65,6 +68,7 @@ impl Default for NamesrvConfig {
                 host: String::new(),
                 port: DEFAULT_PROM_PORT,
             },
+            tls: ServerTlsSettings::default(),
         }
     }
 }
@@ -120,6 +124,7 @@ impl Config for NamesrvConfig {
                 positive,
             )?,
             metrics: MetricsSettings::read(r, DEFAULT_PROM_PORT)?,
+            tls: ServerTlsSettings::read(r)?,
         };
         // Java options with no effect here: accepted silently so real namesrv.conf files
         // do not produce a wall of warnings.

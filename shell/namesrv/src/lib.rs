@@ -42,6 +42,8 @@ pub enum StartError {
         /// The OS error.
         error: std::io::Error,
     },
+    /// The TLS certificate, key or CA file cannot be used.
+    Tls(String),
 }
 
 impl fmt::Display for StartError {
@@ -49,6 +51,7 @@ impl fmt::Display for StartError {
         match self {
             Self::Kv(e) => write!(f, "cannot load kv config: {e}"),
             Self::Bind { addr, error } => write!(f, "cannot listen on {addr}: {error}"),
+            Self::Tls(e) => write!(f, "cannot serve TLS: {e}"),
         }
     }
 }
@@ -79,6 +82,7 @@ impl NameServer {
                 )),
                 ..ConnectionConfig::default()
             },
+            tls: tern_shell::tls::ServerTls::new(&config.tls).map_err(StartError::Tls)?,
             ..ServerConfig::default()
         };
         let state = Arc::new(State::new(config, kv));
