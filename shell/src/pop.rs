@@ -103,8 +103,11 @@ impl ExtraInfo {
             ));
         }
         let f: Vec<&str> = s.split(KEY_SEPARATOR).collect();
-        if f.len() != 7 && f.len() != 8 {
-            return Err(format!("extraInfo has {} fields, not 7 or 8", f.len()));
+        // RocketMQ's proxy (CLUSTER mode) sends its 5.x receipt handle, which adds the
+        // commit-log offset as a 9th field; Java's broker reads fields by index and
+        // ignores it, and so does this (checked as a number, not kept).
+        if !(7..=9).contains(&f.len()) {
+            return Err(format!("extraInfo has {} fields, not 7, 8 or 9", f.len()));
         }
         let num = |i: usize, what: &str| -> Result<i64, String> {
             f[i].parse::<i64>()
@@ -127,12 +130,15 @@ impl ExtraInfo {
             retry,
             broker_name: f[5].to_owned(),
             queue_id: small(6, "queueId")?,
-            offset: if f.len() == 8 {
+            offset: if f.len() >= 8 {
                 Some(num(7, "offset")?)
             } else {
                 None
             },
         };
+        if f.len() == 9 {
+            num(8, "commitLogOffset")?;
+        }
         if info.queue_id < 0 || info.ck_queue_offset < 0 || info.revive_qid < 0 {
             return Err("extraInfo has a negative queue id, offset or revive queue".into());
         }
@@ -433,6 +439,9 @@ mod tests {
         assert_eq!(h.real_topic("T", "G"), "T");
         let r = ExtraInfo::parse("0 1 2 3 1 b 0").unwrap();
         assert_eq!(r.offset, None);
+        // The 5.x proxy's receipt handle: the same, with the commit-log offset after.
+        let proxied = ExtraInfo::parse(&format!("{s} 123456")).unwrap();
+        assert_eq!(proxied.build(), s);
         assert_eq!(r.real_topic("T", "G"), "%RETRY%G_T");
         for bad in [
             "",
@@ -441,7 +450,8 @@ mod tests {
             "1 2 3 4 7 b 0 1",
             "1 2 3 4 0 b -1 1",
             "1 2 3 99999999999 0 b 0 1",
-            "1 2 3 4 0 b 0 1 9",
+            "1 2 3 4 0 b 0 1 x",
+            "1 2 3 4 0 b 0 1 9 10",
         ] {
             assert!(ExtraInfo::parse(bad).is_err(), "{bad:?}");
         }

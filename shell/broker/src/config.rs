@@ -133,6 +133,10 @@ pub struct BrokerConfig {
     /// Silence after which either side drops the replication connection
     /// (`haHousekeepingInterval`).
     pub ha_housekeeping_interval: Duration,
+    /// Most connections the HA port holds at once, signed in or not
+    /// (`haMaxSlaveConnections`, Tern's key; RocketMQ has no limit): a broker group has
+    /// a few slaves, and a peer that floods the port must not take the master's memory.
+    pub ha_max_slave_connections: usize,
     /// Most log bytes a master sends in one frame (`haTransferBatchSize`).
     pub ha_transfer_batch_size: usize,
     /// A slave further behind than this does not count for SYNC_MASTER
@@ -145,11 +149,13 @@ pub struct BrokerConfig {
     /// Most keys that window holds; past it the oldest go early (`duplicateCheckMaxKeys`,
     /// Tern's key).
     pub duplicate_check_max_keys: usize,
-    /// Check every request against the plain ACL rules (`aclEnable`).
-    pub acl_enable: bool,
-    /// The rules: `plain_acl.yml` (`plainAclFile`, Tern's key; RocketMQ reads
-    /// `$ROCKETMQ_HOME/conf/plain_acl.yml`, the default here too).
-    pub acl_file: PathBuf,
+    /// Access control (`aclEnable`, `plainAclFile`, `aclReplayWindowSeconds`).
+    pub acl: tern_shell::acl::settings::AclSettings,
+    /// The account this broker signs its own requests with: registration at name
+    /// servers, a slave's sync and HA link to its master
+    /// (`innerClientAuthenticationCredentials`, RocketMQ 5's key:
+    /// `{"accessKey":"…","secretKey":"…"}`).
+    pub inner_credentials: Option<tern_shell::acl::SessionCredentials>,
     /// POP consumption's keys ([`crate::pop::PopConfig`]).
     pub pop: crate::pop::PopConfig,
     /// TLS: the `tls.server.*` keys for the remoting, VIP and HA ports, `tls.enable` and
@@ -333,6 +339,11 @@ impl Config for BrokerConfig {
             ha_master_address: r.get_opt::<String>("haMasterAddress")?,
             ha_heartbeat_interval: ms(r, "haSendHeartbeatInterval", 5_000, 10, 600_000)?,
             ha_housekeeping_interval: ms(r, "haHousekeepingInterval", 20_000, 100, 3_600_000)?,
+            ha_max_slave_connections: r.get_checked(
+                "haMaxSlaveConnections",
+                16usize,
+                in_range(1, 1024),
+            )?,
             ha_transfer_batch_size: r.get_checked(
                 "haTransferBatchSize",
                 32usize * 1024,
@@ -353,8 +364,8 @@ impl Config for BrokerConfig {
                 1_000_000usize,
                 in_range(1, 100_000_000),
             )?,
-            acl_enable: false,
-            acl_file: PathBuf::new(),
+            acl: tern_shell::acl::settings::AclSettings::read(r)?,
+            inner_credentials: inner_credentials(r)?,
             pop: crate::pop::PopConfig::read(r)?,
             tls: tern_shell::tls::TlsSettings::read(r)?,
             broker_permission: r.get_checked(
@@ -366,9 +377,6 @@ impl Config for BrokerConfig {
             trace_topic: None,
             effective: BTreeMap::new(),
         };
-        let acl_home = std::env::var_os("ROCKETMQ_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("."));
         let trace_topic_name: String =
             r.get_checked("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC".to_owned(), |s| {
                 crate::topics::validate_topic(s)
@@ -377,8 +385,6 @@ impl Config for BrokerConfig {
             trace_topic: r
                 .get("traceTopicEnable", false)?
                 .then_some(trace_topic_name),
-            acl_enable: r.get("aclEnable", false)?,
-            acl_file: r.get("plainAclFile", acl_home.join("conf").join("plain_acl.yml"))?,
             ..cfg
         };
         if let Some(a) = &cfg.ha_master_address {
@@ -429,6 +435,36 @@ impl Config for BrokerConfig {
             ..cfg
         })
     }
+}
+
+/// `innerClientAuthenticationCredentials`: the JSON `{"accessKey":…,"secretKey":…}`;
+/// shown by `-p` and GET_BROKER_CONFIG with the secret masked.
+fn inner_credentials(
+    r: &mut ConfigReader<'_>,
+) -> Result<Option<tern_shell::acl::SessionCredentials>, ConfigError> {
+    const KEY: &str = "innerClientAuthenticationCredentials";
+    let Some(text) = r.get_opt::<String>(KEY)? else {
+        return Ok(None);
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        r.error(
+            KEY,
+            format!("not JSON ({e}): expected {{\"accessKey\":…,\"secretKey\":…}}"),
+        )
+    })?;
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|s| !s.is_empty());
+    let (Some(ak), Some(sk)) = (field("accessKey"), field("secretKey")) else {
+        return Err(r.error(KEY, "needs a non-empty accessKey and secretKey".into()));
+    };
+    let creds = tern_shell::acl::SessionCredentials::new(ak, sk);
+    r.record(
+        KEY,
+        &format!("{{\"accessKey\":\"{ak}\",\"secretKey\":\"***\"}}"),
+    );
+    Ok(Some(creds))
 }
 
 /// `brokerPermission`: RocketMQ's perm bits, read (4), write (2), inherit (1).

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_shell::runtime::{self, JoinHandle, Shutdown};
-use tern_shell::{Server, ServerConfig};
+use tern_shell::{RemotingCommand, Server, ServerConfig};
 
 pub mod acl;
 pub mod clients;
@@ -88,7 +88,7 @@ pub struct BrokerCtx {
     /// `brokerIP1:haPort`, what slaves dial (advertised as `haServerAddr`).
     pub ha_addr: SocketAddr,
     /// Access control, when `aclEnable` is set.
-    pub acl: Option<Arc<acl::Acl>>,
+    pub acl: Option<Arc<tern_shell::acl::guard::Acl>>,
     /// The idempotent-produce window (`duplicateCheckWindowSeconds`), consulted by
     /// [`BrokerCtx::put`] and [`BrokerCtx::put_batch`].
     pub dedup: dedup::Window,
@@ -122,6 +122,16 @@ impl Put {
 }
 
 impl BrokerCtx {
+    /// `req` signed with the broker's own account (`innerClientAuthenticationCredentials`)
+    /// when it has one: registration at name servers and a slave's requests to its
+    /// master, which refuse unsigned requests when their `aclEnable` is on.
+    pub fn signed(&self, mut req: RemotingCommand) -> RemotingCommand {
+        if let Some(c) = &self.config.inner_credentials {
+            c.sign(&mut req);
+        }
+        req
+    }
+
     /// Asks for a registration with every name server soon (topics changed). A request
     /// that arrives while one is running is not lost: the flag makes the task go again.
     pub fn request_registration(&self) {
@@ -259,13 +269,7 @@ impl Broker {
     pub async fn start(config: BrokerConfig) -> Result<Broker, String> {
         let started = Instant::now();
         // A broker told to check access must not serve without its rules.
-        let acl = if config.acl_enable {
-            Some(Arc::new(acl::Acl::open(&config.acl_file).map_err(|e| {
-                format!("aclEnable=true but the ACL rules cannot be used: {e}")
-            })?))
-        } else {
-            None
-        };
+        let acl = config.acl.open()?;
         let store =
             store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
         let dedup = open_window(&config, &store);
@@ -285,6 +289,9 @@ impl Broker {
             tls: client_tls,
             ..tern_shell::ConnectionConfig::default()
         };
+        // The HA port takes the same TLS as the remoting port, and a slave dials its
+        // master's with the same client settings as its other connections.
+        let ha_tls = (server_tls.clone(), outbound.tls.clone());
         let server_config = ServerConfig {
             tls: server_tls,
             ..ServerConfig::default()
@@ -358,9 +365,9 @@ impl Broker {
         register::register_all(&ctx).await;
         let mut tasks = spawn_tasks(&ctx);
         match ha_listener {
-            Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l))),
+            Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l, ha_tls.0))),
             None => {
-                tasks.push(runtime::spawn(ha::slave::run(ctx.clone())));
+                tasks.push(runtime::spawn(ha::slave::run(ctx.clone(), ha_tls.1)));
                 let c = ctx.clone();
                 tasks.push(runtime::spawn(slave_sync::run(ctx.clone(), move || {
                     c.ha.master().addr

@@ -37,8 +37,9 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         compressed: Some(false),
         body_crc32: Some(tern_engine::hash::body_crc(body)),
     };
-    let req =
-        RemotingCommand::request(RequestCode::RegisterBroker, &header).with_body(body.to_vec());
+    let req = ctx.signed(
+        RemotingCommand::request(RequestCode::RegisterBroker, &header).with_body(body.to_vec()),
+    );
     let resp = ctx
         .namesrv
         .invoke(addr, req, REGISTER_TIMEOUT)
@@ -122,7 +123,10 @@ pub async fn unregister_all(ctx: &Arc<BrokerCtx>) {
         broker_id: ctx.config.broker_id,
     };
     for addr in &ctx.config.namesrv_addrs {
-        let req = RemotingCommand::request(RequestCode::UnregisterBroker, &header);
+        let req = ctx.signed(RemotingCommand::request(
+            RequestCode::UnregisterBroker,
+            &header,
+        ));
         if let Err(e) = ctx.namesrv.invoke(addr, req, Duration::from_secs(3)).await {
             log::warn!("unregistering from name server {addr} failed: {e}");
         }

@@ -145,7 +145,7 @@ async fn fetch<T: DeserializeOwned>(
     addr: &str,
     code: RequestCode,
 ) -> Result<T, String> {
-    let req = RemotingCommand::request_code(code);
+    let req = ctx.signed(RemotingCommand::request_code(code));
     let resp = match ctx.master_conn.invoke(addr, req, REQUEST_TIMEOUT).await {
         Ok(r) => r,
         Err(e) => {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use tern_shell::acl::settings::AclSettings;
 use tern_shell::config::{Config, ConfigError, ConfigReader};
 use tern_shell::metrics::{ExporterType, MetricsSettings};
 use tern_shell::tls::ServerTlsSettings;
@@ -48,6 +49,9 @@ pub struct NamesrvConfig {
     pub metrics: MetricsSettings,
     /// TLS on the port (`tls.server.*`, RocketMQ's keys; docs/tls.md).
     pub tls: ServerTlsSettings,
+    /// Access control (`aclEnable`, `plainAclFile`, `aclReplayWindowSeconds`: the
+    /// broker's keys; Tern's addition on the name server).
+    pub acl: AclSettings,
 }
 
 impl Default for NamesrvConfig {
@@ -69,6 +73,7 @@ impl Default for NamesrvConfig {
                 port: DEFAULT_PROM_PORT,
             },
             tls: ServerTlsSettings::default(),
+            acl: AclSettings::default(),
         }
     }
 }
@@ -125,6 +130,7 @@ impl Config for NamesrvConfig {
             )?,
             metrics: MetricsSettings::read(r, DEFAULT_PROM_PORT)?,
             tls: ServerTlsSettings::read(r)?,
+            acl: AclSettings::read(r)?,
         };
         // Java options with no effect here: accepted silently so real namesrv.conf files
         // do not produce a wall of warnings.
@@ -214,6 +220,12 @@ impl NamesrvConfig {
     /// Every key with its value, sorted by key (GET_NAMESRV_CONFIG's `key=value` lines).
     pub fn properties(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![
+            ("aclEnable", self.acl.enable.to_string()),
+            (
+                "aclReplayWindowSeconds",
+                self.acl.replay_window.as_secs().to_string(),
+            ),
+            ("plainAclFile", self.acl.file.display().to_string()),
             ("bindAddress", self.bind_address.clone()),
             (
                 "brokerExpiredMillis",

@@ -10,6 +10,7 @@
 //! and the broker's standalone mode embeds one the same way.
 #![forbid(unsafe_code)]
 
+mod acl;
 pub mod config;
 pub mod kv;
 mod metrics;
@@ -35,6 +36,8 @@ use processor::State;
 pub enum StartError {
     /// The KV file could not be loaded.
     Kv(KvError),
+    /// `aclEnable=true` but the rules cannot be used.
+    Acl(String),
     /// The listen address could not be bound.
     Bind {
         /// What we tried to bind.
@@ -50,6 +53,7 @@ impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Kv(e) => write!(f, "cannot load kv config: {e}"),
+            Self::Acl(e) => f.write_str(e),
             Self::Bind { addr, error } => write!(f, "cannot listen on {addr}: {error}"),
             Self::Tls(e) => write!(f, "cannot serve TLS: {e}"),
         }
@@ -85,7 +89,8 @@ impl NameServer {
             tls: tern_shell::tls::ServerTls::new(&config.tls).map_err(StartError::Tls)?,
             ..ServerConfig::default()
         };
-        let state = Arc::new(State::new(config, kv));
+        let acl = config.acl.open().map_err(StartError::Acl)?;
+        let state = Arc::new(State::new(config, kv, acl.clone()));
         let counted = Arc::new(metrics::NamesrvMetrics::default());
         let processor = Arc::new(metrics::Measured::new(
             NamesrvProcessor::new(state.clone()),
@@ -96,6 +101,10 @@ impl NameServer {
             .map_err(|error| StartError::Bind { addr, error })?;
         let stop = Shutdown::new();
         let scanner = runtime::spawn(scan_loop(state.clone(), stop.clone()));
+        if let Some(acl) = acl {
+            // Detached: it ends with the shutdown signal.
+            drop(runtime::spawn(acl.run_reload(stop.clone())));
+        }
         log::info!("name server serving on {}", server.local_addr());
         let (s, node) = (state.clone(), server.local_addr().to_string());
         let metrics = tern_shell::metrics::serve(

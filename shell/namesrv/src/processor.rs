@@ -24,6 +24,8 @@ use tern_shell::{
     ConnectionCtx, ExtFields, Processor, RemotingCommand, RequestCode, ResponseCode, runtime,
 };
 
+use tern_shell::acl::guard::Acl;
+
 use crate::config::NamesrvConfig;
 use crate::kv::KvStore;
 use crate::routes::{BrokerAddrInfo, Registration, RouteTable};
@@ -32,7 +34,7 @@ use crate::routes::{BrokerAddrInfo, Registration, RouteTable};
 pub const NAMESPACE_ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
 /// Request codes `RequestCode` has no name for but admin tools send to name servers.
-mod extra_code {
+pub(crate) mod extra_code {
     /// GET_SYSTEM_TOPIC_LIST_FROM_NS.
     pub const GET_SYSTEM_TOPIC_LIST_FROM_NS: i32 = 304;
     /// GET_UNIT_TOPIC_LIST.
@@ -57,12 +59,15 @@ pub(crate) struct State {
     live: RwLock<NamesrvConfig>,
     /// Connections a broker registered on that already have a close watcher.
     watched: Mutex<HashSet<u64>>,
+    /// Access control, with `aclEnable`.
+    acl: Option<Arc<Acl>>,
 }
 
 impl State {
     /// Fresh tables over a loaded KV store.
-    pub fn new(config: NamesrvConfig, kv: KvStore) -> Self {
+    pub fn new(config: NamesrvConfig, kv: KvStore, acl: Option<Arc<Acl>>) -> Self {
         Self {
+            acl,
             routes: RwLock::new(RouteTable::new()),
             kv,
             live: RwLock::new(config.clone()),
@@ -126,6 +131,16 @@ impl FromExtFields for RegisterTopicRequestHeader {
 
 impl Processor for NamesrvProcessor {
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
+        if let Some(acl) = &self.state.acl {
+            if let Err(why) = crate::acl::check(acl, &req, conn.peer_addr().ip()) {
+                log::warn!(
+                    "request {} from {} refused: {why}",
+                    req.code,
+                    conn.peer_addr()
+                );
+                return Some(fail(&req, ResponseCode::NoPermission, why));
+            }
+        }
         Some(self.handle(conn, &req).unwrap_or_else(|e| e))
     }
 }

@@ -31,7 +31,7 @@ pub use settings::{
     ClientTlsSettings, ENABLE, SERVER_CERT_PATH, SERVER_KEY_PATH, SERVER_MODE,
     SERVER_NEED_CLIENT_AUTH, SERVER_TRUST_CERT_PATH, ServerTlsSettings, TlsMode, TlsSettings,
 };
-pub use stream::{ReadHalf, Stream, TlsStream, WriteHalf};
+pub use stream::{ReadHalf, SharedStream, Stream, TlsStream, WriteHalf};
 
 /// The first byte of a TLS handshake record (RocketMQ's `HANDSHAKE_MAGIC_CODE`). A
 /// remoting frame starts with its length, whose first byte is 0x16 only for frames of

@@ -131,6 +131,9 @@ impl ServerTls {
             .peer_addr()
             .map_or_else(|_| "an unknown peer".to_owned(), |a| a.to_string());
         let ip = tcp.peer_addr().map(|a| a.ip()).ok();
+        let local = tcp
+            .local_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
         match runtime::timeout(HANDSHAKE_TIMEOUT, self.handshake(tcp)).await {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(Failure::Plaintext(tcp))) => {
@@ -138,8 +141,9 @@ impl ServerTls {
                     ip,
                     "plaintext",
                     format_args!(
-                        "refusing a plaintext connection from {peer}: tls.server.mode=enforcing \
-                         serves TLS only (the client needs tls.enable=true)"
+                        "refusing a plaintext connection from {peer} to {local}: \
+                         tls.server.mode=enforcing serves TLS only (the client needs \
+                         tls.enable=true)"
                     ),
                 );
                 Err(Refused::Plaintext(tcp))
@@ -150,7 +154,7 @@ impl ServerTls {
                 self.log_once(
                     ip,
                     &why,
-                    format_args!("TLS handshake with {peer} failed: {why}"),
+                    format_args!("TLS handshake with {peer} (to {local}) failed: {why}"),
                 );
                 Err(Refused::Failed)
             }

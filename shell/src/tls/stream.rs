@@ -143,3 +143,71 @@ impl AsyncWrite for WriteHalf {
         }
     }
 }
+
+/// A stream whose two directions are used at once through shared references, as
+/// `&TcpStream` is: `&SharedStream` reads and writes (the HA port's reader and writer
+/// tasks share one connection this way).
+#[derive(Debug)]
+pub struct SharedStream {
+    tcp: TcpStream,
+    half: Half,
+}
+
+impl Stream {
+    /// The stream for use through `&SharedStream` from several tasks.
+    pub fn shared(self) -> SharedStream {
+        let tcp = self.tcp().clone();
+        let half = match self {
+            Stream::Plain(s) => Half::Plain(s),
+            Stream::Tls(s) => Half::Tls(Arc::new(Mutex::new(s))),
+        };
+        SharedStream { tcp, half }
+    }
+}
+
+impl SharedStream {
+    /// The TCP socket under it (shut it down to close at once).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+}
+
+impl AsyncRead for &SharedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_read(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for &SharedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_write(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_flush(cx),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_close(cx),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_close(cx),
+        }
+    }
+}

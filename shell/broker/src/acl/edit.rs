@@ -10,7 +10,7 @@ use std::path::Path;
 use yaml_rust2::yaml::Hash;
 use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
 
-use super::config::AclConfig;
+use tern_shell::acl::rules::AclConfig;
 
 /// One account as an admin sends it (`PlainAccessConfig`); `None` keeps what the
 /// account has.

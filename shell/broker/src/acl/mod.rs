@@ -1,197 +1,93 @@
-//! Access control (`aclEnable=true`): RocketMQ 4.x's plain ACL, checked before every
-//! request is processed.
+//! Access control on the broker (`aclEnable=true`): RocketMQ 4.x's plain ACL
+//! ([`tern_shell::acl::guard`] authenticates), and what each request code may touch.
 //!
-//! The order is RocketMQ's: a global white address passes; otherwise the request must
-//! name a known account (`AccessKey`); the account's white address passes; otherwise its
-//! `Signature` must match (see [`tern_shell::acl`]); then admin requests need an admin
-//! account, and each topic and group the request touches needs the permission the
-//! request family needs (sends PUB the topic, pulls SUB the topic and the group …), from
-//! the account's lists or else its defaults. A refusal answers NO_PERMISSION (16) with
-//! a remark worded as RocketMQ's exceptions are (RocketMQ 4.x answers SYSTEM_ERROR).
+//! Every code is in one of three families ([`rule`]):
+//! - a client request names its topics and groups in its header or body, and each needs
+//!   the permission the family needs (sends PUB the topic, pulls and POPs SUB the topic
+//!   and the group, offsets and locks SUB the group and its topics …);
+//! - a request that names a record by offset (VIEW_MESSAGE_BY_ID, END_TRANSACTION) is
+//!   checked by its processor against the record's topic, once the record is read
+//!   ([`record_topics`]);
+//! - every other code, known or not, needs an admin account: broker-wide reads
+//!   (all offsets, all topics, the config), admin tools' codes and anything new.
 //!
-//! The file is read at start (a bad file stops the broker) and read again when it
-//! changes; a bad edit keeps the previous rules and is logged.
+//! RocketMQ 4.9 checks only a few codes and lets any valid account send the rest, so an
+//! account with SUB on one topic could walk the whole log by offset or lock another
+//! group's queues; Tern closes those (issue 14). A refusal answers NO_PERMISSION (16)
+//! with a remark worded as RocketMQ's exceptions are (RocketMQ 4.x answers SYSTEM_ERROR).
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
 
+use tern_engine::delay::SCHEDULE_TOPIC;
+use tern_engine::properties::{self, key};
+use tern_engine::record::RecordView;
+use tern_engine::timer::rule::TIMER_TOPIC;
 use tern_shell::RemotingCommand;
-use tern_shell::body::{HeartbeatData, from_json};
+use tern_shell::acl::guard::{Access, Acl, group};
+use tern_shell::acl::rules::{GROUP_PREFIX, perm};
+use tern_shell::body::{
+    BatchAckMessageRequestBody, CheckClientRequestBody, HeartbeatData, LockBatchRequestBody,
+    QueryAssignmentRequestBody, from_json,
+};
 use tern_shell::code::RequestCode;
-use tern_shell::runtime;
 
-pub mod config;
+use crate::transaction::half::HALF_TOPIC;
+
 pub mod edit;
 
-use config::{AclConfig, GROUP_PREFIX, perm};
-
-/// How often the file is looked at for changes.
-const RELOAD_CHECK: Duration = Duration::from_secs(1);
-
-/// A file's modification time and length: a change of either means "read it again".
-type Stamp = Option<(SystemTime, u64)>;
-
-/// The rules in force and where they come from.
-#[derive(Debug)]
-pub struct Acl {
-    path: PathBuf,
-    rules: RwLock<(Arc<AclConfig>, Stamp)>,
-    /// Held for the whole of a change of the file, so changes do not interleave.
-    editing: std::sync::Mutex<()>,
+/// What a request code needs.
+enum Rule {
+    /// These resources with these permissions.
+    Resources(Vec<(String, u8)>),
+    /// The record it names, checked by the processor.
+    ByRecord,
+    /// An admin account.
+    Admin,
 }
 
-fn stamp(path: &Path) -> Stamp {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
-}
-
-fn load(path: &Path) -> Result<AclConfig, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    AclConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-impl Acl {
-    /// Reads the rules from `path`.
-    pub fn open(path: &Path) -> Result<Acl, String> {
-        let stamped = stamp(path);
-        let rules = load(path)?;
-        log::info!(
-            "ACL on: {} account(s), {} global white address pattern(s) from {}",
-            rules.accounts.len(),
-            rules.global_white.len(),
-            path.display()
-        );
-        Ok(Acl {
-            path: path.to_owned(),
-            rules: RwLock::new((Arc::new(rules), stamped)),
-            editing: std::sync::Mutex::new(()),
-        })
-    }
-
-    /// The file the rules come from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Makes one change to the file (an [`edit`] function given the path) and puts the
-    /// new rules in force before returning; changes run one at a time.
-    pub fn change(&self, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
-        let _one = self.editing.lock().unwrap_or_else(|p| p.into_inner());
-        f(&self.path)?;
-        let rules = load(&self.path)?;
-        *self.rules.write().unwrap_or_else(|p| p.into_inner()) =
-            (Arc::new(rules), stamp(&self.path));
-        log::info!(
-            "ACL rules changed by an admin request ({})",
-            self.path.display()
-        );
-        Ok(())
-    }
-
-    fn rules(&self) -> Arc<AclConfig> {
-        self.rules
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .clone()
-    }
-
-    /// Reads the file again if it changed since the last read.
-    pub fn reload_if_changed(&self) {
-        let now = stamp(&self.path);
-        if now == self.rules.read().unwrap_or_else(|p| p.into_inner()).1 {
-            return;
-        }
-        let mut w = self.rules.write().unwrap_or_else(|p| p.into_inner());
-        w.1 = now;
-        match load(&self.path) {
-            Ok(rules) => {
-                log::info!("ACL rules reloaded from {}", self.path.display());
-                w.0 = Arc::new(rules);
-            }
-            Err(e) => log::error!("ACL rules not reloaded, the previous ones stay: {e}"),
-        }
-    }
-
-    /// Follows the file until `shutdown`.
-    pub async fn run_reload(self: Arc<Self>, shutdown: runtime::Shutdown) {
-        while !shutdown.is_triggered() {
-            let _ = runtime::race(runtime::sleep(RELOAD_CHECK), shutdown.wait()).await;
-            self.reload_if_changed();
-        }
-    }
-
-    /// Whether `req` from `peer` may be processed; `Err` is the refusal's remark.
-    pub fn check(&self, req: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
-        let rules = self.rules();
-        if rules.global_white.iter().any(|p| p.admits(peer)) {
-            return Ok(());
-        }
-        let ext = &req.ext_fields;
-        let Some(ak) = ext.get(tern_shell::acl::ACCESS_KEY) else {
-            return Err("No accessKey is configured".into());
-        };
-        let Some(account) = rules.accounts.get(ak) else {
-            return Err(format!("No acl config for {ak}"));
-        };
-        if account.white.admits(peer) {
-            return Ok(());
-        }
-        let want = tern_shell::acl::signature(ext, &req.body, &account.secret_key);
-        if ext.get(tern_shell::acl::SIGNATURE) != Some(&want) {
-            return Err(format!("Check signature failed for accessKey={ak}"));
-        }
-        let code = req.request_code_enum();
-        if needs_admin(code) && !account.admin {
-            return Err(format!(
-                "Need admin permission for request code={}, but accessKey={ak} is not admin",
-                req.code
-            ));
-        }
-        let needed = resources(req)?;
-        if account.admin && account.perms.is_empty() {
-            return Ok(());
-        }
-        for (resource, need) in needed {
-            let group = resource.starts_with(GROUP_PREFIX);
-            let owned = account.perms.get(&resource).copied().unwrap_or(if group {
-                account.default_group_perm
-            } else {
-                account.default_topic_perm
-            });
-            if !perm::grants(need, owned) {
-                let what = match resource.strip_prefix(GROUP_PREFIX) {
-                    Some(g) => format!("group {g}"),
-                    None => format!("topic {resource}"),
-                };
-                return Err(format!("No permission for {what} (accessKey={ak})"));
+/// Whether `req` from `peer` may be processed: the account's [`Access`] (the processor
+/// asks it about records), or the refusal's remark.
+pub fn check(acl: &Acl, req: &RemotingCommand, peer: IpAddr) -> Result<Access, String> {
+    let access = acl.authenticate(req, peer)?;
+    match rule(req)? {
+        Rule::Admin => access.require_admin(req.code)?,
+        Rule::ByRecord => {}
+        Rule::Resources(needed) => {
+            for (resource, need) in needed {
+                access.require(&resource, need)?;
             }
         }
-        Ok(())
     }
+    Ok(access)
 }
 
-/// RocketMQ's admin-only requests.
-fn needs_admin(code: RequestCode) -> bool {
-    matches!(
-        code,
-        RequestCode::UpdateAndCreateTopic
-            | RequestCode::UpdateBrokerConfig
-            | RequestCode::DeleteTopicInBroker
-            | RequestCode::UpdateAndCreateSubscriptionGroup
-            | RequestCode::DeleteSubscriptionGroup
-            | RequestCode::UpdateAndCreateAclConfig
-            | RequestCode::DeleteAclConfig
-            | RequestCode::UpdateGlobalWhiteAddrsConfig
-            | RequestCode::GetBrokerClusterAclConfig
-    )
+/// System topics where the broker parks a message bound for another topic, named in
+/// its REAL_TOPIC: a half message, a delayed one, a timed one.
+const PARKING_TOPICS: [&str; 3] = [HALF_TOPIC, SCHEDULE_TOPIC, TIMER_TOPIC];
+
+/// The topic a stored record belongs to, for a request that names it by offset: its
+/// topic or, parked in a system topic, the real topic it is bound for (`None` when that
+/// cannot be read). REAL_TOPIC counts only there: a producer could set it on any message.
+pub fn record_topic<'a>(view: &RecordView<'a>) -> Option<&'a str> {
+    let topic = view.topic_str()?;
+    if PARKING_TOPICS.contains(&topic) {
+        return properties::get(view.properties(), key::REAL_TOPIC);
+    }
+    Some(topic)
 }
 
-fn group(g: &str) -> String {
-    format!("{GROUP_PREFIX}{g}")
+/// Checks `access` for `need` on the topic of `view` ([`record_topic`]); a record whose
+/// topic cannot be read needs an admin.
+pub fn require_record(
+    access: &Access,
+    view: &RecordView<'_>,
+    code: i32,
+    need: u8,
+) -> Result<(), String> {
+    match record_topic(view) {
+        Some(t) => access.require(t, need),
+        None => access.require_admin(code),
+    }
 }
 
 /// A topic sent to: a retry topic is its group's (SUB), any other is PUB.
@@ -203,27 +99,46 @@ fn sent_to(topic: &str) -> (String, u8) {
     }
 }
 
-/// The topics and groups a request touches and the permission each needs (RocketMQ's
-/// `PlainAccessResource.parse`; batch sends and lite pulls are checked like sends and
-/// pulls, which RocketMQ 4.x leaves unchecked).
-fn resources(req: &RemotingCommand) -> Result<Vec<(String, u8)>, String> {
+/// What `req` touches (RocketMQ's `PlainAccessResource.parse`, widened to every code a
+/// client sends).
+fn rule(req: &RemotingCommand) -> Result<Rule, String> {
+    use RequestCode as C;
     let get = |k: &str| req.ext_fields.get(k).map(String::as_str);
+    let sub_topic = |k: &str| get(k).map(|t| (t.to_owned(), perm::SUB));
+    let sub_group = |k: &str| get(k).map(|g| (group(g), perm::SUB));
     let mut out = Vec::new();
     match req.request_code_enum() {
-        RequestCode::SendMessage => out.extend(get("topic").map(sent_to)),
-        RequestCode::SendMessageV2 | RequestCode::SendBatchMessage => {
-            out.extend(get("b").or(get("topic")).map(sent_to));
+        C::SendMessage => out.extend(get("topic").map(sent_to)),
+        C::SendMessageV2 | C::SendBatchMessage | C::SendReplyMessage | C::SendReplyMessageV2 => {
+            out.extend(get("b").or(get("topic")).map(sent_to))
         }
-        RequestCode::ConsumerSendMsgBack => {
-            out.extend(get("group").map(|g| (group(g), perm::SUB)));
-            out.extend(get("originTopic").map(|t| (t.to_owned(), perm::PUB)));
+        C::RecallMessage => out.extend(get("topic").map(|t| (t.to_owned(), perm::PUB))),
+        C::ConsumerSendMsgBack => {
+            // The consumer read the message: SUB on where it came from, not PUB.
+            out.extend(sub_group("group"));
+            out.extend(sub_topic("originTopic"));
         }
-        RequestCode::PullMessage | RequestCode::LitePullMessage => {
-            out.extend(get("topic").map(|t| (t.to_owned(), perm::SUB)));
-            out.extend(get("consumerGroup").map(|g| (group(g), perm::SUB)));
+        C::PullMessage
+        | C::LitePullMessage
+        | C::PopMessage
+        | C::PeekMessage
+        | C::Notification
+        | C::PollingInfo
+        | C::PopRollback
+        | C::AckMessage
+        | C::ChangeMessageInvisibletime
+        | C::QueryConsumerOffset
+        | C::UpdateConsumerOffset => {
+            out.extend(sub_topic("topic"));
+            out.extend(sub_group("consumerGroup"));
         }
-        RequestCode::QueryMessage => out.extend(get("topic").map(|t| (t.to_owned(), perm::SUB))),
-        RequestCode::HeartBeat => {
+        C::QueryMessage
+        | C::GetMaxOffset
+        | C::GetMinOffset
+        | C::SearchOffsetByTimestamp
+        | C::GetEarliestMsgStoretime => out.extend(sub_topic("topic")),
+        C::UnregisterClient | C::GetConsumerListByGroup => out.extend(sub_group("consumerGroup")),
+        C::HeartBeat => {
             let hb: HeartbeatData =
                 from_json(&req.body).map_err(|e| format!("heartbeat body: {e}"))?;
             for c in hb.consumer_data_set {
@@ -233,14 +148,34 @@ fn resources(req: &RemotingCommand) -> Result<Vec<(String, u8)>, String> {
                 }
             }
         }
-        RequestCode::UnregisterClient | RequestCode::GetConsumerListByGroup => {
-            out.extend(get("consumerGroup").map(|g| (group(g), perm::SUB)));
+        C::LockBatchMq | C::UnlockBatchMq => {
+            let b: LockBatchRequestBody =
+                from_json(&req.body).map_err(|e| format!("lock body: {e}"))?;
+            out.push((group(&b.consumer_group), perm::SUB));
+            out.extend(b.mq_set.into_iter().map(|q| (q.topic, perm::SUB)));
         }
-        RequestCode::UpdateConsumerOffset => {
-            out.extend(get("consumerGroup").map(|g| (group(g), perm::SUB)));
-            out.extend(get("topic").map(|t| (t.to_owned(), perm::SUB)));
+        C::BatchAckMessage => {
+            let b: BatchAckMessageRequestBody =
+                from_json(&req.body).map_err(|e| format!("batch ack body: {e}"))?;
+            for a in b.acks {
+                out.push((group(&a.consumer_group), perm::SUB));
+                out.push((a.topic, perm::SUB));
+            }
         }
-        _ => {}
+        C::QueryAssignment => {
+            let b: QueryAssignmentRequestBody =
+                from_json(&req.body).map_err(|e| format!("assignment body: {e}"))?;
+            out.push((group(&b.consumer_group), perm::SUB));
+            out.push((b.topic, perm::SUB));
+        }
+        C::CheckClientConfig => {
+            let b: CheckClientRequestBody =
+                from_json(&req.body).map_err(|e| format!("check client body: {e}"))?;
+            out.push((group(&b.group), perm::SUB));
+            out.extend(b.subscription_data.map(|s| (s.topic, perm::SUB)));
+        }
+        C::ViewMessageById | C::EndTransaction => return Ok(Rule::ByRecord),
+        _ => return Ok(Rule::Admin),
     }
-    Ok(out)
+    Ok(Rule::Resources(out))
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use event_listener::Event;
 use tern_shell::runtime;
 
+pub mod auth;
 pub mod master;
 pub mod slave;
 

@@ -61,13 +61,13 @@ async fn topic_queues(ctx: &BrokerCtx, topic: &str) -> Option<Vec<MessageQueue>>
         return Some(q);
     }
     for addr in &ctx.config.namesrv_addrs {
-        let req = RemotingCommand::request(
+        let req = ctx.signed(RemotingCommand::request(
             RequestCode::GetRouteinfoByTopic,
             &GetRouteInfoRequestHeader {
                 topic: topic.to_owned(),
                 accept_standard_json_only: None,
             },
-        );
+        ));
         let Ok(resp) = ctx.namesrv.invoke(addr, req, ROUTE_TIMEOUT).await else {
             continue;
         };

@@ -18,8 +18,8 @@ use yaml_rust2::Yaml;
 
 use super::bad_header;
 use crate::BrokerCtx;
-use crate::acl::Acl;
 use crate::acl::edit::{self, AccountUpdate};
+use tern_shell::acl::guard::Acl;
 
 fn acl<'a>(ctx: &'a BrokerCtx, req: &RemotingCommand) -> Result<&'a Acl, RemotingCommand> {
     ctx.acl.as_deref().ok_or_else(|| {

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tern_shell::acl::guard::Access;
 use tern_shell::code::RequestCode;
 use tern_shell::connection::not_supported;
 use tern_shell::{ConnectionCtx, Processor, RemotingCommand, ResponseCode};
@@ -68,20 +69,24 @@ impl Processor for BrokerProcessor {
                 "broker starting",
             ));
         };
-        if let Some(acl) = &ctx.acl {
-            if let Err(why) = acl.check(&req, conn.peer_addr().ip()) {
-                log::warn!(
-                    "request {} from {} refused: {why}",
-                    req.code,
-                    conn.peer_addr()
-                );
-                return Some(RemotingCommand::error_response(
-                    &req,
-                    ResponseCode::NoPermission,
-                    why,
-                ));
-            }
-        }
+        let access = match &ctx.acl {
+            None => Access::Trusted,
+            Some(acl) => match crate::acl::check(acl, &req, conn.peer_addr().ip()) {
+                Ok(access) => access,
+                Err(why) => {
+                    log::warn!(
+                        "request {} from {} refused: {why}",
+                        req.code,
+                        conn.peer_addr()
+                    );
+                    return Some(RemotingCommand::error_response(
+                        &req,
+                        ResponseCode::NoPermission,
+                        why,
+                    ));
+                }
+            },
+        };
         let started = std::time::Instant::now();
         let code = req.code;
         let resp = match req.request_code_enum() {
@@ -94,7 +99,7 @@ impl Processor for BrokerProcessor {
             }
             RequestCode::RecallMessage => crate::timer::recall::recall(ctx, conn, &req).await,
             RequestCode::EndTransaction => {
-                crate::transaction::end::end_transaction(ctx, conn, &req).await
+                crate::transaction::end::end_transaction(ctx, conn, &req, &access).await
             }
             RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(ctx, &req).await,
             RequestCode::QueryConsumerOffset => offset::query_consumer_offset(ctx, &req),
@@ -112,7 +117,7 @@ impl Processor for BrokerProcessor {
             RequestCode::GetConsumerConnectionList => client::consumer_connections(ctx, &req),
             RequestCode::CheckClientConfig => client::check_client_config(ctx, &req),
             RequestCode::QueryMessage => query::query_message(ctx, &req).await,
-            RequestCode::ViewMessageById => query::view_message(ctx, &req),
+            RequestCode::ViewMessageById => query::view_message(ctx, &req, &access),
             RequestCode::GetBrokerRuntimeInfo => query::runtime_info(ctx, &req),
             RequestCode::GetTopicStatsInfo => query::topic_stats(ctx, &req),
             RequestCode::GetConsumeStats => query::consume_stats(ctx, &req),

@@ -2,6 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use tern_engine::record::RecordView;
+use tern_shell::acl::guard::Access;
+use tern_shell::acl::rules::perm;
 use tern_shell::body::{
     ConsumeStats, KvTable, MessageQueue, OffsetWrapper, QueueKeyMap, TopicOffset, TopicStatsTable,
 };
@@ -88,19 +91,34 @@ pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
 }
 
 /// VIEW_MESSAGE_BY_ID: the record at a commit-log offset (decoded from an offset msgId).
-pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+///
+/// With ACL on, the caller needs SUB on the record's topic (and on the real topic of a
+/// parked half, delayed or timed message): an offset alone must not open the log.
+pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand, access: &Access) -> RemotingCommand {
     let h: ViewMessageRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
-    match ctx.store.record_at(h.offset.max(0) as u64) {
-        Ok(b) => RemotingCommand::response_to(req, ResponseCode::Success).with_body(b),
-        Err(_) => RemotingCommand::error_response(
+    let not_found = || {
+        RemotingCommand::error_response(
             req,
             ResponseCode::SystemError,
             format!("can not find message by the offset, {}", h.offset),
-        ),
+        )
+    };
+    let Ok(b) = ctx.store.record_at(h.offset.max(0) as u64) else {
+        return not_found();
+    };
+    if ctx.acl.is_some() {
+        let Ok(view) = RecordView::parse(&b) else {
+            return not_found();
+        };
+        if let Err(why) = crate::acl::require_record(access, &view, req.code, perm::SUB) {
+            log::warn!("VIEW_MESSAGE_BY_ID at {} refused: {why}", h.offset);
+            return RemotingCommand::error_response(req, ResponseCode::NoPermission, why);
+        }
     }
+    RemotingCommand::response_to(req, ResponseCode::Success).with_body(b)
 }
 
 /// GET_BROKER_RUNTIME_INFO: a KV table of counters, as RocketMQ's admin tools read it.

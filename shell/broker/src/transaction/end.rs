@@ -10,6 +10,8 @@
 use std::time::{Duration, Instant};
 
 use tern_engine::record::RecordView;
+use tern_shell::acl::guard::Access;
+use tern_shell::acl::rules::perm;
 use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
 use tern_shell::message::offset_msg_id;
 use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode, runtime};
@@ -36,6 +38,7 @@ pub async fn end_transaction(
     ctx: &BrokerCtx,
     conn: &ConnectionCtx,
     req: &RemotingCommand,
+    access: &Access,
 ) -> RemotingCommand {
     let h: EndTransactionRequestHeader = match req.decode_header() {
         Ok(h) => h,
@@ -44,7 +47,7 @@ pub async fn end_transaction(
             return bad_header(req, e);
         }
     };
-    match end(ctx, &h, !req.is_oneway()).await {
+    match end(ctx, &h, !req.is_oneway(), access, req.code).await {
         Ok(durability) => RemotingCommand::response_to(req, durability.code()),
         Err(Refused(code, remark)) => {
             log::warn!(
@@ -64,6 +67,8 @@ async fn end(
     ctx: &BrokerCtx,
     h: &EndTransactionRequestHeader,
     wait: bool,
+    access: &Access,
+    code: i32,
 ) -> Result<Durability, Refused> {
     if ctx.config.role == BrokerRole::Slave {
         return Err(refused(
@@ -114,6 +119,10 @@ async fn end(
             format!("the record at commitLogOffset {offset} cannot be ended: {e}"),
         )
     })?;
+    // With ACL on, ending a transaction publishes to its real topic: PUB there. An
+    // offset alone must not let an account commit or roll back another's messages.
+    crate::acl::require_record(access, &view, code, perm::PUB)
+        .map_err(|why| refused(ResponseCode::NoPermission, why))?;
     verify(ctx, h, &view, &info, offset, queue_offset).await?;
     let end = if commit {
         let c = ctx

@@ -6,12 +6,24 @@
 //! `Signature`. A broker recomputes it from what arrived with the account's secret. Both
 //! sides sign the fields as they are on the wire, so extra fields a client adds (the C++
 //! client's `OnsChannel`) are covered without either side knowing them.
+//!
+//! Tern's client also signs a time and a nonce ([`TIMESTAMP`], [`NONCE`]), so a server
+//! with a replay window ([`guard`]) can refuse a captured request sent again; RocketMQ's
+//! servers sign-check them like any other field.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
 use crate::frame::{ExtFields, RemotingCommand};
+
+pub mod guard;
+mod replay;
+pub mod rules;
+pub mod settings;
 
 /// extField naming the account.
 pub const ACCESS_KEY: &str = "AccessKey";
@@ -23,21 +35,88 @@ pub const SECURITY_TOKEN: &str = "SecurityToken";
 /// `MixAll.UNIQUE_MSG_QUERY_FLAG`).
 pub const UNIQUE_MSG_QUERY_FLAG: &str = "_UNIQUE_KEY_QUERY";
 
-/// The signature of `fields` and `body` under `secret`: Base64 (with padding) of
-/// HMAC-SHA1 over the field values in key order (`Signature` and the unique-key query
-/// flag left out) followed by the body.
-pub fn signature(fields: &ExtFields, body: &[u8], secret: &str) -> String {
+/// extField with the signing time (ms since the epoch), sent by Tern's client.
+pub const TIMESTAMP: &str = "AclTimestamp";
+/// extField with a value never repeated by one client process, sent by Tern's client:
+/// two requests signed in the same millisecond with the same fields still differ.
+pub const NONCE: &str = "AclNonce";
+
+/// A keyed HMAC-SHA1.
+pub(crate) fn mac(secret: &[u8]) -> Hmac<Sha1> {
     // HMAC takes a key of any length; `new_from_slice` cannot fail for it.
-    let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(secret.as_bytes()) else {
+    let Ok(mac) = Hmac::<Sha1>::new_from_slice(secret) else {
         unreachable!("HMAC accepts keys of any length")
     };
+    mac
+}
+
+fn signed_mac(fields: &ExtFields, body: &[u8], secret: &str) -> Hmac<Sha1> {
+    let mut mac = mac(secret.as_bytes());
     for (k, v) in fields {
         if k != SIGNATURE && k != UNIQUE_MSG_QUERY_FLAG {
             mac.update(v.as_bytes());
         }
     }
     mac.update(body);
-    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    mac
+}
+
+/// The signature of `fields` and `body` under `secret`: Base64 (with padding) of
+/// HMAC-SHA1 over the field values in key order (`Signature` and the unique-key query
+/// flag left out) followed by the body.
+pub fn signature(fields: &ExtFields, body: &[u8], secret: &str) -> String {
+    let tag = signed_mac(fields, body, secret).finalize().into_bytes();
+    base64::engine::general_purpose::STANDARD.encode(tag)
+}
+
+/// Whether `sent` (a `Signature` as it arrived) is the signature of `fields` and `body`
+/// under `secret`, compared in constant time: how far a guess matches takes no longer
+/// to find out than a wrong first byte.
+pub fn verify(fields: &ExtFields, body: &[u8], secret: &str, sent: &str) -> bool {
+    let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(sent) else {
+        return false;
+    };
+    signed_mac(fields, body, secret).verify_slice(&tag).is_ok()
+}
+
+/// HMAC-SHA1 under `secret` over `parts` in order: a challenge's answer (the HA
+/// port's sign-in).
+pub fn tag(secret: &str, parts: &[&[u8]]) -> [u8; 20] {
+    let mut mac = mac(secret.as_bytes());
+    parts.iter().for_each(|p| mac.update(p));
+    mac.finalize().into_bytes().into()
+}
+
+/// Whether `sent` is [`tag`]`(secret, parts)`, compared in constant time.
+pub fn verify_tag(secret: &str, parts: &[&[u8]], sent: &[u8]) -> bool {
+    let mut mac = mac(secret.as_bytes());
+    parts.iter().for_each(|p| mac.update(p));
+    mac.verify_slice(sent).is_ok()
+}
+
+/// `N` bytes of the OS's randomness, for nonces and challenges. Without it (no
+/// entropy source at all) the process cannot promise fresh challenges: it stops.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Err(e) = getrandom::fill(&mut out) {
+        panic!("the OS gave no random bytes: {e}");
+    }
+    out
+}
+
+/// A nonce for [`NONCE`]: a random per-process prefix and a counter.
+fn nonce() -> String {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| u64::from_be_bytes(random_bytes()));
+    format!("{prefix:016x}{:x}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Milliseconds since the epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// An account's credentials, as a client holds them.
@@ -71,14 +150,17 @@ impl SessionCredentials {
         }
     }
 
-    /// Adds `AccessKey` (and `SecurityToken`) to `cmd` and signs it, as RocketMQ's
-    /// `AclClientRPCHook` does before a request leaves.
+    /// Adds `AccessKey` (and `SecurityToken`), the time and a nonce to `cmd` and signs
+    /// it, as RocketMQ's `AclClientRPCHook` does before a request leaves.
     pub fn sign(&self, cmd: &mut RemotingCommand) {
         cmd.ext_fields
             .insert(ACCESS_KEY.to_owned(), self.access_key.clone());
         if let Some(t) = &self.security_token {
             cmd.ext_fields.insert(SECURITY_TOKEN.to_owned(), t.clone());
         }
+        cmd.ext_fields
+            .insert(TIMESTAMP.to_owned(), now_ms().to_string());
+        cmd.ext_fields.insert(NONCE.to_owned(), nonce());
         let sig = signature(&cmd.ext_fields, &cmd.body, &self.secret_key);
         cmd.ext_fields.insert(SIGNATURE.to_owned(), sig);
     }
@@ -138,6 +220,14 @@ mod tests {
         assert_eq!(cmd.ext_fields[SECURITY_TOKEN], "tok");
         let sent = cmd.ext_fields[SIGNATURE].clone();
         assert_eq!(signature(&cmd.ext_fields, &cmd.body, "sk"), sent);
+        assert!(verify(&cmd.ext_fields, &cmd.body, "sk", &sent));
+        assert!(!verify(&cmd.ext_fields, &cmd.body, "sk2", &sent));
+        assert!(!verify(&cmd.ext_fields, &cmd.body, "sk", "not base64!"));
+        // Time and nonce are signed, and a second signing gets another nonce.
+        assert!(cmd.ext_fields[TIMESTAMP].parse::<u64>().unwrap() > 1_700_000_000_000);
+        let first_nonce = cmd.ext_fields[NONCE].clone();
+        creds.sign(&mut cmd);
+        assert_ne!(cmd.ext_fields[NONCE], first_nonce);
         assert!(!format!("{creds:?}").contains("sk\""), "{creds:?}");
     }
 }

@@ -1,0 +1,238 @@
+//! The rules in force on a server (`aclEnable=true`): read from `plain_acl.yml`, followed
+//! when the file changes, and the check every request passes before it is processed.
+//!
+//! Authentication is RocketMQ's order: a global white address passes; otherwise the
+//! request must name a known account (`AccessKey`); the account's white address passes;
+//! otherwise its `Signature` must match (compared in constant time) and, with a replay
+//! window, its signing time must be recent and its signature new. What passes is an
+//! [`Access`]: what the caller may then do is asked of it per resource, by the server
+//! that knows which resources a request touches (the broker's and the name server's
+//! rules differ).
+//!
+//! The file is read at start (a bad file stops the server) and read again when it
+//! changes; a bad edit keeps the previous rules and is logged.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use super::replay::ReplayWindow;
+use super::rules::{AclConfig, GROUP_PREFIX, perm};
+use crate::frame::RemotingCommand;
+use crate::runtime;
+
+/// How often the file is looked at for changes.
+const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+/// A file's modification time and length: a change of either means "read it again".
+type Stamp = Option<(SystemTime, u64)>;
+
+/// The rules in force and where they come from.
+#[derive(Debug)]
+pub struct Acl {
+    path: PathBuf,
+    rules: RwLock<(Arc<AclConfig>, Stamp)>,
+    /// Held for the whole of a change of the file, so changes do not interleave.
+    editing: std::sync::Mutex<()>,
+    /// Signatures seen lately, when signed requests must be fresh and used once.
+    replay: Option<ReplayWindow>,
+}
+
+fn stamp(path: &Path) -> Stamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+fn load(path: &Path) -> Result<AclConfig, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    AclConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// What an authenticated request may do.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Everything: a white address (global or the account's), as in RocketMQ.
+    Trusted,
+    /// What this account's rules grant.
+    Account {
+        /// The rules it was checked against.
+        rules: Arc<AclConfig>,
+        /// The account.
+        access_key: String,
+    },
+}
+
+impl Access {
+    /// The account, when the request was signed by one.
+    pub fn access_key(&self) -> Option<&str> {
+        match self {
+            Access::Trusted => None,
+            Access::Account { access_key, .. } => Some(access_key),
+        }
+    }
+
+    fn account(&self) -> Option<(&super::rules::Account, &str)> {
+        match self {
+            Access::Trusted => None,
+            Access::Account { rules, access_key } => rules
+                .accounts
+                .get(access_key)
+                .map(|a| (a, access_key.as_str())),
+        }
+    }
+
+    /// Whether the caller is an admin (or trusted); `Err` is the refusal's remark.
+    pub fn require_admin(&self, code: i32) -> Result<(), String> {
+        match self.account() {
+            None => Ok(()),
+            Some((a, _)) if a.admin => Ok(()),
+            Some((_, ak)) => Err(format!(
+                "Need admin permission for request code={code}, but accessKey={ak} is not admin"
+            )),
+        }
+    }
+
+    /// Whether the caller holds `need` (a [`perm`] bit) on `resource`: a topic, or a
+    /// group written `%RETRY%group` (see [`group`]). An admin account with no resource
+    /// permissions listed may do everything, as in RocketMQ.
+    pub fn require(&self, resource: &str, need: u8) -> Result<(), String> {
+        let Some((account, ak)) = self.account() else {
+            return Ok(());
+        };
+        if account.admin && account.perms.is_empty() {
+            return Ok(());
+        }
+        let is_group = resource.starts_with(GROUP_PREFIX);
+        let owned = account.perms.get(resource).copied().unwrap_or(if is_group {
+            account.default_group_perm
+        } else {
+            account.default_topic_perm
+        });
+        if perm::grants(need, owned) {
+            return Ok(());
+        }
+        let what = match resource.strip_prefix(GROUP_PREFIX) {
+            Some(g) => format!("group {g}"),
+            None => format!("topic {resource}"),
+        };
+        Err(format!("No permission for {what} (accessKey={ak})"))
+    }
+}
+
+/// A group as the resource [`Access::require`] checks: its retry topic.
+pub fn group(g: &str) -> String {
+    format!("{GROUP_PREFIX}{g}")
+}
+
+impl Acl {
+    /// Reads the rules from `path`; `replay_window` (when not zero) makes signed
+    /// requests carry a signing time within it of now, each signature used once.
+    pub fn open(path: &Path, replay_window: Duration) -> Result<Acl, String> {
+        let stamped = stamp(path);
+        let rules = load(path)?;
+        log::info!(
+            "ACL on: {} account(s), {} global white address pattern(s) from {}{}",
+            rules.accounts.len(),
+            rules.global_white.len(),
+            path.display(),
+            if replay_window.is_zero() {
+                String::new()
+            } else {
+                format!(", replay window {} s", replay_window.as_secs_f64())
+            }
+        );
+        Ok(Acl {
+            path: path.to_owned(),
+            rules: RwLock::new((Arc::new(rules), stamped)),
+            editing: std::sync::Mutex::new(()),
+            replay: (!replay_window.is_zero()).then(|| ReplayWindow::new(replay_window)),
+        })
+    }
+
+    /// The file the rules come from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes one change to the file (`f` is given the path) and puts the new rules in
+    /// force before returning; changes run one at a time.
+    pub fn change(&self, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+        let _one = self.editing.lock().unwrap_or_else(|p| p.into_inner());
+        f(&self.path)?;
+        let rules = load(&self.path)?;
+        *self.rules.write().unwrap_or_else(|p| p.into_inner()) =
+            (Arc::new(rules), stamp(&self.path));
+        log::info!(
+            "ACL rules changed by an admin request ({})",
+            self.path.display()
+        );
+        Ok(())
+    }
+
+    /// The rules now.
+    pub fn rules(&self) -> Arc<AclConfig> {
+        self.rules
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    /// Reads the file again if it changed since the last read.
+    pub fn reload_if_changed(&self) {
+        let now = stamp(&self.path);
+        if now == self.rules.read().unwrap_or_else(|p| p.into_inner()).1 {
+            return;
+        }
+        let mut w = self.rules.write().unwrap_or_else(|p| p.into_inner());
+        w.1 = now;
+        match load(&self.path) {
+            Ok(rules) => {
+                log::info!("ACL rules reloaded from {}", self.path.display());
+                w.0 = Arc::new(rules);
+            }
+            Err(e) => log::error!("ACL rules not reloaded, the previous ones stay: {e}"),
+        }
+    }
+
+    /// Follows the file until `shutdown`.
+    pub async fn run_reload(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        while !shutdown.is_triggered() {
+            let _ = runtime::race(runtime::sleep(RELOAD_CHECK), shutdown.wait()).await;
+            self.reload_if_changed();
+        }
+    }
+
+    /// Who sent `req` from `peer`, as far as the rules can tell; `Err` is the refusal's
+    /// remark. Permissions are asked of the answer.
+    pub fn authenticate(&self, req: &RemotingCommand, peer: IpAddr) -> Result<Access, String> {
+        let rules = self.rules();
+        if rules.global_white.iter().any(|p| p.admits(peer)) {
+            return Ok(Access::Trusted);
+        }
+        let ext = &req.ext_fields;
+        let Some(ak) = ext.get(super::ACCESS_KEY) else {
+            return Err("No accessKey is configured".into());
+        };
+        let Some(account) = rules.accounts.get(ak) else {
+            return Err(format!("No acl config for {ak}"));
+        };
+        if account.white.admits(peer) {
+            return Ok(Access::Trusted);
+        }
+        let sent = ext.get(super::SIGNATURE).map_or("", String::as_str);
+        if !super::verify(ext, &req.body, &account.secret_key, sent) {
+            return Err(format!("Check signature failed for accessKey={ak}"));
+        }
+        if let Some(window) = &self.replay {
+            let ts = ext.get(super::TIMESTAMP).map(String::as_str);
+            window.admit(ts, sent, super::now_ms())?;
+        }
+        Ok(Access::Account {
+            access_key: ak.clone(),
+            rules,
+        })
+    }
+}
