@@ -28,6 +28,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null || pkgs+=(gcc-aarch64-linux-gnu libc
 command -v arm-linux-gnueabihf-gcc >/dev/null || pkgs+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross)
 { command -v qemu-aarch64 >/dev/null && command -v qemu-arm >/dev/null; } || pkgs+=(qemu-user)
 command -v qemu-system-arm >/dev/null || pkgs+=(qemu-system-arm)
+# tern-bench's tls scenario makes its certificates with the openssl commands of docs/tls.md.
+command -v openssl >/dev/null || pkgs+=(openssl)
 if (( ${#pkgs[@]} )); then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"
 fi
