@@ -188,6 +188,7 @@ pub fn run(p: &EdgeParams, rows: &mut Vec<Measure>) -> Result<(), String> {
                     body: p.body,
                     duration: p.duration,
                     warmup: p.warmup,
+                    tls: None,
                 };
                 let r = block_on(consume::e2e_across(&load, &central_ns, p.drain))
                     .map_err(|e| format!("edge {case} ({}): {e}", path(through_edge)))?;

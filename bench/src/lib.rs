@@ -21,6 +21,8 @@
 //!   central consumer, natively or with the gateway under qemu-user.
 //! - `timer` ([`timer`]): timer messages' lateness beside plain messages' delivery in
 //!   the same run; a wheel of pending timers: RSS, disk and start-up times.
+//! - `tls` ([`tls`]): sync sends in plaintext and over TLS to one permissive broker,
+//!   alternated in the same run.
 
 pub mod consume;
 pub mod edge;
@@ -36,6 +38,7 @@ pub mod stalls;
 pub mod suite;
 pub mod table;
 pub mod timer;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use tern_client::admin::Admin;
-use tern_client::{ClientConfig, Message, Producer, ProducerConfig, Target};
+use tern_client::{ClientConfig, ClientTls, Message, Producer, ProducerConfig, Target};
 use tern_shell::body::TopicConfig;
 use tern_shell::runtime;
 
@@ -81,6 +81,8 @@ pub struct Load {
     pub duration: Duration,
     /// Untimed sends before it (connections, routes, caches).
     pub warmup: Duration,
+    /// Connect with TLS (the `tls` scenario); none sends in plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 /// What a run measured: messages acknowledged (or written, for oneway) in the timed part.
@@ -170,12 +172,24 @@ pub async fn wait_for_route(namesrv: &str, topic: &str) -> Result<(), String> {
 
 /// Starts `n` producers, each with its own client instance, and warms their routes.
 pub async fn producers(namesrv: &str, topic: &str, n: u32) -> Result<Vec<Producer>, String> {
+    producers_with(namesrv, topic, n, None).await
+}
+
+/// [`producers`], connecting with `tls` when given.
+pub async fn producers_with(
+    namesrv: &str,
+    topic: &str,
+    n: u32,
+    tls: Option<&ClientTls>,
+) -> Result<Vec<Producer>, String> {
     let mut out = Vec::new();
     for i in 0..n {
         let mut cfg = ProducerConfig::new(format!("bench_producer_{i}"));
         cfg.send_timeout = Duration::from_secs(10);
         cfg.compress_over_bytes = usize::MAX;
-        let p = Producer::new(cfg, ClientConfig::new(namesrv)).map_err(|e| e.to_string())?;
+        let mut client = ClientConfig::new(namesrv);
+        client.tls = tls.cloned();
+        let p = Producer::new(cfg, client).map_err(|e| e.to_string())?;
         p.start();
         p.publish_info(topic).await.map_err(|e| e.to_string())?;
         out.push(p);
@@ -185,7 +199,13 @@ pub async fn producers(namesrv: &str, topic: &str, n: u32) -> Result<Vec<Produce
 
 /// Runs the load; producers are created for it and shut down after.
 pub async fn run(load: &Load) -> Result<LoadResult, String> {
-    let prods = producers(&load.namesrv, &load.topic, load.producers).await?;
+    let prods = producers_with(
+        &load.namesrv,
+        &load.topic,
+        load.producers,
+        load.tls.as_ref(),
+    )
+    .await?;
     let t0 = Instant::now() + load.warmup;
     let end = t0 + load.duration;
     let errors = std::sync::Arc::new(AtomicU64::new(0));

@@ -113,7 +113,7 @@ fn flush_name(sync: bool) -> &'static str {
     if sync { "SYNC_FLUSH" } else { "ASYNC_FLUSH" }
 }
 
-fn tern_conf(p: &SuiteParams, sync: bool) -> String {
+pub(crate) fn tern_conf(p: &SuiteParams, sync: bool) -> String {
     format!("flushDiskType={}\n{}", flush_name(sync), p.conf)
 }
 
@@ -166,7 +166,7 @@ fn brokers(p: &SuiteParams, sync: bool, tag: &str) -> Result<Vec<Broker>, String
     Ok(out)
 }
 
-fn measured(
+pub(crate) fn measured(
     scenario: &str,
     system: &str,
     case: &str,
@@ -181,7 +181,7 @@ fn measured(
     }
 }
 
-fn log_row(m: &Measure) {
+pub(crate) fn log_row(m: &Measure) {
     let lat = m.latency.map_or(String::new(), |l| {
         format!(" p50 {:.0} µs p99 {:.0} µs", l.p50_us, l.p99_us)
     });
@@ -261,6 +261,7 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
                         body: p.body,
                         duration: p.duration,
                         warmup: p.warmup,
+                        tls: None,
                     };
                     let cpu_before = brokers[b].server().cpu_time().ok();
                     let own_before = crate::proc::cpu_time_of("self").ok();
@@ -357,6 +358,7 @@ fn e2e(p: &SuiteParams, brokers: &[Broker], rows: &mut Vec<Measure>) -> Result<(
                 body: p.body,
                 duration: p.duration,
                 warmup: p.warmup,
+                tls: None,
             };
             let r = block_on(consume::e2e(&load)).map_err(|e| format!("{} e2e: {e}", b.name()))?;
             let m = Measure {

@@ -8,7 +8,8 @@
 //! * [`allocate`]: Java's queue allocation strategies (client rebalance, QUERY_ASSIGNMENT).
 //! * [`pop`]: POP consumption's receipt handles, revive records and bodies.
 //! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
-//! * [`connection`], [`server`], [`pool`]: async transport; [`runtime`]: executor glue.
+//! * [`connection`], [`server`], [`pool`]: async transport; [`tls`]: TLS under it;
+//!   [`runtime`]: executor glue.
 #![forbid(unsafe_code)]
 
 pub mod acl;
@@ -33,6 +34,7 @@ pub mod runtime;
 pub mod serialize;
 pub mod server;
 pub mod signal;
+pub mod tls;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use connection::{

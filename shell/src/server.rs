@@ -1,16 +1,23 @@
 //! The listener: accepts connections, bounds how many are open, closes idle ones, and
 //! drains on shutdown (stop accepting, let in-flight requests finish, close).
+//!
+//! With TLS ([`ServerConfig::tls`]) each accepted socket goes through the mode in a task
+//! of its own, holding its connection slot, so a slow handshake delays no one else.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_lock::Semaphore;
-use async_std::net::TcpListener;
+use async_lock::{Semaphore, SemaphoreGuardArc};
+use async_std::io::WriteExt;
+use async_std::net::{TcpListener, TcpStream};
 
-use crate::connection::{Connection, ConnectionConfig, Processor};
+use crate::code::ResponseCode;
+use crate::connection::{Connection, ConnectionConfig, Processor, read_frame};
+use crate::frame::{FrameLimits, RemotingCommand};
 use crate::runtime::{self, JoinHandle, Shutdown};
+use crate::tls::{self, Refused, ServerTls};
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -21,6 +28,8 @@ pub struct ServerConfig {
     pub connection: ConnectionConfig,
     /// How long shutdown waits for connections to drain.
     pub drain_timeout: Duration,
+    /// TLS (`tls.server.mode` permissive or enforcing); none serves plaintext only.
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -32,6 +41,7 @@ impl Default for ServerConfig {
                 ..ConnectionConfig::default()
             },
             drain_timeout: Duration::from_secs(10),
+            tls: None,
         }
     }
 }
@@ -149,19 +159,72 @@ async fn accept_loop<P: Processor>(
                 continue;
             }
         };
-        let conn = match Connection::start(stream, config.connection.clone(), processor.clone()) {
-            Ok(c) => c,
-            Err(e) => {
-                log::warn!("could not start connection: {e}");
-                continue;
-            }
+        let Some(tls) = config.tls.clone() else {
+            serve(stream, &config, &processor, &connections, permit);
+            continue;
         };
-        lock(&connections).insert(conn.id(), conn.clone());
-        let registry = connections.clone();
+        let (config, processor) = (config.clone(), processor.clone());
+        let (connections, shutdown) = (connections.clone(), shutdown.clone());
         runtime::spawn(async move {
-            conn.closed().await;
-            lock(&registry).remove(&conn.id());
-            drop(permit);
+            match tls.accept(stream).await {
+                // A connection that finished its handshake after shutdown began would
+                // not be drained: close it instead.
+                Ok(_) if shutdown.is_triggered() => {}
+                Ok(stream) => serve(stream, &config, &processor, &connections, permit),
+                Err(Refused::Plaintext(tcp)) => {
+                    refuse_plaintext(tcp, &config.connection.limits).await
+                }
+                Err(Refused::Failed) => {}
+            }
         });
     }
+}
+
+/// Starts a connection over `stream` and keeps it in the table until it closes; the
+/// connection slot is given back then.
+fn serve<P: Processor>(
+    stream: impl Into<tls::Stream>,
+    config: &ServerConfig,
+    processor: &Arc<P>,
+    connections: &Arc<Mutex<HashMap<u64, Connection>>>,
+    permit: SemaphoreGuardArc,
+) {
+    let conn = match Connection::start(stream, config.connection.clone(), processor.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("could not start connection: {e}");
+            return;
+        }
+    };
+    lock(connections).insert(conn.id(), conn.clone());
+    let registry = connections.clone();
+    runtime::spawn(async move {
+        conn.closed().await;
+        lock(&registry).remove(&conn.id());
+        drop(permit);
+    });
+}
+
+/// Longest a refused plaintext client is given to send its first request.
+const REFUSAL_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Under `enforcing`, a plaintext client's first request is answered with the reason
+/// (so Tern's and Java's clients show it rather than a bare "connection closed"); then
+/// the connection closes. Nothing of the request is processed.
+async fn refuse_plaintext(mut tcp: TcpStream, limits: &FrameLimits) {
+    let read = runtime::timeout(REFUSAL_READ_TIMEOUT, read_frame(&mut tcp, limits)).await;
+    if let Ok(Ok((req, _))) = read {
+        if !req.is_oneway() && !req.is_response() {
+            let resp = RemotingCommand::error_response(
+                &req,
+                ResponseCode::SystemError,
+                "this server requires TLS (tls.server.mode=enforcing): connect with TLS \
+                 (tls.enable=true)",
+            );
+            if let Ok(bytes) = resp.encode() {
+                let _ = runtime::timeout(REFUSAL_READ_TIMEOUT, tcp.write_all(&bytes)).await;
+            }
+        }
+    }
+    let _ = tcp.shutdown(std::net::Shutdown::Both);
 }

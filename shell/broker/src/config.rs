@@ -158,6 +158,9 @@ pub struct BrokerConfig {
     pub inner_credentials: Option<tern_shell::acl::SessionCredentials>,
     /// POP consumption's keys ([`crate::pop::PopConfig`]).
     pub pop: crate::pop::PopConfig,
+    /// TLS: the `tls.server.*` keys for the remoting, VIP and HA ports, `tls.enable` and
+    /// `tls.client.*` for the broker's own connections (name servers, its master).
+    pub tls: tern_shell::tls::TlsSettings,
     /// What this broker lets clients do, as a topic's `perm` (`brokerPermission`, 6 =
     /// read and write): topics are registered with their perm ANDed with it, pulls are
     /// refused when it lacks read. Changed at run time through UPDATE_BROKER_CONFIG;
@@ -364,6 +367,7 @@ impl Config for BrokerConfig {
             acl: tern_shell::acl::settings::AclSettings::read(r)?,
             inner_credentials: inner_credentials(r)?,
             pop: crate::pop::PopConfig::read(r)?,
+            tls: tern_shell::tls::TlsSettings::read(r)?,
             broker_permission: r.get_checked(
                 "brokerPermission",
                 crate::topics::PERM_READ | crate::topics::PERM_WRITE,

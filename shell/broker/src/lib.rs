@@ -282,7 +282,20 @@ impl Broker {
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
         let processor_ctx_slot: Arc<std::sync::OnceLock<Arc<BrokerCtx>>> = Arc::default();
         let processor = Arc::new(processor::BrokerProcessor::new(processor_ctx_slot.clone()));
-        let server_config = ServerConfig::default();
+        // TLS files are read now: a broker told to serve TLS must not start without it.
+        let server_tls = tern_shell::tls::ServerTls::new(&config.tls.server)?;
+        let client_tls = tern_shell::tls::ClientTls::new(&config.tls.client)?;
+        let outbound = tern_shell::ConnectionConfig {
+            tls: client_tls,
+            ..tern_shell::ConnectionConfig::default()
+        };
+        // The HA port takes the same TLS as the remoting port, and a slave dials its
+        // master's with the same client settings as its other connections.
+        let ha_tls = (server_tls.clone(), outbound.tls.clone());
+        let server_config = ServerConfig {
+            tls: server_tls,
+            ..ServerConfig::default()
+        };
         let main = Server::bind(
             &listen.to_string(),
             server_config.clone(),
@@ -332,14 +345,8 @@ impl Broker {
             register_pending: std::sync::atomic::AtomicBool::new(false),
             started,
             shutdown: Shutdown::new(),
-            namesrv: tern_shell::ConnectionPool::new(
-                tern_shell::ConnectionConfig::default(),
-                Duration::from_secs(3),
-            ),
-            master_conn: tern_shell::ConnectionPool::new(
-                tern_shell::ConnectionConfig::default(),
-                slave_sync::CONNECT_TIMEOUT,
-            ),
+            namesrv: tern_shell::ConnectionPool::new(outbound.clone(), Duration::from_secs(3)),
+            master_conn: tern_shell::ConnectionPool::new(outbound, slave_sync::CONNECT_TIMEOUT),
             transactions: transaction::Transactions::default(),
             ha: ha::HaService::new(config.ha_master_address.clone()),
             ha_addr: SocketAddr::new(config.broker_ip2, ha_port),
@@ -358,9 +365,9 @@ impl Broker {
         register::register_all(&ctx).await;
         let mut tasks = spawn_tasks(&ctx);
         match ha_listener {
-            Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l))),
+            Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l, ha_tls.0))),
             None => {
-                tasks.push(runtime::spawn(ha::slave::run(ctx.clone())));
+                tasks.push(runtime::spawn(ha::slave::run(ctx.clone(), ha_tls.1)));
                 let c = ctx.clone();
                 tasks.push(runtime::spawn(slave_sync::run(ctx.clone(), move || {
                     c.ha.master().addr

@@ -158,6 +158,12 @@ async fn run(args: Args) -> Result<(), String> {
             .unwrap_or_else(|| "127.0.0.1:9876".into());
         let (host, port) = split_host_port("--namesrv-listen", &listen)?;
         let mut src = ConfigSource::new();
+        // The embedded name server serves TLS as the broker does, from the same keys.
+        for (key, entry) in broker_source(&args, None)?.iter() {
+            if key.starts_with("tls.server.") || key == "tls.test.mode.enable" {
+                src.set(key, entry.value.clone(), entry.origin.clone());
+            }
+        }
         let origin = Origin::Flag("--standalone".into());
         src.set("bindAddress", host, origin.clone());
         src.set("listenPort", port, origin.clone());

@@ -14,7 +14,11 @@
 
 mod interop;
 
+#[path = "../../tests/support/certs.rs"]
+mod certs;
+
 use std::fs;
+use std::time::Duration;
 
 use interop::*;
 
@@ -186,4 +190,82 @@ fn verdict_line_parses() {
     assert_eq!(parse_verdict("12 passed, 0 failed"), Some((12, 0)));
     assert_eq!(parse_verdict("3 passed, 2 failed\n"), Some((3, 2)));
     assert_eq!(parse_verdict("passed"), None);
+}
+
+/// `tls.server.mode=permissive`: the C++ client (plaintext only) runs its sync and
+/// oneway scenarios against a broker and name server that serve TLS on the same ports,
+/// and a TLS client is served beside it.
+#[test]
+fn cpp_client_works_against_a_permissive_tls_broker() {
+    let _serial = serial();
+    let Some(py) = python_or_skip("cpp_client_works_against_a_permissive_tls_broker") else {
+        return;
+    };
+    let scratch = Scratch::new("tls");
+    let ca = certs::Ca::new("Tern interop CA");
+    let id = ca.issue(&scratch.path(""), "broker", &["127.0.0.1"], false);
+    let ca_file = ca.write(&scratch.path(""), "ca.pem");
+    let conf = scratch.path("broker.conf");
+    fs::write(
+        &conf,
+        format!(
+            "tls.server.mode=permissive\ntls.server.certPath={}\ntls.server.keyPath={}\n",
+            id.cert.display(),
+            id.key.display()
+        ),
+    )
+    .unwrap();
+    let mut broker = Broker::start(
+        &scratch.path("data"),
+        Some(&conf),
+        scratch.path("broker.log"),
+    );
+    let mut run = Script::spawn(
+        &py,
+        &scratch,
+        &[
+            "--namesrv",
+            &broker.namesrv,
+            "--prefix",
+            "TernTls",
+            "--scenarios",
+            "sync,oneway",
+            "--count",
+            "200",
+        ],
+    );
+    run.assert_passed("C++ client against a permissive TLS broker", SCRIPT_LIMIT);
+    // The same ports serve TLS: the name server and the broker, each over a handshake.
+    let tls =
+        tern_shell::tls::ClientTls::new(&tern_shell::tls::ClientTlsSettings::trusting(&ca_file))
+            .unwrap();
+    tern_shell::runtime::block_on(async {
+        for addr in [&broker.namesrv, &broker.addr] {
+            let config = tern_shell::ConnectionConfig {
+                tls: tls.clone(),
+                ..tern_shell::ConnectionConfig::default()
+            };
+            let conn = tern_shell::Connection::connect(addr, config, Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert!(conn.is_tls());
+            let resp = conn
+                .request(
+                    tern_shell::RemotingCommand::request_code(
+                        tern_shell::RequestCode::GetBrokerClusterInfo,
+                    ),
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+            // The name server answers the cluster table; the broker does not serve the
+            // code, and says so: either way an answer came back over TLS.
+            assert!(
+                resp.response_code() == tern_shell::ResponseCode::Success
+                    || resp.response_code() == tern_shell::ResponseCode::RequestCodeNotSupported,
+                "{addr}: {resp:?}"
+            );
+        }
+    });
+    broker.stop_cleanly();
 }

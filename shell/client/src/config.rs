@@ -4,6 +4,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use tern_shell::acl::SessionCredentials;
+use tern_shell::tls::ClientTls;
 
 /// Settings shared by every producer, consumer and admin on one [`crate::ClientInstance`].
 #[derive(Debug, Clone)]
@@ -26,6 +27,9 @@ pub struct ClientConfig {
     pub poll_name_server_interval: Duration,
     /// ACL account: every request is signed with it (Java's `AclClientRPCHook`).
     pub credentials: Option<SessionCredentials>,
+    /// TLS to name servers and brokers (`tls.enable`, `tls.client.*`;
+    /// [`crate::ClientTls::new`]). None connects in plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -39,6 +43,7 @@ impl Default for ClientConfig {
             heartbeat_interval: Duration::from_secs(30),
             poll_name_server_interval: Duration::from_secs(30),
             credentials: None,
+            tls: None,
         }
     }
 }

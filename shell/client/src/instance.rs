@@ -107,7 +107,10 @@ impl ClientInstance {
         let checkers = CheckHooks::default();
         let replies = Replies::default();
         let pool = ConnectionPool::with_processor(
-            ConnectionConfig::default(),
+            ConnectionConfig {
+                tls: config.tls.clone(),
+                ..ConnectionConfig::default()
+            },
             config.connect_timeout,
             Arc::new(ClientProcessor::new(
                 hooks.clone(),

@@ -52,6 +52,7 @@ pub use producer::transaction::{
 };
 pub use producer::{HashSelector, Producer, QueueSelector, SendFuture, SendResult, SendStatus};
 pub use tern_shell::acl::SessionCredentials;
+pub use tern_shell::tls::{ClientTls, ClientTlsSettings};
 
 /// Alias with Java's class name.
 pub type MQClient = ClientInstance;

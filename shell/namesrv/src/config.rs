@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use tern_shell::acl::settings::AclSettings;
 use tern_shell::config::{Config, ConfigError, ConfigReader};
 use tern_shell::metrics::{ExporterType, MetricsSettings};
+use tern_shell::tls::ServerTlsSettings;
 
 /// RocketMQ's name server port.
 pub const DEFAULT_PORT: u16 = 9876;
@@ -46,6 +47,8 @@ pub struct NamesrvConfig {
     /// The Prometheus endpoint (`metricsExporterType`, `metricsPromExporterHost`,
     /// `metricsPromExporterPort`, the broker's keys; port [`DEFAULT_PROM_PORT`]).
     pub metrics: MetricsSettings,
+    /// TLS on the port (`tls.server.*`, RocketMQ's keys; docs/tls.md).
+    pub tls: ServerTlsSettings,
     /// Access control (`aclEnable`, `plainAclFile`, `aclReplayWindowSeconds`: the
     /// broker's keys; Tern's addition on the name server).
     pub acl: AclSettings,
@@ -69,6 +72,7 @@ impl Default for NamesrvConfig {
                 host: String::new(),
                 port: DEFAULT_PROM_PORT,
             },
+            tls: ServerTlsSettings::default(),
             acl: AclSettings::default(),
         }
     }
@@ -125,6 +129,7 @@ impl Config for NamesrvConfig {
                 positive,
             )?,
             metrics: MetricsSettings::read(r, DEFAULT_PROM_PORT)?,
+            tls: ServerTlsSettings::read(r)?,
             acl: AclSettings::read(r)?,
         };
         // Java options with no effect here: accepted silently so real namesrv.conf files

@@ -45,6 +45,8 @@ pub enum StartError {
         /// The OS error.
         error: std::io::Error,
     },
+    /// The TLS certificate, key or CA file cannot be used.
+    Tls(String),
 }
 
 impl fmt::Display for StartError {
@@ -53,6 +55,7 @@ impl fmt::Display for StartError {
             Self::Kv(e) => write!(f, "cannot load kv config: {e}"),
             Self::Acl(e) => f.write_str(e),
             Self::Bind { addr, error } => write!(f, "cannot listen on {addr}: {error}"),
+            Self::Tls(e) => write!(f, "cannot serve TLS: {e}"),
         }
     }
 }
@@ -83,6 +86,7 @@ impl NameServer {
                 )),
                 ..ConnectionConfig::default()
             },
+            tls: tern_shell::tls::ServerTls::new(&config.tls).map_err(StartError::Tls)?,
             ..ServerConfig::default()
         };
         let acl = config.acl.open().map_err(StartError::Acl)?;

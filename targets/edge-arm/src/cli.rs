@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use tern_client::{ClientConfig, Producer, ProducerConfig};
+use tern_client::{Producer, ProducerConfig};
 
 use crate::EdgeConfig;
 use crate::forward::dead_letter::DeadLetters;
@@ -98,8 +98,7 @@ pub async fn run(cfg: &EdgeConfig, action: Action, which: Which) -> Result<Strin
         Action::Resend => {
             let mut pc = ProducerConfig::new(cfg.producer_group.clone());
             pc.retry_times_when_send_failed = 2;
-            let producer =
-                Producer::new(pc, ClientConfig::new(&cfg.upstream)).map_err(|e| e.to_string())?;
+            let producer = Producer::new(pc, cfg.upstream_client()?).map_err(|e| e.to_string())?;
             producer.start();
             for o in offsets {
                 match resend_one(&dead, &producer, o).await {

@@ -127,6 +127,16 @@ impl Config for EdgeConfig {
     }
 }
 
+impl EdgeConfig {
+    /// The client settings for the central cluster: its name servers, with TLS when
+    /// `tls.enable` is set (`tls.client.*`; the files are read here).
+    pub fn upstream_client(&self) -> Result<tern_client::ClientConfig, String> {
+        let mut client = tern_client::ClientConfig::new(&self.upstream);
+        client.tls = tern_client::ClientTls::new(&self.broker.tls.client)?;
+        Ok(client)
+    }
+}
+
 /// The source for a gateway: edge defaults, then the file, then flags (set by the
 /// caller afterwards). `data_dir` holds the store unless the file names one.
 pub fn source(file: Option<&Path>, data_dir: &Path) -> Result<ConfigSource, ConfigError> {

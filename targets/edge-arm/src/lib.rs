@@ -44,7 +44,11 @@ impl Gateway {
             .await
             .map_err(|e| format!("starting the local name server: {e}"))?;
         cfg.broker.namesrv_addrs = vec![namesrv.local_addr().to_string()];
-        let broker = match Broker::start(cfg.broker.clone()).await {
+        // `tls.enable` and `tls.client.*` are the uplink's (the forwarder's): the local
+        // broker registers in plaintext with its in-process name server.
+        let mut local = cfg.broker.clone();
+        local.tls.client = tern_shell::tls::ClientTlsSettings::default();
+        let broker = match Broker::start(local).await {
             Ok(b) => b,
             Err(e) => {
                 namesrv.shutdown().await;

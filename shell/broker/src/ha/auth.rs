@@ -18,10 +18,10 @@
 use std::time::Duration;
 
 use async_std::io::{ReadExt, WriteExt};
-use async_std::net::TcpStream;
 use tern_shell::acl::guard::Acl;
 use tern_shell::acl::{SessionCredentials, random_bytes, tag, verify_tag};
 use tern_shell::runtime;
+use tern_shell::tls::SharedStream;
 
 /// The slave's first bytes when it signs in (negative as an i64 report).
 pub const HELLO: [u8; 8] = *b"\xffTERNHA1";
@@ -35,7 +35,7 @@ const MAX_KEY: usize = 255;
 /// and says nothing holds a connection slot no longer than this.
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn read(mut stream: &TcpStream, buf: &mut [u8], what: &str) -> Result<(), String> {
+async fn read(mut stream: &SharedStream, buf: &mut [u8], what: &str) -> Result<(), String> {
     match runtime::timeout(AUTH_TIMEOUT, stream.read_exact(buf)).await {
         Err(_) => Err(format!("no {what} within {AUTH_TIMEOUT:?}")),
         Ok(Err(e)) => Err(format!("reading the {what}: {e}")),
@@ -43,8 +43,13 @@ async fn read(mut stream: &TcpStream, buf: &mut [u8], what: &str) -> Result<(), 
     }
 }
 
-async fn write(mut stream: &TcpStream, buf: &[u8], what: &str) -> Result<(), String> {
-    match runtime::timeout(AUTH_TIMEOUT, stream.write_all(buf)).await {
+async fn write(mut stream: &SharedStream, buf: &[u8], what: &str) -> Result<(), String> {
+    // Flushed: over TLS a write may stay in the session's buffer otherwise.
+    let sent = async {
+        stream.write_all(buf).await?;
+        stream.flush().await
+    };
+    match runtime::timeout(AUTH_TIMEOUT, sent).await {
         Err(_) => Err(format!("sending the {what} took over {AUTH_TIMEOUT:?}")),
         Ok(Err(e)) => Err(format!("sending the {what}: {e}")),
         Ok(Ok(())) => Ok(()),
@@ -54,7 +59,7 @@ async fn write(mut stream: &TcpStream, buf: &[u8], what: &str) -> Result<(), Str
 /// The master's side, run first on every connection: `Ok(Some(offset))` when the slave
 /// skipped the exchange and sent its first report (only without `acl`), `Ok(None)` when
 /// it signed in (and, with `acl`, proved an admin account), `Err` why it is refused.
-pub async fn admit(stream: &TcpStream, acl: Option<&Acl>) -> Result<Option<[u8; 8]>, String> {
+pub async fn admit(stream: &SharedStream, acl: Option<&Acl>) -> Result<Option<[u8; 8]>, String> {
     let mut first = [0u8; 8];
     read(stream, &mut first, "first report or HELLO").await?;
     if first != HELLO {
@@ -107,7 +112,7 @@ pub async fn admit(stream: &TcpStream, acl: Option<&Acl>) -> Result<Option<[u8; 
 }
 
 /// The slave's side, right after connecting, when it has credentials.
-pub async fn sign_in(stream: &TcpStream, creds: &SessionCredentials) -> Result<(), String> {
+pub async fn sign_in(stream: &SharedStream, creds: &SessionCredentials) -> Result<(), String> {
     let key = creds.access_key.as_bytes();
     if key.is_empty() || key.len() > MAX_KEY {
         return Err(format!("an access key of {} bytes", key.len()));

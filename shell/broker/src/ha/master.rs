@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_std::io::{ReadExt, WriteExt};
-use async_std::net::{TcpListener, TcpStream};
+use async_std::net::TcpListener;
 use event_listener::Event;
 use tern_shell::runtime;
+use tern_shell::tls::{Refused, ServerTls, SharedStream, Stream};
 
 use super::{FRAME_HEADER, REPORT};
 use crate::BrokerCtx;
@@ -47,8 +48,10 @@ pub async fn bind(
         .map_err(|e| format!("binding an HA port on {}: {e}", ctx_config.listen_ip))
 }
 
-/// Accepts slaves until shutdown, at most `haMaxSlaveConnections` at once.
-pub async fn run(ctx: Arc<BrokerCtx>, listener: TcpListener) {
+/// Accepts slaves until shutdown, at most `haMaxSlaveConnections` at once; with `tls`
+/// (the broker's `tls.server.*`) each goes through the TLS mode first, as on the
+/// remoting port, within its connection slot.
+pub async fn run(ctx: Arc<BrokerCtx>, listener: TcpListener, tls: Option<ServerTls>) {
     let open = Arc::new(AtomicUsize::new(0));
     loop {
         let accepted = runtime::race(async { Some(listener.accept().await) }, async {
@@ -70,13 +73,27 @@ pub async fn run(ctx: Arc<BrokerCtx>, listener: TcpListener) {
                 }
                 let _ = stream.set_nodelay(true);
                 log::info!("slave {peer} connected for replication");
-                let (ctx, open) = (ctx.clone(), open.clone());
+                let (ctx, open, tls) = (ctx.clone(), open.clone(), tls.clone());
                 runtime::spawn(async move {
-                    match serve(&ctx, &stream).await {
-                        Ok(()) => log::info!("slave {peer} disconnected"),
-                        Err(e) => log::warn!("replication to slave {peer} stopped: {e}"),
+                    let stream = match &tls {
+                        None => Ok(Stream::Plain(stream)),
+                        // Refusals are logged by `accept`; a plaintext slave under
+                        // `enforcing` is closed (the HA protocol has no error frame).
+                        Some(tls) => tls.accept(stream).await.map_err(|r| match r {
+                            Refused::Plaintext(tcp) => {
+                                let _ = tcp.shutdown(std::net::Shutdown::Both);
+                            }
+                            Refused::Failed => {}
+                        }),
+                    };
+                    if let Ok(stream) = stream {
+                        let stream = stream.shared();
+                        match serve(&ctx, &stream).await {
+                            Ok(()) => log::info!("slave {peer} disconnected"),
+                            Err(e) => log::warn!("replication to slave {peer} stopped: {e}"),
+                        }
+                        let _ = stream.tcp().shutdown(std::net::Shutdown::Both);
                     }
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
                     open.fetch_sub(1, Ordering::AcqRel);
                 });
             }
@@ -107,7 +124,7 @@ struct Link {
     sent_to: AtomicU64,
 }
 
-async fn serve(ctx: &BrokerCtx, stream: &TcpStream) -> Result<(), String> {
+async fn serve(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> {
     let first = super::auth::admit(stream, ctx.acl.as_deref())
         .await
         .map_err(|e| format!("refused before streaming: {e}"))?;
@@ -127,7 +144,11 @@ async fn serve(ctx: &BrokerCtx, stream: &TcpStream) -> Result<(), String> {
 }
 
 /// Reads the slave's reports; each acknowledges what it covers of what was sent.
-async fn read_reports(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> Result<(), String> {
+async fn read_reports(
+    ctx: &BrokerCtx,
+    mut stream: &SharedStream,
+    link: &Link,
+) -> Result<(), String> {
     let silence = ctx.config.ha_housekeeping_interval;
     let mut buf = [0u8; REPORT];
     loop {
@@ -175,7 +196,7 @@ fn start_for(ctx: &BrokerCtx, reported: u64) -> Result<u64, String> {
 }
 
 /// Streams the log from the slave's first report on; an empty frame when idle.
-async fn write_log(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> Result<(), String> {
+async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> Result<(), String> {
     let silence = ctx.config.ha_housekeeping_interval;
     let mut reported = link.reported.load(Ordering::Acquire);
     while reported == u64::MAX {
@@ -211,7 +232,12 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &TcpStream, link: &Link) -> Resu
         frame.extend_from_slice(&(next as i64).to_be_bytes());
         frame.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
         frame.extend_from_slice(&bytes);
-        match runtime::timeout(silence, stream.write_all(&frame)).await {
+        // Flushed: over TLS a frame may stay in the session's buffer otherwise.
+        let sent = async {
+            stream.write_all(&frame).await?;
+            stream.flush().await
+        };
+        match runtime::timeout(silence, sent).await {
             Err(_) => return Err(format!("the slave took no data for {silence:?}")),
             Ok(Err(e)) => return Err(format!("writing to the slave: {e}")),
             Ok(Ok(())) => {}

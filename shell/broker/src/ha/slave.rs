@@ -14,6 +14,7 @@ use async_std::io::{ReadExt, WriteExt};
 use async_std::net::TcpStream;
 use event_listener::Event;
 use tern_shell::runtime;
+use tern_shell::tls::{ClientTls, SharedStream, Stream};
 
 use super::{FRAME_HEADER, MAX_FRAME_BODY};
 use crate::BrokerCtx;
@@ -24,8 +25,8 @@ const RETRY: Duration = Duration::from_secs(1);
 /// How long a dial may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Follows the master until shutdown.
-pub async fn run(ctx: Arc<BrokerCtx>) {
+/// Follows the master until shutdown; with `tls` (`tls.enable`) the connection is TLS.
+pub async fn run(ctx: Arc<BrokerCtx>, tls: Option<ClientTls>) {
     while !ctx.shutdown.is_triggered() {
         let changed = ctx.ha.master_changed.listen();
         let Some(ha) = ctx.ha.master().ha_addr else {
@@ -39,7 +40,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             .await;
             continue;
         };
-        match follow(&ctx, &ha).await {
+        match follow(&ctx, &ha, tls.as_ref()).await {
             Ok(()) => {}
             Err(e) => log::warn!("replication from master {ha}: {e}"),
         }
@@ -54,12 +55,20 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
 }
 
 /// One connection to the master; `Ok` at shutdown.
-async fn follow(ctx: &BrokerCtx, ha: &str) -> Result<(), String> {
-    let stream = runtime::timeout(CONNECT_TIMEOUT, TcpStream::connect(ha))
-        .await
-        .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
-        .map_err(|e| format!("connecting: {e}"))?;
-    let _ = stream.set_nodelay(true);
+async fn follow(ctx: &BrokerCtx, ha: &str, tls: Option<&ClientTls>) -> Result<(), String> {
+    let stream = runtime::timeout(CONNECT_TIMEOUT, async {
+        let tcp = TcpStream::connect(ha)
+            .await
+            .map_err(|e| format!("connecting: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        match tls {
+            None => Ok(Stream::Plain(tcp)),
+            Some(tls) => tls.connect(tcp, ha).await,
+        }
+    })
+    .await
+    .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))??
+    .shared();
     if let Some(creds) = &ctx.config.inner_credentials {
         super::auth::sign_in(&stream, creds)
             .await
@@ -81,19 +90,22 @@ async fn follow(ctx: &BrokerCtx, ha: &str) -> Result<(), String> {
         },
     )
     .await;
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = stream.tcp().shutdown(std::net::Shutdown::Both);
     r
 }
 
 /// Sends the log end at connect, after each store that moved it, and every heartbeat.
-async fn report(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Result<(), String> {
+async fn report(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> Result<(), String> {
     let heartbeat = ctx.config.ha_heartbeat_interval;
     loop {
         let listener = stored.listen();
         let end = ctx.store.log_end();
-        stream
-            .write_all(&(end as i64).to_be_bytes())
-            .await
+        // Flushed: over TLS a write may stay in the session's buffer otherwise.
+        let sent = async {
+            stream.write_all(&(end as i64).to_be_bytes()).await?;
+            stream.flush().await
+        };
+        sent.await
             .map_err(|e| format!("reporting offset {end}: {e}"))?;
         ctx.ha.set_reported(end);
         let _ = runtime::timeout(heartbeat, listener).await;
@@ -101,7 +113,7 @@ async fn report(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Resu
 }
 
 /// Reads frames and stores their records.
-async fn receive(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Result<(), String> {
+async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> Result<(), String> {
     let silence = ctx.config.ha_housekeeping_interval;
     let mut pending: Vec<u8> = Vec::new();
     let mut pending_at = ctx.store.log_end();
@@ -142,7 +154,7 @@ async fn receive(ctx: &BrokerCtx, mut stream: &TcpStream, stored: &Event) -> Res
     }
 }
 
-async fn read(stream: &mut &TcpStream, buf: &mut [u8], silence: Duration) -> Result<(), String> {
+async fn read(stream: &mut &SharedStream, buf: &mut [u8], silence: Duration) -> Result<(), String> {
     match runtime::timeout(silence, stream.read_exact(buf)).await {
         Err(_) => Err(format!("nothing from the master in {silence:?}")),
         Ok(Err(e)) => Err(format!("reading from the master: {e}")),

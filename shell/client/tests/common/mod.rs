@@ -173,6 +173,8 @@ pub struct Broker {
     dir: tempfile::TempDir,
     /// Registered with another broker's name server rather than its own.
     joined: bool,
+    /// What clients of this broker connect with (its port enforces TLS).
+    tls: Option<tern_client::ClientTls>,
 }
 
 impl Broker {
@@ -211,7 +213,17 @@ impl Broker {
         Self::launch_new(extra_conf, NameServer::Join(namesrv))
     }
 
+    /// Starts `tern-broker --standalone` whose ports take `tls` clients only: the
+    /// harness's own clients (registration check, [`Broker::client_config`]) use it.
+    pub fn start_tls(extra_conf: &str, tls: tern_client::ClientTls) -> Broker {
+        Self::launch(extra_conf, NameServer::Embedded("127.0.0.1:0"), Some(tls))
+    }
+
     fn launch_new(extra_conf: &str, ns: NameServer<'_>) -> Broker {
+        Self::launch(extra_conf, ns, None)
+    }
+
+    fn launch(extra_conf: &str, ns: NameServer<'_>, tls: Option<tern_client::ClientTls>) -> Broker {
         let dir = tempfile::tempdir().unwrap();
         let conf = format!(
             "{GEOMETRY}storePathRootDir={}\n{extra_conf}",
@@ -226,6 +238,7 @@ impl Broker {
             stderr,
             dir,
             joined: matches!(ns, NameServer::Join(_)),
+            tls,
         };
         b.wait_registered();
         b
@@ -278,7 +291,9 @@ impl Broker {
 
     /// A client config pointing at the embedded name server.
     pub fn client_config(&self) -> ClientConfig {
-        ClientConfig::new(&self.namesrv)
+        let mut c = ClientConfig::new(&self.namesrv);
+        c.tls = self.tls.clone();
+        c
     }
 
     /// The broker's log so far.

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tern_broker::BrokerCtx;
-use tern_client::{ClientConfig, Message, Producer, ProducerConfig};
+use tern_client::{Message, Producer, ProducerConfig};
 use tern_shell::runtime::{self, Shutdown, now_ms};
 
 use crate::config::EdgeConfig;
@@ -135,7 +135,7 @@ impl Forwarder {
         for (topic, at) in saved.parked.iter_mut() {
             *at = clamp(topic, *at);
         }
-        let mut client = ClientConfig::new(&cfg.upstream);
+        let mut client = cfg.upstream_client()?;
         client.instance_name = Some(format!("tern-edge-{}", std::process::id()));
         let mut pc = ProducerConfig::new(cfg.producer_group.clone());
         // The forwarder retries itself, forever and in order; the producer must not

@@ -18,7 +18,9 @@ mod progress;
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use tern_client::{Admin, ClientConfig, ClientError, SessionCredentials};
+use tern_client::{
+    Admin, ClientConfig, ClientError, ClientTls, ClientTlsSettings, SessionCredentials,
+};
 
 /// One option of a command: `-s`/`--long`, with a value or a bare switch.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +78,10 @@ pub struct Args {
     values: HashMap<char, String>,
     /// `--json` was given.
     pub json: bool,
+    /// `--tls` was given: connect with TLS.
+    pub tls: bool,
+    /// `--tls-trust-cert FILE`: the CA file servers' certificates are checked against.
+    pub tls_trust_cert: Option<String>,
 }
 
 impl Args {
@@ -196,7 +202,8 @@ const COMMON: &[Opt] = &[
 
 fn usage() -> String {
     let mut s = String::from(
-        "usage: tern-admin <command> [-n host:port;...] [--json] [options]\n\ncommands:\n",
+        "usage: tern-admin <command> [-n host:port;...] [--json] [--tls-trust-cert FILE] \
+         [options]\n\ncommands:\n",
     );
     for c in COMMANDS {
         s.push_str(&format!("  {:<22}{}\n", c.name, c.desc));
@@ -216,6 +223,11 @@ fn command_help(c: &Command) -> String {
         ));
     }
     s.push_str("  --json\n        print JSON instead of tables\n");
+    s.push_str("  --tls\n        connect to name servers and brokers with TLS\n");
+    s.push_str(
+        "  --tls-trust-cert <file>\n        the CA file (PEM) the servers' certificates are \
+         checked against (implies --tls)\n",
+    );
     s
 }
 
@@ -230,6 +242,25 @@ fn parse(c: &Command, args: &[String]) -> Result<Option<Args>, String> {
         i += 1;
         if a == "--json" {
             out.json = true;
+            continue;
+        }
+        if a == "--tls" {
+            out.tls = true;
+            continue;
+        }
+        if let Some(file) = a.strip_prefix("--tls-trust-cert") {
+            let file = match file.strip_prefix('=') {
+                Some(f) => f.to_owned(),
+                None if file.is_empty() => {
+                    let v = args
+                        .get(i)
+                        .ok_or_else(|| "option --tls-trust-cert needs a value".to_owned())?;
+                    i += 1;
+                    v.clone()
+                }
+                None => return Err(format!("unknown option {a}")),
+            };
+            out.tls_trust_cert = Some(file);
             continue;
         }
         let (opt, inline) = if let Some(long) = a.strip_prefix("--") {
@@ -286,6 +317,20 @@ fn parse(c: &Command, args: &[String]) -> Result<Option<Args>, String> {
     Ok(Some(out))
 }
 
+/// `--tls` / `--tls-trust-cert`: servers are always verified (`tls.client.authServer`
+/// is Tern's default), so TLS needs the CA that issued their certificates.
+fn tls(args: &Args) -> Result<Option<ClientTls>, String> {
+    match (&args.tls_trust_cert, args.tls) {
+        (Some(file), _) => ClientTls::new(&ClientTlsSettings::trusting(file)),
+        (None, true) => Err(
+            "--tls checks the servers' certificates: give --tls-trust-cert FILE, \
+             the CA file (PEM) that issued them"
+                .into(),
+        ),
+        (None, false) => Ok(None),
+    }
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(name) = argv.first() else {
@@ -337,6 +382,13 @@ fn main() -> ExitCode {
                 "tern-admin {}: set both TERN_ACCESS_KEY and TERN_SECRET_KEY, or neither",
                 cmd.name
             );
+            return ExitCode::from(2);
+        }
+    }
+    match tls(&args) {
+        Ok(t) => config.tls = t,
+        Err(e) => {
+            eprintln!("tern-admin {}: {e}", cmd.name);
             return ExitCode::from(2);
         }
     }

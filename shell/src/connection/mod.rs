@@ -1,0 +1,308 @@
+//! One remoting connection, used the same way by clients and servers.
+//!
+//! A reader task owns the read half: it completes pending requests by `opaque`, and hands
+//! requests from the peer (client→broker, or broker→client such as
+//! CHECK_TRANSACTION_STATE) to a [`Processor`], one task per request so a long-polling
+//! pull does not stall the connection. Writers share the write half under a lock, one whole
+//! frame at a time. A malformed frame closes only this connection.
+//!
+//! Every wait has a bound a peer cannot stretch: requests in flight by count and by bytes
+//! (beyond either the answer is SYSTEM_BUSY), and writes by
+//! [`ConnectionConfig::write_timeout`]: a peer that stops reading gets its connection
+//! closed after that long without taking a byte, so no writer waits on it for ever.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_std::channel::{Sender, bounded};
+use async_std::net::{Shutdown as NetShutdown, TcpStream};
+
+use crate::code::ResponseCode;
+use crate::frame::{FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand};
+use crate::runtime::{self, Shutdown};
+use crate::tls::{Stream, WriteHalf};
+
+mod config;
+mod read;
+mod write;
+
+pub use config::{
+    ConnectionConfig, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_WRITE_TIMEOUT, RemotingError,
+};
+pub(crate) use read::read_frame;
+
+/// Handles requests the peer sends on a connection.
+///
+/// Return `Some(response)` to answer; it is sent with the request's opaque (and, for JSON
+/// requests, JSON encoding). The answer to a oneway request is dropped, as RocketMQ does.
+pub trait Processor: Send + Sync + 'static {
+    /// Processes one request.
+    fn process(
+        &self,
+        conn: &ConnectionCtx,
+        req: RemotingCommand,
+    ) -> impl Future<Output = Option<RemotingCommand>> + Send;
+
+    /// True when `req` is answered without waiting on anything but CPU and short locks:
+    /// the connection then processes it in its read loop instead of in a task of its
+    /// own, saving the hand-over to another thread. The connection reads nothing more
+    /// meanwhile, so a request that can wait (a held pull, a sync flush) must say false.
+    fn is_quick(&self, _req: &RemotingCommand) -> bool {
+        false
+    }
+}
+
+/// What a processor sees of the connection a request came on: the peer's address, and a
+/// handle to send server-initiated requests back (NOTIFY_CONSUMER_IDS_CHANGED...).
+pub type ConnectionCtx = Connection;
+
+/// Answers every request with REQUEST_CODE_NOT_SUPPORTED: for connections that expect no
+/// requests from their peer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProcessor;
+
+impl Processor for NoProcessor {
+    async fn process(
+        &self,
+        _conn: &ConnectionCtx,
+        req: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        Some(not_supported(&req))
+    }
+}
+
+/// Java's answer to an unknown code (§1.5).
+pub fn not_supported(req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::error_response(
+        req,
+        ResponseCode::RequestCodeNotSupported,
+        format!(" request type {} not supported", req.code),
+    )
+}
+
+/// A cheap, cloneable handle to one connection.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: u64,
+    peer: SocketAddr,
+    local: SocketAddr,
+    /// The socket under the stream, plain or TLS: shut down to close at once.
+    stream: TcpStream,
+    /// True when the stream is TLS.
+    tls: bool,
+    writer: async_lock::Mutex<WriteHalf>,
+    /// See [`ConnectionConfig::write_timeout`].
+    write_timeout: Duration,
+    /// Bytes the socket accepted so far: a writer waiting for the lock tells a holder
+    /// that is slowly getting through from one the peer stopped reading.
+    written_bytes: AtomicU64,
+    pending: Mutex<HashMap<i32, Sender<RemotingCommand>>>,
+    next_opaque: AtomicI32,
+    closed: AtomicBool,
+    /// Why the read side failed, when it did: requests failed by the close report it.
+    close_reason: OnceLock<String>,
+    close_signal: Shutdown,
+    done: Shutdown,
+    started: Instant,
+    last_activity_ms: AtomicU64,
+}
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Connection {
+    /// Connects to `addr` (e.g. `"127.0.0.1:9876"`); requests from the peer are refused.
+    pub async fn connect(
+        addr: &str,
+        config: ConnectionConfig,
+        connect_timeout: Duration,
+    ) -> Result<Self, RemotingError> {
+        Self::connect_with(addr, config, connect_timeout, Arc::new(NoProcessor)).await
+    }
+
+    /// Connects to `addr`; requests from the peer go to `processor` (a client's handler of
+    /// CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED, ...).
+    pub async fn connect_with<P: Processor>(
+        addr: &str,
+        config: ConnectionConfig,
+        connect_timeout: Duration,
+        processor: Arc<P>,
+    ) -> Result<Self, RemotingError> {
+        // One budget for the TCP connect and the TLS handshake: the caller asked to be
+        // connected within it.
+        let stream = runtime::timeout(connect_timeout, async {
+            let addrs = runtime::resolve(addr)
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
+            let tcp = TcpStream::connect(&addrs[..])
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
+            match &config.tls {
+                None => Ok(Stream::Plain(tcp)),
+                Some(tls) => tls.connect(tcp, addr).await,
+            }
+        })
+        .await
+        .map_err(|_| RemotingError::Connect(format!("{addr}: timed out")))?
+        .map_err(RemotingError::Connect)?;
+        Self::start(stream, config, processor).map_err(|e| RemotingError::Connect(e.to_string()))
+    }
+
+    /// Wraps an accepted or connected stream (plain TCP or TLS) and spawns its reader
+    /// task.
+    pub fn start<P: Processor>(
+        stream: impl Into<Stream>,
+        config: ConnectionConfig,
+        processor: Arc<P>,
+    ) -> std::io::Result<Self> {
+        let stream = stream.into();
+        let tcp = stream.tcp().clone();
+        let _ = tcp.set_nodelay(true);
+        let tls = stream.is_tls();
+        let (reader, writer) = stream.split();
+        let inner = Arc::new(Inner {
+            id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+            peer: tcp.peer_addr()?,
+            local: tcp.local_addr()?,
+            writer: async_lock::Mutex::new(writer),
+            write_timeout: config.write_timeout,
+            written_bytes: AtomicU64::new(0),
+            stream: tcp,
+            tls,
+            pending: Mutex::new(HashMap::new()),
+            next_opaque: AtomicI32::new(1),
+            closed: AtomicBool::new(false),
+            close_reason: OnceLock::new(),
+            close_signal: Shutdown::new(),
+            done: Shutdown::new(),
+            started: Instant::now(),
+            last_activity_ms: AtomicU64::new(0),
+        });
+        let conn = Connection { inner };
+        let looping = conn.clone();
+        runtime::spawn(async move { looping.read_loop(reader, config, processor).await });
+        Ok(conn)
+    }
+
+    /// True when the connection runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.inner.tls
+    }
+
+    /// Process-unique id of this connection.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The peer's address (the broker records it as a message's born host).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer
+    }
+
+    /// Our side's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    /// True once the connection has closed (or is draining).
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Asks the connection to stop reading, finish in-flight requests and close.
+    pub fn close(&self) {
+        self.inner.close_signal.trigger();
+    }
+
+    /// Resolves once the connection is fully closed.
+    pub async fn closed(&self) {
+        self.inner.done.wait().await;
+    }
+
+    /// Sends a request and waits up to `timeout` for its response. The opaque is assigned
+    /// here so that it is unique on this connection.
+    pub async fn request(
+        &self,
+        mut cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
+        let opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
+        cmd.opaque = opaque;
+        cmd.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
+        let (tx, rx) = bounded(1);
+        self.lock_pending().insert(opaque, tx);
+        // Checked after inserting: a close that drained `pending` before our insert is seen here.
+        if self.is_closed() {
+            self.lock_pending().remove(&opaque);
+            return Err(self.closed_error());
+        }
+        if let Err(e) = self.write(&cmd).await {
+            self.lock_pending().remove(&opaque);
+            return Err(e);
+        }
+        match runtime::timeout(timeout, rx.recv()).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => {
+                self.lock_pending().remove(&opaque);
+                Err(RemotingError::Timeout)
+            }
+        }
+    }
+
+    /// Sends a oneway request: no response is expected or awaited.
+    pub async fn oneway(&self, mut cmd: RemotingCommand) -> Result<(), RemotingError> {
+        cmd.opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
+        cmd.flag = (cmd.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
+        self.write(&cmd).await
+    }
+
+    pub(crate) fn lock_pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<i32, Sender<RemotingCommand>>> {
+        // A poisoned map is still a valid map: the panicking holder only inserted or removed.
+        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn touch(&self) {
+        let ms = self.inner.started.elapsed().as_millis() as u64;
+        self.inner.last_activity_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn idle_for(&self) -> Duration {
+        let last = self.inner.last_activity_ms.load(Ordering::Relaxed);
+        self.inner
+            .started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
+    }
+
+    /// Records why the connection failed (the first reason wins).
+    pub(crate) fn set_close_reason(&self, why: String) {
+        let _ = self.inner.close_reason.set(why);
+    }
+
+    /// [`RemotingError::Closed`], or the reason the read side failed when known.
+    pub(crate) fn closed_error(&self) -> RemotingError {
+        match self.inner.close_reason.get() {
+            Some(why) => RemotingError::Io(format!("connection closed: {why}")),
+            None => RemotingError::Closed,
+        }
+    }
+
+    /// Closes the socket now and fails every pending request.
+    pub(crate) fn abort(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        let _ = self.inner.stream.shutdown(NetShutdown::Both);
+        // Dropping the senders wakes every waiter with `Closed`.
+        self.lock_pending().clear();
+    }
+}

@@ -1,0 +1,324 @@
+//! The read loop: frames from the peer, responses matched to waiting requests, requests
+//! dispatched to the processor within the connection's budgets.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_lock::Semaphore;
+use async_std::io::{BufReader, prelude::*};
+
+use super::{Connection, ConnectionConfig, Processor};
+use crate::code::ResponseCode;
+use crate::frame::{
+    FLAG_RESPONSE, FrameError, FrameLimits, RemotingCommand, SerializeType, check_frame_length,
+};
+use crate::runtime;
+use crate::tls::ReadHalf;
+
+impl Connection {
+    pub(super) async fn read_loop<P: Processor>(
+        self,
+        stream: ReadHalf,
+        config: ConnectionConfig,
+        processor: Arc<P>,
+    ) {
+        let mut reader = BufReader::new(stream);
+        let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
+        let in_flight_bytes = Arc::new(AtomicUsize::new(0));
+        if let Some(idle) = config.idle_timeout {
+            runtime::spawn(self.clone().close_when_idle(idle));
+        }
+        loop {
+            // Wait for data without consuming it, so a close never cuts a frame. Idleness
+            // is the watchdog's business: a timer armed here for every request cost two
+            // timer operations and a reactor wake-up each.
+            let ready = runtime::race(
+                async {
+                    let fill = std::future::poll_fn(|cx| {
+                        use async_std::io::BufRead;
+                        std::pin::Pin::new(&mut reader)
+                            .poll_fill_buf(cx)
+                            .map(|r| r.map(|buf| buf.is_empty()))
+                    });
+                    match fill.await {
+                        Ok(false) => Wait::Data,
+                        Ok(true) => Wait::Eof,
+                        Err(e) => Wait::Failed(e),
+                    }
+                },
+                async {
+                    self.inner.close_signal.wait().await;
+                    Wait::Close
+                },
+            )
+            .await;
+            match ready {
+                Wait::Data => {}
+                Wait::Eof => break,
+                // Our own close (a stalled write) shows as an error too: only the
+                // peer's reasons are kept.
+                Wait::Failed(_) if self.is_closed() => break,
+                Wait::Failed(e) => {
+                    // A reset, or a TLS alert (a certificate refused after a TLS 1.3
+                    // handshake completed): kept so waiting requests can say why.
+                    if self.is_tls() {
+                        log::warn!(
+                            "TLS connection {} with {} closed: {e}",
+                            self.id(),
+                            self.peer_addr()
+                        );
+                    }
+                    self.set_close_reason(e.to_string());
+                    break;
+                }
+                Wait::Close => {
+                    self.drain(&in_flight, &config).await;
+                    break;
+                }
+            }
+            let (cmd, frame_bytes) = match read_frame(&mut reader, &config.limits).await {
+                Ok(read) => read,
+                Err(e) => {
+                    log::warn!(
+                        "closing connection {} from {}: {e}",
+                        self.id(),
+                        self.peer_addr()
+                    );
+                    self.set_close_reason(e.to_string());
+                    break;
+                }
+            };
+            self.touch();
+            if cmd.is_response() {
+                let waiter = self.lock_pending().remove(&cmd.opaque);
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.try_send(cmd);
+                    }
+                    None => log::debug!(
+                        "dropping response with unknown opaque {} (timed out?)",
+                        cmd.opaque
+                    ),
+                }
+                continue;
+            }
+            let budget = ByteBudget {
+                held: &in_flight_bytes,
+                max: config.max_in_flight_bytes,
+            };
+            self.dispatch(cmd, frame_bytes, &processor, &in_flight, budget)
+                .await;
+        }
+        self.abort();
+        self.inner.done.trigger();
+    }
+
+    /// Closes the connection once nothing was read or written for `idle`; ends with it.
+    async fn close_when_idle(self, idle: Duration) {
+        loop {
+            let idle_for = self.idle_for();
+            if idle_for >= idle {
+                log::info!(
+                    "closing idle connection {} from {}",
+                    self.id(),
+                    self.peer_addr()
+                );
+                // The read loop sees the shut socket as end of stream and finishes.
+                self.abort();
+                return;
+            }
+            let done = runtime::race(
+                async {
+                    runtime::sleep(idle - idle_for).await;
+                    false
+                },
+                async {
+                    self.inner.done.wait().await;
+                    true
+                },
+            )
+            .await;
+            if done {
+                return;
+            }
+        }
+    }
+
+    /// Runs one request from the peer: in the read loop when the processor says it is
+    /// quick (reading waits meanwhile, so it holds no budget), else in a task of its own
+    /// holding a slot and its frame's bytes of the connection's budgets.
+    async fn dispatch<P: Processor>(
+        &self,
+        req: RemotingCommand,
+        frame_bytes: usize,
+        processor: &Arc<P>,
+        in_flight: &Arc<Semaphore>,
+        budget: ByteBudget<'_>,
+    ) {
+        if processor.is_quick(&req) {
+            let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
+            let resp = processor.process(self, req).await;
+            self.respond(resp, opaque, ser, oneway).await;
+            return;
+        }
+        let admitted = in_flight
+            .try_acquire_arc()
+            .ok_or("[OVERLOAD]too many requests in flight")
+            .and_then(|permit| {
+                budget
+                    .take(frame_bytes)
+                    .map(|bytes| (permit, bytes))
+                    .ok_or("[OVERLOAD]too many request bytes in flight")
+            });
+        let held = match admitted {
+            Ok(held) => held,
+            Err(why) => {
+                if !req.is_oneway() {
+                    let busy = RemotingCommand::error_response(&req, ResponseCode::SystemBusy, why);
+                    let _ = self.write(&busy).await;
+                }
+                return;
+            }
+        };
+        let conn = self.clone();
+        let processor = processor.clone();
+        runtime::spawn(async move {
+            let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
+            let resp = processor.process(&conn, req).await;
+            conn.respond(resp, opaque, ser, oneway).await;
+            drop(held);
+        });
+    }
+
+    /// Sends a processor's answer to the request `opaque` (none for oneway requests).
+    async fn respond(
+        &self,
+        resp: Option<RemotingCommand>,
+        opaque: i32,
+        ser: SerializeType,
+        oneway: bool,
+    ) {
+        if let (Some(mut resp), false) = (resp, oneway) {
+            resp.opaque = opaque;
+            resp.flag |= FLAG_RESPONSE;
+            if ser == SerializeType::Json {
+                // The C++ client reads JSON only: a JSON request gets a JSON answer.
+                resp.serialize_type = SerializeType::Json;
+            }
+            let _ = self.write(&resp).await;
+        }
+    }
+
+    /// Waits (bounded) until every in-flight request has been answered.
+    async fn drain(&self, in_flight: &Arc<Semaphore>, config: &ConnectionConfig) {
+        let all = async {
+            let mut held = Vec::with_capacity(config.max_in_flight);
+            for _ in 0..config.max_in_flight {
+                held.push(in_flight.acquire().await);
+            }
+        };
+        let _ = runtime::timeout(config.drain_timeout, all).await;
+    }
+}
+
+enum Wait {
+    Data,
+    Eof,
+    Failed(std::io::Error),
+    Close,
+}
+
+/// A connection's budget of request-frame bytes in flight
+/// ([`ConnectionConfig::max_in_flight_bytes`]).
+#[derive(Clone, Copy)]
+struct ByteBudget<'a> {
+    held: &'a Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl ByteBudget<'_> {
+    /// Takes `bytes` unless that would pass the budget with something already held.
+    /// Only the read loop takes, so the check and the add cannot interleave with another
+    /// take; tasks only give back.
+    fn take(self, bytes: usize) -> Option<HeldBytes> {
+        let before = self.held.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(bytes) > self.max {
+            self.held.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        Some(HeldBytes {
+            held: self.held.clone(),
+            bytes,
+        })
+    }
+}
+
+/// Bytes of the budget held by one request; given back when it is answered.
+struct HeldBytes {
+    held: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// Most bytes reserved for a frame before its bytes arrive.
+const PREALLOCATE_MAX_BYTES: usize = 1 << 20;
+
+/// Reads one frame; returns the command and the frame's length. Memory grows with the
+/// bytes actually received, so a peer that announces 16 MiB and sends nothing costs
+/// nothing.
+pub(crate) async fn read_frame<R: async_std::io::Read + Unpin>(
+    reader: &mut R,
+    limits: &FrameLimits,
+) -> Result<(RemotingCommand, usize), ReadError> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len).await.map_err(ReadError::Io)?;
+    let length = check_frame_length(u32::from_be_bytes(len), limits).map_err(|e| {
+        // A TLS record (handshake 0x16, version 3.x) read as a length is far past any
+        // limit: name it, so the log says what happened rather than "frame too large".
+        if len[0] == crate::tls::HANDSHAKE_RECORD && len[1] == 3 {
+            ReadError::TlsHello
+        } else {
+            ReadError::Frame(e)
+        }
+    })?;
+    // Sized up front (bounded, so a peer announcing 16 MiB and sending nothing does not
+    // get it reserved); the buffer becomes the command's body.
+    let mut payload = Vec::with_capacity((length as usize).min(PREALLOCATE_MAX_BYTES));
+    reader
+        .take(u64::from(length))
+        .read_to_end(&mut payload)
+        .await
+        .map_err(ReadError::Io)?;
+    if payload.len() != length as usize {
+        return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    }
+    let cmd = RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)?;
+    Ok((cmd, length as usize + 4))
+}
+
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    Io(std::io::Error),
+    Frame(FrameError),
+    /// The peer started a TLS handshake on a plaintext connection.
+    TlsHello,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "{e}"),
+            Self::Frame(e) => write!(f, "{e}"),
+            Self::TlsHello => f.write_str(
+                "the peer started a TLS handshake, but this connection is plaintext \
+                 (tls.server.mode=disabled on a server; tls.enable=false on a client)",
+            ),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! A connection's byte stream, plain TCP or TLS over it, and its two halves.
+//!
+//! A plain stream splits into two clones of the socket, as before TLS existed: reading
+//! and writing never meet. A TLS stream is one state machine (records, keys, alerts),
+//! so its halves share it under a mutex held only for the length of one poll; a half
+//! waiting for the socket holds nothing. Reading never writes here: rustls queues what
+//! a read produces (alerts, key updates) and the writer's next write or flush sends it.
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use async_std::io::{Read as AsyncRead, Write as AsyncWrite};
+use async_std::net::TcpStream;
+
+/// TLS over a TCP socket, either side.
+pub type TlsStream = futures_rustls::TlsStream<TcpStream>;
+
+/// A connected stream: plain TCP, or TLS over TCP.
+#[derive(Debug)]
+pub enum Stream {
+    /// Plaintext.
+    Plain(TcpStream),
+    /// TLS, handshake done.
+    Tls(Box<TlsStream>),
+}
+
+impl From<TcpStream> for Stream {
+    fn from(s: TcpStream) -> Self {
+        Stream::Plain(s)
+    }
+}
+
+impl Stream {
+    /// The TCP socket under the stream (addresses, `set_nodelay`, `shutdown`).
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    /// True for TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    /// The certificate chain the peer presented and the handshake verified (mutual
+    /// TLS); none for plaintext or a peer that sent none.
+    pub fn peer_certificates(&self) -> Option<&[rustls_pki_types::CertificateDer<'static>]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(s) => match s.as_ref() {
+                futures_rustls::TlsStream::Client(c) => c.get_ref().1.peer_certificates(),
+                futures_rustls::TlsStream::Server(c) => c.get_ref().1.peer_certificates(),
+            },
+        }
+    }
+
+    /// Read and write halves that can be used from two tasks at once.
+    pub fn split(self) -> (ReadHalf, WriteHalf) {
+        match self {
+            Stream::Plain(s) => (ReadHalf(Half::Plain(s.clone())), WriteHalf(Half::Plain(s))),
+            Stream::Tls(s) => {
+                let shared = Arc::new(Mutex::new(s));
+                (
+                    ReadHalf(Half::Tls(shared.clone())),
+                    WriteHalf(Half::Tls(shared)),
+                )
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Half {
+    Plain(TcpStream),
+    Tls(Arc<Mutex<Box<TlsStream>>>),
+}
+
+fn lock(m: &Mutex<Box<TlsStream>>) -> MutexGuard<'_, Box<TlsStream>> {
+    // A poll that panicked left the TLS state as rustls leaves it on any error: the next
+    // poll reports that error. Nothing here needs the poison flag.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The half a connection's reader owns.
+#[derive(Debug)]
+pub struct ReadHalf(Half);
+
+/// The half a connection's writers share.
+#[derive(Debug)]
+pub struct WriteHalf(Half);
+
+impl AsyncRead for ReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().0 {
+            Half::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for WriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().0 {
+            Half::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().0 {
+            Half::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            Half::Plain(s) => Pin::new(s).poll_flush(cx),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            Half::Plain(s) => Pin::new(s).poll_close(cx),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_close(cx),
+        }
+    }
+}
+
+/// A stream whose two directions are used at once through shared references, as
+/// `&TcpStream` is: `&SharedStream` reads and writes (the HA port's reader and writer
+/// tasks share one connection this way).
+#[derive(Debug)]
+pub struct SharedStream {
+    tcp: TcpStream,
+    half: Half,
+}
+
+impl Stream {
+    /// The stream for use through `&SharedStream` from several tasks.
+    pub fn shared(self) -> SharedStream {
+        let tcp = self.tcp().clone();
+        let half = match self {
+            Stream::Plain(s) => Half::Plain(s),
+            Stream::Tls(s) => Half::Tls(Arc::new(Mutex::new(s))),
+        };
+        SharedStream { tcp, half }
+    }
+}
+
+impl SharedStream {
+    /// The TCP socket under it (shut it down to close at once).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+}
+
+impl AsyncRead for &SharedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_read(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for &SharedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_write(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_flush(cx),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.half {
+            Half::Plain(s) => Pin::new(&mut &*s).poll_close(cx),
+            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_close(cx),
+        }
+    }
+}
