@@ -129,10 +129,12 @@ impl Config for EdgeConfig {
 
 impl EdgeConfig {
     /// The client settings for the central cluster: its name servers, with TLS when
-    /// `tls.enable` is set (`tls.client.*`; the files are read here).
+    /// `tls.enable` is set (`tls.client.*`; the files are read here), signed with
+    /// `innerClientAuthenticationCredentials` when given (a central cluster with ACL).
     pub fn upstream_client(&self) -> Result<tern_client::ClientConfig, String> {
         let mut client = tern_client::ClientConfig::new(&self.upstream);
         client.tls = tern_client::ClientTls::new(&self.broker.tls.client)?;
+        client.credentials = self.broker.inner_credentials.clone();
         Ok(client)
     }
 }

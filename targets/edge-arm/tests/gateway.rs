@@ -91,12 +91,42 @@ async fn arrived(central: &Central, topic: &str, sent: &BTreeMap<String, (usize,
     total
 }
 
+/// The central cluster checks access (`aclEnable`): the forwarder signs with the
+/// gateway's `innerClientAuthenticationCredentials`, an account that may only publish
+/// to the topic.
 #[test]
 fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_ids() {
-    let central = Central::started();
+    let mut central = Central::reserved();
+    let rules = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        rules.path(),
+        "accounts:\n  - accessKey: edge_forwarder\n    secretKey: edge_secret\n    \
+         defaultTopicPerm: DENY\n    topicPerms: [Readings=PUB, TBW102=PUB]\n  \
+         - accessKey: central_admin\n    secretKey: admin_secret\n    admin: true\n",
+    )
+    .unwrap();
+    central.extra_conf = format!("aclEnable=true\nplainAclFile={}\n", rules.path().display());
+    central.credentials = Some(tern_client::SessionCredentials::new(
+        "central_admin",
+        "admin_secret",
+    ));
+    central.start();
     let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let mut edge = Edge::start(
+        dir.path(),
+        &central.namesrv,
+        "innerClientAuthenticationCredentials={\"accessKey\":\"edge_forwarder\",\"secretKey\":\"edge_secret\"}\n",
+    );
     run(async {
+        // Access is checked: an unsigned producer is refused centrally.
+        let mut unsigned = central.client_config();
+        unsigned.credentials = None;
+        let stranger = Producer::new(ProducerConfig::new("stranger"), unsigned).unwrap();
+        stranger.start();
+        let refused = stranger.send(reading("Readings", 0, 0)).await;
+        assert!(refused.is_err(), "{refused:?}");
+        stranger.shutdown().await;
+
         let p = producer(&edge, "sensors");
         let sent = send(&p, "Readings", 0..300).await;
         let total = arrived(&central, "Readings", &sent).await;

@@ -175,6 +175,8 @@ pub struct Central {
     proc: Option<Proc>,
     /// Extra `broker.conf` lines.
     pub extra_conf: String,
+    /// The account the tests' own clients sign with (a central broker with ACL).
+    pub credentials: Option<tern_client::SessionCredentials>,
     /// Its name server, what the gateway forwards to.
     pub namesrv: String,
     broker_port: u16,
@@ -187,6 +189,7 @@ impl Central {
         Central {
             proc: None,
             extra_conf: String::new(),
+            credentials: None,
             namesrv: format!("127.0.0.1:{}", free_port()),
             broker_port: free_port(),
             dir: tempfile::tempdir().unwrap(),
@@ -227,9 +230,11 @@ impl Central {
         format!("127.0.0.1:{}", self.broker_port)
     }
 
-    /// A client config for the central name server.
+    /// A client config for the central name server (signed with `credentials`).
     pub fn client_config(&self) -> ClientConfig {
-        ClientConfig::new(&self.namesrv)
+        let mut c = ClientConfig::new(&self.namesrv);
+        c.credentials = self.credentials.clone();
+        c
     }
 
     /// Every message of `topic` stored centrally, by message id (UNIQ_KEY); duplicates
