@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_std::io::{ReadExt, WriteExt};
-use async_std::net::{TcpListener, TcpStream};
+use async_std::net::TcpListener;
 
 use crate::runtime::{self, JoinHandle, Shutdown};
+use crate::tls::{ReadHalf, ServerTls, Stream, WriteHalf};
 
 /// Longest request head read (request line and headers).
 const MAX_HEAD: usize = 8 * 1024;
@@ -64,12 +65,18 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// Binds `addr` and serves `handler` until [`HttpServer::shutdown`].
-    pub async fn bind(addr: &str, handler: Handler) -> std::io::Result<Self> {
+    /// Binds `addr` and serves `handler` until [`HttpServer::shutdown`]; with `tls`,
+    /// through its mode as the remoting ports are (HTTPS, and plain HTTP too under
+    /// `permissive`).
+    pub async fn bind(
+        addr: &str,
+        handler: Handler,
+        tls: Option<ServerTls>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(&runtime::resolve(addr).await?[..]).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = Shutdown::new();
-        let task = runtime::spawn(accept_loop(listener, handler, shutdown.clone()));
+        let task = runtime::spawn(accept_loop(listener, handler, tls, shutdown.clone()));
         Ok(HttpServer {
             local_addr,
             shutdown,
@@ -89,7 +96,12 @@ impl HttpServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, handler: Handler, shutdown: Shutdown) {
+async fn accept_loop(
+    listener: TcpListener,
+    handler: Handler,
+    tls: Option<ServerTls>,
+    shutdown: Shutdown,
+) {
     let active = Arc::new(AtomicUsize::new(0));
     loop {
         let accepted = runtime::race(async { Some(listener.accept().await) }, async {
@@ -112,23 +124,32 @@ async fn accept_loop(listener: TcpListener, handler: Handler, shutdown: Shutdown
             active.fetch_sub(1, Ordering::AcqRel);
             continue;
         }
-        let (handler, active) = (handler.clone(), active.clone());
+        let (handler, active, tls) = (handler.clone(), active.clone(), tls.clone());
         runtime::spawn(async move {
-            let _ = runtime::timeout(IO_TIMEOUT, serve(stream, &handler)).await;
+            let served = async {
+                let stream = match &tls {
+                    None => Stream::Plain(stream),
+                    // Refusals are logged by the acceptor.
+                    Some(tls) => tls.accept(stream).await.ok()?,
+                };
+                let (r, w) = stream.split();
+                serve(r, w, &handler).await.ok()
+            };
+            let _ = runtime::timeout(IO_TIMEOUT, served).await;
             active.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }
 
 /// Reads one request head and writes its answer.
-async fn serve(mut stream: TcpStream, handler: &Handler) -> std::io::Result<()> {
+async fn serve(mut stream: ReadHalf, mut out: WriteHalf, handler: &Handler) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     // Bounded by MAX_HEAD.
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() >= MAX_HEAD {
             write(
-                &mut stream,
+                &mut out,
                 &Response::plain(431, "request head too large\n"),
                 true,
             )
@@ -136,7 +157,7 @@ async fn serve(mut stream: TcpStream, handler: &Handler) -> std::io::Result<()> 
             // Closing with the rest of the request unread would reset the connection and
             // could discard the answer on the client's side: stop writing, then read
             // (and drop) what the client still sends, within bounds.
-            stream.shutdown(std::net::Shutdown::Write)?;
+            smol::io::AsyncWriteExt::close(&mut out).await?;
             let mut left = 16 * MAX_HEAD;
             while left > 0 {
                 match stream.read(&mut buf).await {
@@ -161,10 +182,12 @@ async fn serve(mut stream: TcpStream, handler: &Handler) -> std::io::Result<()> 
         "GET" | "HEAD" => (handler)(path).unwrap_or_else(|| Response::plain(404, "not found\n")),
         _ => Response::plain(405, "only GET is served\n"),
     };
-    write(&mut stream, &resp, method != "HEAD").await
+    write(&mut out, &resp, method != "HEAD").await?;
+    // A TLS peer is told the answer is complete (close_notify); a TCP one gets FIN.
+    smol::io::AsyncWriteExt::close(&mut out).await
 }
 
-async fn write(stream: &mut TcpStream, r: &Response, body: bool) -> std::io::Result<()> {
+async fn write(stream: &mut WriteHalf, r: &Response, body: bool) -> std::io::Result<()> {
     let reason = match r.status {
         200 => "OK",
         404 => "Not Found",

@@ -74,7 +74,11 @@ pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 /// Serves `GET /metrics` with `render`'s text when `settings` say PROM. A port that
 /// cannot be bound is logged and the process serves without metrics: metrics must not
 /// keep it from its work.
-pub async fn serve(settings: &MetricsSettings, render: Render) -> Option<HttpServer> {
+pub async fn serve(
+    settings: &MetricsSettings,
+    render: Render,
+    tls: Option<crate::tls::ServerTls>,
+) -> Option<HttpServer> {
     let addr = settings.listen()?;
     let handler: Handler = Arc::new(move |path| {
         (path == "/metrics").then(|| {
@@ -84,7 +88,7 @@ pub async fn serve(settings: &MetricsSettings, render: Render) -> Option<HttpSer
             )
         })
     });
-    match HttpServer::bind(&addr, handler).await {
+    match HttpServer::bind(&addr, handler, tls).await {
         Ok(s) => {
             log::info!("metrics on http://{}/metrics", s.local_addr());
             Some(s)

@@ -439,3 +439,52 @@ fn start_up_errors_name_the_key_and_the_file() {
         "{e}"
     );
 }
+
+/// `GET /metrics` over `stream`; the whole answer, or what the server sent before it
+/// closed.
+async fn http_get(stream: tern_shell::tls::Stream) -> String {
+    use smol::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut r, mut w) = stream.split();
+    if w.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return String::new();
+    }
+    let _ = w.flush().await;
+    let mut out = Vec::new();
+    let _ = timeout(Duration::from_secs(5), r.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn the_http_endpoint_takes_the_same_modes() {
+    block_on(async {
+        capture_logs();
+        let dir = tempfile::tempdir().unwrap();
+        let (_, id, ca) = pki(dir.path());
+        let handler: tern_shell::http::Handler = std::sync::Arc::new(|path| {
+            (path == "/metrics").then(|| tern_shell::http::Response::ok("text/plain", "m 1\n"))
+        });
+        for mode in [TlsMode::Enforcing, TlsMode::Permissive] {
+            let tls = ServerTls::new(&server_settings(mode, &id)).unwrap();
+            let http = tern_shell::http::HttpServer::bind("127.0.0.1:0", handler.clone(), tls)
+                .await
+                .unwrap();
+            let addr = http.local_addr().to_string();
+            let tcp = TcpStream::connect(&addr).await.unwrap();
+            let https = client(&ca, None).connect(tcp, &addr).await.unwrap();
+            let answer = http_get(https).await;
+            assert!(
+                answer.starts_with("HTTP/1.1 200") && answer.ends_with("m 1\n"),
+                "{answer}"
+            );
+            let plain = http_get(TcpStream::connect(&addr).await.unwrap().into()).await;
+            match mode {
+                TlsMode::Enforcing => assert!(!plain.contains("200"), "{plain}"),
+                _ => assert!(plain.starts_with("HTTP/1.1 200"), "{plain}"),
+            }
+            http.shutdown().await;
+        }
+    });
+}

@@ -292,6 +292,8 @@ impl Broker {
         // The HA port takes the same TLS as the remoting port, and a slave dials its
         // master's with the same client settings as its other connections.
         let ha_tls = (server_tls.clone(), outbound.tls.clone());
+        // And the metrics endpoint (HTTPS; plain HTTP too under `permissive`).
+        let http_tls = server_tls.clone();
         let server_config = ServerConfig {
             tls: server_tls,
             ..ServerConfig::default()
@@ -374,7 +376,7 @@ impl Broker {
                 })));
             }
         }
-        let metrics = serve_metrics(&ctx).await;
+        let metrics = serve_metrics(&ctx, http_tls).await;
         log::info!(
             "broker {} of {} serving on {} (started in {:?})",
             ctx.config.broker_name,
@@ -449,9 +451,13 @@ impl Broker {
 }
 
 /// Starts the Prometheus endpoint when `metricsExporterType=PROM`.
-async fn serve_metrics(ctx: &Arc<BrokerCtx>) -> Option<tern_shell::http::HttpServer> {
+async fn serve_metrics(
+    ctx: &Arc<BrokerCtx>,
+    tls: Option<tern_shell::tls::ServerTls>,
+) -> Option<tern_shell::http::HttpServer> {
     let c = ctx.clone();
-    tern_shell::metrics::serve(&ctx.config.metrics, Arc::new(move || metrics::render(&c))).await
+    let render = Arc::new(move || metrics::render(&c));
+    tern_shell::metrics::serve(&ctx.config.metrics, render, tls).await
 }
 
 /// The idempotent-produce window, rebuilt from the log before the context (and so any

@@ -89,6 +89,8 @@ impl NameServer {
             tls: tern_shell::tls::ServerTls::new(&config.tls).map_err(StartError::Tls)?,
             ..ServerConfig::default()
         };
+        // The metrics endpoint takes the same TLS.
+        let http_tls = server_config.tls.clone();
         let acl = config.acl.open().map_err(StartError::Acl)?;
         let state = Arc::new(State::new(config, kv, acl.clone()));
         let counted = Arc::new(metrics::NamesrvMetrics::default());
@@ -110,6 +112,7 @@ impl NameServer {
         let metrics = tern_shell::metrics::serve(
             &state.config.metrics,
             Arc::new(move || metrics::render(&s, &counted, &node)),
+            http_tls,
         )
         .await;
         Ok(Self {
