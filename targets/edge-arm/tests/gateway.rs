@@ -3,6 +3,8 @@
 //! per queue and with its message id, across an uplink that is down, a gateway killed
 //! with `kill -9`, and a backlog that fills its budget.
 
+#[path = "../../../shell/tests/support/certs.rs"]
+mod certs;
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -91,12 +93,17 @@ async fn arrived(central: &Central, topic: &str, sent: &BTreeMap<String, (usize,
     total
 }
 
-/// The central cluster checks access (`aclEnable`): the forwarder signs with the
-/// gateway's `innerClientAuthenticationCredentials`, an account that may only publish
-/// to the topic.
+/// The central cluster serves TLS only (`tls.server.mode=enforcing`) and checks access
+/// (`aclEnable`): the forwarder connects with TLS (`tls.enable`, trusting the central
+/// CA) and signs with the gateway's `innerClientAuthenticationCredentials`, an account
+/// that may only publish to the topic.
 #[test]
 fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_ids() {
     let mut central = Central::reserved();
+    let pki = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("Tern edge test CA");
+    let id = ca.issue(pki.path(), "central", &["127.0.0.1", "localhost"], false);
+    let ca_file = ca.write(pki.path(), "ca.pem");
     let rules = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         rules.path(),
@@ -105,7 +112,15 @@ fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_id
          - accessKey: central_admin\n    secretKey: admin_secret\n    admin: true\n",
     )
     .unwrap();
-    central.extra_conf = format!("aclEnable=true\nplainAclFile={}\n", rules.path().display());
+    central.extra_conf = format!(
+        "aclEnable=true\nplainAclFile={}\ntls.server.mode=enforcing\ntls.server.certPath={}\n\
+         tls.server.keyPath={}\ntls.enable=true\ntls.client.trustCertPath={}\n",
+        rules.path().display(),
+        id.cert.display(),
+        id.key.display(),
+        ca_file.display()
+    );
+    central.trust = Some(ca_file.clone());
     central.credentials = Some(tern_client::SessionCredentials::new(
         "central_admin",
         "admin_secret",
@@ -115,7 +130,11 @@ fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_id
     let mut edge = Edge::start(
         dir.path(),
         &central.namesrv,
-        "innerClientAuthenticationCredentials={\"accessKey\":\"edge_forwarder\",\"secretKey\":\"edge_secret\"}\n",
+        &format!(
+            "innerClientAuthenticationCredentials={{\"accessKey\":\"edge_forwarder\",\"secretKey\":\"edge_secret\"}}\n\
+             tls.enable=true\ntls.client.trustCertPath={}\n",
+            ca_file.display()
+        ),
     );
     run(async {
         // Access is checked: an unsigned producer is refused centrally.

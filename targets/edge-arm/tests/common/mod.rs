@@ -177,6 +177,8 @@ pub struct Central {
     pub extra_conf: String,
     /// The account the tests' own clients sign with (a central broker with ACL).
     pub credentials: Option<tern_client::SessionCredentials>,
+    /// The CA file the tests' own clients trust (a central cluster serving TLS).
+    pub trust: Option<PathBuf>,
     /// Its name server, what the gateway forwards to.
     pub namesrv: String,
     broker_port: u16,
@@ -190,6 +192,7 @@ impl Central {
             proc: None,
             extra_conf: String::new(),
             credentials: None,
+            trust: None,
             namesrv: format!("127.0.0.1:{}", free_port()),
             broker_port: free_port(),
             dir: tempfile::tempdir().unwrap(),
@@ -230,10 +233,16 @@ impl Central {
         format!("127.0.0.1:{}", self.broker_port)
     }
 
-    /// A client config for the central name server (signed with `credentials`).
+    /// A client config for the central name server (signed with `credentials`, over
+    /// TLS trusting `trust`).
     pub fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new(&self.namesrv);
         c.credentials = self.credentials.clone();
+        c.tls = self.trust.as_ref().map(|ca| {
+            tern_client::ClientTls::new(&tern_client::ClientTlsSettings::trusting(ca))
+                .unwrap()
+                .unwrap()
+        });
         c
     }
 
