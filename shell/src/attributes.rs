@@ -101,6 +101,15 @@ pub fn alter(
         if key.is_empty() || key.contains(['+', '-']) {
             return Err("kv string format wrong.".into());
         }
+        // The sign first, as RocketMQ reads it (its message names the key without the
+        // first character, which it took for the sign).
+        if sign != "+" && sign != "-" {
+            return Err(if create {
+                format!("only add attribute is supported while creating topic. key: {key}")
+            } else {
+                format!("wrong format key: {key}")
+            });
+        }
         if seen.contains(&key) {
             return Err(format!("alter duplication key. key: {key}"));
         }
@@ -131,7 +140,8 @@ pub fn alter(
                     "only add attribute is supported while creating topic. key: {key}"
                 ));
             }
-            "-" => {
+            // "-", the only sign left.
+            _ => {
                 if !current.contains_key(key) {
                     return Err(format!("attempt to delete a nonexistent key: {key}"));
                 }
@@ -142,7 +152,6 @@ pub fn alter(
                 }
                 out.remove(key);
             }
-            _ => return Err(format!("wrong format key: {key}")),
         }
     }
     Ok(out)
@@ -188,7 +197,7 @@ mod tests {
                 true,
                 BTreeMap::new(),
                 "message.type=FIFO",
-                "wrong format key",
+                "only add attribute is supported while creating topic. key: essage.type",
             ),
             (
                 true,
@@ -208,6 +217,12 @@ mod tests {
                 BTreeMap::new(),
                 "+queue.type=BatchCQ",
                 "not supported by Tern",
+            ),
+            (
+                false,
+                BTreeMap::new(),
+                "message.type=FIFO",
+                "wrong format key: essage.type",
             ),
         ] {
             let e = alter(create, &current, text).unwrap_err();
