@@ -63,7 +63,8 @@ fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
         !acked.is_empty(),
         "nothing was acknowledged before the failure"
     );
-    // Logged once, with the file and the errno.
+    // Logged once, with the file and the errno (the stderr reader may trail the answers).
+    let _ = b.wait_for_log(&["the store is failed"], Duration::from_secs(10));
     let log = b.stderr_text();
     assert_eq!(log.matches("the store is failed").count(), 1, "{log}");
     assert!(log.contains("commitlog/0000"), "{log}");
