@@ -10,7 +10,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
-use super::reload::Reloading;
+use super::reload::{Reloading, watched};
 use super::settings::{
     CLIENT_CERT_PATH, CLIENT_KEY_PATH, CLIENT_TRUST_CERT_PATH, ClientTlsSettings,
 };
@@ -69,14 +69,12 @@ impl ClientTls {
         if !settings.enable {
             return Ok(None);
         }
-        let mut files: Vec<_> = [&settings.cert_path, &settings.key_path]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
-        if settings.auth_server {
-            files.extend(settings.trust_cert_path.clone());
-        }
+        let files = watched(
+            &settings.cert_path,
+            &settings.key_path,
+            &settings.trust_cert_path,
+            settings.auth_server,
+        );
         let s = settings.clone();
         let config = Reloading::new("client certificate", files, move || build(&s))?;
         Ok(Some(Self {

@@ -39,6 +39,22 @@ struct State<T> {
     checked: Instant,
 }
 
+/// The files a side's TLS is built from: its certificate and key when given, and the
+/// trust file when it verifies its peer (`trusted`).
+pub(super) fn watched(
+    cert: &Option<PathBuf>,
+    key: &Option<PathBuf>,
+    trust: &Option<PathBuf>,
+    trusted: bool,
+) -> Vec<PathBuf> {
+    let trust = trust.as_ref().filter(|_| trusted);
+    [cert.as_ref(), key.as_ref(), trust]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
+}
+
 impl<T> std::fmt::Debug for Reloading<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reloading")

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_std::net::TcpStream;
 use rustls::server::WebPkiClientVerifier;
 
-use super::reload::Reloading;
+use super::reload::{Reloading, watched};
 use super::settings::{
     ClientAuth, SERVER_CERT_PATH, SERVER_KEY_PATH, SERVER_NEED_CLIENT_AUTH, SERVER_TRUST_CERT_PATH,
     ServerTlsSettings, TlsMode,
@@ -94,14 +94,12 @@ impl ServerTls {
         if settings.mode == TlsMode::Disabled {
             return Ok(None);
         }
-        let mut files: Vec<_> = [&settings.cert_path, &settings.key_path]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
-        if settings.need_client_auth != ClientAuth::None {
-            files.extend(settings.trust_cert_path.clone());
-        }
+        let files = watched(
+            &settings.cert_path,
+            &settings.key_path,
+            &settings.trust_cert_path,
+            settings.need_client_auth != ClientAuth::None,
+        );
         let s = settings.clone();
         let config = Reloading::new("server certificate", files, move || build(&s))?;
         Ok(Some(Self {
