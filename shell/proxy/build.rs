@@ -16,6 +16,8 @@ fn main() {
         .compile_protos(&protos, &["proto"])
     {
         // protoc is Debian's protobuf-compiler (test.sh installs it).
-        panic!("compiling the RocketMQ protos (is protoc installed? apt-get install protobuf-compiler): {e}");
+        panic!(
+            "compiling the RocketMQ protos (is protoc installed? apt-get install protobuf-compiler): {e}"
+        );
     }
 }

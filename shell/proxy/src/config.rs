@@ -93,8 +93,20 @@ impl ProxySettings {
             r.get_checked(key, default.as_millis() as u64, in_range(lo, hi))
                 .map(Duration::from_millis)
         };
-        let min_long_polling = ms(r, "grpcClientConsumerMinLongPollingTimeoutMillis", d.min_long_polling, 0, 300_000)?;
-        let max_long_polling = ms(r, "grpcClientConsumerMaxLongPollingTimeoutMillis", d.max_long_polling, 1, 300_000)?;
+        let min_long_polling = ms(
+            r,
+            "grpcClientConsumerMinLongPollingTimeoutMillis",
+            d.min_long_polling,
+            0,
+            300_000,
+        )?;
+        let max_long_polling = ms(
+            r,
+            "grpcClientConsumerMaxLongPollingTimeoutMillis",
+            d.max_long_polling,
+            1,
+            300_000,
+        )?;
         if min_long_polling > max_long_polling {
             return Err(r.error(
                 "grpcClientConsumerMinLongPollingTimeoutMillis",
@@ -108,7 +120,11 @@ impl ProxySettings {
                 d.max_inbound_bytes,
                 in_range(1 << 20, 1 << 30),
             )?,
-            worker_threads: r.get_checked("grpcWorkerThreads", d.worker_threads, in_range(1, 64))?,
+            worker_threads: r.get_checked(
+                "grpcWorkerThreads",
+                d.worker_threads,
+                in_range(1, 64),
+            )?,
             max_message_size,
             min_long_polling,
             max_long_polling,
@@ -117,31 +133,76 @@ impl ProxySettings {
                 d.receive_batch_size,
                 in_range(1, 32),
             )?,
-            default_invisible: ms(r, "defaultInvisibleTimeMills", d.default_invisible, 1_000, 43_200_000)?,
-            min_invisible: ms(r, "minInvisibleTimeMillsForRecv", d.min_invisible, 0, 43_200_000)?,
-            max_invisible: ms(r, "maxInvisibleTimeMills", d.max_invisible, 1_000, 7 * 86_400_000)?,
+            default_invisible: ms(
+                r,
+                "defaultInvisibleTimeMills",
+                d.default_invisible,
+                1_000,
+                43_200_000,
+            )?,
+            min_invisible: ms(
+                r,
+                "minInvisibleTimeMillsForRecv",
+                d.min_invisible,
+                0,
+                43_200_000,
+            )?,
+            max_invisible: ms(
+                r,
+                "maxInvisibleTimeMills",
+                d.max_invisible,
+                1_000,
+                7 * 86_400_000,
+            )?,
             max_delay: ms(r, "maxDelayTimeMills", d.max_delay, 0, 400 * 86_400_000)?,
-            max_message_group: r.get_checked("maxMessageGroupSize", d.max_message_group, in_range(1, 4096))?,
-            max_user_properties: r.get_checked("userPropertyMaxNum", d.max_user_properties, in_range(1, 4096))?,
+            max_message_group: r.get_checked(
+                "maxMessageGroupSize",
+                d.max_message_group,
+                in_range(1, 4096),
+            )?,
+            max_user_properties: r.get_checked(
+                "userPropertyMaxNum",
+                d.max_user_properties,
+                in_range(1, 4096),
+            )?,
             max_user_property_bytes: r.get_checked(
                 "maxUserPropertySize",
                 d.max_user_property_bytes,
                 in_range(1, 32 * 1024),
             )?,
-            topic_message_type_check: r.get("enableTopicMessageTypeCheck", d.topic_message_type_check)?,
+            topic_message_type_check: r
+                .get("enableTopicMessageTypeCheck", d.topic_message_type_check)?,
             producer_max_attempts: r.get_checked(
                 "grpcClientProducerMaxAttempts",
                 d.producer_max_attempts,
                 in_range(1, 100),
             )?,
-            producer_backoff_initial: ms(r, "grpcClientProducerBackoffInitialMillis", d.producer_backoff_initial, 1, 3_600_000)?,
-            producer_backoff_max: ms(r, "grpcClientProducerBackoffMaxMillis", d.producer_backoff_max, 1, 3_600_000)?,
+            producer_backoff_initial: ms(
+                r,
+                "grpcClientProducerBackoffInitialMillis",
+                d.producer_backoff_initial,
+                1,
+                3_600_000,
+            )?,
+            producer_backoff_max: ms(
+                r,
+                "grpcClientProducerBackoffMaxMillis",
+                d.producer_backoff_max,
+                1,
+                3_600_000,
+            )?,
             producer_backoff_multiplier: r.get_checked(
                 "grpcClientProducerBackoffMultiplier",
                 2u32,
                 in_range(1, 100),
             )? as f32,
-            client_idle: ms(r, "grpcClientIdleTimeMills", d.client_idle, 10_000, 3_600_000)?,
+            client_idle: ms(
+                r,
+                "grpcClientIdleTimeMills",
+                d.client_idle,
+                10_000,
+                3_600_000,
+            )?,
         })
     }
 }

@@ -28,17 +28,58 @@ const TRANSFER_FLAG: &str = "TRANSFER_FLAG";
 
 /// Property names a user may not set (`MessageConst.STRING_HASH_SET`).
 const RESERVED: [&str; 52] = [
-    "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC",
-    "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID",
-    "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME",
-    "UNIQ_KEY", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET",
-    "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
-    "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME",
-    "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS",
-    "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
-    "TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY", "TIMER_DEL_MS",
-    "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC",
-    "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
+    "TRACE_ON",
+    "MSG_REGION",
+    "KEYS",
+    "TAGS",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "TRAN_MSG",
+    "PGROUP",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "BUYER_ID",
+    "ORIGIN_MESSAGE_ID",
+    "TRANSFER_FLAG",
+    "CORRECTION_FLAG",
+    "MQ2_FLAG",
+    "RECONSUME_TIME",
+    "UNIQ_KEY",
+    "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME",
+    "POP_CK",
+    "POP_CK_OFFSET",
+    "1ST_POP_TIME",
+    "TRAN_PREPARED_QUEUE_OFFSET",
+    "DUP_INFO",
+    "EXTEND_UNIQ_INFO",
+    "INSTANCE_ID",
+    "CORRELATION_ID",
+    "REPLY_TO_CLIENT",
+    "TTL",
+    "ARRIVE_TIME",
+    "PUSH_REPLY_TIME",
+    "CLUSTER",
+    "MSG_TYPE",
+    "INNER_MULTI_QUEUE_OFFSET",
+    "TIMER_DELAY_MS",
+    "TIMER_DELAY_SEC",
+    "TIMER_DELIVER_MS",
+    "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS",
+    "TIMER_ROLL_TIMES",
+    "TIMER_OUT_MS",
+    "TIMER_DEL_UNIQKEY",
+    "TIMER_DEL_MS",
+    "TIMER_DELAY_LEVEL",
+    "__BORNHOST",
+    "BORN_TIMESTAMP",
+    "DLQ_ORIGIN_TOPIC",
+    "DLQ_ORIGIN_MESSAGE_ID",
+    "__CRC32#",
 ];
 
 /// Longest transaction recovery a producer may ask for (`maxTransactionRecoverySecond`).
@@ -186,7 +227,10 @@ pub fn outgoing(
     }
     if let Some(tag) = &sys.tag {
         if tag.trim().is_empty() || tag.contains('|') || has_control(tag) {
-            return Err(bad(Code::IllegalMessageTag, format!("tag {tag:?} is not allowed")));
+            return Err(bad(
+                Code::IllegalMessageTag,
+                format!("tag {tag:?} is not allowed"),
+            ));
         }
         user_bytes += tag.len();
         props.insert(property::TAGS.into(), tag.clone());
@@ -194,7 +238,10 @@ pub fn outgoing(
     if !sys.keys.is_empty() {
         for k in &sys.keys {
             if k.trim().is_empty() || has_control(k) {
-                return Err(bad(Code::IllegalMessageKey, format!("key {k:?} is not allowed")));
+                return Err(bad(
+                    Code::IllegalMessageKey,
+                    format!("key {k:?} is not allowed"),
+                ));
             }
             user_bytes += k.len();
         }
@@ -203,7 +250,10 @@ pub fn outgoing(
     if user_bytes > s.max_user_property_bytes {
         return Err(bad(
             Code::MessagePropertiesTooLarge,
-            format!("user properties, tag and keys over {} bytes", s.max_user_property_bytes),
+            format!(
+                "user properties, tag and keys over {} bytes",
+                s.max_user_property_bytes
+            ),
         ));
     }
     if sys.message_id.trim().is_empty() {
@@ -222,7 +272,10 @@ pub fn outgoing(
             if g.trim().is_empty() || g.len() >= s.max_message_group || has_control(g) {
                 return Err(bad(
                     Code::IllegalMessageGroup,
-                    format!("message group must be 1 to {} bytes", s.max_message_group - 1),
+                    format!(
+                        "message group must be 1 to {} bytes",
+                        s.max_message_group - 1
+                    ),
                 ));
             }
             props.insert(SHARDING_KEY.into(), g.clone());
@@ -235,10 +288,16 @@ pub fn outgoing(
         if at - now_ms > s.max_delay.as_millis() as i64 {
             return Err(bad(
                 Code::IllegalDeliveryTime,
-                format!("delivery time is more than {} ms ahead", s.max_delay.as_millis()),
+                format!(
+                    "delivery time is more than {} ms ahead",
+                    s.max_delay.as_millis()
+                ),
             ));
         }
-        props.insert(property::TIMER_DELIVER_MS.into(), at.max(now_ms).to_string());
+        props.insert(
+            property::TIMER_DELIVER_MS.into(),
+            at.max(now_ms).to_string(),
+        );
     }
     if kind == MessageType::Transaction {
         props.insert(property::TRAN_MSG.into(), "true".into());
@@ -250,7 +309,10 @@ pub fn outgoing(
                     format!("transaction recovery over {MAX_TRANSACTION_RECOVERY_SECONDS} s"),
                 ));
             }
-            props.insert(property::CHECK_IMMUNITY_TIME_IN_SECONDS.into(), secs.to_string());
+            props.insert(
+                property::CHECK_IMMUNITY_TIME_IN_SECONDS.into(),
+                secs.to_string(),
+            );
         }
     }
     // The proxy names each topic's producers after the topic.
@@ -308,7 +370,10 @@ fn gunzip(b: &[u8], max: usize) -> Result<Vec<u8>, String> {
 
 /// MD5 of `body`, upper-case hex, as the proxy sends it (both Java and Python check it).
 pub fn md5_hex(body: &[u8]) -> String {
-    Md5::digest(body).iter().map(|b| format!("{b:02X}")).collect()
+    Md5::digest(body)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect()
 }
 
 /// A stored message as a 5.x client receives it. `topic` is the topic asked for (a retry
@@ -332,7 +397,12 @@ pub fn incoming(m: &MessageExt, topic: &str, receipt_handle: Option<String>) -> 
         tag: p.get(property::TAGS).cloned(),
         keys: p
             .get(property::KEYS)
-            .map(|k| k.split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            .map(|k| {
+                k.split(' ')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default(),
         message_id: p
             .get(property::UNIQ_KEY)
@@ -375,8 +445,14 @@ pub fn incoming(m: &MessageExt, topic: &str, receipt_handle: Option<String>) -> 
 /// Properties the broker or 4.x clients set that are not in `STRING_HASH_SET` but are no
 /// user's either.
 fn is_system_only(k: &str) -> bool {
-    matches!(k, SHARDING_KEY | TRACE_CONTEXT | "__transactionId__" | "TRANSACTION_CHECK_TIMES" | "CHECK_IMMUNITY_TIME_IN_SECONDS")
-        || k.starts_with("__RMQ.TRANSIENT.")
+    matches!(
+        k,
+        SHARDING_KEY
+            | TRACE_CONTEXT
+            | "__transactionId__"
+            | "TRANSACTION_CHECK_TIMES"
+            | "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    ) || k.starts_with("__RMQ.TRANSIENT.")
 }
 
 #[cfg(test)]
@@ -447,14 +523,19 @@ mod tests {
         let t = sent(|m| {
             let s = m.system_properties.as_mut().unwrap();
             s.message_type = MessageType::Transaction as i32;
-            s.orphaned_transaction_recovery_duration = Some(duration(std::time::Duration::from_secs(30)));
+            s.orphaned_transaction_recovery_duration =
+                Some(duration(std::time::Duration::from_secs(30)));
         })
         .unwrap();
         assert_eq!(t.message.properties["TRAN_MSG"], "true");
         assert_eq!(t.message.properties["CHECK_IMMUNITY_TIME_IN_SECONDS"], "30");
         // A declared type the properties do not make is refused.
         assert_eq!(
-            code(sent(|m| m.system_properties.as_mut().unwrap().message_type = MessageType::Fifo as i32)),
+            code(sent(|m| m
+                .system_properties
+                .as_mut()
+                .unwrap()
+                .message_type = MessageType::Fifo as i32)),
             Code::MessagePropertyConflictWithType
         );
     }
@@ -462,13 +543,20 @@ mod tests {
     #[test]
     fn bad_messages_get_the_proxys_codes() {
         assert_eq!(code(sent(|m| m.body.clear())), Code::MessageBodyEmpty);
-        assert_eq!(code(sent(|m| m.body = vec![0; (4 << 20) + 1])), Code::MessageBodyTooLarge);
         assert_eq!(
-            code(sent(|m| m.system_properties.as_mut().unwrap().tag = Some("a|b".into()))),
+            code(sent(|m| m.body = vec![0; (4 << 20) + 1])),
+            Code::MessageBodyTooLarge
+        );
+        assert_eq!(
+            code(sent(
+                |m| m.system_properties.as_mut().unwrap().tag = Some("a|b".into())
+            )),
             Code::IllegalMessageTag
         );
         assert_eq!(
-            code(sent(|m| m.system_properties.as_mut().unwrap().keys = vec![" ".into()])),
+            code(sent(
+                |m| m.system_properties.as_mut().unwrap().keys = vec![" ".into()]
+            )),
             Code::IllegalMessageKey
         );
         assert_eq!(
@@ -478,7 +566,12 @@ mod tests {
             Code::IllegalMessagePropertyKey
         );
         assert_eq!(
-            code(sent(|m| m.system_properties.as_mut().unwrap().message_id.clear())),
+            code(sent(|m| m
+                .system_properties
+                .as_mut()
+                .unwrap()
+                .message_id
+                .clear())),
             Code::IllegalMessageId
         );
         assert_eq!(
@@ -527,8 +620,14 @@ mod tests {
         assert!(type_accepted(MessageType::Fifo, Some("FIFO")));
         assert!(type_accepted(MessageType::Delay, Some("MIXED")));
         assert_eq!(accepted_types(Some("MIXED")).len(), 4);
-        assert_eq!(accepted_types(Some("DELAY")), vec![MessageType::Delay as i32]);
-        assert_eq!(accepted_types(Some("odd")), vec![MessageType::Unspecified as i32]);
+        assert_eq!(
+            accepted_types(Some("DELAY")),
+            vec![MessageType::Delay as i32]
+        );
+        assert_eq!(
+            accepted_types(Some("odd")),
+            vec![MessageType::Unspecified as i32]
+        );
     }
 
     #[test]
@@ -559,7 +658,10 @@ mod tests {
         assert_eq!(s.tag.as_deref(), Some("TagA"));
         assert_eq!(s.keys, vec!["k1", "k2"]);
         assert_eq!(s.message_id, "0102FC00000001100F0B20D61D00000000");
-        assert_eq!(s.body_digest.unwrap().checksum, "5D41402ABC4B2A76B9719D911017C592");
+        assert_eq!(
+            s.body_digest.unwrap().checksum,
+            "5D41402ABC4B2A76B9719D911017C592"
+        );
         assert_eq!(s.delivery_attempt, Some(2));
         assert_eq!(s.receipt_handle.as_deref(), Some("h"));
         assert_eq!(m.user_properties.len(), 1);

@@ -63,7 +63,10 @@ impl ReceiptHandle {
     /// Whether the message is visible again already (`retrieveTime + invisibleTime <=
     /// now`): its handle no longer acks it.
     pub fn expired(&self, now_ms: i64) -> bool {
-        self.extra.pop_time.saturating_add(self.extra.invisible_time) <= now_ms
+        self.extra
+            .pop_time
+            .saturating_add(self.extra.invisible_time)
+            <= now_ms
     }
 }
 

@@ -33,7 +33,12 @@ pub use config::ProxySettings;
 pub use session::Upstream;
 
 /// The generated protocol (apache/rocketmq-apis, `proto/`).
-#[allow(missing_docs, missing_debug_implementations, clippy::all, clippy::pedantic)]
+#[allow(
+    missing_docs,
+    missing_debug_implementations,
+    clippy::all,
+    clippy::pedantic
+)]
 pub mod pb {
     tonic::include_proto!("apache.rocketmq.v2");
 }

@@ -66,9 +66,7 @@ impl CallCtx {
         }
         let authorization = match text(meta, "authorization").filter(|a| !a.trim().is_empty()) {
             None => None,
-            Some(a) => Some(
-                parse_authorization(&a).map_err(|e| status(Code::Unauthorized, e))?,
-            ),
+            Some(a) => Some(parse_authorization(&a).map_err(|e| status(Code::Unauthorized, e))?),
         };
         Ok(Self {
             client_id,
@@ -92,7 +90,9 @@ pub fn parse_authorization(s: &str) -> Result<Authorization, String> {
         .split_once(' ')
         .ok_or("authorization header is not '<algorithm> <items>'")?;
     if algorithm != ALGORITHM {
-        return Err(format!("authorization algorithm {algorithm:?} is not {ALGORITHM}"));
+        return Err(format!(
+            "authorization algorithm {algorithm:?} is not {ALGORITHM}"
+        ));
     }
     let (mut access_key, mut signature) = (None, None);
     for item in rest.split(',') {
@@ -172,7 +172,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(empty.access_key, "");
-        for bad in ["", "MQv2-HMAC-SHA1", "Basic abc", "MQv2-HMAC-SHA1 Credential", "MQv2-HMAC-SHA1 Signature=zz"] {
+        for bad in [
+            "",
+            "MQv2-HMAC-SHA1",
+            "Basic abc",
+            "MQv2-HMAC-SHA1 Credential",
+            "MQv2-HMAC-SHA1 Signature=zz",
+        ] {
             assert!(parse_authorization(bad).is_err(), "{bad:?}");
         }
     }
@@ -180,7 +186,10 @@ mod tests {
     #[test]
     fn grpc_timeouts_parse() {
         assert_eq!(parse_grpc_timeout("23S"), Some(Duration::from_secs(23)));
-        assert_eq!(parse_grpc_timeout("1500m"), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_grpc_timeout("1500m"),
+            Some(Duration::from_millis(1500))
+        );
         assert_eq!(parse_grpc_timeout("2H"), Some(Duration::from_secs(7200)));
         assert_eq!(parse_grpc_timeout("S"), None);
         assert_eq!(parse_grpc_timeout("12X"), None);

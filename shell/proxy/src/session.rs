@@ -139,13 +139,17 @@ impl Session {
             Some(pb::settings::PubSub::Subscription(s)) => {
                 let group = s.group.as_ref().map(|g| g.name.clone()).unwrap_or_default();
                 if group.is_empty() {
-                    return Err(status(Code::IllegalConsumerGroup, "subscription names no group"));
+                    return Err(status(
+                        Code::IllegalConsumerGroup,
+                        "subscription names no group",
+                    ));
                 }
                 let mut subscriptions = Vec::new();
                 for e in &s.subscriptions {
                     let topic = e.topic.as_ref().map(|t| t.name.clone()).unwrap_or_default();
                     let selector = selector(e.expression.as_ref())?;
-                    subscriptions.push(selector.subscription(&topic, tern_shell::runtime::now_ms()));
+                    subscriptions
+                        .push(selector.subscription(&topic, tern_shell::runtime::now_ms()));
                 }
                 let push = settings.client_type == Some(ClientType::PushConsumer as i32);
                 self.instance.register_consumer(ConsumerData {
@@ -204,7 +208,10 @@ impl TransactionCheckHook for CheckForward {
             );
             return;
         };
-        let offset_msg_id = h.offset_msg_id.clone().unwrap_or_else(|| msg.offset_msg_id.clone());
+        let offset_msg_id = h
+            .offset_msg_id
+            .clone()
+            .unwrap_or_else(|| msg.offset_msg_id.clone());
         let transaction_id = TransactionId {
             offset_msg_id,
             tran_state_table_offset: h.tran_state_table_offset,
@@ -213,12 +220,14 @@ impl TransactionCheckHook for CheckForward {
         let topic = h.topic.clone().unwrap_or_else(|| msg.topic.clone());
         let cmd = TelemetryCommand {
             status: Some(crate::status::ok()),
-            command: Some(pb::telemetry_command::Command::RecoverOrphanedTransactionCommand(
-                pb::RecoverOrphanedTransactionCommand {
-                    message: Some(crate::convert::incoming(&msg, &topic, None)),
-                    transaction_id,
-                },
-            )),
+            command: Some(
+                pb::telemetry_command::Command::RecoverOrphanedTransactionCommand(
+                    pb::RecoverOrphanedTransactionCommand {
+                        message: Some(crate::convert::incoming(&msg, &topic, None)),
+                        transaction_id,
+                    },
+                ),
+            ),
         };
         if tx.try_send(Ok(cmd)).is_err() {
             log::warn!(
@@ -273,7 +282,8 @@ impl Sessions {
         let mut cfg = ClientConfig::new(&self.upstream.namesrv_addrs.join(";"));
         cfg.instance_name = Some(client_id.to_owned());
         cfg.credentials = self.upstream.credentials.clone();
-        let instance = ClientInstance::new(cfg).map_err(|e| status(Code::InternalServerError, e.to_string()))?;
+        let instance = ClientInstance::new(cfg)
+            .map_err(|e| status(Code::InternalServerError, e.to_string()))?;
         instance.start();
         let s = Arc::new(Session {
             client_id: client_id.to_owned(),

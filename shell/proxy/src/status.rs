@@ -64,7 +64,9 @@ pub fn overall<'a>(entries: impl IntoIterator<Item = &'a Status>) -> Status {
     for s in entries {
         match first {
             None => first = Some(s),
-            Some(f) if f.code != s.code => return status(Code::MultipleResults, "multiple results"),
+            Some(f) if f.code != s.code => {
+                return status(Code::MultipleResults, "multiple results");
+            }
             Some(_) => {}
         }
     }
@@ -78,9 +80,18 @@ mod tests {
     #[test]
     fn remoting_codes_map_as_the_proxy_maps_them() {
         assert_eq!(from_remoting(ResponseCode::Success), Code::Ok);
-        assert_eq!(from_remoting(ResponseCode::SystemBusy), Code::TooManyRequests);
-        assert_eq!(from_remoting(ResponseCode::TopicNotExist), Code::TopicNotFound);
-        assert_eq!(from_remoting(ResponseCode::SystemError), Code::InternalServerError);
+        assert_eq!(
+            from_remoting(ResponseCode::SystemBusy),
+            Code::TooManyRequests
+        );
+        assert_eq!(
+            from_remoting(ResponseCode::TopicNotExist),
+            Code::TopicNotFound
+        );
+        assert_eq!(
+            from_remoting(ResponseCode::SystemError),
+            Code::InternalServerError
+        );
         let e = ClientError::Broker {
             code: 16,
             remark: "no".into(),

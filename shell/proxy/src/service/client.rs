@@ -107,27 +107,35 @@ impl Inner {
                 p.max_body_size = i32::try_from(cfg.max_message_size).unwrap_or(i32::MAX);
                 s.backoff_policy = Some(RetryPolicy {
                     max_attempts: cfg.producer_max_attempts,
-                    strategy: Some(retry_policy::Strategy::ExponentialBackoff(ExponentialBackoff {
-                        initial: Some(duration(cfg.producer_backoff_initial)),
-                        max: Some(duration(cfg.producer_backoff_max)),
-                        multiplier: cfg.producer_backoff_multiplier,
-                    })),
+                    strategy: Some(retry_policy::Strategy::ExponentialBackoff(
+                        ExponentialBackoff {
+                            initial: Some(duration(cfg.producer_backoff_initial)),
+                            max: Some(duration(cfg.producer_backoff_max)),
+                            multiplier: cfg.producer_backoff_multiplier,
+                        },
+                    )),
                 });
             }
             Some(PubSub::Subscription(sub)) => {
-                let group = sub.group.as_ref().map(|g| g.name.clone()).unwrap_or_default();
+                let group = sub
+                    .group
+                    .as_ref()
+                    .map(|g| g.name.clone())
+                    .unwrap_or_default();
                 let policy = self.backend.group_policy(&group).unwrap_or_default();
                 sub.receive_batch_size = Some(cfg.receive_batch_size);
                 sub.long_polling_timeout = Some(duration(cfg.max_long_polling));
                 sub.fifo = Some(policy.orderly);
                 s.backoff_policy = Some(RetryPolicy {
                     max_attempts: policy.retry_max_times.saturating_add(1).max(1),
-                    strategy: Some(retry_policy::Strategy::CustomizedBackoff(CustomizedBackoff {
-                        next: CUSTOMIZED_BACKOFF_SECS
-                            .iter()
-                            .map(|s| duration(Duration::from_secs(*s)))
-                            .collect(),
-                    })),
+                    strategy: Some(retry_policy::Strategy::CustomizedBackoff(
+                        CustomizedBackoff {
+                            next: CUSTOMIZED_BACKOFF_SECS
+                                .iter()
+                                .map(|s| duration(Duration::from_secs(*s)))
+                                .collect(),
+                        },
+                    )),
                 });
             }
             None => {}

@@ -38,7 +38,9 @@ const INIT_MODE_MAX: i32 = 1;
 /// Kept free of a receive's deadline for the answer to travel back.
 const DEADLINE_SLACK: Duration = Duration::from_millis(300);
 
-fn frame(content: receive_message_response::Content) -> Result<ReceiveMessageResponse, tonic::Status> {
+fn frame(
+    content: receive_message_response::Content,
+) -> Result<ReceiveMessageResponse, tonic::Status> {
     Ok(ReceiveMessageResponse {
         content: Some(content),
     })
@@ -82,16 +84,25 @@ impl Inner {
     /// The long poll a receive may hold: the asked time (else the longest) within the
     /// configured bounds and the call's deadline; ILLEGAL_POLLING_TIME when the deadline
     /// leaves less than the shortest.
-    fn polling_time(&self, asked: Option<Duration>, deadline: Option<Duration>) -> Result<Duration, Status> {
+    fn polling_time(
+        &self,
+        asked: Option<Duration>,
+        deadline: Option<Duration>,
+    ) -> Result<Duration, Status> {
         let s = &self.settings;
-        let mut poll = asked.unwrap_or(s.max_long_polling).clamp(s.min_long_polling, s.max_long_polling);
+        let mut poll = asked
+            .unwrap_or(s.max_long_polling)
+            .clamp(s.min_long_polling, s.max_long_polling);
         if let Some(d) = deadline {
             let room = d.saturating_sub(DEADLINE_SLACK);
             if poll > room {
                 if room < s.min_long_polling {
                     return Err(status(
                         Code::IllegalPollingTime,
-                        format!("the deadline leaves {} ms, under the polling minimum", room.as_millis()),
+                        format!(
+                            "the deadline leaves {} ms, under the polling minimum",
+                            room.as_millis()
+                        ),
                     ));
                 }
                 poll = room;
@@ -118,7 +129,9 @@ async fn receive(
     let topic = validate_topic(mq.topic.as_ref())?;
     inner.authorize(ctx, &[topic_need(&topic, perm::SUB), group_need(&group)])?;
     let poll = inner.polling_time(
-        req.long_polling_timeout.as_ref().map(|d| Duration::from_millis(duration_ms(d) as u64)),
+        req.long_polling_timeout
+            .as_ref()
+            .map(|d| Duration::from_millis(duration_ms(d) as u64)),
         ctx.deadline,
     )?;
     let s = &inner.settings;
@@ -147,7 +160,10 @@ async fn receive(
         Some(settings::PubSub::Subscription(sub)) => sub.fifo.unwrap_or(false),
         _ => false,
     };
-    let max_attempts = settings.backoff_policy.as_ref().map_or(17, |b| b.max_attempts.max(1));
+    let max_attempts = settings
+        .backoff_policy
+        .as_ref()
+        .map_or(17, |b| b.max_attempts.max(1));
     let broker = mq
         .broker
         .as_ref()
@@ -159,7 +175,10 @@ async fn receive(
         group: &group,
         topic: &topic,
         broker: &broker,
-        queue_id: mq.id,
+        // Every queue of the broker, as the proxy's read selector names it: the client's
+        // queue only picks the broker (a simple consumer cycles through the route's
+        // queues; a FIFO POP keeps each queue's order itself).
+        queue_id: -1,
         max: req.batch_size.clamp(1, MAX_BATCH) as u32,
         invisible,
         poll,
@@ -169,11 +188,14 @@ async fn receive(
         order: fifo,
         attempt_id: req.attempt_id.as_deref(),
     };
-    let popped = pop(&session.instance, &addr, &spec).await.map_err(|e| from_client_error(&e))?;
+    let popped = pop(&session.instance, &addr, &spec)
+        .await
+        .map_err(|e| from_client_error(&e))?;
     let mut out = Vec::with_capacity(popped.len());
     for r in popped {
         let handle = ReceiptHandle {
-            extra: ExtraInfo::parse(&r.receipt_handle).map_err(|e| status(Code::InternalServerError, e))?,
+            extra: ExtraInfo::parse(&r.receipt_handle)
+                .map_err(|e| status(Code::InternalServerError, e))?,
             commit_log_offset: Some(r.message.commit_log_offset),
         };
         // Past its attempts: to the group's DLQ, as the proxy does for push consumers.
@@ -188,7 +210,10 @@ async fn receive(
                 Ok(()) => log::info!(
                     "message {id} of {topic} reached {max_attempts} attempts in group {group}: sent to its DLQ"
                 ),
-                Err(e) => log::warn!("message {id} of {topic} could not be sent to the DLQ of {group}: {}", e.message),
+                Err(e) => log::warn!(
+                    "message {id} of {topic} could not be sent to the DLQ of {group}: {}",
+                    e.message
+                ),
             }
             continue;
         }
@@ -201,7 +226,10 @@ async fn receive(
 fn parse_handle(s: &str) -> Result<ReceiptHandle, Status> {
     let h = ReceiptHandle::parse(s).map_err(|e| status(Code::InvalidReceiptHandle, e))?;
     if h.expired(now_ms()) {
-        return Err(status(Code::InvalidReceiptHandle, "receipt handle is expired"));
+        return Err(status(
+            Code::InvalidReceiptHandle,
+            "receipt handle is expired",
+        ));
     }
     Ok(h)
 }
@@ -221,7 +249,9 @@ async fn ack_one(
         extra_info: handle.encode(),
         offset: handle.offset(),
     };
-    let addr = inner.broker_addr(session, topic, &handle.extra.broker_name).await?;
+    let addr = inner
+        .broker_addr(session, topic, &handle.extra.broker_name)
+        .await?;
     let cmd = RemotingCommand::request(RequestCode::AckMessage, &header);
     let resp = session
         .instance
@@ -247,7 +277,10 @@ async fn to_dlq(
     message_id: &str,
 ) -> Result<(), Status> {
     let Some(offset) = handle.commit_log_offset else {
-        return Err(status(Code::InvalidReceiptHandle, "commit log offset is empty"));
+        return Err(status(
+            Code::InvalidReceiptHandle,
+            "commit log offset is empty",
+        ));
     };
     let header = ConsumerSendMsgBackRequestHeader {
         offset,
@@ -258,7 +291,9 @@ async fn to_dlq(
         unit_mode: None,
         max_reconsume_times: None,
     };
-    let addr = inner.broker_addr(session, topic, &handle.extra.broker_name).await?;
+    let addr = inner
+        .broker_addr(session, topic, &handle.extra.broker_name)
+        .await?;
     let cmd = RemotingCommand::request(RequestCode::ConsumerSendMsgBack, &header);
     let resp = session
         .instance
@@ -289,7 +324,9 @@ pub(super) async fn ack_message(
     let mut entries = Vec::with_capacity(req.entries.len());
     for e in req.entries.iter().take(1024) {
         let result = match parse_handle(&e.receipt_handle) {
-            Ok(h) => ack_one(inner, session, &group, &topic, &h).await.map(|()| ok()),
+            Ok(h) => ack_one(inner, session, &group, &topic, &h)
+                .await
+                .map(|()| ok()),
             Err(s) => Err(s),
         };
         entries.push(AckMessageResultEntry {
@@ -330,7 +367,9 @@ pub(super) async fn change_invisible_duration(
         offset: handle.offset(),
         invisible_time: invisible,
     };
-    let addr = inner.broker_addr(session, &topic, &handle.extra.broker_name).await?;
+    let addr = inner
+        .broker_addr(session, &topic, &handle.extra.broker_name)
+        .await?;
     let cmd = RemotingCommand::request(RequestCode::ChangeMessageInvisibletime, &header);
     let resp = session
         .instance
@@ -340,7 +379,10 @@ pub(super) async fn change_invisible_duration(
     if resp.response_code() != ResponseCode::Success {
         return Err(status(
             from_remoting(resp.response_code()),
-            format!("changeInvisibleDuration failed: {}", resp.remark.unwrap_or_default()),
+            format!(
+                "changeInvisibleDuration failed: {}",
+                resp.remark.unwrap_or_default()
+            ),
         ));
     }
     let h: ChangeInvisibleTimeResponseHeader = resp

@@ -157,7 +157,11 @@ impl Inner {
             return Ok(());
         };
         let refuse = |why: String| {
-            log::warn!("gRPC call from {} ({}) refused: {why}", ctx.peer, ctx.client_id);
+            log::warn!(
+                "gRPC call from {} ({}) refused: {why}",
+                ctx.peer,
+                ctx.client_id
+            );
             status(Code::Unauthorized, why)
         };
         let content = ctx.date_time.as_deref().unwrap_or_default();
@@ -187,7 +191,12 @@ impl Inner {
     }
 
     /// The remoting address of `broker`'s master, learning routes for `topic` if needed.
-    async fn broker_addr(&self, session: &Session, topic: &str, broker: &str) -> Result<String, Status> {
+    async fn broker_addr(
+        &self,
+        session: &Session,
+        topic: &str,
+        broker: &str,
+    ) -> Result<String, Status> {
         if let Some(a) = session.instance.master_addr(broker) {
             return Ok(a);
         }
@@ -208,13 +217,22 @@ impl Inner {
 /// A topic a client may name: RocketMQ's `Validators.checkTopic`, and no system topic.
 pub(crate) fn validate_topic(r: Option<&Resource>) -> Result<String, Status> {
     let name = r.map(|r| r.name.clone()).unwrap_or_default();
-    tern_client::message::check_topic(&name).map_err(|e| status(Code::IllegalTopic, e.to_string()))?;
-    let system = name.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("rmq_sys_"))
-        || matches!(name.as_str(), "TBW102" | "SCHEDULE_TOPIC_XXXX" | "OFFSET_MOVED_EVENT")
+    tern_client::message::check_topic(&name)
+        .map_err(|e| status(Code::IllegalTopic, e.to_string()))?;
+    let system = name
+        .get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("rmq_sys_"))
+        || matches!(
+            name.as_str(),
+            "TBW102" | "SCHEDULE_TOPIC_XXXX" | "OFFSET_MOVED_EVENT"
+        )
         || name.starts_with("%RETRY%")
         || name.starts_with("%DLQ%");
     if system {
-        return Err(status(Code::IllegalTopic, format!("topic {name} is a system topic")));
+        return Err(status(
+            Code::IllegalTopic,
+            format!("topic {name} is a system topic"),
+        ));
     }
     Ok(name)
 }
@@ -224,15 +242,22 @@ pub(crate) fn validate_group(r: Option<&Resource>) -> Result<String, Status> {
     let name = r.map(|r| r.name.clone()).unwrap_or_default();
     let ok = !name.is_empty()
         && name.len() <= 255
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'));
     if !ok {
         return Err(status(
             Code::IllegalConsumerGroup,
-            format!("consumer group {name:?} is empty, too long or has characters other than letters, digits, %|_-"),
+            format!(
+                "consumer group {name:?} is empty, too long or has characters other than letters, digits, %|_-"
+            ),
         ));
     }
     if name.starts_with("CID_RMQ_SYS_") || name == "TOOLS_CONSUMER" {
-        return Err(status(Code::IllegalConsumerGroup, format!("group {name} is a system group")));
+        return Err(status(
+            Code::IllegalConsumerGroup,
+            format!("group {name} is a system group"),
+        ));
     }
     Ok(name)
 }
@@ -245,9 +270,10 @@ macro_rules! unary {
             Err(s) => Err(s),
             Ok((ctx, session)) => $handler(inner, &ctx, &session, $req.into_inner()).await,
         };
-        Ok(Response::new(answer.unwrap_or_else(|s| $resp {
-            status: Some(s),
-            ..Default::default()
+        Ok(Response::new(answer.unwrap_or_else(|s| {
+            let mut refused = $resp::default();
+            refused.status = Some(s);
+            refused
         })))
     }};
 }
@@ -264,7 +290,10 @@ impl MessagingService for Service {
         unary!(self, request, HeartbeatResponse, client::heartbeat)
     }
 
-    async fn send_message(&self, request: Request<SendMessageRequest>) -> Answer<SendMessageResponse> {
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Answer<SendMessageResponse> {
         unary!(self, request, SendMessageResponse, producer::send_message)
     }
 
@@ -272,7 +301,12 @@ impl MessagingService for Service {
         &self,
         request: Request<QueryAssignmentRequest>,
     ) -> Answer<QueryAssignmentResponse> {
-        unary!(self, request, QueryAssignmentResponse, route::query_assignment)
+        unary!(
+            self,
+            request,
+            QueryAssignmentResponse,
+            route::query_assignment
+        )
     }
 
     type ReceiveMessageStream = consumer::Frames<ReceiveMessageResponse>;
@@ -281,7 +315,10 @@ impl MessagingService for Service {
         &self,
         request: Request<ReceiveMessageRequest>,
     ) -> Answer<Self::ReceiveMessageStream> {
-        Ok(Response::new(consumer::receive_message(self.inner.clone(), request)))
+        Ok(Response::new(consumer::receive_message(
+            self.inner.clone(),
+            request,
+        )))
     }
 
     async fn ack_message(&self, request: Request<AckMessageRequest>) -> Answer<AckMessageResponse> {
@@ -292,16 +329,30 @@ impl MessagingService for Service {
         &self,
         request: Request<ForwardMessageToDeadLetterQueueRequest>,
     ) -> Answer<ForwardMessageToDeadLetterQueueResponse> {
-        unary!(self, request, ForwardMessageToDeadLetterQueueResponse, consumer::forward_to_dlq)
+        unary!(
+            self,
+            request,
+            ForwardMessageToDeadLetterQueueResponse,
+            consumer::forward_to_dlq
+        )
     }
 
     type PullMessageStream = consumer::Frames<PullMessageResponse>;
 
-    async fn pull_message(&self, request: Request<PullMessageRequest>) -> Answer<Self::PullMessageStream> {
-        Ok(Response::new(offset::pull_message(self.inner.clone(), request)))
+    async fn pull_message(
+        &self,
+        request: Request<PullMessageRequest>,
+    ) -> Answer<Self::PullMessageStream> {
+        Ok(Response::new(offset::pull_message(
+            self.inner.clone(),
+            request,
+        )))
     }
 
-    async fn update_offset(&self, request: Request<UpdateOffsetRequest>) -> Answer<UpdateOffsetResponse> {
+    async fn update_offset(
+        &self,
+        request: Request<UpdateOffsetRequest>,
+    ) -> Answer<UpdateOffsetResponse> {
         unary!(self, request, UpdateOffsetResponse, offset::update_offset)
     }
 
@@ -309,7 +360,10 @@ impl MessagingService for Service {
         unary!(self, request, GetOffsetResponse, offset::get_offset)
     }
 
-    async fn query_offset(&self, request: Request<QueryOffsetRequest>) -> Answer<QueryOffsetResponse> {
+    async fn query_offset(
+        &self,
+        request: Request<QueryOffsetRequest>,
+    ) -> Answer<QueryOffsetResponse> {
         unary!(self, request, QueryOffsetResponse, offset::query_offset)
     }
 
@@ -317,7 +371,12 @@ impl MessagingService for Service {
         &self,
         request: Request<EndTransactionRequest>,
     ) -> Answer<EndTransactionResponse> {
-        unary!(self, request, EndTransactionResponse, producer::end_transaction)
+        unary!(
+            self,
+            request,
+            EndTransactionResponse,
+            producer::end_transaction
+        )
     }
 
     type TelemetryStream = client::Commands;
@@ -333,18 +392,36 @@ impl MessagingService for Service {
         &self,
         request: Request<NotifyClientTerminationRequest>,
     ) -> Answer<NotifyClientTerminationResponse> {
-        unary!(self, request, NotifyClientTerminationResponse, client::notify_client_termination)
+        unary!(
+            self,
+            request,
+            NotifyClientTerminationResponse,
+            client::notify_client_termination
+        )
     }
 
     async fn change_invisible_duration(
         &self,
         request: Request<ChangeInvisibleDurationRequest>,
     ) -> Answer<ChangeInvisibleDurationResponse> {
-        unary!(self, request, ChangeInvisibleDurationResponse, consumer::change_invisible_duration)
+        unary!(
+            self,
+            request,
+            ChangeInvisibleDurationResponse,
+            consumer::change_invisible_duration
+        )
     }
 
-    async fn recall_message(&self, request: Request<RecallMessageRequest>) -> Answer<RecallMessageResponse> {
-        unary!(self, request, RecallMessageResponse, producer::recall_message)
+    async fn recall_message(
+        &self,
+        request: Request<RecallMessageRequest>,
+    ) -> Answer<RecallMessageResponse> {
+        unary!(
+            self,
+            request,
+            RecallMessageResponse,
+            producer::recall_message
+        )
     }
 
     async fn sync_lite_subscription(
@@ -354,7 +431,10 @@ impl MessagingService for Service {
         // Lite topics (RIP-74, 5.4) have no store side in Tern: said plainly, as the
         // proxy says it for features it lacks.
         Ok(Response::new(SyncLiteSubscriptionResponse {
-            status: Some(status(Code::Unsupported, "lite topics are not supported by Tern")),
+            status: Some(status(
+                Code::Unsupported,
+                "lite topics are not supported by Tern",
+            )),
         }))
     }
 }

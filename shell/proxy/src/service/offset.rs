@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use tern_client::consumer::{PullConsumer, PullStatus};
 use tern_client::MessageQueue as RemotingQueue;
+use tern_client::consumer::{PullConsumer, PullStatus};
 use tern_shell::acl::rules::perm;
 use tokio::sync::mpsc;
 use tonic::Request;
@@ -27,7 +27,10 @@ fn remoting_queue(inner: &Inner, mq: Option<&MessageQueue>) -> Result<RemotingQu
     let mq = mq.ok_or_else(|| status(Code::BadRequest, "no message queue given"))?;
     let topic = validate_topic(mq.topic.as_ref())?;
     if mq.id < 0 {
-        return Err(status(Code::BadRequest, format!("queue id {} is not a queue", mq.id)));
+        return Err(status(
+            Code::BadRequest,
+            format!("queue id {} is not a queue", mq.id),
+        ));
     }
     let broker_name = mq
         .broker
@@ -47,7 +50,10 @@ fn pull_frame(c: pull_message_response::Content) -> Result<PullMessageResponse, 
 }
 
 /// PullMessage: a status, the messages, then the next offset.
-pub(super) fn pull_message(inner: Arc<Inner>, request: Request<PullMessageRequest>) -> Frames<PullMessageResponse> {
+pub(super) fn pull_message(
+    inner: Arc<Inner>,
+    request: Request<PullMessageRequest>,
+) -> Frames<PullMessageResponse> {
     let (tx, rx) = mpsc::channel(MAX_PULL as usize + 2);
     tokio::spawn(async move {
         use pull_message_response::Content;
@@ -83,25 +89,42 @@ async fn pull(
 ) -> Result<(Status, Vec<Message>, i64), Status> {
     let group = validate_group(req.group.as_ref())?;
     let queue = remoting_queue(inner, req.message_queue.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&queue.topic, perm::SUB), group_need(&group)])?;
+    inner.authorize(
+        ctx,
+        &[topic_need(&queue.topic, perm::SUB), group_need(&group)],
+    )?;
     if req.offset < 0 {
         return Err(status(Code::IllegalOffset, "offset cannot be negative"));
     }
     let selector = crate::session::selector(req.filter_expression.as_ref())?;
     let consumer = PullConsumer::with_instance(group, session.instance.clone());
     let r = consumer
-        .pull_with_selector(&queue, &selector, req.offset, req.batch_size.clamp(1, MAX_PULL))
+        .pull_with_selector(
+            &queue,
+            &selector,
+            req.offset,
+            req.batch_size.clamp(1, MAX_PULL),
+        )
         .await
         .map_err(|e| from_client_error(&e))?;
     let first = match r.status {
         PullStatus::Found => ok(),
-        PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => status(Code::MessageNotFound, "no new message"),
+        PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
+            status(Code::MessageNotFound, "no new message")
+        }
         PullStatus::OffsetIllegal => status(
             Code::IllegalOffset,
-            format!("offset {} is outside [{}, {}]", req.offset, r.min_offset, r.max_offset),
+            format!(
+                "offset {} is outside [{}, {}]",
+                req.offset, r.min_offset, r.max_offset
+            ),
         ),
     };
-    let messages = r.messages.iter().map(|m| incoming(m, &queue.topic, None)).collect();
+    let messages = r
+        .messages
+        .iter()
+        .map(|m| incoming(m, &queue.topic, None))
+        .collect();
     Ok((first, messages, r.next_begin_offset))
 }
 
@@ -113,7 +136,10 @@ pub(super) async fn update_offset(
 ) -> Result<UpdateOffsetResponse, Status> {
     let group = validate_group(req.group.as_ref())?;
     let queue = remoting_queue(inner, req.message_queue.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&queue.topic, perm::SUB), group_need(&group)])?;
+    inner.authorize(
+        ctx,
+        &[topic_need(&queue.topic, perm::SUB), group_need(&group)],
+    )?;
     if req.offset < 0 {
         return Err(status(Code::IllegalOffset, "offset cannot be negative"));
     }
@@ -132,7 +158,10 @@ pub(super) async fn get_offset(
 ) -> Result<GetOffsetResponse, Status> {
     let group = validate_group(req.group.as_ref())?;
     let queue = remoting_queue(inner, req.message_queue.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&queue.topic, perm::SUB), group_need(&group)])?;
+    inner.authorize(
+        ctx,
+        &[topic_need(&queue.topic, perm::SUB), group_need(&group)],
+    )?;
     match PullConsumer::with_instance(group, session.instance.clone())
         .query_offset(&queue)
         .await
@@ -142,7 +171,10 @@ pub(super) async fn get_offset(
             status: Some(ok()),
             offset,
         }),
-        None => Err(status(Code::OffsetNotFound, "the group has no offset for this queue")),
+        None => Err(status(
+            Code::OffsetNotFound,
+            "the group has no offset for this queue",
+        )),
     }
 }
 
@@ -161,7 +193,10 @@ pub(super) async fn query_offset(
         Ok(QueryOffsetPolicy::End) => c.max_offset(&queue).await,
         Ok(QueryOffsetPolicy::Timestamp) => {
             let Some(t) = &req.timestamp else {
-                return Err(status(Code::BadRequest, "TIMESTAMP policy needs a timestamp"));
+                return Err(status(
+                    Code::BadRequest,
+                    "TIMESTAMP policy needs a timestamp",
+                ));
             };
             c.search_offset(&queue, timestamp_ms(t)).await
         }

@@ -4,7 +4,9 @@
 use tern_client::{MessageQueue, SendResult, SendStatus};
 use tern_shell::acl::rules::perm;
 use tern_shell::headers::EndTransactionRequestHeader;
-use tern_shell::message::{SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_ROLLBACK, decode_offset_msg_id};
+use tern_shell::message::{
+    SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_ROLLBACK, decode_offset_msg_id,
+};
 use tern_shell::runtime::now_ms;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
@@ -90,7 +92,10 @@ pub(super) async fn send_message(
         .iter()
         .any(|m| m.topic.as_ref().map(|t| t.name.as_str()) != Some(topic.as_str()))
     {
-        return Err(status(Code::MessageCorrupted, "messages of one request must share a topic"));
+        return Err(status(
+            Code::MessageCorrupted,
+            "messages of one request must share a topic",
+        ));
     }
     inner.authorize(ctx, &[topic_need(&topic, perm::PUB)])?;
     let topic_type = inner.backend.topic_message_type(&topic);
@@ -143,7 +148,10 @@ pub(super) async fn end_transaction(
     let topic = validate_topic(req.topic.as_ref())?;
     inner.authorize(ctx, &[topic_need(&topic, perm::PUB)])?;
     if req.transaction_id.trim().is_empty() {
-        return Err(status(Code::InvalidTransactionId, "transaction id cannot be empty"));
+        return Err(status(
+            Code::InvalidTransactionId,
+            "transaction id cannot be empty",
+        ));
     }
     let id = TransactionId::parse(&req.transaction_id)
         .map_err(|e| status(Code::InvalidTransactionId, e))?;

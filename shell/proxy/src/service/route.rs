@@ -68,7 +68,11 @@ fn queues(topic: &str, qd: &QueueData, broker: &Broker, types: &[i32]) -> Vec<Me
         (false, true) => (0, qd.write_queue_nums, 0),
         (false, false) => (0, 0, 0),
     };
-    let kinds = [(r, Permission::Read), (w, Permission::Write), (rw, Permission::ReadWrite)];
+    let kinds = [
+        (r, Permission::Read),
+        (w, Permission::Write),
+        (rw, Permission::ReadWrite),
+    ];
     let mut out = Vec::new();
     let mut id = 0;
     for (n, p) in kinds {
@@ -130,7 +134,10 @@ pub(super) async fn query_route(
         }
     }
     if message_queues.is_empty() {
-        return Err(status(Code::TopicNotFound, format!("topic {topic} has no queues")));
+        return Err(status(
+            Code::TopicNotFound,
+            format!("topic {topic} has no queues"),
+        ));
     }
     Ok(QueryRouteResponse {
         status: Some(ok()),
@@ -148,7 +155,11 @@ pub(super) async fn query_assignment(
     let group = validate_group(req.group.as_ref())?;
     inner.authorize(ctx, &[topic_need(&topic, perm::SUB), group_need(&group)])?;
     let route = inner.route(session, &topic).await?;
-    let fifo = inner.backend.group_policy(&group).unwrap_or_default().orderly;
+    let fifo = inner
+        .backend
+        .group_policy(&group)
+        .unwrap_or_default()
+        .orderly;
     let types = inner.topic_types(&topic);
     let brokers = brokers(&route, inner.grpc_port);
     let mut assignments = Vec::new();
@@ -197,15 +208,25 @@ mod tests {
     fn queues_are_listed_as_the_proxy_lists_them() {
         let b = Broker::default();
         let ps = |q: &QueueData| -> Vec<(i32, i32)> {
-            queues("T", q, &b, &[]).iter().map(|m| (m.id, m.permission)).collect()
+            queues("T", q, &b, &[])
+                .iter()
+                .map(|m| (m.id, m.permission))
+                .collect()
         };
         let rw = Permission::ReadWrite as i32;
         assert_eq!(ps(&qd(4, 4, 6)), vec![(0, rw), (1, rw), (2, rw), (3, rw)]);
         assert_eq!(
             ps(&qd(3, 1, 6)),
-            vec![(0, Permission::Read as i32), (1, Permission::Read as i32), (2, rw)]
+            vec![
+                (0, Permission::Read as i32),
+                (1, Permission::Read as i32),
+                (2, rw)
+            ]
         );
-        assert_eq!(ps(&qd(2, 2, 2)), vec![(0, Permission::Write as i32), (1, Permission::Write as i32)]);
+        assert_eq!(
+            ps(&qd(2, 2, 2)),
+            vec![(0, Permission::Write as i32), (1, Permission::Write as i32)]
+        );
         assert_eq!(ps(&qd(2, 2, 0)), vec![(0, Permission::None as i32)]);
     }
 }
