@@ -28,6 +28,7 @@ pub mod consume;
 pub mod edge;
 pub mod engine;
 pub mod goals;
+pub mod grpc;
 pub mod load;
 pub mod plot;
 pub mod proc;

@@ -2,7 +2,7 @@
 //! to `bench/results/` (or `--out`).
 //!
 //! ```text
-//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls|edge|timer|tls]... [--quick]
+//! tern-bench [--scenario all|engine|produce|e2e|backlog|stalls|edge|timer|tls|grpc]... [--quick]
 //!            [--dir PATH]
 //!            [--out PATH] [--producers 1,4,16] [--duration-ms N] [--backlog N]
 //!            [--modes sync,async,oneway,batch] [--flush async,sync]
@@ -24,7 +24,8 @@ use tern_bench::timer::{self, TimerParams};
 use tern_bench::{default_data_dir, goals, plot, report, results_dir, rocketmq_peer, table};
 
 const USAGE: &str = "usage: tern-bench [--scenario NAME]... [--quick] [options]\n\
-  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls, edge, timer, tls;\n\
+  --scenario NAME   all (default), engine, produce, e2e, backlog, stalls, edge, timer, tls,\n\
+                    grpc;\n\
                     repeatable\n\
   --quick           small counts, every scenario in well under 3 minutes (CI smoke)\n\
   --dir PATH        folder for data written (default: target/tern-bench-data)\n\
@@ -129,7 +130,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     for s in &a.scenarios {
         if ![
-            "all", "engine", "produce", "e2e", "backlog", "stalls", "edge", "timer", "tls",
+            "all", "engine", "produce", "e2e", "backlog", "stalls", "edge", "timer", "tls", "grpc",
         ]
         .contains(&s.as_str())
         {
@@ -273,6 +274,9 @@ fn run(a: &Args) -> Result<(), String> {
         }
         if wants(a, "tls") {
             tern_bench::tls::run(&p, &mut rows)?;
+        }
+        if wants(a, "grpc") {
+            tern_bench::grpc::run(&p, &mut rows)?;
         }
         Ok::<(), String>(())
     })();

@@ -26,6 +26,8 @@ pub struct Server {
     pub addr: String,
     /// The name server's address, for RocketMQ-style brokers.
     pub namesrv: Option<String>,
+    /// The RocketMQ 5.x gRPC endpoint's address, for a Tern broker serving one.
+    pub grpc: Option<String>,
     /// From spawn to the address accepting (or announced): the start-up time.
     pub startup: Duration,
     /// Where its stderr goes.
@@ -194,6 +196,7 @@ pub fn start_edge(
         child: Some(child),
         addr: String::new(),
         namesrv: None,
+        grpc: None,
         startup: Duration::ZERO,
         log,
     };
@@ -263,6 +266,12 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
     let bin = tern_broker_bin()?;
     fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let conf_path = data.join("broker.conf");
+    // The gRPC endpoint (on with --standalone) on a free port unless the conf names one.
+    let conf = if conf.contains("grpcServerPort") {
+        conf.to_owned()
+    } else {
+        format!("grpcServerPort=0\n{conf}")
+    };
     fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
     let log = data.join("broker.log");
     let mut cmd = Command::new(&bin);
@@ -273,10 +282,11 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
         child: Some(child),
         addr: String::new(),
         namesrv: None,
+        grpc: None,
         startup: Duration::ZERO,
         log,
     };
-    while server.addr.is_empty() {
+    loop {
         let left = START_TIMEOUT.saturating_sub(start.elapsed());
         let (line, at) = rx
             .recv_timeout(left)
@@ -286,6 +296,10 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
         } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
             server.addr = a.trim().to_owned();
             server.startup = at - start;
+        } else if let Some(a) = line.strip_prefix("tern-broker gRPC endpoint on ") {
+            server.grpc = Some(a.trim().to_owned());
+        } else if line.starts_with("ready") && !server.addr.is_empty() {
+            break;
         }
     }
     Ok(server)
@@ -314,6 +328,7 @@ pub fn start_listening(
         child: Some(child),
         addr: addr.into(),
         namesrv: None,
+        grpc: None,
         startup: Duration::ZERO,
         log,
     };

@@ -3,11 +3,13 @@
 
 /// `broker.conf` lines: 1 MiB log segments, 300-entry queue files, a small index, a
 /// timer wheel of two hours of 1 s slots (230 KB, not RocketMQ's 38.7 MB) and 64 KiB
-/// timer-log files, and the metrics endpoint (on for `--standalone`) on a free port.
+/// timer-log files, and the metrics and gRPC endpoints (on for `--standalone`) on free
+/// ports.
 pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
 mapedFileSizeConsumeQueue=6000\n\
 maxHashSlotNum=1000\n\
 maxIndexNum=4000\n\
 timerWheelSlots=7200\n\
 mappedFileSizeTimerLog=65536\n\
-metricsPromExporterPort=0\n";
+metricsPromExporterPort=0\n\
+grpcServerPort=0\n";

@@ -30,7 +30,8 @@ impl Drop for Running {
 
 fn start(dir: &Path, conf: &str) -> Running {
     let conf_path = dir.join("broker.conf");
-    std::fs::write(&conf_path, conf).unwrap();
+    // The gRPC endpoint (on with --standalone) on a free port: tests run in parallel.
+    std::fs::write(&conf_path, format!("grpcServerPort=0\n{conf}")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern-broker"))
         .args([
             "--standalone",

@@ -112,9 +112,15 @@ impl Broker {
             ]),
             Some(ns) => cmd.args(["-n", ns, "--listen", "127.0.0.1:0"]),
         };
-        if let Some(conf) = conf {
-            cmd.arg("-c").arg(conf);
+        // Its gRPC endpoint (on with --standalone) on a free port, not 8081: tests run in
+        // parallel. The given conf is kept, with that line added.
+        let mut text = conf.map_or_else(String::new, |c| fs::read_to_string(c).unwrap());
+        if !text.contains("grpcServerPort") {
+            text.push_str("\ngrpcServerPort=0\n");
         }
+        let merged = log.with_extension("conf");
+        fs::write(&merged, text).unwrap();
+        cmd.arg("-c").arg(&merged);
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }

@@ -94,10 +94,13 @@ impl Service {
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-            .tcp_nodelay(true)
             .add_service(svc)
             .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                // No Nagle: a streamed answer's frames go out as written, not 40 ms
+                // later behind the client's delayed ACK.
+                tonic::transport::server::TcpIncoming::from(listener)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(Some(Duration::from_secs(60))),
                 signal,
             );
         let bounded = async {
