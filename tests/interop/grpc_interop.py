@@ -82,6 +82,7 @@ def progress(msg):
 
 
 def check(name, ok, detail=""):
+    detail = " ".join(str(detail).split())  # one line per check, whatever the error text
     with _lock:
         _results.append((name, bool(ok), detail))
     line = ("PASS " + name) if ok else ("FAIL " + name + (": " + detail if detail else ""))
@@ -521,9 +522,28 @@ def scenario_delay(args, dl):
         if r is not None:
             sent[r.message_id] = due
     check("delay: %d sends with delivery_timestamp answered" % n, len(sent) == n, "%d answered" % len(sent))
+    # One more, due in 10 s, recalled at once with its receipt's recall handle.
+    recall_due = int(time.time()) + 10
+    rr = send(p, message(topic, "recalled", "TagD", "%s-recalled" % topic, {PROP: "grpc"},
+                         deliver_at=recall_due), "delay: send the one to recall")
+    recalled = rr.message_id if rr is not None else None
+    check("delay: the send receipt of a delayed message carries a recall handle",
+          rr is not None and bool(rr.recall_handle), "no recall handle")
+    if rr is not None and rr.recall_handle:
+        ok, rid = bounded(lambda: p.recall_message(topic, rr.recall_handle), 15, "delay: recall")
+        check("delay: recall_message answers the recalled message id", ok and rid == recalled,
+              "answered %r, want %s" % (rid, recalled))
+    ok, err = bounded(lambda: p.recall_message(topic, "not-a-recall-handle"), 15, "delay: recall garbage")
+    check("delay: recall_message with a garbage handle raises BadRequest/NotFoundException",
+          not ok and ("BadRequestException" in str(err) or "NotFoundException" in str(err)),
+          "answered OK" if ok else err)
     got, errs, _ = receive(c, len(sent), dl.budget(30))
-    extra, _, _ = receive(c, None, 2)
+    # Past the recalled one's due time (+2 s): it must not arrive.
+    extra, _, _ = receive(c, None, dl.budget(max(2.0, recall_due + 2 - time.time())))
     got += extra
+    check("delay: the recalled message never arrives (waited past its due time)",
+          recalled is None or recalled not in {g["id"] for g in got}, "it arrived")
+    got = [g for g in got if g["id"] != recalled]
     missing = [i for i in sent if i not in {g["id"] for g in got}]
     check("delay: every delayed message received", not missing, sample(missing))
     early = ["%s %.2fs early" % (g["id"], sent[g["id"]] - g["at"]) for g in got
@@ -633,8 +653,11 @@ def scenario_simple(args, dl):
         ok, err = bounded(lambda: c.ack(objs[ids["acked"]]), 15, "ack")
         check("simple: ack answered OK", ok, "" if ok else err)
     if "changed" in ids and ids["changed"] in objs:
+        before = objs[ids["changed"]].receipt_handle
         ok, err = bounded(lambda: c.change_invisible_duration(objs[ids["changed"]], 2), 15, "change invisible")
         check("simple: change_invisible_duration(2 s) answered OK", ok, "" if ok else err)
+        check("simple: ... with a new receipt handle", objs[ids["changed"]].receipt_handle not in (None, "", before),
+              "handle %r" % objs[ids["changed"]].receipt_handle)
     back, errs2, objs2 = receive(c, None, dl.budget(invisible + 25), invisible=invisible,
                                  stop_when=lambda recs: {g["id"] for g in recs} >= {ids.get("unacked"), ids.get("changed")})
     when = {g["id"]: (g["at"], g["attempt"]) for g in back}
@@ -653,6 +676,9 @@ def scenario_simple(args, dl):
     check("simple: redelivered ones acked without error", not errs2, sample(errs2, 3))
     again, _, _ = receive(c, None, 4)
     check("simple: nothing comes after everything was acked", not again, sample([a["id"] for a in again]))
+    ok, err = bounded(lambda: c.receive(1, 5), 20, "receive with invisible 5 s")
+    check("simple: a receive with invisible duration 5 s (< 10 s) raises BadRequestException",
+          not ok and "BadRequestException" in str(err), "answered %r" % (err,) if ok else err)
     # A garbage receipt handle.
     src = next(iter(objs2.values()), None) or next(iter(objs.values()), None)
     if src is not None:
@@ -700,6 +726,11 @@ def scenario_push_retry_dlq(args, dl):
     attempts = [r["attempt"] for r in seen if r["id"] == xid]
     check("push_retry_dlq: X redelivered with delivery_attempt 1, 2, 3 (retryMaxTimes 2)",
           attempts == [1, 2, 3], "attempts %s" % attempts)
+    at = [r["at"] for r in seen if r["id"] == xid]
+    gaps = [round(b - a, 1) for a, b in zip(at, at[1:])]
+    progress("push_retry_dlq: X's redelivery gaps %s s" % gaps)
+    check("push_retry_dlq: each redelivery after the backoff (>= 0.8 s)", gaps and all(g >= 0.8 for g in gaps),
+          "gaps %s" % gaps)
     check("push_retry_dlq: X is in %s (tern-admin queryMsgByUniqueKey)" % dlq, found is not None,
           "not found within the budget")
     n = stored_in(args, dlq)
