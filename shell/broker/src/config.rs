@@ -161,6 +161,11 @@ pub struct BrokerConfig {
     /// TLS: the `tls.server.*` keys for the remoting, VIP and HA ports, `tls.enable` and
     /// `tls.client.*` for the broker's own connections (name servers, its master).
     pub tls: tern_shell::tls::TlsSettings,
+    /// The RocketMQ 5.x gRPC endpoint (RocketMQ's proxy in LOCAL mode, docs/grpc.md),
+    /// when `enableProxy` (Tern's key; `tern-broker --enable-proxy`, and on with
+    /// `--standalone`): its keys (`grpcServerPort`...).
+    #[cfg(feature = "grpc")]
+    pub proxy: Option<tern_proxy::ProxySettings>,
     /// What this broker lets clients do, as a topic's `perm` (`brokerPermission`, 6 =
     /// read and write): topics are registered with their perm ANDed with it, pulls are
     /// refused when it lacks read. Changed at run time through UPDATE_BROKER_CONFIG;
@@ -375,6 +380,8 @@ impl Config for BrokerConfig {
             )?,
             config_path: r.get_opt("brokerConfigPath")?,
             trace_topic: None,
+            #[cfg(feature = "grpc")]
+            proxy: None,
             effective: BTreeMap::new(),
         };
         let trace_topic_name: String =
@@ -385,6 +392,11 @@ impl Config for BrokerConfig {
             trace_topic: r
                 .get("traceTopicEnable", false)?
                 .then_some(trace_topic_name),
+            #[cfg(feature = "grpc")]
+            proxy: {
+                let s = tern_proxy::ProxySettings::read(r, cfg.max_message_size)?;
+                r.get("enableProxy", false)?.then_some(s)
+            },
             ..cfg
         };
         if let Some(a) = &cfg.ha_master_address {

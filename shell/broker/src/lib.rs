@@ -20,6 +20,8 @@ pub mod config;
 pub mod dedup;
 pub mod filter;
 pub mod groups;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod ha;
 pub mod longpoll;
 pub mod metrics;
@@ -261,6 +263,8 @@ pub struct Broker {
     servers: Vec<Server>,
     tasks: Vec<JoinHandle<()>>,
     metrics: Option<tern_shell::http::HttpServer>,
+    #[cfg(feature = "grpc")]
+    grpc: Option<tern_proxy::Endpoint>,
 }
 
 impl Broker {
@@ -377,6 +381,11 @@ impl Broker {
             }
         }
         let metrics = serve_metrics(&ctx, http_tls).await;
+        #[cfg(feature = "grpc")]
+        let grpc = match &ctx.config.proxy {
+            Some(settings) => Some(grpc::start(&ctx, settings.clone())?),
+            None => None,
+        };
         log::info!(
             "broker {} of {} serving on {} (started in {:?})",
             ctx.config.broker_name,
@@ -389,12 +398,22 @@ impl Broker {
             servers,
             tasks,
             metrics,
+            #[cfg(feature = "grpc")]
+            grpc,
         })
     }
 
     /// Where the metrics endpoint listens, when it does.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(|m| m.local_addr())
+    }
+
+    /// Where the gRPC endpoint listens, when it runs.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        #[cfg(feature = "grpc")]
+        return self.grpc.as_ref().map(|g| g.local_addr());
+        #[cfg(not(feature = "grpc"))]
+        None
     }
 
     /// The address the remoting port is bound to.
@@ -414,7 +433,14 @@ impl Broker {
             servers,
             tasks,
             metrics,
+            #[cfg(feature = "grpc")]
+            grpc,
         } = self;
+        // The gRPC clients first: their calls still reach the remoting port meanwhile.
+        #[cfg(feature = "grpc")]
+        if let Some(g) = grpc {
+            runtime::spawn_blocking(move || g.shutdown()).await;
+        }
         ctx.shutdown.trigger();
         if let Some(m) = metrics {
             m.shutdown().await;

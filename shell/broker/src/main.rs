@@ -13,15 +13,18 @@ use tern_shell::runtime;
 use tern_shell::signal::TerminationSignals;
 
 const USAGE: &str = "\
-usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--log-level LEVEL]
+usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--enable-proxy] [--log-level LEVEL]
        tern-broker --standalone [--data-dir DIR] [--listen HOST:PORT] [--namesrv-listen HOST:PORT]
 
   -c, --config FILE        broker.conf in RocketMQ's key=value form
   -n, --namesrv ADDRS      name servers, \"host:port;host:port\" (overrides namesrvAddr)
   -p, --print-config       print the effective configuration (sorted key=value) and exit
       --listen ADDR        bind address and port (overrides listenAddr/listenPort)
-      --standalone         also run a name server in this process (one-command Tern), and
-                           the Prometheus endpoint on :5557 unless metricsExporterType is set
+      --enable-proxy       also serve RocketMQ 5.x gRPC clients on grpcServerPort (8081),
+                           as mqbroker --enable-proxy (the key enableProxy=true)
+      --standalone         also run a name server in this process (one-command Tern), the
+                           Prometheus endpoint on :5557 unless metricsExporterType is set,
+                           and the gRPC endpoint on :8081 unless enableProxy=false
       --data-dir DIR       standalone: store and name-server data under DIR (default ./data)
       --namesrv-listen ADDR standalone: the name server's address (default 127.0.0.1:9876)
       --log-level LEVEL    error|warn|info|debug|trace|off (default: RUST_LOG, else info)
@@ -35,6 +38,7 @@ struct Args {
     print_config: bool,
     listen: Option<String>,
     standalone: bool,
+    enable_proxy: bool,
     data_dir: Option<PathBuf>,
     namesrv_listen: Option<String>,
     log_level: Option<String>,
@@ -50,6 +54,7 @@ fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> 
             "-p" | "--print-config" => a.print_config = true,
             "--listen" => a.listen = Some(f.value(&flag)?),
             "--standalone" => a.standalone = true,
+            "--enable-proxy" => a.enable_proxy = true,
             "--data-dir" => a.data_dir = Some(PathBuf::from(f.value(&flag)?)),
             "--namesrv-listen" => a.namesrv_listen = Some(f.value(&flag)?),
             "--log-level" => a.log_level = Some(f.value(&flag)?),
@@ -92,8 +97,12 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
         if let Some(ns) = namesrv_addr {
             src.set("namesrvAddr", ns, Origin::Flag("--standalone".into()));
         }
-        // One process with everything on: the Prometheus endpoint too (RocketMQ's
-        // default is DISABLE; set metricsExporterType=DISABLE to turn it off).
+        // One process with everything on: the 5.x clients' gRPC endpoint, and the
+        // Prometheus endpoint (RocketMQ's default is DISABLE; set
+        // metricsExporterType=DISABLE or enableProxy=false to turn them off).
+        if src.get("enableProxy").is_none() {
+            src.set("enableProxy", "true", Origin::Flag("--standalone".into()));
+        }
         if src.get("metricsExporterType").is_none() {
             src.set(
                 "metricsExporterType",
@@ -101,6 +110,9 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
                 Origin::Flag("--standalone".into()),
             );
         }
+    }
+    if args.enable_proxy {
+        src.set("enableProxy", "true", Origin::Flag("--enable-proxy".into()));
     }
     if let Some(n) = &args.namesrv {
         src.set("namesrvAddr", n.clone(), Origin::Flag("-n".into()));
@@ -228,6 +240,9 @@ async fn run(args: Args) -> Result<(), String> {
     ));
     if let Some(m) = broker.metrics_addr() {
         tern_shell::cli::announce(format_args!("tern-broker metrics on http://{m}/metrics"));
+    }
+    if let Some(g) = broker.grpc_addr() {
+        tern_shell::cli::announce(format_args!("tern-broker gRPC endpoint on {g}"));
     }
     if let Some(ns) = &ns_addr {
         tern_shell::cli::announce(format_args!("ready: clients use name server {ns}"));

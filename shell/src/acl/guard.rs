@@ -235,4 +235,38 @@ impl Acl {
             rules,
         })
     }
+
+    /// Who sent a RocketMQ 5.x gRPC call from `peer`: `access_key` (the `Credential` of
+    /// its `authorization` metadata, `None` when it sent none) and `sent`, the
+    /// HMAC-SHA1 tag of `content` (the `x-mq-date-time` value) under the account's secret
+    /// key. The same order as [`Acl::authenticate`]: a global white address, the account,
+    /// its white address, then the tag, compared in constant time.
+    pub fn authenticate_tag(
+        &self,
+        access_key: Option<&str>,
+        content: &[u8],
+        sent: &[u8],
+        peer: IpAddr,
+    ) -> Result<Access, String> {
+        let rules = self.rules();
+        if rules.global_white.iter().any(|p| p.admits(peer)) {
+            return Ok(Access::Trusted);
+        }
+        let Some(ak) = access_key.filter(|a| !a.is_empty()) else {
+            return Err("No accessKey is configured".into());
+        };
+        let Some(account) = rules.accounts.get(ak) else {
+            return Err(format!("No acl config for {ak}"));
+        };
+        if account.white.admits(peer) {
+            return Ok(Access::Trusted);
+        }
+        if !super::verify_tag(&account.secret_key, &[content], sent) {
+            return Err(format!("Check signature failed for accessKey={ak}"));
+        }
+        Ok(Access::Account {
+            access_key: ak.to_owned(),
+            rules,
+        })
+    }
 }

@@ -34,8 +34,9 @@ pub struct ReceivedMessage {
     /// The receipt handle (`POP_CK`).
     pub receipt_handle: String,
     /// The topic it was read from (the retry topic for a redelivery).
-    pub(crate) real_topic: String,
-    pub(crate) broker_addr: String,
+    pub real_topic: String,
+    /// The broker it was popped from.
+    pub broker_addr: String,
 }
 
 impl ReceivedMessage {
@@ -48,7 +49,7 @@ impl ReceivedMessage {
 
 /// One POP_MESSAGE.
 #[derive(Debug, Clone)]
-pub(crate) struct PopSpec<'a> {
+pub struct PopSpec<'a> {
     pub group: &'a str,
     pub topic: &'a str,
     /// The broker's name (it is part of every receipt handle).
@@ -64,10 +65,14 @@ pub(crate) struct PopSpec<'a> {
     pub exp: &'a str,
     /// Where a group with no offset starts (`ConsumeInitMode`: 0 = MIN, 1 = MAX).
     pub init_mode: i32,
+    /// An orderly POP: a queue's next messages wait until these are acked.
+    pub order: bool,
+    /// Names a retried orderly POP, so the broker answers it with the same messages.
+    pub attempt_id: Option<&'a str>,
 }
 
 /// Pops from the broker at `addr`. Empty when nothing came within the poll time.
-pub(crate) async fn pop(
+pub async fn pop(
     client: &ClientInstance,
     addr: &str,
     spec: &PopSpec<'_>,
@@ -83,8 +88,8 @@ pub(crate) async fn pop(
         init_mode: spec.init_mode,
         exp_type: Some(spec.exp_type.to_owned()),
         exp: Some(spec.exp.to_owned()),
-        order: Some(false),
-        attempt_id: None,
+        order: Some(spec.order),
+        attempt_id: spec.attempt_id.map(str::to_owned),
     };
     let cmd = RemotingCommand::request(RequestCode::PopMessage, &header);
     let resp = client.invoke(addr, cmd, spec.poll + POP_RPC_SLACK).await?;

@@ -75,7 +75,7 @@ impl MessageSelector {
     }
 
     /// Refuses what Java refuses before sending anything: an empty SQL92 expression.
-    pub(crate) fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<()> {
         if self.kind == ExpressionType::Sql92 && self.expression.trim().is_empty() {
             return Err(ClientError::InvalidMessage(
                 "an SQL92 selector needs an expression".into(),
@@ -86,7 +86,7 @@ impl MessageSelector {
 
     /// The subscription as Java builds it (`FilterAPI.build`): tags and their hash codes
     /// for a tag expression, the text alone for SQL92.
-    pub(crate) fn subscription(&self, topic: &str, version: i64) -> SubscriptionData {
+    pub fn subscription(&self, topic: &str, version: i64) -> SubscriptionData {
         match self.kind {
             ExpressionType::Tag => {
                 let tags = SubscriptionData::parse_tags(&self.expression);

@@ -142,6 +142,8 @@ impl SimpleConsumer {
             exp: selector.expression(),
             // A new group starts at the queues' first messages (ConsumeInitMode.MIN).
             init_mode: 0,
+            order: false,
+            attempt_id: None,
         };
         pop::pop(&self.inner.client, &addr, &spec).await
     }

@@ -167,6 +167,8 @@ async fn pop_once(inner: &Inner, mq: &MessageQueue) -> Result<Vec<ReceivedMessag
         exp_type: &exp_type,
         exp: &exp,
         init_mode: inner.consume_init_mode(),
+        order: false,
+        attempt_id: None,
     };
     pop::pop(&inner.client, &addr, &spec).await
 }

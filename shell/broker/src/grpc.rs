@@ -1,0 +1,64 @@
+//! The RocketMQ 5.x gRPC endpoint inside the broker (RocketMQ's proxy in LOCAL mode,
+//! `mqbroker --enable-proxy`): what the endpoint needs of this broker beyond remoting.
+//! The endpoint itself is `tern-proxy`; it reaches the processors through the broker's
+//! own remoting port, so every check and metric of a remoting request applies.
+
+use std::sync::{Arc, Weak};
+
+use tern_proxy::{Backend, Endpoint, GroupPolicy, ProxySettings, Upstream};
+use tern_shell::acl::guard::Acl;
+
+use crate::BrokerCtx;
+
+/// This broker, as the endpoint sees it.
+#[derive(Debug)]
+struct Local {
+    /// Weak: the context outlives the endpoint only while the broker runs.
+    ctx: Weak<BrokerCtx>,
+    broker_name: String,
+}
+
+impl Backend for Local {
+    fn broker_name(&self) -> String {
+        self.broker_name.clone()
+    }
+
+    fn topic_message_type(&self, topic: &str) -> Option<String> {
+        let t = self.ctx.upgrade()?.topics.get(topic)?;
+        Some(
+            t.attributes
+                .get(tern_shell::attributes::MESSAGE_TYPE)
+                .cloned()
+                .unwrap_or_else(|| "NORMAL".into()),
+        )
+    }
+
+    fn group_policy(&self, group: &str) -> Option<GroupPolicy> {
+        let g = self.ctx.upgrade()?.groups.get(group)?;
+        Some(GroupPolicy {
+            orderly: g.consume_message_orderly,
+            retry_max_times: g.retry_max_times,
+        })
+    }
+
+    fn acl(&self) -> Option<Arc<Acl>> {
+        self.ctx.upgrade()?.acl.clone()
+    }
+}
+
+/// Starts the endpoint on `listenAddr:grpcServerPort` (the remoting port's address),
+/// talking to the name servers this broker registers with.
+pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, String> {
+    let host = ctx.config.listen_ip;
+    let upstream = Upstream {
+        namesrv_addrs: ctx.config.namesrv_addrs.clone(),
+        credentials: ctx.config.inner_credentials.clone(),
+    };
+    let backend = Arc::new(Local {
+        ctx: Arc::downgrade(ctx),
+        broker_name: ctx.config.broker_name.clone(),
+    });
+    let port = settings.port;
+    Endpoint::start(host, settings, upstream, backend)
+        .map_err(|e| format!("gRPC endpoint on {host}:{port}: {e}"))
+}

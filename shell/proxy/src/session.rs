@@ -1,0 +1,323 @@
+//! The 5.x clients the endpoint knows, by client id.
+//!
+//! Each client gets a remoting client instance of its own ([`ClientInstance`], named after
+//! the client id), which is how the brokers know it: its heartbeats carry the client's
+//! producer groups (one per topic, as RocketMQ's proxy names them) and its consumer group,
+//! so consumer listings, check-backs and expiry work as for a 4.x client. A broker's
+//! check-back arrives on that instance's connection and is passed to the client over its
+//! Telemetry stream. A client silent for `grpcClientIdleTimeMills` is forgotten, and its
+//! instance unregisters from the brokers, as a 4.x client's shutdown does.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use tern_client::consumer::MessageSelector;
+use tern_client::processor::TransactionCheckHook;
+use tern_client::{ClientConfig, ClientInstance, Producer, ProducerConfig, SessionCredentials};
+use tern_shell::ConnectionCtx;
+use tern_shell::body::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel};
+use tern_shell::headers::CheckTransactionStateRequestHeader;
+use tern_shell::message::MessageExt;
+use tokio::sync::mpsc;
+
+use crate::handle::TransactionId;
+use crate::pb::{self, ClientType, Code, FilterType, Status, TelemetryCommand};
+use crate::status::status;
+
+/// Most clients known at once; past it a new client is answered TOO_MANY_REQUESTS.
+pub const MAX_CLIENTS: usize = 10_000;
+
+/// Commands waiting to be written to one client's Telemetry stream; past it a
+/// check-back is dropped (the broker asks again), as RocketMQ drops a oneway.
+pub const TELEMETRY_QUEUE: usize = 256;
+
+/// What the endpoint's sessions talk to.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// The name servers.
+    pub namesrv_addrs: Vec<String>,
+    /// How the endpoint signs its requests to the brokers (`innerClientAuthenticationCredentials`).
+    pub credentials: Option<SessionCredentials>,
+}
+
+/// A sender of Telemetry commands to one client.
+pub type TelemetrySender = mpsc::Sender<Result<TelemetryCommand, tonic::Status>>;
+
+/// One client.
+#[derive(Debug)]
+pub struct Session {
+    /// Its client id.
+    pub client_id: String,
+    /// Its remoting instance.
+    pub instance: ClientInstance,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The settings as answered (merged), once Telemetry brought them.
+    settings: Option<pb::Settings>,
+    telemetry: Option<TelemetrySender>,
+    last_seen: Instant,
+    /// Producers by topic (the topic is the producer group).
+    producers: HashMap<String, Producer>,
+}
+
+impl Session {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update is a single assignment or insert: the state stays valid.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the client alive.
+    pub fn touch(&self) {
+        self.lock().last_seen = Instant::now();
+    }
+
+    /// The merged settings, once the client sent its own.
+    pub fn settings(&self) -> Option<pb::Settings> {
+        self.lock().settings.clone()
+    }
+
+    /// The client type its settings name.
+    pub fn client_type(&self) -> Option<ClientType> {
+        let s = self.lock();
+        let t = s.settings.as_ref()?.client_type?;
+        ClientType::try_from(t).ok()
+    }
+
+    /// Keeps the settings answered to the client.
+    pub fn set_settings(&self, settings: pb::Settings) {
+        self.lock().settings = Some(settings);
+    }
+
+    /// The stream check-backs go to.
+    pub fn set_telemetry(&self, tx: Option<TelemetrySender>) {
+        self.lock().telemetry = tx;
+    }
+
+    fn telemetry(&self) -> Option<TelemetrySender> {
+        self.lock().telemetry.clone()
+    }
+
+    /// The producer for `topic` (RocketMQ's proxy: the topic is the producer group).
+    /// `max_body` is the largest body it sends.
+    pub fn producer(&self, topic: &str, max_body: usize) -> Producer {
+        let mut s = self.lock();
+        if let Some(p) = s.producers.get(topic) {
+            return p.clone();
+        }
+        let mut cfg = ProducerConfig::new(topic);
+        // The client retries itself with its backoff policy; one attempt per call here.
+        cfg.retry_times_when_send_failed = 0;
+        cfg.max_message_bytes = max_body;
+        let p = Producer::with_instance(cfg, self.instance.clone());
+        p.start();
+        s.producers.insert(topic.to_owned(), p.clone());
+        p
+    }
+
+    /// Registers what `settings` say the client is, so the next heartbeat tells the
+    /// brokers: a producer per publishing topic (with check-backs routed to this
+    /// session), or the consumer group and its subscriptions.
+    pub fn register(self: &Arc<Self>, settings: &pb::Settings) -> Result<(), Status> {
+        match &settings.pub_sub {
+            Some(pb::settings::PubSub::Publishing(p)) => {
+                for t in &p.topics {
+                    self.instance.register_producer(&t.name);
+                    self.instance.register_transaction_checker(
+                        &t.name,
+                        Arc::new(CheckForward {
+                            session: Arc::downgrade(self),
+                        }),
+                    );
+                }
+                Ok(())
+            }
+            Some(pb::settings::PubSub::Subscription(s)) => {
+                let group = s.group.as_ref().map(|g| g.name.clone()).unwrap_or_default();
+                if group.is_empty() {
+                    return Err(status(Code::IllegalConsumerGroup, "subscription names no group"));
+                }
+                let mut subscriptions = Vec::new();
+                for e in &s.subscriptions {
+                    let topic = e.topic.as_ref().map(|t| t.name.clone()).unwrap_or_default();
+                    let selector = selector(e.expression.as_ref())?;
+                    subscriptions.push(selector.subscription(&topic, tern_shell::runtime::now_ms()));
+                }
+                let push = settings.client_type == Some(ClientType::PushConsumer as i32);
+                self.instance.register_consumer(ConsumerData {
+                    group_name: group,
+                    consume_type: if push {
+                        ConsumeType::ConsumePassively
+                    } else {
+                        ConsumeType::ConsumeActively
+                    },
+                    message_model: MessageModel::Clustering,
+                    consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
+                    subscription_data_set: subscriptions,
+                    unit_mode: false,
+                });
+                Ok(())
+            }
+            None => Err(status(
+                Code::BadRequest,
+                "there is no publishing or subscription data in settings",
+            )),
+        }
+    }
+}
+
+/// A filter expression as a remoting selector; `Err` is ILLEGAL_FILTER_EXPRESSION.
+pub fn selector(e: Option<&pb::FilterExpression>) -> Result<MessageSelector, Status> {
+    let Some(e) = e else {
+        return Ok(MessageSelector::all());
+    };
+    let s = match FilterType::try_from(e.r#type).unwrap_or(FilterType::Tag) {
+        FilterType::Sql => MessageSelector::sql(e.expression.clone()),
+        _ if e.expression.trim().is_empty() => MessageSelector::all(),
+        _ => MessageSelector::tag(e.expression.clone()),
+    };
+    s.check()
+        .map_err(|err| status(Code::IllegalFilterExpression, err.to_string()))?;
+    Ok(s)
+}
+
+/// Passes a broker's check-back to the client over Telemetry.
+#[derive(Debug)]
+struct CheckForward {
+    session: Weak<Session>,
+}
+
+impl TransactionCheckHook for CheckForward {
+    fn check(&self, _conn: ConnectionCtx, h: CheckTransactionStateRequestHeader, msg: MessageExt) {
+        let Some(session) = self.session.upgrade() else {
+            return;
+        };
+        let Some(tx) = session.telemetry() else {
+            log::debug!(
+                "check-back for {}: client {} has no telemetry stream",
+                msg.topic,
+                session.client_id
+            );
+            return;
+        };
+        let offset_msg_id = h.offset_msg_id.clone().unwrap_or_else(|| msg.offset_msg_id.clone());
+        let transaction_id = TransactionId {
+            offset_msg_id,
+            tran_state_table_offset: h.tran_state_table_offset,
+        }
+        .encode();
+        let topic = h.topic.clone().unwrap_or_else(|| msg.topic.clone());
+        let cmd = TelemetryCommand {
+            status: Some(crate::status::ok()),
+            command: Some(pb::telemetry_command::Command::RecoverOrphanedTransactionCommand(
+                pb::RecoverOrphanedTransactionCommand {
+                    message: Some(crate::convert::incoming(&msg, &topic, None)),
+                    transaction_id,
+                },
+            )),
+        };
+        if tx.try_send(Ok(cmd)).is_err() {
+            log::warn!(
+                "check-back for client {} dropped: its telemetry stream is full or closed",
+                session.client_id
+            );
+        }
+    }
+}
+
+/// The sessions.
+#[derive(Debug)]
+pub struct Sessions {
+    upstream: Upstream,
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    /// Round-robin position of sends without a message group.
+    turn: AtomicUsize,
+}
+
+impl Sessions {
+    /// No sessions yet.
+    pub fn new(upstream: Upstream) -> Self {
+        Self {
+            upstream,
+            map: Mutex::new(HashMap::new()),
+            turn: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next round-robin position.
+    pub fn next_turn(&self) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The session of `client_id`, made on its first call.
+    pub fn get(&self, client_id: &str) -> Result<Arc<Session>, Status> {
+        let mut map = self.lock();
+        if let Some(s) = map.get(client_id) {
+            s.touch();
+            return Ok(s.clone());
+        }
+        if map.len() >= MAX_CLIENTS {
+            return Err(status(
+                Code::TooManyRequests,
+                format!("more than {MAX_CLIENTS} clients are connected"),
+            ));
+        }
+        let mut cfg = ClientConfig::new(&self.upstream.namesrv_addrs.join(";"));
+        cfg.instance_name = Some(client_id.to_owned());
+        cfg.credentials = self.upstream.credentials.clone();
+        let instance = ClientInstance::new(cfg).map_err(|e| status(Code::InternalServerError, e.to_string()))?;
+        instance.start();
+        let s = Arc::new(Session {
+            client_id: client_id.to_owned(),
+            instance,
+            state: Mutex::new(State {
+                settings: None,
+                telemetry: None,
+                last_seen: Instant::now(),
+                producers: HashMap::new(),
+            }),
+        });
+        map.insert(client_id.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    /// Forgets `client_id`; the caller shuts its instance down.
+    pub fn remove(&self, client_id: &str) -> Option<Arc<Session>> {
+        self.lock().remove(client_id)
+    }
+
+    /// Forgets the clients silent for `idle`, and returns them (to be shut down).
+    pub fn expire(&self, idle: Duration) -> Vec<Arc<Session>> {
+        let now = Instant::now();
+        let mut map = self.lock();
+        let gone: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| now.duration_since(s.lock().last_seen) > idle)
+            .map(|(k, _)| k.clone())
+            .collect();
+        gone.iter().filter_map(|k| map.remove(k)).collect()
+    }
+
+    /// Every session (for shutdown).
+    pub fn drain(&self) -> Vec<Arc<Session>> {
+        self.lock().drain().map(|(_, s)| s).collect()
+    }
+
+    /// How many clients are known.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no client is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
