@@ -47,10 +47,15 @@ $HOME/logs/rocketmq_python):
     restart         (needs a driver that restarts the broker on the SAME ports) sends 100,
                     receives 50 with invisible 20 s and acks 25 of them, prints
                     `RESTART-NOW`, waits for a line on stdin (the driver stops or kill -9s the
-                    broker, starts it again and writes a line); then, with the same client
-                    objects (they reconnect by themselves): a send succeeds, the other 50
-                    arrive, the 25 unacked come back (after their invisible time, unless
-                    --restart-kind kill), no acked one comes back.
+                    broker, starts it again and writes a line); then the same Producer sends
+                    and the same SimpleConsumer receives again within --reconnect-wait s (they
+                    reconnect by themselves; past that a new SimpleConsumer of the group
+                    reads on, so what the broker kept is checked anyway): the other 50
+                    arrive and the 25 unacked come back. After a SIGTERM (--restart-kind
+                    term) they come back after their invisible time with delivery_attempt 2
+                    and no acked one comes back; after kill -9 only what the broker
+                    acknowledged to the producer must be there (acks and offsets of the last
+                    seconds may be lost, so messages may come again).
 
 Prints PASS/FAIL lines for named checks on stdout, progress on stderr, and ends with the
 line `N passed, M failed`; exits 1 if anything failed. A global deadline (--deadline)
@@ -953,27 +958,62 @@ def scenario_restart(args, dl):
     if r is not None:
         sent[r.message_id] = n
     want = (set(sent) - set(acked))
-    after, errs2, _ = receive(c, None, dl.budget(invisible + 40),
-                              stop_when=lambda recs: {g["id"] for g in recs} >= want)
+    # The same SimpleConsumer: its first receive that works after the restart. The client
+    # writes its settings again only every 300 s (and rebuilds its Telemetry stream only when
+    # such a write fails), so this waits --reconnect-wait seconds at most.
+    after, errs2 = [], []
+    end = time.monotonic() + dl.budget(args.reconnect_wait)
+    t_first = None
+    while time.monotonic() < end:
+        recs, errs, _ = receive(c, None, 0.1, stop_when=lambda recs: True)
+        after += recs
+        if not errs:
+            t_first = time.time()
+            break
+        errs2 += errs
+        time.sleep(1)
+    check("restart: the same SimpleConsumer receives again within %ds (it reconnects by itself)"
+          % args.reconnect_wait, t_first is not None,
+          "still failing: %s" % sample(sorted(set(errs2)), 2))
+    if t_first is not None:
+        progress("restart: the SimpleConsumer received again %.1fs after the driver's line" % (t_first - t_back))
+        more, errs3, _ = receive(c, None, dl.budget(invisible + 40),
+                                 stop_when=lambda recs: {g["id"] for g in after + recs} >= want)
+        after += more
+        check("restart: receive and ack after the restart raised nothing", not errs3, sample(errs3, 3))
+    else:
+        # What the broker kept is checked anyway, with a new SimpleConsumer in the same group.
+        c2 = simple_consumer(args, group, {topic: "*"}, "restart: a new SimpleConsumer (same group)")
+        if c2:
+            more, errs3, _ = receive(c2, None, dl.budget(invisible + 40),
+                                     stop_when=lambda recs: {g["id"] for g in after + recs} >= want)
+            after += more
+            check("restart: the new SimpleConsumer's receives and acks raised nothing", not errs3, sample(errs3, 3))
+            stop(c2, "restart: the new SimpleConsumer")
     t_after = {}
     for g in after:
         t_after.setdefault(g["id"], g)
     missing = [i for i in want if i not in t_after]
-    check("restart: the same SimpleConsumer got everything not acked (%d)" % len(want), not missing,
+    check("restart: everything not acked was received after the restart (%d)" % len(want), not missing,
           "missing %d: %s" % (len(missing), sample(missing)))
     back_acked = [i for i in acked if i in t_after]
-    check("restart: no acked message came back", not back_acked, sample(back_acked))
     came = [t_after[i] for i in unacked if i in t_after]
-    check("restart: the 25 unacked came back with delivery_attempt >= 2",
-          len(came) == len(unacked) and all(g["attempt"] >= 2 for g in came),
-          sample([(g["id"], g["attempt"]) for g in came]))
-    if args.restart_kind == "term":
+    check("restart: the %d unacked came back" % len(unacked), len(came) == len(unacked),
+          "%d came back" % len(came))
+    if args.restart_kind == "kill":
+        # After kill -9 the group's consumed offsets and acks of the last seconds may be lost
+        # (RocketMQ flushes offsets every flushConsumerOffsetInterval, 5 s): messages come
+        # again, at least once. Only what the broker acknowledged to the producer must stay.
+        progress("restart (kill -9): %d of the %d acked came again; unacked came back with attempts %s"
+                 % (len(back_acked), len(acked), sorted({g["attempt"] for g in came})))
+    else:
+        check("restart: no acked message came back", not back_acked, sample(back_acked))
+        check("restart: ... with delivery_attempt >= 2", all(g["attempt"] >= 2 for g in came),
+              sample([(g["id"], g["attempt"]) for g in came if g["attempt"] < 2]))
         early = ["%s after %.1fs" % (g["id"], g["at"] - t_recv) for g in came if g["at"] - t_recv < invisible - 1]
         check("restart: ... not before their invisible time (%ds)" % invisible, not early, sample(early))
     stray = [i for i in t_after if i not in sent]
     check("restart: nothing that was not sent", not stray, sample(stray))
-    check("restart: receive and ack after the restart raised nothing (after reconnecting)",
-          len(errs2) <= 2, sample(errs2, 3))
     progress("restart: back %.1fs after the driver's line" % (time.time() - t_back))
     stop(p, "restart: Producer")
     stop(c, "restart: SimpleConsumer")
@@ -1013,6 +1053,8 @@ def parse_args(argv):
                     help="transaction: seconds to wait for the check-back's commit")
     ap.add_argument("--restart-kind", choices=("term", "kill"), default="term",
                     help="restart: how the driver stops the broker (kill: no timing check on the unacked)")
+    ap.add_argument("--reconnect-wait", type=int, default=30,
+                    help="restart: seconds the same SimpleConsumer may take to receive again")
     ap.add_argument("--cpp-python", help="cross: the python of the C++ client's venv (.venv/bin/python)")
     ap.add_argument("--request-timeout", type=int, default=5, help="the clients' request timeout, seconds")
     ap.add_argument("--access-key", help="ACL account the clients sign with")
