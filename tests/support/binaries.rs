@@ -32,7 +32,10 @@ pub fn binary_of(package: &str, name: &str) -> PathBuf {
             cmd.arg("--release");
         }
         let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build -p {package} --bin {name} failed");
+        assert!(
+            status.success(),
+            "cargo build -p {package} --bin {name} failed"
+        );
     }
     assert!(bin.exists(), "no {name} at {}", bin.display());
     bin

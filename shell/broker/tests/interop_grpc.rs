@@ -176,7 +176,11 @@ impl Script {
     fn assert_passed(&mut self, what: &str, broker: &BrokerProc, expect: &[&str]) {
         let status = self.finish(SCRIPT_LIMIT);
         let verdict = self.lines.iter().rev().find_map(|l| parse_verdict(l));
-        let fails: Vec<&String> = self.lines.iter().filter(|l| l.starts_with("FAIL")).collect();
+        let fails: Vec<&String> = self
+            .lines
+            .iter()
+            .filter(|l| l.starts_with("FAIL"))
+            .collect();
         let absent: Vec<&&str> = expect
             .iter()
             .filter(|e| {
@@ -244,7 +248,10 @@ fn scenario(test: &str, name: &str, extra_conf: &str, extra_args: &[&str], expec
     let mut run = Script::spawn(&py, &dir.path().join("home"), &broker, &args);
     run.assert_passed(name, &broker, expect);
     let status = broker.stop();
-    assert!(status.success(), "tern-broker exited with {status} after SIGTERM");
+    assert!(
+        status.success(),
+        "tern-broker exited with {status} after SIGTERM"
+    );
 }
 
 #[test]
@@ -450,7 +457,10 @@ fn restart(test: &str, kill9: bool) {
         broker.kill9();
     } else {
         let status = broker.stop();
-        assert!(status.success(), "tern-broker exited with {status} after SIGTERM");
+        assert!(
+            status.success(),
+            "tern-broker exited with {status} after SIGTERM"
+        );
     }
     let mut broker = BrokerProc::start(&args);
     assert_eq!(
@@ -466,11 +476,17 @@ fn restart(test: &str, kill9: bool) {
         "restart: the 25 unacked came back",
     ];
     if !kill9 {
-        expect.extend(["restart: no acked message came back", "restart: ... with delivery_attempt >= 2"]);
+        expect.extend([
+            "restart: no acked message came back",
+            "restart: ... with delivery_attempt >= 2",
+        ]);
     }
     run.assert_passed(&format!("restart ({kind})"), &broker, &expect);
     let status = broker.stop();
-    assert!(status.success(), "tern-broker exited with {status} after SIGTERM");
+    assert!(
+        status.success(),
+        "tern-broker exited with {status} after SIGTERM"
+    );
 }
 
 #[test]
