@@ -38,6 +38,10 @@ if [[ -f scripts/setup-python.sh ]]; then
   step "python venv for interop tests (rocketmq==0.4.4, Apache's C++ client)"
   bash scripts/setup-python.sh
 fi
+if [[ -f scripts/setup-python-grpc.sh ]]; then
+  step "python venv for gRPC interop tests (rocketmq-python-client==5.1.2, Apache's 5.x client)"
+  bash scripts/setup-python-grpc.sh
+fi
 
 step "format and lints"
 cargo fmt --all -- --check

@@ -39,13 +39,19 @@ Prints PASS/FAIL lines for named checks on stdout, progress on stderr, and ends 
 line `N passed, M failed`; exits 1 if anything failed. A global deadline (--deadline)
 guarantees it never hangs: when it passes, the checks so far are reported with a failure.
 
-Helper modes for the restart tests (the Rust harness in shell/broker/tests/interop_cpp.rs):
+Helper modes for the restart tests (the Rust harness in shell/broker/tests/interop_cpp.rs)
+and for grpc_interop.py's cross scenario (5.x client <-> this 4.x client):
 
-    --send-only --topic T --count N      sync-sends N messages (keys T-k0..), printing
-                                         `ACK <key> <msgId> <queueOffset>` per SEND_OK
+    --send-only --topic T --count N [--big B]
+                                         sync-sends N messages (keys T-k0..), printing
+                                         `ACK <key> <msgId> <queueOffset>` per SEND_OK;
+                                         with --big, every tenth body is B bytes longer
     --consume-only --topic T --expect-keys FILE
                                          push-consumes (new group) until every key listed
                                          in FILE (one a line) arrived with its body intact
+    --dump-only --topic T --expect-keys FILE
+                                         the same, printing each message as `GOT <json>`
+                                         (key, tags, body, property, UNIQ_KEY, msg id)
 
 Only the standard library and the rocketmq package are used. Before starting the C++
 client (whose start() blocks ~20 s when no name server answers), the name server is probed
@@ -334,7 +340,7 @@ class Collector:
                 "reconsume_times": msg.reconsume_times,
                 "topic": msg.topic,
             }
-            for k in ("TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "REAL_TOPIC"):
+            for k in ("TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "REAL_TOPIC", "UNIQ_KEY"):
                 rec[k] = decode(msg.get_property(k))
         except Exception as e:  # never ask for a reconsume because of our own bug
             with self.lock:
@@ -1046,8 +1052,11 @@ SCENARIOS = {
 # Helper modes for the restart tests
 # ---------------------------------------------------------------------------------------
 
-def restart_body(key):
-    return "restart %s" % key
+def restart_body(key, i=None, big=0):
+    """The send-only body of message #i; with --big N, every tenth (i % 10 == 3) gets N more
+    bytes, over the C++ client's 4 KiB compression threshold (grpc_interop.py's cross
+    scenario rebuilds the same bodies)."""
+    return "restart %s" % key + ("x" * big if big and i is not None and i % 10 == 3 else "")
 
 
 def send_only(args, dl):
@@ -1060,7 +1069,7 @@ def send_only(args, dl):
             break
         key = "%s-k%d" % (topic, i)
         try:
-            r = producer.send_sync(make_msg(topic, key, "TagR", restart_body(key), {"seq": str(i)}))
+            r = producer.send_sync(make_msg(topic, key, "TagR", restart_body(key, i, args.big), {"seq": str(i)}))
         except Exception as e:  # noqa: BLE001
             failures.append("#%d: %s" % (i, e))
             progress("send #%d failed: %s" % (i, e))
@@ -1094,6 +1103,25 @@ def consume_only(args, dl):
     bad = [r["key"] for r in col.seen if r["key"] in col.expected and r["body"] != restart_body(r["key"]).encode()]
     check("consume-only: bodies intact", not bad, sample(bad))
     print("CONSUMED %d distinct, %d deliveries" % (len(col.by_key), len(col.seen)), flush=True)
+
+
+def dump_only(args, dl):
+    """Push-consumes --topic (new group) until every key of --expect-keys arrived and prints
+    each message as `GOT <json>`: key, tags, body (utf-8), the `interop` property, UNIQ_KEY
+    and msg id (for grpc_interop.py's cross scenario: what the C++ client makes of a 5.x
+    message)."""
+    with open(args.expect_keys) as f:
+        keys = [line.strip() for line in f if line.strip()]
+    route = wait_route(args.ns_list, args.topic, dl.budget(20), readable_only=True)
+    check("dump-only: %s has a readable route" % args.topic, route_ok(route, True), route_summary(route))
+    col = consume(args, dl, args.topic, args.group or "%s_%s_dump" % (args.prefix, args.run), "*", keys)
+    missing = col.missing()
+    check("dump-only: all %d keys of %s consumed" % (len(keys), args.topic), not missing,
+          "missing %d: %s" % (len(missing), sample(missing, 10)))
+    for r in col.seen:
+        print("GOT " + json.dumps({"key": r["key"], "tags": r["tags"], "body": decode(r["body"]),
+                                   "prop": r["prop"], "uniq": r["UNIQ_KEY"], "msg_id": r["msg_id"],
+                                   "reconsume_times": r["reconsume_times"]}), flush=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1133,10 +1161,14 @@ def parse_args(argv):
     mode.add_argument("--send-only", action="store_true", help="restart helper: send --count to --topic")
     mode.add_argument("--consume-only", action="store_true",
                       help="restart helper: consume --topic until all keys of --expect-keys arrived")
+    mode.add_argument("--dump-only", action="store_true",
+                      help="like --consume-only, printing each message as a `GOT <json>` line")
     ap.add_argument("--topic", help="topic for --send-only/--consume-only")
     ap.add_argument("--group", help="consumer group for --consume-only (default: new, unique)")
     ap.add_argument("--expect-keys", help="file of keys, one a line, for --consume-only")
     ap.add_argument("--stop-on-error", action="store_true", help="--send-only: stop at the first failed send")
+    ap.add_argument("--big", type=int, default=0,
+                    help="--send-only: every tenth body (i %% 10 == 3) gets this many more bytes")
     ap.add_argument("--access-key", help="ACL account: producers and consumers sign their requests")
     ap.add_argument("--secret-key", help="the account's secret (with --access-key)")
     args = ap.parse_args(argv)
@@ -1158,12 +1190,12 @@ def parse_args(argv):
     unknown = [s for s in args.scenario_list if s not in SCENARIOS]
     if unknown:
         ap.error("unknown scenario(s) %s; known: %s" % (unknown, ",".join(SCENARIOS)))
-    if (args.send_only or args.consume_only) and not args.topic:
-        ap.error("--send-only/--consume-only need --topic")
+    if (args.send_only or args.consume_only or args.dump_only) and not args.topic:
+        ap.error("--send-only/--consume-only/--dump-only need --topic")
     if bool(args.access_key) != bool(args.secret_key):
         ap.error("--access-key and --secret-key go together")
-    if args.consume_only and not args.expect_keys:
-        ap.error("--consume-only needs --expect-keys FILE")
+    if (args.consume_only or args.dump_only) and not args.expect_keys:
+        ap.error("--consume-only/--dump-only need --expect-keys FILE")
     return args
 
 
@@ -1191,7 +1223,7 @@ def main(argv):
         summary_and_exit()
         return
     check("name server answers GET_ROUTEINFO_BY_TOPIC", True)
-    if not args.precreated and not args.consume_only:
+    if not args.precreated and not args.consume_only and not args.dump_only:
         check("name server has a TBW102 route (needed for auto-creation)", route_ok(tbw), route_summary(tbw))
 
     try:
@@ -1206,6 +1238,8 @@ def main(argv):
             send_only(args, dl)
         elif args.consume_only:
             consume_only(args, dl)
+        elif args.dump_only:
+            dump_only(args, dl)
         else:
             producer = make_producer(args, "%s_%s_pg" % (args.prefix, args.run))
             check("producer starts", True)

@@ -7,6 +7,12 @@ use std::process::Command;
 /// The binary `name` (also its package's name) in this test's target profile directory,
 /// built there (`cargo build -p <name>`) when absent.
 pub fn binary(name: &str) -> PathBuf {
+    binary_of(name, name)
+}
+
+/// The binary `name` of package `package` (e.g. `tern-admin` of `tern-client`), found or
+/// built like [`binary`].
+pub fn binary_of(package: &str, name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test> → target/<profile>
     let profile_dir = exe
@@ -19,14 +25,17 @@ pub fn binary(name: &str) -> PathBuf {
         let target_dir = profile_dir.parent().expect("target dir");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", name, "--target-dir"])
+        cmd.args(["build", "-p", package, "--bin", name, "--target-dir"])
             .arg(target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
         let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build -p {name} failed");
+        assert!(
+            status.success(),
+            "cargo build -p {package} --bin {name} failed"
+        );
     }
     assert!(bin.exists(), "no {name} at {}", bin.display());
     bin

@@ -28,12 +28,30 @@ pub fn python_or_skip(test: &str) -> Option<PathBuf> {
             repo_root().join(".venv/bin/python"),
             PathBuf::from("/tmp/rmqvenv/bin/python"),
         ]);
+    venv_python_or_skip(
+        test,
+        candidates,
+        "import rocketmq.client",
+        "no python venv with rocketmq==0.4.4 (run scripts/setup-python.sh, or set \
+         TERN_RMQ_PYTHON)",
+    )
+}
+
+/// The first of `candidates` that runs `probe` (python code) cleanly, or `None` (after a
+/// note saying `why`) when the test should skip. Panics when none does and
+/// `TERN_REQUIRE_INTEROP` is set. Shared by the venv finders of each client.
+pub fn venv_python_or_skip(
+    test: &str,
+    candidates: impl IntoIterator<Item = PathBuf>,
+    probe: &str,
+    why: &str,
+) -> Option<PathBuf> {
     for py in candidates {
         if !py.exists() {
             continue;
         }
         let ok = Command::new(&py)
-            .args(["-c", "import rocketmq.client"])
+            .args(["-c", probe])
             .env("HOME", std::env::temp_dir())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -42,13 +60,8 @@ pub fn python_or_skip(test: &str) -> Option<PathBuf> {
         if ok {
             return Some(py);
         }
-        eprintln!(
-            "note: {} exists but cannot import rocketmq.client",
-            py.display()
-        );
+        eprintln!("note: {} exists but fails `{probe}`", py.display());
     }
-    let why = "no python venv with rocketmq==0.4.4 (run scripts/setup-python.sh, or set \
-               TERN_RMQ_PYTHON)";
     assert!(
         std::env::var_os("TERN_REQUIRE_INTEROP").is_none(),
         "{test}: {why}; TERN_REQUIRE_INTEROP is set, so this is a failure"

@@ -68,6 +68,8 @@ pub struct BrokerProc {
     pub metrics: Option<String>,
     /// The embedded name server's metrics endpoint (standalone), when it serves one.
     pub namesrv_metrics: Option<String>,
+    /// The gRPC endpoint's address (`ip:port`, RocketMQ 5.x clients), when it serves one.
+    pub grpc: Option<String>,
     stderr: Arc<Mutex<Vec<String>>>,
     stderr_done: Option<thread::JoinHandle<()>>,
 }
@@ -176,6 +178,7 @@ impl BrokerProc {
             namesrv: None,
             metrics: None,
             namesrv_metrics: None,
+            grpc: None,
             stderr,
             stderr_done: Some(done),
         };
@@ -197,6 +200,8 @@ impl BrokerProc {
                         p.metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
                     } else if let Some(a) = line.strip_prefix("tern-namesrv metrics on http://") {
                         p.namesrv_metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
+                    } else if let Some(a) = line.strip_prefix("tern-broker gRPC endpoint on ") {
+                        p.grpc = Some(a.trim().to_owned());
                     } else if line.starts_with("ready") {
                         ready = true;
                     }
