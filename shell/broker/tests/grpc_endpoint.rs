@@ -1,0 +1,398 @@
+//! The 5.x gRPC endpoint of a real `tern-broker --standalone`, driven with a tonic client
+//! for what the Python 5.x client (interop_grpc.rs) does not reach: the metadata rules,
+//! Telemetry's stream errors, the pull-consumer RPCs RocketMQ's proxy leaves out
+//! (PullMessage, UpdateOffset, GetOffset, QueryOffset), and ACL over the 5.x signature.
+
+#![cfg(feature = "grpc")]
+
+mod common;
+
+use common::*;
+use tern_proxy::pb::messaging_service_client::MessagingServiceClient;
+use tern_proxy::pb::*;
+use tern_shell::headers::CreateTopicRequestHeader;
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+use tonic::transport::Channel;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn resource(n: &str) -> Resource {
+    Resource {
+        resource_namespace: String::new(),
+        name: n.into(),
+    }
+}
+
+/// An account's 5.x signature: hex HMAC-SHA1 of the date-time under the secret key.
+fn sign(secret: &str, date_time: &str) -> String {
+    tern_shell::acl::tag(secret, &[date_time.as_bytes()])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+struct Caller {
+    c: MessagingServiceClient<Channel>,
+    client_id: Option<String>,
+    account: Option<(String, String)>,
+}
+
+impl Caller {
+    async fn new(addr: &str, client_id: &str) -> Caller {
+        Caller {
+            c: MessagingServiceClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap(),
+            client_id: Some(client_id.into()),
+            account: None,
+        }
+    }
+
+    fn req<T>(&self, m: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(m);
+        let md = r.metadata_mut();
+        if let Some(id) = &self.client_id {
+            md.insert("x-mq-client-id", id.parse().unwrap());
+        }
+        md.insert("x-mq-language", "RUST".parse().unwrap());
+        let date = "20261202T010203Z";
+        md.insert("x-mq-date-time", date.parse().unwrap());
+        if let Some((ak, sk)) = &self.account {
+            let auth = format!(
+                "MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={}",
+                sign(sk, date)
+            );
+            md.insert("authorization", auth.parse().unwrap());
+        }
+        r
+    }
+
+    async fn send(&mut self, topic: &str, body: &[u8], id: &str) -> SendMessageResponse {
+        let m = Message {
+            topic: Some(resource(topic)),
+            user_properties: [("k".to_string(), "v".to_string())].into(),
+            system_properties: Some(SystemProperties {
+                tag: Some("TagA".into()),
+                message_id: id.into(),
+                message_type: MessageType::Normal as i32,
+                ..Default::default()
+            }),
+            body: body.to_vec(),
+        };
+        let req = self.req(SendMessageRequest { messages: vec![m] });
+        self.c.send_message(req).await.unwrap().into_inner()
+    }
+}
+
+fn code(s: &Option<Status>) -> Code {
+    Code::try_from(s.as_ref().expect("a status").code).unwrap()
+}
+
+async fn create_topic(broker: &BrokerProc, topic: &str, queues: i32) {
+    let c = Client::connect(&broker.addr).await;
+    let create = RemotingCommand::request(
+        RequestCode::UpdateAndCreateTopic,
+        &CreateTopicRequestHeader {
+            topic: topic.into(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".into(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(c.call(create).await.response_code(), ResponseCode::Success);
+}
+
+#[test]
+fn metadata_and_telemetry_errors_are_answered_as_the_proxy_answers_them() {
+    let (_dir, broker) = start("");
+    let addr = broker.grpc.clone().expect("gRPC endpoint");
+    rt().block_on(async {
+        let mut anon = Caller::new(&addr, "x").await;
+        anon.client_id = None;
+        let r = anon
+            .c
+            .query_route(anon.req(QueryRouteRequest {
+                topic: Some(resource("T")),
+                endpoints: None,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::ClientIdRequired);
+
+        let mut c = Caller::new(&addr, "client-1").await;
+        let r =
+            c.c.query_route(c.req(QueryRouteRequest {
+                topic: Some(resource("NoSuchTopic")),
+                endpoints: None,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::TopicNotFound, "{r:?}");
+        let r =
+            c.c.query_route(c.req(QueryRouteRequest {
+                topic: Some(resource("rmq_sys_anything")),
+                endpoints: None,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::IllegalTopic);
+
+        // A heartbeat before any settings: the client is not known yet.
+        let r =
+            c.c.heartbeat(c.req(HeartbeatRequest {
+                group: None,
+                client_type: ClientType::Producer as i32,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::UnrecognizedClientType);
+
+        // Settings with neither publishing nor subscription fail the stream itself.
+        let empty = TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(Settings {
+                client_type: Some(ClientType::Producer as i32),
+                ..Default::default()
+            })),
+        };
+        let mut answers =
+            c.c.telemetry(c.req(tokio_stream::iter(vec![empty])))
+                .await
+                .unwrap()
+                .into_inner();
+        let err = answers.message().await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    });
+}
+
+#[test]
+fn pull_consumer_rpcs_read_queues_and_keep_offsets() {
+    let (_dir, broker) = start("");
+    let addr = broker.grpc.clone().expect("gRPC endpoint");
+    rt().block_on(async {
+        create_topic(&broker, "PullT", 1).await;
+        let mut c = Caller::new(&addr, "puller").await;
+        for i in 0..3 {
+            let r = c
+                .send("PullT", format!("m{i}").as_bytes(), &format!("ID{i}"))
+                .await;
+            assert_eq!(code(&r.status), Code::Ok, "{r:?}");
+            assert_eq!(r.entries[0].message_id, format!("ID{i}"));
+            assert_eq!(r.entries[0].offset, i64::from(i));
+        }
+        let queue = MessageQueue {
+            topic: Some(resource("PullT")),
+            id: 0,
+            permission: Permission::ReadWrite as i32,
+            broker: Some(Broker {
+                name: "broker-a".into(),
+                id: 0,
+                endpoints: None,
+            }),
+            accept_message_types: vec![],
+        };
+        let query =
+            |policy: QueryOffsetPolicy, ts: Option<prost_types::Timestamp>| QueryOffsetRequest {
+                message_queue: Some(queue.clone()),
+                query_offset_policy: policy as i32,
+                timestamp: ts,
+            };
+        let r =
+            c.c.query_offset(c.req(query(QueryOffsetPolicy::End, None)))
+                .await
+                .unwrap()
+                .into_inner();
+        assert_eq!((code(&r.status), r.offset), (Code::Ok, 3));
+        let r =
+            c.c.query_offset(c.req(query(QueryOffsetPolicy::Beginning, None)))
+                .await
+                .unwrap()
+                .into_inner();
+        assert_eq!((code(&r.status), r.offset), (Code::Ok, 0));
+        let future = prost_types::Timestamp {
+            seconds: now_ms() / 1000 + 3600,
+            nanos: 0,
+        };
+        let r =
+            c.c.query_offset(c.req(query(QueryOffsetPolicy::Timestamp, Some(future))))
+                .await
+                .unwrap()
+                .into_inner();
+        assert_eq!((code(&r.status), r.offset), (Code::Ok, 3));
+
+        let pull = PullMessageRequest {
+            group: Some(resource("PullG")),
+            message_queue: Some(queue.clone()),
+            offset: 1,
+            batch_size: 10,
+            filter_expression: Some(FilterExpression {
+                r#type: FilterType::Tag as i32,
+                expression: "TagA".into(),
+            }),
+            long_polling_timeout: None,
+        };
+        let mut frames =
+            c.c.pull_message(c.req(pull.clone()))
+                .await
+                .unwrap()
+                .into_inner();
+        let (mut status, mut bodies, mut next) = (None, Vec::new(), None);
+        while let Some(f) = frames.message().await.unwrap() {
+            match f.content.unwrap() {
+                pull_message_response::Content::Status(s) => status = Some(s),
+                pull_message_response::Content::Message(m) => {
+                    assert_eq!(m.user_properties["k"], "v");
+                    bodies.push(String::from_utf8(m.body).unwrap());
+                }
+                pull_message_response::Content::NextOffset(n) => next = Some(n),
+            }
+        }
+        assert_eq!(code(&status), Code::Ok);
+        assert_eq!(bodies, ["m1", "m2"]);
+        assert_eq!(next, Some(3));
+
+        // No offset yet, then the one committed.
+        let get = GetOffsetRequest {
+            group: Some(resource("PullG")),
+            message_queue: Some(queue.clone()),
+        };
+        let r =
+            c.c.get_offset(c.req(get.clone()))
+                .await
+                .unwrap()
+                .into_inner();
+        assert_eq!(code(&r.status), Code::OffsetNotFound, "{r:?}");
+        let r =
+            c.c.update_offset(c.req(UpdateOffsetRequest {
+                group: Some(resource("PullG")),
+                message_queue: Some(queue.clone()),
+                offset: 2,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::Ok);
+        let r = c.c.get_offset(c.req(get)).await.unwrap().into_inner();
+        assert_eq!((code(&r.status), r.offset), (Code::Ok, 2));
+
+        // Past the end: nothing, and where to go on.
+        let mut frames =
+            c.c.pull_message(c.req(PullMessageRequest { offset: 3, ..pull }))
+                .await
+                .unwrap()
+                .into_inner();
+        let first = frames.message().await.unwrap().unwrap();
+        match first.content.unwrap() {
+            pull_message_response::Content::Status(s) => {
+                assert_eq!(Code::try_from(s.code).unwrap(), Code::MessageNotFound)
+            }
+            other => panic!("{other:?}"),
+        }
+    });
+}
+
+const RULES: &str = "\
+accounts:
+  - accessKey: writer
+    secretKey: writer_secret
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - AclT=PUB|SUB
+  - accessKey: reader
+    secretKey: reader_secret
+    admin: false
+    defaultTopicPerm: DENY
+    topicPerms:
+      - AclT=SUB
+  - accessKey: tern_admin
+    secretKey: 12345678
+    admin: true
+";
+
+#[test]
+fn acl_checks_the_5x_signature_and_each_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("plain_acl.yml");
+    std::fs::write(&rules, RULES).unwrap();
+    let conf = write_conf(
+        dir.path(),
+        &format!(
+            "aclEnable=true\nplainAclFile={}\ninnerClientAuthenticationCredentials={{\"accessKey\":\"tern_admin\",\"secretKey\":\"12345678\"}}\n",
+            rules.display()
+        ),
+    );
+    let broker = BrokerProc::standalone(dir.path(), &conf);
+    let addr = broker.grpc.clone().expect("gRPC endpoint");
+    rt().block_on(async {
+        let c = Client::connect(&broker.addr).await;
+        let mut create = RemotingCommand::request(
+            RequestCode::UpdateAndCreateTopic,
+            &CreateTopicRequestHeader {
+                topic: "AclT".into(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: 2,
+                write_queue_nums: 2,
+                perm: 6,
+                topic_filter_type: "SINGLE_TAG".into(),
+                ..Default::default()
+            },
+        );
+        tern_shell::acl::SessionCredentials::new("tern_admin", "12345678").sign(&mut create);
+        assert_eq!(c.call(create).await.response_code(), ResponseCode::Success);
+
+        let mut writer = Caller::new(&addr, "w").await;
+        writer.account = Some(("writer".into(), "writer_secret".into()));
+        let r = writer.send("AclT", b"x", "A1").await;
+        assert_eq!(code(&r.status), Code::Ok, "{r:?}");
+
+        let mut forger = Caller::new(&addr, "f").await;
+        forger.account = Some(("writer".into(), "not_the_secret".into()));
+        let r = forger.send("AclT", b"x", "A2").await;
+        assert_eq!(code(&r.status), Code::Unauthorized, "{r:?}");
+        assert!(r.status.unwrap().message.contains("signature"));
+
+        let mut nobody = Caller::new(&addr, "n").await;
+        let r = nobody.send("AclT", b"x", "A3").await;
+        assert_eq!(code(&r.status), Code::Unauthorized);
+
+        let mut reader = Caller::new(&addr, "r").await;
+        reader.account = Some(("reader".into(), "reader_secret".into()));
+        let r = reader.send("AclT", b"x", "A4").await;
+        assert_eq!(code(&r.status), Code::Unauthorized, "{r:?}");
+        // The reader may look the topic up.
+        let r = reader
+            .c
+            .query_route(reader.req(QueryRouteRequest {
+                topic: Some(resource("AclT")),
+                endpoints: None,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&r.status), Code::Ok, "{r:?}");
+        assert_eq!(r.message_queues.len(), 2);
+        let port = addr.rsplit_once(':').unwrap().1.parse::<i32>().unwrap();
+        let ep = r.message_queues[0]
+            .broker
+            .as_ref()
+            .unwrap()
+            .endpoints
+            .as_ref()
+            .unwrap();
+        assert_eq!(ep.addresses[0].port, port, "routes name the gRPC endpoint");
+    });
+}
