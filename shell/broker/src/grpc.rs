@@ -47,7 +47,7 @@ impl Backend for Local {
 }
 
 /// Starts the endpoint on `listenAddr:grpcServerPort` (the remoting port's address),
-/// talking to the name servers this broker registers with.
+/// with the remoting port's TLS, talking to the name servers this broker registers with.
 pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, String> {
     let host = ctx.config.listen_ip;
     let upstream = Upstream {
@@ -59,6 +59,9 @@ pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, 
         broker_name: ctx.config.broker_name.clone(),
     });
     let port = settings.port;
-    Endpoint::start(host, settings, upstream, backend)
+    // The remoting port's TLS (tls.server.*), offering h2 as gRPC clients require.
+    let tls = tern_shell::tls::ServerTls::with_alpn(&ctx.config.tls.server, &[b"h2"])
+        .map_err(|e| format!("gRPC endpoint TLS: {e}"))?;
+    Endpoint::start(host, settings, upstream, backend, tls)
         .map_err(|e| format!("gRPC endpoint on {host}:{port}: {e}"))
 }

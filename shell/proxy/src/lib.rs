@@ -28,6 +28,7 @@ pub mod meta;
 mod service;
 pub mod session;
 pub mod status;
+mod tls;
 
 pub use config::ProxySettings;
 pub use session::Upstream;
@@ -89,11 +90,14 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 impl Endpoint {
     /// Binds `host:settings.port` and serves on a runtime of its own. The port is bound
     /// before this returns, so a port in use fails the caller's start.
+    /// With `tls` the port serves TLS as its mode says (ALPN `h2` must be offered:
+    /// [`tern_shell::tls::ServerTls::with_alpn`]).
     pub fn start(
         host: IpAddr,
         settings: ProxySettings,
         upstream: Upstream,
         backend: Arc<dyn Backend>,
+        tls: Option<tern_shell::tls::ServerTls>,
     ) -> std::io::Result<Endpoint> {
         let listener = std::net::TcpListener::bind((host, settings.port))?;
         listener.set_nonblocking(true)?;
@@ -108,7 +112,7 @@ impl Endpoint {
         let thread = std::thread::Builder::new()
             .name("tern-grpc-main".into())
             .spawn(move || {
-                runtime.block_on(service.serve(listener, stopped));
+                runtime.block_on(service.serve(listener, tls, stopped));
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })?;
         Ok(Endpoint {

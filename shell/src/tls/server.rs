@@ -54,7 +54,7 @@ fn path_of(p: &Option<std::path::PathBuf>) -> &Path {
     p.as_deref().unwrap_or(Path::new(""))
 }
 
-fn build(s: &ServerTlsSettings) -> Result<Arc<rustls::ServerConfig>, String> {
+fn build(s: &ServerTlsSettings, alpn: &[Vec<u8>]) -> Result<Arc<rustls::ServerConfig>, String> {
     let (cert_path, key_path) = (path_of(&s.cert_path), path_of(&s.key_path));
     let certs = pem::certs(SERVER_CERT_PATH, cert_path)?;
     let key = pem::private_key(SERVER_KEY_PATH, key_path)?;
@@ -77,13 +77,14 @@ fn build(s: &ServerTlsSettings) -> Result<Arc<rustls::ServerConfig>, String> {
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let config = builder.with_single_cert(certs, key).map_err(|e| {
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
         format!(
             "{SERVER_CERT_PATH}={} with {SERVER_KEY_PATH}={}: {e}",
             cert_path.display(),
             key_path.display()
         )
     })?;
+    config.alpn_protocols = alpn.to_vec();
     Ok(Arc::new(config))
 }
 
@@ -91,6 +92,12 @@ impl ServerTls {
     /// The server's TLS, its files read and checked now; none when the mode is
     /// `disabled`. An error names the key and file at fault.
     pub fn new(settings: &ServerTlsSettings) -> Result<Option<Self>, String> {
+        Self::with_alpn(settings, &[])
+    }
+
+    /// [`ServerTls::new`] offering `alpn` protocols in the handshake: the gRPC endpoint
+    /// offers `h2`, which gRPC clients insist on.
+    pub fn with_alpn(settings: &ServerTlsSettings, alpn: &[&[u8]]) -> Result<Option<Self>, String> {
         if settings.mode == TlsMode::Disabled {
             return Ok(None);
         }
@@ -101,7 +108,8 @@ impl ServerTls {
             settings.need_client_auth != ClientAuth::None,
         );
         let s = settings.clone();
-        let config = Reloading::new("server certificate", files, move || build(&s))?;
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
+        let config = Reloading::new("server certificate", files, move || build(&s, &alpn))?;
         Ok(Some(Self {
             inner: Arc::new(Inner {
                 settings: settings.clone(),
@@ -158,6 +166,18 @@ impl ServerTls {
             }
             Err(_) => {
                 log::debug!("TLS handshake with {peer} timed out after {HANDSHAKE_TIMEOUT:?}");
+                Err(Refused::Failed)
+            }
+        }
+    }
+
+    /// [`ServerTls::accept`] for a socket accepted outside Tern's runtime (the gRPC
+    /// endpoint's tokio listener): the same sniffing, mode and logging.
+    pub async fn accept_std(&self, tcp: std::net::TcpStream) -> Result<Stream, Refused> {
+        match tcp.set_nonblocking(true) {
+            Ok(()) => self.accept(TcpStream::from(tcp)).await,
+            Err(e) => {
+                log::debug!("TLS accept: {e}");
                 Err(Refused::Failed)
             }
         }

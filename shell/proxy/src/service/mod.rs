@@ -67,7 +67,12 @@ impl Service {
 
     /// Serves `listener` until `stopped`, then drains for up to [`SHUTDOWN_GRACE`] and
     /// forgets every client.
-    pub async fn serve(self, listener: std::net::TcpListener, stopped: oneshot::Receiver<()>) {
+    pub async fn serve(
+        self,
+        listener: std::net::TcpListener,
+        tls: Option<tern_shell::tls::ServerTls>,
+        stopped: oneshot::Receiver<()>,
+    ) {
         let inner = self.inner.clone();
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
@@ -90,19 +95,32 @@ impl Service {
                 let _ = begun.send(());
             }
         };
-        let server = tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
             .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-            .add_service(svc)
-            .serve_with_incoming_shutdown(
-                // No Nagle: a streamed answer's frames go out as written, not 40 ms
-                // later behind the client's delayed ACK.
-                tonic::transport::server::TcpIncoming::from(listener)
-                    .with_nodelay(Some(true))
-                    .with_keepalive(Some(Duration::from_secs(60))),
-                signal,
-            );
+            .add_service(svc);
+        let server = async move {
+            match tls {
+                Some(tls) => {
+                    router
+                        .serve_with_incoming_shutdown(crate::tls::incoming(listener, tls), signal)
+                        .await
+                }
+                None => {
+                    router
+                        .serve_with_incoming_shutdown(
+                            // No Nagle: a streamed answer's frames go out as written, not
+                            // 40 ms later behind the client's delayed ACK.
+                            tonic::transport::server::TcpIncoming::from(listener)
+                                .with_nodelay(Some(true))
+                                .with_keepalive(Some(Duration::from_secs(60))),
+                            signal,
+                        )
+                        .await
+                }
+            }
+        };
         let bounded = async {
             let _ = grace.await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
