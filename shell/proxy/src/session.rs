@@ -98,6 +98,15 @@ impl Session {
         self.lock().telemetry = tx;
     }
 
+    /// Forgets `tx` when it is still the stream check-backs go to: a client that
+    /// reconnected has opened a new one, which stays.
+    pub fn end_telemetry(&self, tx: &TelemetrySender) {
+        let mut s = self.lock();
+        if s.telemetry.as_ref().is_some_and(|t| t.same_channel(tx)) {
+            s.telemetry = None;
+        }
+    }
+
     fn telemetry(&self) -> Option<TelemetrySender> {
         self.lock().telemetry.clone()
     }

@@ -237,7 +237,7 @@ pub(super) fn telemetry(
                 None => {}
             }
         }
-        session.set_telemetry(None);
+        session.end_telemetry(&tx);
     });
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
     Ok(Box::pin(stream))
