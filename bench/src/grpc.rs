@@ -19,7 +19,7 @@ use tonic::transport::Channel;
 
 use crate::load::{self, Load, Mode, stamped_body};
 use crate::proc::start_tern;
-use crate::suite::{SuiteParams, TERN, TOPIC, log_row, measured, tern_conf};
+use crate::suite::{SuiteParams, TERN, TOPIC, load_of, log_row, measured, tern_conf};
 use crate::table::{Measure, histogram};
 
 /// Messages each receive run drains (or as many as are there).
@@ -358,16 +358,7 @@ pub fn run(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
         rows.push(m);
     };
     for (i, &n) in p.producers.iter().enumerate() {
-        let load = Load {
-            namesrv: namesrv.clone(),
-            topic: TOPIC.into(),
-            mode: Mode::Sync,
-            producers: n,
-            body: p.body,
-            duration: p.duration,
-            warmup: p.warmup,
-            tls: None,
-        };
+        let load = load_of(p, namesrv.clone(), Mode::Sync, n);
         for grpc_first in [i % 2 == 1, i % 2 == 0] {
             if grpc_first {
                 let r = rt.block_on(grpc_sends(&addr, n, &load))?;

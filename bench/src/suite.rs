@@ -113,6 +113,21 @@ fn flush_name(sync: bool) -> &'static str {
     if sync { "SYNC_FLUSH" } else { "ASYNC_FLUSH" }
 }
 
+/// A load of `n` senders of `mode` to [`TOPIC`] through `namesrv`, with the run's body,
+/// duration and warm-up.
+pub(crate) fn load_of(p: &SuiteParams, namesrv: String, mode: Mode, n: u32) -> Load {
+    Load {
+        namesrv,
+        topic: TOPIC.into(),
+        mode,
+        producers: n,
+        body: p.body,
+        duration: p.duration,
+        warmup: p.warmup,
+        tls: None,
+    }
+}
+
 pub(crate) fn tern_conf(p: &SuiteParams, sync: bool) -> String {
     format!("flushDiskType={}\n{}", flush_name(sync), p.conf)
 }
@@ -253,16 +268,7 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
                     order.reverse();
                 }
                 for &b in &order {
-                    let load = Load {
-                        namesrv: brokers[b].namesrv(),
-                        topic: TOPIC.into(),
-                        mode,
-                        producers: n,
-                        body: p.body,
-                        duration: p.duration,
-                        warmup: p.warmup,
-                        tls: None,
-                    };
+                    let load = load_of(p, brokers[b].namesrv(), mode, n);
                     let cpu_before = brokers[b].server().cpu_time().ok();
                     let own_before = crate::proc::cpu_time_of("self").ok();
                     let r = block_on(load::run(&load))
@@ -350,16 +356,7 @@ fn e2e(p: &SuiteParams, brokers: &[Broker], rows: &mut Vec<Measure>) -> Result<(
     eprintln!("e2e: sync send → long-polling consumer");
     for &n in &p.e2e_producers {
         for b in brokers {
-            let load = Load {
-                namesrv: b.namesrv(),
-                topic: TOPIC.into(),
-                mode: Mode::Sync,
-                producers: n,
-                body: p.body,
-                duration: p.duration,
-                warmup: p.warmup,
-                tls: None,
-            };
+            let load = load_of(p, b.namesrv(), Mode::Sync, n);
             let r = block_on(consume::e2e(&load)).map_err(|e| format!("{} e2e: {e}", b.name()))?;
             let m = Measure {
                 latency: Latency::of(&r.delivery),

@@ -12,7 +12,7 @@ use tern_shell::runtime::block_on;
 
 use crate::load::{self, Load, Mode};
 use crate::proc::start_tern;
-use crate::suite::{SuiteParams, TERN, TOPIC, log_row, measured, tern_conf};
+use crate::suite::{SuiteParams, TERN, TOPIC, load_of, log_row, measured, tern_conf};
 use crate::table::Measure;
 
 fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
@@ -126,14 +126,8 @@ pub fn run(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
                 "sync plaintext"
             };
             let load = Load {
-                namesrv: namesrv.clone(),
-                topic: TOPIC.into(),
-                mode: Mode::Sync,
-                producers: n,
-                body: p.body,
-                duration: p.duration,
-                warmup: p.warmup,
                 tls: t,
+                ..load_of(p, namesrv.clone(), Mode::Sync, n)
             };
             let r = block_on(load::run(&load)).map_err(|e| format!("tls {case}: {e}"))?;
             let m = measured("tls", TERN, case, n, p.body, &r);

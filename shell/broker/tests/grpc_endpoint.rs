@@ -10,8 +10,7 @@ mod common;
 use common::*;
 use tern_proxy::pb::messaging_service_client::MessagingServiceClient;
 use tern_proxy::pb::*;
-use tern_shell::headers::CreateTopicRequestHeader;
-use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+use tern_shell::ResponseCode;
 use tonic::transport::Channel;
 
 fn rt() -> tokio::runtime::Runtime {
@@ -93,23 +92,6 @@ fn code(s: &Option<Status>) -> Code {
     Code::try_from(s.as_ref().expect("a status").code).unwrap()
 }
 
-async fn create_topic(broker: &BrokerProc, topic: &str, queues: i32) {
-    let c = Client::connect(&broker.addr).await;
-    let create = RemotingCommand::request(
-        RequestCode::UpdateAndCreateTopic,
-        &CreateTopicRequestHeader {
-            topic: topic.into(),
-            default_topic: "TBW102".into(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: 6,
-            topic_filter_type: "SINGLE_TAG".into(),
-            ..Default::default()
-        },
-    );
-    assert_eq!(c.call(create).await.response_code(), ResponseCode::Success);
-}
-
 #[test]
 fn metadata_and_telemetry_errors_are_answered_as_the_proxy_answers_them() {
     let (_dir, broker) = start("");
@@ -182,7 +164,7 @@ fn pull_consumer_rpcs_read_queues_and_keep_offsets() {
     let (_dir, broker) = start("");
     let addr = broker.grpc.clone().expect("gRPC endpoint");
     rt().block_on(async {
-        create_topic(&broker, "PullT", 1).await;
+        create_topic(&Client::connect(&broker.addr).await, "PullT", 1).await;
         let mut c = Caller::new(&addr, "puller").await;
         for i in 0..3 {
             let r = c
@@ -339,18 +321,7 @@ fn acl_checks_the_5x_signature_and_each_resource() {
     let addr = broker.grpc.clone().expect("gRPC endpoint");
     rt().block_on(async {
         let c = Client::connect(&broker.addr).await;
-        let mut create = RemotingCommand::request(
-            RequestCode::UpdateAndCreateTopic,
-            &CreateTopicRequestHeader {
-                topic: "AclT".into(),
-                default_topic: "TBW102".into(),
-                read_queue_nums: 2,
-                write_queue_nums: 2,
-                perm: 6,
-                topic_filter_type: "SINGLE_TAG".into(),
-                ..Default::default()
-            },
-        );
+        let mut create = create_topic_req("AclT", 2);
         tern_shell::acl::SessionCredentials::new("tern_admin", "12345678").sign(&mut create);
         assert_eq!(c.call(create).await.response_code(), ResponseCode::Success);
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tern_client::consumer::pop::{PopSpec, pop};
-use tern_shell::acl::rules::perm;
 use tern_shell::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
     ConsumerSendMsgBackRequestHeader,
@@ -19,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::Request;
 
-use super::{Inner, group_need, topic_need, validate_group, validate_topic};
+use super::{Inner, call, validate_topic};
 use crate::convert::{duration_ms, incoming, timestamp};
 use crate::handle::ReceiptHandle;
 use crate::meta::CallCtx;
@@ -124,10 +123,9 @@ async fn receive(
             "cannot find client settings for this client",
         ));
     };
-    let group = validate_group(req.group.as_ref())?;
     let mq = req.message_queue.clone().unwrap_or_default();
     let topic = validate_topic(mq.topic.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&topic, perm::SUB), group_need(&group)])?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &topic)?;
     let poll = inner.polling_time(
         req.long_polling_timeout
             .as_ref()
@@ -253,11 +251,7 @@ async fn ack_one(
         .broker_addr(session, topic, &handle.extra.broker_name)
         .await?;
     let cmd = RemotingCommand::request(RequestCode::AckMessage, &header);
-    let resp = session
-        .instance
-        .invoke(&addr, cmd, session.instance.config().rpc_timeout)
-        .await
-        .map_err(|e| from_client_error(&e))?;
+    let resp = call(session, &addr, cmd).await?;
     match resp.response_code() {
         ResponseCode::Success => Ok(()),
         code => Err(status(
@@ -295,11 +289,7 @@ async fn to_dlq(
         .broker_addr(session, topic, &handle.extra.broker_name)
         .await?;
     let cmd = RemotingCommand::request(RequestCode::ConsumerSendMsgBack, &header);
-    let resp = session
-        .instance
-        .invoke(&addr, cmd, session.instance.config().rpc_timeout)
-        .await
-        .map_err(|e| from_client_error(&e))?;
+    let resp = call(session, &addr, cmd).await?;
     if resp.response_code() != ResponseCode::Success {
         return Err(status(
             from_remoting(resp.response_code()),
@@ -315,9 +305,8 @@ pub(super) async fn ack_message(
     session: &Session,
     req: AckMessageRequest,
 ) -> Result<AckMessageResponse, Status> {
-    let group = validate_group(req.group.as_ref())?;
     let topic = validate_topic(req.topic.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&topic, perm::SUB), group_need(&group)])?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &topic)?;
     if req.entries.is_empty() {
         return Err(status(Code::BadRequest, "no entry to ack"));
     }
@@ -347,9 +336,8 @@ pub(super) async fn change_invisible_duration(
     session: &Session,
     req: ChangeInvisibleDurationRequest,
 ) -> Result<ChangeInvisibleDurationResponse, Status> {
-    let group = validate_group(req.group.as_ref())?;
     let topic = validate_topic(req.topic.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&topic, perm::SUB), group_need(&group)])?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &topic)?;
     let invisible = req.invisible_duration.as_ref().map_or(0, duration_ms);
     let max = inner.settings.max_invisible.as_millis() as i64;
     if invisible > max {
@@ -371,11 +359,7 @@ pub(super) async fn change_invisible_duration(
         .broker_addr(session, &topic, &handle.extra.broker_name)
         .await?;
     let cmd = RemotingCommand::request(RequestCode::ChangeMessageInvisibletime, &header);
-    let resp = session
-        .instance
-        .invoke(&addr, cmd, session.instance.config().rpc_timeout)
-        .await
-        .map_err(|e| from_client_error(&e))?;
+    let resp = call(session, &addr, cmd).await?;
     if resp.response_code() != ResponseCode::Success {
         return Err(status(
             from_remoting(resp.response_code()),
@@ -413,9 +397,8 @@ pub(super) async fn forward_to_dlq(
     session: &Session,
     req: ForwardMessageToDeadLetterQueueRequest,
 ) -> Result<ForwardMessageToDeadLetterQueueResponse, Status> {
-    let group = validate_group(req.group.as_ref())?;
     let topic = validate_topic(req.topic.as_ref())?;
-    inner.authorize(ctx, &[topic_need(&topic, perm::SUB), group_need(&group)])?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &topic)?;
     let handle = parse_handle(&req.receipt_handle)?;
     to_dlq(inner, session, &group, &topic, &handle, &req.message_id).await?;
     Ok(ForwardMessageToDeadLetterQueueResponse { status: Some(ok()) })

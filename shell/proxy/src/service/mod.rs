@@ -202,6 +202,19 @@ impl Inner {
         Ok(())
     }
 
+    /// The group a consumer's call names, checked, once its account may read it and
+    /// `topic` (SUB on both).
+    fn consumer(
+        &self,
+        ctx: &CallCtx,
+        group: Option<&Resource>,
+        topic: &str,
+    ) -> Result<String, Status> {
+        let group = validate_group(group)?;
+        self.authorize(ctx, &[topic_need(topic, perm::SUB), group_need(&group)])?;
+        Ok(group)
+    }
+
     /// The topic's route from the name servers (cached by the session's instance).
     async fn route(&self, session: &Session, topic: &str) -> Result<TopicRouteData, Status> {
         session
@@ -233,6 +246,20 @@ impl Inner {
             )
         })
     }
+}
+
+/// Sends `cmd` to the broker at `addr` within the session's RPC timeout; a transport
+/// failure is answered as a status.
+pub(crate) async fn call(
+    session: &Session,
+    addr: &str,
+    cmd: tern_shell::RemotingCommand,
+) -> Result<tern_shell::RemotingCommand, Status> {
+    session
+        .instance
+        .invoke(addr, cmd, session.instance.config().rpc_timeout)
+        .await
+        .map_err(|e| from_client_error(&e))
 }
 
 /// A topic a client may name: RocketMQ's `Validators.checkTopic`, and no system topic.

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tonic::Request;
 
 use super::consumer::Frames;
-use super::{Inner, group_need, topic_need, validate_group, validate_topic};
+use super::{Inner, topic_need, validate_topic};
 use crate::convert::{incoming, timestamp_ms};
 use crate::meta::CallCtx;
 use crate::pb::*;
@@ -87,12 +87,8 @@ async fn pull(
     session: &Session,
     req: PullMessageRequest,
 ) -> Result<(Status, Vec<Message>, i64), Status> {
-    let group = validate_group(req.group.as_ref())?;
     let queue = remoting_queue(inner, req.message_queue.as_ref())?;
-    inner.authorize(
-        ctx,
-        &[topic_need(&queue.topic, perm::SUB), group_need(&group)],
-    )?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &queue.topic)?;
     if req.offset < 0 {
         return Err(status(Code::IllegalOffset, "offset cannot be negative"));
     }
@@ -134,12 +130,8 @@ pub(super) async fn update_offset(
     session: &Session,
     req: UpdateOffsetRequest,
 ) -> Result<UpdateOffsetResponse, Status> {
-    let group = validate_group(req.group.as_ref())?;
     let queue = remoting_queue(inner, req.message_queue.as_ref())?;
-    inner.authorize(
-        ctx,
-        &[topic_need(&queue.topic, perm::SUB), group_need(&group)],
-    )?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &queue.topic)?;
     if req.offset < 0 {
         return Err(status(Code::IllegalOffset, "offset cannot be negative"));
     }
@@ -156,12 +148,8 @@ pub(super) async fn get_offset(
     session: &Session,
     req: GetOffsetRequest,
 ) -> Result<GetOffsetResponse, Status> {
-    let group = validate_group(req.group.as_ref())?;
     let queue = remoting_queue(inner, req.message_queue.as_ref())?;
-    inner.authorize(
-        ctx,
-        &[topic_need(&queue.topic, perm::SUB), group_need(&group)],
-    )?;
+    let group = inner.consumer(ctx, req.group.as_ref(), &queue.topic)?;
     match PullConsumer::with_instance(group, session.instance.clone())
         .query_offset(&queue)
         .await

@@ -176,11 +176,7 @@ pub(super) async fn end_transaction(
     // refusal too) reaches the client, after the decision is stored.
     let cmd = RemotingCommand::request(RequestCode::EndTransaction, &header);
     let addr = at.store_host.to_string();
-    let resp = session
-        .instance
-        .invoke(&addr, cmd, session.instance.config().rpc_timeout)
-        .await
-        .map_err(|e| from_client_error(&e))?;
+    let resp = super::call(session, &addr, cmd).await?;
     let code = match resp.response_code() {
         ResponseCode::Success => return Ok(EndTransactionResponse { status: Some(ok()) }),
         ResponseCode::SystemError | ResponseCode::MessageIllegal => Code::BadRequest,
