@@ -14,10 +14,13 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use tern_client::consumer::MessageSelector;
-use tern_client::processor::TransactionCheckHook;
+use tern_client::processor::{ConsumerHook, TransactionCheckHook};
 use tern_client::{ClientConfig, ClientInstance, Producer, ProducerConfig, SessionCredentials};
 use tern_shell::ConnectionCtx;
-use tern_shell::body::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel};
+use tern_shell::body::{
+    ConsumeFromWhere, ConsumeMessageDirectlyResult, ConsumeType, ConsumerData, MessageModel,
+    SubscriptionData,
+};
 use tern_shell::headers::CheckTransactionStateRequestHeader;
 use tern_shell::message::MessageExt;
 use tokio::sync::mpsc;
@@ -32,6 +35,13 @@ pub const MAX_CLIENTS: usize = 10_000;
 /// Commands waiting to be written to one client's Telemetry stream; past it a
 /// check-back is dropped (the broker asks again), as RocketMQ drops a oneway.
 pub const TELEMETRY_QUEUE: usize = 256;
+
+/// How long a broker's CONSUME_MESSAGE_DIRECTLY waits for the client's verdict (the
+/// broker gives the whole call 10 s).
+pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Most verify-message commands waiting for the client at once.
+const MAX_PENDING_VERIFIES: usize = 64;
 
 /// What the endpoint's sessions talk to.
 #[derive(Debug, Clone)]
@@ -63,6 +73,10 @@ struct State {
     last_seen: Instant,
     /// Producers by topic (the topic is the producer group).
     producers: HashMap<String, Producer>,
+    /// Verify-message commands sent, by nonce, waiting for the client's result code.
+    verifies: HashMap<String, std::sync::mpsc::SyncSender<i32>>,
+    /// Counts nonces.
+    nonces: u64,
 }
 
 impl Session {
@@ -109,6 +123,77 @@ impl Session {
 
     fn telemetry(&self) -> Option<TelemetrySender> {
         self.lock().telemetry.clone()
+    }
+
+    /// The client's answer to the verify-message command `nonce` arrived.
+    pub fn verified(&self, nonce: &str, code: i32) {
+        if let Some(tx) = self.lock().verifies.remove(nonce) {
+            let _ = tx.try_send(code);
+        }
+    }
+
+    /// Asks the client over Telemetry to consume `msg` now (CONSUME_MESSAGE_DIRECTLY,
+    /// `tern-admin consumeMessage -d`) and waits for its verdict: blocking, on a
+    /// blocking thread.
+    fn verify(&self, msg: &MessageExt) -> ConsumeMessageDirectlyResult {
+        let started = Instant::now();
+        let verdict = |result: &str, remark: Option<String>| ConsumeMessageDirectlyResult {
+            order: false,
+            auto_commit: true,
+            consume_result: result.to_owned(),
+            remark,
+            spent_time_mills: started.elapsed().as_millis() as i64,
+        };
+        let Some(tx) = self.telemetry() else {
+            return verdict(
+                "CR_THROW_EXCEPTION",
+                Some("the client has no telemetry stream".into()),
+            );
+        };
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        let nonce = {
+            let mut s = self.lock();
+            if s.verifies.len() >= MAX_PENDING_VERIFIES {
+                return verdict(
+                    "CR_THROW_EXCEPTION",
+                    Some("too many verifications waiting".into()),
+                );
+            }
+            s.nonces += 1;
+            let nonce = format!("{}-{}", s.nonces, tern_shell::runtime::now_ms());
+            s.verifies.insert(nonce.clone(), done);
+            nonce
+        };
+        let cmd = TelemetryCommand {
+            status: Some(crate::status::ok()),
+            command: Some(pb::telemetry_command::Command::VerifyMessageCommand(
+                pb::VerifyMessageCommand {
+                    nonce: nonce.clone(),
+                    message: Some(crate::convert::incoming(msg, &msg.topic, None)),
+                },
+            )),
+        };
+        let answer = match tx.try_send(Ok(cmd)) {
+            Ok(()) => wait.recv_timeout(VERIFY_TIMEOUT).ok(),
+            Err(_) => None,
+        };
+        self.lock().verifies.remove(&nonce);
+        match answer.map(Code::try_from) {
+            Some(Ok(Code::Ok)) => verdict("CR_SUCCESS", None),
+            Some(Ok(Code::FailedToConsumeMessage)) => verdict("CR_LATER", None),
+            Some(Ok(Code::MessageCorrupted)) => verdict("CR_RETURN_NULL", None),
+            Some(other) => verdict(
+                "CR_THROW_EXCEPTION",
+                Some(format!("the client answered {other:?}")),
+            ),
+            None => verdict(
+                "CR_THROW_EXCEPTION",
+                Some(format!(
+                    "the client did not answer within {} s",
+                    VERIFY_TIMEOUT.as_secs()
+                )),
+            ),
+        }
     }
 
     /// The producer for `topic` (RocketMQ's proxy: the topic is the producer group).
@@ -161,6 +246,19 @@ impl Session {
                         .push(selector.subscription(&topic, tern_shell::runtime::now_ms()));
                 }
                 let push = settings.client_type == Some(ClientType::PushConsumer as i32);
+                self.instance.register_hook(
+                    &group,
+                    Arc::new(ConsumerForward {
+                        session: Arc::downgrade(self),
+                        subscriptions: subscriptions.clone(),
+                        push,
+                        version: settings
+                            .user_agent
+                            .as_ref()
+                            .map(|u| u.version.clone())
+                            .unwrap_or_default(),
+                    }),
+                );
                 self.instance.register_consumer(ConsumerData {
                     group_name: group,
                     consume_type: if push {
@@ -247,6 +345,48 @@ impl TransactionCheckHook for CheckForward {
     }
 }
 
+/// Answers the broker's questions about a 5.x consumer: its running info (from its
+/// settings), and CONSUME_MESSAGE_DIRECTLY passed to it as a VerifyMessageCommand. It
+/// needs no rebalance: 5.x clients poll QueryAssignment.
+#[derive(Debug)]
+struct ConsumerForward {
+    session: Weak<Session>,
+    subscriptions: Vec<SubscriptionData>,
+    push: bool,
+    version: String,
+}
+
+impl ConsumerHook for ConsumerForward {
+    fn rebalance_now(&self) {}
+
+    fn running_info(&self) -> Vec<u8> {
+        let consume_type = if self.push {
+            "CONSUME_PASSIVELY"
+        } else {
+            "CONSUME_ACTIVELY"
+        };
+        let info = serde_json::json!({
+            "properties": {
+                "PROP_CONSUME_TYPE": consume_type,
+                "PROP_CLIENT_VERSION": self.version,
+                "PROP_CLIENT_PROTOCOL": "gRPC v2",
+            },
+            "subscriptionSet": self.subscriptions,
+            "mqTable": {},
+            "statusTable": {},
+        });
+        serde_json::to_vec(&info).unwrap_or_default()
+    }
+
+    fn consume_directly(
+        &self,
+        msg: MessageExt,
+        _broker: &str,
+    ) -> Option<ConsumeMessageDirectlyResult> {
+        Some(self.session.upgrade()?.verify(&msg))
+    }
+}
+
 /// The sessions.
 #[derive(Debug)]
 pub struct Sessions {
@@ -302,6 +442,8 @@ impl Sessions {
                 telemetry: None,
                 last_seen: Instant::now(),
                 producers: HashMap::new(),
+                verifies: HashMap::new(),
+                nonces: 0,
             }),
         });
         map.insert(client_id.to_owned(), s.clone());

@@ -155,6 +155,21 @@ impl Inner {
         session: &Arc<Session>,
         settings: Settings,
     ) -> Result<TelemetryCommand, Status> {
+        let merged = self.adopt_settings(ctx, session, settings)?;
+        Ok(TelemetryCommand {
+            status: Some(ok()),
+            command: Some(telemetry_command::Command::Settings(merged)),
+        })
+    }
+
+    /// Checks `settings`, registers the client as they say, keeps them merged with the
+    /// server's overlay (returned), and heartbeats the brokers in the background.
+    pub(super) fn adopt_settings(
+        &self,
+        ctx: &CallCtx,
+        session: &Arc<Session>,
+        settings: Settings,
+    ) -> Result<Settings, Status> {
         let needs = settings_needs(&settings)?;
         self.authorize(ctx, &needs)?;
         session.register(&settings)?;
@@ -179,10 +194,7 @@ impl Inner {
             }
             instance.send_heartbeat_to_all_brokers().await;
         });
-        Ok(TelemetryCommand {
-            status: Some(ok()),
-            command: Some(telemetry_command::Command::Settings(merged)),
-        })
+        Ok(merged)
     }
 }
 
@@ -228,8 +240,12 @@ pub(super) fn telemetry(
                         break;
                     }
                 }
-                // Answers to commands Tern never sends (thread stacks, message
-                // verification): nothing waits for them.
+                Some(telemetry_command::Command::VerifyMessageResult(r)) => {
+                    let code = cmd.status.map_or(Code::Ok as i32, |s| s.code);
+                    session.verified(&r.nonce, code);
+                }
+                // Thread stacks are never asked for (running info is answered from the
+                // settings): nothing waits for one.
                 Some(other) => log::debug!(
                     "gRPC client {} sent an unsolicited telemetry command: {other:?}",
                     session.client_id

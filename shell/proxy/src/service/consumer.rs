@@ -114,18 +114,20 @@ impl Inner {
 async fn receive(
     inner: &Inner,
     ctx: &CallCtx,
-    session: &Session,
+    session: &Arc<Session>,
     req: ReceiveMessageRequest,
 ) -> Result<Vec<Message>, Status> {
-    let Some(settings) = session.settings() else {
-        return Err(status(
-            Code::UnrecognizedClientType,
-            "cannot find client settings for this client",
-        ));
-    };
     let mq = req.message_queue.clone().unwrap_or_default();
     let topic = validate_topic(mq.topic.as_ref())?;
     let group = inner.consumer(ctx, req.group.as_ref(), &topic)?;
+    let settings = match session.settings() {
+        Some(s) => s,
+        // A client this endpoint does not know yet: the broker restarted, and the
+        // client resends its settings only every 5 minutes. Its receive names what they
+        // would: the group and the topic with its filter (RocketMQ's proxy answers
+        // UNRECOGNIZED_CLIENT_TYPE until then).
+        None => inner.adopt_settings(ctx, session, settings_of_receive(&req, &group, &topic))?,
+    };
     let poll = inner.polling_time(
         req.long_polling_timeout
             .as_ref()
@@ -218,6 +220,32 @@ async fn receive(
         out.push(incoming(&r.message, &topic, Some(handle.encode())));
     }
     Ok(out)
+}
+
+/// The settings a consumer's receive implies: a push consumer (it auto-renews) or a
+/// simple one, of `group`, subscribed to `topic` with the receive's filter.
+fn settings_of_receive(req: &ReceiveMessageRequest, group: &str, topic: &str) -> Settings {
+    let resource = |n: &str| Resource {
+        resource_namespace: String::new(),
+        name: n.to_owned(),
+    };
+    let client_type = if req.auto_renew {
+        ClientType::PushConsumer
+    } else {
+        ClientType::SimpleConsumer
+    };
+    Settings {
+        client_type: Some(client_type as i32),
+        pub_sub: Some(settings::PubSub::Subscription(Subscription {
+            group: Some(resource(group)),
+            subscriptions: vec![SubscriptionEntry {
+                topic: Some(resource(topic)),
+                expression: req.filter_expression.clone(),
+            }],
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
 }
 
 /// Parses a receipt handle; INVALID_RECEIPT_HANDLE when it is malformed or expired.

@@ -80,7 +80,7 @@ fn entry(r: &SendResult, kind: MessageType) -> SendResultEntry {
 pub(super) async fn send_message(
     inner: &Inner,
     ctx: &CallCtx,
-    session: &Session,
+    session: &std::sync::Arc<Session>,
     req: SendMessageRequest,
 ) -> Result<SendMessageResponse, Status> {
     let Some(first) = req.messages.first() else {
@@ -118,6 +118,11 @@ pub(super) async fn send_message(
         }
         prepared.push(o);
     }
+    if session.settings().is_none() {
+        // Not known yet (the broker restarted; the client resends its settings only every
+        // 5 minutes): its check-backs need it registered as the topic's producer.
+        inner.adopt_settings(ctx, session, settings_of_send(&topic))?;
+    }
     let producer = session.producer(&topic, inner.settings.max_message_size);
     let mut entries = Vec::with_capacity(prepared.len());
     // One send per message, in order: a FIFO group's messages keep their order.
@@ -137,6 +142,21 @@ pub(super) async fn send_message(
         status: Some(overall(entries.iter().filter_map(|e| e.status.as_ref()))),
         entries,
     })
+}
+
+/// The settings a send implies: a producer of `topic`.
+fn settings_of_send(topic: &str) -> Settings {
+    Settings {
+        client_type: Some(ClientType::Producer as i32),
+        pub_sub: Some(settings::PubSub::Publishing(Publishing {
+            topics: vec![Resource {
+                resource_namespace: String::new(),
+                name: topic.to_owned(),
+            }],
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
 }
 
 pub(super) async fn end_transaction(
