@@ -224,9 +224,10 @@ fn parse_verdict(line: &str) -> Option<(u32, u32)> {
     Some((p.parse().ok()?, f.strip_suffix(" failed")?.parse().ok()?))
 }
 
-/// A standalone broker with the gRPC endpoint on an ephemeral port and `extra` conf lines.
+/// A standalone broker with `extra` conf lines; the gRPC endpoint is on an ephemeral port
+/// (`grpcServerPort=0` is in the harness's GEOMETRY).
 fn grpc_broker(extra: &str) -> (tempfile::TempDir, BrokerProc) {
-    let (dir, b) = common::start(&format!("grpcServerPort=0\n{extra}"));
+    let (dir, b) = common::start(extra);
     assert!(
         b.grpc.is_some(),
         "no `tern-broker gRPC endpoint on` line; stderr:\n{}",
