@@ -26,6 +26,9 @@ mod rocketmq_python_grpc;
 #[path = "../../../tests/support/binaries.rs"]
 mod binaries;
 
+#[path = "../../tests/support/certs.rs"]
+mod certs;
+
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -77,6 +80,17 @@ struct Script {
 
 impl Script {
     fn spawn(py: &Path, home: &Path, broker: &BrokerProc, args: &[&str]) -> Script {
+        Self::spawn_with_env(py, home, broker, args, &[])
+    }
+
+    /// [`Script::spawn`] with `env` added (ACL keys for tern-admin, TLS roots).
+    fn spawn_with_env(
+        py: &Path,
+        home: &Path,
+        broker: &BrokerProc,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Script {
         let grpc = broker
             .grpc
             .clone()
@@ -100,6 +114,7 @@ impl Script {
             .args(&full)
             .env("HOME", home)
             .env("PYTHONUNBUFFERED", "1")
+            .envs(env.iter().copied())
             .current_dir(repo_root())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -238,15 +253,41 @@ fn grpc_broker(extra: &str) -> (tempfile::TempDir, BrokerProc) {
 
 /// Runs one scenario against a fresh broker and checks its key PASS lines.
 fn scenario(test: &str, name: &str, extra_conf: &str, extra_args: &[&str], expect: &[&str]) {
+    scenario_in(test, name, None, extra_conf, extra_args, &[], expect);
+}
+
+/// [`scenario`] with the broker's files in `dir` (its conf may name files there) and
+/// `env` given to the script.
+fn scenario_in(
+    test: &str,
+    name: &str,
+    dir: Option<tempfile::TempDir>,
+    extra_conf: &str,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+    expect: &[&str],
+) {
     let _serial = serial();
     let Some(py) = grpc_python_or_skip(test) else {
         return;
     };
-    let (dir, mut broker) = grpc_broker(extra_conf);
+    let (dir, mut broker) = match dir {
+        Some(d) => {
+            let conf = common::write_conf(d.path(), extra_conf);
+            let b = BrokerProc::standalone(d.path(), &conf);
+            assert!(
+                b.grpc.is_some(),
+                "no gRPC endpoint; stderr:\n{}",
+                b.stderr_text()
+            );
+            (d, b)
+        }
+        None => grpc_broker(extra_conf),
+    };
     let prefix = format!("TernGrpc-{name}").replace('_', "-");
     let mut args = vec!["--prefix", &prefix, "--scenario", name];
     args.extend_from_slice(extra_args);
-    let mut run = Script::spawn(&py, &dir.path().join("home"), &broker, &args);
+    let mut run = Script::spawn_with_env(&py, &dir.path().join("home"), &broker, &args, env);
     run.assert_passed(name, &broker, expect);
     let status = broker.stop();
     assert!(
@@ -375,6 +416,88 @@ fn grpc_errors_are_the_client_exceptions() {
             "errors: QueryRoute of an unknown topic raises NotFoundException",
             "errors: tag 'a|b' sent anyway raises BadRequestException",
             "errors: a 64-byte message_group raises BadRequestException",
+        ],
+    );
+}
+
+const ACL_RULES: &str = "\
+accounts:
+  - accessKey: ACL_WRITER
+    secretKey: writer_secret
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - TernGrpc-acl-acl=PUB|SUB
+  - accessKey: ACL_READER
+    secretKey: reader_secret
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - TernGrpc-acl-acl=SUB
+  - accessKey: tern_admin
+    secretKey: admin_secret_1
+    admin: true
+";
+
+#[test]
+fn grpc_acl_checks_the_5x_clients_own_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("plain_acl.yml");
+    std::fs::write(&rules, ACL_RULES).unwrap();
+    let conf = format!(
+        "aclEnable=true\nplainAclFile={}\n\
+         innerClientAuthenticationCredentials={{\"accessKey\":\"tern_admin\",\"secretKey\":\"admin_secret_1\"}}\n",
+        rules.display()
+    );
+    scenario_in(
+        "grpc_acl_checks_the_5x_clients_own_signature",
+        "acl",
+        Some(dir),
+        &conf,
+        &[
+            "--access-key",
+            "ACL_WRITER",
+            "--secret-key",
+            "writer_secret",
+        ],
+        &[
+            ("TERN_ACCESS_KEY", "tern_admin"),
+            ("TERN_SECRET_KEY", "admin_secret_1"),
+        ],
+        &[
+            "acl: the right account receives what it sent",
+            "acl: a wrong secret key is refused (UnauthorizedException)",
+            "acl: no credentials are refused (UnauthorizedException)",
+            "acl: an account with only SUB on the topic cannot send",
+            "acl: the SUB-only account receives",
+        ],
+    );
+}
+
+#[test]
+fn grpc_clients_send_and_receive_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("Tern gRPC interop CA");
+    let id = ca.issue(dir.path(), "broker", &["127.0.0.1"], false);
+    let roots = ca.write(dir.path(), "ca.pem");
+    let conf = format!(
+        "tls.server.mode=permissive\ntls.server.certPath={}\ntls.server.keyPath={}\n",
+        id.cert.display(),
+        id.key.display()
+    );
+    let roots = roots.display().to_string();
+    scenario_in(
+        "grpc_clients_send_and_receive_over_tls",
+        "tls",
+        Some(dir),
+        &conf,
+        &[],
+        &[("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", &roots)],
+        &[
+            "tls: 5 sends over TLS answered",
+            "tls: all 5 received over TLS, intact",
         ],
     );
 }
