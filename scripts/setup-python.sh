@@ -14,27 +14,8 @@ py="$venv/bin/python"
 
 log() { printf 'setup-python: %s\n' "$*" >&2; }
 
-apt_updated=0
-apt_install() {
-  local sudo=""
-  if [[ $(id -u) != 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-      log "need Debian packages $* but not root and no sudo; install them and re-run"
-      return 1
-    fi
-  fi
-  if ! command -v apt-get >/dev/null 2>&1; then
-    log "need system packages $* but apt-get is not available"
-    return 1
-  fi
-  if [[ $apt_updated == 0 ]]; then
-    log "apt-get update"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-    apt_updated=1
-  fi
-  log "apt-get install $*"
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
-}
+# apt_install PKG...: Debian packages, with sudo when not root (scripts/apt.sh).
+source scripts/apt.sh
 
 # The client imports cleanly only when librocketmq.so and everything it links resolve.
 client_ok() {
