@@ -95,6 +95,11 @@ impl Session {
         self.lock().settings.clone()
     }
 
+    /// Whether its settings are known (from Telemetry, or adopted from a call).
+    pub fn is_known(&self) -> bool {
+        self.lock().settings.is_some()
+    }
+
     /// The client type its settings name.
     pub fn client_type(&self) -> Option<ClientType> {
         let s = self.lock();
@@ -470,15 +475,5 @@ impl Sessions {
     /// Every session (for shutdown).
     pub fn drain(&self) -> Vec<Arc<Session>> {
         self.lock().drain().map(|(_, s)| s).collect()
-    }
-
-    /// How many clients are known.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no client is known.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }

@@ -118,7 +118,7 @@ pub(super) async fn send_message(
         }
         prepared.push(o);
     }
-    if session.settings().is_none() {
+    if !session.is_known() {
         // Not known yet (the broker restarted; the client resends its settings only every
         // 5 minutes): its check-backs need it registered as the topic's producer.
         inner.adopt_settings(ctx, session, settings_of_send(&topic))?;
