@@ -135,6 +135,7 @@ code_enum! {
         PushReplyMessageToClient = 326,
         AddWritePermOfBroker = 327,
         GetTopicConfig = 351,
+        GetSubscriptionGroupConfig = 352,
         LitePullMessage = 361,
         RecallMessage = 370,
         QueryAssignment = 400,

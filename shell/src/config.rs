@@ -114,25 +114,47 @@ impl ConfigSource {
 
     /// Reads a properties file; `path` as given is the name used in origins.
     pub fn load_file(path: &Path) -> Result<Self, ConfigError> {
-        let file_error = |message: String| ConfigError {
+        let text = read_config_file(path)?;
+        Ok(Self::parse_properties(&text, &path.display().to_string()))
+    }
+
+    /// Reads a JSON file of one object (RocketMQ's proxy reads `rmq-proxy.json`).
+    pub fn load_json_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = read_config_file(path)?;
+        Self::parse_json(&text, &path.display().to_string())
+    }
+
+    /// Parses a JSON object of keys: a string is its value as written, a number or a
+    /// boolean its JSON text, and an object or array its JSON text too (a key such as
+    /// `innerClientAuthenticationCredentials` holds JSON). Each origin is the line where
+    /// the key first appears. Unlike properties, text that is not a JSON object fails.
+    pub fn parse_json(text: &str, name: &str) -> Result<Self, ConfigError> {
+        let fail = |message: String| ConfigError {
             key: String::new(),
             origin: None,
-            message,
+            message: format!("{name}: {message}"),
         };
-        let meta = std::fs::metadata(path)
-            .map_err(|e| file_error(format!("cannot read {}: {e}", path.display())))?;
-        if meta.len() > MAX_CONFIG_FILE_BYTES {
-            return Err(file_error(format!(
-                "{} is larger than {MAX_CONFIG_FILE_BYTES} bytes",
-                path.display()
-            )));
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| fail(format!("not JSON: {e}")))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(fail("not a JSON object of keys".into()));
+        };
+        let mut src = Self::new();
+        for (key, v) in map {
+            let value = match v {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Null => continue,
+                other => other.to_string(),
+            };
+            let at = text.find(&format!("\"{key}\"")).unwrap_or(0);
+            let line = text[..at].matches('\n').count() + 1;
+            let origin = Origin::File {
+                name: name.to_owned(),
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+            };
+            src.set(key, value, origin);
         }
-        let bytes = std::fs::read(path)
-            .map_err(|e| file_error(format!("cannot read {}: {e}", path.display())))?;
-        // Java reads properties as ISO-8859-1; UTF-8 files are the common case today, and
-        // any byte sequence still yields text rather than a refusal.
-        let text = String::from_utf8_lossy(&bytes);
-        Ok(Self::parse_properties(&text, &path.display().to_string()))
+        Ok(src)
     }
 
     /// Parses Java properties text: `#`/`!` comments, blank lines, `key=value`,
@@ -398,6 +420,14 @@ macro_rules! config_enum {
     };
 }
 
+/// A check for an address key (`namesrvAddr`, `haMasterAddress`): `host:port`.
+pub fn check_host_port(a: &str) -> Result<(), String> {
+    match a.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!("'{a}' is not host:port")),
+    }
+}
+
 /// A configuration a binary reads: its keys and their defaults, declared in `read`.
 pub trait Config: Sized {
     /// Reads every known key through `r` (each call declares the key as known).
@@ -563,6 +593,28 @@ pub fn load<C: Config>(source: &ConfigSource) -> Result<Loaded<C>, ConfigError> 
         warnings,
         effective,
     })
+}
+
+/// A config file's text, bounded in size. Java reads properties as ISO-8859-1; UTF-8
+/// files are the common case today, and any byte sequence still yields text rather than a
+/// refusal.
+fn read_config_file(path: &Path) -> Result<String, ConfigError> {
+    let file_error = |message: String| ConfigError {
+        key: String::new(),
+        origin: None,
+        message,
+    };
+    let meta = std::fs::metadata(path)
+        .map_err(|e| file_error(format!("cannot read {}: {e}", path.display())))?;
+    if meta.len() > MAX_CONFIG_FILE_BYTES {
+        return Err(file_error(format!(
+            "{} is larger than {MAX_CONFIG_FILE_BYTES} bytes",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| file_error(format!("cannot read {}: {e}", path.display())))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

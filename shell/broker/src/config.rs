@@ -238,7 +238,8 @@ impl Config for BrokerConfig {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."));
         let addrs: Vec<String> = r.get_checked("namesrvAddr", Vec::new(), |v: &Vec<String>| {
-            v.iter().try_for_each(|a| check_addr(a))
+            v.iter()
+                .try_for_each(|a| tern_shell::config::check_host_port(a))
         })?;
         let ms = |r: &mut ConfigReader<'_>,
                   key: &str,
@@ -370,7 +371,7 @@ impl Config for BrokerConfig {
                 in_range(1, 100_000_000),
             )?,
             acl: tern_shell::acl::settings::AclSettings::read(r)?,
-            inner_credentials: inner_credentials(r)?,
+            inner_credentials: tern_shell::acl::settings::inner_credentials(r)?,
             pop: crate::pop::PopConfig::read(r)?,
             tls: tern_shell::tls::TlsSettings::read(r)?,
             broker_permission: r.get_checked(
@@ -400,7 +401,8 @@ impl Config for BrokerConfig {
             ..cfg
         };
         if let Some(a) = &cfg.ha_master_address {
-            check_addr(a).map_err(|message| r.error("haMasterAddress", message))?;
+            tern_shell::config::check_host_port(a)
+                .map_err(|message| r.error("haMasterAddress", message))?;
         }
         match (cfg.role, cfg.broker_id) {
             (BrokerRole::Slave, 0) => {
@@ -449,36 +451,6 @@ impl Config for BrokerConfig {
     }
 }
 
-/// `innerClientAuthenticationCredentials`: the JSON `{"accessKey":…,"secretKey":…}`;
-/// shown by `-p` and GET_BROKER_CONFIG with the secret masked.
-fn inner_credentials(
-    r: &mut ConfigReader<'_>,
-) -> Result<Option<tern_shell::acl::SessionCredentials>, ConfigError> {
-    const KEY: &str = "innerClientAuthenticationCredentials";
-    let Some(text) = r.get_opt::<String>(KEY)? else {
-        return Ok(None);
-    };
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        r.error(
-            KEY,
-            format!("not JSON ({e}): expected {{\"accessKey\":…,\"secretKey\":…}}"),
-        )
-    })?;
-    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|s| !s.is_empty());
-    let (Some(ak), Some(sk)) = (field("accessKey"), field("secretKey")) else {
-        return Err(r.error(KEY, "needs a non-empty accessKey and secretKey".into()));
-    };
-    let creds = tern_shell::acl::SessionCredentials::new(ak, sk);
-    r.record(
-        KEY,
-        &format!("{{\"accessKey\":\"{ak}\",\"secretKey\":\"***\"}}"),
-    );
-    Ok(Some(creds))
-}
-
 /// `brokerPermission`: RocketMQ's perm bits, read (4), write (2), inherit (1).
 fn check_permission(p: &i32) -> Result<(), String> {
     if (0..=7).contains(p) {
@@ -495,13 +467,6 @@ fn non_empty(s: &str) -> Result<(), String> {
         Err("must not be empty".into())
     } else {
         Ok(())
-    }
-}
-
-fn check_addr(a: &str) -> Result<(), String> {
-    match a.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
-        _ => Err(format!("'{a}' is not host:port")),
     }
 }
 

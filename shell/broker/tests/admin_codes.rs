@@ -15,8 +15,8 @@ use tern_shell::body::{
 };
 use tern_shell::headers::{
     CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader,
-    GetProducerConnectionListRequestHeader, GetTopicConfigRequestHeader,
-    QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
+    GetProducerConnectionListRequestHeader, GetSubscriptionGroupConfigRequestHeader,
+    GetTopicConfigRequestHeader, QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
     QueryConsumerOffsetRequestHeader, TopicRequestHeader, UpdateConsumerOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 };
@@ -236,7 +236,7 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
 }
 
 #[test]
-fn system_topics_and_one_topics_config() {
+fn system_topics_and_one_topics_and_groups_config() {
     let (_dir, b) = start("");
     run(async {
         let c = Client::connect(&b.addr).await;
@@ -275,6 +275,42 @@ fn system_topics_and_one_topics_config() {
             &c.call(req("Unknown")).await,
             ResponseCode::TopicNotExist,
             "No topic in this broker. topic: Unknown",
+        );
+
+        // GET_SUBSCRIPTIONGROUP_CONFIG: what a CLUSTER-mode proxy reads of a group.
+        let group = SubscriptionGroupConfig {
+            group_name: "G_CONFIGURED".into(),
+            consume_message_orderly: true,
+            retry_max_times: 3,
+            ..Default::default()
+        };
+        expect_code(
+            &c.call(
+                RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
+                    .with_body(to_json(&group)),
+            )
+            .await,
+            ResponseCode::Success,
+        );
+        let req = |g: &str| {
+            RemotingCommand::request(
+                RequestCode::GetSubscriptionGroupConfig,
+                &GetSubscriptionGroupConfigRequestHeader { group: g.into() },
+            )
+        };
+        let got: SubscriptionGroupConfig = ok_body(&c, req("G_CONFIGURED")).await;
+        assert_eq!(
+            (
+                got.group_name.as_str(),
+                got.consume_message_orderly,
+                got.retry_max_times
+            ),
+            ("G_CONFIGURED", true, 3)
+        );
+        expect_error(
+            &c.call(req("G_UNKNOWN")).await,
+            ResponseCode::SystemError,
+            "No group in this broker: G_UNKNOWN",
         );
     });
 }

@@ -61,3 +61,34 @@ impl AclSettings {
             .map_err(|e| format!("aclEnable=true but the ACL rules cannot be used: {e}"))
     }
 }
+
+/// `innerClientAuthenticationCredentials`: the JSON `{"accessKey":…,"secretKey":…}`;
+/// how a broker (and a proxy) signs its own requests to other servers. Shown by `-p` and
+/// GET_BROKER_CONFIG with the secret masked.
+pub fn inner_credentials(
+    r: &mut ConfigReader<'_>,
+) -> Result<Option<super::SessionCredentials>, ConfigError> {
+    const KEY: &str = "innerClientAuthenticationCredentials";
+    let Some(text) = r.get_opt::<String>(KEY)? else {
+        return Ok(None);
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        r.error(
+            KEY,
+            format!("not JSON ({e}): expected {{\"accessKey\":…,\"secretKey\":…}}"),
+        )
+    })?;
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|s| !s.is_empty());
+    let (Some(ak), Some(sk)) = (field("accessKey"), field("secretKey")) else {
+        return Err(r.error(KEY, "needs a non-empty accessKey and secretKey".into()));
+    };
+    let creds = super::SessionCredentials::new(ak, sk);
+    r.record(
+        KEY,
+        &format!("{{\"accessKey\":\"{ak}\",\"secretKey\":\"***\"}}"),
+    );
+    Ok(Some(creds))
+}

@@ -51,6 +51,39 @@ fn later_values_win_and_duplicates_in_one_file_are_noted() {
     assert!(src.notes[0].starts_with("broker.conf:2: key 'listenPort'"));
 }
 
+#[test]
+fn json_objects_give_each_key_its_text_and_line() {
+    let text = "{\n  \"rocketMQClusterName\": \"DefaultCluster\",\n  \"grpcServerPort\": 8081,\n  \
+                \"enableTopicMessageTypeCheck\": false,\n  \"none\": null,\n  \
+                \"innerClientAuthenticationCredentials\": {\"accessKey\": \"ak\"}\n}\n";
+    let src = ConfigSource::parse_json(text, "rmq-proxy.json").unwrap();
+    assert_eq!(
+        value(&src, "rocketMQClusterName").as_deref(),
+        Some("DefaultCluster")
+    );
+    assert_eq!(value(&src, "grpcServerPort").as_deref(), Some("8081"));
+    assert_eq!(
+        value(&src, "enableTopicMessageTypeCheck").as_deref(),
+        Some("false")
+    );
+    assert_eq!(
+        value(&src, "innerClientAuthenticationCredentials").as_deref(),
+        Some(r#"{"accessKey":"ak"}"#)
+    );
+    assert_eq!(src.len(), 4, "null is no value");
+    assert_eq!(
+        src.get("grpcServerPort").unwrap().origin,
+        Origin::File {
+            name: "rmq-proxy.json".into(),
+            line: 3
+        }
+    );
+    for bad in ["", "[1]", "{\"a\": 1", "grpcServerPort=1"] {
+        let e = ConfigSource::parse_json(bad, "rmq-proxy.json").unwrap_err();
+        assert!(e.to_string().contains("rmq-proxy.json"), "{bad:?}: {e}");
+    }
+}
+
 crate::config_enum! {
     /// Test enum.
     enum Role { AsyncMaster = "ASYNC_MASTER", Slave = "SLAVE" }

@@ -166,3 +166,11 @@ ext_header! {
         pub lo: Option<bool> = "lo",
     }
 }
+
+ext_header! {
+    /// GET_SUBSCRIPTIONGROUP_CONFIG request.
+    pub struct GetSubscriptionGroupConfigRequestHeader {
+        /// Group.
+        pub group: String = "group",
+    }
+}

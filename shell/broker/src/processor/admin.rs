@@ -2,7 +2,8 @@
 
 use tern_shell::body::{SubscriptionGroupConfig, TopicConfig};
 use tern_shell::headers::{
-    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, TopicRequestHeader,
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader, TopicRequestHeader,
 };
 use tern_shell::{RemotingCommand, ResponseCode};
 
@@ -153,6 +154,25 @@ pub fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
 pub fn all_groups(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, ResponseCode::Success)
         .with_body(tern_shell::body::to_json(&ctx.groups.wrapper()))
+}
+
+/// GET_SUBSCRIPTIONGROUP_CONFIG: one group's configuration (a proxy in CLUSTER mode reads
+/// a group's retry policy and order with it). An unknown group is SYSTEM_ERROR, as
+/// RocketMQ answers it.
+pub fn group_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+    let h: GetSubscriptionGroupConfigRequestHeader = match req.decode_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(req, e),
+    };
+    match ctx.groups.get(&h.group) {
+        Some(g) => RemotingCommand::response_to(req, ResponseCode::Success)
+            .with_body(tern_shell::body::to_json(&g)),
+        None => RemotingCommand::error_response(
+            req,
+            ResponseCode::SystemError,
+            format!("No group in this broker: {}", h.group),
+        ),
+    }
 }
 
 /// DELETE_SUBSCRIPTIONGROUP: forgets the group, and its offsets with `cleanOffset`.

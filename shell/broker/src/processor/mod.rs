@@ -164,6 +164,7 @@ impl Processor for BrokerProcessor {
             RequestCode::GetBrokerConsumeStats => stats::broker_consume_stats(ctx, &req),
             RequestCode::QueryConsumeQueue => stats::query_consume_queue(ctx, &req),
             RequestCode::GetTopicConfig => stats::topic_config(ctx, &req),
+            RequestCode::GetSubscriptionGroupConfig => admin::group_config(ctx, &req),
             RequestCode::CloneGroupOffset => maintain::clone_group_offset(ctx, &req),
             RequestCode::CleanExpiredConsumequeue => {
                 maintain::clean_expired_consume_queue(ctx, &req).await
