@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, Weak};
 
-use tern_proxy::{Backend, Endpoint, GroupPolicy, ProxySettings, Upstream};
+use tern_proxy::{
+    Backend, Endpoint, GroupPolicy, Lookup, ProxySettings, Upstream, message_type_of,
+};
 use tern_shell::acl::guard::Acl;
 
 use crate::BrokerCtx;
@@ -19,26 +21,18 @@ struct Local {
 }
 
 impl Backend for Local {
-    fn broker_name(&self) -> String {
-        self.broker_name.clone()
+    fn local_broker(&self) -> Option<String> {
+        Some(self.broker_name.clone())
     }
 
-    fn topic_message_type(&self, topic: &str) -> Option<String> {
-        let t = self.ctx.upgrade()?.topics.get(topic)?;
-        Some(
-            t.attributes
-                .get(tern_shell::attributes::MESSAGE_TYPE)
-                .cloned()
-                .unwrap_or_else(|| "NORMAL".into()),
-        )
+    fn topic_message_type<'a>(&'a self, topic: &'a str) -> Lookup<'a, Option<String>> {
+        let t = self.ctx.upgrade().and_then(|ctx| ctx.topics.get(topic));
+        Box::pin(std::future::ready(t.as_ref().map(message_type_of)))
     }
 
-    fn group_policy(&self, group: &str) -> Option<GroupPolicy> {
-        let g = self.ctx.upgrade()?.groups.get(group)?;
-        Some(GroupPolicy {
-            orderly: g.consume_message_orderly,
-            retry_max_times: g.retry_max_times,
-        })
+    fn group_policy<'a>(&'a self, group: &'a str) -> Lookup<'a, Option<GroupPolicy>> {
+        let g = self.ctx.upgrade().and_then(|ctx| ctx.groups.get(group));
+        Box::pin(std::future::ready(g.as_ref().map(GroupPolicy::from)))
     }
 
     fn acl(&self) -> Option<Arc<Acl>> {
@@ -53,6 +47,9 @@ pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, 
     let upstream = Upstream {
         namesrv_addrs: ctx.config.namesrv_addrs.clone(),
         credentials: ctx.config.inner_credentials.clone(),
+        // A broker's own connections' TLS: the loopback to an enforcing port needs it.
+        tls: tern_shell::tls::ClientTls::new(&ctx.config.tls.client)
+            .map_err(|e| format!("gRPC endpoint TLS: {e}"))?,
     };
     let backend = Arc::new(Local {
         ctx: Arc::downgrade(ctx),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tern_shell::config::{ConfigError, ConfigReader, in_range};
+use tern_shell::config::{ConfigError, ConfigReader, ConfigValue, check_host_port, in_range};
 
 /// What the gRPC endpoint is told.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,6 +203,86 @@ impl ProxySettings {
                 10_000,
                 3_600_000,
             )?,
+        })
+    }
+}
+
+/// The `tern-proxy` binary's configuration (CLUSTER mode): RocketMQ's `rmq-proxy.json` keys
+/// where they exist, the broker's for ACL, TLS and credentials.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The endpoint's keys.
+    pub proxy: ProxySettings,
+    /// The name servers (`namesrvAddr`, `;`-separated; RocketMQ's default is the
+    /// `NAMESRV_ADDR` environment variable).
+    pub namesrv_addrs: Vec<String>,
+    /// The cluster whose brokers hold the groups (`rocketMQClusterName`, DefaultCluster).
+    pub cluster_name: String,
+    /// Address the gRPC port binds (`listenAddr`, Tern's broker key; 0.0.0.0).
+    pub listen_ip: std::net::IpAddr,
+    /// The metadata cache.
+    pub cache: crate::cluster::CacheSettings,
+    /// Access control of the 5.x clients' calls (`aclEnable`, `plainAclFile`).
+    pub acl: tern_shell::acl::settings::AclSettings,
+    /// TLS of the gRPC port (`tls.server.*`) and to the brokers (`tls.enable`, `tls.client.*`).
+    pub tls: tern_shell::tls::TlsSettings,
+    /// How the proxy signs its requests to the brokers
+    /// (`innerClientAuthenticationCredentials`).
+    pub credentials: Option<tern_shell::acl::SessionCredentials>,
+}
+
+impl tern_shell::config::Config for ClusterConfig {
+    fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+        let mode: String = r.get("proxyMode", "cluster".to_owned())?;
+        if !mode.eq_ignore_ascii_case("cluster") {
+            return Err(r.error(
+                "proxyMode",
+                format!(
+                    "tern-proxy runs in CLUSTER mode, not {mode}: LOCAL mode is \
+                     `tern-broker --enable-proxy`"
+                ),
+            ));
+        }
+        let from_env: Vec<String> = std::env::var("NAMESRV_ADDR")
+            .ok()
+            .and_then(|v| <Vec<String> as ConfigValue>::parse_value(&v).ok())
+            .unwrap_or_default();
+        let namesrv_addrs: Vec<String> =
+            r.get_checked("namesrvAddr", from_env, |v: &Vec<String>| {
+                v.iter().try_for_each(|a| check_host_port(a))
+            })?;
+        if namesrv_addrs.is_empty() {
+            return Err(r.error(
+                "namesrvAddr",
+                "no name server: set namesrvAddr, -n, or NAMESRV_ADDR".into(),
+            ));
+        }
+        let listen: String = r.get_checked("listenAddr", "0.0.0.0".to_owned(), |s| {
+            s.parse::<std::net::IpAddr>()
+                .map(drop)
+                .map_err(|_| format!("invalid IP address '{s}'"))
+        })?;
+        let max_message_size =
+            r.get_checked("maxMessageSize", 4usize << 20, in_range(1, 1 << 30))?;
+        Ok(Self {
+            proxy: ProxySettings::read(r, max_message_size)?,
+            namesrv_addrs,
+            cluster_name: r.get_checked(
+                "rocketMQClusterName",
+                "DefaultCluster".to_owned(),
+                |s| {
+                    if s.trim().is_empty() {
+                        Err("must not be empty".into())
+                    } else {
+                        Ok(())
+                    }
+                },
+            )?,
+            listen_ip: listen.parse().unwrap_or(std::net::IpAddr::V4(0.into())),
+            cache: crate::cluster::CacheSettings::read(r)?,
+            acl: tern_shell::acl::settings::AclSettings::read(r)?,
+            tls: tern_shell::tls::TlsSettings::read(r)?,
+            credentials: tern_shell::acl::settings::inner_credentials(r)?,
         })
     }
 }

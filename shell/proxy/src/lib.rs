@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use tern_shell::acl::guard::Acl;
 
+pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod handle;
@@ -53,6 +54,23 @@ pub struct GroupPolicy {
     pub retry_max_times: i32,
 }
 
+impl From<&tern_shell::body::SubscriptionGroupConfig> for GroupPolicy {
+    fn from(g: &tern_shell::body::SubscriptionGroupConfig) -> Self {
+        Self {
+            orderly: g.consume_message_orderly,
+            retry_max_times: g.retry_max_times,
+        }
+    }
+}
+
+/// A topic's `message.type` attribute, `NORMAL` when it has none.
+pub fn message_type_of(t: &tern_shell::body::TopicConfig) -> String {
+    t.attributes
+        .get(tern_shell::attributes::MESSAGE_TYPE)
+        .cloned()
+        .unwrap_or_else(|| "NORMAL".into())
+}
+
 impl Default for GroupPolicy {
     /// A new `SubscriptionGroupConfig`'s.
     fn default() -> Self {
@@ -63,15 +81,24 @@ impl Default for GroupPolicy {
     }
 }
 
-/// What the endpoint asks of the broker it runs in, beyond remoting.
+/// A lookup the endpoint awaits: in LOCAL mode answered at once from the broker's tables,
+/// in CLUSTER mode by asking a broker (and cached).
+pub type Lookup<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What the endpoint asks of the brokers it fronts, beyond remoting: the broker it runs in
+/// (LOCAL mode, `tern-broker --enable-proxy`) or a cluster found through the name servers
+/// (CLUSTER mode, the `tern-proxy` binary; [`cluster::Cluster`]).
 pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
-    /// The broker's name (receipt handles and routes name it).
-    fn broker_name(&self) -> String;
-    /// `topic`'s `message.type` attribute here: `Some("NORMAL")` for a topic without
-    /// one, `None` when the broker has no such topic.
-    fn topic_message_type(&self, topic: &str) -> Option<String>;
-    /// `group`'s configuration, when the broker has one.
-    fn group_policy(&self, group: &str) -> Option<GroupPolicy>;
+    /// LOCAL mode: the name of the broker the endpoint runs in. Sends go to its queues,
+    /// and a route names each broker's own endpoint (its host, this port). `None` in
+    /// CLUSTER mode: sends go to every broker's queues, and a route names the endpoint the
+    /// client dialled, as RocketMQ's `ClusterTopicRouteService` answers.
+    fn local_broker(&self) -> Option<String>;
+    /// `topic`'s `message.type` attribute: `Some("NORMAL")` for a topic without one,
+    /// `None` when no broker has such a topic.
+    fn topic_message_type<'a>(&'a self, topic: &'a str) -> Lookup<'a, Option<String>>;
+    /// `group`'s configuration, when the brokers have one.
+    fn group_policy<'a>(&'a self, group: &'a str) -> Lookup<'a, Option<GroupPolicy>>;
     /// The ACL rules in force (`aclEnable`), checked against each call's signature.
     fn acl(&self) -> Option<Arc<Acl>>;
 }

@@ -50,6 +50,20 @@ pub struct Upstream {
     pub namesrv_addrs: Vec<String>,
     /// How the endpoint signs its requests to the brokers (`innerClientAuthenticationCredentials`).
     pub credentials: Option<SessionCredentials>,
+    /// TLS to the name servers and brokers (`tls.enable`, `tls.client.*`).
+    pub tls: Option<tern_shell::tls::ClientTls>,
+}
+
+impl Upstream {
+    /// A remoting client's configuration: these name servers and credentials, named
+    /// `instance_name` (a 5.x client's id, so the brokers list it as that client).
+    pub fn client_config(&self, instance_name: &str) -> ClientConfig {
+        let mut cfg = ClientConfig::new(&self.namesrv_addrs.join(";"));
+        cfg.instance_name = Some(instance_name.to_owned());
+        cfg.credentials = self.credentials.clone();
+        cfg.tls = self.tls.clone();
+        cfg
+    }
 }
 
 /// A sender of Telemetry commands to one client.
@@ -433,10 +447,7 @@ impl Sessions {
                 format!("more than {MAX_CLIENTS} clients are connected"),
             ));
         }
-        let mut cfg = ClientConfig::new(&self.upstream.namesrv_addrs.join(";"));
-        cfg.instance_name = Some(client_id.to_owned());
-        cfg.credentials = self.upstream.credentials.clone();
-        let instance = ClientInstance::new(cfg)
+        let instance = ClientInstance::new(self.upstream.client_config(client_id))
             .map_err(|e| status(Code::InternalServerError, e.to_string()))?;
         instance.start();
         let s = Arc::new(Session {

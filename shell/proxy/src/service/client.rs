@@ -99,7 +99,7 @@ fn settings_needs(settings: &Settings) -> Result<Vec<Need>, Status> {
 
 impl Inner {
     /// The client's settings with the server's overlay (`GrpcClientSettingsManager`).
-    fn merge_settings(&self, mut s: Settings) -> Settings {
+    async fn merge_settings(&self, mut s: Settings) -> Settings {
         let cfg = &self.settings;
         match &mut s.pub_sub {
             Some(PubSub::Publishing(p)) => {
@@ -122,7 +122,7 @@ impl Inner {
                     .as_ref()
                     .map(|g| g.name.clone())
                     .unwrap_or_default();
-                let policy = self.backend.group_policy(&group).unwrap_or_default();
+                let policy = self.backend.group_policy(&group).await.unwrap_or_default();
                 sub.receive_batch_size = Some(cfg.receive_batch_size);
                 sub.long_polling_timeout = Some(duration(cfg.max_long_polling));
                 sub.fifo = Some(policy.orderly);
@@ -155,7 +155,7 @@ impl Inner {
         session: &Arc<Session>,
         settings: Settings,
     ) -> Result<TelemetryCommand, Status> {
-        let merged = self.adopt_settings(ctx, session, settings)?;
+        let merged = self.adopt_settings(ctx, session, settings).await?;
         Ok(TelemetryCommand {
             status: Some(ok()),
             command: Some(telemetry_command::Command::Settings(merged)),
@@ -164,7 +164,7 @@ impl Inner {
 
     /// Checks `settings`, registers the client as they say, keeps them merged with the
     /// server's overlay (returned), and heartbeats the brokers in the background.
-    pub(super) fn adopt_settings(
+    pub(super) async fn adopt_settings(
         &self,
         ctx: &CallCtx,
         session: &Arc<Session>,
@@ -173,7 +173,7 @@ impl Inner {
         let needs = settings_needs(&settings)?;
         self.authorize(ctx, &needs)?;
         session.register(&settings)?;
-        let merged = self.merge_settings(settings);
+        let merged = self.merge_settings(settings).await;
         session.set_settings(merged.clone());
         let topics: Vec<String> = match &merged.pub_sub {
             Some(PubSub::Publishing(p)) => p.topics.iter().map(|t| t.name.clone()).collect(),

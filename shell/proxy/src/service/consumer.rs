@@ -126,7 +126,11 @@ async fn receive(
         // client resends its settings only every 5 minutes. Its receive names what they
         // would: the group and the topic with its filter (RocketMQ's proxy answers
         // UNRECOGNIZED_CLIENT_TYPE until then).
-        None => inner.adopt_settings(ctx, session, settings_of_receive(&req, &group, &topic))?,
+        None => {
+            inner
+                .adopt_settings(ctx, session, settings_of_receive(&req, &group, &topic))
+                .await?
+        }
     };
     let poll = inner.polling_time(
         req.long_polling_timeout
@@ -169,7 +173,8 @@ async fn receive(
         .as_ref()
         .map(|b| b.name.clone())
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| inner.backend.broker_name());
+        .or_else(|| inner.backend.local_broker())
+        .ok_or_else(|| status(Code::BadRequest, "the message queue names no broker"))?;
     let addr = inner.broker_addr(session, &topic, &broker).await?;
     let spec = PopSpec {
         group: &group,

@@ -37,7 +37,8 @@ fn remoting_queue(inner: &Inner, mq: Option<&MessageQueue>) -> Result<RemotingQu
         .as_ref()
         .map(|b| b.name.clone())
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| inner.backend.broker_name());
+        .or_else(|| inner.backend.local_broker())
+        .ok_or_else(|| status(Code::BadRequest, "the message queue names no broker"))?;
     Ok(RemotingQueue {
         topic,
         broker_name,

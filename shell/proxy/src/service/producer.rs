@@ -21,33 +21,41 @@ use crate::status::{from_client_error, from_remoting, ok, overall, status};
 const PERM_WRITE: i32 = 2;
 
 impl Inner {
-    /// The queue a message goes to: this broker's writable queues of the topic, by its
-    /// message group's hash (FIFO) or in turn. The client's queue is not used, as in the
-    /// proxy; the hash differs from the proxy's (Guava's consistent hash), which no
-    /// client can see.
+    /// The queue a message goes to, by its message group's hash (FIFO) or in turn: among
+    /// this broker's writable queues of the topic in LOCAL mode, every broker's in CLUSTER
+    /// mode. The client's queue is not used, as in the proxy; the hash differs from the
+    /// proxy's (Guava's consistent hash), which no client can see.
     async fn choose_queue(&self, session: &Session, o: &Outgoing) -> Result<MessageQueue, Status> {
         let topic = &o.message.topic;
         let route = self.route(session, topic).await?;
-        let here = self.backend.broker_name();
-        let Some(qd) = route
+        let here = self.backend.local_broker();
+        let mut writable: Vec<(&str, i32)> = route
             .queue_datas
             .iter()
-            .find(|q| q.broker_name == here && q.perm & PERM_WRITE != 0 && q.write_queue_nums > 0)
-        else {
+            .filter(|q| here.as_ref().is_none_or(|h| *h == q.broker_name))
+            .filter(|q| q.perm & PERM_WRITE != 0)
+            .flat_map(|q| {
+                (0..q.write_queue_nums.clamp(0, 1024)).map(|id| (q.broker_name.as_str(), id))
+            })
+            .collect();
+        // One order for every endpoint: a message group hashes to the same queue.
+        writable.sort_unstable();
+        if writable.is_empty() {
+            let on = here.map_or_else(String::new, |h| format!(" on broker {h}"));
             return Err(status(
                 Code::Forbidden,
-                format!("topic {topic} has no writable queue on broker {here}"),
+                format!("topic {topic} has no writable queue{on}"),
             ));
-        };
-        let n = qd.write_queue_nums as usize;
+        }
         let i = match &o.group {
-            Some(g) => tern_client::producer::hash_index(g, n),
-            None => self.sessions.next_turn() % n,
+            Some(g) => tern_client::producer::hash_index(g, writable.len()),
+            None => self.sessions.next_turn() % writable.len(),
         };
+        let (broker, queue_id) = writable[i];
         Ok(MessageQueue {
             topic: topic.clone(),
-            broker_name: here,
-            queue_id: i as i32,
+            broker_name: broker.to_owned(),
+            queue_id,
         })
     }
 }
@@ -98,7 +106,7 @@ pub(super) async fn send_message(
         ));
     }
     inner.authorize(ctx, &[topic_need(&topic, perm::PUB)])?;
-    let topic_type = inner.backend.topic_message_type(&topic);
+    let topic_type = inner.backend.topic_message_type(&topic).await;
     let now = now_ms();
     let mut prepared = Vec::with_capacity(req.messages.len());
     for m in &req.messages {
@@ -121,7 +129,9 @@ pub(super) async fn send_message(
     if !session.is_known() {
         // Not known yet (the broker restarted; the client resends its settings only every
         // 5 minutes): its check-backs need it registered as the topic's producer.
-        inner.adopt_settings(ctx, session, settings_of_send(&topic))?;
+        inner
+            .adopt_settings(ctx, session, settings_of_send(&topic))
+            .await?;
     }
     let producer = session.producer(&topic, inner.settings.max_message_size);
     let mut entries = Vec::with_capacity(prepared.len());

@@ -87,28 +87,60 @@ fn queues(topic: &str, qd: &QueueData, broker: &Broker, types: &[i32]) -> Vec<Me
     out
 }
 
-/// The route's brokers with their endpoints, by name.
-fn brokers(route: &TopicRouteData, port: u16) -> Vec<(String, Broker)> {
-    route
+/// The route's brokers with the endpoint a client reaches each through, by name: in LOCAL
+/// mode each broker's own (its host, this port); in CLUSTER mode the one the client
+/// dialled, for every broker (RocketMQ's `ClusterTopicRouteService`).
+fn brokers(
+    route: &TopicRouteData,
+    local: bool,
+    port: u16,
+    dialled: Option<&Endpoints>,
+) -> Result<Vec<(String, Broker)>, Status> {
+    let dialled = match (local, dialled) {
+        (true, _) => None,
+        (false, Some(e)) if !e.addresses.is_empty() => Some(e),
+        (false, _) => {
+            return Err(status(
+                Code::BadRequest,
+                "the request names no endpoints: a proxy in CLUSTER mode answers with \
+                 the endpoints the client dialled",
+            ));
+        }
+    };
+    Ok(route
         .broker_datas
         .iter()
         .filter_map(|b| {
+            let endpoints = match dialled {
+                Some(e) => e.clone(),
+                None => endpoints(b, port)?,
+            };
             Some((
                 b.broker_name.clone(),
                 Broker {
                     name: b.broker_name.clone(),
                     id: 0,
-                    endpoints: Some(endpoints(b, port)?),
+                    endpoints: Some(endpoints),
                 },
             ))
         })
-        .collect()
+        .collect())
 }
 
 impl Inner {
-    /// The message types `topic` accepts (its `message.type` on this broker).
-    fn topic_types(&self, topic: &str) -> Vec<i32> {
-        accepted_types(self.backend.topic_message_type(topic).as_deref())
+    /// The message types `topic` accepts (its `message.type`).
+    async fn topic_types(&self, topic: &str) -> Vec<i32> {
+        accepted_types(self.backend.topic_message_type(topic).await.as_deref())
+    }
+
+    /// [`brokers`] for this endpoint's mode.
+    fn route_brokers(
+        &self,
+        route: &TopicRouteData,
+        dialled: Option<&Endpoints>,
+    ) -> Result<Vec<(String, Broker)>, Status> {
+        let local = self.backend.local_broker().is_some();
+        brokers(route, local, self.grpc_port, dialled)
     }
 }
 
@@ -125,8 +157,8 @@ pub(super) async fn query_route(
         .fetch_route(&topic)
         .await
         .map_err(|e| crate::status::from_client_error(&e))?;
-    let types = inner.topic_types(&topic);
-    let brokers = brokers(&route, inner.grpc_port);
+    let types = inner.topic_types(&topic).await;
+    let brokers = inner.route_brokers(&route, req.endpoints.as_ref())?;
     let mut message_queues = Vec::new();
     for qd in &route.queue_datas {
         if let Some((_, b)) = brokers.iter().find(|(n, _)| *n == qd.broker_name) {
@@ -158,10 +190,11 @@ pub(super) async fn query_assignment(
     let fifo = inner
         .backend
         .group_policy(&group)
+        .await
         .unwrap_or_default()
         .orderly;
-    let types = inner.topic_types(&topic);
-    let brokers = brokers(&route, inner.grpc_port);
+    let types = inner.topic_types(&topic).await;
+    let brokers = inner.route_brokers(&route, req.endpoints.as_ref())?;
     let mut assignments = Vec::new();
     for qd in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
         let Some((_, b)) = brokers.iter().find(|(n, _)| *n == qd.broker_name) else {
