@@ -367,3 +367,145 @@ fn acl_checks_the_5x_signature_and_each_resource() {
         assert_eq!(ep.addresses[0].port, port, "routes name the gRPC endpoint");
     });
 }
+
+/// The broker's questions about a 5.x consumer reach it through the endpoint:
+/// CONSUME_MESSAGE_DIRECTLY (`mqadmin consumeMessage -d`) becomes a VerifyMessageCommand
+/// on the client's Telemetry stream and the client's VerifyMessageResult becomes the
+/// answer (CR_SUCCESS, CR_LATER), and GET_CONSUMER_RUNNING_INFO is answered from the
+/// client's settings.
+#[test]
+fn verify_message_and_running_info_reach_the_5x_client() {
+    use tern_shell::body::{ConsumeMessageDirectlyResult, ConsumerConnection, from_json};
+    use tern_shell::headers::{
+        ConsumeMessageDirectlyResultRequestHeader, ConsumerGroupRequestHeader,
+        GetConsumerRunningInfoRequestHeader,
+    };
+    use tern_shell::{RemotingCommand, RequestCode};
+
+    let (_dir, broker) = start("");
+    let addr = broker.grpc.clone().expect("gRPC endpoint");
+    let (topic, group) = ("VerifyT", "VerifyG");
+    rt().block_on(async {
+        let admin = Client::connect(&broker.addr).await;
+        create_topic(&admin, topic, 1).await;
+        let mut c = Caller::new(&addr, "verify-client").await;
+        // The client's Telemetry: its settings, then its answers as the test writes them.
+        let (to_endpoint, outgoing) = tokio::sync::mpsc::channel::<TelemetryCommand>(8);
+        let settings = TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(Settings {
+                client_type: Some(ClientType::PushConsumer as i32),
+                pub_sub: Some(settings::PubSub::Subscription(Subscription {
+                    group: Some(resource(group)),
+                    subscriptions: vec![SubscriptionEntry {
+                        topic: Some(resource(topic)),
+                        expression: Some(FilterExpression {
+                            r#type: FilterType::Tag as i32,
+                            expression: "*".into(),
+                        }),
+                    }],
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })),
+        };
+        to_endpoint.send(settings).await.unwrap();
+        let mut commands =
+            c.c.telemetry(c.req(tokio_stream::wrappers::ReceiverStream::new(outgoing)))
+                .await
+                .unwrap()
+                .into_inner();
+        let first = commands
+            .message()
+            .await
+            .unwrap()
+            .expect("settings answered");
+        assert!(
+            matches!(first.command, Some(telemetry_command::Command::Settings(_))),
+            "{first:?}"
+        );
+
+        // The client as the broker lists it (the endpoint heartbeats in the background).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let client_id = loop {
+            let resp = admin
+                .call(RemotingCommand::request(
+                    RequestCode::GetConsumerConnectionList,
+                    &ConsumerGroupRequestHeader {
+                        consumer_group: group.into(),
+                    },
+                ))
+                .await;
+            if resp.response_code() == ResponseCode::Success {
+                let conns: ConsumerConnection = from_json(&resp.body).unwrap();
+                if let Some(conn) = conns.connection_set.first() {
+                    break conn.client_id.clone();
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the 5.x consumer never registered"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+
+        let info = admin
+            .call(RemotingCommand::request(
+                RequestCode::GetConsumerRunningInfo,
+                &GetConsumerRunningInfoRequestHeader {
+                    consumer_group: group.into(),
+                    client_id: client_id.clone(),
+                    jstack_enable: Some(false),
+                },
+            ))
+            .await;
+        expect_code(&info, ResponseCode::Success);
+        let info: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+        assert_eq!(info["properties"]["PROP_CLIENT_PROTOCOL"], "gRPC v2");
+        assert_eq!(info["properties"]["PROP_CONSUME_TYPE"], "CONSUME_PASSIVELY");
+
+        let sent = send_ok(&admin, send_v2(&msg(topic, b"verify me", &[]), 0)).await;
+        // The client answers OK, then FAILED_TO_CONSUME_MESSAGE.
+        for (answer, want) in [
+            (Code::Ok, "CR_SUCCESS"),
+            (Code::FailedToConsumeMessage, "CR_LATER"),
+        ] {
+            let direct = RemotingCommand::request(
+                RequestCode::ConsumeMessageDirectly,
+                &ConsumeMessageDirectlyResultRequestHeader {
+                    consumer_group: group.into(),
+                    client_id: Some(client_id.clone()),
+                    msg_id: Some(sent.msg_id.clone()),
+                    broker_name: None,
+                    topic: Some(topic.into()),
+                },
+            );
+            let call = admin.call(direct);
+            let client = async {
+                let cmd = commands.message().await.unwrap().expect("a command");
+                let Some(telemetry_command::Command::VerifyMessageCommand(v)) = cmd.command else {
+                    panic!("expected a VerifyMessageCommand, got {cmd:?}");
+                };
+                let m = v.message.expect("the message to verify");
+                assert_eq!(m.body, b"verify me");
+                assert_eq!(m.topic.unwrap().name, topic);
+                to_endpoint
+                    .send(TelemetryCommand {
+                        status: Some(Status {
+                            code: answer as i32,
+                            message: String::new(),
+                        }),
+                        command: Some(telemetry_command::Command::VerifyMessageResult(
+                            VerifyMessageResult { nonce: v.nonce },
+                        )),
+                    })
+                    .await
+                    .unwrap();
+            };
+            let (resp, ()) = tokio::join!(call, client);
+            expect_code(&resp, ResponseCode::Success);
+            let r: ConsumeMessageDirectlyResult = from_json(&resp.body).unwrap();
+            assert_eq!(r.consume_result, want, "{r:?}");
+        }
+    });
+}
