@@ -163,10 +163,42 @@ impl Cluster {
         }
     }
 
-    async fn lookup_topic(&self, topic: &str) -> Option<String> {
-        if let Some(v) = self.topics.fresh(topic) {
+    /// `key`'s answer from `cache`, or asked of a master of `route_topic`'s route with
+    /// `cmd` and remembered; `absent` is the broker's code for "none". `what` names the
+    /// thing in logs.
+    #[allow(clippy::too_many_arguments)]
+    async fn lookup<B: serde::de::DeserializeOwned, T: Clone>(
+        &self,
+        cache: &Cache<Option<T>>,
+        key: &str,
+        route_topic: &str,
+        cmd: RemotingCommand,
+        absent: ResponseCode,
+        what: &str,
+        answer_of: impl FnOnce(&B) -> T,
+    ) -> Option<T> {
+        if let Some(v) = cache.fresh(key) {
             return v;
         }
+        let v = match self.ask(route_topic, cmd, absent).await {
+            Answer::Body(b) => match from_json::<B>(&b) {
+                Ok(body) => Some(answer_of(&body)),
+                Err(e) => {
+                    log::warn!("{what} {key}'s configuration does not parse: {e}");
+                    return None;
+                }
+            },
+            Answer::Absent => None,
+            Answer::Failed(why) => {
+                log::warn!("{what} {key}'s configuration: {why}");
+                return None;
+            }
+        };
+        cache.put(key, v.clone());
+        v
+    }
+
+    async fn lookup_topic(&self, topic: &str) -> Option<String> {
         let cmd = RemotingCommand::request(
             RequestCode::GetTopicConfig,
             &GetTopicConfigRequestHeader {
@@ -174,28 +206,20 @@ impl Cluster {
                 lo: None,
             },
         );
-        let v = match self.ask(topic, cmd, ResponseCode::TopicNotExist).await {
-            Answer::Body(b) => match from_json::<TopicConfig>(&b) {
-                Ok(t) => Some(message_type_of(&t)),
-                Err(e) => {
-                    log::warn!("topic {topic}'s configuration does not parse: {e}");
-                    return None;
-                }
-            },
-            Answer::Absent => None,
-            Answer::Failed(why) => {
-                log::warn!("topic {topic}'s configuration: {why}");
-                return None;
-            }
-        };
-        self.topics.put(topic, v.clone());
-        v
+        let absent = ResponseCode::TopicNotExist;
+        self.lookup(
+            &self.topics,
+            topic,
+            topic,
+            cmd,
+            absent,
+            "topic",
+            |t: &TopicConfig| message_type_of(t),
+        )
+        .await
     }
 
     async fn lookup_group(&self, group: &str) -> Option<GroupPolicy> {
-        if let Some(v) = self.groups.fresh(group) {
-            return v;
-        }
         let cmd = RemotingCommand::request(
             RequestCode::GetSubscriptionGroupConfig,
             &GetSubscriptionGroupConfigRequestHeader {
@@ -203,25 +227,18 @@ impl Cluster {
             },
         );
         // RocketMQ's broker answers an unknown group with SYSTEM_ERROR.
-        let answer = self
-            .ask(&self.cluster_name, cmd, ResponseCode::SystemError)
-            .await;
-        let v = match answer {
-            Answer::Body(b) => match from_json::<SubscriptionGroupConfig>(&b) {
-                Ok(g) => Some(GroupPolicy::from(&g)),
-                Err(e) => {
-                    log::warn!("group {group}'s configuration does not parse: {e}");
-                    return None;
-                }
-            },
-            Answer::Absent => None,
-            Answer::Failed(why) => {
-                log::warn!("group {group}'s configuration: {why}");
-                return None;
-            }
-        };
-        self.groups.put(group, v);
-        v
+        let absent = ResponseCode::SystemError;
+        let cluster = &self.cluster_name;
+        self.lookup(
+            &self.groups,
+            group,
+            cluster,
+            cmd,
+            absent,
+            "group",
+            |g: &SubscriptionGroupConfig| GroupPolicy::from(g),
+        )
+        .await
     }
 
     /// Stops the lookup client.
