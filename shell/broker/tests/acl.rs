@@ -2,7 +2,7 @@
 //! and tampered requests are refused; permissions per topic and group and the admin flag
 //! hold; the rules file is followed when it changes, and a bad edit keeps the old rules.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::path::Path;

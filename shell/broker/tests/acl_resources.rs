@@ -3,7 +3,7 @@
 //! any valid account send most of these), broker-wide reads and unknown codes need an
 //! admin, and with a replay window a captured request cannot be sent again.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

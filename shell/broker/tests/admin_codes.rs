@@ -2,7 +2,7 @@
 //! 321, 351), each driven over raw remoting frames against the real `tern-broker`
 //! process: answers, codes and remarks as RocketMQ's AdminBrokerProcessor gives them.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! Offsets, clients and errors are in `broker_clients.rs`; durability, config and a
 //! name server that is down in `broker_process.rs`. The harness is `common/mod.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! consumer offsets and queue bounds (also across a clean restart), group membership with
 //! NOTIFY_CONSUMER_IDS_CHANGED and queue locks, and clear answers to bad requests.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! at run time taking effect (registration, pulls), the others refused by name, and the
 //! change kept in broker.conf across a restart.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! clean stop, the config file (`-p`, unknown keys, bad values), and a name server that is
 //! down.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::sync::Arc;

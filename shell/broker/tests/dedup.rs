@@ -4,7 +4,7 @@
 //! again whole or in part, across a clean stop and `kill -9`, racing senders — and it is
 //! stored again when the window is off or has passed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! Timing checks are one-sided where a loaded machine can only make things later: never
 //! before due (less a few ms of rounding), and within a generous bound.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

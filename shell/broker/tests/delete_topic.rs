@@ -2,7 +2,7 @@
 //! with it, so a topic made again under the name serves only what is sent after, by
 //! pull and by key, and still so after a restart.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_shell::headers::{QueryMessageRequestHeader, TopicRequestHeader};

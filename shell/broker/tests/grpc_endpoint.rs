@@ -5,7 +5,7 @@
 
 #![cfg(feature = "grpc")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_proxy::pb::messaging_service_client::MessagingServiceClient;

@@ -1,7 +1,7 @@
 //! HA replication between real broker processes: a master (standalone, with the name
 //! server) and a slave that finds it through its registration answer.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

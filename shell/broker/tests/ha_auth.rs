@@ -4,7 +4,7 @@
 //! and logged, and get no byte of the log. A broker also registers, signed, with a name
 //! server that checks access.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::Path;

@@ -3,10 +3,9 @@
 //! log went over TLS), and a plaintext peer on the HA port is closed without a byte of the
 //! log.
 
-mod common;
+use crate::common;
 
-#[path = "../../tests/support/certs.rs"]
-mod certs;
+use crate::certs;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};

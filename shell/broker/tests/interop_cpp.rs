@@ -12,10 +12,9 @@
 //! consumes again from there: the broker tells it in the list form its parser reads.
 //! The harness is `interop/mod.rs`.
 
-mod interop;
+use crate::interop;
 
-#[path = "../../tests/support/certs.rs"]
-mod certs;
+use crate::certs;
 
 use std::fs;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! together or guarded: a SYNC_MASTER and its slave (HA), and a broker with ACL on. The
 //! harness is `interop/mod.rs`.
 
-mod interop;
+use crate::interop;
 
 use std::fs;
 use std::thread;

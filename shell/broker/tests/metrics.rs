@@ -2,7 +2,7 @@
 //! metric names and labels, counters that match what was sent and consumed, state read
 //! at scrape time, and an endpoint that answers only what it serves.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

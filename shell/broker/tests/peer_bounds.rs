@@ -2,7 +2,7 @@
 //! process refuses to auto-create a subscription group whose name RocketMQ's rules reject,
 //! with a clear answer, and registers nothing for it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_shell::ResponseCode;

@@ -8,7 +8,7 @@
 //!
 //! Timing checks are one-sided where a loaded machine can only make things later.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

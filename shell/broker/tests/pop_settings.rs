@@ -3,7 +3,7 @@
 //! held per queue key, POP_ROLLBACK, `enableRetryTopicV2` (redeliveries in
 //! `%RETRY%<group>+<topic>`, handles flagged 2), `defaultMessageRequestMode=POP`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! files; later changes arrive on the next sync; a master that is down is an error that
 //! leaves the slave as it was; a slave's pulls never store offsets.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! from the heartbeat (push), CHECK_CLIENT_CONFIG at start, code 23 for a bad expression,
 //! `enablePropertyFilter=false`, and queues where nothing matches.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

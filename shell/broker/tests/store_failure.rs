@@ -2,7 +2,7 @@
 //! fdatasync is never answered as durable (Linux reports a write-back error once, so a
 //! retry would "succeed"), and a reput that cannot go on backs off instead of spinning.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

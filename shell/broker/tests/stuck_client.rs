@@ -6,7 +6,7 @@
 //! of every change promptly, the broker closes each stuck connection (write timeout),
 //! and the expiry task still expires a silent member and tells the group.
 
-mod common;
+use crate::common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

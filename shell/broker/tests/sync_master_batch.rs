@@ -3,7 +3,7 @@
 //! slave that is frozen (SIGSTOP) once it has acknowledged, so the next batch waits
 //! the whole `syncFlushTimeout`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

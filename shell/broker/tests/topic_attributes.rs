@@ -3,7 +3,7 @@
 //! GET_TOPIC_CONFIG, kept by an update that names no attributes, and bad changes are
 //! refused with RocketMQ's messages, the topic unchanged.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_shell::body::{TopicConfig, from_json};

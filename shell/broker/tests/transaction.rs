@@ -4,7 +4,7 @@
 //! refuses halves, and the check service resolves a half whose commit record already
 //! exists without asking the producer.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

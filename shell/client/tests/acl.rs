@@ -1,7 +1,7 @@
 //! Tern's client and `tern-admin` against a broker with `aclEnable=true`: requests are
 //! signed with the configured account, refusals come back as NO_PERMISSION errors.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::Command;

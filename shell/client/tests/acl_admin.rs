@@ -3,7 +3,7 @@
 //! deletes it (its sends are refused from then on), and opens a global white address;
 //! an account that is not admin may change nothing.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -1,6 +1,6 @@
 //! The `tern-admin` binary against the real `tern-broker --standalone`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! The `tern-admin` commands over the broker's inspection and maintenance codes and the
 //! name server's, against the real `tern-broker --standalone`.
 
-mod common;
+use crate::common;
 
 use common::cli::{admin, json, ok};
 use common::{Broker, run};

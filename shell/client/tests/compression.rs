@@ -2,7 +2,7 @@
 //! ZSTD bodies stored as sent and read back by every consumer; a body that cannot be
 //! decompressed is an error for that message only, never a stalled queue.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

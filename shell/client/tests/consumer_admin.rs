@@ -5,7 +5,7 @@
 //! and consuming one message directly, forwarded to a client by id; through the admin
 //! API and `tern-admin`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};

@@ -5,9 +5,8 @@
 //! Skips (printing a SKIP line) only when no python with the C++ client is available:
 //! `TERN_RMQ_PYTHON`, or `.venv` at the repo root (`scripts/setup-python.sh`).
 
-mod common;
-#[path = "../../../tests/support/rocketmq_python.rs"]
-mod rocketmq_python;
+use crate::common;
+use crate::rocketmq_python;
 
 use std::collections::BTreeMap;
 use std::path::Path;

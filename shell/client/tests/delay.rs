@@ -5,7 +5,7 @@
 //!
 //! Timing checks are one-sided where a loaded machine can only make things later.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

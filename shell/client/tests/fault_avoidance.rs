@@ -1,6 +1,6 @@
 //! The producer's latency fault avoidance against the real `tern-broker --standalone`.
 
-mod common;
+use crate::common;
 
 use common::{Broker, run};
 use tern_client::{Message, Producer, ProducerConfig, SendStatus};

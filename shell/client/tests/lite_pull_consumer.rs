@@ -1,6 +1,6 @@
 //! The lite pull consumer against the real `tern-broker --standalone`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

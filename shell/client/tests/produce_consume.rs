@@ -1,6 +1,6 @@
 //! Producer and pull consumer against the real `tern-broker --standalone`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

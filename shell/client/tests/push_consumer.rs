@@ -1,7 +1,7 @@
 //! Push consumer against the real `tern-broker --standalone`: rebalance while messages
 //! flow, orderly across a restart, broadcasting, retry, start positions, resumption.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! SET_MESSAGE_REQUEST_MODE, members sharing one queue, acks, reconsume-later delays,
 //! a stopped member's unacked messages going to another, switching PULL ↔ POP live.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

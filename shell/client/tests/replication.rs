@@ -3,7 +3,7 @@
 //! once the slave holds them, and after the master is killed with `kill -9` a consumer
 //! reads every acknowledged message from the slave.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

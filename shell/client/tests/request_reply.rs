@@ -4,7 +4,7 @@
 //! `DefaultCluster_REPLY_TOPIC`); no reply times out; a reply to a client that is not
 //! connected is refused with RocketMQ's remark.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The simple consumer against the real `tern-broker --standalone`: receive, ack,
 //! change the invisible duration, tag filtering, two brokers taken in turn.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

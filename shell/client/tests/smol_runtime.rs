@@ -1,7 +1,7 @@
 //! The SDK driven from smol, the edge gateway's runtime, instead of async-std: the API
 //! holds no runtime-specific types, and both runtimes share async-io's reactor.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! `start` with the broker's answer, and queues where nothing matches are consumed to
 //! their end.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

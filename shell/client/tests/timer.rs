@@ -3,7 +3,7 @@
 //! the send answers a recall handle, and `Producer::recall` cancels a message before it
 //! is due while its sibling in the same second arrives on time.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

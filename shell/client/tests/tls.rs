@@ -1,10 +1,9 @@
 //! Tern's client and `tern-admin` over TLS to a real `tern-broker --standalone`, whose
 //! broker and embedded name server ports both serve TLS (docs/tls.md).
 
-mod common;
+use crate::common;
 
-#[path = "../../tests/support/certs.rs"]
-mod certs;
+use crate::certs;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

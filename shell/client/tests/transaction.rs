@@ -6,7 +6,7 @@
 //! generous deadlines; "never delivered twice" is checked after several more check
 //! rounds have had the chance to deliver a duplicate.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! broker's registration, deleting a route, wiping write permission, KV config) an
 //! admin account. Without it, any peer could register a broker or delete a topic.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_shell::acl::SessionCredentials;

@@ -2,7 +2,7 @@
 //! `tern-namesrv` process: run-time keys change at once and take effect, the rest are
 //! refused with RocketMQ's codes, and a refused update changes nothing.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};

@@ -2,7 +2,7 @@
 //! request latencies under RocketMQ's `rocketmq_rpc_latency`, counted per request and
 //! response code, and the route table's size now.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

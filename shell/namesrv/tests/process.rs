@@ -1,7 +1,7 @@
 //! The binary as an operator sees it: KV persistence across restarts, config files, -p,
 //! signals.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tern_shell::headers::{KvConfigKeyRequestHeader, PutKvConfigRequestHeader};

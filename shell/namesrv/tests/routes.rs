@@ -1,7 +1,7 @@
 //! The name server binary driven over the wire: registration, routes, topic lists,
 //! broker removal.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

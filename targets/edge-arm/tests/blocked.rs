@@ -3,7 +3,7 @@
 //! shown in the gateway's runtime info, and once the perm is restored every parked
 //! message arrives, in order per key.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! counted in the local broker's runtime info and metrics, and handled with `tern-edge
 //! dead-letters list|resend|drop`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

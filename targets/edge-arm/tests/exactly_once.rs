@@ -4,7 +4,7 @@
 //! holds every acknowledged message exactly once. Without it the same loop is only at
 //! least once (its duplicates are logged, not asserted: they depend on timing).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! What the gateway costs a device: the executor its tasks run on (a smol thread or two,
 //! not async-std's thread per core) and its resident memory at rest.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

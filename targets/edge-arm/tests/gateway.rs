@@ -3,9 +3,8 @@
 //! per queue and with its message id, across an uplink that is down, a gateway killed
 //! with `kill -9`, and a backlog that fills its budget.
 
-#[path = "../../../shell/tests/support/certs.rs"]
-mod certs;
-mod common;
+use crate::certs;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

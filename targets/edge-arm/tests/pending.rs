@@ -4,7 +4,7 @@
 //! once committed, and a rolled-back one never is; a `%RETRY%` message its local group
 //! has not consumed stays readable until the group's offset passes it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! started again. Every key's messages stay in the one central queue they started in,
 //! in order.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
