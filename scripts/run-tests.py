@@ -13,8 +13,9 @@ once, and prints each binary's whole output in one block when it ends, under car
 lines the same way. Doc tests are not run here: run `cargo test --doc` for them.
 
 The longest binaries start first, by the durations of the last run (kept in --times,
-default target/test-times.json); a binary with no recorded time starts before all of
-them, since it may be a new long one. Exits 1 when a binary fails or exceeds
+default target/test-times.json), else by scripts/test-times.json (a run's times, checked
+in, so a fresh clone starts the long ones first); a binary with neither starts before
+all of them, since it may be a new long one. Exits 1 when a binary fails or exceeds
 --timeout-s (killed, with its output so far), after every other binary has finished,
 and lists them last.
 """
@@ -89,11 +90,14 @@ def main():
     args = parser.parse_args()
 
     binaries = build(args.cargo_args)
-    try:
-        with open(args.times) as f:
-            times = json.load(f)
-    except (OSError, ValueError):
-        times = {}
+    times = {}
+    seed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test-times.json")
+    for path in (seed, args.times):
+        try:
+            with open(path) as f:
+                times.update(json.load(f))
+        except (OSError, ValueError):
+            pass
     binaries.sort(key=lambda b: -times.get(b[0], float("inf")))
 
     work = queue.Queue()
