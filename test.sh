@@ -63,24 +63,31 @@ else
   export TERN_SIM_CASES="${TERN_SIM_CASES:-5000}"
 fi
 # The test binaries three at a time, longest first (scripts/run-tests.py: most of them wait on
-# real processes and timers, so one at a time leaves 2 cores idle), then the doc tests.
+# real processes and timers, so one at a time leaves 2 cores idle). No doc tests: an example
+# that must compile is a unit test (`cargo test --doc` alone resolves other features and
+# rebuilt the libraries, 2.5 minutes for one example).
 mkdir -p target
 python3 scripts/run-tests.py -j 3 -- --workspace --release 2>&1 | tee target/test-output.log
-cargo test --workspace --release --doc 2>&1 | tee -a target/test-output.log
 step "edge gateway device build (profile edge): its footprint natively, then cross-built for aarch64 and armv7 with its process tests under qemu-user"
 # The device build (Cargo.toml's [profile.edge]: LTO, one codegen unit, opt-level "s",
 # stripped, panic=abort) must stay under 4.5 MiB (docs/tern-edge.md "Building for a device";
 # 4 MiB until TLS, whose rustls and ring put the aarch64 build at about 4.07 MiB).
 edge_max_bytes=$((9 << 19))
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
-# The device build natively first: the idle-RSS goal (< 8 MiB) is the device build's.
-cargo build --profile edge -p tern-edge
-TERN_EDGE_BIN="$target_dir/edge/tern-edge" \
-  cargo test --release -p tern-edge --test suite -- footprint:: 2>&1 | tee -a target/test-output.log
+# The device build natively (the idle-RSS goal, < 8 MiB, is the device build's) and for
+# both ARM targets in one cargo run: each build's long single-threaded tail (one codegen
+# unit per crate, then fat LTO) overlaps the others' instead of leaving a core idle.
+host=$(rustc -vV | sed -n 's/^host: //p')
+cargo build --profile edge -p tern-edge --target "$host" \
+  --target aarch64-unknown-linux-gnu --target armv7-unknown-linux-gnueabihf
+# The gateway's test binary is the one the tests step built (run-tests.py --only), not
+# `cargo test -p tern-edge`, which would resolve tern-edge's features alone and rebuild.
+edge_suite() { python3 scripts/run-tests.py --only edge-arm/test/suite "$@" -- --workspace --release; }
+TERN_EDGE_BIN="$target_dir/$host/edge/tern-edge" \
+  edge_suite --test-args footprint:: 2>&1 | tee -a target/test-output.log
 for spec in "aarch64-unknown-linux-gnu qemu-aarch64 /usr/aarch64-linux-gnu aarch64" \
             "armv7-unknown-linux-gnueabihf qemu-arm /usr/arm-linux-gnueabihf arm"; do
   read -r triple runner sysroot arch <<<"$spec"
-  cargo build --profile edge -p tern-edge --target "$triple"
   bin="$target_dir/$triple/edge/tern-edge"
   size=$(stat -c %s "$bin")
   echo "tern-edge for $triple: $size bytes"
@@ -90,7 +97,7 @@ for spec in "aarch64-unknown-linux-gnu qemu-aarch64 /usr/aarch64-linux-gnu aarch
   fi
   # Every process test of the gateway (the one binary `suite`), against this build.
   TERN_EDGE_ARCH="$arch" TERN_EDGE_BIN="$bin" TERN_EDGE_RUNNER="$runner -L $sysroot" \
-    cargo test --release -p tern-edge --test suite 2>&1 | tee -a target/test-output.log
+    edge_suite 2>&1 | tee -a target/test-output.log
 done
 
 step "firmware: the engine on a Cortex-M4F under qemu-system-arm"

@@ -2,6 +2,7 @@
 """Runs the workspace's test binaries several at a time, longest first.
 
     scripts/run-tests.py [-j N] [--timeout-s S] [--times FILE] -- CARGO_TEST_ARGS...
+    scripts/run-tests.py --only NAME [--test-args 'ARGS'] -- CARGO_TEST_ARGS...
 
 `cargo test` runs its test binaries one after the other. Most of Tern's binaries spend
 their time waiting on real processes, sockets and timers (broker restarts, long polls,
@@ -10,7 +11,8 @@ This builds what `cargo test CARGO_TEST_ARGS --no-run` builds, runs each test bi
 cargo would (its package folder as the working directory, cargo's variables set), N at
 once, and prints each binary's whole output in one block when it ends, under cargo's
 "Running" header, so the log reads like cargo's and test.sh counts its "test result"
-lines the same way. Doc tests are not run here: run `cargo test --doc` for them.
+lines the same way. Doc tests are not run (the workspace keeps its compiled examples as
+unit tests).
 
 The longest binaries start first, by the durations of the last run (kept in --times,
 default target/test-times.json), else by scripts/test-times.json (a run's times, checked
@@ -18,6 +20,11 @@ in, so a fresh clone starts the long ones first); a binary with neither starts b
 all of them, since it may be a new long one. Exits 1 when a binary fails or exceeds
 --timeout-s (killed, with its output so far), after every other binary has finished,
 and lists them last.
+
+--only runs the one binary NAME (as the log names it, e.g. edge-arm/test/suite) with
+--test-args (split on spaces: test filters, --exact…), after the same build: test.sh runs
+the gateway's tests against its device builds so, where `cargo test -p tern-edge` would
+resolve tern-edge's own features and rebuild half the workspace. Its time is not kept.
 """
 
 import argparse
@@ -59,14 +66,14 @@ def package_name(package_id):
     return tail.split("@", 1)[0]
 
 
-def run_one(binary, timeout_s):
+def run_one(binary, timeout_s, test_args=()):
     name, exe, package_dir, package = binary
     env = dict(os.environ)
     env["CARGO_MANIFEST_DIR"] = package_dir
     env["CARGO_PKG_NAME"] = package_name(package)
     env.setdefault("CARGO", "cargo")
     start = time.monotonic()
-    proc = subprocess.Popen([exe], cwd=package_dir, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([exe, *test_args], cwd=package_dir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace",
                             start_new_session=True)
     try:
@@ -86,10 +93,21 @@ def main():
     parser.add_argument("-j", type=int, default=3, help="binaries at once (default 3)")
     parser.add_argument("--timeout-s", type=int, default=1500)
     parser.add_argument("--times", default="target/test-times.json")
+    parser.add_argument("--only", metavar="NAME")
+    parser.add_argument("--test-args", default="")
     parser.add_argument("cargo_args", nargs="*")
     args = parser.parse_args()
 
     binaries = build(args.cargo_args)
+    if args.only:
+        chosen = [b for b in binaries if b[0] == args.only]
+        if not chosen:
+            sys.exit(f"run-tests: no test binary {args.only} among: "
+                     + ", ".join(b[0] for b in binaries))
+        status, out, secs = run_one(chosen[0], args.timeout_s, args.test_args.split())
+        print(f"     Running {args.only} ({chosen[0][1]}), {secs:.1f} s", flush=True)
+        sys.stdout.write(out)
+        sys.exit(0 if status == 0 else 1)
     times = {}
     seed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test-times.json")
     for path in (seed, args.times):

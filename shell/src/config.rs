@@ -14,21 +14,8 @@
 //!   defaults ([`ConfigReader::get`]); [`load`] then reports unknown keys as warnings and
 //!   keeps the effective value of every known key for `-p` ([`Loaded::render`]).
 //!
-//! ```
-//! use tern_shell::config::{self, Config, ConfigError, ConfigReader, ConfigSource};
-//!
-//! struct Ns { port: u16, expiry_ms: u64 }
-//! impl Config for Ns {
-//!     fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
-//!         Ok(Ns { port: r.port("listenPort", 9876)?, expiry_ms: r.get("brokerExpiredMillis", 120_000)? })
-//!     }
-//! }
-//! let src = ConfigSource::parse_properties("listenPort = 9877\nfoo=1\n", "namesrv.conf");
-//! let loaded = config::load::<Ns>(&src).unwrap();
-//! assert_eq!(loaded.config.port, 9877);
-//! assert_eq!(loaded.warnings, vec!["namesrv.conf:2: unknown key 'foo' ignored".to_string()]);
-//! assert_eq!(loaded.render(), "brokerExpiredMillis=120000\nlistenPort=9877\n");
-//! ```
+//! The unit test `a_binary_declares_its_keys_by_reading_them` (`config/tests.rs`) is the
+//! whole use in a dozen lines: a name server's two keys, a file, the warning, `-p`'s text.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

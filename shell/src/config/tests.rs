@@ -10,6 +10,35 @@ fn value(src: &ConfigSource, key: &str) -> Option<String> {
     src.get(key).map(|e| e.value.clone())
 }
 
+/// The module documentation's example: how a binary declares its keys.
+#[test]
+fn a_binary_declares_its_keys_by_reading_them() {
+    struct Ns {
+        port: u16,
+        expiry_ms: u64,
+    }
+    impl Config for Ns {
+        fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+            Ok(Ns {
+                port: r.port("listenPort", 9876)?,
+                expiry_ms: r.get("brokerExpiredMillis", 120_000)?,
+            })
+        }
+    }
+    let src = ConfigSource::parse_properties("listenPort = 9877\nfoo=1\n", "namesrv.conf");
+    let loaded = load::<Ns>(&src).unwrap();
+    assert_eq!(loaded.config.port, 9877);
+    assert_eq!(loaded.config.expiry_ms, 120_000);
+    assert_eq!(
+        loaded.warnings,
+        vec!["namesrv.conf:2: unknown key 'foo' ignored".to_string()]
+    );
+    assert_eq!(
+        loaded.render(),
+        "brokerExpiredMillis=120000\nlistenPort=9877\n"
+    );
+}
+
 #[test]
 fn properties_accept_comments_separators_and_trimming() {
     let src = parse(
