@@ -5,7 +5,7 @@
 # Apache's C++ client for the interop tests, and cargo-fuzz when a nightly toolchain is
 # present.
 #
-#   ./test.sh            everything (about 25 minutes on 2 cores, fresh machine)
+#   ./test.sh            everything (about 32 minutes on 2 cores, fresh machine)
 #   ./test.sh --quick    skip fuzzing and the long crash simulation
 set -euo pipefail
 cd "$(dirname "$0")"
