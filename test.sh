@@ -46,6 +46,20 @@ fi
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# A package with `autotests = false` runs a tests/*.rs file only when its tests/suite.rs
+# declares it as a module or its Cargo.toml names it in a [[test]]: one that does neither
+# would never compile, let alone fail.
+for manifest in $(grep -l '^autotests = false' -- */Cargo.toml */*/Cargo.toml); do
+  pkg=$(dirname "$manifest")
+  for f in "$pkg"/tests/*.rs; do
+    m=$(basename "$f" .rs)
+    [[ $m == suite ]] && continue
+    if ! grep -qx "mod $m;" "$pkg/tests/suite.rs" && ! grep -qx "path = \"tests/$m.rs\"" "$manifest"; then
+      echo "$f is in neither $pkg/tests/suite.rs nor a [[test]] of $manifest: it would never run" >&2
+      exit 1
+    fi
+  done
+done
 
 step "no_std build of the engine (thumbv7em-none-eabihf)"
 cargo build -p tern-engine --target thumbv7em-none-eabihf

@@ -38,7 +38,7 @@ import time
 
 
 def build(cargo_args):
-    """Builds the test binaries; returns [(name, executable, package dir, package)]."""
+    """Builds the test binaries; returns [(name, executable, package dir)]."""
     cmd = [os.environ.get("CARGO", "cargo"), "test", *cargo_args, "--no-run",
            "--message-format=json-render-diagnostics"]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
@@ -53,25 +53,15 @@ def build(cargo_args):
             continue
         target = msg["target"]
         package_dir = os.path.dirname(msg["manifest_path"])
-        package = msg["package_id"]
         kind = target["kind"][0]
         name = f"{os.path.basename(package_dir)}/{kind}/{target['name']}"
-        binaries.append((name, msg["executable"], package_dir, package))
+        binaries.append((name, msg["executable"], package_dir))
     return binaries
 
 
-def package_name(package_id):
-    # "path+file:///work/main/shell/broker#tern-broker@0.1.0" → "tern-broker"
-    tail = package_id.rsplit("#", 1)[-1]
-    return tail.split("@", 1)[0]
-
-
 def run_one(binary, timeout_s, test_args=()):
-    name, exe, package_dir, package = binary
-    env = dict(os.environ)
-    env["CARGO_MANIFEST_DIR"] = package_dir
-    env["CARGO_PKG_NAME"] = package_name(package)
-    env.setdefault("CARGO", "cargo")
+    name, exe, package_dir = binary
+    env = dict(os.environ, CARGO_MANIFEST_DIR=package_dir)
     start = time.monotonic()
     proc = subprocess.Popen([exe, *test_args], cwd=package_dir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace",
@@ -86,6 +76,13 @@ def run_one(binary, timeout_s, test_args=()):
         out += f"\nrun-tests: {name} killed after {timeout_s} s\n"
         status = "timeout"
     return status, out, time.monotonic() - start
+
+
+def show(binary, secs, out):
+    """One binary's whole output under cargo's header, flushed as one block."""
+    print(f"     Running {binary[0]} ({binary[1]}), {secs:.1f} s")
+    sys.stdout.write(out)
+    sys.stdout.flush()
 
 
 def main():
@@ -105,8 +102,7 @@ def main():
             sys.exit(f"run-tests: no test binary {args.only} among: "
                      + ", ".join(b[0] for b in binaries))
         status, out, secs = run_one(chosen[0], args.timeout_s, args.test_args.split())
-        print(f"     Running {args.only} ({chosen[0][1]}), {secs:.1f} s", flush=True)
-        sys.stdout.write(out)
+        show(chosen[0], secs, out)
         sys.exit(0 if status == 0 else 1)
     times = {}
     seed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test-times.json")
@@ -134,11 +130,9 @@ def main():
             status, out, secs = run_one(b, args.timeout_s)
             with lock:
                 took[b[0]] = round(secs, 1)
-                print(f"     Running {b[0]} ({b[1]}), {secs:.1f} s", flush=True)
-                sys.stdout.write(out)
+                show(b, secs, out)
                 if status != 0:
                     failed.append(f"{b[0]}: {status}")
-                sys.stdout.flush()
 
     start = time.monotonic()
     threads = [threading.Thread(target=worker) for _ in range(max(1, args.j))]

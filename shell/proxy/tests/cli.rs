@@ -104,9 +104,6 @@ fn a_file_that_is_not_json_is_refused() {
 fn a_missing_file_is_refused() {
     let out = proxy(&["-pc", "/nonexistent/rmq-proxy.json"]);
     assert!(!out.status.success(), "{out:?}");
-    assert!(
-        stderr(&out).contains("/nonexistent/rmq-proxy.json"),
-        "{}",
-        stderr(&out)
-    );
+    let err = stderr(&out);
+    assert!(err.contains("/nonexistent/rmq-proxy.json"), "{err}");
 }
