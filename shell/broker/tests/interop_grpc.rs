@@ -332,9 +332,11 @@ fn restart(test: &str, kill9: bool) {
     };
     let dir = tempfile::tempdir().unwrap();
     let [remoting, namesrv, grpc] = free_ports::<3>();
+    // No metrics listeners: on port 0 they took an ephemeral port, which could be one of
+    // these three just released (a CI run saw the gRPC port taken so).
     let conf = write_conf(
         dir.path(),
-        &format!("grpcServerPort={grpc}\nflushDiskType=SYNC_FLUSH\n"),
+        &format!("grpcServerPort={grpc}\nflushDiskType=SYNC_FLUSH\nmetricsExporterType=DISABLE\n"),
     );
     let args: Vec<OsString> = vec![
         "--standalone".into(),
