@@ -226,6 +226,8 @@ pub struct FsStore {
     dir: StoreDir,
     /// The commit log's segment files, for reading without the store's lock.
     log_files: SegmentFiles,
+    /// The index files, for queries without the store's lock.
+    index_files: SegmentFiles,
     /// The commit log's next segment, made ahead by the owner's task.
     next_segment: Arc<NextSegment>,
     /// Segments retention removed, deleted by [`FsStore::reclaim`] outside the owner's
@@ -253,6 +255,7 @@ impl FsStore {
         let next_segment = log.prepare_ahead();
         log.remove_later(reclaim.clone());
         let mut index = dir.index()?;
+        let index_files = index.files();
         index.remove_later(reclaim.clone());
         index.use_spares(spares.clone());
         let checkpoint = dir.checkpoint_media()?;
@@ -273,6 +276,7 @@ impl FsStore {
                     store,
                     dir,
                     log_files,
+                    index_files,
                     next_segment,
                     reclaim,
                     spares,
@@ -353,6 +357,12 @@ impl FsStore {
     /// store (see [`SegmentFiles`]).
     pub fn log_segment_files(&self) -> SegmentFiles {
         self.log_files.clone()
+    }
+
+    /// The index files, keyed by base stamp, for queries without holding the store (see
+    /// [`SegmentFiles`]).
+    pub fn index_files(&self) -> SegmentFiles {
+        self.index_files.clone()
     }
 
     /// Makes the commit-log segment at `base` ahead of need (blocking disk work: run it

@@ -108,8 +108,14 @@ impl SegmentFiles {
         if within + buf.len() as u64 > segment_size {
             return Err(ReadError::OutOfRange);
         }
+        self.read_in(base, within, buf)
+    }
+
+    /// Reads `buf.len()` bytes at `at` within the segment at `base` (for structures whose
+    /// segments are named by something other than their offset, like index files).
+    pub fn read_in(&self, base: u64, at: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         let file = self.file(base).ok_or(ReadError::Gone)?;
-        file.read_exact_at(buf, within).map_err(|e| {
+        file.read_exact_at(buf, at).map_err(|e| {
             if e.kind() == ErrorKind::UnexpectedEof {
                 ReadError::OutOfRange
             } else {

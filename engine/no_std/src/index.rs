@@ -52,10 +52,12 @@ impl IndexConfig {
     pub fn file_size(&self) -> u64 {
         HEADER_SIZE + u64::from(self.slots) * SLOT_SIZE + u64::from(self.entries) * ENTRY_SIZE
     }
-    fn slot_at(&self, hash: i32) -> u64 {
+    /// Where the slot of `hash` is in a file.
+    pub fn slot_at(&self, hash: i32) -> u64 {
         HEADER_SIZE + (hash as u32 % self.slots) as u64 * SLOT_SIZE
     }
-    fn entry_at(&self, n: u32) -> u64 {
+    /// Where entry `n` is in a file.
+    pub fn entry_at(&self, n: u32) -> u64 {
         HEADER_SIZE + u64::from(self.slots) * SLOT_SIZE + u64::from(n) * ENTRY_SIZE
     }
 }
@@ -71,7 +73,7 @@ pub struct RecordKeys<'a> {
     pub keys: Option<&'a str>,
 }
 
-/// A query by key in progress, resumable (see [`Index::query_some`]).
+/// A query by key in progress, resumable (see [`IndexQuery::step`]).
 #[derive(Clone, Copy, Debug)]
 pub struct IndexQuery {
     hash: i32,
@@ -111,6 +113,108 @@ impl IndexQuery {
     pub fn found(&self) -> usize {
         self.found
     }
+
+    /// Goes on for at most `hops` entries of `src`; true once the query is done. Between
+    /// two steps the index may change (appends, rolls, retention): entries are only ever
+    /// added, each chain hop goes to an older entry, and a query whose file was removed
+    /// meanwhile ends there (everything older went with it).
+    pub fn step<S: IndexSource>(
+        &mut self,
+        src: &S,
+        hops: u32,
+        out: &mut dyn FnMut(u64),
+    ) -> Result<bool, S::Error> {
+        if let QueryAt::Start = self.at {
+            let Some(newest) = src.newest_file() else {
+                return Ok(true);
+            };
+            self.at = QueryAt::File {
+                base: newest,
+                next: self.chain_head(src, newest)?,
+            };
+        }
+        let mut left = hops.max(1);
+        loop {
+            let QueryAt::File { base, mut next } = self.at else {
+                return Ok(true);
+            };
+            // Positions shift as files come and go: the file is found by its base.
+            let Some(h) = src.file_header(base)? else {
+                return Ok(true);
+            };
+            let count = h.index_count.get() as u32;
+            // Every hop goes to a strictly older entry: a chain ends within `count` hops.
+            while next > 0 && next < count {
+                if self.found >= self.max || self.hops >= MAX_QUERY_HOPS {
+                    return Ok(true);
+                }
+                if left == 0 {
+                    self.at = QueryAt::File { base, next };
+                    return Ok(false);
+                }
+                let e = src.entry(base, next)?;
+                let t = h
+                    .begin_timestamp
+                    .get()
+                    .saturating_add(i64::from(e.time_diff.get()) * 1000);
+                if t < self.begin {
+                    break;
+                }
+                if e.key_hash.get() == self.hash && t <= self.end {
+                    out(e.phy_offset.get() as u64);
+                    self.found += 1;
+                }
+                let prev = e.prev_index.get() as u32;
+                next = if prev < next { prev } else { 0 };
+                self.hops += 1;
+                left -= 1;
+            }
+            // This file is done: on to the next older one, if any.
+            let Some(older) = src.older_file(base) else {
+                return Ok(true);
+            };
+            self.at = QueryAt::File {
+                base: older,
+                next: self.chain_head(src, older)?,
+            };
+        }
+    }
+
+    /// The newest entry of the query's hash bucket in the file at `base`, or 0 when the
+    /// file is empty or gone, or its time range misses the query's.
+    fn chain_head<S: IndexSource>(&self, src: &S, base: u64) -> Result<u32, S::Error> {
+        let Some(h) = src.file_header(base)? else {
+            return Ok(0);
+        };
+        if h.index_count.get() <= 1
+            || h.end_timestamp.get() < self.begin
+            || h.begin_timestamp.get() > self.end
+        {
+            return Ok(0);
+        }
+        src.slot(base, self.hash)
+    }
+}
+
+/// What a query by key reads: the index files, each file's header, slots and entries.
+/// [`Index`] is one, read under its owner's lock; a reader of published files outside that
+/// lock is another (the broker's). The walk ([`IndexQuery::step`]) is written once, over
+/// this.
+pub trait IndexSource {
+    /// Why a read failed.
+    type Error;
+    /// Base of the newest file, if there is one.
+    fn newest_file(&self) -> Option<u64>;
+    /// Base of the file just older than the one at `base`: `None` when there is none, or
+    /// when that file is gone.
+    fn older_file(&self, base: u64) -> Option<u64>;
+    /// Header of the file at `base`, `None` once the file is gone.
+    fn file_header(&self, base: u64) -> Result<Option<IndexHeader>, Self::Error>;
+    /// The newest entry of `hash`'s bucket in the file at `base`: 0 for none, else below
+    /// the `index_count` of every header [`IndexSource::file_header`] gives from then on.
+    fn slot(&self, base: u64, hash: i32) -> Result<u32, Self::Error>;
+    /// Entry `n` (below its file's `index_count`) of the file at `base`.
+    fn entry(&self, base: u64, n: u32) -> Result<IndexEntry, Self::Error>;
 }
 
 /// The index: up to `FILES` index files, oldest first.
@@ -362,6 +466,27 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         self.files.len()
     }
 
+    /// The geometry of the files.
+    pub fn config(&self) -> IndexConfig {
+        self.config
+    }
+
+    /// Calls `f` with each file's base and header, oldest first: what a reader outside the
+    /// owner's lock needs published (entries below a header's `index_count` never change
+    /// again).
+    pub fn for_each_file(
+        &self,
+        f: &mut dyn FnMut(u64, IndexHeader),
+    ) -> Result<(), Error<D::Error>> {
+        for &base in self.files.iter() {
+            let Some(h) = self.file_header(base)? else {
+                continue;
+            };
+            f(base, h);
+        }
+        Ok(())
+    }
+
     /// Indexes one record under each of its keys. Records at or below the newest indexed
     /// offset were indexed before and are skipped (re-dispatch is idempotent). Returns
     /// the number of entries written.
@@ -559,97 +684,8 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         out: &mut dyn FnMut(u64),
     ) -> Result<usize, Error<D::Error>> {
         let mut q = IndexQuery::new(topic, key, max, begin, end);
-        while !self.query_some(&mut q, MAX_QUERY_HOPS, out)? {}
+        while !q.step(self, MAX_QUERY_HOPS, out)? {}
         Ok(q.found)
-    }
-
-    /// Goes on with `q` for at most `hops` entries; true once it is done. Between two
-    /// calls its owner may let go of the index (appends, rolls, retention): entries are
-    /// only ever added, each chain hop goes to an older entry, and a query whose file was
-    /// removed meanwhile ends there (everything older went with it).
-    pub fn query_some(
-        &self,
-        q: &mut IndexQuery,
-        hops: u32,
-        out: &mut dyn FnMut(u64),
-    ) -> Result<bool, Error<D::Error>> {
-        if let QueryAt::Start = q.at {
-            let Some(&newest) = self.files.back() else {
-                return Ok(true);
-            };
-            q.at = QueryAt::File {
-                base: newest,
-                next: self.chain_head(newest, q)?,
-            };
-        }
-        let mut left = hops.max(1);
-        loop {
-            let QueryAt::File { base, mut next } = q.at else {
-                return Ok(true);
-            };
-            // Positions shift as files come and go: find the file by its base.
-            let Some(i) = self.files.iter().position(|&b| b == base) else {
-                return Ok(true);
-            };
-            let h = self.header_of(base)?;
-            let count = h.index_count.get() as u32;
-            // Every hop goes to a strictly older entry: a chain ends within `count` hops.
-            while next > 0 && next < count {
-                if q.found >= q.max || q.hops >= MAX_QUERY_HOPS {
-                    return Ok(true);
-                }
-                if left == 0 {
-                    q.at = QueryAt::File { base, next };
-                    return Ok(false);
-                }
-                let e = self.entry(base, next)?;
-                let t = h
-                    .begin_timestamp
-                    .get()
-                    .saturating_add(i64::from(e.time_diff.get()) * 1000);
-                if t < q.begin {
-                    break;
-                }
-                if e.key_hash.get() == q.hash && t <= q.end {
-                    out(e.phy_offset.get() as u64);
-                    q.found += 1;
-                }
-                let prev = e.prev_index.get() as u32;
-                next = if prev < next { prev } else { 0 };
-                q.hops += 1;
-                left -= 1;
-            }
-            // This file is done: on to the next older one, if any.
-            let Some(&older) = i.checked_sub(1).and_then(|o| self.files.iter().nth(o)) else {
-                return Ok(true);
-            };
-            q.at = QueryAt::File {
-                base: older,
-                next: self.chain_head(older, q)?,
-            };
-        }
-    }
-
-    /// The header of the file at `base`: the newest one's is kept in memory.
-    fn header_of(&self, base: u64) -> Result<IndexHeader, Error<D::Error>> {
-        if self.files.back() == Some(&base) {
-            Ok(self.head)
-        } else {
-            self.header(base)
-        }
-    }
-
-    /// The newest entry of `q`'s hash bucket in the file at `base`, or 0 when the file
-    /// is empty or its time range misses the query's.
-    fn chain_head(&self, base: u64, q: &IndexQuery) -> Result<u32, Error<D::Error>> {
-        let h = self.header_of(base)?;
-        if h.index_count.get() <= 1
-            || h.end_timestamp.get() < q.begin
-            || h.begin_timestamp.get() > q.end
-        {
-            return Ok(0);
-        }
-        self.slot(base, q.hash)
     }
 
     /// Removes index files whose every record is below `log_min`, never the newest.
@@ -670,6 +706,38 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
     /// Gives the directory back.
     pub fn into_dir(self) -> D {
         self.dir
+    }
+}
+
+impl<D: Directory, const FILES: usize> IndexSource for Index<D, FILES> {
+    type Error = Error<D::Error>;
+
+    fn newest_file(&self) -> Option<u64> {
+        self.files.back().copied()
+    }
+
+    fn older_file(&self, base: u64) -> Option<u64> {
+        let i = self.files.iter().position(|&b| b == base)?;
+        self.files.iter().nth(i.checked_sub(1)?).copied()
+    }
+
+    fn file_header(&self, base: u64) -> Result<Option<IndexHeader>, Self::Error> {
+        if self.files.back() == Some(&base) {
+            // The newest file's header is kept in memory, ahead of the one on disk.
+            Ok(Some(self.head))
+        } else if self.files.iter().any(|&b| b == base) {
+            self.header(base).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn slot(&self, base: u64, hash: i32) -> Result<u32, Self::Error> {
+        Index::slot(self, base, hash)
+    }
+
+    fn entry(&self, base: u64, n: u32) -> Result<IndexEntry, Self::Error> {
+        Index::entry(self, base, n)
     }
 }
 

@@ -393,3 +393,94 @@ fn long_poll_is_answered_on_arrival_and_with_19_after_timeout() {
         assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     });
 }
+
+/// Queries by key read the published index without the store's lock while eight senders
+/// keep rewriting the very slot they read (one hot key in 16 slots) and the index files
+/// roll under them (300 messages a file). Each answer is newest first with no duplicate,
+/// and holds every message acknowledged before it was asked, down to the oldest it
+/// returns (all of them while it returns fewer than 64); an older unique key is found too.
+#[test]
+fn a_hot_key_queried_while_it_is_sent_misses_nothing_acknowledged() {
+    let (_dir, b) = start("maxHashSlotNum=16\nmaxIndexNum=600\n");
+    run(async {
+        let topic = "HotKey";
+        const SENDERS: usize = 8;
+        const SENDS: usize = 400;
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, topic, 1).await;
+        // Queue offsets acknowledged, and the unique key of each.
+        let acked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        let mut sending = Vec::new();
+        for s in 0..SENDERS {
+            let acked = acked.clone();
+            let sender = Client::connect(&b.addr).await;
+            sending.push(runtime::spawn(async move {
+                for i in 0..SENDS {
+                    let key = format!("k{s}-{i}");
+                    let keys = format!("hot {key}");
+                    let m = msg(topic, b"x", &[("KEYS", keys.as_str())]);
+                    let h = send_ok(&sender, send_v1(&m, 0)).await;
+                    acked.lock().unwrap().insert(h.queue_offset, key);
+                }
+            }));
+        }
+        let query = |key: &str| {
+            RemotingCommand::request(
+                RequestCode::QueryMessage,
+                &QueryMessageRequestHeader {
+                    topic: topic.into(),
+                    key: key.into(),
+                    max_num: 64,
+                    begin_timestamp: 0,
+                    end_timestamp: i64::MAX,
+                    unique_key_query: None,
+                },
+            )
+        };
+        let (mut queries, mut full) = (0, 0);
+        loop {
+            let before = acked.lock().unwrap().clone();
+            let Some((&newest, _)) = before.last_key_value() else {
+                runtime::sleep(Duration::from_millis(1)).await;
+                continue;
+            };
+            let resp = c.call(query("hot")).await;
+            expect_code(&resp, ResponseCode::Success);
+            let got: Vec<i64> = decode_pulled(&resp.body, true)
+                .unwrap()
+                .iter()
+                .map(|m| m.queue_offset)
+                .collect();
+            assert!(got.windows(2).all(|w| w[0] > w[1]), "newest first: {got:?}");
+            assert!(got.len() <= 64, "{} answers", got.len());
+            let oldest = if got.len() == 64 { got[63] } else { 0 };
+            full += usize::from(got.len() == 64);
+            for &o in before.range(oldest..).map(|(o, _)| o) {
+                assert!(
+                    got.contains(&o),
+                    "acknowledged {o} missing (newest {newest}): {got:?}"
+                );
+            }
+            let (&older, key) = before
+                .range(..=newest / 2)
+                .next_back()
+                .unwrap_or((&newest, &before[&newest]));
+            let resp = c.call(query(key)).await;
+            expect_code(&resp, ResponseCode::Success);
+            let one = decode_pulled(&resp.body, true).unwrap();
+            assert_eq!(one.len(), 1);
+            assert_eq!(one[0].queue_offset, older);
+            queries += 1;
+            if before.len() == SENDERS * SENDS {
+                break;
+            }
+        }
+        for s in sending {
+            s.await;
+        }
+        assert!(
+            queries >= 20 && full >= 10,
+            "{queries} queries, {full} of 64"
+        );
+    });
+}

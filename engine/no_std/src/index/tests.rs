@@ -117,10 +117,7 @@ fn a_query_in_steps_finds_what_one_go_finds_while_the_index_grows() {
     let mut q = IndexQuery::new("T", "a", 64, 0, i64::MAX);
     let mut stepped = Vec::new();
     let mut next = 12;
-    while !index
-        .query_some(&mut q, 1, &mut |o| stepped.push(o))
-        .unwrap()
-    {
+    while !q.step(&index, 1, &mut |o| stepped.push(o)).unwrap() {
         put(&mut index, next);
         next += 1;
     }
@@ -133,12 +130,12 @@ fn a_query_in_steps_finds_what_one_go_finds_while_the_index_grows() {
     let oldest = *index.files.front().unwrap();
     let mut cut = Vec::new();
     while !matches!(q.at, QueryAt::File { base, next } if base == oldest && next > 0) {
-        assert!(!index.query_some(&mut q, 1, &mut |o| cut.push(o)).unwrap());
+        assert!(!q.step(&index, 1, &mut |o| cut.push(o)).unwrap());
     }
     let found = cut.len();
     let ends = index.header(oldest).unwrap().end_phy_offset.get() as u64;
     index.delete_before_log(ends + 1).unwrap();
     assert_eq!(index.file_count(), 2);
-    assert!(index.query_some(&mut q, 1, &mut |o| cut.push(o)).unwrap());
+    assert!(q.step(&index, 1, &mut |o| cut.push(o)).unwrap());
     assert_eq!(cut.len(), found, "nothing read from a removed file");
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 
 use event_listener::{Event, EventListener};
-use tern_engine::index::{IndexConfig, IndexQuery};
+use tern_engine::index::{IndexConfig, IndexQuery, MAX_QUERY_HOPS};
 use tern_engine::record::MessageIn;
 use tern_engine::store::{StoreConfig, Stored};
 use tern_engine_fs::fs_store::{FsStore, FsStoreError};
@@ -38,11 +38,13 @@ use tern_shell::runtime;
 use crate::config::{BrokerConfig, FlushDiskType};
 
 mod delete;
+mod index_read;
 mod maintain;
 mod raw_log;
 mod read;
 mod tasks;
 
+use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
 use read::{QueueView, QueueViews};
@@ -155,6 +157,8 @@ pub struct StoreService {
     next_segment: Arc<NextSegment>,
     /// Each consume queue's files and published bounds, for lock-free reads.
     views: QueueViews,
+    /// The index files and their published headers, for queries without the lock.
+    index_view: IndexView,
     /// Segments retention removed, deleted after the lock is released.
     reclaim: tern_engine_fs::directory::Reclaim,
     /// Queue and index files made ahead by [`Self::run_prepare`].
@@ -245,7 +249,8 @@ impl StoreService {
                 );
             }
         }
-        Ok(Arc::new(Self {
+        let index_view = IndexView::new(store.index_files(), geometry.index);
+        let service = Arc::new(Self {
             root: config.store_root.clone(),
             geometry,
             log_files: store.log_segment_files(),
@@ -254,6 +259,7 @@ impl StoreService {
             spares: store.spares(),
             store: Mutex::new(store),
             views,
+            index_view,
             flush_type: config.flush_disk_type,
             sync_flush_timeout: config.sync_flush_timeout,
             flush_interval: config.flush_interval,
@@ -276,7 +282,9 @@ impl StoreService {
             put_count: AtomicU64::new(0),
             flush_latency: crate::metrics::Buckets::new(&crate::metrics::LATENCY_BUCKETS_MS),
             reput_errors: AtomicU64::new(0),
-        }))
+        });
+        service.publish_index(&service.lock());
+        Ok(service)
     }
 
     /// The store, locked: appends, dispatch and flush bookkeeping only. A hold longer than
@@ -517,19 +525,16 @@ impl StoreService {
         );
     }
 
-    /// The newest index file's last update: (store time, log offset), as QUERY_MESSAGE's
-    /// response header reports them.
+    /// The newest index file's last update as published: (store time, log offset), as
+    /// QUERY_MESSAGE's response header reports them.
     pub fn index_end(&self) -> (i64, i64) {
-        let s = self.lock();
-        let index = s.store().index();
-        (index.end_timestamp(), index.end_phy_offset())
+        self.index_view.end()
     }
 
     /// Log offsets of records indexed under `topic#key` stored in `[begin, end]`, newest
-    /// first, at most `max`. The chains are walked under the lock (the index has no
-    /// lock-free reader yet), but [`QUERY_STEP_HOPS`] at a time, letting go in between so
-    /// an append waits for one step at most, and for [`QUERY_TIME`] at most in all (then
-    /// what was found is the answer); the records are read by the caller without it.
+    /// first, at most `max`, from the published index without the lock (see
+    /// `index_read`): at most [`MAX_QUERY_HOPS`] entries and [`QUERY_TIME`] (then what was
+    /// found is the answer). The records are read by the caller.
     pub fn query_index(
         &self,
         topic: &str,
@@ -540,31 +545,26 @@ impl StoreService {
     ) -> Vec<u64> {
         let mut offsets = Vec::new();
         let mut q = IndexQuery::new(topic, key, max, begin, end);
-        let started = Instant::now();
-        loop {
-            let s = self.lock();
-            let held = Instant::now();
-            let step = s
-                .store()
-                .index()
-                .query_some(&mut q, QUERY_STEP_HOPS, &mut |o| offsets.push(o));
-            drop(s);
-            note_slow_hold("index query", held);
-            match step {
-                Ok(false) if started.elapsed() < QUERY_TIME => std::thread::yield_now(),
-                Ok(false) => {
-                    log::debug!(
-                        "index query {topic}#{key} stopped after {QUERY_TIME:?} with {} offset(s)",
-                        offsets.len()
-                    );
-                    return offsets;
-                }
-                Ok(true) => return offsets,
-                Err(e) => {
-                    log::warn!("index query {topic}#{key}: {e:?}");
-                    return offsets;
-                }
-            }
+        let reader = self
+            .index_view
+            .reader(&self.dispatch_done, Instant::now() + QUERY_TIME);
+        // One step covers the whole bound: the hops are counted over the query.
+        match q.step(&reader, MAX_QUERY_HOPS, &mut |o| offsets.push(o)) {
+            Ok(_) | Err(IndexReadError::Read(tern_engine_fs::ReadError::Gone)) => {}
+            Err(IndexReadError::TimedOut) => log::debug!(
+                "index query {topic}#{key} stopped after {QUERY_TIME:?} with {} offset(s)",
+                offsets.len()
+            ),
+            Err(e) => log::warn!("index query {topic}#{key}: {e}"),
+        }
+        offsets
+    }
+
+    /// Publishes the index files' headers to readers (after dispatch or retention changed
+    /// them, under the lock).
+    fn publish_index(&self, s: &FsStore) {
+        if let Err(e) = self.index_view.publish(s) {
+            log::warn!("index headers not published: {e}");
         }
     }
 
@@ -582,9 +582,6 @@ impl StoreService {
     }
 }
 
-/// Index entries one step of a query visits under the lock: a few hundred µs from cold
-/// pages.
-const QUERY_STEP_HOPS: u32 = 256;
 /// Longest a query by key walks in all (RocketMQ has no bound; the engine bounds hops).
 const QUERY_TIME: Duration = Duration::from_millis(500);
 

@@ -134,6 +134,7 @@ impl StoreService {
         for (topic, queue_id) in s.store().queues().keys() {
             self.publish_queue(&s, &topic, queue_id);
         }
+        self.publish_index(&s);
         drop(s);
         super::note_slow_hold("retention", held);
         if let Err(e) = self.reclaim.run() {

@@ -227,6 +227,8 @@ impl StoreService {
         for (topic, queue_id) in &touched[from..] {
             self.publish_queue(&s, topic, *queue_id);
         }
+        // Before the dispatched offset: a query that waited for it must find the keys.
+        self.publish_index(&s);
         self.dispatched
             .store(s.store().dispatched_offset(), Ordering::Release);
         note_slow_hold("reput", held);
