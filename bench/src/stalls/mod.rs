@@ -13,18 +13,26 @@
 //!    [`background`] load beside it: a QUERY_MESSAGE-by-key flood, two SQL92 consumers
 //!    and a cold catch-up consumer from offset 0.
 //!
+//! Then the same two runs again with *paced* senders ([`StallsParams::paced`]): together
+//! they offer a fixed rate, a fraction of what the quiet run reached, so the machine has
+//! CPU to spare. Closed-loop senders on a machine they saturate lose throughput to any
+//! background work by CPU share alone; at a rate the machine can carry, a loaded run that
+//! falls short of the offered rate, or whose latencies jump, shows a request waiting on
+//! another's work.
+//!
 //! Reported per run: throughput, p50 / p99 / p99.9 / max send latency, the sends over
-//! 5 ms and where they were stored (just after a segment roll or not), a 100 ms timeline
-//! (CSV and SVG), and for the loaded run how much background work was done and what
-//! failed. Goals (in [`crate::goals`]): loaded throughput ≥ 90% of quiet, loaded p99.9
-//! < 5 ms, loaded max < 25 ms. Nothing fails the run on a miss.
+//! 5 ms and where they were stored (just after a segment roll or not), each process's CPU,
+//! a 100 ms timeline (CSV and SVG), and for the loaded runs how much background work was
+//! done and what failed ([`report`]). Goals (in [`crate::goals`]): loaded throughput ≥ 90%
+//! of quiet (closed loop, and paced), loaded p99.9 < 5 ms, loaded max < 25 ms. Nothing
+//! fails the run on a miss.
 
 pub mod background;
 pub mod cache;
 pub mod events;
+mod report;
 pub mod send;
 
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,8 +45,8 @@ use tern_shell::runtime::block_on;
 use crate::load;
 use crate::proc::{Server, cpu_time_of, machine_busy, start_tern};
 use crate::suite::{TERN, TOPIC};
-use crate::table::{Latency, Measure, unix_secs};
-use background::{Counters, QUERY_TASKS, SQL_CONSUMERS, SQL_EXPR};
+use crate::table::{Latency, Measure};
+use background::Counters;
 use cache::CacheDrop;
 use send::{BUCKET, SLOW, Sent};
 
@@ -46,6 +54,10 @@ use send::{BUCKET, SLOW, Sent};
 pub const CASE_QUIET: &str = "sync send with KEYS (quiet)";
 /// Row case of the loaded run's sends.
 pub const CASE_LOADED: &str = "sync send with KEYS (loaded)";
+/// Row case of the paced quiet run's sends.
+pub const CASE_QUIET_PACED: &str = "sync send with KEYS (quiet, paced)";
+/// Row case of the paced loaded run's sends.
+pub const CASE_LOADED_PACED: &str = "sync send with KEYS (loaded, paced)";
 /// Row case of the loaded run's max latency.
 pub const MAX_LOADED: &str = "max send latency (loaded)";
 /// Row cases of the background counts (loaded run).
@@ -76,6 +88,8 @@ pub struct StallsParams {
     pub backlog: u64,
     /// `mapedFileSizeCommitLog` of both runs.
     pub segment_bytes: u64,
+    /// The paced runs offer this fraction of the quiet run's throughput; `None` skips them.
+    pub paced: Option<f64>,
 }
 
 impl StallsParams {
@@ -90,6 +104,7 @@ impl StallsParams {
             warmup: Duration::from_secs(1),
             backlog: 300_000,
             segment_bytes: 16 << 20,
+            paced: Some(0.5),
         }
     }
 
@@ -116,6 +131,8 @@ impl StallsParams {
 #[derive(Debug)]
 struct Run {
     name: &'static str,
+    /// The rate the senders were paced to, msgs/s (`None`: as fast as answered).
+    paced: Option<f64>,
     sent: Sent,
     background: Option<Arc<Counters>>,
     cache: CacheDrop,
@@ -142,17 +159,28 @@ pub fn run(p: &StallsParams, rows: &mut Vec<Measure>) -> Result<(), String> {
         p.backlog,
         p.segment_bytes >> 20
     );
-    let quiet = run_one(p, false)?;
-    let loaded = run_one(p, true)?;
-    for r in [&quiet, &loaded] {
+    let quiet = run_one(p, false, None)?;
+    let loaded = run_one(p, true, None)?;
+    let mut runs = vec![quiet, loaded];
+    if let Some(f) = p.paced {
+        let rate = f * runs[0].sent.msgs as f64 / runs[0].sent.secs;
+        eprintln!(
+            "  paced runs: {rate:.0} msgs/s offered ({:.0}% of quiet)",
+            f * 100.0
+        );
+        runs.push(run_one(p, false, Some(rate))?);
+        runs.push(run_one(p, true, Some(rate))?);
+    }
+    let runs: Vec<&Run> = runs.iter().collect();
+    for r in &runs {
         rows.extend(measures(p, r));
     }
-    println!("\n## stalls\n\n{}", markdown(p, &quiet, &loaded));
-    match write_timeline(&p.out, &[&quiet, &loaded]) {
+    println!("\n## stalls\n\n{}", report::markdown(p, &runs));
+    match report::write_timeline(&p.out, &runs) {
         Ok(path) => eprintln!("wrote {}", path.display()),
         Err(e) => eprintln!("could not write the stalls timeline: {e}"),
     }
-    let series: Vec<(String, Vec<(f64, f64)>)> = [&quiet, &loaded]
+    let series: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
         .map(|r| {
             let pts = r
@@ -190,17 +218,31 @@ fn namesrv(b: &Server) -> Result<String, String> {
         .ok_or_else(|| "tern-broker announced no name server".into())
 }
 
-/// One run on a fresh broker.
-fn run_one(p: &StallsParams, loaded: bool) -> Result<Run, String> {
-    let name = if loaded { "loaded" } else { "quiet" };
-    let dir = p.dir.join(format!("tern-stalls-{name}"));
+/// One run on a fresh broker: with the background load when `loaded`, senders paced to
+/// `paced` msgs/s in all when set.
+fn run_one(p: &StallsParams, loaded: bool, paced: Option<f64>) -> Result<Run, String> {
+    let name = match (loaded, paced.is_some()) {
+        (false, false) => "quiet",
+        (true, false) => "loaded",
+        (false, true) => "quiet, paced",
+        (true, true) => "loaded, paced",
+    };
+    let dir = p
+        .dir
+        .join(format!("tern-stalls-{}", name.replace(", ", "-")));
     let _ = fs::remove_dir_all(&dir);
-    let r = run_in(p, loaded, name, &dir);
+    let r = run_in(p, loaded, paced, name, &dir);
     let _ = fs::remove_dir_all(&dir);
     r
 }
 
-fn run_in(p: &StallsParams, loaded: bool, name: &'static str, dir: &Path) -> Result<Run, String> {
+fn run_in(
+    p: &StallsParams,
+    loaded: bool,
+    paced: Option<f64>,
+    name: &'static str,
+    dir: &Path,
+) -> Result<Run, String> {
     let mut b = start_tern(dir, &p.conf())?;
     block_on(load::create_topic(&namesrv(&b)?, TOPIC))?;
     let pb = bar(p.backlog, &format!("{name}: backlog"));
@@ -225,13 +267,14 @@ fn run_in(p: &StallsParams, loaded: bool, name: &'static str, dir: &Path) -> Res
     let segments = || cache::commit_log_files(dir).map_or(0, |f| f.len());
     let before = segments();
     let watcher = events::checkpoint_file(dir).map(events::Watcher::start);
-    let t = block_on(timed(p, &ns, loaded, &b))?;
+    let t = block_on(timed(p, &ns, loaded, paced, &b))?;
     let checkpoints = watcher.map_or_else(Vec::new, |w| events::since(&w.stop(), t.t0, t.end));
     let rolls = segments().saturating_sub(before);
     let broker_log = broker_problems(&b.log);
     b.terminate(Duration::from_secs(30));
     let run = Run {
         name,
+        paced,
         sent: t.sent,
         background: t.background,
         cache,
@@ -257,8 +300,15 @@ struct Timed {
     end: Instant,
 }
 
-/// The warm-up and the timed part; with the background load when `loaded`.
-async fn timed(p: &StallsParams, ns: &str, loaded: bool, b: &Server) -> Result<Timed, String> {
+/// The warm-up and the timed part; with the background load when `loaded`, paced to
+/// `paced` msgs/s when set.
+async fn timed(
+    p: &StallsParams,
+    ns: &str,
+    loaded: bool,
+    paced: Option<f64>,
+    b: &Server,
+) -> Result<Timed, String> {
     let prods = load::producers(ns, TOPIC, p.senders).await?;
     let acked: send::Acked = Arc::new((0..p.senders).map(|_| AtomicU64::new(0)).collect());
     let bg = if loaded {
@@ -280,7 +330,7 @@ async fn timed(p: &StallsParams, ns: &str, loaded: bool, b: &Server) -> Result<T
     if let Some(bg) = &bg {
         bg.go(t0);
     }
-    let sent = send::run(&prods, TOPIC, p.body, t0, end, &acked).await;
+    let sent = send::run(&prods, TOPIC, p.body, (t0, end), paced, &acked).await;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     let (broker1, own1, all1) = cpu();
     let cores = |a: Option<Duration>, z: Option<Duration>| {
@@ -359,10 +409,11 @@ fn log_run(r: &Run) {
 }
 
 fn measures(p: &StallsParams, r: &Run) -> Vec<Measure> {
-    let case = if r.background.is_some() {
-        CASE_LOADED
-    } else {
-        CASE_QUIET
+    let case = match (r.background.is_some(), r.paced.is_some()) {
+        (false, false) => CASE_QUIET,
+        (true, false) => CASE_LOADED,
+        (false, true) => CASE_QUIET_PACED,
+        (true, true) => CASE_LOADED_PACED,
     };
     let mut out = vec![Measure {
         latency: Latency::of(&r.sent.hist),
@@ -391,10 +442,14 @@ fn measures(p: &StallsParams, r: &Run) -> Vec<Measure> {
     if let Some(c) = r.broker_cores {
         out.push(v(format!("broker CPU ({})", r.name), c, "cores"));
     }
+    if let Some(c) = r.harness_cores {
+        out.push(v(format!("harness CPU ({})", r.name), c, "cores"));
+    }
     if let Some(c) = r.other_cores {
         out.push(v(format!("other processes' CPU ({})", r.name), c, "cores"));
     }
-    if let Some(c) = &r.background {
+    // The background's rows are the closed-loop run's; the paced run's are in its section.
+    if let Some(c) = r.background.as_ref().filter(|_| r.paced.is_none()) {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let with_errors = |mut m: Measure, e: u64| {
             m.errors = e;
@@ -422,284 +477,4 @@ fn measures(p: &StallsParams, r: &Run) -> Vec<Measure> {
         }
     }
     out
-}
-
-/// The section printed for the scenario.
-fn markdown(p: &StallsParams, quiet: &Run, loaded: &Run) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} sync senders, {} B bodies (a unique KEYS and property `a` on each), ASYNC_FLUSH, \
-         {} MiB commit-log segments, enablePropertyFilter=true; {:.0} s timed after {:.1} s of \
-         warm-up. Each run is on a fresh broker holding a {}-message backlog, restarted and then \
-         dropped from the page cache. Both runs roll segments and take the broker's 1 s \
-         checkpoint; the loaded run adds {QUERY_TASKS} QUERY_MESSAGE-by-key tasks, \
-         {SQL_CONSUMERS} SQL92 consumers (`{SQL_EXPR}`) and a catch-up consumer from offset 0.\n",
-        p.senders,
-        p.body,
-        p.segment_bytes >> 20,
-        p.duration.as_secs_f64(),
-        p.warmup.as_secs_f64(),
-        p.backlog,
-    );
-    s.push_str(
-        "| run | msgs/s | p50 µs | p99 µs | p99.9 µs | max µs | sends > 5 ms | send errors | broker CPU | harness CPU | other processes |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
-    let cores = |c: Option<f64>| c.map_or("?".into(), |c| format!("{c:.2} cores"));
-    for r in [quiet, loaded] {
-        let l = Latency::of(&r.sent.hist).unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
-            r.name,
-            r.sent.msgs as f64 / r.sent.secs,
-            l.p50_us,
-            l.p99_us,
-            l.p999_us,
-            us(r.sent.hist.max()),
-            r.sent.slow.len(),
-            r.sent.errors,
-            cores(r.broker_cores),
-            cores(r.harness_cores),
-            cores(r.other_cores),
-        );
-    }
-    if let Some(c) = &loaded.background {
-        background_table(&mut s, c, p.duration);
-    }
-    let _ = writeln!(s, "\nPage cache before each run:\n");
-    for r in [quiet, loaded] {
-        let _ = writeln!(s, "- {}: {}", r.name, r.cache.describe());
-    }
-    let _ = writeln!(s, "\nWhere sends stalled:\n");
-    for r in [quiet, loaded] {
-        where_stalled(&mut s, p, r);
-    }
-    let _ = writeln!(s, "\nFailures:\n");
-    for r in [quiet, loaded] {
-        failures(&mut s, r);
-    }
-    s
-}
-
-fn background_table(s: &mut String, c: &Counters, duration: Duration) {
-    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let per_s = |x: u64| x as f64 / duration.as_secs_f64();
-    s.push_str(
-        "\n| background (loaded run) | count | per s | errors | detail |\n|---|---:|---:|---:|---|\n",
-    );
-    let q = c.queries();
-    let _ = writeln!(
-        s,
-        "| QUERY_MESSAGE by key ({QUERY_TASKS} tasks) | {q} | {:.0} | {} | backlog keys: {} found, {} not found; live keys: {} found, {} not found yet |",
-        per_s(q),
-        n(&c.query_errors) + n(&c.cold_missed),
-        n(&c.cold_found),
-        n(&c.cold_missed),
-        n(&c.live_found),
-        n(&c.live_missed),
-    );
-    let sql = n(&c.sql_msgs);
-    let _ = writeln!(
-        s,
-        "| SQL92-filtered messages (`{SQL_EXPR}`, {SQL_CONSUMERS} consumers) | {sql} | {:.0} | {} | {} delivered that do not match |",
-        per_s(sql),
-        n(&c.sql_errors) + n(&c.sql_mismatched),
-        n(&c.sql_mismatched),
-    );
-    let cu = n(&c.catchup_msgs);
-    let cold = n(&c.cold_msgs);
-    let done = n(&c.cold_done_ns);
-    let pass = if done > 0 {
-        let secs = done as f64 / 1e9;
-        format!(
-            "cold pass over the backlog: {cold} msgs in {secs:.2} s ({:.0} msgs/s), then following the live end",
-            cold as f64 / secs
-        )
-    } else {
-        format!("cold pass over the backlog not finished: {cold} msgs read")
-    };
-    let _ = writeln!(
-        s,
-        "| catch-up messages from offset 0 | {cu} | {:.0} | {} | {pass} |",
-        per_s(cu),
-        n(&c.catchup_errors),
-    );
-}
-
-/// The slow sends by cause (a segment roll, a checkpoint, other), the cold pass against
-/// the rest, and the worst windows.
-fn where_stalled(s: &mut String, p: &StallsParams, r: &Run) {
-    let slow = &r.sent.slow;
-    let at_roll = |x: &send::Slow| {
-        x.log_offset
-            .is_some_and(|o| o % p.segment_bytes < ROLL_SPAN)
-    };
-    let at_ckpt = |x: &send::Slow| events::overlaps(&r.checkpoints, x.at, x.latency);
-    let rolls = slow.iter().filter(|x| at_roll(x)).count();
-    let ckpts = slow.iter().filter(|x| !at_roll(x) && at_ckpt(x)).count();
-    let _ = write!(
-        s,
-        "- {}: {} sends > {} ms over {} segment rolls and {} checkpoints: {rolls} stored in the \
-         first {} KiB of a segment (just after a roll; {:.1}% of the log), {ckpts} more in flight \
-         when the checkpoint file was written, {} other",
-        r.name,
-        slow.len(),
-        SLOW.as_millis(),
-        r.rolls,
-        r.checkpoints.len(),
-        ROLL_SPAN >> 10,
-        ROLL_SPAN as f64 * 100.0 / p.segment_bytes as f64,
-        slow.len() - rolls - ckpts,
-    );
-    let tl = &r.sent.timeline;
-    let empty = tl
-        .iter()
-        .take(tl.len().saturating_sub(1))
-        .filter(|b| b.sends == 0)
-        .count();
-    if empty > 0 {
-        let _ = write!(s, "; {empty} windows of 100 ms without a completed send");
-    }
-    let cold_ns = r
-        .background
-        .as_ref()
-        .map_or(0, |c| c.cold_done_ns.load(Ordering::Relaxed));
-    if cold_ns > 0 {
-        let edge = (cold_ns as u128).div_ceil(BUCKET.as_nanos()) as usize;
-        let part = |b: &[send::Bucket]| {
-            let max = b.iter().map(|b| b.max_ns).max().unwrap_or(0);
-            let n: u32 = b.iter().map(|b| b.slow).sum();
-            format!(
-                "{n} sends > {} ms, max {:.1} ms",
-                SLOW.as_millis(),
-                max as f64 / 1e6
-            )
-        };
-        let (during, after) = tl.split_at(edge.min(tl.len()));
-        let _ = write!(
-            s,
-            "; during the cold catch-up pass (first {:.2} s): {}; after it: {}",
-            cold_ns as f64 / 1e9,
-            part(during),
-            part(after)
-        );
-    }
-    let mut worst: Vec<(usize, &send::Bucket)> = tl.iter().enumerate().collect();
-    worst.sort_by_key(|(_, b)| std::cmp::Reverse(b.max_ns));
-    let mut top: Vec<_> = worst
-        .into_iter()
-        .take(5)
-        .filter(|(_, b)| b.max_ns > 0)
-        .collect();
-    top.sort_by_key(|(i, _)| *i);
-    let list: Vec<String> = top
-        .iter()
-        .map(|(i, b)| {
-            let from = BUCKET * *i as u32;
-            let to = from + BUCKET;
-            let inside: Vec<&send::Slow> =
-                slow.iter().filter(|x| x.at >= from && x.at < to).collect();
-            let mut why = Vec::new();
-            if inside.iter().any(|x| at_roll(x)) {
-                why.push("roll");
-            }
-            if inside.iter().any(|x| at_ckpt(x)) {
-                why.push("checkpoint");
-            }
-            format!(
-                "{:.1} s: {:.1} ms, {} slow of {}{}",
-                from.as_secs_f64(),
-                b.max_ns as f64 / 1e6,
-                b.slow,
-                b.sends,
-                if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", why.join(", "))
-                }
-            )
-        })
-        .collect();
-    let _ = writeln!(s, ". Worst 100 ms windows: {}.", list.join("; "));
-}
-
-fn failures(s: &mut String, r: &Run) {
-    let mut parts = Vec::new();
-    if r.sent.errors > 0 {
-        parts.push(format!(
-            "**{} failed sends** ({})",
-            r.sent.errors,
-            r.sent.first_errors.join("; ")
-        ));
-    }
-    if let Some(c) = &r.background {
-        let e = c.errors();
-        if e > 0 {
-            parts.push(format!(
-                "**{e} failed background operations** ({})",
-                c.first_errors().join("; ")
-            ));
-        }
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        for (what, count) in [
-            ("QUERY_MESSAGE", c.queries()),
-            ("SQL92 consumer", n(&c.sql_msgs)),
-            ("catch-up consumer", n(&c.catchup_msgs)),
-        ] {
-            if count == 0 {
-                parts.push(format!("**the {what} did nothing**"));
-            }
-        }
-    }
-    if r.cache.worked() != Some(true) {
-        parts.push("the backlog was not dropped from the page cache".into());
-    }
-    if !r.broker_log.is_empty() {
-        parts.push(format!(
-            "the broker logged {} warnings or errors (first: {})",
-            r.broker_log.len(),
-            r.broker_log[0]
-        ));
-    }
-    let text = if parts.is_empty() {
-        "none".to_owned()
-    } else {
-        parts.join("; ")
-    };
-    let _ = writeln!(s, "- {}: {text}", r.name);
-}
-
-/// Writes both runs' timelines to `<dir>/stalls-timeline-<unix seconds>.csv`.
-fn write_timeline(dir: &Path, runs: &[&Run]) -> std::io::Result<PathBuf> {
-    fs::create_dir_all(dir)?;
-    let mut csv = String::from("run,t_ms,sends,mean_us,max_us,slow_sends,checkpoints\n");
-    for r in runs {
-        for (i, b) in r.sent.timeline.iter().enumerate() {
-            let from = BUCKET * i as u32;
-            let ckpts = r
-                .checkpoints
-                .iter()
-                .filter(|c| **c >= from && **c < from + BUCKET)
-                .count();
-            let mean = if b.sends > 0 {
-                b.sum_ns as f64 / f64::from(b.sends) / 1e3
-            } else {
-                0.0
-            };
-            let _ = writeln!(
-                csv,
-                "{},{},{},{mean:.1},{:.1},{},{ckpts}",
-                r.name,
-                from.as_millis(),
-                b.sends,
-                us(b.max_ns),
-                b.slow
-            );
-        }
-    }
-    let path = dir.join(format!("stalls-timeline-{}.csv", unix_secs()));
-    fs::write(&path, csv)?;
-    Ok(path)
 }

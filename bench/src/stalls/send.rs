@@ -104,20 +104,28 @@ struct Tally {
     slow: Vec<Slow>,
 }
 
-/// Runs `producers` sync senders from now: untimed until `t0`, timed until `end`.
+/// Runs `producers` sync senders from now: untimed until `t0`, timed until `end`. With
+/// `paced`, they offer that many msgs/s in all: each sends on its own schedule, spread
+/// over the others', and one behind its schedule sends at once (latency is timed from the
+/// send, so a stall shows as a slow send and a rate below the offered one).
 pub async fn run(
     producers: &[Producer],
     topic: &str,
     body: usize,
-    t0: Instant,
-    end: Instant,
+    (t0, end): (Instant, Instant),
+    paced: Option<f64>,
     acked: &Acked,
 ) -> Sent {
     let buckets = ((end - t0).as_nanos() / BUCKET.as_nanos()) as usize + 1;
     let errors = Arc::new(AtomicU64::new(0));
     let first_errors = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
+    let began = Instant::now();
+    // Each sender's interval between sends, and its offset in it.
+    let interval =
+        paced.map(|rate| Duration::from_secs_f64(producers.len() as f64 / rate.max(1.0)));
     for (id, p) in producers.iter().enumerate() {
+        let first = interval.map(|i| began + i.mul_f64(id as f64 / producers.len().max(1) as f64));
         let (p, topic, acked) = (p.clone(), topic.to_owned(), acked.clone());
         let (errors, first_errors) = (errors.clone(), first_errors.clone());
         tasks.push(runtime::spawn(async move {
@@ -129,6 +137,16 @@ pub async fn run(
             };
             let mut seq = 0u64;
             loop {
+                if let (Some(first), Some(i)) = (first, interval) {
+                    let due = first + i.mul_f64(seq as f64);
+                    if due >= end {
+                        break;
+                    }
+                    let now = Instant::now();
+                    if due > now {
+                        runtime::sleep(due - now).await;
+                    }
+                }
                 let start = Instant::now();
                 if start >= end {
                     break;
