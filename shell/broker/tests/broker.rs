@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use tern_engine::hash::java_string_hash;
 use tern_shell::body::{TopicRouteData, from_json};
-use tern_shell::headers::{QueryMessageRequestHeader, ViewMessageRequestHeader, pull_sys_flag};
+use tern_shell::headers::{ViewMessageRequestHeader, pull_sys_flag};
 use tern_shell::message::{Message, decode_offset_msg_id, decode_pulled};
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
@@ -126,19 +126,7 @@ fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
         assert!(pull_all(&c, topic, 0, 0).await.is_empty());
 
         // QUERY_MESSAGE by key (the index follows the log asynchronously: allow a moment).
-        let query = |key: &str| {
-            RemotingCommand::request(
-                RequestCode::QueryMessage,
-                &QueryMessageRequestHeader {
-                    topic: topic.into(),
-                    key: key.into(),
-                    max_num: 32,
-                    begin_timestamp: 0,
-                    end_timestamp: i64::MAX,
-                    unique_key_query: None,
-                },
-            )
-        };
+        let query = |key: &str| query_req(topic, key, 32);
         let deadline = Instant::now() + Duration::from_secs(3);
         let found = loop {
             let resp = c.call(query("key-7")).await;
@@ -424,19 +412,7 @@ fn a_hot_key_queried_while_it_is_sent_misses_nothing_acknowledged() {
                 }
             }));
         }
-        let query = |key: &str| {
-            RemotingCommand::request(
-                RequestCode::QueryMessage,
-                &QueryMessageRequestHeader {
-                    topic: topic.into(),
-                    key: key.into(),
-                    max_num: 64,
-                    begin_timestamp: 0,
-                    end_timestamp: i64::MAX,
-                    unique_key_query: None,
-                },
-            )
-        };
+        let query = |key: &str| query_req(topic, key, 64);
         let (mut queries, mut full) = (0, 0);
         loop {
             let before = acked.lock().unwrap().clone();

@@ -54,6 +54,21 @@ pub fn send_v1(m: &Message, queue_id: i32) -> RemotingCommand {
         .with_body(m.body.clone())
 }
 
+/// QUERY_MESSAGE (12) for `topic#key` over all time, at most `max_num` messages.
+pub fn query_req(topic: &str, key: &str, max_num: i32) -> RemotingCommand {
+    RemotingCommand::request(
+        RequestCode::QueryMessage,
+        &tern_shell::headers::QueryMessageRequestHeader {
+            topic: topic.into(),
+            key: key.into(),
+            max_num,
+            begin_timestamp: 0,
+            end_timestamp: i64::MAX,
+            unique_key_query: None,
+        },
+    )
+}
+
 /// SEND_MESSAGE_V2 (310).
 pub fn send_v2(m: &Message, queue_id: i32) -> RemotingCommand {
     let v2: SendMessageRequestHeaderV2 = send_header(m, queue_id, BORN).into();
