@@ -13,7 +13,9 @@ cd "$(dirname "$0")"
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step's header says when it began (seconds since the start): CI's log then shows
+# where its time goes.
+step() { printf '\n=== [%ds] %s\n' "$SECONDS" "$*"; }
 
 step "toolchain"
 # thumbv7em: the engine's no_std build and the firmware image; aarch64 and armv7: the edge
@@ -131,5 +133,5 @@ if [[ $quick == 0 ]] && [[ -d fuzz ]]; then
   bash scripts/fuzz.sh 20
 fi
 
-echo
+step "done"
 echo "cargo: ${passed} passed, ${failed} failed"

@@ -364,6 +364,15 @@ impl StoreService {
                 })
                 .await;
                 if let Err(e) = made {
+                    if self.log_files.file(next).is_some() {
+                        // The log rolled into it before this task got there and made it
+                        // inline; the rename refused to replace it (see engine's
+                        // prealloc). Not a fault: the task fell behind the log.
+                        log::info!(
+                            "commit-log segment {next} was made by the append that reached it first: {e}"
+                        );
+                        continue;
+                    }
                     // Appends make it themselves then; nothing is lost but time.
                     log::warn!("making the next commit-log segment ahead failed: {e}");
                     let _ = runtime::race(runtime::sleep(Duration::from_secs(1)), shutdown.wait())
