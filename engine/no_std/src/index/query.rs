@@ -21,12 +21,12 @@ pub struct IndexQuery {
     end: i64,
     found: usize,
     hops: u32,
-    at: QueryAt,
+    pub(super) at: QueryAt,
 }
 
 /// Where a query goes on.
 #[derive(Clone, Copy, Debug)]
-enum QueryAt {
+pub(super) enum QueryAt {
     /// Not begun: the newest file's slot.
     Start,
     /// At entry `next` of the file at `base` (0: that file is done).

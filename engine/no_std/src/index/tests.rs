@@ -1,5 +1,6 @@
 //! Unit tests of the index: file names, overflow found by fuzzing, stepped queries.
 
+use super::query::QueryAt;
 use super::*;
 use crate::commitlog::{CommitLog, Recovery};
 use crate::faulty::FaultPlan;
