@@ -9,7 +9,7 @@
 //! * [`pop`]: POP consumption's receipt handles, revive records and bodies.
 //! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
 //! * [`connection`], [`server`], [`pool`]: async transport; [`tls`]: TLS under it;
-//!   [`runtime`]: executor glue.
+//!   [`runtime`]: executor glue; [`sync`]: locks that stay usable after a panic.
 #![forbid(unsafe_code)]
 
 pub mod acl;
@@ -34,6 +34,7 @@ pub mod runtime;
 pub mod serialize;
 pub mod server;
 pub mod signal;
+pub mod sync;
 pub mod tls;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode};

@@ -6,8 +6,9 @@
 //! being connected wait for that one attempt and share its outcome, connection or error,
 //! so one address never gets two connections or a queue of serial retries.
 
+use crate::sync::MutexExt;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::connection::{Connection, ConnectionConfig, NoProcessor, Processor, RemotingError};
@@ -39,11 +40,6 @@ struct Attempt {
     outcome: async_lock::OnceCell<Result<Connection, RemotingError>>,
 }
 
-fn lock(m: &Mutex<HashMap<String, Entry>>) -> MutexGuard<'_, HashMap<String, Entry>> {
-    // Every update is a single insert or remove: a panicking holder leaves a valid map.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl ConnectionPool<NoProcessor> {
     /// A pool whose connections refuse requests from peers.
     pub fn new(config: ConnectionConfig, connect_timeout: Duration) -> Self {
@@ -72,7 +68,7 @@ impl<P: Processor> ConnectionPool<P> {
     /// early (its own timeout) does not cancel the attempt the others wait on.
     pub async fn get(&self, addr: &str) -> Result<Connection, RemotingError> {
         let attempt = {
-            let mut conns = lock(&self.conns);
+            let mut conns = self.conns.guard();
             match conns.get(addr) {
                 Some(Entry::Ready(c)) if !c.is_closed() => return Ok(c.clone()),
                 Some(Entry::Connecting(a)) => a.clone(),
@@ -117,7 +113,7 @@ impl<P: Processor> ConnectionPool<P> {
     /// when it finishes, its callers get [`RemotingError::Closed`] and the connection, if
     /// made, is closed; the next [`Self::get`] starts afresh.
     pub async fn close(&self, addr: &str) {
-        let entry = lock(&self.conns).remove(addr);
+        let entry = self.conns.guard().remove(addr);
         if let Some(Entry::Ready(c)) = entry {
             c.close();
         }
@@ -125,7 +121,7 @@ impl<P: Processor> ConnectionPool<P> {
 
     /// Closes every connection (and abandons connects under way, as [`Self::close`]).
     pub async fn close_all(&self) {
-        let entries: Vec<Entry> = lock(&self.conns).drain().map(|(_, e)| e).collect();
+        let entries: Vec<Entry> = self.conns.guard().drain().map(|(_, e)| e).collect();
         for e in entries {
             if let Entry::Ready(c) = e {
                 c.close();
@@ -146,7 +142,7 @@ async fn connect<P: Processor>(
 ) {
     let mut outcome = Connection::connect_with(&addr, config, connect_timeout, processor).await;
     {
-        let mut conns = lock(&conns);
+        let mut conns = conns.guard();
         let current =
             matches!(conns.get(&addr), Some(Entry::Connecting(a)) if Arc::ptr_eq(a, &attempt));
         match (&outcome, current) {

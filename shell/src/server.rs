@@ -4,6 +4,7 @@
 //! With TLS ([`ServerConfig::tls`]) each accepted socket goes through the mode in a task
 //! of its own, holding its connection slot, so a slow handshake delays no one else.
 
+use crate::sync::MutexExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -90,7 +91,7 @@ impl Server {
 
     /// Open connections right now (the broker uses them to reach clients).
     pub fn connections(&self) -> Vec<Connection> {
-        lock(&self.connections).values().cloned().collect()
+        self.connections.guard().values().cloned().collect()
     }
 
     /// Stops accepting, asks every connection to finish its in-flight requests and close,
@@ -99,7 +100,7 @@ impl Server {
         self.shutdown.trigger();
         let conns_table = self.connections.clone();
         self.accept_task.await;
-        let conns: Vec<Connection> = lock(&conns_table).values().cloned().collect();
+        let conns: Vec<Connection> = conns_table.guard().values().cloned().collect();
         for c in &conns {
             c.close();
         }
@@ -115,10 +116,6 @@ impl Server {
             log::warn!("shutdown: some connections did not drain in time");
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn accept_loop<P: Processor>(
@@ -196,11 +193,11 @@ fn serve<P: Processor>(
             return;
         }
     };
-    lock(connections).insert(conn.id(), conn.clone());
+    connections.guard().insert(conn.id(), conn.clone());
     let registry = connections.clone();
     runtime::spawn(async move {
         conn.closed().await;
-        lock(&registry).remove(&conn.id());
+        registry.guard().remove(&conn.id());
         drop(permit);
     });
 }

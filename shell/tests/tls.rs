@@ -8,6 +8,7 @@ mod certs;
 use std::path::Path;
 use std::sync::{Mutex, Once};
 use std::time::Duration;
+use tern_shell::sync::MutexExt;
 
 use async_std::net::TcpStream;
 use certs::{Ca, Issued};
@@ -42,7 +43,7 @@ static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// The lines so far (a test that panicked holding them does not stop the others).
 fn lines() -> std::sync::MutexGuard<'static, Vec<String>> {
-    LINES.lock().unwrap_or_else(|p| p.into_inner())
+    LINES.guard()
 }
 
 struct Capture;

@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_client::admin::Admin;
 use tern_client::{ClientConfig, MessageExt, PullConsumer};
@@ -88,7 +89,7 @@ impl Counters {
     fn fail(&self, which: &AtomicU64, what: &str, e: impl std::fmt::Display) {
         which.fetch_add(1, Ordering::Relaxed);
         let text = format!("{what}: {e}");
-        let mut first = self.first_errors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = self.first_errors.guard();
         if let Some((_, n)) = first.iter_mut().find(|(t, _)| *t == text) {
             *n += 1;
         } else if first.len() < 8 {
@@ -121,8 +122,7 @@ impl Counters {
     /// The first distinct failures, each with its count when it happened more than once.
     pub fn first_errors(&self) -> Vec<String> {
         self.first_errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .guard()
             .iter()
             .map(|(t, n)| {
                 if *n > 1 {

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use hdrhistogram::Histogram;
 use tern_client::{Message, MessageBuilder, Producer, SendStatus};
@@ -187,7 +188,7 @@ pub async fn run(
                 seq += 1;
                 if let Some(e) = failure {
                     errors.fetch_add(1, Ordering::Relaxed);
-                    let mut first = first_errors.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut first = first_errors.guard();
                     if first.len() < 5 {
                         first.push(e);
                     }
@@ -216,7 +217,7 @@ pub async fn run(
     }
     out.slow.sort_by_key(|s| s.at);
     out.errors = errors.load(Ordering::Relaxed);
-    out.first_errors = std::mem::take(&mut *first_errors.lock().unwrap_or_else(|p| p.into_inner()));
+    out.first_errors = std::mem::take(&mut *first_errors.guard());
     out
 }
 

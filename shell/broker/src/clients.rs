@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use async_lock::{Semaphore, SemaphoreGuardArc};
 
@@ -115,7 +116,7 @@ impl Default for Clients {
 
 impl Clients {
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+        self.tables.guard()
     }
 
     /// Records a heartbeat. Returns the consumer groups whose membership changed, and

@@ -25,6 +25,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_engine::commitlog::Appended;
 use tern_engine::delay::SCHEDULE_TOPIC;
@@ -228,7 +229,7 @@ impl Window {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is consistent between statements; a panic elsewhere leaves it usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 
     /// Looks up `msgs` (one send, or one batch in order) and reserves the keys not seen.

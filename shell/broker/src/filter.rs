@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tern_shell::sync::MutexExt;
 
 use tern_engine::hash::java_string_hash;
 use tern_engine::record::RecordView;
@@ -143,7 +144,7 @@ impl Filters {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Compiled>> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+        self.cache.guard()
     }
 
     /// The filter for a pull of `group` under `sub`, or why it is refused: SQL92 while

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tern_shell::sync::RwLockExt;
 
 use tern_shell::ResponseCode;
 use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper};
@@ -159,7 +160,7 @@ impl Groups {
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Table> {
-        self.table.write().unwrap_or_else(|p| p.into_inner())
+        self.table.write_guard()
     }
 
     /// The group's settings, creating them with defaults when auto-creation is on and
@@ -275,7 +276,7 @@ impl Groups {
 }
 
 fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {
-    table.read().unwrap_or_else(|p| p.into_inner())
+    table.read_guard()
 }
 
 impl Table {

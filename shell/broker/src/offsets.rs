@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
+use tern_shell::sync::MutexExt;
 
 use serde::{Deserialize, Serialize};
 use tern_shell::body::TopicConfig;
@@ -24,11 +25,6 @@ pub fn valid_queue_id(queue_id: i32, topic: &TopicConfig) -> bool {
 /// Key of a group's progress in a topic: `topic@group`, as RocketMQ writes it.
 fn key(topic: &str, group: &str) -> String {
     format!("{topic}@{group}")
-}
-
-fn lock(table: &Mutex<OffsetTable>) -> MutexGuard<'_, OffsetTable> {
-    // A poisoned table is still a table: every update is one insert or removal.
-    table.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The offset table.
@@ -52,7 +48,7 @@ impl Offsets {
     /// Loads `config/consumerOffset` under `store_root`.
     pub fn load(store_root: &Path) -> Self {
         let path = store_root.join("config").join("consumerOffset.tern");
-        let mut table = HashMap::new();
+        let mut table = OffsetTable::new();
         match tern_engine_fs::meta::load::<Persisted>(&path) {
             Ok(Some(p)) => {
                 for (k, qs) in p.offsets {
@@ -66,7 +62,8 @@ impl Offsets {
         let copy = table.clone();
         Self {
             saver: Saver::new("consumer offsets", path, move || Persisted {
-                offsets: lock(&copy)
+                offsets: copy
+                    .guard()
                     .iter()
                     .map(|(k, v)| (k.clone(), v.iter().map(|(q, o)| (*q, *o)).collect()))
                     .collect(),
@@ -77,7 +74,7 @@ impl Offsets {
     }
 
     fn lock(&self) -> MutexGuard<'_, OffsetTable> {
-        lock(&self.table)
+        self.table.guard()
     }
 
     /// Records that `group` consumed `topic`/`queue_id` up to `offset`.

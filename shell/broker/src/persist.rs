@@ -15,6 +15,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use tern_shell::sync::MutexExt;
 
 use event_listener::Event;
 use serde::Serialize;
@@ -115,7 +116,7 @@ impl<T: Serialize + 'static> Saver<T> {
 impl<T> Shared<T> {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every update leaves the state valid; a panicking holder cannot break it.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
+use tern_shell::sync::RwLockExt;
 
 /// Writes some `key → value` entries of the runtime info table.
 pub type StatsProvider = Box<dyn Fn(&mut BTreeMap<String, String>) + Send + Sync>;
@@ -27,20 +28,12 @@ impl ExtraStats {
         &self,
         provider: impl Fn(&mut BTreeMap<String, String>) + Send + Sync + 'static,
     ) {
-        self.providers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Box::new(provider));
+        self.providers.write_guard().push(Box::new(provider));
     }
 
     /// Lets every provider add its entries to `out`.
     pub fn fill(&self, out: &mut BTreeMap<String, String>) {
-        for p in self
-            .providers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for p in self.providers.read_guard().iter() {
             p(out);
         }
     }

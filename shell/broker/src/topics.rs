@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tern_shell::sync::{MutexExt, RwLockExt};
 
 use serde::{Deserialize, Serialize};
 use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
@@ -247,7 +248,7 @@ impl Topics {
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Table> {
-        self.table.write().unwrap_or_else(|p| p.into_inner())
+        self.table.write_guard()
     }
 
     /// Creates or replaces a topic; persists and returns true when something changed.
@@ -375,7 +376,7 @@ impl Topics {
     pub fn replace_from_master(&self, master: TopicConfigSerializeWrapper) -> bool {
         {
             let mut w = self.write();
-            let mut copied = self.copied_from.lock().unwrap_or_else(|p| p.into_inner());
+            let mut copied = self.copied_from.guard();
             if w.1 == master.data_version && copied.as_ref() == Some(&w.1) {
                 return false;
             }
@@ -426,7 +427,7 @@ impl Topics {
 }
 
 fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {
-    table.read().unwrap_or_else(|p| p.into_inner())
+    table.read_guard()
 }
 
 /// The table's on-disk form.

@@ -20,6 +20,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use common::{BrokerProc, write_conf};
 use grpc_script::binaries::binary_of;
@@ -49,7 +50,7 @@ impl Proxy {
         let err = child.stderr.take().unwrap();
         thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                sink.guard().push(line);
             }
         });
         let (tx, rx) = mpsc::channel();
@@ -94,10 +95,7 @@ impl Proxy {
     }
 
     fn stderr_text(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .join("\n")
+        self.stderr.guard().join("\n")
     }
 
     /// SIGTERM, then the exit status.

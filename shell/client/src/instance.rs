@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{ConsumerData, HeartbeatData, ProducerData, TopicRouteData, from_json};
 use tern_shell::headers::{GetRouteInfoRequestHeader, UnregisterClientRequestHeader};
@@ -39,7 +40,7 @@ impl ReplyWait {
 
 impl Drop for ReplyWait {
     fn drop(&mut self) {
-        lock(&self.replies).remove(&self.id);
+        self.replies.guard().remove(&self.id);
     }
 }
 
@@ -80,11 +81,6 @@ struct Inner {
 }
 
 static INSTANCE_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The maps stay valid if a holder panicked: every update is a single insert/remove.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl ClientInstance {
     /// A new instance; fails only when the name server list is empty.
@@ -307,7 +303,7 @@ impl ClientInstance {
             ))
             .await?;
         if resp.response_code() == ResponseCode::TopicNotExist {
-            lock(&self.inner.routes).remove(topic);
+            self.inner.routes.guard().remove(topic);
             return Err(ClientError::NoRoute {
                 topic: topic.to_owned(),
             });
@@ -321,13 +317,16 @@ impl ClientInstance {
             });
         }
         self.remember_brokers(&route);
-        lock(&self.inner.routes).insert(topic.to_owned(), route.clone());
+        self.inner
+            .routes
+            .guard()
+            .insert(topic.to_owned(), route.clone());
         Ok(route)
     }
 
     /// The cached route of `topic`, fetched on first use.
     pub async fn topic_route(&self, topic: &str) -> Result<TopicRouteData> {
-        if let Some(r) = lock(&self.inner.routes).get(topic) {
+        if let Some(r) = self.inner.routes.guard().get(topic) {
             return Ok(r.clone());
         }
         self.fetch_route(topic).await
@@ -335,7 +334,7 @@ impl ClientInstance {
 
     /// Records broker addresses from a route (routes from the admin's cluster info too).
     pub fn remember_brokers(&self, route: &TopicRouteData) {
-        let mut b = lock(&self.inner.brokers);
+        let mut b = self.inner.brokers.guard();
         for bd in &route.broker_datas {
             b.insert(bd.broker_name.clone(), bd.broker_addrs.0.clone());
         }
@@ -343,21 +342,25 @@ impl ClientInstance {
 
     /// The master address (id 0) of `broker_name`, from the routes seen so far.
     pub fn master_addr(&self, broker_name: &str) -> Option<String> {
-        lock(&self.inner.brokers)
+        self.inner
+            .brokers
+            .guard()
             .get(broker_name)
             .and_then(|m| m.get(&0).cloned())
     }
 
     /// The master address, or any replica's when the master is gone (reads only).
     pub fn any_addr(&self, broker_name: &str) -> Option<String> {
-        lock(&self.inner.brokers)
+        self.inner
+            .brokers
+            .guard()
             .get(broker_name)
             .and_then(|m| m.get(&0).or_else(|| m.values().next()).cloned())
     }
 
     /// Re-fetches every cached route; failures keep the old route.
     pub async fn refresh_all_routes(&self) {
-        let topics: Vec<String> = lock(&self.inner.routes).keys().cloned().collect();
+        let topics: Vec<String> = self.inner.routes.guard().keys().cloned().collect();
         for t in topics {
             if let Err(e) = self.fetch_route(&t).await {
                 log::debug!("route refresh of {t} failed: {e}");
@@ -367,25 +370,31 @@ impl ClientInstance {
 
     /// Announces a producer group in heartbeats.
     pub fn register_producer(&self, group: &str) {
-        lock(&self.inner.producers).insert(group.to_owned());
+        self.inner.producers.guard().insert(group.to_owned());
     }
 
     /// Announces a consumer group (with its subscriptions) in heartbeats.
     pub fn register_consumer(&self, data: ConsumerData) {
-        lock(&self.inner.consumers).insert(data.group_name.clone(), data);
+        self.inner
+            .consumers
+            .guard()
+            .insert(data.group_name.clone(), data);
     }
 
     /// Routes NOTIFY_CONSUMER_IDS_CHANGED and GET_CONSUMER_RUNNING_INFO for `group` to
     /// `hook`.
     pub fn register_hook(&self, group: &str, hook: Arc<dyn ConsumerHook>) {
-        lock(&self.inner.hooks).insert(group.to_owned(), hook);
+        self.inner.hooks.guard().insert(group.to_owned(), hook);
     }
 
     /// A slot for the reply to the request with `correlation_id`, forgotten when the
     /// guard drops.
     pub(crate) fn expect_reply(&self, correlation_id: &str) -> ReplyWait {
         let slot = Arc::new(ReplySlot::default());
-        lock(&self.inner.replies).insert(correlation_id.to_owned(), slot.clone());
+        self.inner
+            .replies
+            .guard()
+            .insert(correlation_id.to_owned(), slot.clone());
         ReplyWait {
             replies: self.inner.replies.clone(),
             id: correlation_id.to_owned(),
@@ -395,12 +404,12 @@ impl ClientInstance {
 
     /// Routes CHECK_TRANSACTION_STATE for half messages of producer `group` to `hook`.
     pub fn register_transaction_checker(&self, group: &str, hook: Arc<dyn TransactionCheckHook>) {
-        lock(&self.inner.checkers).insert(group.to_owned(), hook);
+        self.inner.checkers.guard().insert(group.to_owned(), hook);
     }
 
     /// Stops routing check-backs of `group` here.
     pub fn unregister_transaction_checker(&self, group: &str) {
-        lock(&self.inner.checkers).remove(group);
+        self.inner.checkers.guard().remove(group);
     }
 
     /// Asks one broker serving `topic` for the client ids of `group`
@@ -433,13 +442,16 @@ impl ClientInstance {
     pub fn heartbeat_data(&self) -> HeartbeatData {
         HeartbeatData {
             client_id: self.inner.client_id.clone(),
-            producer_data_set: lock(&self.inner.producers)
+            producer_data_set: self
+                .inner
+                .producers
+                .guard()
                 .iter()
                 .map(|g| ProducerData {
                     group_name: g.clone(),
                 })
                 .collect(),
-            consumer_data_set: lock(&self.inner.consumers).values().cloned().collect(),
+            consumer_data_set: self.inner.consumers.guard().values().cloned().collect(),
             ..HeartbeatData::default()
         }
     }
@@ -453,7 +465,10 @@ impl ClientInstance {
         }
         let body = tern_shell::body::to_json(&data);
         let only_masters = data.consumer_data_set.is_empty();
-        let addrs: BTreeSet<String> = lock(&self.inner.brokers)
+        let addrs: BTreeSet<String> = self
+            .inner
+            .brokers
+            .guard()
             .values()
             .flat_map(|m| {
                 m.iter()
@@ -479,9 +494,12 @@ impl ClientInstance {
         if self.is_shut_down() {
             return;
         }
-        let producers: Vec<String> = lock(&self.inner.producers).iter().cloned().collect();
-        let consumers: Vec<String> = lock(&self.inner.consumers).keys().cloned().collect();
-        let addrs: BTreeSet<String> = lock(&self.inner.brokers)
+        let producers: Vec<String> = self.inner.producers.guard().iter().cloned().collect();
+        let consumers: Vec<String> = self.inner.consumers.guard().keys().cloned().collect();
+        let addrs: BTreeSet<String> = self
+            .inner
+            .brokers
+            .guard()
             .values()
             .flat_map(|m| m.values().cloned().collect::<Vec<_>>())
             .collect();

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{
     ConsumeMessageDirectlyResult, GetConsumerStatusBody, MessageQueue, QueueKeyMap, ResetOffsetBody,
@@ -94,7 +95,7 @@ pub struct ReplySlot {
 
 impl ReplySlot {
     fn fill(&self, m: MessageExt) {
-        *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+        *self.reply.guard() = Some(m);
         self.arrived.trigger();
     }
 
@@ -102,7 +103,7 @@ impl ReplySlot {
     pub async fn wait(&self) -> MessageExt {
         loop {
             self.arrived.wait().await;
-            if let Some(m) = self.reply.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Some(m) = self.reply.guard().take() {
                 return m;
             }
         }
@@ -192,12 +193,7 @@ impl ClientProcessor {
                 "process reply message fail: no CORRELATION_ID",
             );
         };
-        let slot = self
-            .replies
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned();
+        let slot = self.replies.guard().get(&id).cloned();
         match slot {
             Some(s) => s.fill(msg),
             None => log::warn!(
@@ -236,12 +232,7 @@ impl ClientProcessor {
             log::warn!("CHECK_TRANSACTION_STATE from {peer}: the message has no PGROUP");
             return;
         };
-        let checker = self
-            .checkers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&group)
-            .cloned();
+        let checker = self.checkers.guard().get(&group).cloned();
         match checker {
             Some(c) => c.check(conn.clone(), header, msg),
             None => log::debug!("check-back for group {group}, which has no producer here"),
@@ -350,11 +341,7 @@ impl ClientProcessor {
     }
 
     fn hook(&self, group: &str) -> Option<Arc<dyn ConsumerHook>> {
-        self.hooks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(group)
-            .cloned()
+        self.hooks.guard().get(group).cloned()
     }
 }
 

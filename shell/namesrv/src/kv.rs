@@ -14,6 +14,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{KvConfigSerializeWrapper, KvTable, from_json, to_json};
 
@@ -100,7 +101,7 @@ impl KvStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        self.table.guard()
     }
 
     /// Sets a value and persists; on a write error the change is rolled back.

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
+use tern_shell::sync::RwLockExt;
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -92,7 +93,7 @@ pub(crate) fn render(state: &State, metrics: &NamesrvMetrics, node_id: &str) -> 
         metrics.rpc.clone(),
     );
     let (brokers, clusters, topics) = {
-        let routes = state.routes.read().unwrap_or_else(|p| p.into_inner());
+        let routes = state.routes.read_guard();
         let info = routes.cluster_info();
         let brokers: usize = info
             .broker_addr_table

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
+use tern_shell::sync::{MutexExt, RwLockExt};
 
 use tern_shell::body::{
     DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper, TopicList, TopicRouteData,
@@ -79,17 +80,17 @@ impl State {
     /// The route table for writing.
     pub fn routes_mut(&self) -> std::sync::RwLockWriteGuard<'_, RouteTable> {
         // The table stays consistent per operation; a panicked writer left a valid table.
-        self.routes.write().unwrap_or_else(|p| p.into_inner())
+        self.routes.write_guard()
     }
 
     /// The settings now (see `live`).
     fn live(&self) -> std::sync::RwLockReadGuard<'_, NamesrvConfig> {
-        self.live.read().unwrap_or_else(|p| p.into_inner())
+        self.live.read_guard()
     }
 
     /// The route table for reading.
     fn routes(&self) -> std::sync::RwLockReadGuard<'_, RouteTable> {
-        self.routes.read().unwrap_or_else(|p| p.into_inner())
+        self.routes.read_guard()
     }
 }
 
@@ -258,7 +259,7 @@ impl NamesrvProcessor {
                 format!("string2Properties error: {e}"),
             )
         })?;
-        let mut live = self.state.live.write().unwrap_or_else(|p| p.into_inner());
+        let mut live = self.state.live.write_guard();
         match live.updated(text) {
             Ok(next) => {
                 log::info!(
@@ -394,12 +395,7 @@ impl NamesrvProcessor {
     /// Drops the brokers registered on `conn` once it closes (Java's `onChannelDestroy`).
     fn watch(&self, conn: &ConnectionCtx) {
         let id = conn.id();
-        let first = self
-            .state
-            .watched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id);
+        let first = self.state.watched.guard().insert(id);
         if !first {
             return;
         }
@@ -407,11 +403,7 @@ impl NamesrvProcessor {
         let conn = conn.clone();
         runtime::spawn(async move {
             conn.closed().await;
-            state
-                .watched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            state.watched.guard().remove(&id);
             state.routes_mut().connection_closed(id);
         });
     }

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_client::{ClientError, ClientInstance};
 use tern_shell::acl::guard::Acl;
@@ -75,7 +76,7 @@ impl<T: Clone> Cache<T> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, T)>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.guard()
     }
 
     fn fresh(&self, key: &str) -> Option<T> {

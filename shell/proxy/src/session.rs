@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_client::consumer::MessageSelector;
 use tern_client::processor::{ConsumerHook, TransactionCheckHook};
@@ -96,7 +97,7 @@ struct State {
 impl Session {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every update is a single assignment or insert: the state stays valid.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 
     /// Marks the client alive.
@@ -426,7 +427,7 @@ impl Sessions {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.guard()
     }
 
     /// The next round-robin position.

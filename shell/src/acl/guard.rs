@@ -12,6 +12,7 @@
 //! The file is read at start (a bad file stops the server) and read again when it
 //! changes; a bad edit keeps the previous rules and is logged.
 
+use crate::sync::{MutexExt, RwLockExt};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -159,11 +160,10 @@ impl Acl {
     /// Makes one change to the file (`f` is given the path) and puts the new rules in
     /// force before returning; changes run one at a time.
     pub fn change(&self, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
-        let _one = self.editing.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.editing.guard();
         f(&self.path)?;
         let rules = load(&self.path)?;
-        *self.rules.write().unwrap_or_else(|p| p.into_inner()) =
-            (Arc::new(rules), stamp(&self.path));
+        *self.rules.write_guard() = (Arc::new(rules), stamp(&self.path));
         log::info!(
             "ACL rules changed by an admin request ({})",
             self.path.display()
@@ -173,20 +173,16 @@ impl Acl {
 
     /// The rules now.
     pub fn rules(&self) -> Arc<AclConfig> {
-        self.rules
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .clone()
+        self.rules.read_guard().0.clone()
     }
 
     /// Reads the file again if it changed since the last read.
     pub fn reload_if_changed(&self) {
         let now = stamp(&self.path);
-        if now == self.rules.read().unwrap_or_else(|p| p.into_inner()).1 {
+        if now == self.rules.read_guard().1 {
             return;
         }
-        let mut w = self.rules.write().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.rules.write_guard();
         w.1 = now;
         match load(&self.path) {
             Ok(rules) => {

@@ -8,6 +8,7 @@
 //! signed in, so a replay finds its twin in one bucket, and a bucket is dropped once its
 //! second is out of the window (its requests are refused by their time from then on).
 
+use crate::sync::MutexExt;
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
@@ -67,7 +68,7 @@ impl ReplayWindow {
             ));
         }
         let key = self.hasher.hash_one(signature);
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen.guard();
         // Seconds wholly before the window can hold nothing admissible any more.
         let oldest = now_ms.saturating_sub(self.window_ms) / 1000;
         while let Some(entry) = seen.by_second.first_entry() {

@@ -11,6 +11,7 @@
 //! [`ConnectionConfig::write_timeout`]: a peer that stops reading gets its connection
 //! closed after that long without taking a byte, so no writer waits on it for ever.
 
+use crate::sync::MutexExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -269,7 +270,7 @@ impl Connection {
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<i32, Sender<RemotingCommand>>> {
         // A poisoned map is still a valid map: the panicking holder only inserted or removed.
-        self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.pending.guard()
     }
 
     pub(crate) fn touch(&self) {

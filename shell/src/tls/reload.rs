@@ -7,6 +7,7 @@
 //! before its key, keeps the previous one and is logged once; the next change of any of
 //! the files tries again.
 
+use crate::sync::MutexExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -88,7 +89,7 @@ impl<T> Reloading<T> {
     /// The value in force, rebuilt first if a file changed since the last look.
     pub(super) fn current(&self) -> Arc<T> {
         // Every update replaces whole fields: a panicking holder leaves a valid state.
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.guard();
         if state.checked.elapsed() >= RELOAD_CHECK {
             state.checked = Instant::now();
             let stamps: Vec<Stamp> = self.files.iter().map(stamp).collect();

@@ -1,5 +1,6 @@
 //! The server side: `tls.server.mode`, the handshake, and why a connection was refused.
 
+use crate::sync::MutexExt;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::Path;
@@ -228,7 +229,7 @@ impl ServerTls {
 
     fn log_once(&self, ip: Option<IpAddr>, reason: &str, line: std::fmt::Arguments<'_>) {
         let first = ip.is_none_or(|ip| {
-            let mut logged = self.inner.logged.lock().unwrap_or_else(|p| p.into_inner());
+            let mut logged = self.inner.logged.guard();
             if logged.len() >= MAX_LOGGED_PEERS {
                 logged.clear();
             }

@@ -6,9 +6,10 @@
 //! waiting for the socket holds nothing. Reading never writes here: rustls queues what
 //! a read produces (alerts, key updates) and the writer's next write or flush sends it.
 
+use crate::sync::MutexExt;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use async_std::io::{Read as AsyncRead, Write as AsyncWrite};
@@ -77,12 +78,6 @@ impl Stream {
 enum Half {
     Plain(TcpStream),
     Tls(Arc<Mutex<Box<TlsStream>>>),
-}
-
-fn lock(m: &Mutex<Box<TlsStream>>) -> MutexGuard<'_, Box<TlsStream>> {
-    // A poll that panicked left the TLS state as rustls leaves it on any error: the next
-    // poll reports that error. Nothing here needs the poison flag.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The half a connection's reader owns.
@@ -154,7 +149,7 @@ impl AsyncRead for ReadHalf {
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
             Half::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_read(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_read(cx, buf),
         }
     }
 }
@@ -167,7 +162,7 @@ impl AsyncWrite for WriteHalf {
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
             Half::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_write(cx, buf),
         }
     }
 
@@ -178,21 +173,21 @@ impl AsyncWrite for WriteHalf {
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
             Half::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write_vectored(cx, bufs),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
             Half::Plain(s) => Pin::new(s).poll_flush(cx),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_flush(cx),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_flush(cx),
         }
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
             Half::Plain(s) => Pin::new(s).poll_close(cx),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_close(cx),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_close(cx),
         }
     }
 }
@@ -233,7 +228,7 @@ impl AsyncRead for &SharedStream {
     ) -> Poll<io::Result<usize>> {
         match &self.half {
             Half::Plain(s) => Pin::new(&mut &*s).poll_read(cx, buf),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_read(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_read(cx, buf),
         }
     }
 }
@@ -246,21 +241,21 @@ impl AsyncWrite for &SharedStream {
     ) -> Poll<io::Result<usize>> {
         match &self.half {
             Half::Plain(s) => Pin::new(&mut &*s).poll_write(cx, buf),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_write(cx, buf),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &self.half {
             Half::Plain(s) => Pin::new(&mut &*s).poll_flush(cx),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_flush(cx),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_flush(cx),
         }
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &self.half {
             Half::Plain(s) => Pin::new(&mut &*s).poll_close(cx),
-            Half::Tls(s) => Pin::new(&mut **lock(s)).poll_close(cx),
+            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_close(cx),
         }
     }
 }

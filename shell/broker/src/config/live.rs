@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::config::{ConfigSource, Origin, load};
 
@@ -140,7 +141,7 @@ impl LiveConfig {
 
     /// The effective configuration as `key=value` lines (GET_BROKER_CONFIG's body).
     pub fn render(&self) -> String {
-        render(&self.effective.lock().unwrap_or_else(|p| p.into_inner()))
+        render(&self.effective.guard())
     }
 
     /// Applies `body` (Java properties text, as mqadmin sends it). Every key must be
@@ -149,7 +150,7 @@ impl LiveConfig {
     /// the keys changed.
     pub fn update(&self, body: &str) -> Result<(BrokerConfig, Vec<String>), UpdateError> {
         let asked = ConfigSource::parse_properties(body, "updateBrokerConfig");
-        let mut effective = self.effective.lock().unwrap_or_else(|p| p.into_inner());
+        let mut effective = self.effective.guard();
         let mut keys = Vec::new();
         for (key, _) in asked.iter() {
             if BLACK_LIST.contains(&key) {

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use event_listener::Event;
 use tern_shell::runtime;
@@ -74,7 +75,7 @@ impl HaService {
     pub fn new(fixed: Option<String>) -> Self {
         let s = Self::default();
         if let Some(ha) = fixed {
-            s.master.lock().unwrap_or_else(|p| p.into_inner()).ha_addr = Some(ha);
+            s.master.guard().ha_addr = Some(ha);
         }
         s
     }
@@ -140,10 +141,7 @@ impl HaService {
 
     /// The master this slave follows.
     pub fn master(&self) -> MasterAddrs {
-        self.master
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.master.guard().clone()
     }
 
     /// Updates the master from a registration answer. As in RocketMQ, an address only
@@ -151,7 +149,7 @@ impl HaService {
     /// master says nothing), and a fixed `haMasterAddress` is never replaced. Wakes the
     /// slave task when anything changed.
     pub fn set_master(&self, addr: Option<String>, ha_addr: Option<String>, fixed_ha: bool) {
-        let mut m = self.master.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.master.guard();
         let mut next = m.clone();
         if let Some(a) = addr.filter(|a| !a.is_empty()) {
             next.addr = Some(a);

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use tern_shell::sync::RwLockExt;
 
 pub mod daily;
 pub mod render;
@@ -134,7 +135,7 @@ pub struct OutCounters {
 impl OutCounters {
     /// The next offset the group's last pull of `queue_id` answered with, if it pulled.
     pub fn next_pull(&self, queue_id: i32) -> Option<u64> {
-        let v = self.next_pull.read().unwrap_or_else(|p| p.into_inner());
+        let v = self.next_pull.read_guard();
         let n = v
             .get(usize::try_from(queue_id).ok()?)?
             .load(Ordering::Relaxed);
@@ -148,13 +149,13 @@ impl OutCounters {
             return;
         };
         {
-            let v = self.next_pull.read().unwrap_or_else(|p| p.into_inner());
+            let v = self.next_pull.read_guard();
             if let Some(a) = v.get(i) {
                 a.store(next, Ordering::Relaxed);
                 return;
             }
         }
-        let mut v = self.next_pull.write().unwrap_or_else(|p| p.into_inner());
+        let mut v = self.next_pull.write_guard();
         while v.len() <= i {
             v.push(AtomicU64::new(0));
         }
@@ -187,10 +188,10 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         K: std::borrow::Borrow<Q>,
         Q: Eq + Hash + ?Sized,
     {
-        if let Some(v) = self.0.read().unwrap_or_else(|p| p.into_inner()).get(key) {
+        if let Some(v) = self.0.read_guard().get(key) {
             return v.clone();
         }
-        let mut w = self.0.write().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.0.write_guard();
         w.entry(owned()).or_insert_with(|| Arc::new(new())).clone()
     }
 
@@ -199,15 +200,11 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         K: std::borrow::Borrow<Q>,
         Q: Eq + Hash + ?Sized,
     {
-        self.0
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+        self.0.read_guard().get(key).cloned()
     }
 
     fn snapshot(&self) -> Vec<(K, Arc<V>)> {
-        let r = self.0.read().unwrap_or_else(|p| p.into_inner());
+        let r = self.0.read_guard();
         r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }

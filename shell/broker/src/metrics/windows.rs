@@ -12,6 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{BrokerStatsData, BrokerStatsItem};
 use tern_shell::runtime::{self, now_ms};
@@ -135,7 +136,7 @@ impl StatsWindows {
     /// Takes a sample of every counter into the rings that are due.
     pub fn sample(&self, m: &Metrics) {
         let snap = Arc::new(read_all(m, None));
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.guard();
         let tick = st.ticks;
         st.ticks += 1;
         for (ring, (every, keep)) in st.rings.iter_mut().zip(RINGS) {
@@ -161,7 +162,7 @@ impl StatsWindows {
         let only = (!name.starts_with("BROKER_")).then_some(key);
         let live = read_all(m, only);
         let now = (live.at_ms, figures(&live, cluster, name, key)?);
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.guard();
         let oldest = |i: usize| {
             st.rings[i].front().map(|s| {
                 let then = figures(s, cluster, name, key).unwrap_or_default();

@@ -13,6 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::allocate::{AllocateStrategy, sort_queues};
 use tern_shell::body::{
@@ -40,14 +41,14 @@ pub struct Routes {
 
 impl Routes {
     fn get(&self, topic: &str) -> Option<Vec<MessageQueue>> {
-        let m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let m = self.map.guard();
         m.get(topic)
             .filter(|(at, _)| at.elapsed() < ROUTE_TTL)
             .map(|(_, q)| q.clone())
     }
 
     fn put(&self, topic: &str, queues: Vec<MessageQueue>) {
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.map.guard();
         if m.len() >= MAX_ROUTES && !m.contains_key(topic) {
             m.clear();
         }

@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::runtime;
 
@@ -108,7 +109,7 @@ pub struct PollSlot<'a> {
 
 impl Drop for PollSlot<'_> {
     fn drop(&mut self) {
-        let mut p = self.svc.polling.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = self.svc.polling.guard();
         if let Some(n) = p.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
@@ -135,14 +136,13 @@ impl PopService {
 
     /// Replaces the popped-and-unacked counts (the revive service, each round).
     pub fn set_inflight(&self, counts: InflightCounts) {
-        *self.inflight.lock().unwrap_or_else(|p| p.into_inner()) = counts;
+        *self.inflight.guard() = counts;
     }
 
     /// Popped messages of `topic` that `group` has not acked yet (0 for pull groups).
     pub fn inflight_of(&self, topic: &str, group: &str) -> u64 {
         self.inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .guard()
             .get(topic)
             .and_then(|groups| groups.get(group))
             .copied()
@@ -150,7 +150,7 @@ impl PopService {
     }
 
     fn lock_set(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.locks.lock().unwrap_or_else(|p| p.into_inner())
+        self.locks.guard()
     }
 
     /// The next value of the POP counter.
@@ -186,14 +186,14 @@ impl PopService {
 
     /// POP requests held now under `key` (POLLING_INFO).
     pub fn polling_num(&self, key: &str) -> usize {
-        let p = self.polling.lock().unwrap_or_else(|e| e.into_inner());
+        let p = self.polling.guard();
         p.get(key).copied().unwrap_or(0)
     }
 
     /// Registers a held request under `key`, or `None` when the key holds
     /// `popPollingSize` already or the table `maxPopPollingSize` (POLLING_FULL).
     pub fn poll_slot(&self, key: String, cfg: &PopConfig) -> Option<PollSlot<'_>> {
-        let mut p = self.polling.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = self.polling.guard();
         let total: usize = p.values().sum();
         let here = p.get(&key).copied().unwrap_or(0);
         if total >= cfg.max_pop_polling_size || here >= cfg.pop_polling_size {

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{
     MessageRequestModeSerializeWrapper, SetMessageRequestModeRequestBody, from_json, to_json,
@@ -25,10 +26,6 @@ type Table = BTreeMap<String, BTreeMap<String, SetMessageRequestModeRequestBody>
 pub struct RequestModes {
     table: Arc<Mutex<Table>>,
     saver: Saver<Vec<u8>>,
-}
-
-fn lock(t: &Mutex<Table>) -> MutexGuard<'_, Table> {
-    t.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl RequestModes {
@@ -54,7 +51,7 @@ impl RequestModes {
         Self {
             saver: Saver::new("message request modes", path, move || {
                 to_json(&MessageRequestModeSerializeWrapper {
-                    message_request_mode_map: lock(&copy).clone(),
+                    message_request_mode_map: copy.guard().clone(),
                 })
             }),
             table,
@@ -63,7 +60,7 @@ impl RequestModes {
 
     /// The mode set for `group` on `topic`, if any.
     pub fn get(&self, topic: &str, group: &str) -> Option<SetMessageRequestModeRequestBody> {
-        lock(&self.table).get(topic)?.get(group).cloned()
+        self.table.guard().get(topic)?.get(group).cloned()
     }
 
     /// Resolves once every change is written (shutdown).
@@ -110,7 +107,7 @@ pub fn set_mode(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     }
     let modes = &ctx.pop.modes;
     {
-        let mut t = lock(&modes.table);
+        let mut t = modes.table.guard();
         let known = t
             .get(&body.topic)
             .is_some_and(|g| g.contains_key(&body.consumer_group));
@@ -132,7 +129,7 @@ pub fn set_mode(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
 
 /// GET_ALL_MESSAGE_REQUEST_MODE (402): the whole table, RocketMQ's wrapper JSON.
 pub fn all_modes(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let map = lock(&ctx.pop.modes.table).clone();
+    let map = ctx.pop.modes.table.guard().clone();
     if map.is_empty() {
         return RemotingCommand::error_response(
             req,

@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+use tern_shell::sync::MutexExt;
 
 use serde::{Deserialize, Serialize};
 
@@ -99,10 +100,6 @@ pub struct OrderTable {
     saver: Saver<Saved>,
 }
 
-fn lock(t: &Mutex<Table>) -> MutexGuard<'_, Table> {
-    t.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl OrderTable {
     /// Loads `config/consumerOrderInfo.tern`; unreadable is logged and starts empty.
     pub fn load(store_root: &Path) -> Self {
@@ -117,7 +114,7 @@ impl OrderTable {
         let copy = table.clone();
         Self {
             saver: Saver::new("orderly POP state", path, move || {
-                lock(&copy)
+                copy.guard()
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
@@ -139,7 +136,7 @@ impl OrderTable {
         attempt_id: &str,
         now: i64,
     ) -> Block {
-        let t = lock(&self.table);
+        let t = self.table.guard();
         match t.get(&Self::key(topic, group, queue_id)) {
             Some(i) if i.blocked(now) => {
                 if !attempt_id.is_empty() && i.attempt_id == attempt_id {
@@ -165,7 +162,7 @@ impl OrderTable {
         offsets: &[u64],
         attempt_id: &str,
     ) -> Vec<u32> {
-        let mut t = lock(&self.table);
+        let mut t = self.table.guard();
         let key = Self::key(topic, group, queue_id);
         let prev = t.remove(&key);
         let counts: Vec<u32> = offsets
@@ -217,7 +214,7 @@ impl OrderTable {
         offset: u64,
         now: i64,
     ) -> OrderAck {
-        let mut t = lock(&self.table);
+        let mut t = self.table.guard();
         let key = Self::key(topic, group, queue_id);
         let Some(info) = t.get_mut(&key) else {
             return OrderAck::Stale;
@@ -251,7 +248,7 @@ impl OrderTable {
         offset: u64,
         next_visible: i64,
     ) -> bool {
-        let mut t = lock(&self.table);
+        let mut t = self.table.guard();
         let Some(info) = t.get_mut(&Self::key(topic, group, queue_id)) else {
             return false;
         };

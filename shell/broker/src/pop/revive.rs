@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tern_shell::sync::MutexExt;
 
 use tern_engine::properties::{self, key};
 use tern_engine::record::{MessageIn, RecordView};
@@ -66,7 +67,7 @@ struct Noted {
 
 impl Progress {
     fn note(&self, rq: i32, value: i64, log_end: u64) {
-        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.inner.guard();
         let n = m.entry(rq).or_insert(Noted {
             value,
             log_end,
@@ -86,7 +87,7 @@ impl Progress {
     pub fn commit_durable(&self, ctx: &BrokerCtx, all: bool) {
         let durable = ctx.store.durable_end();
         let topic = revive_topic(ctx);
-        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.inner.guard();
         for (rq, n) in m.iter_mut() {
             if !n.committed && (all || n.log_end <= durable) {
                 ctx.offsets.commit(REVIVE_GROUP, &topic, *rq, n.value);

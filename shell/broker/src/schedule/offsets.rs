@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{DataVersion, DelayOffsetSerializeWrapper, NumKeyMap};
 use tern_shell::runtime::now_ms;
@@ -82,7 +83,7 @@ impl DelayOffsets {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.guard()
     }
 
     /// The next offset to deliver at `level`, if any was recorded.

@@ -17,6 +17,7 @@
 use std::cell::RefCell;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
+use tern_shell::sync::RwLockExt;
 
 use event_listener::{Event, Listener};
 use tern_engine::index::{ENTRY_SIZE, IndexConfig, IndexSource};
@@ -57,12 +58,12 @@ impl IndexView {
             .index()
             .for_each_file(&mut |base, h| heads.push((base, h)))
             .map_err(|e| format!("{e:?}"))?;
-        *self.heads.write().unwrap_or_else(|p| p.into_inner()) = Arc::from(heads);
+        *self.heads.write_guard() = Arc::from(heads);
         Ok(())
     }
 
     fn heads(&self) -> Arc<[(u64, IndexHeader)]> {
-        self.heads.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.heads.read_guard().clone()
     }
 
     /// The newest file's last update as published: (store time, log offset), or (0, -1).

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
+use tern_shell::sync::MutexExt;
 
 use event_listener::{Event, EventListener};
 use tern_engine::index::{IndexConfig, IndexQuery, MAX_QUERY_HOPS};
@@ -292,7 +293,7 @@ impl StoreService {
     fn lock(&self) -> MutexGuard<'_, FsStore> {
         // A panic while holding the lock leaves the store as the engine left it; the
         // engine's state is consistent between calls, so keep serving.
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
+        self.store.guard()
     }
 
     /// Fails the store: logs `why` (the first time only), refuses every later write and

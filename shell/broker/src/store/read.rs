@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use tern_shell::sync::RwLockExt;
 
 use tern_engine::commitlog::{Slot, slot_from_head};
 use tern_engine::consumequeue::{ENTRY_SIZE, Entry};
@@ -70,12 +71,12 @@ pub(crate) struct QueueViews {
 
 impl QueueViews {
     pub(crate) fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<QueueView>> {
-        let views = self.views.read().unwrap_or_else(|p| p.into_inner());
+        let views = self.views.read_guard();
         views.get(topic)?.get(&queue_id).cloned()
     }
 
     pub(crate) fn remove(&self, topic: &str, queue_id: i32) {
-        let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
+        let mut views = self.views.write_guard();
         if let Some(queues) = views.get_mut(topic) {
             queues.remove(&queue_id);
             if queues.is_empty() {
@@ -85,7 +86,7 @@ impl QueueViews {
     }
 
     pub(crate) fn insert(&self, topic: &str, queue_id: i32, view: QueueView) {
-        let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
+        let mut views = self.views.write_guard();
         views
             .entry(topic.to_owned())
             .or_default()

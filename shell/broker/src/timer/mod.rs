@@ -16,6 +16,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use event_listener::Event;
 use tern_engine::consumequeue::Entry;
@@ -164,7 +165,7 @@ impl TimerService {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<State>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 
     /// Reput dispatched an entry to `topic`: wakes the task for the timer topic.

@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
+use tern_shell::sync::MutexExt;
 
 use tern_engine::commitlog::Slot;
 use tern_engine::properties::{self, key};
@@ -97,7 +98,7 @@ impl Transactions {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every update leaves the state consistent; a panic elsewhere must not stop
         // transactions.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 
     /// Reads the progress offsets (once; the check service calls it before its first

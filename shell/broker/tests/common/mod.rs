@@ -16,6 +16,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::{
     Connection, ConnectionConfig, ConnectionCtx, Processor, RemotingCommand, RequestCode,
@@ -110,7 +111,7 @@ fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Spawned {
     let done = thread::spawn(move || {
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            sink.guard().push(line);
         }
     });
     (child, rx, lines, done)
@@ -230,10 +231,7 @@ impl BrokerProc {
 
     /// Everything the broker logged so far.
     pub fn stderr_text(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .join("\n")
+        self.stderr.guard().join("\n")
     }
 
     /// Waits up to `within` for a log line containing every one of `needles`.
@@ -242,8 +240,7 @@ impl BrokerProc {
         loop {
             let found = self
                 .stderr
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .guard()
                 .iter()
                 .find(|l| needles.iter().all(|n| l.contains(n)))
                 .cloned();

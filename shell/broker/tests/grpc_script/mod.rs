@@ -13,6 +13,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use crate::common::BrokerProc;
 
@@ -59,7 +60,7 @@ pub const SCRIPT_LIMIT: Duration = Duration::from_secs(300);
 static SERIAL: Mutex<()> = Mutex::new(());
 
 pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    SERIAL.guard()
 }
 
 pub fn admin() -> PathBuf {

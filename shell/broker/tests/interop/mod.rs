@@ -22,6 +22,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
+use tern_shell::sync::MutexExt;
 
 pub use rocketmq_python::{python_or_skip, repo_root};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    SERIAL.guard()
 }
 
 fn script() -> PathBuf {

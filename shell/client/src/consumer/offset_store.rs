@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{MessageQueue, QueueKeyMap};
 use tern_shell::headers::{
@@ -71,7 +72,7 @@ impl OffsetStore {
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<MessageQueue, i64>> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        self.table.guard()
     }
 
     /// Records a consumed position; with `increase_only` an older value never wins.

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tern_shell::runtime::now_ms;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData,
@@ -157,10 +158,7 @@ impl PullConsumer {
     }
 
     fn lock_assigned(&self) -> std::sync::MutexGuard<'_, BTreeSet<MessageQueue>> {
-        self.inner
-            .assigned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.assigned.guard()
     }
 
     fn announce(&self) {

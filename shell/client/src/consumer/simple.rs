@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::pop::MAX_CK_MESSAGES;
 
@@ -89,10 +90,7 @@ impl SimpleConsumer {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, MessageSelector>> {
-        self.inner
-            .subscriptions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.subscriptions.guard()
     }
 
     /// Pops up to `max` (1..=32) messages of the next subscribed topic from the next

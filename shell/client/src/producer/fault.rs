@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::MessageQueue;
 
@@ -91,7 +92,7 @@ impl LatencyFaults {
     }
 
     fn items(&self) -> MutexGuard<'_, HashMap<String, FaultItem>> {
-        self.items.lock().unwrap_or_else(|p| p.into_inner())
+        self.items.guard()
     }
 
     /// Records a send to `broker` that took `latency_ms`; `failed` sends count as

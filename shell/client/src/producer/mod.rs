@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{MessageQueue, TopicRouteData};
 use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
@@ -451,7 +452,7 @@ impl Producer {
     }
 
     fn cached_publish(&self, topic: &str) -> Option<Arc<PublishInfo>> {
-        let map = self.inner.publish.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.inner.publish.guard();
         map.get(topic).map(|(_, i)| i.clone())
     }
 
@@ -461,7 +462,7 @@ impl Producer {
         route: TopicRouteData,
         max_queues: Option<i32>,
     ) -> Arc<PublishInfo> {
-        let mut map = self.inner.publish.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.inner.publish.guard();
         if let Some((r, info)) = map.get(topic) {
             if *r == route && info.from_default_topic == max_queues.is_some() {
                 return info.clone();

@@ -15,6 +15,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::headers::{
     CheckTransactionStateRequestHeader, EndTransactionRequestHeader, transaction_state,
@@ -178,7 +179,7 @@ impl<L: TransactionListener> TransactionProducer<L> {
     /// start, so one that never sent can still answer for a group member that died).
     pub async fn start(&self) -> Result<()> {
         {
-            let mut jobs = lock(&self.checker.jobs);
+            let mut jobs = self.checker.jobs.guard();
             if jobs.is_none() {
                 let (tx, rx) = sync_channel::<Job>(MAX_PENDING_CHECKS);
                 std::thread::Builder::new()
@@ -211,7 +212,7 @@ impl<L: TransactionListener> TransactionProducer<L> {
     pub async fn shutdown(&self) {
         self.client()
             .unregister_transaction_checker(&self.checker.group);
-        lock(&self.checker.jobs).take();
+        self.checker.jobs.guard().take();
         self.producer.shutdown().await;
     }
 
@@ -368,7 +369,7 @@ impl<L: TransactionListener> TransactionCheckHook for Checker<L> {
                 );
             }
         });
-        let sent = lock(&self.jobs).as_ref().map(|tx| tx.try_send(job));
+        let sent = self.jobs.guard().as_ref().map(|tx| tx.try_send(job));
         match sent {
             Some(Ok(())) => {}
             Some(Err(TrySendError::Full(_))) => log::warn!(
@@ -412,10 +413,6 @@ fn run_listener(
     };
     log::warn!("{reason}: the transaction stays unknown");
     (LocalTransactionState::Unknown, Some(reason))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_client::ClientConfig;
 
@@ -126,7 +127,7 @@ fn launch(
     let sink = lines.clone();
     thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            sink.guard().push(line);
         }
     });
     let (tx, rx) = mpsc::channel();

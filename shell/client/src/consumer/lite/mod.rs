@@ -20,9 +20,10 @@ pub use config::LitePullConsumerConfig;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData};
 use tern_shell::message::{MessageExt, Undecodable};
@@ -114,10 +115,6 @@ struct Batch {
     next_offset: i64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl LitePullConsumer {
     /// A lite pull consumer with its own client instance.
     pub fn new(config: LitePullConsumerConfig, client: ClientConfig) -> Result<Self> {
@@ -173,7 +170,10 @@ impl LitePullConsumer {
         selector.check()?;
         self.inner.set_mode(Mode::Subscribe)?;
         let sub = selector.subscription(topic, now_ms());
-        lock(&self.inner.subs).insert(topic.to_owned(), sub.clone());
+        self.inner
+            .subs
+            .guard()
+            .insert(topic.to_owned(), sub.clone());
         if self.inner.started.load(Ordering::Acquire) {
             self.inner.announce();
             let (inner, topic) = (self.inner.clone(), topic.to_owned());
@@ -197,7 +197,7 @@ impl LitePullConsumer {
     /// where `consume_from_where` says. Not after [`LitePullConsumer::subscribe`].
     pub async fn assign(&self, queues: Vec<MessageQueue>) -> Result<()> {
         self.inner.set_mode(Mode::Assign)?;
-        *lock(&self.inner.assigned) = queues.into_iter().collect();
+        *self.inner.assigned.guard() = queues.into_iter().collect();
         if self.inner.started.load(Ordering::Acquire) {
             self.inner.announce();
             self.inner.client.send_heartbeat_to_all_brokers().await;
@@ -217,7 +217,7 @@ impl LitePullConsumer {
         if inner.started.load(Ordering::Acquire) {
             return Ok(());
         }
-        let subs: Vec<SubscriptionData> = lock(&inner.subs).values().cloned().collect();
+        let subs: Vec<SubscriptionData> = inner.subs.guard().values().cloned().collect();
         for sub in &subs {
             check_in_broker(&inner.client, &inner.config.group, sub).await?;
         }
@@ -236,7 +236,7 @@ impl LitePullConsumer {
         for e in inner.client.send_heartbeat_to_all_brokers().await {
             log::warn!("first heartbeat of {}: {e}", inner.config.group);
         }
-        let mode = *lock(&inner.mode);
+        let mode = *inner.mode.guard();
         match mode {
             Mode::Subscribe => inner.ensure_rebalance_loop(),
             Mode::Assign => inner.apply_assignment().await,
@@ -276,12 +276,12 @@ impl LitePullConsumer {
     /// first, each with its error (the newest 1,024 are kept; each is also logged at
     /// ERROR). They stay in the broker's log: [`LitePullConsumer::seek`] reads them again.
     pub fn take_undecodable(&self) -> Vec<Undecodable> {
-        lock(&self.inner.undecodable).drain(..).collect()
+        self.inner.undecodable.guard().drain(..).collect()
     }
 
     /// The queues owned now, sorted.
     pub fn assignment(&self) -> Vec<MessageQueue> {
-        let mut v: Vec<MessageQueue> = lock(&self.inner.queues).keys().cloned().collect();
+        let mut v: Vec<MessageQueue> = self.inner.queues.guard().keys().cloned().collect();
         crate::consumer::allocate::sort_queues(&mut v);
         v
     }
@@ -323,18 +323,18 @@ impl LitePullConsumer {
     /// Stops pulling these queues; their buffered messages are held back from
     /// [`Self::poll`] until [`Self::resume`].
     pub fn pause(&self, queues: &[MessageQueue]) {
-        lock(&self.inner.paused).extend(queues.iter().cloned());
+        self.inner.paused.guard().extend(queues.iter().cloned());
     }
 
     /// Pulls these queues again.
     pub fn resume(&self, queues: &[MessageQueue]) {
-        let mut p = lock(&self.inner.paused);
+        let mut p = self.inner.paused.guard();
         for q in queues {
             p.remove(q);
         }
         drop(p);
         // A poll waiting now may have held-back batches to hand out.
-        lock(&self.inner.arrived).trigger();
+        self.inner.arrived.guard().trigger();
     }
 
     /// Commits the consume offsets of every owned queue and waits for the brokers;
@@ -360,7 +360,7 @@ impl LitePullConsumer {
             return;
         }
         inner.shutdown.trigger();
-        let owned: Vec<(MessageQueue, Arc<QueueState>)> = lock(&inner.queues).drain().collect();
+        let owned: Vec<(MessageQueue, Arc<QueueState>)> = inner.queues.guard().drain().collect();
         for (_, st) in &owned {
             inner.drop_state(st);
         }
@@ -374,7 +374,7 @@ impl LitePullConsumer {
 
 impl Inner {
     fn set_mode(&self, want: Mode) -> Result<()> {
-        let mut m = lock(&self.mode);
+        let mut m = self.mode.guard();
         match *m {
             Mode::Unset => {
                 *m = want;
@@ -389,14 +389,14 @@ impl Inner {
 
     /// Topics of the subscriptions or of the assigned queues.
     fn topics(&self) -> BTreeSet<String> {
-        let mut t: BTreeSet<String> = lock(&self.subs).keys().cloned().collect();
-        t.extend(lock(&self.assigned).iter().map(|q| q.topic.clone()));
+        let mut t: BTreeSet<String> = self.subs.guard().keys().cloned().collect();
+        t.extend(self.assigned.guard().iter().map(|q| q.topic.clone()));
         t
     }
 
     /// Puts the group in heartbeats: subscriptions, or `*` on every assigned topic.
     fn announce(&self) {
-        let mut subs: Vec<SubscriptionData> = lock(&self.subs).values().cloned().collect();
+        let mut subs: Vec<SubscriptionData> = self.subs.guard().values().cloned().collect();
         if subs.is_empty() {
             subs = self
                 .topics()
@@ -415,15 +415,15 @@ impl Inner {
     }
 
     fn is_paused(&self, mq: &MessageQueue) -> bool {
-        lock(&self.paused).contains(mq)
+        self.paused.guard().contains(mq)
     }
 
     fn buffered(&self) -> usize {
-        lock(&self.buffer).messages
+        self.buffer.guard().messages
     }
 
     fn owned(&self, mq: &MessageQueue) -> Result<()> {
-        if lock(&self.queues).contains_key(mq) {
+        if self.queues.guard().contains_key(mq) {
             Ok(())
         } else {
             Err(ClientError::NotFound(format!(
@@ -433,12 +433,12 @@ impl Inner {
     }
 
     fn kick(&self) {
-        lock(&self.kick).trigger();
+        self.kick.guard().trigger();
     }
 
     /// The signal to wait on next, fresh if the last one fired.
     fn fresh(slot: &Mutex<Shutdown>) -> Shutdown {
-        let mut k = lock(slot);
+        let mut k = slot.guard();
         if k.is_triggered() {
             *k = Shutdown::new();
         }
@@ -454,7 +454,7 @@ impl Inner {
             .sleep_or_stop(runtime::sleep(self.config.auto_commit_interval))
             .await
         {
-            let mqs: Vec<MessageQueue> = lock(&self.queues).keys().cloned().collect();
+            let mqs: Vec<MessageQueue> = self.queues.guard().keys().cloned().collect();
             self.offsets.persist_all(&mqs, false).await;
         }
     }
@@ -475,7 +475,9 @@ impl Inner {
     }
 
     fn running_info(&self) -> Vec<u8> {
-        let owned: Vec<String> = lock(&self.queues)
+        let owned: Vec<String> = self
+            .queues
+            .guard()
             .keys()
             .map(crate::consumer::allocate::java_to_string)
             .collect();
@@ -488,7 +490,7 @@ impl Inner {
                 "messageModel": "CLUSTERING",
                 "ownedQueues": owned.join(","),
             },
-            "subscriptionSet": lock(&self.subs).values().cloned().collect::<Vec<_>>(),
+            "subscriptionSet": self.subs.guard().values().cloned().collect::<Vec<_>>(),
             "mqTable": {},
             "statusTable": {},
         });

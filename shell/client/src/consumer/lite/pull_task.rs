@@ -16,7 +16,9 @@ use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode};
 
-use super::{Inner, QueueState, lock};
+use tern_shell::sync::MutexExt;
+
+use super::{Inner, QueueState};
 use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
 use crate::error::{ClientError, Result};
 
@@ -112,7 +114,7 @@ async fn stopped(inner: &Inner, st: &QueueState, d: Duration) -> bool {
 async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullResult> {
     let cfg = &inner.config;
     let mq = &st.mq;
-    let (expression, version, tags, expression_type) = match lock(&inner.subs).get(&mq.topic) {
+    let (expression, version, tags, expression_type) = match inner.subs.guard().get(&mq.topic) {
         Some(s) => (
             s.sub_string.clone(),
             s.sub_version,

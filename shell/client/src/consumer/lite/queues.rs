@@ -13,7 +13,9 @@ use tern_shell::body::MessageQueue;
 use tern_shell::message::{MessageExt, Undecodable};
 use tern_shell::runtime::{self, Shutdown};
 
-use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, RETRY_INCOMPLETE, lock, pull_task};
+use tern_shell::sync::MutexExt;
+
+use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, RETRY_INCOMPLETE, pull_task};
 use crate::consumer::push::{allocate_topic, pull_from_where};
 use crate::error::{ClientError, Result};
 
@@ -27,7 +29,7 @@ impl Inner {
         next_offset: i64,
     ) {
         {
-            let mut b = lock(&self.buffer);
+            let mut b = self.buffer.guard();
             if st.dropped.is_triggered() {
                 return;
             }
@@ -40,13 +42,13 @@ impl Inner {
                 next_offset,
             });
         }
-        lock(&self.arrived).trigger();
+        self.arrived.guard().trigger();
     }
 
     /// A pull matched nothing up to `next`: if none of the queue's messages wait in the
     /// buffer, its consume offset moves there.
     pub(super) fn skip_filtered(&self, st: &QueueState, next: i64) {
-        let _b = lock(&self.buffer);
+        let _b = self.buffer.guard();
         if !st.dropped.is_triggered() && st.cached.load(Ordering::Acquire) == 0 {
             self.offsets.update(&st.mq, next, false);
         }
@@ -57,8 +59,8 @@ impl Inner {
     /// Batches of paused queues stay buffered: a pull already in flight when the queue
     /// was paused must not hand its messages out before the resume.
     pub(super) fn take(&self) -> Option<Vec<MessageExt>> {
-        let paused = lock(&self.paused).clone();
-        let mut b = lock(&self.buffer);
+        let paused = self.paused.guard().clone();
+        let mut b = self.buffer.guard();
         let mut i = 0;
         while i < b.batches.len() {
             let batch = &b.batches[i];
@@ -95,7 +97,7 @@ impl Inner {
     /// [`super::LitePullConsumer::take_undecodable`] (the newest [`MAX_UNDECODABLE`]),
     /// each logged at ERROR.
     fn hand_out_undecodable(&self, mq: &MessageQueue, bad: Vec<Undecodable>) {
-        let mut kept = lock(&self.undecodable);
+        let mut kept = self.undecodable.guard();
         for u in bad {
             log::error!(
                 "message {} at {mq:?} offset {} cannot be decoded: {}",
@@ -113,7 +115,7 @@ impl Inner {
     /// Stops a queue state's task and discards its buffered batches.
     pub(super) fn drop_state(&self, st: &Arc<QueueState>) {
         st.dropped.trigger();
-        let mut b = lock(&self.buffer);
+        let mut b = self.buffer.guard();
         b.batches.retain(|x| !Arc::ptr_eq(&x.queue, st));
         b.messages = b.batches.iter().map(|x| x.msgs.len()).sum();
     }
@@ -125,7 +127,7 @@ impl Inner {
         offset: i64,
         replace: bool,
     ) -> bool {
-        let mut q = lock(&self.queues);
+        let mut q = self.queues.guard();
         if let Some(old) = q.get(mq) {
             if !replace {
                 return false;
@@ -164,7 +166,7 @@ impl Inner {
         mine: BTreeSet<MessageQueue>,
     ) -> bool {
         let stale: Vec<(MessageQueue, Arc<QueueState>)> = {
-            let mut q = lock(&self.queues);
+            let mut q = self.queues.guard();
             let gone: Vec<MessageQueue> = q
                 .keys()
                 .filter(|mq| topic.is_none_or(|t| mq.topic == t) && !mine.contains(*mq))
@@ -188,7 +190,7 @@ impl Inner {
             .unwrap_or(self.start_ms - 30 * 60 * 1000);
         let mut complete = true;
         for mq in mine {
-            if lock(&self.queues).contains_key(&mq) || self.shutdown.is_triggered() {
+            if self.queues.guard().contains_key(&mq) || self.shutdown.is_triggered() {
                 continue;
             }
             match pull_from_where(
@@ -218,7 +220,7 @@ impl Inner {
     }
 
     pub(super) async fn apply_assignment(self: &Arc<Self>) {
-        let mine = lock(&self.assigned).clone();
+        let mine = self.assigned.guard().clone();
         self.update_queues(None, mine).await;
     }
 
@@ -232,7 +234,7 @@ impl Inner {
         loop {
             let kick = Self::fresh(&self.kick);
             let mut complete = true;
-            let topics: Vec<String> = lock(&self.subs).keys().cloned().collect();
+            let topics: Vec<String> = self.subs.guard().keys().cloned().collect();
             for topic in topics {
                 if self.shutdown.is_triggered() {
                     return;

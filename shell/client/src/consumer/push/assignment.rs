@@ -20,7 +20,9 @@ use tern_shell::pop::{is_retry_topic, pop_retry_topic};
 use tern_shell::{RemotingCommand, RequestCode};
 
 use super::pop::{PopQueue, pop_loop};
-use super::{Inner, lock};
+use tern_shell::sync::MutexExt;
+
+use super::Inner;
 use crate::consumer::selector::MessageSelector;
 use crate::error::{ClientError, Result};
 use crate::instance::PERM_READ;
@@ -40,7 +42,7 @@ impl Inner {
         if self.config.client_rebalance || self.is_orderly() || !self.clustering() {
             return Divider::Client;
         }
-        if let Some(d) = lock(&self.dividers).get(topic) {
+        if let Some(d) = self.dividers.guard().get(topic) {
             return *d;
         }
         let d = match self.query_assignment(topic).await {
@@ -58,7 +60,7 @@ impl Inner {
                 return Divider::Client;
             }
         };
-        lock(&self.dividers).insert(topic.to_owned(), d);
+        self.dividers.guard().insert(topic.to_owned(), d);
         d
     }
 
@@ -112,7 +114,7 @@ impl Inner {
     /// brokers at once so its pulls are not refused for want of it.
     async fn subscribe_inner(&self, topic: &str, on: bool) {
         let changed = {
-            let mut subs = lock(&self.subs);
+            let mut subs = self.subs.guard();
             if on {
                 let fresh = !subs.contains_key(topic);
                 if fresh {
@@ -139,7 +141,7 @@ impl Inner {
 
     /// Drops POP queues of `topic` no longer assigned, starts the new ones.
     fn update_pop_table(self: &Arc<Self>, topic: &str, mine: Vec<MessageQueue>) {
-        let mut table = lock(&self.pop_table);
+        let mut table = self.pop_table.guard();
         let mine: BTreeMap<MessageQueue, ()> = mine.into_iter().map(|q| (q, ())).collect();
         table.retain(|mq, pq| {
             let keep = mq.topic != topic || mine.contains_key(mq);

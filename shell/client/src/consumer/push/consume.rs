@@ -6,6 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{ConsumeMessageDirectlyResult, MessageQueue};
 use tern_shell::headers::ConsumerSendMsgBackRequestHeader;
@@ -15,7 +16,7 @@ use tern_shell::{RemotingCommand, RequestCode};
 
 use super::listener::{ConsumeContext, ConsumeStatus, OrderlyStatus};
 use super::process_queue::ProcessQueue;
-use super::{Inner, Listener, lock};
+use super::{Inner, Listener};
 use crate::consumer::pull::broker_addr;
 use crate::error::Result;
 
@@ -32,7 +33,7 @@ const ORDERLY_SLICE: Duration = Duration::from_millis(500);
 
 impl Inner {
     pub(super) fn pool_submit(self: &Arc<Self>, job: impl FnOnce() + Send + 'static) {
-        if let Some(pool) = lock(&self.pool).as_ref() {
+        if let Some(pool) = self.pool.guard().as_ref() {
             pool.submit(job);
         }
     }
@@ -44,7 +45,7 @@ impl Inner {
         pq: &Arc<ProcessQueue>,
         msgs: Vec<MessageExt>,
     ) {
-        let listener = lock(&self.listener).clone();
+        let listener = self.listener.guard().clone();
         match listener {
             Some(Listener::Concurrent(_)) => {
                 let batch = self.config.consume_message_batch_max_size.max(1);
@@ -73,7 +74,7 @@ impl Inner {
         pq: &Arc<ProcessQueue>,
         mut msgs: Vec<MessageExt>,
     ) {
-        let Some(Listener::Concurrent(listener)) = lock(&self.listener).clone() else {
+        let Some(Listener::Concurrent(listener)) = self.listener.guard().clone() else {
             return;
         };
         if pq.is_dropped() || self.stopping.load(Ordering::Acquire) {
@@ -142,7 +143,7 @@ impl Inner {
         let mut msgs = vec![msg];
         self.reset_retry_topic(&mut msgs);
         let mut ctx = ConsumeContext::new(mq);
-        let listener = lock(&self.listener).clone();
+        let listener = self.listener.guard().clone();
         let started = Instant::now();
         let (order, verdict) = match &listener {
             Some(Listener::Concurrent(l)) => (
@@ -317,7 +318,7 @@ impl Inner {
     /// The orderly task of one queue: consumes its messages in offset order, one batch at
     /// a time, while the queue's broker lock is held.
     fn consume_orderly(self: &Arc<Self>, mq: &MessageQueue, pq: &Arc<ProcessQueue>) {
-        let Some(Listener::Orderly(listener)) = lock(&self.listener).clone() else {
+        let Some(Listener::Orderly(listener)) = self.listener.guard().clone() else {
             pq.unschedule();
             return;
         };
@@ -343,7 +344,7 @@ impl Inner {
                 self.submit_orderly(mq, pq);
                 return;
             }
-            let guard = pq.consume_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let guard = pq.consume_lock.guard();
             if pq.is_dropped() {
                 drop(guard);
                 pq.unschedule();

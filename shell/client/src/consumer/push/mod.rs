@@ -32,9 +32,10 @@ pub(crate) use rebalance::{allocate_topic, pull_from_where};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
+use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageQueue, QueueKeyMap, SubscriptionData};
 use tern_shell::runtime::{self, Shutdown};
@@ -108,10 +109,6 @@ struct Inner {
     stopping: AtomicBool,
     started: AtomicBool,
     start_ms: i64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl PushConsumer {
@@ -191,18 +188,18 @@ impl PushConsumer {
             ));
         }
         let sub = selector.subscription(topic, self.inner.start_ms);
-        lock(&self.inner.subs).insert(topic.to_owned(), sub);
+        self.inner.subs.guard().insert(topic.to_owned(), sub);
         Ok(())
     }
 
     /// Sets a concurrent listener (replacing any listener).
     pub fn register_concurrent(&self, listener: impl ConcurrentListener) {
-        *lock(&self.inner.listener) = Some(Listener::Concurrent(Arc::new(listener)));
+        *self.inner.listener.guard() = Some(Listener::Concurrent(Arc::new(listener)));
     }
 
     /// Sets an orderly listener (replacing any listener).
     pub fn register_orderly(&self, listener: impl OrderlyListener) {
-        *lock(&self.inner.listener) = Some(Listener::Orderly(Arc::new(listener)));
+        *self.inner.listener.guard() = Some(Listener::Orderly(Arc::new(listener)));
     }
 
     /// Joins the group: heartbeats, then rebalances and starts pulling. Fails when no
@@ -211,16 +208,16 @@ impl PushConsumer {
     /// error).
     pub async fn start(&self) -> Result<()> {
         let inner = &self.inner;
-        let Some(listener) = lock(&inner.listener).clone() else {
+        let Some(listener) = inner.listener.guard().clone() else {
             return Err(ClientError::InvalidMessage("no listener registered".into()));
         };
-        if lock(&inner.subs).is_empty() {
+        if inner.subs.guard().is_empty() {
             return Err(ClientError::InvalidMessage("no subscription".into()));
         }
         if inner.started.load(Ordering::Acquire) {
             return Ok(());
         }
-        let subs: Vec<SubscriptionData> = lock(&inner.subs).values().cloned().collect();
+        let subs: Vec<SubscriptionData> = inner.subs.guard().values().cloned().collect();
         for sub in &subs {
             check_in_broker(&inner.client, &inner.config.group, sub).await?;
         }
@@ -231,9 +228,9 @@ impl PushConsumer {
         if cfg.message_model == MessageModel::Clustering {
             let retry = cfg.retry_topic();
             let sub = MessageSelector::all().subscription(&retry, inner.start_ms);
-            lock(&inner.subs).insert(retry, sub);
+            inner.subs.guard().insert(retry, sub);
         }
-        *lock(&inner.pool) = Some(WorkerPool::new(
+        *inner.pool.guard() = Some(WorkerPool::new(
             &format!("consume-{}", cfg.group),
             cfg.consume_thread_min,
             cfg.consume_thread_max,
@@ -241,7 +238,7 @@ impl PushConsumer {
         let hook: Arc<dyn ConsumerHook> = Arc::new(Hook(Arc::downgrade(inner)));
         inner.client.register_hook(&cfg.group, hook);
         inner.client.register_consumer(inner.consumer_data());
-        let topics: Vec<String> = lock(&inner.subs).keys().cloned().collect();
+        let topics: Vec<String> = inner.subs.guard().keys().cloned().collect();
         for t in &topics {
             if let Err(e) = inner.client.fetch_route(t).await {
                 log::info!("route of {t} not available yet: {e}");
@@ -263,8 +260,8 @@ impl PushConsumer {
     /// The queues this consumer owns now, pulled or POPed (retry queues included; a
     /// POPed queue id −1 stands for every queue of its broker), sorted.
     pub fn assignment(&self) -> Vec<MessageQueue> {
-        let mut v: Vec<MessageQueue> = lock(&self.inner.table).keys().cloned().collect();
-        v.extend(lock(&self.inner.pop_table).keys().cloned());
+        let mut v: Vec<MessageQueue> = self.inner.table.guard().keys().cloned().collect();
+        v.extend(self.inner.pop_table.guard().keys().cloned());
         crate::consumer::allocate::sort_queues(&mut v);
         v
     }
@@ -285,21 +282,21 @@ impl PushConsumer {
         }
         inner.shutdown.trigger();
         inner.stopping.store(true, Ordering::Release);
-        let pool = lock(&inner.pool).clone();
+        let pool = inner.pool.guard().clone();
         if let Some(pool) = &pool {
             let deadline = Instant::now() + inner.config.await_termination;
             while pool.pending() > 0 && Instant::now() < deadline {
                 runtime::sleep(Duration::from_millis(10)).await;
             }
         }
-        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&inner.table).drain().collect();
+        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = inner.table.guard().drain().collect();
         let mqs: Vec<MessageQueue> = owned.iter().map(|(m, _)| m.clone()).collect();
         inner.offsets.persist_all(&mqs, true).await;
         for (_, pq) in &owned {
             pq.drop_queue();
         }
         // Popped and unacked messages come again after their invisible time.
-        for (_, pq) in lock(&inner.pop_table).drain() {
+        for (_, pq) in inner.pop_table.guard().drain() {
             pq.drop_queue();
         }
         if inner.is_orderly() && inner.config.message_model == MessageModel::Clustering {
@@ -314,7 +311,7 @@ impl PushConsumer {
 
 impl Inner {
     fn is_orderly(&self) -> bool {
-        matches!(*lock(&self.listener), Some(Listener::Orderly(_)))
+        matches!(*self.listener.guard(), Some(Listener::Orderly(_)))
     }
 
     fn clustering(&self) -> bool {
@@ -327,18 +324,18 @@ impl Inner {
             consume_type: ConsumeType::ConsumePassively,
             message_model: self.config.message_model.clone(),
             consume_from_where: self.config.consume_from_where.clone(),
-            subscription_data_set: lock(&self.subs).values().cloned().collect(),
+            subscription_data_set: self.subs.guard().values().cloned().collect(),
             unit_mode: false,
         }
     }
 
     fn kick(&self) {
-        lock(&self.kick).trigger();
+        self.kick.guard().trigger();
     }
 
     /// The kick signal to wait on next, fresh if the last one fired.
     fn current_kick(&self) -> Shutdown {
-        let mut k = lock(&self.kick);
+        let mut k = self.kick.guard();
         if k.is_triggered() {
             *k = Shutdown::new();
         }
@@ -365,7 +362,7 @@ impl Inner {
             .sleep_or_stop(self.config.persist_offset_interval)
             .await
         {
-            let mqs: Vec<MessageQueue> = lock(&self.table).keys().cloned().collect();
+            let mqs: Vec<MessageQueue> = self.table.guard().keys().cloned().collect();
             self.offsets.persist_all(&mqs, false).await;
         }
     }
@@ -382,7 +379,8 @@ impl Inner {
             ("PROP_CONSUMER_START_TIMESTAMP", self.start_ms.to_string()),
             (
                 "consumeThreads",
-                lock(&self.pool)
+                self.pool
+                    .guard()
                     .as_ref()
                     .map_or(0, |p| p.threads())
                     .to_string(),
@@ -401,7 +399,9 @@ impl Inner {
         ]
         .into_iter()
         .collect();
-        let table: BTreeMap<MessageQueue, serde_json::Value> = lock(&self.table)
+        let table: BTreeMap<MessageQueue, serde_json::Value> = self
+            .table
+            .guard()
             .iter()
             .map(|(mq, pq)| {
                 let (count, bytes) = pq.cached();
@@ -415,7 +415,9 @@ impl Inner {
                 (mq.clone(), info)
             })
             .collect();
-        let pop_table: BTreeMap<MessageQueue, serde_json::Value> = lock(&self.pop_table)
+        let pop_table: BTreeMap<MessageQueue, serde_json::Value> = self
+            .pop_table
+            .guard()
             .iter()
             .map(|(mq, pq)| (mq.clone(), pq.info()))
             .collect();
@@ -430,7 +432,7 @@ impl Inner {
         }
         tern_shell::body::to_json(&RunningInfo {
             properties: props,
-            subscription_set: lock(&self.subs).values().cloned().collect(),
+            subscription_set: self.subs.guard().values().cloned().collect(),
             mq_table: QueueKeyMap(table),
             mq_pop_table: QueueKeyMap(pop_table),
             status_table: BTreeMap::new(),
@@ -476,7 +478,9 @@ impl ConsumerHook for Hook {
         let Some(inner) = self.0.upgrade() else {
             return BTreeMap::new();
         };
-        let owned: Vec<MessageQueue> = lock(&inner.table)
+        let owned: Vec<MessageQueue> = inner
+            .table
+            .guard()
             .keys()
             .filter(|mq| mq.topic == topic)
             .cloned()
@@ -505,7 +509,10 @@ mod tests {
             broker_name: "b".into(),
             queue_id: 1,
         };
-        lock(&c.inner.table).insert(q, Arc::new(ProcessQueue::new()));
+        c.inner
+            .table
+            .guard()
+            .insert(q, Arc::new(ProcessQueue::new()));
         let body = Hook(Arc::downgrade(&c.inner)).running_info();
         let v: serde_json::Value = tern_shell::body::from_json(&body).unwrap();
         assert_eq!(v["properties"]["PROP_CONSUME_TYPE"], "CONSUME_PASSIVELY");

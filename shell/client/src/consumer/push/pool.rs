@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use tern_shell::sync::MutexExt;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -70,11 +71,7 @@ impl WorkerPool {
             return;
         }
         self.shared.pending.fetch_add(1, Ordering::AcqRel);
-        self.shared
-            .queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(Box::new(job));
+        self.shared.queue.guard().push_back(Box::new(job));
         if self.shared.idle.load(Ordering::Acquire) == 0
             && self.shared.threads.load(Ordering::Acquire) < self.max
         {
@@ -103,7 +100,7 @@ impl WorkerPool {
 fn worker(shared: Arc<Shared>) {
     loop {
         let job = {
-            let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let mut q = shared.queue.guard();
             loop {
                 if let Some(j) = q.pop_front() {
                     break Some(j);

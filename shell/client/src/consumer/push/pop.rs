@@ -23,7 +23,9 @@ use tern_shell::runtime::{self, Shutdown, now_ms};
 use super::config::POP_DELAY_LEVEL_SECS;
 use super::listener::{ConsumeContext, ConsumeStatus};
 use super::pull_task::{ERROR_PAUSE, FLOW_CONTROL_PAUSE, paused};
-use super::{Inner, Listener, lock};
+use tern_shell::sync::MutexExt;
+
+use super::{Inner, Listener};
 use crate::consumer::pop::{self, PopSpec, ReceivedMessage};
 use crate::error::{ClientError, Result};
 
@@ -139,7 +141,7 @@ pub(super) async fn pop_loop(inner: Arc<Inner>, mq: MessageQueue, pq: Arc<PopQue
 
 async fn pop_once(inner: &Inner, mq: &MessageQueue) -> Result<Vec<ReceivedMessage>> {
     let cfg = &inner.config;
-    let (exp_type, exp) = match lock(&inner.subs).get(&mq.topic) {
+    let (exp_type, exp) = match inner.subs.guard().get(&mq.topic) {
         Some(s) => (s.expression_type_or_tag().to_owned(), s.sub_string.clone()),
         None => ("TAG".to_owned(), "*".to_owned()),
     };
@@ -219,7 +221,7 @@ impl Inner {
         pq: &PopQueue,
         msgs: Vec<ReceivedMessage>,
     ) {
-        let Some(Listener::Concurrent(listener)) = lock(&self.listener).clone() else {
+        let Some(Listener::Concurrent(listener)) = self.listener.guard().clone() else {
             return;
         };
         if pq.is_dropped() || self.stopping.load(Ordering::Acquire) {

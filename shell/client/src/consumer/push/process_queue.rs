@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tern_shell::sync::MutexExt;
 
 use tern_shell::message::MessageExt;
 use tern_shell::runtime::Shutdown;
@@ -63,7 +64,7 @@ impl ProcessQueue {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 
     /// Adds pulled messages; those already present are ignored. Returns how many were new.

@@ -15,7 +15,9 @@ use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode};
 
 use super::process_queue::ProcessQueue;
-use super::{Inner, lock};
+use tern_shell::sync::MutexExt;
+
+use super::Inner;
 use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
 use crate::error::{ClientError, Result};
 
@@ -157,7 +159,7 @@ pub(super) async fn paused(
 
 async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<PullResult> {
     let cfg = &inner.config;
-    let (sub_version, tags, expression_type) = match lock(&inner.subs).get(&mq.topic) {
+    let (sub_version, tags, expression_type) = match inner.subs.guard().get(&mq.topic) {
         Some(s) => (s.sub_version, s.tags_set.clone(), s.expression_type.clone()),
         None => (inner.start_ms, Vec::new(), String::new()),
     };

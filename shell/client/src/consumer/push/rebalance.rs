@@ -15,7 +15,9 @@ use tern_shell::{RemotingCommand, RequestCode};
 use super::assignment::Divider;
 use super::config::RETRY_PREFIX;
 use super::process_queue::ProcessQueue;
-use super::{Inner, lock, pull_task};
+use tern_shell::sync::MutexExt;
+
+use super::{Inner, pull_task};
 use crate::consumer::allocate::{AllocateStrategy, sort_queues};
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, broker_addr, queue_offset};
@@ -56,7 +58,7 @@ impl Inner {
 
     /// One rebalance of every subscribed topic; false when some part must be retried soon.
     async fn rebalance(self: &Arc<Self>) -> bool {
-        let topics: Vec<String> = lock(&self.subs).keys().cloned().collect();
+        let topics: Vec<String> = self.subs.guard().keys().cloned().collect();
         let mut complete = true;
         for topic in topics {
             if self.shutdown.is_triggered() {
@@ -87,8 +89,10 @@ impl Inner {
     /// Java's `truncateMessageQueueNotMyTopic`: queues of topics no longer subscribed
     /// (a POP retry topic left when its topic turned to POP) are given up.
     async fn truncate_unsubscribed(self: &Arc<Self>) {
-        let subs: BTreeSet<String> = lock(&self.subs).keys().cloned().collect();
-        let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
+        let subs: BTreeSet<String> = self.subs.guard().keys().cloned().collect();
+        let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = self
+            .table
+            .guard()
             .iter()
             .filter(|(mq, _)| !subs.contains(&mq.topic))
             .map(|(mq, pq)| (mq.clone(), pq.clone()))
@@ -96,7 +100,7 @@ impl Inner {
         for (mq, pq) in stale {
             self.remove_queue(mq, pq).await;
         }
-        lock(&self.pop_table).retain(|mq, pq| {
+        self.pop_table.guard().retain(|mq, pq| {
             let keep = subs.contains(&mq.topic);
             if !keep {
                 pq.drop_queue();
@@ -119,7 +123,9 @@ impl Inner {
         mine: Vec<MessageQueue>,
     ) -> bool {
         let mine: BTreeSet<MessageQueue> = mine.into_iter().collect();
-        let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
+        let stale: Vec<(MessageQueue, Arc<ProcessQueue>)> = self
+            .table
+            .guard()
             .iter()
             .filter(|(mq, _)| mq.topic == topic && !mine.contains(*mq))
             .map(|(mq, pq)| (mq.clone(), pq.clone()))
@@ -130,7 +136,7 @@ impl Inner {
         let orderly_locks = self.is_orderly() && self.clustering();
         let mut complete = true;
         for mq in mine {
-            if lock(&self.table).contains_key(&mq) || self.shutdown.is_triggered() {
+            if self.table.guard().contains_key(&mq) || self.shutdown.is_triggered() {
                 continue;
             }
             if orderly_locks && !self.lock_one(&mq).await {
@@ -151,8 +157,8 @@ impl Inner {
             {
                 // Checked under the table's lock: a reset marks its topic before it
                 // takes the table, so either it sees this queue or this sees the mark.
-                let mut table = lock(&self.table);
-                if lock(&self.resetting).contains(topic) {
+                let mut table = self.table.guard();
+                if self.resetting.guard().contains(topic) {
                     complete = false;
                     continue;
                 }
@@ -181,7 +187,7 @@ impl Inner {
     /// orderly groups, releases the broker lock once no listener call is running on it.
     async fn remove_queue(self: &Arc<Self>, mq: MessageQueue, pq: Arc<ProcessQueue>) {
         pq.drop_queue();
-        lock(&self.table).remove(&mq);
+        self.table.guard().remove(&mq);
         log::info!("{} gives up {mq:?}", self.client.client_id());
         if !(self.is_orderly() && self.clustering()) {
             self.commit_and_forget(&mq).await;
@@ -195,7 +201,7 @@ impl Inner {
             }
             me.commit_and_forget(&mq).await;
             // Re-added meanwhile: the new process queue holds the lock now.
-            if !lock(&me.table).contains_key(&mq) {
+            if !me.table.guard().contains_key(&mq) {
                 me.unlock(std::slice::from_ref(&mq)).await;
             }
         });
@@ -210,9 +216,9 @@ impl Inner {
         topic: String,
         offsets: BTreeMap<MessageQueue, i64>,
     ) {
-        lock(&self.resetting).insert(topic.clone());
+        self.resetting.guard().insert(topic.clone());
         let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = {
-            let mut table = lock(&self.table);
+            let mut table = self.table.guard();
             let mqs: Vec<MessageQueue> = table
                 .keys()
                 .filter(|mq| mq.topic == topic)
@@ -239,7 +245,7 @@ impl Inner {
             }
             self.commit_and_forget(mq).await;
         }
-        lock(&self.resetting).remove(&topic);
+        self.resetting.guard().remove(&topic);
         self.kick();
     }
 
@@ -258,7 +264,9 @@ impl Inner {
 
     /// Renews the locks of every owned queue; queues refused are marked unlocked.
     async fn lock_all(&self) {
-        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = lock(&self.table)
+        let owned: Vec<(MessageQueue, Arc<ProcessQueue>)> = self
+            .table
+            .guard()
             .iter()
             .map(|(m, p)| (m.clone(), p.clone()))
             .collect();
