@@ -46,60 +46,60 @@ use config::BrokerConfig;
 #[derive(Debug)]
 pub struct BrokerCtx {
     /// Effective configuration, as it was at start.
-    pub config: BrokerConfig,
+    pub(crate) config: BrokerConfig,
     /// The keys UPDATE_BROKER_CONFIG changes at run time, and what GET_BROKER_CONFIG
     /// answers: readers of those keys read them here, not in `config`.
-    pub live: config::live::LiveConfig,
+    pub(crate) live: config::live::LiveConfig,
     /// The store and its watermarks.
-    pub store: Arc<store::StoreService>,
+    pub(crate) store: Arc<store::StoreService>,
     /// Topic table.
-    pub topics: topics::Topics,
+    pub(crate) topics: topics::Topics,
     /// Consumer offsets.
-    pub offsets: offsets::Offsets,
+    pub(crate) offsets: offsets::Offsets,
     /// Subscription groups.
-    pub groups: groups::Groups,
+    pub(crate) groups: groups::Groups,
     /// Connected clients and queue locks.
-    pub clients: clients::Clients,
+    pub(crate) clients: clients::Clients,
     /// Held pulls.
-    pub holds: longpoll::PullHolds,
+    pub(crate) holds: longpoll::PullHolds,
     /// Delayed messages: levels and delivery progress.
-    pub schedule: schedule::ScheduleService,
+    pub(crate) schedule: schedule::ScheduleService,
     /// Timer messages: the wheel and its task's progress.
-    pub timer: timer::TimerService,
+    pub(crate) timer: timer::TimerService,
     /// Compiled SQL92 subscriptions.
-    pub filters: filter::Filters,
+    pub(crate) filters: filter::Filters,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
-    pub store_host: SocketAddr,
+    pub(crate) store_host: SocketAddr,
     /// Wakes the registration task (topics changed).
-    pub register_now: event_listener::Event,
+    pub(crate) register_now: event_listener::Event,
     /// Set when topics changed since the last registration began.
-    pub register_pending: std::sync::atomic::AtomicBool,
+    pub(crate) register_pending: std::sync::atomic::AtomicBool,
     /// When the broker started.
-    pub started: Instant,
+    pub(crate) started: Instant,
     /// Triggered at shutdown; held pulls answer at once.
-    pub shutdown: Shutdown,
+    pub(crate) shutdown: Shutdown,
     /// Connections to the name servers.
-    pub namesrv: tern_shell::ConnectionPool,
+    pub(crate) namesrv: tern_shell::ConnectionPool,
     /// A slave's connection to its master, for the metadata copy ([`slave_sync`]); kept
     /// apart from the name servers' so closing one set never drops the other.
-    pub master_conn: tern_shell::ConnectionPool,
+    pub(crate) master_conn: tern_shell::ConnectionPool,
     /// Transaction bookkeeping (half and op queues, check-back progress).
-    pub transactions: transaction::Transactions,
+    pub(crate) transactions: transaction::Transactions,
     /// Replication: slaves' acknowledgements (master), the master followed (slave).
-    pub ha: ha::HaService,
+    pub(crate) ha: ha::HaService,
     /// `brokerIP1:haPort`, what slaves dial (advertised as `haServerAddr`).
-    pub ha_addr: SocketAddr,
+    pub(crate) ha_addr: SocketAddr,
     /// Access control, when `aclEnable` is set.
-    pub acl: Option<Arc<tern_shell::acl::guard::Acl>>,
+    pub(crate) acl: Option<Arc<tern_shell::acl::guard::Acl>>,
     /// The idempotent-produce window (`duplicateCheckWindowSeconds`), consulted by
     /// [`BrokerCtx::put`] and [`BrokerCtx::put_batch`].
-    pub dedup: dedup::Window,
+    pub(crate) dedup: dedup::Window,
     /// Runtime-info entries added by the embedding process (the edge gateway's).
-    pub extra_stats: status::ExtraStats,
+    pub(crate) extra_stats: status::ExtraStats,
     /// Counters for the metrics endpoint.
-    pub metrics: metrics::Metrics,
+    pub(crate) metrics: metrics::Metrics,
     /// POP consumption: queue locks, held POPs, orderly batches, request modes.
-    pub pop: pop::PopService,
+    pub(crate) pop: pop::PopService,
 }
 
 /// Where a put left one message.
@@ -419,6 +419,12 @@ impl Broker {
     /// The address the remoting port is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.servers[0].local_addr()
+    }
+
+    /// The address the broker announces for its remoting port (brokerIP1 and the bound
+    /// port): where clients reach it.
+    pub fn store_host(&self) -> SocketAddr {
+        self.ctx.store_host
     }
 
     /// The shared context (tests and the embedded name server use it).

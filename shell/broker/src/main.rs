@@ -236,7 +236,7 @@ async fn run(args: Args) -> Result<(), String> {
     let broker = Broker::start(cfg).await?;
     tern_shell::cli::announce(format_args!(
         "tern-broker listening on {}",
-        broker.ctx().store_host
+        broker.store_host()
     ));
     if let Some(m) = broker.metrics_addr() {
         tern_shell::cli::announce(format_args!("tern-broker metrics on http://{m}/metrics"));

@@ -228,10 +228,7 @@ fn changes_on_the_master_arrive_on_the_next_sync() {
         p.sync().await.unwrap();
         // A topic made on the slave alone moves its version: the master's table replaces
         // it at the next sync, as in RocketMQ.
-        p.slave
-            .ctx()
-            .topics
-            .upsert(tern_broker::topics::topic_config_new("SlaveOnly", 1, 1, 6));
+        create_topic(&slave, "SlaveOnly", 1).await;
         // An offset only the slave has (UPDATE_CONSUMER_OFFSET is accepted on a slave)
         // is kept: the master's keys replace the slave's, nothing is removed.
         commit(&slave, "LocalGroup", "First", 0, 1).await;
