@@ -44,4 +44,4 @@ pub use connection::{
 pub use frame::{ExtFields, FrameError, FrameLimits, RemotingCommand, SerializeType};
 pub use headers::{FromExtFields, HeaderError, ToExtFields};
 pub use pool::ConnectionPool;
-pub use server::{Server, ServerConfig};
+pub use server::{Bound, Server, ServerConfig};

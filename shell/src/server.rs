@@ -57,31 +57,60 @@ pub struct Server {
     drain_timeout: Duration,
 }
 
-impl Server {
-    /// Binds `addr` (e.g. `"127.0.0.1:0"` in tests) and starts accepting.
-    pub async fn bind<P: Processor>(
-        addr: &str,
-        config: ServerConfig,
-        processor: Arc<P>,
-    ) -> std::io::Result<Self> {
+/// A bound listening socket that accepts nothing yet: the owner learns the port (a
+/// broker advertises it) and builds what its processor needs before it serves.
+/// Connections that arrive meanwhile wait in the kernel's backlog.
+#[derive(Debug)]
+pub struct Bound {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+}
+
+impl Bound {
+    /// Binds `addr` (e.g. `"127.0.0.1:0"` in tests).
+    pub async fn bind(addr: &str) -> std::io::Result<Self> {
         let listener = TcpListener::bind(&runtime::resolve(addr).await?[..]).await?;
         let local_addr = listener.local_addr()?;
+        Ok(Self {
+            listener,
+            local_addr,
+        })
+    }
+
+    /// The bound address (the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts accepting, each connection served by `processor`.
+    pub fn serve<P: Processor>(self, config: ServerConfig, processor: Arc<P>) -> Server {
         let shutdown = Shutdown::new();
         let connections: Arc<Mutex<HashMap<u64, Connection>>> = Arc::default();
         let accept_task = runtime::spawn(accept_loop(
-            listener,
+            self.listener,
             config.clone(),
             processor,
             shutdown.clone(),
             connections.clone(),
         ));
-        Ok(Self {
-            local_addr,
+        Server {
+            local_addr: self.local_addr,
             shutdown,
             connections,
             accept_task,
             drain_timeout: config.drain_timeout,
-        })
+        }
+    }
+}
+
+impl Server {
+    /// Binds `addr` and starts accepting ([`Bound::bind`], then [`Bound::serve`]).
+    pub async fn bind<P: Processor>(
+        addr: &str,
+        config: ServerConfig,
+        processor: Arc<P>,
+    ) -> std::io::Result<Self> {
+        Ok(Bound::bind(addr).await?.serve(config, processor))
     }
 
     /// The bound address (the real port when bound to port 0).

@@ -284,8 +284,6 @@ impl Broker {
             config.role != config::BrokerRole::Slave,
         )?;
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
-        let processor_ctx_slot: Arc<std::sync::OnceLock<Arc<BrokerCtx>>> = Arc::default();
-        let processor = Arc::new(processor::BrokerProcessor::new(processor_ctx_slot.clone()));
         // TLS files are read now: a broker told to serve TLS must not start without it.
         let server_tls = tern_shell::tls::ServerTls::new(&config.tls.server)?;
         let client_tls = tern_shell::tls::ClientTls::new(&config.tls.client)?;
@@ -302,13 +300,11 @@ impl Broker {
             tls: server_tls,
             ..ServerConfig::default()
         };
-        let main = Server::bind(
-            &listen.to_string(),
-            server_config.clone(),
-            processor.clone(),
-        )
-        .await
-        .map_err(|e| format!("binding {listen}: {e}"))?;
+        // Bound before the context is built (it advertises the bound port); served once
+        // it is, so no request meets a broker without one.
+        let main = tern_shell::Bound::bind(&listen.to_string())
+            .await
+            .map_err(|e| format!("binding {listen}: {e}"))?;
         let port = main.local_addr().port();
         // Masters serve slaves on the HA port; a slave advertises the port it would use.
         let ha_listener = if config.role == config::BrokerRole::Slave {
@@ -320,11 +316,11 @@ impl Broker {
             Some(l) => l.local_addr().map_err(|e| e.to_string())?.port(),
             None => config.ha_listen_port.unwrap_or(port.wrapping_add(1)),
         };
-        let mut servers = vec![main];
+        let mut listeners = vec![main];
         if config.listen_port > 2 {
             let vip = SocketAddr::new(config.listen_ip, config.listen_port - 2);
-            match Server::bind(&vip.to_string(), server_config, processor).await {
-                Ok(s) => servers.push(s),
+            match tern_shell::Bound::bind(&vip.to_string()).await {
+                Ok(l) => listeners.push(l),
                 Err(e) => log::warn!(
                     "VIP port {vip} unavailable ({e}); old Java clients must disable vipChannel"
                 ),
@@ -365,7 +361,11 @@ impl Broker {
             store,
             config,
         });
-        let _ = processor_ctx_slot.set(ctx.clone());
+        let processor = Arc::new(processor::BrokerProcessor::new(ctx.clone()));
+        let servers: Vec<Server> = listeners
+            .into_iter()
+            .map(|l| l.serve(server_config.clone(), processor.clone()))
+            .collect();
         // Register before reporting ready: a client that starts right after must find
         // the broker's routes. A name server that is down only costs its connect error.
         register::register_all(&ctx).await;

@@ -1,6 +1,6 @@
 //! Request processors, one module per family, and the dispatch by request code.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tern_shell::acl::guard::Access;
 use tern_shell::code::RequestCode;
@@ -25,13 +25,12 @@ pub mod stats;
 /// The broker's processor: finds the family for a request code and runs it.
 #[derive(Debug)]
 pub struct BrokerProcessor {
-    ctx: Arc<OnceLock<Arc<BrokerCtx>>>,
+    ctx: Arc<BrokerCtx>,
 }
 
 impl BrokerProcessor {
-    /// A processor that serves once `ctx` is set (the listener binds before the context
-    /// exists, because the context needs the bound port).
-    pub fn new(ctx: Arc<OnceLock<Arc<BrokerCtx>>>) -> Self {
+    /// The processor of the broker whose context is `ctx`.
+    pub fn new(ctx: Arc<BrokerCtx>) -> Self {
         Self { ctx }
     }
 }
@@ -55,20 +54,11 @@ impl Processor for BrokerProcessor {
         // syncFlushTimeout). Run in the read loop, such a wait would hold up every
         // request behind it on the connection.
         matches!(req.request_code_enum(), RequestCode::SendBatchMessage)
-            && self
-                .ctx
-                .get()
-                .is_some_and(|c| answers_without_waiting(&c.config))
+            && answers_without_waiting(&self.ctx.config)
     }
 
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
-        let Some(ctx) = self.ctx.get() else {
-            return Some(RemotingCommand::error_response(
-                &req,
-                ResponseCode::SystemBusy,
-                "broker starting",
-            ));
-        };
+        let ctx = &self.ctx;
         let access = match &ctx.acl {
             None => Access::Trusted,
             Some(acl) => match crate::acl::check(acl, &req, conn.peer_addr().ip()) {
