@@ -52,6 +52,6 @@ pub use lock::StoreLock;
 pub use mapped::{Access, MappedFile};
 pub use meta::{MetaError, load, replace_file, save};
 pub use prealloc::NextSegment;
-pub use reader::{ReadError, SegmentFiles};
+pub use reader::{ReadError, ReadMode, SegmentFiles};
 pub use spare::Spares;
 pub use store::{CHECKPOINT_LEN, StoreDir};

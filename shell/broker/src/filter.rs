@@ -15,6 +15,9 @@ use tern_shell::sync::MutexExt;
 
 use tern_engine::hash::java_string_hash;
 use tern_engine::record::RecordView;
+use tern_engine_fs::ReadMode;
+
+use crate::store::WouldBlock;
 use tern_shell::ResponseCode;
 use tern_shell::body::{HeartbeatData, SubscriptionData};
 use tern_shell::filter::{SqlError, SqlExpression, is_sql92, is_tag_type};
@@ -54,6 +57,7 @@ impl PullFilter {
 
     /// Reads up to `max_msgs` records of `topic`/`queue_id` from `offset` that pass this
     /// filter (the one way pulls and POPs read a queue); `None` for a queue never written.
+    /// May wait for the disk: on an executor thread, try [`PullFilter::read_cached`] first.
     pub fn read(
         &self,
         store: &crate::store::StoreService,
@@ -62,6 +66,36 @@ impl PullFilter {
         offset: u64,
         max_msgs: u32,
     ) -> Option<crate::store::Pulled> {
+        let read = self.read_mode(store, (topic, queue_id), (offset, max_msgs), ReadMode::Wait);
+        // A waiting read never answers WouldBlock.
+        read.unwrap_or(None)
+    }
+
+    /// [`PullFilter::read`] from the page cache only: `WouldBlock` when it would have
+    /// waited for the disk.
+    pub fn read_cached(
+        &self,
+        store: &crate::store::StoreService,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+        max_msgs: u32,
+    ) -> Result<Option<crate::store::Pulled>, WouldBlock> {
+        self.read_mode(
+            store,
+            (topic, queue_id),
+            (offset, max_msgs),
+            ReadMode::Cached,
+        )
+    }
+
+    fn read_mode(
+        &self,
+        store: &crate::store::StoreService,
+        queue: (&str, i32),
+        from: (u64, u32),
+        mode: ReadMode,
+    ) -> Result<Option<crate::store::Pulled>, WouldBlock> {
         let tags = self
             .tag_codes()
             .map(|codes| move |tag: i64| codes.contains(&(tag as i32)));
@@ -72,7 +106,7 @@ impl PullFilter {
             .map(|e| move |record: &[u8]| record_matches(e, record));
         let sql_ref: Option<crate::store::RecordFilter<'_>> =
             sql.as_ref().map(|f| f as crate::store::RecordFilter<'_>);
-        store.read_queue(topic, queue_id, offset, max_msgs, tags_ref, sql_ref)
+        store.read_queue(queue, from, tags_ref, sql_ref, mode)
     }
 }
 

@@ -14,6 +14,7 @@ use super::bad_header;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
+use crate::store::WouldBlock;
 use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s and times out at 30 s).
@@ -45,7 +46,11 @@ struct Answer {
 
 /// Reads once from `queue_offset`: RocketMQ's GetMessageStatus mapped to response codes
 /// (wire-protocol.md §2.3).
-fn read(
+///
+/// From the page cache on this executor thread; a read that would wait for the disk (a
+/// consumer catching up on a cold backlog) moves to a blocking thread, so the sends and
+/// pulls queued behind it on this thread do not wait for its disk.
+async fn read(
     ctx: &BrokerCtx,
     h: &PullMessageRequestHeader,
     queue_offset: i64,
@@ -53,7 +58,16 @@ fn read(
 ) -> Answer {
     let offset = queue_offset.max(0) as u64;
     let max_msgs = h.max_msg_nums.max(1) as u32;
-    let Some(p) = filter.read(&ctx.store, &h.topic, h.queue_id, offset, max_msgs) else {
+    let pulled = match filter.read_cached(&ctx.store, &h.topic, h.queue_id, offset, max_msgs) {
+        Ok(p) => p,
+        Err(WouldBlock) => {
+            let (store, filter, topic) = (ctx.store.clone(), filter.clone(), h.topic.clone());
+            let queue_id = h.queue_id;
+            runtime::spawn_blocking(move || filter.read(&store, &topic, queue_id, offset, max_msgs))
+                .await
+        }
+    };
+    let Some(p) = pulled else {
         // The queue was never written.
         let code = if queue_offset != 0 {
             ResponseCode::PullOffsetMoved
@@ -251,7 +265,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
     }
     let mut offset = h.queue_offset;
-    let mut answer = read(ctx, &h, offset, &filter);
+    let mut answer = read(ctx, &h, offset, &filter).await;
     if matches!(
         answer.code,
         ResponseCode::PullNotFound | ResponseCode::PullOffsetMoved
@@ -261,7 +275,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         // and only when it is behind.
         if ctx.store.dispatched_offset() < ctx.store.log_end() {
             ctx.store.await_caught_up(Duration::from_secs(1)).await;
-            answer = read(ctx, &h, offset, &filter);
+            answer = read(ctx, &h, offset, &filter).await;
         }
     }
     if answer.code == ResponseCode::PullNotFound && h.sys_flag & pull_sys_flag::SUSPEND != 0 {
@@ -273,7 +287,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         let deadline = Instant::now() + hold;
         while answer.code == ResponseCode::PullNotFound && !ctx.shutdown.is_triggered() {
             let listener = ctx.holds.listen(&h.topic, h.queue_id);
-            answer = read(ctx, &h, offset, &filter);
+            answer = read(ctx, &h, offset, &filter).await;
             skip(&mut answer, &mut offset);
             if answer.code != ResponseCode::PullNotFound {
                 break;
@@ -290,7 +304,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
                 },
             )
             .await;
-            answer = read(ctx, &h, offset, &filter);
+            answer = read(ctx, &h, offset, &filter).await;
             skip(&mut answer, &mut offset);
             if !woke {
                 break;

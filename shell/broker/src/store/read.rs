@@ -19,9 +19,13 @@ use tern_shell::sync::RwLockExt;
 use tern_engine::commitlog::{Slot, slot_from_head};
 use tern_engine::consumequeue::{ENTRY_SIZE, Entry};
 use tern_engine::record::RecordView;
-use tern_engine_fs::{ReadError, SegmentFiles};
+use tern_engine_fs::{ReadError, ReadMode, SegmentFiles};
 
 use super::{MAX_FILTER_SCAN, MAX_PULL_BYTES, MAX_PULL_MSGS, Pulled, RecordFilter, StoreService};
+
+/// A cached-only read ([`ReadMode::Cached`]) met bytes not in the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WouldBlock;
 
 /// Entries read from a queue file per `pread` (2.5 KiB).
 const ENTRIES_PER_READ: u64 = 128;
@@ -102,11 +106,15 @@ impl StoreService {
 
     /// Copies `buf.len()` published log bytes at `offset`.
     pub(super) fn read_log(&self, offset: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_log_mode(offset, buf, ReadMode::Wait)
+    }
+
+    fn read_log_mode(&self, offset: u64, buf: &mut [u8], mode: ReadMode) -> Result<(), ReadError> {
         if offset + buf.len() as u64 > self.written.load(Ordering::Acquire) {
             return Err(ReadError::OutOfRange);
         }
         self.log_files
-            .read_exact_at(self.segment_size(), offset, buf)
+            .read_exact_at_mode(self.segment_size(), offset, buf, mode)
     }
 
     /// What is at published log offset `offset`.
@@ -128,16 +136,33 @@ impl StoreService {
     /// Appends the `size`-byte record at `offset` to `out`; false if it is gone or not
     /// published.
     fn copy_record(&self, offset: u64, size: u32, out: &mut Vec<u8>) -> bool {
+        self.copy_record_mode(offset, size, out, ReadMode::Wait) == Ok(true)
+    }
+
+    /// [`StoreService::copy_record`], failing with `WouldBlock` (and appending nothing)
+    /// when `mode` is `Cached` and the bytes are not in the page cache.
+    fn copy_record_mode(
+        &self,
+        offset: u64,
+        size: u32,
+        out: &mut Vec<u8>,
+        mode: ReadMode,
+    ) -> Result<bool, WouldBlock> {
         if size > MAX_RECORD_READ {
-            return false;
+            return Ok(false);
         }
         let at = out.len();
         out.resize(at + size as usize, 0);
-        if self.read_log(offset, &mut out[at..]).is_err() {
-            out.truncate(at);
-            return false;
+        match self.read_log_mode(offset, &mut out[at..], mode) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                out.truncate(at);
+                if e == ReadError::WouldBlock {
+                    return Err(WouldBlock);
+                }
+                Ok(false)
+            }
         }
-        true
     }
 
     /// The stored bytes of the record starting at log offset `offset`, if one starts
@@ -180,7 +205,7 @@ impl StoreService {
     /// returns false. Returns the next offset to read from.
     fn scan_entries(
         view: &QueueView,
-        entries_per_file: u64,
+        (entries_per_file, mode): (u64, ReadMode),
         from: u64,
         limit: u64,
         f: &mut dyn FnMut(u64, Option<Entry>) -> bool,
@@ -196,7 +221,7 @@ impl StoreService {
             let count = (end - n).min(ENTRIES_PER_READ).min(in_file);
             let bytes = &mut buf[..(count * ENTRY_SIZE) as usize];
             view.files
-                .read_exact_at(file_bytes, n * ENTRY_SIZE, bytes)?;
+                .read_exact_at_mode(file_bytes, n * ENTRY_SIZE, bytes, mode)?;
             for raw in bytes.chunks_exact(ENTRY_SIZE as usize) {
                 let raw: &[u8; ENTRY_SIZE as usize] = raw.try_into().unwrap_or(&[0; 20]);
                 let entry = Entry::from_bytes(raw);
@@ -221,7 +246,7 @@ impl StoreService {
         }
         let mut found = None;
         let per_file = self.geometry.queue_entries_per_file;
-        Self::scan_entries(&view, per_file, n, 1, &mut |_, e| {
+        Self::scan_entries(&view, (per_file, ReadMode::Wait), n, 1, &mut |_, e| {
             found = e;
             false
         })
@@ -254,16 +279,20 @@ impl StoreService {
     /// Reads up to `max_msgs` records of a queue from `offset` whose tag code passes
     /// `filter` and whose stored bytes pass `record_filter` (SQL92 on properties),
     /// bounded by [`MAX_PULL_BYTES`]. Takes no lock: the SQL92 filter runs on copies.
+    /// `None` for a queue never written; `WouldBlock` when `mode` is `Cached` and a
+    /// byte it needed was not in the page cache (nothing is returned then: read again
+    /// with `Wait` where blocking is allowed).
     pub fn read_queue(
         &self,
-        topic: &str,
-        queue_id: i32,
-        offset: u64,
-        max_msgs: u32,
+        (topic, queue_id): (&str, i32),
+        (offset, max_msgs): (u64, u32),
         filter: Option<&dyn Fn(i64) -> bool>,
         record_filter: Option<RecordFilter<'_>>,
-    ) -> Option<Pulled> {
-        let view = self.views.get(topic, queue_id)?;
+        mode: ReadMode,
+    ) -> Result<Option<Pulled>, WouldBlock> {
+        let Some(view) = self.views.get(topic, queue_id) else {
+            return Ok(None);
+        };
         let (min, max) = view.bounds();
         let mut out = Pulled {
             min,
@@ -272,16 +301,17 @@ impl StoreService {
             ..Pulled::default()
         };
         if offset < min || offset >= max {
-            return Some(out);
+            return Ok(Some(out));
         }
         let want = max_msgs.clamp(1, MAX_PULL_MSGS);
+        let mut blocked = false;
         let mut matched = 0u32;
         let mut last_taken = None;
         let mut byte_stop = false;
         let per_file = self.geometry.queue_entries_per_file;
         let scanned_to = Self::scan_entries(
             &view,
-            per_file,
+            (per_file, mode),
             offset,
             MAX_FILTER_SCAN.max(u64::from(want)),
             &mut |n, e| {
@@ -295,8 +325,13 @@ impl StoreService {
                 }
                 let at = out.body.len();
                 // Records below the log's start were deleted by retention: skip.
-                if !self.copy_record(e.physical_offset, e.size, &mut out.body) {
-                    return true;
+                match self.copy_record_mode(e.physical_offset, e.size, &mut out.body, mode) {
+                    Ok(true) => {}
+                    Ok(false) => return true,
+                    Err(WouldBlock) => {
+                        blocked = true;
+                        return false;
+                    }
                 }
                 if record_filter.is_some_and(|keep| !keep(&out.body[at..])) {
                     out.body.truncate(at);
@@ -308,10 +343,12 @@ impl StoreService {
             },
         );
         let scanned_to = match scanned_to {
+            Err(ReadError::WouldBlock) => return Err(WouldBlock),
+            _ if blocked => return Err(WouldBlock),
             Ok(n) => n,
             Err(e) => {
                 log::error!("reading {topic}/{queue_id} at {offset}: {e}");
-                return Some(out);
+                return Ok(Some(out));
             }
         };
         out.count = matched;
@@ -321,6 +358,6 @@ impl StoreService {
             _ => scanned_to,
         };
         out.all_filtered = matched == 0 && scanned_to > offset;
-        Some(out)
+        Ok(Some(out))
     }
 }
