@@ -124,6 +124,22 @@ impl Put {
 }
 
 impl BrokerCtx {
+    /// The store, through its named operations (an embedding process, the edge gateway,
+    /// reads and trims the log with them).
+    pub fn store(&self) -> &store::StoreService {
+        &self.store
+    }
+
+    /// The address the broker announces for its remoting port.
+    pub fn store_host(&self) -> SocketAddr {
+        self.store_host
+    }
+
+    /// Extra GET_BROKER_RUNTIME_INFO entries an embedding process adds.
+    pub fn extra_stats(&self) -> &status::ExtraStats {
+        &self.extra_stats
+    }
+
     /// `req` signed with the broker's own account (`innerClientAuthenticationCredentials`)
     /// when it has one: registration at name servers and a slave's requests to its
     /// master, which refuse unsigned requests when their `aclEnable` is on.

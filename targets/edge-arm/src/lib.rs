@@ -57,7 +57,7 @@ impl Gateway {
         };
         // A device's memory: the log's pages behind the flush leave the resident set
         // (docs/tern-edge.md "Memory").
-        broker.ctx().store.set_release_flushed(true);
+        broker.ctx().store().set_release_flushed(true);
         let dead = forward::dead_letter::DeadLetters::new(&cfg.broker.store_root);
         let forwarder = match Forwarder::new(broker.ctx().clone(), cfg) {
             Ok(f) => f,
@@ -70,7 +70,7 @@ impl Gateway {
         // The forwarder's state joins the local broker's runtime info, so `tern-admin
         // brokerStatus` on the gateway shows it.
         let report = forwarder.report();
-        broker.ctx().extra_stats.register(move |out| {
+        broker.ctx().extra_stats().register(move |out| {
             report
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -93,7 +93,7 @@ impl Gateway {
 
     /// The local broker's advertised address.
     pub fn broker_addr(&self) -> SocketAddr {
-        self.broker.ctx().store_host
+        self.broker.ctx().store_host()
     }
 
     /// The metrics endpoint's address, with `metricsExporterType=PROM` (the forwarder's

@@ -117,7 +117,7 @@ impl Forwarder {
     /// (clamped into the durable log: the store may have lost an unflushed tail).
     pub fn new(ctx: Arc<BrokerCtx>, cfg: EdgeConfig) -> Result<Forwarder, String> {
         let mut saved = progress::load(&cfg)?;
-        let store = &ctx.store;
+        let store = ctx.store();
         let (min, _, _) = store.log_span();
         let durable = store.durable_end();
         // Nothing saved yet is 0: the log's start. An offset inside a segment's blank
@@ -202,12 +202,12 @@ impl Forwarder {
             if !self.retry_blocked(&shutdown).await {
                 break;
             }
-            let flushed = self.ctx.store.listen_flushed();
+            let flushed = self.ctx.store().listen_flushed();
             let at = self.past_deleted(self.progress.forwarded, "the main pass");
             self.progress.forwarded = at;
-            let read = self.ctx.store.read_records(
+            let read = self.ctx.store().read_records(
                 at,
-                self.ctx.store.durable_end(),
+                self.ctx.store().durable_end(),
                 self.cfg.batch_bytes,
                 self.cfg.batch_messages,
             );
@@ -410,7 +410,7 @@ impl Forwarder {
     /// `at`, or the log's start when retention (age or disk pressure) deleted the
     /// records there before they were forwarded: said at ERROR, since they are lost.
     fn past_deleted(&self, at: u64, what: &str) -> u64 {
-        let min = self.ctx.store.log_span().0;
+        let min = self.ctx.store().log_span().0;
         if at < min {
             log::error!(
                 "retention deleted the log below {min} before {what} forwarded it (from {at}): \
@@ -434,7 +434,7 @@ impl Forwarder {
         loop {
             let kept = self
                 .ctx
-                .store
+                .store()
                 .read_records(offset, u64::MAX, 1, 1)
                 .and_then(|(r, _)| r.into_iter().next().ok_or_else(|| "gone".to_owned()))
                 .and_then(|r| {
@@ -500,7 +500,7 @@ impl Forwarder {
         self.save(false);
         // The budget counts every byte not yet forwarded, parked topics' included: a
         // topic blocked for long ends in refused local sends, not in a full disk.
-        self.ctx.store.set_write_limit(
+        self.ctx.store().set_write_limit(
             self.progress
                 .oldest_unsent()
                 .saturating_add(self.cfg.backlog_budget),
@@ -525,7 +525,7 @@ impl Forwarder {
         if cut <= self.deleted_below {
             return;
         }
-        match self.ctx.store.delete_log_before(cut) {
+        match self.ctx.store().delete_log_before(cut) {
             Ok(n) if n > 0 => log::info!(
                 "deleted {n} segment(s) below {cut}{}",
                 match &pending {
@@ -540,7 +540,7 @@ impl Forwarder {
         // most): what it could not take yet is tried again on a later pass, even if
         // nothing more is forwarded meanwhile.
         let seg = self.cfg.broker.commit_log_segment_bytes.max(1);
-        let (min, _, _) = self.ctx.store.log_span();
+        let (min, _, _) = self.ctx.store().log_span();
         self.deleted_below = if min >= cut - cut % seg { cut } else { min };
     }
 

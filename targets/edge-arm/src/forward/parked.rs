@@ -116,7 +116,7 @@ impl Forwarder {
                 self.maintain();
                 return true;
             }
-            let (records, next) = match self.ctx.store.read_records(
+            let (records, next) = match self.ctx.store().read_records(
                 at,
                 upto,
                 self.cfg.batch_bytes,
