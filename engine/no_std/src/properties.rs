@@ -142,6 +142,15 @@ pub fn get<'a>(properties: &'a [u8], name: &str) -> Option<&'a str> {
     found
 }
 
+/// Whether some property's name starts with `prefix` (which holds no separator byte):
+/// one pass, for a caller that would otherwise [`get`] several names sharing it. May
+/// answer true for a pair `get` drops (an empty value); never false for one it keeps.
+pub fn any_name_starts_with(properties: &[u8], prefix: &str) -> bool {
+    properties
+        .split(|&b| b == PROPERTY_SEPARATOR)
+        .any(|piece| piece.starts_with(prefix.as_bytes()))
+}
+
 /// Appends `name␁value␂` to `out` at `*len`, as Java writes it. Returns `None` when it
 /// does not fit; `out` is then unchanged up to `*len`.
 pub fn append(out: &mut [u8], len: &mut usize, name: &str, value: &str) -> Option<()> {
@@ -177,6 +186,15 @@ mod tests {
         assert_eq!(it.next(), None);
         assert_eq!(get(raw, "TAGS"), Some("TagA"));
         assert_eq!(get(raw, "NONE"), None);
+    }
+
+    #[test]
+    fn a_name_prefix_is_found_in_one_pass() {
+        let raw = b"KEYS\x01TIMER_x\x02TIMER_DELAY_MS\x015\x02";
+        assert!(any_name_starts_with(raw, "TIMER_"));
+        // A value that starts with the prefix is not a name.
+        assert!(!any_name_starts_with(b"KEYS\x01TIMER_x\x02", "TIMER_"));
+        assert!(!any_name_starts_with(b"", "TIMER_"));
     }
 
     #[test]
