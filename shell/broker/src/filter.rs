@@ -56,8 +56,8 @@ impl PullFilter {
     }
 
     /// Reads up to `max_msgs` records of `topic`/`queue_id` from `offset` that pass this
-    /// filter (the one way pulls and POPs read a queue); `None` for a queue never written.
-    /// May wait for the disk: on an executor thread, try [`PullFilter::read_cached`] first.
+    /// filter; `None` for a queue never written. May wait for the disk: a request on an
+    /// executor thread reads with [`PullFilter::read_off_executor`].
     pub fn read(
         &self,
         store: &crate::store::StoreService,
@@ -73,7 +73,7 @@ impl PullFilter {
 
     /// [`PullFilter::read`] from the page cache only: `WouldBlock` when it would have
     /// waited for the disk.
-    pub fn read_cached(
+    fn read_cached(
         &self,
         store: &crate::store::StoreService,
         topic: &str,
@@ -87,6 +87,30 @@ impl PullFilter {
             (offset, max_msgs),
             ReadMode::Cached,
         )
+    }
+
+    /// [`PullFilter::read`] for a request on an executor thread: from the page cache
+    /// there, and on a blocking thread only when that would wait for the disk, so the
+    /// requests queued behind it on this thread do not wait for its disk (a consumer
+    /// catching up on a cold backlog). The one way pulls and POPs read a queue.
+    pub async fn read_off_executor(
+        &self,
+        store: &Arc<crate::store::StoreService>,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+        max_msgs: u32,
+    ) -> Option<crate::store::Pulled> {
+        match self.read_cached(store, topic, queue_id, offset, max_msgs) {
+            Ok(p) => p,
+            Err(WouldBlock) => {
+                let (store, filter, topic) = (store.clone(), self.clone(), topic.to_owned());
+                tern_shell::runtime::spawn_blocking(move || {
+                    filter.read(&store, &topic, queue_id, offset, max_msgs)
+                })
+                .await
+            }
+        }
     }
 
     fn read_mode(

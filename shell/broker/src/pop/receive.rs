@@ -254,7 +254,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     // Read your writes: a message whose send was answered before this POP may not be
     // dispatched to its queue yet (reput runs beside appends), as for pulls.
     ctx.store.await_caught_up(CATCH_UP).await;
-    let mut popped = read_once(ctx, &plan);
+    let mut popped = read_once(ctx, &plan).await;
     if popped.count == 0 && h.poll_time > 0 {
         let hold = Duration::from_millis(
             born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64,
@@ -275,7 +275,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
                 pop_time: now_ms(),
                 ..plan_copy(&plan)
             };
-            popped = read_once(ctx, &plan);
+            popped = read_once(ctx, &plan).await;
             if popped.count > 0 {
                 return found(req, &plan, popped);
             }
@@ -331,7 +331,7 @@ fn found(req: &RemotingCommand, plan: &Plan<'_>, p: Popped) -> RemotingCommand {
 }
 
 /// Reads the asked queues once, the retry topic mixed in.
-fn read_once(ctx: &BrokerCtx, plan: &Plan<'_>) -> Popped {
+async fn read_once(ctx: &BrokerCtx, plan: &Plan<'_>) -> Popped {
     let mut out = Popped::default();
     let n = plan.topic.read_queue_nums.max(1);
     let queues: Vec<i32> = if plan.queue_id < 0 {
@@ -349,18 +349,18 @@ fn read_once(ctx: &BrokerCtx, plan: &Plan<'_>) -> Popped {
     };
     if plan.retry_first {
         for retry in &retries {
-            read_queue(ctx, plan, retry, 0, &mut out);
+            read_queue(ctx, plan, retry, 0, &mut out).await;
         }
     }
     for q in queues {
-        read_queue(ctx, plan, &plan.topic.topic_name, q, &mut out);
+        read_queue(ctx, plan, &plan.topic.topic_name, q, &mut out).await;
     }
     if !plan.retry_first {
         for retry in &retries {
             if out.count >= plan.max {
                 break;
             }
-            read_queue(ctx, plan, retry, 0, &mut out);
+            read_queue(ctx, plan, retry, 0, &mut out).await;
         }
     }
     out
@@ -393,7 +393,13 @@ fn start_offset(
 }
 
 /// Pops from one queue into `out`.
-fn read_queue(ctx: &BrokerCtx, plan: &Plan<'_>, topic: &str, queue_id: i32, out: &mut Popped) {
+async fn read_queue(
+    ctx: &BrokerCtx,
+    plan: &Plan<'_>,
+    topic: &str,
+    queue_id: i32,
+    out: &mut Popped,
+) {
     let want = plan.max.saturating_sub(out.count);
     let (min, max) = ctx.store.queue_bounds(topic, queue_id);
     if want == 0 || max == 0 {
@@ -446,7 +452,10 @@ fn read_queue(ctx: &BrokerCtx, plan: &Plan<'_>, topic: &str, queue_id: i32, out:
         // with SUB_ALL.
         PullFilter::All
     };
-    let Some(p) = filter.read(&ctx.store, topic, queue_id, offset, want) else {
+    let Some(p) = filter
+        .read_off_executor(&ctx.store, topic, queue_id, offset, want)
+        .await
+    else {
         return;
     };
     out.rest += p.max.saturating_sub(p.next) as i64;
@@ -564,7 +573,7 @@ pub async fn peek(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         peek: true,
     };
     ctx.store.await_caught_up(CATCH_UP).await;
-    let p = read_once(ctx, &plan);
+    let p = read_once(ctx, &plan).await;
     if p.count == 0 {
         return RemotingCommand::response_to(req, ResponseCode::PullNotFound)
             .with_header(&header(now, 0, 0, &p));

@@ -14,7 +14,6 @@ use super::bad_header;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
-use crate::store::WouldBlock;
 use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s and times out at 30 s).
@@ -47,9 +46,7 @@ struct Answer {
 /// Reads once from `queue_offset`: RocketMQ's GetMessageStatus mapped to response codes
 /// (wire-protocol.md §2.3).
 ///
-/// From the page cache on this executor thread; a read that would wait for the disk (a
-/// consumer catching up on a cold backlog) moves to a blocking thread, so the sends and
-/// pulls queued behind it on this thread do not wait for its disk.
+/// Off the executor when it would wait for the disk ([`PullFilter::read_off_executor`]).
 async fn read(
     ctx: &BrokerCtx,
     h: &PullMessageRequestHeader,
@@ -58,15 +55,9 @@ async fn read(
 ) -> Answer {
     let offset = queue_offset.max(0) as u64;
     let max_msgs = h.max_msg_nums.max(1) as u32;
-    let pulled = match filter.read_cached(&ctx.store, &h.topic, h.queue_id, offset, max_msgs) {
-        Ok(p) => p,
-        Err(WouldBlock) => {
-            let (store, filter, topic) = (ctx.store.clone(), filter.clone(), h.topic.clone());
-            let queue_id = h.queue_id;
-            runtime::spawn_blocking(move || filter.read(&store, &topic, queue_id, offset, max_msgs))
-                .await
-        }
-    };
+    let pulled = filter
+        .read_off_executor(&ctx.store, &h.topic, h.queue_id, offset, max_msgs)
+        .await;
     let Some(p) = pulled else {
         // The queue was never written.
         let code = if queue_offset != 0 {
