@@ -6,7 +6,9 @@
 //! watermark (acquire), then copies bytes below it from the segment files with `pread`
 //! (`tern_engine_fs::SegmentFiles`). Bytes below a watermark never change again, so the
 //! copy needs no lock, and a reader that meets cold pages waits alone: no sender queues
-//! behind it, and it queues behind no sender.
+//! behind it, and it queues behind no sender. Alone on its thread too: a request on an
+//! executor thread reads with `ReadMode::Cached` (page-cache hits only) and repeats a read
+//! that would wait for the disk on a blocking thread (`PullFilter::read_off_executor`).
 //!
 //! Records deleted by retention between the look at the watermark and the read are
 //! skipped (their segment is gone) or read as they were (a reader already held the file).
