@@ -5,6 +5,7 @@ mod support;
 
 use support::*;
 use tern_engine::faulty::FaultPlan;
+use tern_engine::properties;
 
 #[test]
 fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
@@ -54,6 +55,65 @@ fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
             q.get(s.queue_offset).unwrap().unwrap().physical_offset,
             s.offset
         );
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        store.defer_index_rolls(true);
+        let mut rng = Rng(47);
+        let mut sent = Vec::new();
+        // Every message has a UNIQ_KEY: 24-entry files roll several times.
+        for _ in 0..80 {
+            let mut s = new_message(&mut rng, sent.len() as u64);
+            put(&mut store, &mut s, 1_700_000_000_000).unwrap();
+            sent.push(s);
+        }
+        let files_before = store.index().file_count();
+        let (mut stops, mut passes) = (0, 0);
+        while store.dispatched_offset() < store.log().max_offset() {
+            passes += 1;
+            assert!(passes < 10_000, "dispatch made no progress");
+            let pass = store.dispatch_some(&mut [], 5, &mut |_| {}).unwrap();
+            if pass.index_flush {
+                stops += 1;
+                assert!(!pass.more, "a pass that waits for a flush asks for no more");
+                // Nothing moves until the flush: the same answer again.
+                let at = store.dispatched_offset();
+                let again = store.dispatch_some(&mut [], 5, &mut |_| {}).unwrap();
+                assert_eq!((again.count, again.index_flush), (0, true));
+                assert_eq!(store.dispatched_offset(), at);
+                let files = store.index().file_count();
+                store.checkpoint().unwrap();
+                let next = store.dispatch_some(&mut [], 1, &mut |_| {}).unwrap();
+                assert!(!next.index_flush && next.count == 1, "{next:?}");
+                assert_eq!(
+                    store.index().file_count(),
+                    files + 1,
+                    "the roll came after the flush"
+                );
+            }
+        }
+        assert!(
+            stops >= 2,
+            "80 keyed messages roll 24-entry files more than once: {stops}"
+        );
+        assert!(store.index().file_count() > files_before);
+        // Every key is found: nothing was skipped at a stop.
+        for s in &sent {
+            let uniq = properties::get(&s.props, properties::key::UNIQ_KEY).unwrap();
+            let mut found = Vec::new();
+            store
+                .index()
+                .query(s.topic, uniq, 64, 0, i64::MAX, &mut |o| found.push(o))
+                .unwrap();
+            assert!(found.contains(&s.offset), "{uniq} at {}", s.offset);
+        }
     })
     .unwrap();
 }

@@ -89,6 +89,17 @@ pub struct Index<D: Directory, const FILES: usize = 256> {
     synced: u64,
 }
 
+/// Entries a record's keys take: its UNIQ_KEY and each of its KEYS.
+fn entries_for(keys: RecordKeys<'_>) -> u32 {
+    let uniq = keys.uniq_key.filter(|u| !u.is_empty()).iter().count() as u32;
+    let rest = keys
+        .keys
+        .into_iter()
+        .flat_map(crate::properties::split_keys)
+        .count() as u32;
+    uniq + rest
+}
+
 fn empty_header() -> IndexHeader {
     IndexHeader {
         begin_timestamp: I64::new(0),
@@ -361,14 +372,11 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             .flat_map(crate::properties::split_keys);
         // A record's keys never straddle two files: a file's newest record is then
         // complete, which recovery relies on when it trusts a rolled file's end.
-        let needed = uniq.iter().count() as u32 + rest.clone().count() as u32;
+        let needed = entries_for(keys);
         if needed == 0 {
             return Ok(0);
         }
-        if self.files.is_empty()
-            // The count comes from the file's header: a rotted one must roll, not overflow.
-            || (self.head.index_count.get() as u32).saturating_add(needed) > self.config.entries
-        {
+        if self.must_roll(needed) {
             if needed >= self.config.entries {
                 return Err(Error::TooLarge);
             }
@@ -383,6 +391,29 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             self.write_header()?;
         }
         Ok(written)
+    }
+
+    /// Whether `needed` more entries take a new file.
+    fn must_roll(&self, needed: u32) -> bool {
+        self.files.is_empty()
+            // The count comes from the file's header: a rotted one must roll, not overflow.
+            || (self.head.index_count.get() as u32).saturating_add(needed) > self.config.entries
+    }
+
+    /// Whether indexing the record at `phys` would roll to a new file while the newest
+    /// one has changes not yet flushed. A roll flushes that file first, under its
+    /// caller's lock (recovery trusts every file but the newest to be durable); an owner
+    /// that defers rolls flushes it outside its lock instead (the checkpoint's two
+    /// phases) and indexes the record after, when the roll's own flush has nothing left
+    /// to write.
+    pub fn roll_waits_for_flush(&self, keys: RecordKeys<'_>, phys: u64) -> bool {
+        let needed = entries_for(keys);
+        phys as i64 > self.head.end_phy_offset.get()
+            && needed > 0
+            && needed < self.config.entries
+            && !self.files.is_empty()
+            && self.written != self.synced
+            && self.must_roll(needed)
     }
 
     fn write_header(&mut self) -> Result<(), Error<D::Error>> {

@@ -219,7 +219,10 @@ fn one_op(
             model.flushed = store.flush_log()?;
         }
         168..=187 => {
-            store.dispatch(&mut [], &mut |_| {})?;
+            // A broker's reput pass: bounded; with deferred index rolls, a stop before a
+            // roll stays until a later step flushes the index (a checkpoint, as the
+            // broker's does).
+            store.dispatch_some(&mut [], 1 + rng.below(16), &mut |_| {})?;
         }
         196..=197 => {
             let upto = rng.below(store.log().max_offset() + 1);
@@ -447,6 +450,9 @@ fn run_case(seed: u64) {
     let mut arena = Arena::new();
     let mut timer_arena = timers::TimerArena::new();
     let mut store = open(arena.parts(&plan), false).unwrap();
+    // Half the seeds roll the index as the broker does: after a checkpoint flushed it.
+    let defer_rolls = seed % 2 == 1;
+    store.defer_index_rolls(defer_rolls);
     let mut model = Model {
         sent: Vec::new(),
         flushed: 0,
@@ -487,6 +493,7 @@ fn run_case(seed: u64) {
         stats::add(&stats::PROCESS_CRASHES, u64::from(process));
         let (parts, timer_parts) = crash(store, timer.driver, &mut rng, process);
         store = open(parts, true).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
+        store.defer_index_rolls(defer_rolls);
         let found = verify(&store, &model, process, seed);
         model.sent.truncate(found);
         let end = store.log().max_offset();

@@ -184,6 +184,10 @@ pub struct StoreService {
     appended: Event,
     /// Signalled after each reput pass.
     dispatch_done: Event,
+    /// Wakes the checkpoint task before its period: reput waits for an index flush.
+    checkpoint_wanted: Event,
+    /// Signalled after each checkpoint attempt.
+    checkpoint_done: Event,
     /// Wakes the warm and prepare tasks: the log end passed `warm_below`, or rolled.
     warm_wanted: Event,
     /// Log offset past which the warm task should top up the cached pages ahead.
@@ -222,7 +226,9 @@ impl StoreService {
             delay_levels: config.delay_levels,
         };
         let started = Instant::now();
-        let (store, report) = FsStore::open(&config.store_root, geometry)?;
+        let (mut store, report) = FsStore::open(&config.store_root, geometry)?;
+        // An index roll's flush runs in the checkpoint, outside the lock (run_reput).
+        store.store_mut().defer_index_rolls(true);
         log::info!(
             "store {} opened in {:?}: {}, log end {}, {} records re-dispatched",
             config.store_root.display(),
@@ -273,6 +279,8 @@ impl StoreService {
             flush_done: Event::new(),
             appended: Event::new(),
             dispatch_done: Event::new(),
+            checkpoint_wanted: Event::new(),
+            checkpoint_done: Event::new(),
             warm_wanted: Event::new(),
             warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),

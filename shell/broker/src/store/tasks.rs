@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tern_engine::store::Part;
+use tern_engine::store::{Dispatched, Part};
 use tern_engine_fs::fs_store::FsStore;
 use tern_engine_fs::sync;
 use tern_shell::runtime;
@@ -193,10 +193,18 @@ impl StoreService {
         Ok(())
     }
 
-    /// The checkpoint task: queues, index and checkpoint made durable every `period`.
+    /// The checkpoint task: queues, index and checkpoint made durable every `period`,
+    /// and at once when reput waits for an index file's flush before a roll.
     pub async fn run_checkpoint(self: Arc<Self>, shutdown: runtime::Shutdown, period: Duration) {
         while !shutdown.is_triggered() {
-            let _ = runtime::race(runtime::sleep(period), shutdown.wait()).await;
+            let wanted = self.checkpoint_wanted.listen();
+            let _ = runtime::race(
+                async {
+                    let _ = runtime::timeout(period, wanted).await;
+                },
+                shutdown.wait(),
+            )
+            .await;
             if shutdown.is_triggered() {
                 break;
             }
@@ -204,13 +212,14 @@ impl StoreService {
             if let Err(e) = runtime::spawn_blocking(move || me.checkpoint_once()).await {
                 self.fail(e);
             }
+            self.checkpoint_done.notify(usize::MAX);
         }
     }
 
     /// One reput pass: dispatches at most [`REPUT_BATCH`] records, publishes the bounds
-    /// of the queues they went to and notes them in `touched`. Returns whether more
-    /// records wait.
-    fn reput_once(&self, touched: &mut Vec<(String, i32)>) -> Result<bool, String> {
+    /// of the queues they went to and notes them in `touched`. Says whether more records
+    /// wait, and whether the pass stopped for an index flush.
+    fn reput_once(&self, touched: &mut Vec<(String, i32)>) -> Result<Dispatched, String> {
         let mut s = self.lock();
         let held = Instant::now();
         let from = touched.len();
@@ -232,7 +241,7 @@ impl StoreService {
         self.dispatched
             .store(s.store().dispatched_offset(), Ordering::Release);
         note_slow_hold("reput", held);
-        r.map(|d| d.more).map_err(|e| e.to_string())
+        r.map_err(|e| e.to_string())
     }
 
     /// Publishes the bounds of (topic, queue id) to readers, making its view if new.
@@ -265,21 +274,36 @@ impl StoreService {
         let mut backoff = REPUT_BACKOFF_MIN;
         while !shutdown.is_triggered() {
             let listener = self.appended.listen();
-            let more = if self.dispatched_offset() < self.written.load(Ordering::Acquire) {
+            let pass = if self.dispatched_offset() < self.written.load(Ordering::Acquire) {
                 self.reput_once(&mut touched)
             } else {
-                Ok(false)
+                Ok(Dispatched::default())
             };
             self.dispatch_done.notify(usize::MAX);
             for (t, q) in touched.drain(..) {
                 wake(&t, q);
             }
-            match more {
-                Ok(true) => {
+            match pass {
+                Ok(d) if d.index_flush => {
+                    // The next record rolls the index: the checkpoint flushes the full
+                    // file outside the lock first, so the roll's own flush, under it,
+                    // has nothing left to write. Dispatch waits; senders do not.
+                    backoff = REPUT_BACKOFF_MIN;
+                    let done = self.checkpoint_done.listen();
+                    self.checkpoint_wanted.notify(usize::MAX);
+                    let _ = runtime::race(
+                        async {
+                            let _ = runtime::timeout(Duration::from_secs(1), done).await;
+                        },
+                        shutdown.wait(),
+                    )
+                    .await;
+                }
+                Ok(d) if d.more => {
                     backoff = REPUT_BACKOFF_MIN;
                     runtime::yield_now().await;
                 }
-                Ok(false) => {
+                Ok(_) => {
                     backoff = REPUT_BACKOFF_MIN;
                     until_appended(listener, &shutdown).await;
                 }
