@@ -71,24 +71,6 @@ impl PullFilter {
         read.unwrap_or(None)
     }
 
-    /// [`PullFilter::read`] from the page cache only: `WouldBlock` when it would have
-    /// waited for the disk.
-    fn read_cached(
-        &self,
-        store: &crate::store::StoreService,
-        topic: &str,
-        queue_id: i32,
-        offset: u64,
-        max_msgs: u32,
-    ) -> Result<Option<crate::store::Pulled>, WouldBlock> {
-        self.read_mode(
-            store,
-            (topic, queue_id),
-            (offset, max_msgs),
-            ReadMode::Cached,
-        )
-    }
-
     /// [`PullFilter::read`] for a request on an executor thread: from the page cache
     /// there, and on a blocking thread only when that would wait for the disk, so the
     /// requests queued behind it on this thread do not wait for its disk (a consumer
@@ -101,7 +83,12 @@ impl PullFilter {
         offset: u64,
         max_msgs: u32,
     ) -> Option<crate::store::Pulled> {
-        match self.read_cached(store, topic, queue_id, offset, max_msgs) {
+        match self.read_mode(
+            store,
+            (topic, queue_id),
+            (offset, max_msgs),
+            ReadMode::Cached,
+        ) {
             Ok(p) => p,
             Err(WouldBlock) => {
                 let (store, filter, topic) = (store.clone(), self.clone(), topic.to_owned());
