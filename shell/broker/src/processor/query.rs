@@ -12,10 +12,11 @@ use tern_shell::headers::{
     GetConsumeStatsRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
     TopicRequestHeader, ViewMessageRequestHeader,
 };
-use tern_shell::{RemotingCommand, ResponseCode};
+use tern_shell::{RemotingCommand, ResponseCode, runtime};
 
 use super::bad_header;
 use crate::BrokerCtx;
+use crate::store::StoreService;
 use tern_shell::runtime::now_ms;
 
 /// Most messages a key query returns (RocketMQ's `maxMsgsNumBatch`; 32 for unique keys).
@@ -37,39 +38,13 @@ pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
     ctx.store
         .await_caught_up(std::time::Duration::from_secs(1))
         .await;
-    let offsets = ctx
-        .store
-        .query_index(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);
-    let mut body = Vec::new();
-    for off in offsets {
-        let Ok(bytes) = ctx.store.record_at(off) else {
-            continue;
-        };
-        let Ok(view) = tern_engine::record::RecordView::parse(&bytes) else {
-            continue;
-        };
-        let props = view.properties();
-        // A record of a deleted topic is still in the log and the index: it belongs to
-        // the topic only while the topic's queue holds it.
-        let queued = || {
-            let (q, n) = (view.queue_id(), view.queue_offset());
-            u64::try_from(n).is_ok_and(|n| {
-                ctx.store
-                    .queue_entry(&h.topic, q, n)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|e| e.physical_offset == off)
-            })
-        };
-        let matches = view.topic() == h.topic.as_bytes()
-            && (tern_engine::properties::get(props, "UNIQ_KEY") == Some(h.key.as_str())
-                || tern_engine::properties::get(props, "KEYS")
-                    .is_some_and(|ks| tern_engine::properties::has_key(ks, &h.key)))
-            && queued();
-        if matches {
-            body.extend_from_slice(&bytes);
-        }
-    }
+    // The walk may wait for a publication (bounded) and both it and the record reads may
+    // meet cold pages: on a blocking thread, so the requests queued on this executor
+    // thread (sends) wait for neither.
+    let (store, topic, key) = (ctx.store.clone(), h.topic.clone(), h.key.clone());
+    let range = (h.begin_timestamp, h.end_timestamp);
+    let body =
+        runtime::spawn_blocking(move || records_by_key(&store, (&topic, &key), max, range)).await;
     if body.is_empty() {
         return RemotingCommand::error_response(
             req,
@@ -88,6 +63,49 @@ pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
     RemotingCommand::response_to(req, ResponseCode::Success)
         .with_header(&header)
         .with_body(body)
+}
+
+/// The stored records under `topic#key` in `range` (store times, ms), newest first, at
+/// most `max`, concatenated: the index's offsets with hash collisions and records of a
+/// deleted topic filtered out. Blocking: reads the index and the log with `pread`.
+fn records_by_key(
+    store: &StoreService,
+    (topic, key): (&str, &str),
+    max: usize,
+    (begin, end): (i64, i64),
+) -> Vec<u8> {
+    let offsets = store.query_index(topic, key, max, begin, end);
+    let mut body = Vec::new();
+    for off in offsets {
+        let Ok(bytes) = store.record_at(off) else {
+            continue;
+        };
+        let Ok(view) = tern_engine::record::RecordView::parse(&bytes) else {
+            continue;
+        };
+        let props = view.properties();
+        // A record of a deleted topic is still in the log and the index: it belongs to
+        // the topic only while the topic's queue holds it.
+        let queued = || {
+            let (q, n) = (view.queue_id(), view.queue_offset());
+            u64::try_from(n).is_ok_and(|n| {
+                store
+                    .queue_entry(topic, q, n)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|e| e.physical_offset == off)
+            })
+        };
+        let matches = view.topic() == topic.as_bytes()
+            && (tern_engine::properties::get(props, "UNIQ_KEY") == Some(key)
+                || tern_engine::properties::get(props, "KEYS")
+                    .is_some_and(|ks| tern_engine::properties::has_key(ks, key)))
+            && queued();
+        if matches {
+            body.extend_from_slice(&bytes);
+        }
+    }
+    body
 }
 
 /// VIEW_MESSAGE_BY_ID: the record at a commit-log offset (decoded from an offset msgId).
