@@ -89,15 +89,19 @@ pub struct Index<D: Directory, const FILES: usize = 256> {
     synced: u64,
 }
 
-/// Entries a record's keys take: its UNIQ_KEY and each of its KEYS.
-fn entries_for(keys: RecordKeys<'_>) -> u32 {
-    let uniq = keys.uniq_key.filter(|u| !u.is_empty()).iter().count() as u32;
+/// The keys a record is indexed under: its UNIQ_KEY and each of its KEYS.
+fn keys_of<'a>(keys: RecordKeys<'a>) -> impl Iterator<Item = &'a str> + Clone {
+    let uniq = keys.uniq_key.filter(|u| !u.is_empty());
     let rest = keys
         .keys
         .into_iter()
-        .flat_map(crate::properties::split_keys)
-        .count() as u32;
-    uniq + rest
+        .flat_map(crate::properties::split_keys);
+    uniq.into_iter().chain(rest)
+}
+
+/// Entries a record's keys take.
+fn entries_for(keys: RecordKeys<'_>) -> u32 {
+    keys_of(keys).count() as u32
 }
 
 fn empty_header() -> IndexHeader {
@@ -365,11 +369,6 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             return Ok(0);
         }
         let mut written = 0;
-        let uniq = keys.uniq_key.filter(|u| !u.is_empty());
-        let rest = keys
-            .keys
-            .into_iter()
-            .flat_map(crate::properties::split_keys);
         // A record's keys never straddle two files: a file's newest record is then
         // complete, which recovery relies on when it trusts a rolled file's end.
         let needed = entries_for(keys);
@@ -382,7 +381,7 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
             }
             self.roll(store_timestamp)?;
         }
-        for k in uniq.into_iter().chain(rest) {
+        for k in keys_of(keys) {
             self.put_key(keys.topic, k, phys, store_timestamp)?;
             written += 1;
         }
