@@ -186,8 +186,11 @@ impl Connection {
         runtime::spawn(async move {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
             let resp = processor.process(&conn, req).await;
-            conn.respond(resp, opaque, ser, oneway).await;
+            // The request's bytes are gone once it is processed: give them back before
+            // answering, or a client that sends its next request on the answer can find
+            // the budget still taken.
             drop(held);
+            conn.respond(resp, opaque, ser, oneway).await;
         });
     }
 
