@@ -183,14 +183,17 @@ impl Connection {
         };
         let conn = self.clone();
         let processor = processor.clone();
+        let (slot, bytes) = held;
         runtime::spawn(async move {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
             let resp = processor.process(&conn, req).await;
             // The request's bytes are gone once it is processed: give them back before
             // answering, or a client that sends its next request on the answer can find
-            // the budget still taken.
-            drop(held);
+            // the budget still taken. Its slot is held until the answer is written: a
+            // draining connection waits for every slot before it closes.
+            drop(bytes);
             conn.respond(resp, opaque, ser, oneway).await;
+            drop(slot);
         });
     }
 
