@@ -179,7 +179,15 @@ async fn serve(mut stream: ReadHalf, mut out: WriteHalf, handler: &Handler) -> s
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     let resp = match method {
-        "GET" | "HEAD" => (handler)(path).unwrap_or_else(|| Response::plain(404, "not found\n")),
+        "GET" | "HEAD" => {
+            // A handler renders a whole-process view (a broker's metrics read the newest
+            // consumed record of every queue): on a blocking thread, so a scrape that
+            // meets cold pages holds up no connection this executor thread serves.
+            let (handler, path) = (handler.clone(), path.to_owned());
+            runtime::spawn_blocking(move || handler(&path))
+                .await
+                .unwrap_or_else(|| Response::plain(404, "not found\n"))
+        }
         _ => Response::plain(405, "only GET is served\n"),
     };
     write(&mut out, &resp, method != "HEAD").await?;

@@ -221,7 +221,7 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
     let mut frame = Vec::with_capacity(FRAME_HEADER + batch);
     loop {
         let appended = ctx.store.listen_appended();
-        let bytes = ctx.store.log_bytes(next, batch)?;
+        let bytes = ctx.store.log_bytes_off_executor(next, batch).await?;
         if bytes.is_empty() {
             // Idle: wait for an append, or say we are alive.
             if runtime::timeout(heartbeat, appended).await.is_ok() {

@@ -34,6 +34,7 @@ use super::bad_header;
 use crate::BrokerCtx;
 use crate::clients::Member;
 use crate::config::BrokerRole;
+use crate::store::MAX_RECORD_READ;
 
 /// How long a client may take over GET_CONSUMER_STATUS_FROM_CLIENT (RocketMQ: 5 s).
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -336,9 +337,15 @@ pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> Remotin
     let (Some(client_id), Some(msg_id)) = (h.client_id.as_deref(), h.msg_id.as_deref()) else {
         return bad_header(req, "the custom field <clientId> and <msgId> are needed");
     };
-    let record = decode_offset_msg_id(msg_id)
-        .map_err(|e| format!("msgId {msg_id} is not an offset msgId: {e}"))
-        .and_then(|id| ctx.store.record_at(id.commit_log_offset.max(0) as u64));
+    let record = match decode_offset_msg_id(msg_id) {
+        Ok(id) => {
+            let offset = id.commit_log_offset.max(0) as u64;
+            ctx.store
+                .record_at_off_executor(offset, MAX_RECORD_READ)
+                .await
+        }
+        Err(e) => Err(format!("msgId {msg_id} is not an offset msgId: {e}")),
+    };
     let record = match record {
         Ok(r) => r,
         Err(why) => {

@@ -41,6 +41,21 @@ fn answers_without_waiting(config: &BrokerConfig) -> bool {
     config.flush_disk_type == FlushDiskType::Async && config.role != BrokerRole::SyncMaster
 }
 
+/// Answers on a blocking thread a request that reads records or queue entries anywhere in
+/// the store (by an offset, a time or a consumer's position), where cold pages are
+/// likely: on an executor thread, its wait for the disk would hold up every connection
+/// that thread serves. RocketMQ gives its query and admin requests executors of their own
+/// for the same reason. Costs a thread hop, which these operators' requests can spare;
+/// the hot paths (send-back, a transaction's end, HA) read from the page cache first
+/// instead (`StoreService::record_at_off_executor`).
+async fn reading_anywhere(
+    ctx: &Arc<BrokerCtx>,
+    answer: impl FnOnce(&BrokerCtx) -> RemotingCommand + Send + 'static,
+) -> RemotingCommand {
+    let ctx = ctx.clone();
+    tern_shell::runtime::spawn_blocking(move || answer(&ctx)).await
+}
+
 /// A bad-header answer, naming the field as Java does.
 pub fn bad_header(req: &RemotingCommand, e: impl std::fmt::Display) -> RemotingCommand {
     RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string())
@@ -96,8 +111,12 @@ impl Processor for BrokerProcessor {
             RequestCode::UpdateConsumerOffset => offset::update_consumer_offset(ctx, &req),
             RequestCode::GetMaxOffset => offset::max_offset(ctx, &req).await,
             RequestCode::GetMinOffset => offset::min_offset(ctx, &req),
-            RequestCode::SearchOffsetByTimestamp => offset::search_by_time(ctx, &req),
-            RequestCode::GetEarliestMsgStoretime => offset::earliest_time(ctx, &req),
+            RequestCode::SearchOffsetByTimestamp => {
+                reading_anywhere(ctx, move |ctx| offset::search_by_time(ctx, &req)).await
+            }
+            RequestCode::GetEarliestMsgStoretime => {
+                reading_anywhere(ctx, move |ctx| offset::earliest_time(ctx, &req)).await
+            }
             RequestCode::GetAllConsumerOffset => offset::all_consumer_offsets(ctx, &req),
             RequestCode::HeartBeat => client::heartbeat(ctx, conn, &req).await,
             RequestCode::UnregisterClient => client::unregister(ctx, conn, &req).await,
@@ -107,10 +126,16 @@ impl Processor for BrokerProcessor {
             RequestCode::GetConsumerConnectionList => client::consumer_connections(ctx, &req),
             RequestCode::CheckClientConfig => client::check_client_config(ctx, &req),
             RequestCode::QueryMessage => query::query_message(ctx, &req).await,
-            RequestCode::ViewMessageById => query::view_message(ctx, &req, &access),
+            RequestCode::ViewMessageById => {
+                reading_anywhere(ctx, move |ctx| query::view_message(ctx, &req, &access)).await
+            }
             RequestCode::GetBrokerRuntimeInfo => query::runtime_info(ctx, &req),
-            RequestCode::GetTopicStatsInfo => query::topic_stats(ctx, &req),
-            RequestCode::GetConsumeStats => query::consume_stats(ctx, &req),
+            RequestCode::GetTopicStatsInfo => {
+                reading_anywhere(ctx, move |ctx| query::topic_stats(ctx, &req)).await
+            }
+            RequestCode::GetConsumeStats => {
+                reading_anywhere(ctx, move |ctx| query::consume_stats(ctx, &req)).await
+            }
             RequestCode::UpdateAndCreateTopic => admin::create_topic(ctx, &req).await,
             RequestCode::DeleteTopicInBroker => admin::delete_topic(ctx, &req).await,
             RequestCode::GetAllTopicConfig => admin::all_topics(ctx, &req),
@@ -133,7 +158,9 @@ impl Processor for BrokerProcessor {
             RequestCode::PopRollback => crate::pop::polling::pop_rollback(&req),
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
-            RequestCode::InvokeBrokerToResetOffset => consumer_admin::reset_offset(ctx, &req),
+            RequestCode::InvokeBrokerToResetOffset => {
+                reading_anywhere(ctx, move |ctx| consumer_admin::reset_offset(ctx, &req)).await
+            }
             RequestCode::UpdateAndCreateAclConfig => acl_admin::update_account(ctx, &req),
             RequestCode::DeleteAclConfig => acl_admin::delete_account(ctx, &req),
             RequestCode::UpdateGlobalWhiteAddrsConfig => acl_admin::update_global_white(ctx, &req),
@@ -148,11 +175,17 @@ impl Processor for BrokerProcessor {
             }
             RequestCode::GetProducerConnectionList => stats::producer_connections(ctx, &req),
             RequestCode::QueryTopicConsumeByWho => stats::topic_consume_by_who(ctx, &req),
-            RequestCode::QueryConsumeTimeSpan => stats::consume_time_span(ctx, &req),
+            RequestCode::QueryConsumeTimeSpan => {
+                reading_anywhere(ctx, move |ctx| stats::consume_time_span(ctx, &req)).await
+            }
             RequestCode::GetSystemTopicListFromBroker => stats::system_topics(ctx, &req),
             RequestCode::ViewBrokerStatsData => stats::view_stats(ctx, &req),
-            RequestCode::GetBrokerConsumeStats => stats::broker_consume_stats(ctx, &req),
-            RequestCode::QueryConsumeQueue => stats::query_consume_queue(ctx, &req),
+            RequestCode::GetBrokerConsumeStats => {
+                reading_anywhere(ctx, move |ctx| stats::broker_consume_stats(ctx, &req)).await
+            }
+            RequestCode::QueryConsumeQueue => {
+                reading_anywhere(ctx, move |ctx| stats::query_consume_queue(ctx, &req)).await
+            }
             RequestCode::GetTopicConfig => stats::topic_config(ctx, &req),
             RequestCode::GetSubscriptionGroupConfig => admin::group_config(ctx, &req),
             RequestCode::CloneGroupOffset => maintain::clone_group_offset(ctx, &req),

@@ -16,7 +16,7 @@ use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
 
 use super::bad_header;
 use crate::BrokerCtx;
-use crate::store::{Durability, PutError};
+use crate::store::{Durability, MAX_RECORD_READ, PutError};
 use crate::topics::{PERM_WRITE, validate_topic};
 use crate::transaction::half;
 
@@ -402,7 +402,12 @@ pub async fn send_back(
             format!("subscription group not exist, {}", h.group),
         );
     };
-    let Ok(original) = ctx.store.record_at(h.offset.max(0) as u64) else {
+    let offset = h.offset.max(0) as u64;
+    let read = ctx
+        .store
+        .record_at_off_executor(offset, MAX_RECORD_READ)
+        .await;
+    let Ok(original) = read else {
         return RemotingCommand::error_response(
             req,
             ResponseCode::SystemError,

@@ -48,7 +48,7 @@ mod tasks;
 use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
-pub use read::WouldBlock;
+pub use read::{MAX_RECORD_READ, WouldBlock};
 use read::{QueueView, QueueViews};
 
 /// Most bytes one pull answer carries (RocketMQ's `maxTransferBytesOnMessageInMemory`).

@@ -3,10 +3,13 @@
 //! (the edge gateway's forwarder).
 
 use event_listener::EventListener;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tern_engine::commitlog::Slot;
+use tern_engine_fs::{ReadError, ReadMode};
 
+use super::read::{WouldBlock, waited_read_would_block};
 use super::{PutError, StoreService};
 
 /// One record of the log, copied out.
@@ -43,20 +46,51 @@ impl StoreService {
 
     /// Up to `max` log bytes from `from`, within one segment (a master's replication
     /// stream); empty at the end. `Err` when `from` is outside what the log holds.
-    /// Copied without the store's lock.
-    pub fn log_bytes(&self, from: u64, max: usize) -> Result<Vec<u8>, String> {
+    /// Copied without the store's lock; from the page cache on this thread, and again on
+    /// a blocking thread only when that would wait for the disk (a slave catching up on
+    /// a cold log must not hold up the requests this executor thread serves).
+    pub async fn log_bytes_off_executor(
+        self: &Arc<Self>,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<u8>, String> {
+        match self.log_bytes(from, max, ReadMode::Cached) {
+            Ok(read) => read,
+            Err(WouldBlock) => {
+                let store = self.clone();
+                tern_shell::runtime::spawn_blocking(move || {
+                    store
+                        .log_bytes(from, max, ReadMode::Wait)
+                        .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(from)))
+                })
+                .await
+            }
+        }
+    }
+
+    pub(super) fn log_bytes(
+        &self,
+        from: u64,
+        max: usize,
+        mode: ReadMode,
+    ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
         let (min, end, seg) = self.log_span();
         if from < min || from > end {
-            return Err(format!("offset {from} is outside the log [{min}, {end})"));
+            return Ok(Err(format!(
+                "offset {from} is outside the log [{min}, {end})"
+            )));
         }
         let seg_end = from - from % seg + seg;
         let len = (max as u64).min(end - from).min(seg_end - from) as usize;
         let mut buf = vec![0u8; len];
         if len > 0 {
-            self.read_log(from, &mut buf)
-                .map_err(|e| format!("reading the log at {from}: {e}"))?;
+            match self.read_log_mode(from, &mut buf, mode) {
+                Ok(()) => {}
+                Err(ReadError::WouldBlock) => return Err(WouldBlock),
+                Err(e) => return Ok(Err(format!("reading the log at {from}: {e}"))),
+            }
         }
-        Ok(buf)
+        Ok(Ok(buf))
     }
 
     /// Oldest offset held, end, and segment size.

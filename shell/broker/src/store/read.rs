@@ -8,7 +8,12 @@
 //! copy needs no lock, and a reader that meets cold pages waits alone: no sender queues
 //! behind it, and it queues behind no sender. Alone on its thread too: a request on an
 //! executor thread reads with `ReadMode::Cached` (page-cache hits only) and repeats a read
-//! that would wait for the disk on a blocking thread (`PullFilter::read_off_executor`).
+//! that would wait for the disk on a blocking thread: pulls and POPs
+//! (`PullFilter::read_off_executor`), records by offset
+//! ([`StoreService::record_at_off_executor`]) and the HA stream
+//! ([`StoreService::log_bytes_off_executor`]). Operators' requests that read anywhere
+//! (stats, offsets by time, VIEW_MESSAGE_BY_ID) and metrics scrapes run on a blocking
+//! thread whole.
 //!
 //! Records deleted by retention between the look at the watermark and the read are
 //! skipped (their segment is gone) or read as they were (a reader already held the file).
@@ -29,12 +34,18 @@ use super::{MAX_FILTER_SCAN, MAX_PULL_BYTES, MAX_PULL_MSGS, Pulled, RecordFilter
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WouldBlock;
 
+/// What a read that was allowed to wait answers if the file layer said it would block
+/// anyway (it does not: `ReadMode::Wait` never answers `WouldBlock`).
+pub(crate) fn waited_read_would_block(offset: u64) -> String {
+    format!("reading the log at {offset}: a waiting read reported that it would block")
+}
+
 /// Entries read from a queue file per `pread` (2.5 KiB).
 const ENTRIES_PER_READ: u64 = 128;
 
 /// Largest record a reader believes: a size past it is rot, not an allocation to make.
 /// A segment bounds a record too; this keeps a rotted size from allocating up to one.
-const MAX_RECORD_READ: u32 = 64 << 20;
+pub const MAX_RECORD_READ: u32 = 64 << 20;
 
 /// One consume queue as readers see it: its files and published bounds.
 #[derive(Debug)]
@@ -111,7 +122,12 @@ impl StoreService {
         self.read_log_mode(offset, buf, ReadMode::Wait)
     }
 
-    fn read_log_mode(&self, offset: u64, buf: &mut [u8], mode: ReadMode) -> Result<(), ReadError> {
+    pub(super) fn read_log_mode(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        mode: ReadMode,
+    ) -> Result<(), ReadError> {
         if offset + buf.len() as u64 > self.written.load(Ordering::Acquire) {
             return Err(ReadError::OutOfRange);
         }
@@ -121,18 +137,32 @@ impl StoreService {
 
     /// What is at published log offset `offset`.
     pub(crate) fn slot_at(&self, offset: u64) -> Result<Slot, String> {
+        self.slot_at_mode(offset, ReadMode::Wait)
+            .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
+    }
+
+    /// [`StoreService::slot_at`], failing with `WouldBlock` when `mode` is `Cached` and
+    /// the record's head is not in the page cache.
+    fn slot_at_mode(
+        &self,
+        offset: u64,
+        mode: ReadMode,
+    ) -> Result<Result<Slot, String>, WouldBlock> {
         let end = self.written.load(Ordering::Acquire);
         if offset > end {
-            return Err(format!("offset {offset} is past the log's end {end}"));
+            return Ok(Err(format!("offset {offset} is past the log's end {end}")));
         }
         if offset == end {
-            return Ok(Slot::End);
+            return Ok(Ok(Slot::End));
         }
-        slot_from_head::<ReadError>(offset, self.segment_size(), |head| {
-            self.read_log(offset, head)
+        let slot = slot_from_head::<ReadError>(offset, self.segment_size(), |head| {
+            self.read_log_mode(offset, head, mode)
                 .map_err(tern_engine::Error::Media)
-        })
-        .map_err(|e| format!("reading the log at {offset}: {e:?}"))
+        });
+        match slot {
+            Err(tern_engine::Error::Media(ReadError::WouldBlock)) => Err(WouldBlock),
+            r => Ok(r.map_err(|e| format!("reading the log at {offset}: {e:?}"))),
+        }
     }
 
     /// Appends the `size`-byte record at `offset` to `out`; false if it is gone or not
@@ -168,22 +198,69 @@ impl StoreService {
     }
 
     /// The stored bytes of the record starting at log offset `offset`, if one starts
-    /// there and parses (VIEW_MESSAGE_BY_ID, send-back, transactions).
+    /// there and parses (VIEW_MESSAGE_BY_ID, send-back, transactions). May wait for the
+    /// disk: a request on an executor thread reads with
+    /// [`StoreService::record_at_off_executor`].
     pub fn record_at(&self, offset: u64) -> Result<Vec<u8>, String> {
+        self.record_at_mode(offset, MAX_RECORD_READ, ReadMode::Wait)
+            .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
+    }
+
+    /// [`StoreService::record_at`] for a request on an executor thread: from the page
+    /// cache there, and again on a blocking thread only when that would wait for the
+    /// disk, so the requests this thread serves do not wait for it (a send-back or a
+    /// transaction's end naming a record long since written). A record whose head says
+    /// it is larger than `max_size` is not read: an offset from a peer may point into a
+    /// body that looks like a head.
+    pub async fn record_at_off_executor(
+        self: &Arc<Self>,
+        offset: u64,
+        max_size: u32,
+    ) -> Result<Vec<u8>, String> {
+        match self.record_at_mode(offset, max_size, ReadMode::Cached) {
+            Ok(read) => read,
+            Err(WouldBlock) => {
+                let store = self.clone();
+                tern_shell::runtime::spawn_blocking(move || {
+                    store
+                        .record_at_mode(offset, max_size, ReadMode::Wait)
+                        .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
+                })
+                .await
+            }
+        }
+    }
+
+    fn record_at_mode(
+        &self,
+        offset: u64,
+        max_size: u32,
+        mode: ReadMode,
+    ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
         let min = self.log_min.load(Ordering::Acquire);
         if offset < min {
-            return Err(format!("offset {offset} is below the log's start {min}"));
+            return Ok(Err(format!(
+                "offset {offset} is below the log's start {min}"
+            )));
         }
-        let size = match self.slot_at(offset)? {
-            Slot::Record(size) => size,
-            _ => return Err(format!("no record starts at offset {offset}")),
+        let size = match self.slot_at_mode(offset, mode)? {
+            Ok(Slot::Record(size)) if size <= max_size => size,
+            Ok(Slot::Record(size)) => {
+                return Ok(Err(format!(
+                    "no record at offset {offset}: size {size} is implausible"
+                )));
+            }
+            Ok(_) => return Ok(Err(format!("no record starts at offset {offset}"))),
+            Err(e) => return Ok(Err(e)),
         };
         let mut bytes = Vec::new();
-        if !self.copy_record(offset, size, &mut bytes) {
-            return Err(format!("the record at {offset} is gone"));
+        if !self.copy_record_mode(offset, size, &mut bytes, mode)? {
+            return Ok(Err(format!("the record at {offset} is gone")));
         }
-        RecordView::parse(&bytes).map_err(|e| format!("no record at {offset}: {e:?}"))?;
-        Ok(bytes)
+        Ok(match RecordView::parse(&bytes) {
+            Ok(_) => Ok(bytes),
+            Err(e) => Err(format!("no record at {offset}: {e:?}")),
+        })
     }
 
     /// The record an entry points at, if it is still held and parses.
@@ -361,5 +438,97 @@ impl StoreService {
         };
         out.all_filtered = matched == 0 && scanned_to > offset;
         Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use tern_engine::record::{Host, MessageIn};
+
+    /// A store of 64 KiB segments holding `n` 1 KiB records; their log offsets.
+    fn store_with(dir: &std::path::Path, n: usize) -> (Arc<StoreService>, Vec<u64>) {
+        let config = BrokerConfig {
+            store_root: dir.to_path_buf(),
+            commit_log_segment_bytes: 64 << 10,
+            ..BrokerConfig::default()
+        };
+        let store = StoreService::open(&config).unwrap();
+        let host = Host::V4 {
+            ip: [127, 0, 0, 1],
+            port: 1,
+        };
+        let body = [7u8; 1024];
+        let m = MessageIn {
+            topic: "T",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: &body,
+            properties: b"",
+        };
+        let offsets = (0..n).map(|_| store.put(&m).unwrap().at.offset).collect();
+        (store, offsets)
+    }
+
+    #[test]
+    fn reads_for_executor_threads_meet_cold_records_on_a_blocking_thread() {
+        // Where /tmp is tmpfs its pages are never cold: then only the bytes are checked.
+        let dir = tempfile::tempdir().unwrap();
+        let (store, offsets) = store_with(dir.path(), 200);
+        let first = offsets[0];
+        let hot = store.record_at(first).unwrap();
+        let hot_log = store
+            .log_bytes(first, 4096, ReadMode::Wait)
+            .unwrap()
+            .unwrap();
+        store.close().unwrap();
+        drop(store);
+        // Reopened after a clean close, no page of the first segment is mapped (recovery
+        // reads from the checkpoint on): its pages can be dropped.
+        let (store, _) = store_with(dir.path(), 0);
+        let segment =
+            std::fs::File::open(dir.path().join("commitlog").join(format!("{first:020}"))).unwrap();
+        segment.sync_all().unwrap();
+        rustix::fs::fadvise(&segment, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let on_tmpfs = rustix::fs::fstatfs(&segment).unwrap().f_type == 0x0102_1994;
+        let cached = store.record_at_mode(first, MAX_RECORD_READ, ReadMode::Cached);
+        assert!(
+            on_tmpfs || cached == Err(WouldBlock),
+            "a cold record read from the page cache answered {cached:?}"
+        );
+        let read =
+            tern_shell::runtime::block_on(store.record_at_off_executor(first, MAX_RECORD_READ));
+        assert_eq!(read.unwrap(), hot);
+        // Warm again now: the executor thread reads it itself.
+        let cached = store.record_at_mode(first, MAX_RECORD_READ, ReadMode::Cached);
+        assert_eq!(cached, Ok(Ok(hot.clone())));
+
+        rustix::fs::fadvise(&segment, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let cached = store.log_bytes(first, 4096, ReadMode::Cached);
+        assert!(
+            on_tmpfs || cached == Err(WouldBlock),
+            "cold log bytes read from the page cache answered {cached:?}"
+        );
+        let read = tern_shell::runtime::block_on(store.log_bytes_off_executor(first, 4096));
+        assert_eq!(read.unwrap(), hot_log);
+    }
+
+    #[test]
+    fn a_record_larger_than_the_caller_allows_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, offsets) = store_with(dir.path(), 2);
+        let size = store.record_at(offsets[0]).unwrap().len() as u32;
+        let read =
+            |max| tern_shell::runtime::block_on(store.record_at_off_executor(offsets[0], max));
+        assert_eq!(read(size).unwrap().len(), size as usize);
+        let refused = read(size - 1).unwrap_err();
+        assert!(refused.contains("implausible"), "{refused}");
     }
 }

@@ -105,7 +105,7 @@ async fn end(
             "commitLogOffset and tranStateTableOffset must not be negative",
         ));
     };
-    let bytes = super::read_record_at(ctx, offset).map_err(|e| {
+    let bytes = super::read_record_at(ctx, offset).await.map_err(|e| {
         refused(
             ResponseCode::SystemError,
             format!("Find prepared transaction message failed: {e}"),

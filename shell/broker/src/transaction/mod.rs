@@ -23,7 +23,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use tern_shell::sync::MutexExt;
 
-use tern_engine::commitlog::Slot;
 use tern_engine::properties::{self, key};
 use tern_engine::record::{
     MessageIn, RecordView, SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK,
@@ -33,7 +32,7 @@ use tern_shell::runtime::now_ms;
 
 use crate::BrokerCtx;
 use crate::processor::send::host;
-use crate::store::PutError;
+use crate::store::{MAX_RECORD_READ, PutError};
 
 pub mod check;
 pub mod end;
@@ -333,21 +332,16 @@ fn committed_already(
 
 /// The record at commit-log offset `offset`, checked: it starts a record, parses, says it
 /// is stored there, and its body CRC holds. Errors say why, for the peer's remark.
-pub fn read_record_at(ctx: &BrokerCtx, offset: u64) -> Result<Vec<u8>, String> {
+pub async fn read_record_at(ctx: &BrokerCtx, offset: u64) -> Result<Vec<u8>, String> {
     let (min, max, _) = ctx.store.log_span();
     if offset < min || offset >= max {
         return Err(format!("offset {offset} is outside the log [{min}, {max})"));
     }
-    let size = match ctx.store.slot_at(offset)? {
-        Slot::Record(size) => size as usize,
-        _ => return Err(format!("no record starts at offset {offset}")),
-    };
-    if size > ctx.config.max_message_size + RECORD_OVERHEAD {
-        return Err(format!(
-            "no record at offset {offset}: size {size} is implausible"
-        ));
-    }
-    let bytes = ctx.store.record_at(offset)?;
+    let largest = (ctx.config.max_message_size + RECORD_OVERHEAD).min(MAX_RECORD_READ as usize);
+    let bytes = ctx
+        .store
+        .record_at_off_executor(offset, largest as u32)
+        .await?;
     let view = RecordView::parse(&bytes).map_err(|e| format!("no record at {offset}: {e:?}"))?;
     if view.physical_offset() != offset as i64 {
         return Err(format!("no record starts at offset {offset}"));
