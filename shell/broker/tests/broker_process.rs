@@ -399,3 +399,45 @@ fn a_broker_whose_stdout_closes_keeps_serving() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_topic_or_group_acknowledged_survives_a_kill_9_right_after_the_answer() {
+    // The tables are written on a blocking thread; the answer must wait for the write,
+    // or a crash just after it (here: at once) loses what the operator was told exists.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "");
+    for round in 0..6 {
+        let mut b = BrokerProc::standalone(dir.path(), &conf);
+        run(async {
+            let c = Client::connect(&b.addr).await;
+            let topics = c
+                .call(RemotingCommand::request_code(RequestCode::GetAllTopicConfig))
+                .await;
+            expect_code(&topics, ResponseCode::Success);
+            let groups = c
+                .call(RemotingCommand::request_code(
+                    RequestCode::GetAllSubscriptionGroupConfig,
+                ))
+                .await;
+            expect_code(&groups, ResponseCode::Success);
+            let (topics, groups) = (
+                String::from_utf8_lossy(&topics.body),
+                String::from_utf8_lossy(&groups.body),
+            );
+            for earlier in 0..round {
+                let (t, g) = (format!("Kept{earlier}"), format!("KeptGroup{earlier}"));
+                assert!(topics.contains(&t), "{t} lost to kill -9: {topics}");
+                assert!(groups.contains(&g), "{g} lost to kill -9: {groups}");
+            }
+            create_topic(&c, &format!("Kept{round}"), 2).await;
+            let group = tern_shell::body::SubscriptionGroupConfig {
+                group_name: format!("KeptGroup{round}"),
+                ..Default::default()
+            };
+            let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
+                .with_body(tern_shell::body::to_json(&group));
+            expect_code(&c.call(req).await, ResponseCode::Success);
+        });
+        b.kill9();
+    }
+}

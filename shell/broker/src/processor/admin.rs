@@ -85,6 +85,9 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
             h.write_queue_nums,
             h.perm
         );
+        // Answered once on disk, as RocketMQ persists the table before it answers: a
+        // topic acknowledged and then lost to a crash would take its route with it.
+        ctx.topics.persisted().await;
         crate::register::register_all_now(ctx).await;
     }
     RemotingCommand::response_to(req, ResponseCode::Success)
@@ -104,6 +107,7 @@ pub async fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     }
     ctx.topics.delete(&h.topic);
     ctx.offsets.delete_topic(&h.topic);
+    ctx.topics.persisted().await;
     ctx.request_registration();
     match ctx.store.delete_topic_queues(&h.topic).await {
         Ok(n) => {
@@ -128,7 +132,7 @@ pub fn all_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
 }
 
 /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
-pub fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let g: SubscriptionGroupConfig = match tern_shell::body::from_json(&req.body) {
         Ok(g) => g,
         Err(e) => {
@@ -147,6 +151,8 @@ pub fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         );
     }
     ctx.groups.upsert(g);
+    // Answered once on disk (RocketMQ persists the table before it answers).
+    ctx.groups.persisted().await;
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 
@@ -176,7 +182,7 @@ pub fn group_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
 }
 
 /// DELETE_SUBSCRIPTIONGROUP: forgets the group, and its offsets with `cleanOffset`.
-pub fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     let h: DeleteSubscriptionGroupRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
@@ -185,7 +191,9 @@ pub fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     if h.clean_offset == Some(true) {
         ctx.offsets.delete_group(&h.group_name);
         ctx.offsets.persist();
+        ctx.offsets.persisted().await;
     }
+    ctx.groups.persisted().await;
     RemotingCommand::response_to(req, ResponseCode::Success)
 }
 
