@@ -32,23 +32,8 @@ use tern_engine::properties::key;
 const MAX_HALVES_PER_ROUND: usize = 100_000;
 /// How long writing one check-back to a producer may take.
 const CHECK_SEND_TIMEOUT: Duration = Duration::from_secs(3);
-/// Steps of the walk between yields to the executor.
-const YIELD_EVERY: usize = 256;
-
-/// Returns to the executor once (without naming it).
-async fn yield_now() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-}
+/// Steps of the walk per trip to a blocking thread.
+const STEPS_PER_BATCH: usize = 256;
 
 /// The service: until shutdown, a round every `transactionCheckInterval`. Progress is
 /// saved after every round and once more on the way out.
@@ -67,36 +52,47 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     ctx.transactions.save_progress(&ctx);
 }
 
-/// One walk over the half queue.
-pub async fn round(ctx: &BrokerCtx) {
-    let tx = &ctx.transactions;
+/// One walk over the half queue. The walk runs on a blocking thread, a batch of steps at
+/// a time: a step reads a half message that has waited out the check interval (its
+/// pages are likely cold) and may query the index under the state lock, which would
+/// hold up every request an executor thread serves. Only the check-backs are sent here.
+pub async fn round(ctx: &Arc<BrokerCtx>) {
     let started = now_ms();
-    tx.refresh_ops(ctx);
+    let c = ctx.clone();
+    runtime::spawn_blocking(move || c.transactions.refresh_ops(&c)).await;
     let mut asked = 0usize;
-    for n in 0..MAX_HALVES_PER_ROUND {
-        if ctx.shutdown.is_triggered() {
+    let mut stepped = 0usize;
+    while stepped < MAX_HALVES_PER_ROUND && !ctx.shutdown.is_triggered() {
+        let budget = STEPS_PER_BATCH.min(MAX_HALVES_PER_ROUND - stepped);
+        let c = ctx.clone();
+        let batch =
+            runtime::spawn_blocking(move || c.transactions.steps(&c, started, budget)).await;
+        stepped += batch.steps;
+        for check in batch.checks {
+            asked += 1;
+            send_check(ctx, check).await;
+        }
+        if batch.stopped {
             break;
         }
-        if n % YIELD_EVERY == YIELD_EVERY - 1 {
-            // A long run of resolved halves is synchronous work: let other tasks run.
-            yield_now().await;
-        }
-        match tx.step(ctx, started) {
-            Step::Next => {}
-            Step::Stop => break,
-            Step::Check(c) => {
-                asked += 1;
-                send_check(ctx, c).await;
-            }
-        }
     }
-    tx.save_progress(ctx);
+    ctx.transactions.save_progress(ctx);
     if asked > 0 {
-        let (h, o) = tx.progress();
+        let (h, o) = ctx.transactions.progress();
         log::info!(
             "transaction check: asked about {asked} half messages; progress half {h}, op {o}"
         );
     }
+}
+
+/// What a batch of steps did.
+struct Batch {
+    /// Steps taken.
+    steps: usize,
+    /// Check-backs to send, in the order of their half messages.
+    checks: Vec<CheckRequest>,
+    /// The walk has nothing more to do this round.
+    stopped: bool,
 }
 
 /// What one step of the walk decided.
@@ -117,6 +113,31 @@ struct CheckRequest {
 }
 
 impl Transactions {
+    /// Up to `budget` steps of the walk (blocking: see [`round`]).
+    fn steps(&self, ctx: &BrokerCtx, round_started: i64, budget: usize) -> Batch {
+        let mut batch = Batch {
+            steps: 0,
+            checks: Vec::new(),
+            stopped: false,
+        };
+        while batch.steps < budget {
+            if ctx.shutdown.is_triggered() {
+                batch.stopped = true;
+                break;
+            }
+            batch.steps += 1;
+            match self.step(ctx, round_started) {
+                Step::Next => {}
+                Step::Stop => {
+                    batch.stopped = true;
+                    break;
+                }
+                Step::Check(c) => batch.checks.push(c),
+            }
+        }
+        batch
+    }
+
     /// Looks at the half message at the progress offset and deals with it. Runs under the
     /// state lock, so a verdict arriving meanwhile is either seen here or sees this.
     fn step(&self, ctx: &BrokerCtx, round_started: i64) -> Step {

@@ -7,6 +7,7 @@
 //! group, and carry the message id given. A oneway request gets no answer either way, so
 //! every refusal is also logged with its reason.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_engine::record::RecordView;
@@ -20,7 +21,7 @@ use super::half::{self, HalfInfo};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::processor::bad_header;
-use crate::store::Durability;
+use crate::store::{Durability, PutError};
 
 /// How long a verdict waits for reput to index its half message: a client can answer
 /// within microseconds of the send response, before the half queue entry exists.
@@ -35,7 +36,7 @@ fn refused(code: ResponseCode, remark: impl Into<String>) -> Refused {
 
 /// END_TRANSACTION.
 pub async fn end_transaction(
-    ctx: &BrokerCtx,
+    ctx: &Arc<BrokerCtx>,
     conn: &ConnectionCtx,
     req: &RemotingCommand,
     access: &Access,
@@ -64,7 +65,7 @@ pub async fn end_transaction(
 }
 
 async fn end(
-    ctx: &BrokerCtx,
+    ctx: &Arc<BrokerCtx>,
     h: &EndTransactionRequestHeader,
     wait: bool,
     access: &Access,
@@ -125,19 +126,28 @@ async fn end(
         .map_err(|why| refused(ResponseCode::NoPermission, why))?;
     verify(ctx, h, &view, &info, offset, queue_offset).await?;
     let end = if commit {
-        let c = ctx
-            .transactions
-            .commit(ctx, &view, &info)
-            .map_err(put_refused)?;
-        if c.stored {
-            log::debug!(
-                "transaction {} committed to {}/{}",
-                info.uniq.unwrap_or("?"),
-                info.real_topic,
-                info.real_qid
-            );
-        }
-        c.end
+        // A commit first looks for an earlier commit of the same transaction, under the
+        // state lock: an index query that may wait for the next dispatch, and record
+        // reads. On a blocking thread, as RocketMQ runs END_TRANSACTION on an executor of
+        // its own, so no request this executor thread serves waits for it.
+        let ctx = ctx.clone();
+        runtime::spawn_blocking(move || {
+            let view =
+                RecordView::parse(&bytes).map_err(|e| PutError::Illegal(format!("{e:?}")))?;
+            let info = half::half_info(&view).map_err(|e| PutError::Illegal(e.to_string()))?;
+            let c = ctx.transactions.commit(&ctx, &view, &info)?;
+            if c.stored {
+                log::debug!(
+                    "transaction {} committed to {}/{}",
+                    info.uniq.unwrap_or("?"),
+                    info.real_topic,
+                    info.real_qid
+                );
+            }
+            Ok(c.end)
+        })
+        .await
+        .map_err(put_refused)?
     } else {
         log::debug!(
             "transaction {} of {} rolled back",
