@@ -411,7 +411,9 @@ fn a_topic_or_group_acknowledged_survives_a_kill_9_right_after_the_answer() {
         run(async {
             let c = Client::connect(&b.addr).await;
             let topics = c
-                .call(RemotingCommand::request_code(RequestCode::GetAllTopicConfig))
+                .call(RemotingCommand::request_code(
+                    RequestCode::GetAllTopicConfig,
+                ))
                 .await;
             expect_code(&topics, ResponseCode::Success);
             let groups = c
