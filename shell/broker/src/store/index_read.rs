@@ -214,7 +214,6 @@ mod tests {
     use std::os::unix::fs::FileExt;
     use tern_engine::index::IndexQuery;
     use tern_engine::properties::{append, key};
-    use tern_engine::record::{Host, MessageIn};
     use tern_engine::store::StoreConfig;
 
     const CONFIG: StoreConfig = StoreConfig {
@@ -230,23 +229,7 @@ mod tests {
         let mut props = vec![0u8; 64];
         let mut len = 0;
         append(&mut props, &mut len, key::KEYS, keys).unwrap();
-        let host = Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 1,
-        };
-        let m = MessageIn {
-            topic: "T",
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: host,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b"x",
-            properties: &props[..len],
-        };
+        let m = super::super::test_message(b"x", &props[..len]);
         let offsets = (0..n)
             .map(|_| s.store_mut().put(&m, 1_700_000_000_000).unwrap().at.offset)
             .collect();

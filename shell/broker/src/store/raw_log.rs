@@ -9,7 +9,7 @@ use std::time::Instant;
 use tern_engine::commitlog::Slot;
 use tern_engine_fs::{ReadError, ReadMode};
 
-use super::read::{WouldBlock, waited_read_would_block};
+use super::read::WouldBlock;
 use super::{PutError, StoreService};
 
 /// One record of the log, copied out.
@@ -54,18 +54,8 @@ impl StoreService {
         from: u64,
         max: usize,
     ) -> Result<Vec<u8>, String> {
-        match self.log_bytes(from, max, ReadMode::Cached) {
-            Ok(read) => read,
-            Err(WouldBlock) => {
-                let store = self.clone();
-                tern_shell::runtime::spawn_blocking(move || {
-                    store
-                        .log_bytes(from, max, ReadMode::Wait)
-                        .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(from)))
-                })
-                .await
-            }
-        }
+        self.off_executor(from, move |s, mode| s.log_bytes(from, max, mode))
+            .await
     }
 
     pub(super) fn log_bytes(

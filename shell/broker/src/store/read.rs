@@ -36,7 +36,7 @@ pub struct WouldBlock;
 
 /// What a read that was allowed to wait answers if the file layer said it would block
 /// anyway (it does not: `ReadMode::Wait` never answers `WouldBlock`).
-pub(crate) fn waited_read_would_block(offset: u64) -> String {
+fn waited_read_would_block(offset: u64) -> String {
     format!("reading the log at {offset}: a waiting read reported that it would block")
 }
 
@@ -217,13 +217,28 @@ impl StoreService {
         offset: u64,
         max_size: u32,
     ) -> Result<Vec<u8>, String> {
-        match self.record_at_mode(offset, max_size, ReadMode::Cached) {
-            Ok(read) => read,
+        self.off_executor(offset, move |s, mode| {
+            s.record_at_mode(offset, max_size, mode)
+        })
+        .await
+    }
+
+    /// Runs `read` (of the log at `offset`) on this executor thread from the page cache,
+    /// and again on a blocking thread only when that would wait for the disk: how a
+    /// request on an executor thread reads records by offset and the HA stream. (Pulls
+    /// and POPs do the same in `PullFilter::read_off_executor`, which clones its filter
+    /// only for the blocking read.)
+    pub(super) async fn off_executor<T: Send + 'static>(
+        self: &Arc<Self>,
+        offset: u64,
+        read: impl Fn(&StoreService, ReadMode) -> Result<Result<T, String>, WouldBlock> + Send + 'static,
+    ) -> Result<T, String> {
+        match read(self, ReadMode::Cached) {
+            Ok(done) => done,
             Err(WouldBlock) => {
                 let store = self.clone();
                 tern_shell::runtime::spawn_blocking(move || {
-                    store
-                        .record_at_mode(offset, max_size, ReadMode::Wait)
+                    read(&store, ReadMode::Wait)
                         .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
                 })
                 .await
@@ -445,7 +460,6 @@ impl StoreService {
 mod tests {
     use super::*;
     use crate::config::BrokerConfig;
-    use tern_engine::record::{Host, MessageIn};
 
     /// A store of 64 KiB segments holding `n` 1 KiB records; their log offsets.
     fn store_with(dir: &std::path::Path, n: usize) -> (Arc<StoreService>, Vec<u64>) {
@@ -455,24 +469,7 @@ mod tests {
             ..BrokerConfig::default()
         };
         let store = StoreService::open(&config).unwrap();
-        let host = Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 1,
-        };
-        let body = [7u8; 1024];
-        let m = MessageIn {
-            topic: "T",
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: host,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: &body,
-            properties: b"",
-        };
+        let m = super::super::test_message(&[7u8; 1024], b"");
         let offsets = (0..n).map(|_| store.put(&m).unwrap().at.offset).collect();
         (store, offsets)
     }
