@@ -142,6 +142,26 @@ code_enum! {
         SetMessageRequestMode = 401,
         GetAllMessageRequestMode = 402,
         BrokerHeartbeat = 904,
+        ControllerAlterSyncStateSet = 1001,
+        ControllerElectMaster = 1002,
+        ControllerRegisterBroker = 1003,
+        ControllerGetReplicaInfo = 1004,
+        ControllerGetMetadataInfo = 1005,
+        ControllerGetSyncStateData = 1006,
+        GetBrokerEpochCache = 1007,
+        NotifyBrokerRoleChanged = 1008,
+        UpdateControllerConfig = 1009,
+        GetControllerConfig = 1010,
+        CleanBrokerData = 1011,
+        ControllerGetNextBrokerId = 1012,
+        ControllerApplyBrokerId = 1013,
+        /// Tern's controller group: openraft's AppendEntries between controllers (codes
+        /// outside RocketMQ's and DLedger's ranges; docs/design/controller.md §11.3).
+        RaftAppendEntries = 52001,
+        /// Tern's controller group: openraft's RequestVote.
+        RaftVote = 52002,
+        /// Tern's controller group: openraft's InstallSnapshot chunk.
+        RaftInstallSnapshot = 52003,
         PopMessage = 200050,
         AckMessage = 200051,
         PeekMessage = 200052,
@@ -194,6 +214,21 @@ code_enum! {
         NotLeaderForQueue = 501,
         IllegalOperation = 604,
         GoAway = 1500,
+        ControllerFencedMasterEpoch = 2000,
+        ControllerFencedSyncStateSetEpoch = 2001,
+        ControllerInvalidMaster = 2002,
+        ControllerInvalidReplicas = 2003,
+        ControllerMasterNotAvailable = 2004,
+        ControllerInvalidRequest = 2005,
+        ControllerBrokerNotAlive = 2006,
+        ControllerNotLeader = 2007,
+        ControllerBrokerMetadataNotExist = 2008,
+        ControllerInvalidCleanBrokerMetadata = 2009,
+        ControllerBrokerNeedToBeRegistered = 2010,
+        ControllerMasterStillExist = 2011,
+        ControllerElectMasterFailed = 2012,
+        ControllerAlterSyncStateSetFailed = 2013,
+        ControllerBrokerIdInvalid = 2014,
     }
 }
 

@@ -8,15 +8,29 @@ use std::io::Write;
 use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use log::{LevelFilter, Log, Metadata, Record};
+use log::{Level, LevelFilter, Log, Metadata, Record};
 
 struct StderrLogger {
     level: LevelFilter,
 }
 
+/// Libraries whose info records are step-by-step traces (openraft logs every vote and
+/// replication change at info): shown from `debug` on.
+const CHATTY_TARGETS: [&str; 1] = ["openraft"];
+
 impl Log for StderrLogger {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.level() <= self.level
+        let level = match metadata.level() {
+            Level::Info
+                if CHATTY_TARGETS
+                    .iter()
+                    .any(|t| metadata.target().starts_with(t)) =>
+            {
+                Level::Debug
+            }
+            l => l,
+        };
+        level <= self.level
     }
 
     fn log(&self, record: &Record<'_>) {

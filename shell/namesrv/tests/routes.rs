@@ -323,6 +323,7 @@ fn silent_broker_expires_while_a_heartbeating_one_stays() {
         broker_addr: "127.0.0.1:10921".into(),
         broker_name: "busy".into(),
         broker_id: Some(0),
+        ..Default::default()
     };
     let expired = eventually(Duration::from_secs(5), || {
         tern_shell::runtime::block_on(

@@ -17,6 +17,7 @@ use crate::lenient_json::{self, NUM_KEY, RAW_KEY};
 
 mod admin;
 mod client;
+mod controller;
 mod pop;
 mod queue;
 mod route;
@@ -24,6 +25,7 @@ mod topic;
 
 pub use admin::*;
 pub use client::*;
+pub use controller::*;
 pub use pop::*;
 pub use queue::*;
 pub use route::*;

@@ -72,8 +72,19 @@ ext_header! {
         pub broker_addr: String = "brokerAddr",
         /// Broker name.
         pub broker_name: String = "brokerName",
-        /// 0 = master.
+        /// 0 = master; in controller mode the broker's controller-assigned id.
         pub broker_id: Option<i64> = "brokerId",
+        /// Controller mode: the last epoch in the broker's epoch file.
+        pub epoch: Option<i32> = "epoch",
+        /// Controller mode: the broker's max commit-log offset.
+        pub max_offset: Option<i64> = "maxOffset",
+        /// Controller mode: the broker's confirm offset.
+        pub confirm_offset: Option<i64> = "confirmOffset",
+        /// Controller mode: how long the controller may wait for the next heartbeat
+        /// (`controllerHeartBeatTimeoutMills`).
+        pub heartbeat_timeout_mills: Option<i64> = "heartbeatTimeoutMills",
+        /// Controller mode: `brokerElectionPriority` (lower wins).
+        pub election_priority: Option<i32> = "electionPriority",
     }
 }
 
