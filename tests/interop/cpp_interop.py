@@ -298,8 +298,26 @@ def make_producer(args, group):
     return p
 
 
+def cpp_log_tail(lines=40):
+    """The last lines of the C++ client's newest log file: what it was doing when a call
+    hung (its shutdown waits on its rebalance and pull threads)."""
+    folder = os.path.join(os.environ.get("HOME", "."), "logs", "rocketmq-cpp")
+    try:
+        files = [os.path.join(folder, f) for f in os.listdir(folder)]
+        newest = max(files, key=os.path.getmtime)
+        with open(newest, "rb") as f:
+            tail = f.read()[-20000:].decode("utf-8", "replace").splitlines()[-lines:]
+        return "%s:\n%s" % (newest, "\n".join(tail))
+    except (OSError, ValueError) as e:
+        return "no C++ client log in %s (%s)" % (folder, e)
+
+
 def stop(obj, what):
-    return bounded(obj.shutdown, 20, what)
+    if bounded(obj.shutdown, 20, what):
+        return True
+    for line in cpp_log_tail().splitlines():
+        progress("  cpp-log| " + line)
+    return False
 
 
 def decode(b):

@@ -385,3 +385,69 @@ fn bad_requests_get_clear_errors_and_nothing_stored_is_lost() {
         );
     });
 }
+
+/// A reset makes the group's clients drop their queues and wait for the pull in flight on
+/// each (the C++ client spins until it returns): the broker answers those held pulls
+/// soon after telling the clients, instead of holding them for the rest of their 15 s.
+#[test]
+fn a_reset_answers_the_groups_held_pulls_soon_after_telling_its_clients() {
+    let (_dir, b) = start("");
+    run(async {
+        let (group, topic) = ("G_RESET_HELD", "ResetHeld");
+        let rec = std::sync::Arc::new(Recorder::default());
+        let a = Client::connect_with(&b.addr, rec.clone()).await;
+        create_topic(&a, topic, 1).await;
+        expect_code(
+            &a.call(heartbeat("10.0.0.1@R", group, topic, "*", vec![]))
+                .await,
+            ResponseCode::Success,
+        );
+        expect_code(
+            &a.call(send_v2(&msg(topic, b"one", &[]), 0)).await,
+            ResponseCode::Success,
+        );
+        let pull = pull_with(
+            pull_req(group, topic, 0, 1, Some("*")),
+            32,
+            pull_sys_flag::SUSPEND,
+            15_000,
+        );
+        let puller = a.clone();
+        let held = runtime::spawn(async move {
+            let asked = Instant::now();
+            (puller.call(pull).await, asked.elapsed())
+        });
+        runtime::sleep(Duration::from_millis(300)).await;
+        let admin = Client::connect(&b.addr).await;
+        let reset = tern_shell::headers::ResetOffsetRequestHeader {
+            topic: topic.into(),
+            group: group.into(),
+            timestamp: 0,
+            is_force: true,
+            queue_id: None,
+            offset: None,
+        };
+        expect_code(
+            &admin
+                .call(RemotingCommand::request(
+                    RequestCode::InvokeBrokerToResetOffset,
+                    &reset,
+                ))
+                .await,
+            ResponseCode::Success,
+        );
+        let told = rec
+            .wait_for(
+                RequestCode::ResetConsumerClientOffset,
+                1,
+                Duration::from_secs(3),
+            )
+            .await;
+        assert_eq!(told, 1, "the member is told of the reset once");
+        let (resp, took) = runtime::timeout(Duration::from_secs(6), held)
+            .await
+            .expect("the held pull is answered well before its 15 s");
+        expect_code(&resp, ResponseCode::PullNotFound);
+        assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    });
+}

@@ -163,11 +163,21 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         );
     } else {
         tell_clients(&h, &table, members);
+        // The clients drop their queues and wait for the pull in flight on each.
+        ctx.holds.release_later(&h.group, &RELEASE_AFTER);
     }
     RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(&ResetOffsetBody {
         offset_table: QueueKeyMap(table),
     }))
 }
+
+/// When a reset's clients have their pulls held from before answered
+/// (`PullHolds::release_later`).
+const RELEASE_AFTER: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_millis(800),
+    Duration::from_secs(2),
+];
 
 /// RESET_CONSUMER_CLIENT_OFFSET to each member, oneway, each write in a task of its own
 /// so a client that stopped reading delays nobody.

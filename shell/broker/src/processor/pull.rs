@@ -287,10 +287,11 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             if left.is_zero() {
                 break;
             }
+            let released = ctx.holds.listen_release(&h.consumer_group);
             let woke = runtime::race(
                 async { runtime::timeout(left, listener).await.is_ok() },
                 async {
-                    ctx.shutdown.wait().await;
+                    runtime::race(released, ctx.shutdown.wait()).await;
                     false
                 },
             )
