@@ -38,7 +38,8 @@ pub struct ControllerConfig {
     pub scan_inactive_master_interval: Duration,
     /// `electMasterMaxRetryCount`: tries of an election the controller started.
     pub elect_master_max_retry_count: u32,
-    /// `processReadEvent`: answer reads only after confirming leadership with a quorum.
+    /// `processReadEvent`: answer reads (1004, 1006, 1012) only after confirming with a
+    /// quorum that this node still leads (RocketMQ sends them through DLedger).
     pub process_read_event: bool,
     /// `controllerRaftHeartbeatMs`, `controllerRaftElectionMinMs`,
     /// `controllerRaftElectionMaxMs` (Tern's).
@@ -115,6 +116,18 @@ fn millis(r: &mut ConfigReader<'_>, key: &str, default: Duration) -> Result<Dura
 
 impl Config for ControllerConfig {
     fn read(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+        Self::read_keys(r, false)
+    }
+}
+
+impl ControllerConfig {
+    /// The controller keys of a name server's file (`enableControllerInNamesrv=true`):
+    /// `listenPort` there is the name server's, so it is not read.
+    pub fn read_embedded(r: &mut ConfigReader<'_>) -> Result<Self, ConfigError> {
+        Self::read_keys(r, true)
+    }
+
+    fn read_keys(r: &mut ConfigReader<'_>, embedded: bool) -> Result<Self, ConfigError> {
         let d = Self::default();
         let kind: String = r.get("controllerType", "DLedger".to_string())?;
         if kind != "DLedger" {
@@ -149,7 +162,11 @@ impl Config for ControllerConfig {
         } else {
             PathBuf::from(store)
         };
-        let listen_port: Option<u16> = r.get_opt("listenPort")?;
+        let listen_port: Option<u16> = if embedded {
+            None
+        } else {
+            r.get_opt("listenPort")?
+        };
         let timing = Timing {
             heartbeat: millis(r, "controllerRaftHeartbeatMs", d.timing.heartbeat)?,
             election_min: millis(r, "controllerRaftElectionMinMs", d.timing.election_min)?,
@@ -200,9 +217,7 @@ impl Config for ControllerConfig {
         }
         Ok(cfg)
     }
-}
 
-impl ControllerConfig {
     /// This node's peer address.
     pub fn self_addr(&self) -> &str {
         // Checked at load: the id is one of the peers.

@@ -53,6 +53,17 @@ pub(crate) async fn serve(inner: &Arc<Inner>, req: &RemotingCommand) -> Remoting
         Ok(t) => t,
         Err(refusal) => return refusal,
     };
+    let read = matches!(
+        req.request_code_enum(),
+        RequestCode::ControllerGetNextBrokerId
+            | RequestCode::ControllerGetReplicaInfo
+            | RequestCode::ControllerGetSyncStateData
+    );
+    if read && inner.config.process_read_event {
+        if let Err(e) = inner.raft.confirm_leader().await {
+            return inner.write_refusal(req, e);
+        }
+    }
     let answer = match req.request_code_enum() {
         RequestCode::ControllerApplyBrokerId => apply_broker_id(inner, req).await,
         RequestCode::ControllerGetNextBrokerId => next_broker_id(inner, req),

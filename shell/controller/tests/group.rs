@@ -20,10 +20,12 @@ use tern_shell::{
     ResponseCode, Server, ServerConfig,
 };
 
-use crate::common::{Ctl, Group, TIMEOUT, call, eventually};
+use crate::common::{Ctl, Group, TIMEOUT, admin, call, eventually};
 
 const NAME: &str = "broker-a";
 const CLUSTER: &str = "DefaultCluster";
+/// Reads confirmed with a quorum, so the test goes through openraft's read index.
+const READS: &str = "processReadEvent = true\n";
 
 /// What 1005 says on node `addr`: (leader id, leader address, is leader).
 fn metadata(addr: &str) -> Option<(Option<String>, Option<String>, bool, RemotingCommand)> {
@@ -193,7 +195,7 @@ fn replica_info(addr: &str) -> Option<RemotingCommand> {
 fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let g = Group::new(dir.path(), 3);
-    let mut nodes: Vec<Ctl> = (0..3).map(|i| g.start(i, "")).collect();
+    let mut nodes: Vec<Ctl> = (0..3).map(|i| g.start(i, READS)).collect();
     let leader = wait_leader(&g, &[0, 1, 2]);
     let la = g.addrs[leader].clone();
     let (_, _, _, meta) = metadata(&la).unwrap();
@@ -360,25 +362,99 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
     );
     assert!(a.in_sync_replicas.iter().all(|r| r.alive));
 
+    // mqadmin's commands, through any node: the leader is looked up with 1005.
+    let fa = g.addrs[follower].clone();
+    let (ok, out, err) = admin(&["getControllerMetaData", "-a", &fa]);
+    assert!(ok, "{err}");
+    assert!(out.contains("#ControllerGroup\ttern-test"), "{out}");
+    assert!(
+        out.contains(&format!("#ControllerLeaderAddress\t{la}")),
+        "{out}"
+    );
+    assert_eq!(out.matches("#Peer:").count(), 3, "{out}");
+    let (ok, out, err) = admin(&["getSyncStateSet", "-a", &fa, "-b", NAME]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("#MasterEpoch\t1") && out.contains("#SyncStateSetNums\t3"),
+        "{out}"
+    );
+    assert_eq!(out.matches("alive=true").count(), 3, "{out}");
+    // An operator moves the master to broker 2; it grows its set again.
+    let (ok, out, err) = admin(&[
+        "electMaster",
+        "-a",
+        &fa,
+        "-b",
+        "2",
+        "-bn",
+        NAME,
+        "-c",
+        CLUSTER,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("#BrokerMasterAddr\t{}", brokers[1].addr)),
+        "{out}"
+    );
+    assert!(out.contains("#MasterEpoch\t2"), "{out}");
+    assert_eq!(out.matches("#Broker\t").count(), 3, "{out}");
+    let h = AlterSyncStateSetRequestHeader {
+        broker_name: NAME.into(),
+        master_broker_id: 2,
+        master_epoch: 2,
+        invoke_time: None,
+    };
+    let body = SyncStateSet {
+        sync_state_set: vec![1, 2, 3],
+        sync_state_set_epoch: 3,
+    };
+    let r = call(
+        &la,
+        RemotingCommand::request(RequestCode::ControllerAlterSyncStateSet, &h)
+            .with_body(to_json(&body)),
+    )
+    .unwrap();
+    assert_eq!(code(&r), ResponseCode::Success, "{:?}", r.remark);
+    let (ok, _, err) = admin(&[
+        "electMaster",
+        "-a",
+        &fa,
+        "-b",
+        "9",
+        "-bn",
+        NAME,
+        "-c",
+        CLUSTER,
+    ]);
+    assert!(
+        !ok && err.contains("2012"),
+        "a designated broker that is no replica: {err}"
+    );
+
     // The master's process dies: its connections close, a member of the set takes over
     // at once and every live replica is told.
-    brokers[0].kill();
+    brokers[1].kill();
+    let killed = std::time::Instant::now();
     let r = eventually(Duration::from_secs(5), || {
-        replica_info(&la).filter(|r| ext(r, "masterEpoch") == Some("2"))
+        replica_info(&la).filter(|r| ext(r, "masterEpoch") == Some("3"))
     })
     .expect("a new master within 5 s of the master's connections closing");
+    eprintln!(
+        "new master {:?} after the master's connections closed",
+        killed.elapsed()
+    );
     let new_master: i64 = ext(&r, "masterBrokerId").unwrap().parse().unwrap();
-    assert!(new_master == 2 || new_master == 3, "master {new_master}");
+    assert!(new_master == 1 || new_master == 3, "master {new_master}");
     let sss: SyncStateSet = from_json(&r.body).unwrap();
     assert_eq!(
         (sss.sync_state_set.clone(), sss.sync_state_set_epoch),
-        (vec![new_master], 3)
+        (vec![new_master], 5)
     );
-    for b in &brokers[1..] {
+    for b in [&brokers[0], &brokers[2]] {
         let told = eventually(Duration::from_secs(5), || {
             b.notes
                 .guard()
-                .contains(&(Some(new_master.to_string()), Some("2".into())))
+                .contains(&(Some(new_master.to_string()), Some("3".into())))
                 .then_some(())
         });
         assert!(
@@ -388,26 +464,61 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
             b.notes.guard()
         );
     }
+    // The dead replica is forgotten; a live one cannot be.
+    let (ok, _, err) = admin(&[
+        "cleanBrokerMetadata",
+        "-a",
+        &fa,
+        "-bn",
+        NAME,
+        "-b",
+        "1;3",
+        "-c",
+        CLUSTER,
+    ]);
+    assert!(!ok && err.contains("still alive"), "{err}");
+    let (ok, out, err) = admin(&[
+        "cleanBrokerMetadata",
+        "-a",
+        &fa,
+        "-bn",
+        NAME,
+        "-b",
+        "2",
+        "-c",
+        CLUSTER,
+    ]);
+    assert!(
+        ok && out.contains("clear broker broker-a metadata from controller success"),
+        "{out} {err}"
+    );
+    let (_, out, _) = admin(&["getSyncStateSet", "-a", &fa, "-b", NAME]);
+    assert!(!out.contains("brokerId=2,"), "{out}");
 
     // The controller leader is killed: the others elect a leader that has the state.
     nodes[leader].kill9();
+    let killed = std::time::Instant::now();
     let rest: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let leader2 = wait_leader(&g, &rest);
+    eprintln!(
+        "new controller leader {:?} after kill -9 of the leader",
+        killed.elapsed()
+    );
     let r = replica_info(&g.addrs[leader2]).unwrap();
     assert_eq!(
         ext(&r, "masterBrokerId"),
         Some(new_master.to_string().as_str())
     );
-    assert_eq!(ext(&r, "masterEpoch"), Some("2"));
+    assert_eq!(ext(&r, "masterEpoch"), Some("3"));
 
     // It rejoins, and then every node is killed and restarted: the log and snapshot
     // give back the same state.
-    nodes[leader] = g.start(leader, "");
+    nodes[leader] = g.start(leader, READS);
     wait_leader(&g, &[0, 1, 2]);
     for n in &mut nodes {
         n.kill9();
     }
-    let nodes: Vec<Ctl> = (0..3).map(|i| g.start(i, "")).collect();
+    let nodes: Vec<Ctl> = (0..3).map(|i| g.start(i, READS)).collect();
     let leader3 = wait_leader(&g, &[0, 1, 2]);
     let la3 = &g.addrs[leader3];
     let r = eventually(Duration::from_secs(5), || replica_info(la3)).unwrap();
@@ -415,7 +526,7 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
         ext(&r, "masterBrokerId"),
         Some(new_master.to_string().as_str())
     );
-    assert_eq!(ext(&r, "masterEpoch"), Some("2"));
+    assert_eq!(ext(&r, "masterEpoch"), Some("3"));
     assert_eq!(ext(&next(la3), "nextBrokerId"), Some("4"));
     drop(nodes);
 }

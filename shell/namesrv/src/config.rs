@@ -52,6 +52,11 @@ pub struct NamesrvConfig {
     /// Access control (`aclEnable`, `plainAclFile`, `aclReplayWindowSeconds`: the
     /// broker's keys; Tern's addition on the name server).
     pub acl: AclSettings,
+    /// `enableControllerInNamesrv=true`: a controller node in this process, configured by
+    /// the controller keys of the same file (RocketMQ 5's embedded controller). It serves
+    /// on its peer address's port, beside the name server's.
+    #[cfg(feature = "controller")]
+    pub controller: Option<tern_controller::ControllerConfig>,
 }
 
 impl Default for NamesrvConfig {
@@ -74,6 +79,8 @@ impl Default for NamesrvConfig {
             },
             tls: ServerTlsSettings::default(),
             acl: AclSettings::default(),
+            #[cfg(feature = "controller")]
+            controller: None,
         }
     }
 }
@@ -131,7 +138,20 @@ impl Config for NamesrvConfig {
             metrics: MetricsSettings::read(r, DEFAULT_PROM_PORT)?,
             tls: ServerTlsSettings::read(r)?,
             acl: AclSettings::read(r)?,
+            #[cfg(feature = "controller")]
+            controller: if r.get("enableControllerInNamesrv", false)? {
+                Some(tern_controller::ControllerConfig::read_embedded(r)?)
+            } else {
+                None
+            },
         };
+        #[cfg(not(feature = "controller"))]
+        if r.get("enableControllerInNamesrv", false)? {
+            return Err(r.error(
+                "enableControllerInNamesrv",
+                "this tern-namesrv was built without the controller (feature `controller`)".into(),
+            ));
+        }
         // Java options with no effect here: accepted silently so real namesrv.conf files
         // do not produce a wall of warnings.
         for key in [

@@ -47,6 +47,9 @@ pub enum StartError {
     },
     /// The TLS certificate, key or CA file cannot be used.
     Tls(String),
+    /// The embedded controller (`enableControllerInNamesrv=true`) could not start.
+    #[cfg(feature = "controller")]
+    Controller(tern_controller::StartError),
 }
 
 impl fmt::Display for StartError {
@@ -56,6 +59,8 @@ impl fmt::Display for StartError {
             Self::Acl(e) => f.write_str(e),
             Self::Bind { addr, error } => write!(f, "cannot listen on {addr}: {error}"),
             Self::Tls(e) => write!(f, "cannot serve TLS: {e}"),
+            #[cfg(feature = "controller")]
+            Self::Controller(e) => write!(f, "the embedded controller: {e}"),
         }
     }
 }
@@ -72,12 +77,25 @@ pub struct NameServer {
     state: Arc<State>,
     /// The Prometheus endpoint, with `metricsExporterType=PROM`.
     metrics: Option<tern_shell::http::HttpServer>,
+    /// The controller node, with `enableControllerInNamesrv=true`.
+    #[cfg(feature = "controller")]
+    controller: Option<tern_controller::Controller>,
 }
 
 impl NameServer {
     /// Loads the KV store, binds `config.listen_addr()` and starts serving and expiring.
     pub async fn start(config: NamesrvConfig) -> Result<Self, StartError> {
         let kv = KvStore::open(&config.kv_config_path).map_err(StartError::Kv)?;
+        // Its own port and state; it shares nothing with the name server but the process.
+        #[cfg(feature = "controller")]
+        let controller = match &config.controller {
+            Some(c) => Some(
+                tern_controller::Controller::start(c.clone())
+                    .await
+                    .map_err(StartError::Controller)?,
+            ),
+            None => None,
+        };
         let addr = config.listen_addr();
         let server_config = ServerConfig {
             connection: ConnectionConfig {
@@ -121,6 +139,8 @@ impl NameServer {
             scanner,
             state,
             metrics,
+            #[cfg(feature = "controller")]
+            controller,
         })
     }
 
@@ -132,6 +152,14 @@ impl NameServer {
     /// The bound address (the real port when `listenPort` was 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
+    }
+
+    /// The embedded controller's peer port, when it runs one.
+    pub fn controller_addr(&self) -> Option<SocketAddr> {
+        #[cfg(feature = "controller")]
+        return self.controller.as_ref().map(|c| c.local_addr());
+        #[cfg(not(feature = "controller"))]
+        None
     }
 
     /// The configuration it runs with.
@@ -148,6 +176,10 @@ impl NameServer {
         self.stop.trigger();
         self.scanner.await;
         self.server.shutdown().await;
+        #[cfg(feature = "controller")]
+        if let Some(c) = self.controller {
+            c.shutdown().await;
+        }
         log::info!("name server stopped");
     }
 }

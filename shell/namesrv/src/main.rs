@@ -116,6 +116,9 @@ fn main() -> ExitCode {
             "tern-namesrv listening on {}",
             ns.local_addr()
         ));
+        if let Some(c) = ns.controller_addr() {
+            tern_shell::cli::announce(format_args!("tern-namesrv controller on {c}"));
+        }
         if let Some(m) = ns.metrics_addr() {
             tern_shell::cli::announce(format_args!("tern-namesrv metrics on http://{m}/metrics"));
         }

@@ -152,3 +152,61 @@ fn sigterm_and_sigint_shut_down_cleanly() {
         assert!(log.contains("name server stopped"), "{log}");
     }
 }
+
+/// `enableControllerInNamesrv=true`: a controller node runs in the name server's process
+/// on its own peer port (a group of one here, so it leads), configured by the controller
+/// keys of the name server's file; the name server serves as before.
+#[test]
+fn an_embedded_controller_serves_beside_the_name_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "enableControllerInNamesrv = true\n\
+             controllerDLegerGroup = embedded\n\
+             controllerDLegerPeers = n0-127.0.0.1:{port}\n\
+             controllerDLegerSelfId = n0\n\
+             controllerStorePath = {}\n",
+            dir.path().join("controller").display()
+        ),
+    )
+    .unwrap();
+    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    let controller = format!("127.0.0.1:{port}");
+    let led = eventually(std::time::Duration::from_secs(10), || {
+        let c = tern_shell::runtime::block_on(tern_shell::Connection::connect(
+            &controller,
+            tern_shell::ConnectionConfig::default(),
+            TIMEOUT,
+        ));
+        let Ok(c) = c else { return false };
+        let r = call(
+            &c,
+            RemotingCommand::request_code(RequestCode::ControllerGetMetadataInfo),
+        );
+        r.ext_fields.get("isLeader").map(String::as_str) == Some("true")
+            && r.ext_fields.get("group").map(String::as_str) == Some("embedded")
+    });
+    assert!(
+        led,
+        "no leading embedded controller; stderr: {}",
+        ns.stderr()
+    );
+    let r = call(
+        &ns.connect(),
+        RemotingCommand::request(
+            RequestCode::GetRouteinfoByTopic,
+            &tern_shell::headers::GetRouteInfoRequestHeader {
+                topic: "NoSuchTopic".into(),
+                accept_standard_json_only: None,
+            },
+        ),
+    );
+    assert_eq!(r.response_code(), ResponseCode::TopicNotExist);
+}

@@ -7,12 +7,14 @@
 mod acl;
 mod broker_config;
 mod consumer;
+mod controller;
 mod ops;
 mod query;
 
 pub use acl::AccessConfig;
 pub use broker_config::BrokerAddr;
 pub use consumer::RequestMode;
+pub use controller::{ControllerMetadata, Elected};
 pub use query::{MAX_QUERY_NUM, TOOLS_CONSUMER_GROUP};
 
 use std::collections::BTreeMap;

@@ -196,6 +196,19 @@ impl RaftNode {
         }
     }
 
+    /// Confirms with a quorum that this node still leads and has applied everything
+    /// committed before now (a read index), for reads that must not be stale.
+    pub async fn confirm_leader(&self) -> Result<(), WriteError> {
+        match self
+            .on_raft(|raft| async move { raft.ensure_linearizable().await.map(|_| ()) })
+            .await?
+        {
+            Ok(()) => Ok(()),
+            Err(RaftError::APIError(_)) => Err(WriteError::NotLeader),
+            Err(e) => Err(WriteError::Failed(e.to_string())),
+        }
+    }
+
     /// Serves a Raft RPC from a peer: `code` names it, `body` is its postcard request;
     /// the answer is the postcard `Result`.
     pub async fn serve_rpc(

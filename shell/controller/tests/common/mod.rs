@@ -164,6 +164,24 @@ pub fn call(addr: &str, cmd: RemotingCommand) -> Option<RemotingCommand> {
     })
 }
 
+#[path = "../../../../tests/support/binaries.rs"]
+mod binaries;
+
+/// Runs `tern-admin` (found or built beside this test) with `args`: (success, stdout,
+/// stderr).
+pub fn admin(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(binaries::binary_of("tern-client", "tern-admin"))
+        .args(args)
+        .env_remove("NAMESRV_ADDR")
+        .output()
+        .expect("run tern-admin");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub fn eventually<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + within;
     loop {

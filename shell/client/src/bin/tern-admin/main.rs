@@ -6,6 +6,7 @@ mod cmd_acl;
 mod cmd_broker;
 mod cmd_config;
 mod cmd_consumer;
+mod cmd_controller;
 mod cmd_group;
 mod cmd_message;
 mod cmd_namesrv;
@@ -35,6 +36,9 @@ pub struct Opt {
     pub required: bool,
     /// Help text.
     pub help: &'static str,
+    /// mqadmin's multi-letter short name (`-bn`), when it has one; `short` is then only
+    /// the key its value is stored under.
+    pub alias: &'static str,
 }
 
 /// Shorthand for an option with a value.
@@ -45,6 +49,37 @@ pub const fn val(short: char, long: &'static str, required: bool, help: &'static
         value: true,
         required,
         help,
+        alias: "",
+    }
+}
+
+/// An option with a value and a multi-letter short name (mqadmin's `-bn`); its value is
+/// read with `Args::get(key)`.
+pub const fn val_alias(
+    alias: &'static str,
+    key: char,
+    long: &'static str,
+    required: bool,
+    help: &'static str,
+) -> Opt {
+    Opt {
+        short: key,
+        long,
+        value: true,
+        required,
+        help,
+        alias,
+    }
+}
+
+impl Opt {
+    /// How the option is written after one dash.
+    fn short_name(&self) -> String {
+        if self.alias.is_empty() {
+            self.short.to_string()
+        } else {
+            self.alias.to_owned()
+        }
     }
 }
 
@@ -56,6 +91,7 @@ pub const fn flag(short: char, long: &'static str, help: &'static str) -> Opt {
         value: false,
         required: false,
         help,
+        alias: "",
     }
 }
 
@@ -140,6 +176,10 @@ impl From<ClientError> for CliError {
 }
 
 const COMMANDS: &[Command] = &[
+    cmd_controller::GET_CONTROLLER_META_DATA,
+    cmd_controller::GET_SYNC_STATE_SET,
+    cmd_controller::ELECT_MASTER,
+    cmd_controller::CLEAN_BROKER_METADATA,
     cmd_topic::UPDATE_TOPIC,
     cmd_topic::DELETE_TOPIC,
     cmd_topic::TOPIC_LIST,
@@ -219,7 +259,9 @@ fn command_help(c: &Command) -> String {
         let req = if o.required { " (required)" } else { "" };
         s.push_str(&format!(
             "  -{},--{}{arg}\n        {}{req}\n",
-            o.short, o.long, o.help
+            o.short_name(),
+            o.long,
+            o.help
         ));
     }
     s.push_str("  --json\n        print JSON instead of tables\n");
@@ -273,6 +315,11 @@ fn parse(c: &Command, args: &[String]) -> Result<Option<Args>, String> {
                 .find(|o| o.long.eq_ignore_ascii_case(name))
                 .ok_or_else(|| format!("unknown option --{name}"))?;
             (*o, inline)
+        } else if let Some(o) = a
+            .strip_prefix('-')
+            .and_then(|short| all.iter().find(|o| !o.alias.is_empty() && o.alias == short))
+        {
+            (*o, None)
         } else if let Some(short) = a.strip_prefix('-') {
             let mut chars = short.chars();
             let ch = chars
@@ -281,7 +328,7 @@ fn parse(c: &Command, args: &[String]) -> Result<Option<Args>, String> {
             let rest: String = chars.collect();
             let o = all
                 .iter()
-                .find(|o| o.short == ch)
+                .find(|o| o.short == ch && o.alias.is_empty())
                 .ok_or_else(|| format!("unknown option -{ch}"))?;
             (*o, (!rest.is_empty()).then_some(rest))
         } else {
@@ -296,7 +343,7 @@ fn parse(c: &Command, args: &[String]) -> Result<Option<Args>, String> {
                 None => {
                     let v = args
                         .get(i)
-                        .ok_or_else(|| format!("option -{} needs a value", opt.short))?;
+                        .ok_or_else(|| format!("option -{} needs a value", opt.short_name()))?;
                     i += 1;
                     v.clone()
                 }
@@ -310,7 +357,8 @@ fn parse(c: &Command, args: &[String]) -> Result<Option<Args>, String> {
         if !out.values.contains_key(&o.short) {
             return Err(format!(
                 "missing required option: -{},--{}",
-                o.short, o.long
+                o.short_name(),
+                o.long
             ));
         }
     }
@@ -363,6 +411,16 @@ fn main() -> ExitCode {
         .map(str::to_owned)
         .or_else(|| std::env::var("NAMESRV_ADDR").ok())
         .filter(|s| !s.trim().is_empty());
+    let ns = match ns {
+        Some(ns) => Some(ns),
+        // Controller commands talk to the controller named by -a and never to a name
+        // server; the client only needs an address to be configured.
+        None if !cmd_controller::needs_name_server(cmd.name, &args) => args
+            .get('a')
+            .and_then(|a| a.split(';').next())
+            .map(str::to_owned),
+        None => None,
+    };
     let Some(ns) = ns else {
         eprintln!(
             "tern-admin {}: no name server: give -n host:port or set NAMESRV_ADDR",
