@@ -17,6 +17,7 @@ use tern_shell::{RemotingCommand, Server, ServerConfig};
 pub mod acl;
 pub mod clients;
 pub mod config;
+pub mod controller;
 pub mod dedup;
 pub mod filter;
 pub mod groups;
