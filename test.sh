@@ -130,7 +130,9 @@ TERN_BENCH_NO_BUILD=1 "$target_dir/release/tern-bench" --quick
 
 if [[ $quick == 0 ]] && [[ -d fuzz ]]; then
   step "fuzz (bounded)"
-  bash scripts/fuzz.sh 20
+  # 10 s per target: a smoke run that each decoder still survives its corpus and fresh
+  # inputs; long runs are scripts/fuzz.sh with a larger budget.
+  bash scripts/fuzz.sh 10
 fi
 
 step "done"

@@ -79,6 +79,44 @@ pub fn args_or_exit<A>(
     Ok(args)
 }
 
+/// The configuration the servers share the loading of: `source` (the file, then flags over
+/// it) read as `C`, its warnings logged; the exit for a bad value (the reason on stderr,
+/// failure) and for `-p` (the effective configuration on stdout, success).
+pub fn config_or_exit<C: crate::config::Config>(
+    name: &str,
+    source: Result<crate::config::ConfigSource, String>,
+    print_config: bool,
+) -> Result<crate::config::Loaded<C>, std::process::ExitCode> {
+    use std::process::ExitCode;
+    let loaded =
+        match source.and_then(|src| crate::config::load::<C>(&src).map_err(|e| e.to_string())) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                return Err(ExitCode::FAILURE);
+            }
+        };
+    for w in &loaded.warnings {
+        log::warn!("{w}");
+    }
+    if print_config {
+        print!("{}", loaded.render());
+        return Err(ExitCode::SUCCESS);
+    }
+    Ok(loaded)
+}
+
+/// SIGTERM and SIGINT, installed before a server announces readiness (a SIGTERM right
+/// after the banner must shut it down cleanly); the exit when they cannot be.
+pub fn signals_or_exit(
+    name: &str,
+) -> Result<crate::signal::TerminationSignals, std::process::ExitCode> {
+    crate::signal::TerminationSignals::install().map_err(|e| {
+        eprintln!("{name}: cannot install signal handlers: {e}");
+        std::process::ExitCode::FAILURE
+    })
+}
+
 /// Writes `line` to stdout and flushes it: the address lines a server prints for whoever
 /// started it. A stdout that was closed (a supervisor that stopped reading) is ignored:
 /// `println!` would panic there and take the server down with it.

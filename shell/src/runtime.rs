@@ -294,6 +294,22 @@ impl Shutdown {
         // Nothing is ever sent: recv returns only when the channel is closed.
         let _ = self.rx.recv().await;
     }
+
+    /// Sleeps `d`, or less when the signal comes first: true when it did (a periodic
+    /// task's "wait for the next round, unless we are stopping").
+    pub async fn sleep(&self, d: Duration) -> bool {
+        race(
+            async {
+                sleep(d).await;
+                false
+            },
+            async {
+                self.wait().await;
+                true
+            },
+        )
+        .await
+    }
 }
 
 #[cfg(test)]

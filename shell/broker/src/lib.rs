@@ -33,6 +33,7 @@ pub mod pop;
 pub mod processor;
 pub mod register;
 pub mod retention;
+pub mod role;
 pub mod schedule;
 pub mod slave_sync;
 pub mod status;
@@ -48,6 +49,8 @@ use config::BrokerConfig;
 pub struct BrokerCtx {
     /// Effective configuration, as it was at start.
     pub(crate) config: BrokerConfig,
+    /// The role now (`brokerRole` at start): read it here, not in `config`.
+    pub(crate) role: role::RoleCell,
     /// The keys UPDATE_BROKER_CONFIG changes at run time, and what GET_BROKER_CONFIG
     /// answers: readers of those keys read them here, not in `config`.
     pub(crate) live: config::live::LiveConfig,
@@ -256,7 +259,7 @@ impl BrokerCtx {
     pub async fn await_stored(&self, end: u64) -> store::Durability {
         let durable = self.store.await_durable(end).await;
         if durable != store::Durability::Durable
-            || self.config.role != config::BrokerRole::SyncMaster
+            || self.role.get() != config::BrokerRole::SyncMaster
         {
             return durable;
         }
@@ -375,6 +378,7 @@ impl Broker {
             metrics: metrics::Metrics::default(),
             pop: pop::PopService::load(&config.store_root),
             live: config::live::LiveConfig::new(&config),
+            role: role::RoleCell::new(config.role),
             store,
             config,
         });
@@ -554,7 +558,7 @@ fn spawn_tasks(ctx: &Arc<BrokerCtx>) -> Vec<JoinHandle<()>> {
     tasks.push(runtime::spawn(ctx.store.clone().run_reput(
         sd.clone(),
         move |t, q| {
-            if holds_ctx.config.role == config::BrokerRole::Slave {
+            if holds_ctx.role.get() == config::BrokerRole::Slave {
                 holds_ctx.topics.ensure_replicated(t, q);
             }
             holds_ctx.holds.wake(t, q);

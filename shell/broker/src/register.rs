@@ -47,7 +47,7 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         .map_err(|e| e.to_string())?;
     if resp.response_code() == ResponseCode::Success {
         // A slave learns its master from the answer.
-        if ctx.config.role == crate::config::BrokerRole::Slave {
+        if ctx.role.get() == crate::config::BrokerRole::Slave {
             match resp.decode_header::<RegisterBrokerResponseHeader>() {
                 Ok(h) => ctx.ha.set_master(
                     h.master_addr,

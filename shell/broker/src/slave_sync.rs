@@ -63,7 +63,7 @@ pub async fn sync_once(ctx: &BrokerCtx, master_addr: &str) -> Result<(), String>
 /// whatever address `master` gives at that moment (`None`: the master is not known yet,
 /// skip the round). Returns at once on a master.
 pub async fn run(ctx: Arc<BrokerCtx>, master: impl Fn() -> Option<String> + Send + 'static) {
-    if ctx.config.role != BrokerRole::Slave {
+    if ctx.role.get() != BrokerRole::Slave {
         return;
     }
     while !ctx.shutdown.is_triggered() {

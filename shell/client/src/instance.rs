@@ -175,18 +175,7 @@ impl ClientInstance {
             .max(Duration::from_millis(100));
         let (mut since_hb, mut since_poll) = (Duration::ZERO, Duration::ZERO);
         loop {
-            let stop = runtime::race(
-                async {
-                    runtime::sleep(tick).await;
-                    false
-                },
-                async {
-                    self.inner.shutdown.wait().await;
-                    true
-                },
-            )
-            .await;
-            if stop {
+            if self.inner.shutdown.sleep(tick).await {
                 return;
             }
             since_hb += tick;

@@ -154,24 +154,12 @@ impl Controller {
     }
 }
 
-/// Sleeps `every`; true when the controller stops meanwhile.
-async fn stopped_after(stop: &Shutdown, every: Duration) -> bool {
-    runtime::race(
-        async {
-            runtime::sleep(every).await;
-            false
-        },
-        async {
-            stop.wait().await;
-            true
-        },
-    )
-    .await
-}
-
 /// Every `scanNotActiveBrokerInterval`: brokers silent past their timeout are inactive.
 async fn expire_loop(inner: Arc<Inner>, stop: Shutdown) {
-    while !stopped_after(&stop, inner.config.scan_not_active_broker_interval).await {
+    while !stop
+        .sleep(inner.config.scan_not_active_broker_interval)
+        .await
+    {
         let gone = inner.heartbeats.expire(Instant::now());
         inner.on_inactive(gone);
     }
@@ -180,7 +168,7 @@ async fn expire_loop(inner: Arc<Inner>, stop: Shutdown) {
 /// Every `scanInactiveMasterInterval`, on the leader: a set whose master is not alive
 /// but that has a live replica gets an election.
 async fn master_scan_loop(inner: Arc<Inner>, stop: Shutdown) {
-    while !stopped_after(&stop, inner.config.scan_inactive_master_interval).await {
+    while !stop.sleep(inner.config.scan_inactive_master_interval).await {
         let now = Instant::now();
         // A node that just started has heard from nobody yet (a master's connection
         // closing is seen at once; this scan is for the silent ones).

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use tern_controller::{Controller, ControllerConfig};
 use tern_shell::cli::{self, Flags};
-use tern_shell::config::{self, ConfigSource};
+use tern_shell::config::ConfigSource;
 use tern_shell::runtime;
-use tern_shell::signal::TerminationSignals;
 
 const USAGE: &str = "\
 usage: tern-controller -c FILE [-p] [--log-level LEVEL]
@@ -54,28 +53,15 @@ fn main() -> ExitCode {
         Some(path) => ConfigSource::load_file(path).map_err(|e| e.to_string()),
         None => Ok(ConfigSource::new()),
     };
-    let loaded = match source
-        .and_then(|src| config::load::<ControllerConfig>(&src).map_err(|e| e.to_string()))
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tern-controller: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    for w in &loaded.warnings {
-        log::warn!("{w}");
-    }
-    if args.print_config {
-        print!("{}", loaded.render());
-        return ExitCode::SUCCESS;
-    }
-    let mut signals = match TerminationSignals::install() {
+    let loaded =
+        match cli::config_or_exit::<ControllerConfig>("tern-controller", source, args.print_config)
+        {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
+    let mut signals = match cli::signals_or_exit("tern-controller") {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("tern-controller: cannot install signal handlers: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime::block_on(async move {
         let node = match Controller::start(loaded.config).await {

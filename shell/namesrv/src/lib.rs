@@ -188,18 +188,7 @@ impl NameServer {
 async fn scan_loop(state: Arc<State>, stop: Shutdown) {
     let every = Duration::from_millis(state.config.scan_not_active_broker_interval_millis);
     loop {
-        let stopped = runtime::race(
-            async {
-                runtime::sleep(every).await;
-                false
-            },
-            async {
-                stop.wait().await;
-                true
-            },
-        )
-        .await;
-        if stopped {
+        if stop.sleep(every).await {
             return;
         }
         let removed = state.routes_mut().expire(Instant::now());

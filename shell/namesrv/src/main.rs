@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use tern_namesrv::config::kv_path_in_home;
 use tern_namesrv::{NameServer, NamesrvConfig};
 use tern_shell::cli::{self, Flags, split_host_port};
-use tern_shell::config::{self, ConfigSource, Origin};
+use tern_shell::config::{ConfigSource, Origin};
 use tern_shell::runtime;
-use tern_shell::signal::TerminationSignals;
 
 const USAGE: &str = "\
 usage: tern-namesrv [-c FILE] [-p] [--listen HOST:PORT] [--home DIR] [--log-level LEVEL]
@@ -79,30 +78,17 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
 
-    let loaded = match config_source(&args)
-        .and_then(|src| config::load::<NamesrvConfig>(&src).map_err(|e| e.to_string()))
-    {
+    let loaded = match cli::config_or_exit::<NamesrvConfig>(
+        "tern-namesrv",
+        config_source(&args),
+        args.print_config,
+    ) {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("tern-namesrv: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
-    for w in &loaded.warnings {
-        log::warn!("{w}");
-    }
-    if args.print_config {
-        print!("{}", loaded.render());
-        return ExitCode::SUCCESS;
-    }
-
-    // Before announcing readiness: a SIGTERM right after the banner must shut down cleanly.
-    let mut signals = match TerminationSignals::install() {
+    let mut signals = match cli::signals_or_exit("tern-namesrv") {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("tern-namesrv: cannot install signal handlers: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime::block_on(async move {
         let ns = match NameServer::start(loaded.config).await {

@@ -11,9 +11,8 @@ use tern_proxy::cluster::Cluster;
 use tern_proxy::config::ClusterConfig;
 use tern_proxy::{Endpoint, Upstream};
 use tern_shell::cli::{self, Flags, split_host_port};
-use tern_shell::config::{self, ConfigSource, Origin};
+use tern_shell::config::{ConfigSource, Origin};
 use tern_shell::runtime::{self, Shutdown};
-use tern_shell::signal::TerminationSignals;
 
 const USAGE: &str = "\
 usage: tern-proxy [-pc FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--log-level LEVEL]
@@ -79,29 +78,17 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let loaded = match config_source(&args)
-        .and_then(|src| config::load::<ClusterConfig>(&src).map_err(|e| e.to_string()))
-    {
+    let loaded = match cli::config_or_exit::<ClusterConfig>(
+        "tern-proxy",
+        config_source(&args),
+        args.print_config,
+    ) {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("tern-proxy: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
-    for w in &loaded.warnings {
-        log::warn!("{w}");
-    }
-    if args.print_config {
-        print!("{}", loaded.render());
-        return ExitCode::SUCCESS;
-    }
-    // Before announcing readiness: a SIGTERM right after the banner must shut down cleanly.
-    let mut signals = match TerminationSignals::install() {
+    let mut signals = match cli::signals_or_exit("tern-proxy") {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("tern-proxy: cannot install signal handlers: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime::block_on(async move {
         let cfg = loaded.config;

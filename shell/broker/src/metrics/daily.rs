@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tern_shell::runtime::{self, now_ms};
+use tern_shell::runtime::now_ms;
 
 use super::Metrics;
 use crate::BrokerCtx;
@@ -83,18 +83,7 @@ fn until_midnight_ms(now_ms: i64) -> u64 {
 pub async fn run(ctx: Arc<BrokerCtx>) {
     while !ctx.shutdown.is_triggered() {
         let wait = Duration::from_millis(until_midnight_ms(now_ms()));
-        let slept = runtime::race(
-            async {
-                runtime::sleep(wait).await;
-                true
-            },
-            async {
-                ctx.shutdown.wait().await;
-                false
-            },
-        )
-        .await;
-        if slept {
+        if !ctx.shutdown.sleep(wait).await {
             let (put, get) = ctx.metrics.totals_without_system_topics();
             ctx.metrics.daily.record(put, get);
         }

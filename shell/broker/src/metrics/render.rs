@@ -364,7 +364,7 @@ pub fn render(ctx: &BrokerCtx) -> String {
     let mut info = std::collections::BTreeMap::new();
     ctx.store.runtime_stats(&mut info);
     ctx.timer.runtime_stats(&ctx.store, &mut info);
-    let slave = ctx.config.role == crate::config::BrokerRole::Slave;
+    let slave = ctx.role.get() == crate::config::BrokerRole::Slave;
     ctx.ha.runtime_stats(slave, &mut info);
     if let Some(behind) = ha_lag(&info, end, slave) {
         push(

@@ -34,7 +34,7 @@ fn check_target(
     queue_id: i32,
     revive_qid: i32,
 ) -> Result<(u64, u64), RemotingCommand> {
-    if ctx.config.role == BrokerRole::Slave {
+    if ctx.role.get() == BrokerRole::Slave {
         return Err(refuse(
             req,
             ResponseCode::NoPermission,

@@ -171,7 +171,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             &Popped::default(),
         ))
     };
-    if ctx.config.role == BrokerRole::Slave {
+    if ctx.role.get() == BrokerRole::Slave {
         return refuse(
             req,
             ResponseCode::NoPermission,

@@ -155,7 +155,7 @@ fn inflight(queues: &[Queue]) -> super::InflightCounts {
 
 /// The revive task: runs until shutdown (masters only).
 pub async fn run(ctx: Arc<BrokerCtx>) {
-    if ctx.config.role == BrokerRole::Slave {
+    if ctx.role.get() == BrokerRole::Slave {
         return;
     }
     ensure_revive_topic(&ctx);

@@ -99,7 +99,7 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         h.timestamp,
         h.is_force
     );
-    if ctx.config.role == BrokerRole::Slave {
+    if ctx.role.get() == BrokerRole::Slave {
         return RemotingCommand::error_response(
             req,
             ResponseCode::SystemError,

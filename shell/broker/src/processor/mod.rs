@@ -37,8 +37,8 @@ impl BrokerProcessor {
 
 /// True when a send's answer waits on nothing once its records are appended: neither a
 /// flush nor a slave ([`BrokerCtx::await_stored`] returns at once).
-fn answers_without_waiting(config: &BrokerConfig) -> bool {
-    config.flush_disk_type == FlushDiskType::Async && config.role != BrokerRole::SyncMaster
+fn answers_without_waiting(config: &BrokerConfig, role: BrokerRole) -> bool {
+    config.flush_disk_type == FlushDiskType::Async && role != BrokerRole::SyncMaster
 }
 
 /// Answers on a blocking thread a request that reads records or queue entries anywhere in
@@ -69,7 +69,7 @@ impl Processor for BrokerProcessor {
         // syncFlushTimeout). Run in the read loop, such a wait would hold up every
         // request behind it on the connection.
         matches!(req.request_code_enum(), RequestCode::SendBatchMessage)
-            && answers_without_waiting(&self.ctx.config)
+            && answers_without_waiting(&self.ctx.config, self.ctx.role.get())
     }
 
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn only_sends_that_wait_on_nothing_run_in_the_read_loop() {
-        let mut c = BrokerConfig::default();
+        let c0 = BrokerConfig::default();
         for (flush, role, quick) in [
             (FlushDiskType::Async, BrokerRole::AsyncMaster, true),
             (FlushDiskType::Async, BrokerRole::Slave, true),
@@ -215,9 +215,15 @@ mod tests {
             (FlushDiskType::Sync, BrokerRole::AsyncMaster, false),
             (FlushDiskType::Sync, BrokerRole::SyncMaster, false),
         ] {
-            c.flush_disk_type = flush;
-            c.role = role;
-            assert_eq!(answers_without_waiting(&c), quick, "{flush:?} {role:?}");
+            let c = BrokerConfig {
+                flush_disk_type: flush,
+                ..c0.clone()
+            };
+            assert_eq!(
+                answers_without_waiting(&c, role),
+                quick,
+                "{flush:?} {role:?}"
+            );
         }
     }
 }

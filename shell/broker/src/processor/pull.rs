@@ -250,7 +250,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     // A slave's offsets are a copy of its master's, refreshed by `slave_sync`, so a pull's
     // commit flag is ignored there (RocketMQ's `storeOffsetEnable` is false on a slave).
     // UPDATE_CONSUMER_OFFSET still stores, as in RocketMQ.
-    let store_offset = ctx.config.role != BrokerRole::Slave;
+    let store_offset = ctx.role.get() != BrokerRole::Slave;
     if store_offset && h.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
         ctx.offsets
             .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);

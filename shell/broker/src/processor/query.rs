@@ -165,7 +165,7 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     ctx.timer.runtime_stats(&ctx.store, &mut t);
     ctx.extra_stats.fill(&mut t);
     ctx.ha
-        .runtime_stats(ctx.config.role == crate::config::BrokerRole::Slave, &mut t);
+        .runtime_stats(ctx.role.get() == crate::config::BrokerRole::Slave, &mut t);
     if let Ok(u) = tern_engine_fs::disk::disk_usage(&ctx.config.store_root) {
         t.insert(
             "commitLogDiskRatio".into(),

@@ -133,7 +133,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         Ok(h) => h,
         Err(e) => return bad_header(req, e),
     };
-    if ctx.config.role == crate::config::BrokerRole::Slave {
+    if ctx.role.get() == crate::config::BrokerRole::Slave {
         // RocketMQ's store answers SERVICE_NOT_AVAILABLE: clients retry elsewhere. Not
         // SLAVE_NOT_AVAILABLE, which clients read as "stored on the master".
         return RemotingCommand::error_response(

@@ -159,7 +159,7 @@ enum Head {
 
 /// The schedule task: delivers due messages until shutdown (see the module docs).
 pub async fn run(ctx: Arc<BrokerCtx>) {
-    if ctx.config.role == crate::config::BrokerRole::Slave {
+    if ctx.role.get() == crate::config::BrokerRole::Slave {
         // A slave's store follows its master's, deliveries included (RocketMQ runs the
         // schedule service on masters only).
         return;

@@ -88,7 +88,7 @@ pub async fn recall(
             "recall failed, operation is forbidden",
         );
     }
-    if ctx.config.role == BrokerRole::Slave {
+    if ctx.role.get() == BrokerRole::Slave {
         return refuse(
             ResponseCode::SlaveNotAvailable,
             "recall failed, broker service not available",

@@ -45,7 +45,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
         if ctx.shutdown.is_triggered() {
             break;
         }
-        if ctx.config.role != BrokerRole::Slave {
+        if ctx.role.get() != BrokerRole::Slave {
             round(&ctx).await;
         }
     }

@@ -71,7 +71,7 @@ async fn end(
     access: &Access,
     code: i32,
 ) -> Result<Durability, Refused> {
-    if ctx.config.role == BrokerRole::Slave {
+    if ctx.role.get() == BrokerRole::Slave {
         return Err(refused(
             ResponseCode::SlaveNotAvailable,
             "the broker is a slave: end transactions at its master",

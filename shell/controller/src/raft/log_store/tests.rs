@@ -150,3 +150,25 @@ fn purged_entries_stay_purged_and_the_file_is_rewritten_past_the_limit() {
         assert_eq!(indexes(&mut log).await, vec![n - 2, n - 1, n, n + 1]);
     });
 }
+
+proptest::proptest! {
+    /// Whatever bytes a crash or a bad disk leaves, opening reads a prefix of whole
+    /// records and never panics; a valid log with garbage after it keeps every record.
+    #[test]
+    fn any_bytes_decode_to_a_prefix_of_whole_records(
+        n in 0u64..6,
+        garbage in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+    ) {
+        let mut bytes = Vec::new();
+        for i in 1..=n {
+            bytes.extend_from_slice(&encode_record(&noop(i)).unwrap());
+        }
+        let good = bytes.len();
+        bytes.extend_from_slice(&garbage);
+        let (records, len) = decode_records(&bytes);
+        proptest::prop_assert!(len <= bytes.len());
+        proptest::prop_assert!(records.len() as u64 >= n && len >= good);
+        let (alone, _) = decode_records(&garbage);
+        proptest::prop_assert!(alone.len() <= garbage.len() / RECORD_HEADER);
+    }
+}
