@@ -148,6 +148,7 @@ fn start(cfg: &ClusterConfig, stop: &Shutdown) -> Result<(Endpoint, Arc<Cluster>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_shell::config;
 
     fn args(v: &[&str]) -> Result<Option<Args>, String> {
         parse_args(v.iter().map(|s| s.to_string()))

@@ -113,3 +113,22 @@ fn consistent_points_follow_rocketmqs_rules() {
     assert_eq!(consistent_point(&[e(7, 0)], 10, &[e(1, 0)], 10), None);
     assert_eq!(consistent_point(&[], 0, &[e(1, 0)], 10), None);
 }
+
+proptest::proptest! {
+    /// Any text parses or is refused, never panics; rendered entries parse back.
+    #[test]
+    fn any_text_parses_or_is_refused_and_rendered_entries_round_trip(
+        text in "[0-9\\-\n]{0,80}",
+        steps in proptest::collection::vec((1i32..5, 0i64..1000), 0..20),
+    ) {
+        let _ = parse(&text);
+        let mut entries = Vec::new();
+        let (mut epoch, mut start) = (0i32, 0i64);
+        for (de, ds) in steps {
+            epoch += de;
+            start += ds;
+            entries.push(e(epoch, start));
+        }
+        proptest::prop_assert_eq!(parse(&render(&entries)).unwrap(), entries);
+    }
+}
