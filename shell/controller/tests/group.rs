@@ -528,5 +528,46 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
     );
     assert_eq!(ext(&r, "masterEpoch"), Some("3"));
     assert_eq!(ext(&next(la3), "nextBrokerId"), Some("4"));
+
+    // A leader cut off from its quorum answers a write with an error in bounded time
+    // instead of holding every later request behind it.
+    let mut nodes = nodes;
+    for (i, n) in nodes.iter_mut().enumerate() {
+        if i != leader3 {
+            n.kill9();
+        }
+    }
+    let h = ApplyBrokerIdRequestHeader {
+        cluster_name: Some(CLUSTER.into()),
+        broker_name: "broker-b".into(),
+        applied_broker_id: 1,
+        register_check_code: "x;1".into(),
+    };
+    let asked = std::time::Instant::now();
+    let r = block_on(async {
+        let c = Connection::connect(la3, ConnectionConfig::default(), TIMEOUT)
+            .await
+            .unwrap();
+        c.request(
+            RemotingCommand::request(RequestCode::ControllerApplyBrokerId, &h),
+            Duration::from_secs(15),
+        )
+        .await
+        .unwrap()
+    });
+    assert!(
+        matches!(
+            code(&r),
+            ResponseCode::SystemError | ResponseCode::ControllerNotLeader
+        ),
+        "{:?} {:?}",
+        code(&r),
+        r.remark
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(12),
+        "answered after {:?}",
+        asked.elapsed()
+    );
     drop(nodes);
 }

@@ -183,10 +183,16 @@ impl RaftNode {
     }
 
     /// Proposes `cmd` and waits (at most [`WRITE_TIMEOUT`]) until it is applied here.
+    /// A leader cut off from its quorum never commits; the caller gets an error rather
+    /// than holding the leader's turn for good (the entry may still commit later, and its
+    /// apply re-checks what it was decided on).
     pub async fn write(&self, cmd: Command) -> Result<Outcome, WriteError> {
-        let written = self
-            .on_raft(|raft| async move { raft.client_write(cmd).await })
-            .await?;
+        let written = runtime::timeout(
+            WRITE_TIMEOUT,
+            self.on_raft(|raft| async move { raft.client_write(cmd).await }),
+        )
+        .await
+        .map_err(|_| WriteError::Failed(format!("not committed within {WRITE_TIMEOUT:?}")))??;
         match written {
             Ok(resp) => Ok(resp.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
@@ -199,10 +205,15 @@ impl RaftNode {
     /// Confirms with a quorum that this node still leads and has applied everything
     /// committed before now (a read index), for reads that must not be stale.
     pub async fn confirm_leader(&self) -> Result<(), WriteError> {
-        match self
-            .on_raft(|raft| async move { raft.ensure_linearizable().await.map(|_| ()) })
-            .await?
-        {
+        let confirmed = runtime::timeout(
+            WRITE_TIMEOUT,
+            self.on_raft(|raft| async move { raft.ensure_linearizable().await.map(|_| ()) }),
+        )
+        .await
+        .map_err(|_| {
+            WriteError::Failed(format!("leadership not confirmed within {WRITE_TIMEOUT:?}"))
+        })??;
+        match confirmed {
             Ok(()) => Ok(()),
             Err(RaftError::APIError(_)) => Err(WriteError::NotLeader),
             Err(e) => Err(WriteError::Failed(e.to_string())),
