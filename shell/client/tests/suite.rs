@@ -13,6 +13,7 @@ mod acl;
 mod acl_admin;
 mod admin_cli;
 mod admin_cli_ops;
+mod broker_epoch;
 mod compression;
 mod consumer_admin;
 mod cpp_cross;

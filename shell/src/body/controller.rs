@@ -45,6 +45,42 @@ pub struct ElectMasterResponseBody {
     pub sync_state_set: Vec<i64>,
 }
 
+/// One term of a broker's epoch file (`EpochEntry`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EpochEntryBody {
+    /// The master epoch.
+    #[serde(deserialize_with = "lenient::i32")]
+    pub epoch: i32,
+    /// Where the term's log starts.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub start_offset: i64,
+    /// Where it ends (the next term's start; the log's end for the last).
+    #[serde(deserialize_with = "lenient::i64")]
+    pub end_offset: i64,
+}
+
+/// GET_BROKER_EPOCH_CACHE's body (`EpochEntryCache`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EpochEntryCache {
+    /// Cluster name.
+    #[serde(deserialize_with = "lenient::string")]
+    pub cluster_name: String,
+    /// Broker-set name.
+    #[serde(deserialize_with = "lenient::string")]
+    pub broker_name: String,
+    /// 0 on a master, the controller id on a slave.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub broker_id: i64,
+    /// The terms, oldest first.
+    #[serde(deserialize_with = "lenient::vec")]
+    pub epoch_list: Vec<EpochEntryBody>,
+    /// The log's end.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub max_offset: i64,
+}
+
 /// One replica in [`ReplicasInfo`] (`ReplicaIdentity`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -2,8 +2,12 @@
 //! SyncStateSet of broker-sets, manual elections and forgetting brokers, as mqadmin's
 //! getControllerMetaData, getSyncStateSet, electMaster and cleanBrokerMetadata call them.
 //! Leader-only requests go to the leader named by GET_METADATA_INFO on the address given.
+//! Also the brokers' own view of their terms (GET_BROKER_EPOCH_CACHE, mqadmin's
+//! getBrokerEpoch), asked of every replica the name servers list.
 
-use tern_shell::body::{BrokerReplicasInfo, ElectMasterResponseBody, from_json, to_json};
+use tern_shell::body::{
+    BrokerReplicasInfo, ElectMasterResponseBody, EpochEntryCache, from_json, to_json,
+};
 use tern_shell::headers::{
     CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader, ElectMasterResponseHeader,
     GetMetaDataResponseHeader,
@@ -35,6 +39,36 @@ pub struct Elected {
     pub header: ElectMasterResponseHeader,
     /// The set's replicas and the new SyncStateSet.
     pub body: ElectMasterResponseBody,
+}
+
+/// Which broker-sets a command covers, by the name servers' cluster info.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerSets {
+    /// One broker-set by name (mqadmin's `-b brokerName`).
+    Named(String),
+    /// Every broker-set of a cluster (`-c clusterName`).
+    Cluster(String),
+}
+
+/// One replica of a broker-set, as the name servers list it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReplicaAddr {
+    /// The broker-set's name.
+    pub broker_name: String,
+    /// Its id in the set (0 for the master).
+    pub broker_id: i64,
+    /// Its remoting address.
+    pub addr: String,
+}
+
+/// One replica's answer to GET_BROKER_EPOCH_CACHE: its terms, or why it gave none (a
+/// broker not in controller mode answers SYSTEM_ERROR).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEpochs {
+    /// The replica asked.
+    pub replica: ReplicaAddr,
+    /// What it answered.
+    pub cache: Result<EpochEntryCache>,
 }
 
 impl Admin {
@@ -131,5 +165,66 @@ impl Admin {
         let cmd = RemotingCommand::request(RequestCode::CleanBrokerData, &h);
         self.client().invoke_ok(&leader, cmd).await?;
         Ok(())
+    }
+
+    /// Every master and slave address of `sets` (mqadmin's
+    /// `fetchMasterAndSlaveAddrBy{BrokerName,ClusterName}`), sorted by set and id, each
+    /// address once. A name the name servers do not know is an error, not an empty list.
+    pub async fn replica_addrs(&self, sets: &BrokerSets) -> Result<Vec<ReplicaAddr>> {
+        let info = self.cluster_info().await?;
+        let names: Vec<String> = match sets {
+            BrokerSets::Named(n) => {
+                if !info.broker_addr_table.contains_key(n) {
+                    return Err(ClientError::NotFound(format!(
+                        "broker {n} not found on the name servers"
+                    )));
+                }
+                vec![n.clone()]
+            }
+            BrokerSets::Cluster(c) => info.cluster_addr_table.get(c).cloned().ok_or_else(|| {
+                ClientError::NotFound(format!(
+                    "cluster {c} not found: make sure the specified clusterName exists \
+                     or the name server connected to is correct"
+                ))
+            })?,
+        };
+        let mut out: Vec<ReplicaAddr> = names
+            .iter()
+            .filter_map(|n| Some((n, info.broker_addr_table.get(n)?)))
+            .flat_map(|(n, b)| {
+                b.broker_addrs.0.iter().map(move |(id, addr)| ReplicaAddr {
+                    broker_name: n.clone(),
+                    broker_id: *id,
+                    addr: addr.clone(),
+                })
+            })
+            .filter(|r| !r.addr.is_empty())
+            .collect();
+        out.sort();
+        let mut seen = std::collections::BTreeSet::new();
+        out.retain(|r| seen.insert(r.addr.clone()));
+        Ok(out)
+    }
+
+    /// GET_BROKER_EPOCH_CACHE (no header) from the broker at `addr`: its epoch entries
+    /// and max offset. Only brokers in controller mode keep them; others answer
+    /// SYSTEM_ERROR (code 1) with a remark.
+    pub async fn broker_epoch_cache(&self, addr: &str) -> Result<EpochEntryCache> {
+        let cmd = RemotingCommand::request_code(RequestCode::GetBrokerEpochCache);
+        let resp = self.client().invoke_ok(addr, cmd).await?;
+        from_json(&resp.body)
+            .map_err(|e| ClientError::Protocol(format!("epoch cache from {addr}: {e}")))
+    }
+
+    /// GET_BROKER_EPOCH_CACHE from every master and slave of `sets` (mqadmin
+    /// getBrokerEpoch), one answer or error per replica, in [`Admin::replica_addrs`]
+    /// order. A replica that fails does not stop the others.
+    pub async fn broker_epochs(&self, sets: &BrokerSets) -> Result<Vec<BrokerEpochs>> {
+        let mut out = Vec::new();
+        for replica in self.replica_addrs(sets).await? {
+            let cache = self.broker_epoch_cache(&replica.addr).await;
+            out.push(BrokerEpochs { replica, cache });
+        }
+        Ok(out)
     }
 }

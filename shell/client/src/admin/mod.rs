@@ -14,7 +14,7 @@ mod query;
 pub use acl::AccessConfig;
 pub use broker_config::BrokerAddr;
 pub use consumer::RequestMode;
-pub use controller::{ControllerMetadata, Elected};
+pub use controller::{BrokerEpochs, BrokerSets, ControllerMetadata, Elected, ReplicaAddr};
 pub use query::{MAX_QUERY_NUM, TOOLS_CONSUMER_GROUP};
 
 use std::collections::BTreeMap;

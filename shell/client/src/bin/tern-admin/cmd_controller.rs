@@ -1,9 +1,12 @@
 //! Controller-mode commands (RocketMQ 5): getControllerMetaData, getSyncStateSet,
-//! electMaster, cleanBrokerMetadata, with mqadmin's options and output.
+//! getBrokerEpoch, electMaster, cleanBrokerMetadata, with mqadmin's options and output.
+
+use std::time::Duration;
 
 use serde_json::json;
-use tern_client::Admin;
-use tern_shell::body::ReplicaIdentity;
+use tern_client::admin::{BrokerEpochs, BrokerSets};
+use tern_client::{Admin, ClientError};
+use tern_shell::body::{EpochEntryCache, ReplicaIdentity};
 
 use crate::out::print_json;
 use crate::{Args, CliError, Command, flag, val, val_alias, wait};
@@ -110,6 +113,113 @@ fn get_sync_state_set(admin: &Admin, args: &Args) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+pub const GET_BROKER_EPOCH: Command = Command {
+    name: "getBrokerEpoch",
+    desc: "Fetch broker epoch entries",
+    opts: &[
+        val('c', "clusterName", false, "which cluster"),
+        val('b', "brokerName", false, "which broker to fetch"),
+        val('i', "interval", false, "the interval(second) of get info"),
+    ],
+    run: get_broker_epoch,
+};
+
+/// mqadmin's period when `-i` is given without a number.
+const EPOCH_INTERVAL_DEFAULT_S: u64 = 3;
+
+/// GET_BROKER_EPOCH_CACHE to every master and slave of `-b` (or of every set of `-c`),
+/// once, or a round every `-i` seconds until interrupted (with `--json`, one round).
+/// A replica that fails gets a line on stderr and the others are still printed; the
+/// command fails only when none answered.
+fn get_broker_epoch(admin: &Admin, args: &Args) -> Result<(), CliError> {
+    let sets = if let Some(b) = args.get('b') {
+        BrokerSets::Named(b.to_owned())
+    } else if let Some(c) = args.get('c') {
+        BrokerSets::Cluster(c.to_owned())
+    } else {
+        return Err(CliError::Usage(
+            "give a broker name (-b) or a cluster name (-c)".into(),
+        ));
+    };
+    let interval_s = match args.get('i') {
+        None => None,
+        Some("") => Some(EPOCH_INTERVAL_DEFAULT_S),
+        Some(v) => match v.parse::<u64>() {
+            Ok(s) if s >= 1 => Some(s),
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "option -i: {v:?} is not a number of seconds (at least 1)"
+                )));
+            }
+        },
+    };
+    loop {
+        let round = wait(admin.broker_epochs(&sets))?;
+        print_epoch_round(&round, args.json)?;
+        match interval_s {
+            Some(s) if !args.json => std::thread::sleep(Duration::from_secs(s)),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Prints one round: each answer as mqadmin does (or, with `--json`, one object of
+/// EpochEntryCache bodies keyed by the address asked), each failure as a line on stderr.
+fn print_epoch_round(round: &[BrokerEpochs], as_json: bool) -> Result<(), CliError> {
+    let mut answered = serde_json::Map::new();
+    for b in round {
+        let r = &b.replica;
+        match &b.cache {
+            Ok(cache) => {
+                if !as_json {
+                    print!("{}", epoch_text(&r.addr, cache));
+                }
+                answered.insert(
+                    r.addr.clone(),
+                    serde_json::to_value(cache).unwrap_or_default(),
+                );
+            }
+            Err(e) => eprintln!(
+                "tern-admin getBrokerEpoch: {} ({}, brokerId {}): {e}",
+                r.addr, r.broker_name, r.broker_id
+            ),
+        }
+    }
+    if answered.is_empty() {
+        return Err(CliError::Client(ClientError::NotFound(format!(
+            "no broker answered GET_BROKER_EPOCH_CACHE ({} asked)",
+            round.len()
+        ))));
+    }
+    if as_json {
+        print_json(&serde_json::Value::Object(answered));
+    }
+    Ok(())
+}
+
+/// One broker's block as mqadmin prints it: the last entry's end shown as the broker's
+/// max offset (mqadmin overwrites it so).
+fn epoch_text(addr: &str, c: &EpochEntryCache) -> String {
+    let mut s = format!(
+        "\n#clusterName\t{}\n#brokerName\t{}\n#brokerAddr\t{addr}\n#brokerId\t{}",
+        c.cluster_name, c.broker_name, c.broker_id
+    );
+    let last = c.epoch_list.len().saturating_sub(1);
+    for (i, e) in c.epoch_list.iter().enumerate() {
+        let end = if i == last {
+            c.max_offset
+        } else {
+            e.end_offset
+        };
+        s.push_str(&format!(
+            "\n#Epoch: EpochEntry{{epoch={}, startOffset={}, endOffset={end}}}",
+            e.epoch, e.start_offset
+        ));
+    }
+    s.push('\n');
+    s
 }
 
 pub const ELECT_MASTER: Command = Command {
@@ -225,4 +335,53 @@ fn clean_broker_metadata(admin: &Admin, args: &Args) -> Result<(), CliError> {
     wait(admin.clean_broker_metadata(controller, cluster, name, ids, living))?;
     println!("clear broker {name} metadata from controller success! ");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_shell::body::EpochEntryBody;
+
+    #[test]
+    fn epoch_text_prints_each_entry_and_the_max_offset_as_the_last_end() {
+        let cache = EpochEntryCache {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: "broker-a".into(),
+            broker_id: 2,
+            epoch_list: vec![
+                EpochEntryBody {
+                    epoch: 1,
+                    start_offset: 0,
+                    end_offset: 4096,
+                },
+                EpochEntryBody {
+                    epoch: 3,
+                    start_offset: 4096,
+                    // Java brokers send Long.MAX_VALUE for the open term.
+                    end_offset: i64::MAX,
+                },
+            ],
+            max_offset: 10240,
+        };
+        assert_eq!(
+            epoch_text("127.0.0.1:10911", &cache),
+            "\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t127.0.0.1:10911\
+             \n#brokerId\t2\
+             \n#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=4096}\
+             \n#Epoch: EpochEntry{epoch=3, startOffset=4096, endOffset=10240}\n"
+        );
+    }
+
+    #[test]
+    fn epoch_text_of_a_broker_without_terms_is_its_header() {
+        let cache = EpochEntryCache {
+            cluster_name: "c".into(),
+            broker_name: "b".into(),
+            ..EpochEntryCache::default()
+        };
+        assert_eq!(
+            epoch_text("h:1", &cache),
+            "\n#clusterName\tc\n#brokerName\tb\n#brokerAddr\th:1\n#brokerId\t0\n"
+        );
+    }
 }

@@ -178,6 +178,7 @@ impl From<ClientError> for CliError {
 const COMMANDS: &[Command] = &[
     cmd_controller::GET_CONTROLLER_META_DATA,
     cmd_controller::GET_SYNC_STATE_SET,
+    cmd_controller::GET_BROKER_EPOCH,
     cmd_controller::ELECT_MASTER,
     cmd_controller::CLEAN_BROKER_METADATA,
     cmd_topic::UPDATE_TOPIC,
