@@ -80,6 +80,10 @@ pub struct RegisterResult {
     pub master_addr: Option<String>,
     /// The live master's HA address, for slaves.
     pub ha_server_addr: Option<String>,
+    /// The registration was ignored because another live address holds its broker id
+    /// with a higher `stateVersion` (a deposed master). Java still answers SUCCESS, with
+    /// neither address; this is for logs and tests.
+    pub refused: bool,
 }
 
 /// The name server's tables.
@@ -105,6 +109,12 @@ impl RouteTable {
 
     /// Registers (or refreshes) a broker, applying its topics when it is a master whose
     /// topic config changed or which is new.
+    ///
+    /// A registration for an id that another live address of the broker-set holds with a
+    /// higher `stateVersion` is ignored, as RocketMQ 5's `RouteInfoManager.registerBroker`
+    /// does: in controller mode the state version is the master epoch, so a deposed master
+    /// (frozen, then woken still believing it is master) cannot take id 0 back. Equal
+    /// versions are accepted; a registration without one counts as 0, as in Java.
     pub fn register(&mut self, r: Registration, now: Instant) -> RegisterResult {
         self.clusters
             .entry(r.cluster.clone())
@@ -121,10 +131,48 @@ impl RouteTable {
                 ..Default::default()
             });
         // One address has one role: a slave promoted to master (or the reverse) must not
-        // stay listed under its old id.
+        // stay listed under its old id. As in Java this comes before the state-version
+        // check, so a refused address is left under no id of this broker-set.
         bd.broker_addrs
             .0
             .retain(|id, addr| *addr != r.addr || *id == r.broker_id);
+        let holder = bd
+            .broker_addrs
+            .0
+            .get(&r.broker_id)
+            .filter(|held| **held != r.addr)
+            .cloned();
+        if let Some(held) = holder {
+            let held_key = BrokerAddrInfo {
+                cluster: r.cluster.clone(),
+                addr: held,
+            };
+            let held_version = self
+                .live
+                .get(&held_key)
+                .map(|info| info.data_version.state_version);
+            let new_version = r.data_version.state_version;
+            if let Some(held_version) = held_version.filter(|v| *v > new_version) {
+                log::warn!(
+                    "registration of {} id {} in {}/{} ignored: {} holds that id with state \
+                     version {held_version} > {new_version}",
+                    r.addr,
+                    r.broker_id,
+                    r.cluster,
+                    r.broker_name,
+                    held_key.addr
+                );
+                // As Java: the refused address is no longer a live broker.
+                self.live.remove(&BrokerAddrInfo {
+                    cluster: r.cluster,
+                    addr: r.addr,
+                });
+                return RegisterResult {
+                    refused: true,
+                    ..RegisterResult::default()
+                };
+            }
+        }
         let old = bd.broker_addrs.0.insert(r.broker_id, r.addr.clone());
         first |= old.is_none();
 

@@ -138,3 +138,76 @@ fn unit_topic_queries_filter_by_sys_flag() {
         vec!["sub".to_string()]
     );
 }
+
+fn versioned(addr: &str, id: i64, state_version: i64, conn: u64) -> Registration {
+    let mut r = reg("b", addr, id, &["T"], 1);
+    r.data_version.state_version = state_version;
+    r.conn_id = Some(conn);
+    r
+}
+
+#[test]
+fn lower_state_version_cannot_take_an_id_a_live_address_holds() {
+    let mut t = RouteTable::new();
+    let now = Instant::now();
+    assert!(!t.register(versioned("a:1", 0, 3, 1), now).refused);
+    // The deposed one was a slave here before: Java drops it from its old id first.
+    t.register(versioned("b:1", 1, 3, 2), now);
+    let r = t.register(versioned("b:1", 0, 2, 2), now);
+    assert!(r.refused);
+    assert_eq!(r.master_addr, None);
+    let bd = &t.route("T").unwrap().broker_datas[0];
+    assert_eq!(bd.master_addr(), Some("a:1"));
+    assert_eq!(bd.broker_addrs.0.len(), 1, "{bd:?}");
+    // No longer live: nothing of it is kept.
+    let b_key = BrokerAddrInfo {
+        cluster: "c".into(),
+        addr: "b:1".into(),
+    };
+    assert!(t.data_version(&b_key).is_none());
+    assert!(!t.touch(&b_key, now));
+}
+
+#[test]
+fn equal_or_higher_state_version_takes_the_id() {
+    let mut t = RouteTable::new();
+    let now = Instant::now();
+    t.register(versioned("a:1", 0, 3, 1), now);
+    assert!(!t.register(versioned("b:1", 0, 3, 2), now).refused);
+    assert_eq!(
+        t.route("T").unwrap().broker_datas[0].master_addr(),
+        Some("b:1")
+    );
+    assert!(!t.register(versioned("a:1", 0, 4, 1), now).refused);
+    assert_eq!(
+        t.route("T").unwrap().broker_datas[0].master_addr(),
+        Some("a:1")
+    );
+}
+
+#[test]
+fn state_version_of_a_gone_holder_does_not_count() {
+    let mut t = RouteTable::new();
+    let now = Instant::now();
+    t.register(versioned("a:1", 0, 3, 1), now);
+    assert_eq!(t.connection_closed(1), 1);
+    assert!(!t.register(versioned("b:1", 0, 2, 2), now).refused);
+    assert_eq!(
+        t.route("T").unwrap().broker_datas[0].master_addr(),
+        Some("b:1")
+    );
+}
+
+#[test]
+fn same_address_re_registering_with_a_lower_state_version_is_accepted() {
+    // Java compares only against a *different* address holding the id.
+    let mut t = RouteTable::new();
+    let now = Instant::now();
+    t.register(versioned("a:1", 0, 3, 1), now);
+    assert!(!t.register(versioned("a:1", 0, 1, 1), now).refused);
+    let key = BrokerAddrInfo {
+        cluster: "c".into(),
+        addr: "a:1".into(),
+    };
+    assert_eq!(t.data_version(&key).unwrap().state_version, 1);
+}

@@ -8,3 +8,4 @@ mod config_codes;
 mod metrics;
 mod process;
 mod routes;
+mod state_version;

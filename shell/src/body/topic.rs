@@ -441,4 +441,35 @@ mod tests {
         assert_eq!(w.topic_config_table["T"].write_queue_nums, 4);
         assert_eq!(w.data_version.counter, 2);
     }
+
+    #[test]
+    fn java_data_version_with_state_version_round_trips() {
+        // fastjson's DataVersion in a 5.x controller-mode register body: the master epoch
+        // (`nextVersion(epoch)`) as stateVersion, long enough to need i64.
+        let text = br#"{"counter":7,"stateVersion":3,"timestamp":1700000000123}"#;
+        let v: DataVersion = from_json(text).unwrap();
+        assert_eq!(
+            v,
+            DataVersion {
+                state_version: 3,
+                timestamp: 1_700_000_000_123,
+                counter: 7,
+            }
+        );
+        let back: Value = serde_json::from_slice(&to_json(&v)).unwrap();
+        let java: Value = serde_json::from_slice(text).unwrap();
+        assert_eq!(back, java);
+        let big = br#"{"counter":1,"stateVersion":4294967296,"timestamp":1}"#;
+        assert_eq!(
+            from_json::<DataVersion>(big).unwrap().state_version,
+            1 << 32
+        );
+        // 4.x writes no stateVersion: 0, as Java's field default.
+        let old: DataVersion = from_json(br#"{"counter":7,"timestamp":1}"#).unwrap();
+        assert_eq!(old.state_version, 0);
+        // Inside the register body the name server decodes.
+        let body = br#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":7,"stateVersion":3,"timestamp":1700000000123},"topicConfigTable":{}}}"#;
+        let b = RegisterBrokerBody::decode(body, false, version::CURRENT).unwrap();
+        assert_eq!(b.topic_config_serialize_wrapper.data_version, v);
+    }
 }
