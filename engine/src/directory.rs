@@ -24,8 +24,11 @@ use crate::prealloc::{NextSegment, Taken};
 use crate::reader::SegmentFiles;
 use crate::spare::Spares;
 
-/// Suffix of a segment being created; such a file is never a segment.
+/// Suffix of a segment being created (`<name>.<n>.tmp`); such a file is never a segment.
 const TEMP_SUFFIX: &str = ".tmp";
+
+/// Numbers temp files, so two makers of one segment never share one.
+static TEMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Widest name a base can have: `u64::MAX` has 20 decimal digits.
 pub const MAX_NAME_DIGITS: u8 = 20;
@@ -159,17 +162,21 @@ impl FileDirectory {
     /// `next` for `create` to adopt. Runs on the preparing task, never under the owner's
     /// lock; the folder and width are this directory's, so it takes what it needs, not
     /// `self`.
+    ///
+    /// `generation` is [`NextSegment::generation`] as read before the log's end that
+    /// `base` was picked from: after a truncation moved the end back, a base picked from
+    /// the old end is not made (or is removed again).
     pub fn prepare(
         path: &Path,
         digits: u8,
-        next: &NextSegment,
+        (next, generation): (&NextSegment, u64),
         (base, len): (u64, u64),
         warm_bytes: u64,
     ) -> Result<(), FsError> {
         let Some(name) = segment_name(base, digits) else {
             return Err(FsError::new(FsOp::Create, ErrorKind::InvalidInput));
         };
-        next.prepare(base, len, || {
+        let make = || {
             let file = make_segment_file(path, &name, len)?;
             sync_dir(path)?;
             if let Some(n) = std::num::NonZeroU64::new(warm_bytes.min(len)) {
@@ -177,7 +184,36 @@ impl FileDirectory {
                 let _ = rustix::fs::fadvise(&file, 0, Some(n), rustix::fs::Advice::WillNeed);
             }
             Ok(file)
-        })
+        };
+        let unmake = || {
+            if let Err(e) = remove_segment_file(&path.join(&name)) {
+                log::warn!("{}: removing stale segment {name}: {e}", path.display());
+            }
+        };
+        next.prepare(generation, (base, len), make, unmake)
+    }
+
+    /// Removes every file of `path` named as a segment (at `digits`) with a base past
+    /// `last`, then syncs the folder: after a truncation, segments made ahead of the old
+    /// end, which the next open would find past a gap. Returns how many went.
+    pub fn remove_past(path: &Path, digits: u8, last: u64) -> Result<usize, FsError> {
+        let mut removed = 0;
+        let entries = fs::read_dir(path).map_err(|e| FsError::io(FsOp::Scan, &e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| FsError::io(FsOp::Scan, &e))?;
+            let name = entry.file_name();
+            let Some(base) = name.to_str().and_then(|n| parse_segment_name(n, digits)) else {
+                continue;
+            };
+            if base > last {
+                remove_if_present(&entry.path())?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            sync_dir(path)?;
+        }
+        Ok(removed)
     }
 
     /// The folder holding the segments.
@@ -222,6 +258,8 @@ impl FileDirectory {
                 continue;
             };
             if let Some(stem) = name.strip_suffix(TEMP_SUFFIX) {
+                // `<name>.<n>`, or `<name>` as earlier versions named them.
+                let stem = stem.split_once('.').map_or(stem, |(name, _)| name);
                 if parse_segment_name(stem, self.digits).is_some() {
                     log::warn!(
                         "{}: deleting {name}, a segment whose creation was interrupted",
@@ -292,21 +330,7 @@ impl Directory for FileDirectory {
             // A file under the final name that this directory has not opened can only be
             // one a preparing task made (every other is opened by `scan`): fresh, full
             // size, durable. Adopt it when its size is right.
-            _ if self.next.is_some() && path.exists() => {
-                let file = File::options()
-                    .read(true)
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| FsError::io(FsOp::Open, &e))?;
-                let size = file
-                    .metadata()
-                    .map_err(|e| FsError::io(FsOp::Open, &e))?
-                    .len();
-                if size != len {
-                    return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
-                }
-                Some(file)
-            }
+            _ if self.next.is_some() && path.exists() => Some(adopt(&path, len)?),
             _ => None,
         };
         let file = match prepared {
@@ -321,9 +345,18 @@ impl Directory for FileDirectory {
                     self.segments.insert(base, media);
                     return Ok(());
                 }
-                let file = make_segment_file(&self.path, &name, len)?;
-                self.sync()?;
-                file
+                match make_segment_file(&self.path, &name, len) {
+                    Ok(file) => {
+                        self.sync()?;
+                        file
+                    }
+                    // The preparing task renamed its file into place while this one was
+                    // made (it looked before the log got here): take the task's.
+                    Err(e) if e.kind == ErrorKind::AlreadyExists && self.next.is_some() => {
+                        adopt(&path, len)?
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         };
         let media = MappedFile::from_file(file, self.access)?;
@@ -363,6 +396,24 @@ impl Directory for FileDirectory {
     }
 }
 
+/// Opens the segment file at `path` that a preparing task made (fresh, full size,
+/// durable), refusing one of another size.
+fn adopt(path: &Path, len: u64) -> Result<File, FsError> {
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| FsError::io(FsOp::Open, &e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| FsError::io(FsOp::Open, &e))?
+        .len();
+    if size != len {
+        return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
+    }
+    Ok(file)
+}
+
 /// Deletes a segment file and syncs its folder.
 fn remove_segment_file(path: &Path) -> Result<(), FsError> {
     remove_if_present(path)?;
@@ -383,7 +434,10 @@ fn remove_if_present(path: &Path) -> Result<(), FsError> {
 /// no half-made file behind (ENOSPC in fallocate, typically).
 pub(crate) fn make_segment_file(dir: &Path, name: &str, len: u64) -> Result<File, FsError> {
     let path = dir.join(name);
-    let temp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+    // Unique per maker: the log (inline) and the preparing task may make the same
+    // segment at once, and must not write, truncate or rename each other's temp file.
+    let n = TEMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!("{name}.{n}{TEMP_SUFFIX}"));
     let file = File::options()
         .read(true)
         .write(true)

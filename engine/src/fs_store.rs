@@ -368,14 +368,23 @@ impl FsStore {
     /// Makes the commit-log segment at `base` ahead of need (blocking disk work: run it
     /// on a task of its own, not under the store's lock); the log adopts it when it rolls
     /// there. Does nothing when it is made already.
+    ///
+    /// `generation` is `next.generation()` read before the log end `base` was picked
+    /// from (see [`FsStore::truncate_log`]).
     pub fn prepare_log_segment(
         root: &Path,
-        next: &NextSegment,
+        (next, generation): (&NextSegment, u64),
         (base, len): (u64, u64),
         warm_bytes: u64,
     ) -> Result<(), FsStoreError> {
         let dir = StoreLayout::new(root).commitlog_dir();
-        let made = FileDirectory::prepare(&dir, OFFSET_NAME_DIGITS, next, (base, len), warm_bytes);
+        let made = FileDirectory::prepare(
+            &dir,
+            OFFSET_NAME_DIGITS,
+            (next, generation),
+            (base, len),
+            warm_bytes,
+        );
         made.map_err(|e| {
             FsStoreError::Dir(StoreError::io(
                 &dir.join(segment_name(base, OFFSET_NAME_DIGITS).unwrap_or_default()),
@@ -435,6 +444,47 @@ impl FsStore {
         self.store
             .dispatch(&mut [0u8; NO_SCRATCH], on_record)
             .map_err(|e| self.error("dispatch", e))
+    }
+
+    /// Cuts the log at `offset` and everything that points past it (the engine's
+    /// [`Store::truncate_log`], which says what a crash leaves), with this store's files:
+    ///
+    /// - what was appended is dispatched first and the folders spare files went into are
+    ///   synced, so the engine's closing checkpoint claims no entry in a file whose name
+    ///   is not durable;
+    /// - then the engine cuts, flushes and checkpoints;
+    /// - then the segment made ahead ([`NextSegment`]) is forgotten and every commit-log
+    ///   file past the new last segment removed: the next open would find it past a gap.
+    ///
+    /// The owner must have moved the log end its preparing task reads to `offset` before
+    /// calling: a task that reads the generation afterwards then picks its base from the
+    /// new end. Runs under the owner's lock; a rare operation.
+    pub fn truncate_log(
+        &mut self,
+        offset: u64,
+    ) -> Result<tern_engine::store::Truncated, FsStoreError> {
+        let scratch = &mut [0u8; NO_SCRATCH];
+        self.store
+            .dispatch(scratch, &mut |_| {})
+            .map_err(|e| self.error("truncate", e))?;
+        if let Err(e) = self.spares.sync_dirty() {
+            return Err(FsStoreError::Dir(StoreError::io(self.root(), e)));
+        }
+        let done = self
+            .store
+            .truncate_log(offset, scratch)
+            .map_err(|e| self.error("truncate", e))?;
+        let log = self.store.log();
+        let size = log.segment_size();
+        let last = log
+            .segment_span()
+            .map_or(offset - offset % size, |(_, last)| last);
+        let dir = self.dir.layout().commitlog_dir();
+        let mut swept = Ok(0);
+        self.next_segment
+            .invalidate(|| swept = FileDirectory::remove_past(&dir, OFFSET_NAME_DIGITS, last));
+        swept.map_err(|e| FsStoreError::Dir(StoreError::io(&dir, e)))?;
+        Ok(done)
     }
 
     /// The store's paths.
@@ -558,6 +608,7 @@ impl fmt::Display for FsStoreError {
                     Error::Record(e) => write!(f, "message cannot be stored: {e:?}"),
                     Error::TooLarge => f.write_str("larger than a commit-log segment"),
                     Error::OutOfRange => f.write_str("offset out of range"),
+                    Error::NotRecordBoundary => f.write_str("no record starts at that offset"),
                     Error::TableFull => f.write_str("a fixed-size table is full"),
                     Error::FlushFailed => {
                         f.write_str("a flush failed earlier; refusing until restart")

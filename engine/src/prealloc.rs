@@ -43,8 +43,17 @@ enum State {
 /// The hand-off between the preparing task and the directory; shared by both.
 #[derive(Debug, Default)]
 pub struct NextSegment {
-    state: Mutex<State>,
+    state: Mutex<Slot>,
     changed: Condvar,
+}
+
+/// The state and the generation it belongs to.
+#[derive(Debug, Default)]
+struct Slot {
+    state: State,
+    /// Moves on when the log's end moves back ([`NextSegment::invalidate`]): a task that
+    /// chose its base from the end before that makes nothing, or unmakes what it made.
+    generation: u64,
 }
 
 /// What [`NextSegment::take`] found.
@@ -57,13 +66,19 @@ pub(crate) enum Taken {
 }
 
 impl NextSegment {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current generation: a preparing task reads it before it reads the log's end
+    /// it picks the base from, and hands it to `prepare`.
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
     }
 
     /// Whether the segment at `base` is prepared or being prepared.
     pub fn is_prepared(&self, base: u64) -> bool {
-        match &*self.lock() {
+        match &self.lock().state {
             State::Idle => false,
             State::Making(b) => *b == base,
             State::Made { base: b, .. } => *b == base,
@@ -72,32 +87,47 @@ impl NextSegment {
 
     /// Makes the segment at `base` (`len` bytes) with `make` (the directory's creation
     /// steps, run here, off the store's lock) and offers it. Does nothing if it is
-    /// prepared already. A segment prepared for another base that was never adopted is
-    /// dropped first (its file stays on disk; recovery removes it, or `make` fails on
-    /// the name and the log makes it inline).
+    /// prepared already, or if `generation` is not the current one (the log's end moved
+    /// back since the caller picked `base`). A segment prepared for another base that was
+    /// never adopted is dropped first (its file stays on disk; recovery removes it, or
+    /// `make` fails on the name and the log makes it inline). When the generation moves
+    /// on while `make` runs, `unmake` removes what it made, before anyone can adopt the
+    /// file by its name.
     pub(crate) fn prepare(
         &self,
-        base: u64,
-        len: u64,
+        generation: u64,
+        (base, len): (u64, u64),
         make: impl FnOnce() -> Result<File, FsError>,
+        unmake: impl FnOnce(),
     ) -> Result<(), FsError> {
         {
-            let mut state = self.lock();
-            match &*state {
+            let mut slot = self.lock();
+            if slot.generation != generation {
+                return Ok(());
+            }
+            match &slot.state {
                 State::Making(b) | State::Made { base: b, .. } if *b == base => return Ok(()),
                 State::Making(_) => return Ok(()),
-                _ => *state = State::Making(base),
+                _ => slot.state = State::Making(base),
             }
         }
         let made = make();
-        let mut state = self.lock();
+        let mut slot = self.lock();
         let result = match made {
+            Ok(file) if slot.generation == generation => {
+                slot.state = State::Made { base, len, file };
+                Ok(())
+            }
             Ok(file) => {
-                *state = State::Made { base, len, file };
+                // Made for an end that is gone: under the lock, so `create` (which waits
+                // while this is `Making`) cannot adopt it by its name first.
+                drop(file);
+                unmake();
+                slot.state = State::Idle;
                 Ok(())
             }
             Err(e) => {
-                *state = State::Idle;
+                slot.state = State::Idle;
                 Err(e)
             }
         };
@@ -105,13 +135,43 @@ impl NextSegment {
         result
     }
 
+    /// The log's end moved back (a truncation): forgets what was made ahead. Waits
+    /// (bounded) for a preparation in flight, moves the generation on so that tasks
+    /// that picked a base from the old end make nothing, and runs `sweep` under the
+    /// hand-off's lock (no preparation starts meanwhile): the caller removes every
+    /// segment file past the log's new last segment there. A preparation still in
+    /// flight after the wait unmakes its file itself when it ends.
+    pub fn invalidate(&self, sweep: impl FnOnce()) {
+        let deadline = Instant::now() + WAIT_FOR_TASK;
+        let mut slot = self.lock();
+        while matches!(slot.state, State::Making(_)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                log::warn!("a commit-log segment still being made after {WAIT_FOR_TASK:?}");
+                break;
+            }
+            slot = self
+                .changed
+                .wait_timeout(slot, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        slot.generation += 1;
+        if let State::Made { .. } = slot.state {
+            // Its file goes with the sweep.
+            slot.state = State::Idle;
+        }
+        sweep();
+        self.changed.notify_all();
+    }
+
     /// Takes the prepared segment at `base` of `len` bytes, waiting (bounded) if the task
     /// is making it.
     pub(crate) fn take(&self, base: u64, len: u64) -> Taken {
         let deadline = Instant::now() + WAIT_FOR_TASK;
-        let mut state = self.lock();
+        let mut slot = self.lock();
         loop {
-            match &*state {
+            match &slot.state {
                 State::Making(b) if *b == base => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
@@ -120,16 +180,16 @@ impl NextSegment {
                         );
                         return Taken::NotPrepared;
                     }
-                    state = self
+                    slot = self
                         .changed
-                        .wait_timeout(state, left)
+                        .wait_timeout(slot, left)
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
                 }
                 State::Made {
                     base: b, len: l, ..
                 } if *b == base && *l == len => {
-                    let State::Made { file, .. } = std::mem::take(&mut *state) else {
+                    let State::Made { file, .. } = std::mem::take(&mut slot.state) else {
                         unreachable!("matched Made above")
                     };
                     return Taken::Ready(file);

@@ -56,10 +56,17 @@ fn scan_ignores_unrelated_names_and_deletes_stale_temp_segments() {
     fs::create_dir(tmp.path().join("00000000000000000200")).unwrap(); // a folder
     let stale = tmp.path().join("00000000000000000064.tmp");
     fs::write(&stale, b"half").unwrap();
+    // As makers name them now: one temp file each.
+    let stale_numbered = tmp.path().join("00000000000000000128.7.tmp");
+    fs::write(&stale_numbered, b"half").unwrap();
 
     let mut reopened = open(tmp.path());
     assert_eq!(bases(&mut reopened), vec![0]);
     assert!(!stale.exists(), "stale temp segment should be deleted");
+    assert!(
+        !stale_numbered.exists(),
+        "stale temp segment should be deleted"
+    );
     assert!(
         tmp.path().join("README").exists(),
         "unrelated files are left alone"
@@ -98,8 +105,14 @@ fn preparing_a_segment_that_exists_fails_and_keeps_the_written_one() {
         .write_at(0, b"a record written after the roll")
         .unwrap();
     let next = tern_engine_fs::NextSegment::default();
-    let error =
-        FileDirectory::prepare(tmp.path(), OFFSET_NAME_DIGITS, &next, (4096, 4096), 0).unwrap_err();
+    let error = FileDirectory::prepare(
+        tmp.path(),
+        OFFSET_NAME_DIGITS,
+        (&next, next.generation()),
+        (4096, 4096),
+        0,
+    )
+    .unwrap_err();
     assert_eq!(error.kind, std::io::ErrorKind::AlreadyExists);
     assert!(!next.is_prepared(4096));
     // What a restart reads: the file under the segment's name holds the write.

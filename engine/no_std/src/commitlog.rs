@@ -7,7 +7,7 @@
 use zerocopy::byteorder::big_endian::{I32, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::error::{Corruption, Error};
+use crate::error::{Corruption, Error, MediaResult};
 use crate::layout::{BlankRecord, MAGIC_BLANK, MAGIC_V1, MAGIC_V2, RecordHead};
 use crate::media::Directory;
 use crate::record::{MessageIn, RecordError, RecordView, SYSFLAG_BORNHOST_V6, StoreStamp};
@@ -604,16 +604,91 @@ impl<D: Directory> CommitLog<D> {
         Ok(i64::from_be_bytes(ts))
     }
 
-    /// Cuts the log at `offset` (a record boundary): later bytes are zeroed and later
-    /// segments removed. Used when a replica must follow a master that lost a tail.
+    /// Whether `offset` is a place the log may be cut: its end, or the start of a record
+    /// (its head names it: magic, a size that fits, and its own offset) or of a segment's
+    /// blank tail. Offsets outside `[min_offset, max_offset]` are not.
+    pub fn is_record_boundary(&self, offset: u64) -> Result<bool, Error<D::Error>> {
+        if offset < self.min_offset() || offset > self.write_pos {
+            return Ok(false);
+        }
+        if offset == self.write_pos {
+            return Ok(true);
+        }
+        let size = self.segs.size();
+        let base = self.segs.base_of(offset);
+        // Every record leaves room for a blank marker after it: nothing starts closer
+        // to a segment's end than that.
+        if base + size - offset < BLANK_RESERVE {
+            return Ok(false);
+        }
+        let record = match self.slot_at(offset) {
+            Ok(Slot::Skip(_)) => return Ok(true),
+            Ok(Slot::Record(len)) => len,
+            Ok(Slot::End) | Err(Error::Corrupt(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        const HEAD: usize = core::mem::size_of::<RecordHead>();
+        if (record as usize) < HEAD || offset + u64::from(record) > self.write_pos {
+            return Ok(false);
+        }
+        let mut head = [0u8; HEAD];
+        self.segs.read(offset, &mut head)?;
+        let (h, _) = RecordHead::ref_from_prefix(&head[..]).map_err(|_| Error::OutOfRange)?;
+        Ok(h.physical_offset.get() == offset as i64)
+    }
+
+    /// Cuts the log at `offset`, which must be a record boundary
+    /// ([`CommitLog::is_record_boundary`]): later bytes are zeroed and later segments
+    /// removed. Used when a replica must follow a master that lost a tail.
+    ///
+    /// In this order, so a crash anywhere leaves either the whole log or exactly the
+    /// records below `offset` (a recovery scan that starts at or below `offset`, which
+    /// the caller's checkpoint must ensure, stops at the first head that is not a record):
+    /// 1. everything appended is flushed: no record below the cut can be lost later;
+    /// 2. the 8-byte head at `offset` is zeroed and flushed. This is the commit point:
+    ///    from here the log ends at `offset` (`max_offset` says so even if a later step
+    ///    fails), and a torn head reads as the end too;
+    /// 3. the rest is zeroed and later segments removed ([`Segments::cut`]), which
+    ///    recovery would otherwise do.
+    ///
+    /// A failure after step 1 is fail-stop (the log refuses appends until reopened).
     pub fn truncate(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
-        if offset > self.write_pos {
+        self.refuse_if_failed()?;
+        if offset < self.min_offset() || offset > self.write_pos {
             return Err(Error::OutOfRange);
         }
-        self.segs.cut(offset)?;
+        if !self.is_record_boundary(offset)? {
+            return Err(Error::NotRecordBoundary);
+        }
+        if offset == self.write_pos {
+            return Ok(());
+        }
+        self.flush()?;
+        debug_assert!(self.flushed >= offset, "records below the cut not durable");
+        let r = self.cut_at(offset);
+        if r.is_err() {
+            self.failed = true;
+            crate::trace::log_warn!("commit-log truncation failed; refusing writes until reopened");
+        }
+        r
+    }
+
+    /// Steps 2 and 3 of [`CommitLog::truncate`].
+    fn cut_at(&mut self, offset: u64) -> Result<(), Error<D::Error>> {
+        let base = self.segs.base_of(offset);
+        let at = offset - base;
+        let media = self.segs.media_mut(base)?;
+        crate::media::Media::write_at(media, at, &[0u8; 8]).media()?;
+        crate::media::Media::flush(media, at..at + 8).media()?;
+        // Committed: the end is here now, whatever happens to the rest.
         self.write_pos = offset;
         self.flushed = self.flushed.min(offset);
         self.rewinds += 1;
+        self.segs.cut(offset)?;
+        debug_assert!(
+            self.segs.span().is_none_or(|(_, last)| last == base),
+            "a segment past the cut survived"
+        );
         Ok(())
     }
 

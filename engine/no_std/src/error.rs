@@ -14,6 +14,9 @@ pub enum Error<E> {
     TooLarge,
     /// The offset is outside what the structure holds.
     OutOfRange,
+    /// The offset is inside the log but no record (nor a segment's blank tail) starts
+    /// there: a truncation must cut between records.
+    NotRecordBoundary,
     /// Stored bytes contradict an invariant; see [`Corruption`].
     Corrupt(Corruption),
     /// A fixed-capacity table of the caller or of the engine is full.

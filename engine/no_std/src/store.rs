@@ -198,8 +198,10 @@ where
 type Res<T, E> = Result<T, Error<E>>;
 
 mod dispatch;
+mod truncate;
 mod two_phase;
 pub use dispatch::{DISPATCH_PASS_RECORDS, Dispatched};
+pub use truncate::Truncated;
 pub use two_phase::{CheckpointPlan, CheckpointWritten, Part};
 
 impl<L, I, Q, C> Store<L, I, Q, C>

@@ -572,6 +572,58 @@ impl<D: Directory, const FILES: usize> Index<D, FILES> {
         Ok(q.found())
     }
 
+    /// Forgets every entry of a record at or past `log_end` (the log was cut there): newer
+    /// files that start at or past it are removed, newest first, and the newest remaining
+    /// file is rebuilt from its entries below it, as recovery rebuilds one after a crash
+    /// (slots, header and the stale entries zeroed, then the file flushed). Older files
+    /// hold only entries below the newest's first, so they stay as they are. A crash part
+    /// way leaves files that recovery's own cut (at the checkpoint's dispatched offset,
+    /// which the caller has moved to at most `log_end`) finishes.
+    pub fn truncate_to_log<L: Directory<Error = D::Error>>(
+        &mut self,
+        log: &CommitLog<L>,
+        log_end: u64,
+    ) -> Result<(), Error<D::Error>> {
+        if self.head.end_phy_offset.get() < log_end as i64 {
+            // Nothing indexed at or past the cut (offsets only grow).
+            return Ok(());
+        }
+        let mut dropped = false;
+        while self.files.len() > 1 {
+            let Some(&last) = self.files.back() else {
+                break;
+            };
+            let first = self.entry(last, 1)?;
+            let starts_past = first.as_bytes().iter().all(|&b| b == 0)
+                || first.phy_offset.get() < 0
+                || first.phy_offset.get() as u64 >= log_end;
+            if !starts_past {
+                break;
+            }
+            self.dir.remove(last).media()?;
+            self.files.pop_back();
+            dropped = true;
+        }
+        if dropped {
+            if let Some(&last) = self.files.back() {
+                // A rolled file: its header was written and flushed when it rolled.
+                self.head = self.header(last)?;
+            }
+        }
+        self.written += 1;
+        if let Err(e) = self.rebuild_last(log, log_end) {
+            self.failed = true;
+            return Err(e);
+        }
+        // rebuild_last flushed the whole file.
+        self.synced = self.written;
+        debug_assert!(
+            self.head.end_phy_offset.get() < log_end as i64,
+            "an index entry past the cut survived"
+        );
+        Ok(())
+    }
+
     /// Removes index files whose every record is below `log_min`, never the newest.
     pub fn delete_before_log(&mut self, log_min: u64) -> Result<(), Error<D::Error>> {
         while self.files.len() > 1 {

@@ -116,25 +116,35 @@ where
     /// previous record or the new one, each true.
     pub fn checkpoint_write(&mut self, plan: CheckpointPlan) -> Res<CheckpointWritten, L::Error> {
         self.refuse_if_failed()?;
-        if plan.log_rewinds == self.log.rewinds() {
+        // The log moved back since begin (a truncation): what the plan handed out may
+        // hold bytes, entries and index changes made after it, and its dispatched offset
+        // may lie past the cut. It claims nothing new then; the truncation wrote its own
+        // checkpoint.
+        let rewound = plan.log_rewinds != self.log.rewinds();
+        if !rewound {
             self.log.mark_flushed(plan.log_to);
         }
-        if plan.epoch == self.checkpoint_epoch {
+        if plan.epoch == self.checkpoint_epoch && !rewound {
             self.queues.for_each_mut(&mut |_, _, slot| {
                 slot.queue.finish_flush();
                 Ok(())
             })?;
         }
-        if let Some(target) = plan.index_target {
+        if let (Some(target), false) = (plan.index_target, rewound) {
             self.index.mark_flushed(target);
         }
         let flushed = self.log.flushed_offset();
+        let claim = if rewound {
+            self.checkpointed
+        } else {
+            plan.dispatched.min(flushed).max(self.checkpointed)
+        };
         let c = Checkpoint {
             physic_timestamp: plan.logics_timestamp,
             logics_timestamp: plan.logics_timestamp,
             index_timestamp: plan.index_timestamp,
             flushed_offset: flushed,
-            dispatched_offset: plan.dispatched.min(flushed).max(self.checkpointed),
+            dispatched_offset: claim,
             clean_end: None,
         };
         let r = c.write_unsynced(&mut self.checkpoint_media);

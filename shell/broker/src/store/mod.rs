@@ -44,12 +44,14 @@ mod maintain;
 mod raw_log;
 mod read;
 mod tasks;
+mod truncate;
 
 use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
 pub use read::{MAX_RECORD_READ, WouldBlock};
 use read::{QueueView, QueueViews};
+pub use truncate::TruncateError;
 
 /// Most bytes one pull answer carries (RocketMQ's `maxTransferBytesOnMessageInMemory`).
 pub const MAX_PULL_BYTES: usize = 256 * 1024;
@@ -205,6 +207,11 @@ pub struct StoreService {
     sealed: AtomicBool,
     /// Set once a flush failed: why. Never cleared; a restart recovers.
     failed: OnceLock<Arc<str>>,
+    /// Taken shared by each flush and checkpoint for their whole run, exclusively by a
+    /// truncation ([`truncate`]): none of them is in flight across a cut.
+    sync_gate: std::sync::RwLock<()>,
+    /// Tells lock-free readers that a truncation ran while they read ([`truncate`]).
+    cut_fence: truncate::CutFence,
     /// Records appended since start (runtime info).
     pub put_count: AtomicU64,
     /// Reput passes that failed since start (runtime info: `reputErrors`).
@@ -289,6 +296,8 @@ impl StoreService {
             released: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
             failed: OnceLock::new(),
+            sync_gate: std::sync::RwLock::new(()),
+            cut_fence: truncate::CutFence::default(),
             put_count: AtomicU64::new(0),
             flush_latency: crate::metrics::Buckets::new(&crate::metrics::LATENCY_BUCKETS_MS),
             reput_errors: AtomicU64::new(0),
@@ -554,6 +563,10 @@ impl StoreService {
         end: i64,
     ) -> Vec<u64> {
         let mut offsets = Vec::new();
+        // Offsets found across a truncation may name records past the cut: none then.
+        let Some(ticket) = self.cut_fence.enter() else {
+            return offsets;
+        };
         let mut q = IndexQuery::new(topic, key, max, begin, end);
         let reader = self
             .index_view
@@ -566,6 +579,9 @@ impl StoreService {
                 offsets.len()
             ),
             Err(e) => log::warn!("index query {topic}#{key}: {e}"),
+        }
+        if !self.cut_fence.unchanged(ticket) {
+            offsets.clear();
         }
         offsets
     }

@@ -10,6 +10,7 @@ use tern_engine::commitlog::Slot;
 use tern_engine_fs::{ReadError, ReadMode};
 
 use super::read::WouldBlock;
+use super::truncate::CUT_RACED;
 use super::{PutError, StoreService};
 
 /// One record of the log, copied out.
@@ -64,6 +65,9 @@ impl StoreService {
         max: usize,
         mode: ReadMode,
     ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
+        let Some(ticket) = self.cut_fence.enter() else {
+            return Ok(Err(CUT_RACED.to_owned()));
+        };
         let (min, end, seg) = self.log_span();
         if from < min || from > end {
             return Ok(Err(format!(
@@ -79,6 +83,9 @@ impl StoreService {
                 Err(ReadError::WouldBlock) => return Err(WouldBlock),
                 Err(e) => return Ok(Err(format!("reading the log at {from}: {e}"))),
             }
+        }
+        if !self.cut_fence.unchanged(ticket) {
+            return Ok(Err(CUT_RACED.to_owned()));
         }
         Ok(Ok(buf))
     }
@@ -115,6 +122,7 @@ impl StoreService {
         max_bytes: usize,
         max_records: usize,
     ) -> Result<(Vec<LogRecord>, u64), String> {
+        let ticket = self.cut_fence.enter().ok_or_else(|| CUT_RACED.to_owned())?;
         let (min, end, _) = self.log_span();
         if from < min || from > end {
             return Err(format!("offset {from} is outside the log [{min}, {end})"));
@@ -138,6 +146,9 @@ impl StoreService {
                 Slot::Skip(next) => at = next,
                 Slot::End => break,
             }
+        }
+        if !self.cut_fence.unchanged(ticket) {
+            return Err(CUT_RACED.to_owned());
         }
         Ok((out, at))
     }

@@ -28,6 +28,7 @@ use tern_engine::consumequeue::{ENTRY_SIZE, Entry};
 use tern_engine::record::RecordView;
 use tern_engine_fs::{ReadError, ReadMode, SegmentFiles};
 
+use super::truncate::CUT_RACED;
 use super::{MAX_FILTER_SCAN, MAX_PULL_BYTES, MAX_PULL_MSGS, Pulled, RecordFilter, StoreService};
 
 /// A cached-only read ([`ReadMode::Cached`]) met bytes not in the page cache.
@@ -252,6 +253,22 @@ impl StoreService {
         max_size: u32,
         mode: ReadMode,
     ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
+        let Some(ticket) = self.cut_fence.enter() else {
+            return Ok(Err(CUT_RACED.to_owned()));
+        };
+        let read = self.record_at_unfenced(offset, max_size, mode)?;
+        if !self.cut_fence.unchanged(ticket) {
+            return Ok(Err(CUT_RACED.to_owned()));
+        }
+        Ok(read)
+    }
+
+    fn record_at_unfenced(
+        &self,
+        offset: u64,
+        max_size: u32,
+        mode: ReadMode,
+    ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
         let min = self.log_min.load(Ordering::Acquire);
         if offset < min {
             return Ok(Err(format!(
@@ -280,12 +297,13 @@ impl StoreService {
 
     /// The record an entry points at, if it is still held and parses.
     pub fn record_of(&self, entry: Entry) -> Option<Vec<u8>> {
+        let ticket = self.cut_fence.enter()?;
         let mut bytes = Vec::new();
         if !self.copy_record(entry.physical_offset, entry.size, &mut bytes) {
             return None;
         }
         RecordView::parse(&bytes).ok()?;
-        Some(bytes)
+        self.cut_fence.unchanged(ticket).then_some(bytes)
     }
 
     /// Min and max offsets of a queue; `(0, 0)` for a queue never written.
@@ -387,6 +405,20 @@ impl StoreService {
         let Some(view) = self.views.get(topic, queue_id) else {
             return Ok(None);
         };
+        // Entries and records read across a truncation may mix two versions of the log:
+        // such a read answers nothing, with the bounds as they are after it.
+        let raced = || {
+            let (min, max) = view.bounds();
+            Ok(Some(Pulled {
+                min,
+                max,
+                next: offset,
+                ..Pulled::default()
+            }))
+        };
+        let Some(ticket) = self.cut_fence.enter() else {
+            return raced();
+        };
         let (min, max) = view.bounds();
         let mut out = Pulled {
             min,
@@ -445,6 +477,9 @@ impl StoreService {
                 return Ok(Some(out));
             }
         };
+        if !self.cut_fence.unchanged(ticket) {
+            return raced();
+        }
         out.count = matched;
         // Stopping for size leaves the entry that did not fit for the next pull.
         out.next = match last_taken {

@@ -10,6 +10,7 @@ use tern_engine::store::{Dispatched, Part};
 use tern_engine_fs::fs_store::FsStore;
 use tern_engine_fs::sync;
 use tern_shell::runtime;
+use tern_shell::sync::RwLockExt;
 
 use super::read::QueueView;
 use super::{StoreService, WARM_AHEAD, note_slow_hold, until_appended};
@@ -42,13 +43,25 @@ impl StoreService {
         }
         let me = Arc::clone(self);
         let result = runtime::spawn_blocking(move || {
-            let (from, to) = me.lock().store().log().unflushed();
+            // No truncation while this flush runs (see `truncate`): it would make `to`
+            // name bytes written after the cut, and the watermark read below stale.
+            let _gate = me.sync_gate.read_guard();
+            let (from, to, rewinds) = {
+                let s = me.lock();
+                let log = s.store().log();
+                let (from, to) = log.unflushed();
+                (from, to, log.rewinds())
+            };
             let started = Instant::now();
             me.sync_log(from, to)?;
             me.flush_latency
                 .observe(started.elapsed().as_millis() as u64);
             let mut s = me.lock();
-            s.store_mut().log_mut().mark_flushed(to);
+            // The end moved back meanwhile (a replica's reset): the range synced may not
+            // cover what is there now.
+            if s.store().log().rewinds() == rewinds {
+                s.store_mut().log_mut().mark_flushed(to);
+            }
             let flushed = s.store().log().flushed_offset();
             if me.release_flushed.load(Ordering::Acquire) {
                 // Below what reput has read too, so it does not fault them back in; whole
@@ -66,14 +79,14 @@ impl StoreService {
                     me.released.store(upto, Ordering::Release);
                 }
             }
+            drop(s);
+            // Under the gate: a truncation cannot move the watermark back in between.
+            me.flushed.fetch_max(flushed, Ordering::AcqRel);
             Ok::<u64, String>(flushed)
         })
         .await;
-        match result {
-            Ok(flushed) => {
-                self.flushed.fetch_max(flushed, Ordering::AcqRel);
-            }
-            Err(e) => self.fail(e),
+        if let Err(e) = result {
+            self.fail(e);
         }
         self.flush_done.notify(usize::MAX);
     }
@@ -137,6 +150,8 @@ impl StoreService {
         if self.failure().is_some() {
             return Ok(());
         }
+        // No truncation while this runs (see `truncate`); flushes may.
+        let _gate = self.sync_gate.read_guard();
         let mut files = Vec::new();
         let plan = {
             let mut s = self.lock();
@@ -362,6 +377,9 @@ impl StoreService {
         let size = self.geometry.log_segment_size;
         while !shutdown.is_triggered() {
             let listener = self.warm_wanted.listen();
+            // Before the end: a truncation moves the end back, then the generation on,
+            // so a base picked from an end read before it is refused (FsStore).
+            let generation = self.next_segment.generation();
             let end = self.written.load(Ordering::Acquire);
             // The segment the log will make next: the one after the active segment, or
             // the active one itself when the log ended exactly on a boundary. Nothing for
@@ -381,7 +399,7 @@ impl StoreService {
                 let made = runtime::spawn_blocking(move || {
                     FsStore::prepare_log_segment(
                         &me.root,
-                        &me.next_segment,
+                        (&me.next_segment, generation),
                         (next, size),
                         WARM_AHEAD,
                     )
@@ -429,6 +447,10 @@ impl StoreService {
         while !shutdown.is_triggered() {
             let listener = self.warm_wanted.listen();
             let end = self.written.load(Ordering::Acquire);
+            if warmed > end + WARM_AHEAD {
+                // The log was truncated: warm from its new end.
+                warmed = end;
+            }
             let before = warmed;
             if warmed < end + WARM_AHEAD / 2 {
                 let from = warmed.max(end);
