@@ -119,6 +119,8 @@ pub struct BrokerConfig {
     pub transaction_check_max: u32,
     /// Timer messages and recall (`timer*`, `recallMessageEnable`).
     pub timer: crate::timer::TimerSettings,
+    /// Controller mode (`enableControllerMode`, `controllerAddr`, ...).
+    pub controller: crate::controller::ControllerSettings,
     /// Where metrics go (`metricsExporterType`, `metricsPromExporter*`).
     pub metrics: crate::metrics::MetricsSettings,
     /// Replication port a master listens on for slaves (`haListenPort`; the remoting
@@ -337,6 +339,7 @@ impl Config for BrokerConfig {
                 in_range(1, 10_000),
             )?,
             timer: crate::timer::TimerSettings::read(r)?,
+            controller: crate::controller::ControllerSettings::read(r)?,
             metrics: crate::metrics::MetricsSettings::read(
                 r,
                 crate::metrics::settings::DEFAULT_PROM_PORT,
@@ -404,7 +407,18 @@ impl Config for BrokerConfig {
             tern_shell::config::check_host_port(a)
                 .map_err(|message| r.error("haMasterAddress", message))?;
         }
+        // In controller mode the controller assigns the id and the role; the broker
+        // starts fenced, as a slave that follows nobody until it is told.
+        let cfg = if cfg.controller.enabled {
+            BrokerConfig {
+                role: BrokerRole::Slave,
+                ..cfg
+            }
+        } else {
+            cfg
+        };
         match (cfg.role, cfg.broker_id) {
+            _ if cfg.controller.enabled => {}
             (BrokerRole::Slave, 0) => {
                 return Err(r.error("brokerId", "a slave's brokerId must be > 0".into()));
             }

@@ -104,6 +104,8 @@ pub struct BrokerCtx {
     pub(crate) metrics: metrics::Metrics,
     /// POP consumption: queue locks, held POPs, orderly batches, request modes.
     pub(crate) pop: pop::PopService,
+    /// Controller mode (`enableControllerMode`): the replica's state and the controllers.
+    pub(crate) controller: Option<Arc<controller::ControllerMode>>,
 }
 
 /// Where a put left one message.
@@ -142,6 +144,16 @@ impl BrokerCtx {
     /// Extra GET_BROKER_RUNTIME_INFO entries an embedding process adds.
     pub fn extra_stats(&self) -> &status::ExtraStats {
         &self.extra_stats
+    }
+
+    /// The id this broker registers with the name servers under: `brokerId`, or in
+    /// controller mode 0 as master and the controller's id as slave.
+    pub(crate) fn broker_id(&self) -> i64 {
+        match &self.controller {
+            None => self.config.broker_id,
+            Some(_) if !self.role.is_slave() => 0,
+            Some(cm) => cm.replica.broker_id().unwrap_or(self.config.broker_id),
+        }
     }
 
     /// `req` signed with the broker's own account (`innerClientAuthenticationCredentials`)
@@ -263,6 +275,25 @@ impl BrokerCtx {
         {
             return durable;
         }
+        if let Some(cm) = &self.controller {
+            // Controller mode: with allAckInSyncStateSet, every member of the
+            // SyncStateSet holds the message before it is acknowledged, so any member
+            // the controllers elect has it (RocketMQ's default waits for none).
+            if !self.config.controller.all_ack_in_sync_state_set {
+                return durable;
+            }
+            let me = cm.replica.broker_id().unwrap_or(-1);
+            let waited = self.ha.await_members(
+                me,
+                || cm.replica.known().sync_state_set,
+                end,
+                self.config.controller.slave_timeout,
+            );
+            return match waited.await {
+                ha::Replication::Replicated => store::Durability::Durable,
+                _ => store::Durability::SlaveTimeout,
+            };
+        }
         let waited = self.ha.await_replicated(
             end,
             self.config.ha_max_gap_not_in_sync,
@@ -301,7 +332,9 @@ impl Broker {
             config.timer,
             &config.store_root,
             &store,
-            config.role != config::BrokerRole::Slave,
+            // In controller mode any replica may become master; its timer task waits
+            // while it is a slave.
+            config.role != config::BrokerRole::Slave || config.controller.enabled,
         )?;
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
         // TLS files are read now: a broker told to serve TLS must not start without it.
@@ -327,7 +360,9 @@ impl Broker {
             .map_err(|e| format!("binding {listen}: {e}"))?;
         let port = main.local_addr().port();
         // Masters serve slaves on the HA port; a slave advertises the port it would use.
-        let ha_listener = if config.role == config::BrokerRole::Slave {
+        // In controller mode every replica may become master: each binds its HA port.
+        let ha_listener = if config.role == config::BrokerRole::Slave && !config.controller.enabled
+        {
             None
         } else {
             Some(ha::master::bind(&config, port).await?)
@@ -346,6 +381,16 @@ impl Broker {
                 ),
             }
         }
+        let controller = if config.controller.enabled {
+            let pool = tern_shell::ConnectionPool::new(outbound.clone(), Duration::from_secs(3));
+            Some(Arc::new(controller::ControllerMode::open(
+                &config.controller,
+                &config.store_root,
+                pool,
+            )?))
+        } else {
+            None
+        };
         let ctx = Arc::new(BrokerCtx {
             topics: topics::Topics::load(
                 &config.store_root,
@@ -379,6 +424,7 @@ impl Broker {
             pop: pop::PopService::load(&config.store_root),
             live: config::live::LiveConfig::new(&config),
             role: role::RoleCell::new(config.role),
+            controller,
             store,
             config,
         });
@@ -391,15 +437,24 @@ impl Broker {
         // the broker's routes. A name server that is down only costs its connect error.
         register::register_all(&ctx).await;
         let mut tasks = spawn_tasks(&ctx);
-        match ha_listener {
-            Some(l) => tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l, ha_tls.0))),
-            None => {
-                tasks.push(runtime::spawn(ha::slave::run(ctx.clone(), ha_tls.1)));
-                let c = ctx.clone();
-                tasks.push(runtime::spawn(slave_sync::run(ctx.clone(), move || {
-                    c.ha.master().addr
-                })));
-            }
+        // A master serves slaves; a slave follows its master; in controller mode a
+        // replica does either as its role says, so it runs both.
+        let follows = ha_listener.is_none() || ctx.controller.is_some();
+        if let Some(l) = ha_listener {
+            tasks.push(runtime::spawn(ha::master::run(ctx.clone(), l, ha_tls.0)));
+        }
+        if follows {
+            tasks.push(runtime::spawn(ha::slave::run(ctx.clone(), ha_tls.1)));
+            let c = ctx.clone();
+            tasks.push(runtime::spawn(slave_sync::run(ctx.clone(), move || {
+                c.ha.master().addr
+            })));
+        }
+        if let Some(cm) = &ctx.controller {
+            tasks.push(runtime::spawn(controller::manager::run(
+                ctx.clone(),
+                cm.clone(),
+            )));
         }
         let metrics = serve_metrics(&ctx, http_tls).await;
         #[cfg(feature = "grpc")]

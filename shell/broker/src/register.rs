@@ -31,7 +31,7 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         broker_addr,
         cluster_name: ctx.config.cluster_name.clone(),
         ha_server_addr: ha,
-        broker_id: ctx.config.broker_id,
+        broker_id: ctx.broker_id(),
         heartbeat_timeout_millis: None,
         enable_acting_master: None,
         compressed: Some(false),
@@ -49,6 +49,11 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         // A slave learns its master from the answer.
         if ctx.role.get() == crate::config::BrokerRole::Slave {
             match resp.decode_header::<RegisterBrokerResponseHeader>() {
+                // In controller mode only an answer about the master the controllers
+                // named counts: a name server may still list a deposed one.
+                Ok(h) if ctx.controller.is_some() => {
+                    ctx.ha.learn_master_ha(h.master_addr, h.ha_server_addr)
+                }
                 Ok(h) => ctx.ha.set_master(
                     h.master_addr,
                     h.ha_server_addr,
@@ -69,9 +74,19 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
 
 /// The registration body: every topic, its perm ANDed with `brokerPermission` when that
 /// lacks read or write (as RocketMQ's `registerBrokerAll`), so routes show what clients
-/// may do here.
+/// may do here. In controller mode the data version's `stateVersion` is the master epoch
+/// (RocketMQ's `dataVersion.nextVersion(epoch)` in `ReplicasManager`): name servers
+/// ignore a registration for an id another live address holds with a higher one, so a
+/// deposed master cannot take id 0 back.
 fn registration_body(ctx: &BrokerCtx) -> Vec<u8> {
     let mut wrapper = ctx.topics.wrapper();
+    if let Some(epoch) = ctx
+        .controller
+        .as_ref()
+        .map(|cm| cm.replica.known().master_epoch)
+    {
+        wrapper.data_version.state_version = i64::from(epoch);
+    }
     let broker_perm = ctx.live.broker_permission();
     let rw = crate::topics::PERM_READ | crate::topics::PERM_WRITE;
     if broker_perm & rw != rw {
@@ -85,8 +100,19 @@ fn registration_body(ctx: &BrokerCtx) -> Vec<u8> {
     })
 }
 
+/// A broker in controller mode registers only once it knows its role (RocketMQ
+/// isolates a broker until then).
+fn fenced(ctx: &BrokerCtx) -> bool {
+    ctx.controller
+        .as_ref()
+        .is_some_and(|cm| cm.replica.is_fenced())
+}
+
 /// Registers with every name server, concurrently.
 pub async fn register_all(ctx: &Arc<BrokerCtx>) {
+    if fenced(ctx) {
+        return;
+    }
     let body = Arc::new(registration_body(ctx));
     let mut handles = Vec::new();
     for addr in ctx.config.namesrv_addrs.clone() {
@@ -105,6 +131,9 @@ pub async fn register_all(ctx: &Arc<BrokerCtx>) {
 
 /// Registers now, from a request handler that has the context by reference.
 pub async fn register_all_now(ctx: &BrokerCtx) {
+    if fenced(ctx) {
+        return;
+    }
     let body = registration_body(ctx);
     for addr in &ctx.config.namesrv_addrs {
         if let Err(e) = register_one(ctx, addr, &body).await {
@@ -120,7 +149,7 @@ pub async fn unregister_all(ctx: &Arc<BrokerCtx>) {
         broker_name: ctx.config.broker_name.clone(),
         broker_addr,
         cluster_name: ctx.config.cluster_name.clone(),
-        broker_id: ctx.config.broker_id,
+        broker_id: ctx.broker_id(),
     };
     for addr in &ctx.config.namesrv_addrs {
         let req = ctx.signed(RemotingCommand::request(

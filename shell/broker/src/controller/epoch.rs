@@ -229,6 +229,12 @@ impl EpochFile {
         Ok(())
     }
 
+    /// Takes `entries` (a master's list, ascending) as this replica's.
+    pub fn replace(&mut self, entries: &[EpochEntry]) {
+        let start = entries.len().saturating_sub(MAX_ENTRIES);
+        self.entries = entries[start..].to_vec();
+    }
+
     /// Drops the terms that start at or past `offset` (the log is cut there).
     pub fn truncate_suffix(&mut self, offset: i64) {
         self.entries.retain(|e| e.start_offset < offset);

@@ -122,17 +122,54 @@ struct Link {
     report_arrived: Event,
     /// Everything below this was sent on this connection.
     sent_to: AtomicU64,
+    /// The master's log end when the last frame was read (RocketMQ's
+    /// `lastMasterMaxOffset`): a slave that acknowledged it was caught up then.
+    end_at_send: AtomicU64,
+    /// Controller mode: the slave's controller id and the epoch it follows.
+    member: Option<(i64, i32)>,
+}
+
+/// Counts a controller-mode slave as connected for as long as it lives.
+struct Member<'a>(&'a super::HaService, i64);
+
+impl Drop for Member<'_> {
+    fn drop(&mut self) {
+        self.0.member_left(self.1);
+    }
 }
 
 async fn serve(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> {
     let first = super::auth::admit(stream, ctx.acl.as_deref())
         .await
         .map_err(|e| format!("refused before streaming: {e}"))?;
+    // A slave that skipped the sign-in already sent its first eight bytes.
+    let first = match first {
+        Some(b) => b,
+        None => {
+            let silence = ctx.config.ha_housekeeping_interval;
+            let mut b = [0u8; REPORT];
+            let mut s = stream;
+            match runtime::timeout(silence, s.read_exact(&mut b)).await {
+                Err(_) => return Err(format!("the slave sent no offset in {silence:?}")),
+                Ok(Err(e)) => return Err(format!("reading the first report: {e}")),
+                Ok(Ok(())) => b,
+            }
+        }
+    };
+    let (member, first) = if first == crate::controller::handshake::HELLO {
+        (
+            Some(crate::controller::handshake::answer(ctx, stream).await?),
+            u64::MAX,
+        )
+    } else {
+        (None, first_offset(first)?)
+    };
     let link = Link {
-        // A slave that skipped the sign-in already sent its first report.
-        reported: AtomicU64::new(first.map_or(Ok(u64::MAX), first_offset)?),
+        reported: AtomicU64::new(first),
         report_arrived: Event::new(),
         sent_to: AtomicU64::new(0),
+        end_at_send: AtomicU64::new(u64::MAX),
+        member,
     };
     let reading = read_reports(ctx, stream, &link);
     let writing = write_log(ctx, stream, &link);
@@ -162,7 +199,12 @@ async fn read_reports(
         let first = link.reported.swap(offset, Ordering::AcqRel) == u64::MAX;
         link.report_arrived.notify(usize::MAX);
         if !first {
-            ctx.ha.ack(offset.min(link.sent_to.load(Ordering::Acquire)));
+            let sent = link.sent_to.load(Ordering::Acquire);
+            ctx.ha.ack(offset.min(sent));
+            if let Some((id, _)) = link.member {
+                let caught_up = offset >= link.end_at_send.load(Ordering::Acquire);
+                ctx.ha.member_acked(id, offset.min(sent), caught_up);
+            }
         }
     }
 }
@@ -215,12 +257,26 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
     link.sent_to.store(next, Ordering::Release);
     // The slave already holds what it reported.
     ctx.ha.ack(reported.min(next));
+    let _member = link.member.map(|(id, _)| {
+        ctx.ha.member_joined(id);
+        ctx.ha
+            .member_acked(id, reported.min(next), reported >= ctx.store.log_end());
+        Member(&ctx.ha, id)
+    });
     log::info!("streaming the log to the slave from offset {next}");
     let batch = ctx.config.ha_transfer_batch_size;
     let heartbeat = ctx.config.ha_heartbeat_interval;
     let mut frame = Vec::with_capacity(FRAME_HEADER + batch);
     loop {
+        if let Some((_, epoch)) = link.member {
+            // Deposed, or a new term began: the slave must hear the new epochs first.
+            let term = ctx.controller.as_ref().map(|cm| cm.replica.last_epoch());
+            if ctx.role.is_slave() || term != Some(epoch) {
+                return Err(format!("no longer the master of epoch {epoch}"));
+            }
+        }
         let appended = ctx.store.listen_appended();
+        let end_now = ctx.store.log_end();
         let bytes = ctx.store.log_bytes_off_executor(next, batch).await?;
         if bytes.is_empty() {
             // Idle: wait for an append, or say we are alive.
@@ -244,5 +300,6 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
         }
         next += bytes.len() as u64;
         link.sent_to.store(next, Ordering::Release);
+        link.end_at_send.store(end_now, Ordering::Release);
     }
 }

@@ -68,6 +68,25 @@ pub struct HaService {
     /// Slave side: the master's end as last seen in a frame (runtime info). Apart from
     /// `reported` because the reader and the reporter each set one of them.
     master_end: AtomicU64,
+    /// Slave side: replication connections open now (0 or 1).
+    following: AtomicUsize,
+    /// Signalled when a follower connection ends.
+    follower_stopped: Event,
+    /// Master side, controller mode: each slave's acknowledgements, by controller id.
+    members: Mutex<BTreeMap<i64, Member>>,
+    /// Signalled when a member connects, catches up or goes.
+    members_moved: Event,
+}
+
+/// A slave of a controller-mode master, by its controller id.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    /// Everything below this is on the slave.
+    acked: u64,
+    /// When the slave last held everything sent to it.
+    caught_up_at: Option<Instant>,
+    /// Its connections open now.
+    connections: usize,
 }
 
 impl HaService {
@@ -166,6 +185,158 @@ impl HaService {
             *m = next;
             drop(m);
             self.master_changed.notify(usize::MAX);
+        }
+    }
+
+    /// Controller mode: follows the master at remoting address `addr` (None: follows
+    /// nobody, this broker is the master). Its HA address is learnt anew from the name
+    /// servers; the connection open now, if any, ends.
+    pub fn follow(&self, addr: Option<String>) {
+        *self.master.guard() = MasterAddrs {
+            addr,
+            ha_addr: None,
+        };
+        self.master_changed.notify(usize::MAX);
+    }
+
+    /// Controller mode: takes `ha_addr` as the master's HA address when `addr` is the
+    /// master followed (a registration answer naming another master is stale).
+    pub fn learn_master_ha(&self, addr: Option<String>, ha_addr: Option<String>) {
+        let mut m = self.master.guard();
+        let (Some(a), Some(h)) = (addr, ha_addr.filter(|h| !h.is_empty())) else {
+            return;
+        };
+        if m.addr.as_deref() == Some(a.as_str()) && m.ha_addr.as_deref() != Some(h.as_str()) {
+            log::info!("master {a} replicates from HA address {h}");
+            m.ha_addr = Some(h);
+            drop(m);
+            self.master_changed.notify(usize::MAX);
+        }
+    }
+
+    /// A listener woken when the master followed changes.
+    pub(crate) fn listen_master_changed(&self) -> event_listener::EventListener {
+        self.master_changed.listen()
+    }
+
+    pub(crate) fn follower_started(&self) {
+        self.following.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn follower_ended(&self) {
+        self.following.fetch_sub(1, Ordering::AcqRel);
+        self.follower_stopped.notify(usize::MAX);
+    }
+
+    /// Waits (at most `within`) until no follower connection is open.
+    pub async fn await_follower_stopped(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let l = self.follower_stopped.listen();
+            if self.following.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || runtime::timeout(left, l).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Master side, controller mode: slave `id` connected.
+    pub(crate) fn member_joined(&self, id: i64) {
+        let mut m = self.members.guard();
+        let e = m.entry(id).or_insert(Member {
+            acked: 0,
+            caught_up_at: None,
+            connections: 0,
+        });
+        e.connections += 1;
+        drop(m);
+        self.members_moved.notify(usize::MAX);
+    }
+
+    /// Master side, controller mode: slave `id` holds everything below `acked`, and
+    /// everything sent to it when `caught_up`.
+    pub(crate) fn member_acked(&self, id: i64, acked: u64, caught_up: bool) {
+        let mut m = self.members.guard();
+        let Some(e) = m.get_mut(&id) else { return };
+        let newly = caught_up && e.caught_up_at.is_none();
+        e.acked = e.acked.max(acked);
+        if caught_up {
+            e.caught_up_at = Some(Instant::now());
+        }
+        drop(m);
+        self.ack_moved.notify(usize::MAX);
+        if newly {
+            self.members_moved.notify(usize::MAX);
+        }
+    }
+
+    /// Master side, controller mode: a connection of slave `id` closed.
+    pub(crate) fn member_left(&self, id: i64) {
+        let mut m = self.members.guard();
+        if let Some(e) = m.get_mut(&id) {
+            e.connections = e.connections.saturating_sub(1);
+            if e.connections == 0 {
+                m.remove(&id);
+            }
+        }
+        drop(m);
+        self.members_moved.notify(usize::MAX);
+        self.ack_moved.notify(usize::MAX);
+    }
+
+    /// Master side, controller mode: connected slaves that held everything sent to them
+    /// within `within` (RocketMQ's `haMaxTimeSlaveNotCatchup`).
+    pub fn caught_up_members(&self, within: Duration) -> Vec<i64> {
+        let now = Instant::now();
+        self.members
+            .guard()
+            .iter()
+            .filter(|(_, m)| {
+                m.connections > 0
+                    && m.caught_up_at
+                        .is_some_and(|t| now.saturating_duration_since(t) <= within)
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// A listener woken when members connect, catch up or go.
+    pub fn listen_members(&self) -> event_listener::EventListener {
+        self.members_moved.listen()
+    }
+
+    /// Master side, controller mode: waits until every slave of `set` (ids; this
+    /// broker's own, `me`, is skipped) acknowledged `end`, for at most `timeout`. `set`
+    /// is asked again on every wake, so a member the controller dropped stops counting.
+    pub async fn await_members(
+        &self,
+        me: i64,
+        set: impl Fn() -> Vec<i64>,
+        end: u64,
+        timeout: Duration,
+    ) -> Replication {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let listener = self.ack_moved.listen();
+            let done = {
+                let m = self.members.guard();
+                set()
+                    .iter()
+                    .filter(|id| **id != me)
+                    .all(|id| m.get(id).is_some_and(|e| e.acked >= end))
+            };
+            if done {
+                return Replication::Replicated;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Replication::Timeout;
+            }
+            // Bounded: a change of the set wakes nobody here.
+            let _ = runtime::timeout(left.min(Duration::from_millis(100)), listener).await;
         }
     }
 

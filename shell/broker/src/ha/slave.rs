@@ -74,6 +74,11 @@ async fn follow(ctx: &BrokerCtx, ha: &str, tls: Option<&ClientTls>) -> Result<()
             .await
             .map_err(|e| format!("signing in as {}: {e}", creds.access_key))?;
     }
+    ctx.ha.follower_started();
+    let _following = Following(&ctx.ha);
+    // Controller mode: a new master or term ends this connection.
+    let changed = ctx.ha.listen_master_changed();
+    crate::controller::handshake::open(ctx, &stream).await?;
     log::info!(
         "replicating from master {ha}, this log ends at {}",
         ctx.store.log_end()
@@ -85,13 +90,22 @@ async fn follow(ctx: &BrokerCtx, ha: &str, tls: Option<&ClientTls>) -> Result<()
             report(ctx, &stream, &stored),
         ),
         async {
-            ctx.shutdown.wait().await;
+            runtime::race(ctx.shutdown.wait(), changed).await;
             Ok(())
         },
     )
     .await;
     let _ = stream.tcp().shutdown(std::net::Shutdown::Both);
     r
+}
+
+/// Counts a follower connection as open for as long as it lives.
+struct Following<'a>(&'a super::HaService);
+
+impl Drop for Following<'_> {
+    fn drop(&mut self) {
+        self.0.follower_ended();
+    }
 }
 
 /// Sends the log end at connect, after each store that moved it, and every heartbeat.

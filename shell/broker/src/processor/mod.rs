@@ -193,6 +193,10 @@ impl Processor for BrokerProcessor {
                 maintain::clean_expired_consume_queue(ctx, &req).await
             }
             RequestCode::CleanUnusedTopic => maintain::clean_unused_topic(ctx, &req).await,
+            RequestCode::NotifyBrokerRoleChanged => {
+                crate::controller::requests::role_changed(ctx, &req)
+            }
+            RequestCode::GetBrokerEpochCache => crate::controller::requests::epoch_cache(ctx, &req),
             _ => not_supported(&req),
         };
         ctx.metrics

@@ -254,6 +254,19 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     while !ctx.shutdown.is_triggered() {
         // Listen before the round: an entry dispatched during it is not missed.
         let woken = ctx.timer.wake.listen();
+        if ctx.role.is_slave() {
+            // Controller mode: a replica runs its timer only while it is master (a
+            // slave's log is its master's; the timer resumes from its own checkpoint
+            // when this replica is promoted).
+            let _ = runtime::race(
+                async {
+                    let _ = runtime::timeout(MAX_SLEEP.min(Duration::from_secs(1)), woken).await;
+                },
+                ctx.shutdown.wait(),
+            )
+            .await;
+            continue;
+        }
         let c = ctx.clone();
         let (back, next) = runtime::spawn_blocking(move || {
             let next = round(&c, &mut state);

@@ -1,0 +1,125 @@
+//! The broker's calls to the controller group: requests go to the leader, found with
+//! CONTROLLER_GET_METADATA_INFO (1005); heartbeats go to every controller, so that any
+//! node that becomes leader already knows which brokers live.
+//!
+//! On CONTROLLER_NOT_LEADER (2007) or a failed connection the leader is looked up again
+//! at once over every address (RocketMQ waits for its next 10 s refresh).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tern_shell::code::RequestCode;
+use tern_shell::headers::GetMetaDataResponseHeader;
+use tern_shell::sync::MutexExt;
+use tern_shell::{ConnectionPool, RemotingCommand, ResponseCode};
+
+/// How long one controller call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The controllers of `controllerAddr` and the leader among them.
+#[derive(Debug)]
+pub struct ControllerClient {
+    addrs: Vec<String>,
+    leader: Mutex<Option<String>>,
+    pool: ConnectionPool,
+}
+
+impl ControllerClient {
+    /// A client of `addrs`, connecting as `pool` says (TLS, timeouts).
+    pub fn new(addrs: Vec<String>, pool: ConnectionPool) -> Self {
+        Self {
+            addrs,
+            leader: Mutex::new(None),
+            pool,
+        }
+    }
+
+    /// Every controller's address.
+    pub fn addrs(&self) -> &[String] {
+        &self.addrs
+    }
+
+    /// The leader's address: the cached one, or found by asking every controller.
+    pub async fn leader(&self) -> Result<String, String> {
+        if let Some(l) = self.leader.guard().clone() {
+            return Ok(l);
+        }
+        let mut why = Vec::new();
+        for addr in &self.addrs {
+            let req = RemotingCommand::request_code(RequestCode::ControllerGetMetadataInfo);
+            match self.pool.invoke(addr, req, CALL_TIMEOUT).await {
+                Ok(resp) if resp.response_code() == ResponseCode::Success => {
+                    match resp.decode_header::<GetMetaDataResponseHeader>() {
+                        Ok(h) => {
+                            let leader = if h.is_leader == Some(true) {
+                                Some(addr.clone())
+                            } else {
+                                h.controller_leader_address.filter(|a| !a.is_empty())
+                            };
+                            if let Some(l) = leader {
+                                *self.leader.guard() = Some(l.clone());
+                                return Ok(l);
+                            }
+                            why.push(format!("{addr}: no leader elected"));
+                        }
+                        Err(e) => why.push(format!("{addr}: {e}")),
+                    }
+                }
+                Ok(resp) => why.push(format!(
+                    "{addr}: code {} {}",
+                    resp.code,
+                    resp.remark.unwrap_or_default()
+                )),
+                Err(e) => {
+                    why.push(format!("{addr}: {e}"));
+                    self.pool.close(addr).await;
+                }
+            }
+        }
+        Err(format!("no controller leader: {}", why.join("; ")))
+    }
+
+    /// Sends `req` to the leader and returns its answer, whatever its code; looks the
+    /// leader up again and retries once when the one asked no longer leads.
+    pub async fn call(&self, req: RemotingCommand) -> Result<RemotingCommand, String> {
+        let mut last = String::new();
+        for _ in 0..2 {
+            let leader = self.leader().await?;
+            match self.pool.invoke(&leader, req.clone(), CALL_TIMEOUT).await {
+                Ok(resp) if resp.response_code() == ResponseCode::ControllerNotLeader => {
+                    last = format!("{leader} no longer leads");
+                    self.forget(&leader);
+                }
+                Ok(resp) => return Ok(resp),
+                Err(e) => {
+                    last = format!("{leader}: {e}");
+                    self.forget(&leader);
+                    self.pool.close(&leader).await;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends `req` oneway to every controller (heartbeats).
+    pub async fn send_to_all(&self, req: &RemotingCommand) {
+        for addr in &self.addrs {
+            if let Err(e) = self.pool.invoke_oneway(addr, req.clone()).await {
+                log::debug!("heartbeat to controller {addr}: {e}");
+                self.pool.close(addr).await;
+            }
+        }
+    }
+
+    fn forget(&self, leader: &str) {
+        let mut l = self.leader.guard();
+        if l.as_deref() == Some(leader) {
+            *l = None;
+        }
+    }
+
+    /// Closes every connection (shutdown).
+    pub async fn close(&self) {
+        self.pool.close_all().await;
+    }
+}

@@ -1,0 +1,249 @@
+//! The epoch exchange that opens a replication connection in controller mode.
+//!
+//! RocketMQ's AutoSwitch HA protocol trades epoch lists before streaming so that a
+//! rejoining replica cuts its log where it parts from the master's
+//! (docs/design/controller.md §7.2-7.3). Tern's HA port keeps its classic framing and
+//! puts the same exchange in front of it (after the ACL sign-in, if any):
+//!
+//! 1. slave → master, 20 bytes: [`HELLO`], the slave's controller id (i64) and the master
+//!    epoch it expects (i32), big-endian;
+//! 2. master → slave: status (i32: 0 accepted, 1 refused: this broker is not the master
+//!    of that epoch), the master's log end (i64), the entry count n (i32, at most
+//!    [`MAX_ENTRIES`]), then n × (epoch i32, start offset i64);
+//! 3. the slave finds the consistent point, cuts its log there, adopts the master's
+//!    epochs, and sends its first classic report: streaming starts where it agrees.
+//!
+//! A master answers only for its own epoch, so a deposed master that has not learnt it
+//! yet cannot gather a slave; and a master whose epoch changes closes its replication
+//! connections, so every term a slave's stream crosses is in its epoch file.
+
+use std::time::Duration;
+
+use async_std::io::{ReadExt, WriteExt};
+use tern_shell::runtime;
+use tern_shell::tls::SharedStream;
+
+use super::epoch::{EpochEntry, MAX_ENTRIES, consistent_point};
+use crate::BrokerCtx;
+use crate::config::BrokerRole;
+
+/// The slave's first bytes in controller mode (negative as a classic report).
+pub const HELLO: [u8; 8] = *b"\xffTERNCM1";
+/// Bytes of the slave's hello after [`HELLO`]: id and epoch.
+const HELLO_REST: usize = 12;
+/// Bytes of one epoch entry on the wire.
+const ENTRY: usize = 12;
+/// How long either side waits for the other's part.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The master's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The slave may follow.
+    pub accepted: bool,
+    /// The master's log end.
+    pub master_end: i64,
+    /// The master's epochs.
+    pub entries: Vec<EpochEntry>,
+}
+
+impl Answer {
+    /// The answer's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let n = self.entries.len().min(MAX_ENTRIES);
+        let skip = self.entries.len() - n;
+        let mut b = Vec::with_capacity(16 + n * ENTRY);
+        b.extend_from_slice(&(if self.accepted { 0i32 } else { 1 }).to_be_bytes());
+        b.extend_from_slice(&self.master_end.to_be_bytes());
+        b.extend_from_slice(&(n as i32).to_be_bytes());
+        for e in &self.entries[skip..] {
+            b.extend_from_slice(&e.epoch.to_be_bytes());
+            b.extend_from_slice(&e.start_offset.to_be_bytes());
+        }
+        b
+    }
+}
+
+async fn read_exact(mut s: &SharedStream, buf: &mut [u8], what: &str) -> Result<(), String> {
+    match runtime::timeout(TIMEOUT, s.read_exact(buf)).await {
+        Err(_) => Err(format!("no {what} within {TIMEOUT:?}")),
+        Ok(Err(e)) => Err(format!("reading the {what}: {e}")),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+async fn write_all(mut s: &SharedStream, buf: &[u8], what: &str) -> Result<(), String> {
+    let sent = async {
+        s.write_all(buf).await?;
+        s.flush().await
+    };
+    match runtime::timeout(TIMEOUT, sent).await {
+        Err(_) => Err(format!("sending the {what} took over {TIMEOUT:?}")),
+        Ok(Err(e)) => Err(format!("sending the {what}: {e}")),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+/// The master's side, after the slave's [`HELLO`]: reads its id and expected epoch,
+/// answers. `Ok((slave id, epoch))` when the slave may follow.
+pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32), String> {
+    let mut rest = [0u8; HELLO_REST];
+    read_exact(stream, &mut rest, "slave's hello").await?;
+    let id = i64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
+    let expected = i32::from_be_bytes(rest[8..].try_into().unwrap_or_default());
+    let (accepted, entries) = match &ctx.controller {
+        Some(cm) => {
+            let entries = cm.replica.epochs();
+            let mine = entries.last().map_or(0, |e| e.epoch);
+            let master = ctx.role.get() != BrokerRole::Slave && !cm.replica.is_fenced();
+            (master && mine == expected, entries)
+        }
+        None => (false, Vec::new()),
+    };
+    let a = Answer {
+        accepted,
+        master_end: ctx.store.log_end() as i64,
+        entries,
+    };
+    write_all(stream, &a.encode(), "epoch answer").await?;
+    if accepted {
+        Ok((id, expected))
+    } else {
+        Err(format!(
+            "slave {id} expected the master of epoch {expected}; this broker is not it"
+        ))
+    }
+}
+
+/// Reads the master's answer.
+async fn read_answer(stream: &SharedStream) -> Result<Answer, String> {
+    let mut head = [0u8; 16];
+    read_exact(stream, &mut head, "master's epoch answer").await?;
+    let status = i32::from_be_bytes(head[..4].try_into().unwrap_or_default());
+    let master_end = i64::from_be_bytes(head[4..12].try_into().unwrap_or_default());
+    let n = i32::from_be_bytes(head[12..].try_into().unwrap_or_default());
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|n| *n <= MAX_ENTRIES)
+        .ok_or_else(|| format!("the master announced {n} epochs (at most {MAX_ENTRIES})"))?;
+    let mut body = vec![0u8; n * ENTRY];
+    read_exact(stream, &mut body, "master's epochs").await?;
+    let entries = body
+        .chunks_exact(ENTRY)
+        .map(|c| EpochEntry {
+            epoch: i32::from_be_bytes(c[..4].try_into().unwrap_or_default()),
+            start_offset: i64::from_be_bytes(c[4..].try_into().unwrap_or_default()),
+        })
+        .collect();
+    Ok(Answer {
+        accepted: status == 0,
+        master_end,
+        entries,
+    })
+}
+
+/// The slave's side, before its first report: says who it is and which master it
+/// expects, cuts its log at the consistent point, and adopts the master's epochs.
+pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> {
+    let Some(cm) = &ctx.controller else {
+        return Ok(());
+    };
+    let id = cm
+        .replica
+        .broker_id()
+        .ok_or("not registered with the controllers yet")?;
+    let epoch = cm.replica.known().master_epoch;
+    let mut hello = Vec::with_capacity(HELLO.len() + HELLO_REST);
+    hello.extend_from_slice(&HELLO);
+    hello.extend_from_slice(&id.to_be_bytes());
+    hello.extend_from_slice(&epoch.to_be_bytes());
+    write_all(stream, &hello, "hello").await?;
+    let a = read_answer(stream).await?;
+    if !a.accepted {
+        return Err(format!(
+            "the master refused: it is not the master of epoch {epoch}"
+        ));
+    }
+    let local = cm.replica.epochs();
+    let end = ctx.store.log_end() as i64;
+    let point = if local.is_empty() {
+        if !ctx.store.log_is_empty() && end > 0 {
+            return Err(format!(
+                "this replica's log ends at {end} but it has no epoch file: it cannot tell \
+                 where it agrees with the master; remove its store to resync it"
+            ));
+        }
+        end
+    } else {
+        consistent_point(&local, end, &a.entries, a.master_end)
+            .ok_or_else(|| {
+                format!(
+                    "no term in common with the master (local {local:?}, master {:?}): remove \
+                     this replica's store to resync it",
+                    a.entries
+                )
+            })?
+            .min(end)
+    };
+    if point < end {
+        log::warn!(
+            "cutting this replica's log from {end} to {point}, where it parts from the master's"
+        );
+        ctx.store
+            .truncate_log(point as u64)
+            .await
+            .map_err(|e| format!("cutting the log at {point}: {e}"))?;
+    }
+    let entries = a.entries.clone();
+    let c = ctx.controller.clone();
+    runtime::spawn_blocking(move || {
+        c.map_or(Ok(()), |cm| cm.replica.adopt_master_epochs(&entries))
+    })
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_round_trip_and_bound_their_entries() {
+        let a = Answer {
+            accepted: true,
+            master_end: 4096,
+            entries: vec![
+                EpochEntry {
+                    epoch: 1,
+                    start_offset: 0,
+                },
+                EpochEntry {
+                    epoch: 3,
+                    start_offset: 1024,
+                },
+            ],
+        };
+        let bytes = a.encode();
+        assert_eq!(bytes.len(), 16 + 2 * ENTRY);
+        let (client, server) = runtime::block_on(async {
+            let l = async_std::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .unwrap();
+            let addr = l.local_addr().unwrap();
+            let c = async_std::net::TcpStream::connect(addr).await.unwrap();
+            let (s, _) = l.accept().await.unwrap();
+            (c, s)
+        });
+        let c = tern_shell::tls::Stream::Plain(client).shared();
+        let s = tern_shell::tls::Stream::Plain(server).shared();
+        runtime::block_on(async {
+            write_all(&s, &bytes, "answer").await.unwrap();
+            assert_eq!(read_answer(&c).await.unwrap(), a);
+            // A count past the bound is refused before anything is allocated for it.
+            let mut bad = bytes[..16].to_vec();
+            bad[12..16].copy_from_slice(&(MAX_ENTRIES as i32 + 1).to_be_bytes());
+            write_all(&s, &bad, "answer").await.unwrap();
+            assert!(read_answer(&c).await.unwrap_err().contains("epochs"));
+        });
+    }
+}

@@ -1,0 +1,470 @@
+//! The broker's side of controller mode (RocketMQ's `ReplicasManager`,
+//! docs/design/controller.md §6): register with the controller group, heartbeat to every
+//! controller, learn the role, and switch between master and slave while serving.
+//!
+//! Start: fenced (a slave that follows nobody, neither registered with the name servers
+//! nor taking sends). The id comes from `brokerIdentity`, or is applied for (1012, then
+//! 1013 with the temporary file written first so a crash in between retries the same
+//! id). Then 1003, and the role loop: 1004 every `syncBrokerMetadataPeriod`, at once when
+//! the controller pushes NOTIFY_BROKER_ROLE_CHANGED; a set without a master is asked to
+//! elect this broker (1002). A master reports its SyncStateSet (1001) when the slaves
+//! caught up with it change.
+//!
+//! Order on a switch (§11.6): to master, the epoch file gets `<epoch, log end>` durably
+//! before the role lets a send in; to slave, the role refuses sends first, then the
+//! replication follows the new master.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tern_shell::body::{ElectMasterResponseBody, SyncStateSet};
+use tern_shell::body::{from_json, to_json};
+use tern_shell::code::RequestCode;
+use tern_shell::headers::BrokerHeartbeatRequestHeader;
+use tern_shell::headers::{
+    AlterSyncStateSetRequestHeader, AlterSyncStateSetResponseHeader, ApplyBrokerIdRequestHeader,
+    ElectMasterRequestHeader, ElectMasterResponseHeader, GetNextBrokerIdRequestHeader,
+    GetNextBrokerIdResponseHeader, GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
+    RegisterBrokerToControllerRequestHeader,
+};
+use tern_shell::runtime::{self, now_ms};
+use tern_shell::{RemotingCommand, ResponseCode};
+
+use super::ControllerMode;
+use super::replica::Known;
+use crate::BrokerCtx;
+use crate::config::BrokerRole;
+
+/// Pause before registering again after a failure.
+const RETRY: Duration = Duration::from_secs(1);
+/// Most ids applied for in one registration attempt (another broker may take each).
+const MAX_APPLICATIONS: usize = 5;
+/// A slave that does not know its master's HA address yet registers this often.
+const LEARN_HA_PERIOD: Duration = Duration::from_secs(1);
+
+/// Runs until shutdown.
+pub async fn run(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>) {
+    let id = loop {
+        match register(&ctx, &cm).await {
+            Ok(id) => break id,
+            Err(e) => log::warn!("registering with the controllers: {e}"),
+        }
+        if pause(&ctx, RETRY).await {
+            return;
+        }
+    };
+    cm.replica.set_broker_id(id);
+    log::info!(
+        "registered with the controllers as broker id {id} of {}",
+        ctx.config.broker_name
+    );
+    let heartbeats = runtime::spawn(heartbeats(ctx.clone(), cm.clone(), id));
+    let checks = runtime::spawn(check_sync_state_set(ctx.clone(), cm.clone(), id));
+    loop {
+        let notified = cm.replica.notified.listen();
+        if let Err(e) = sync_role(&ctx, &cm, id).await {
+            log::warn!("learning the role from the controllers: {e}");
+        }
+        let mut period = ctx.config.controller.sync_broker_metadata_period;
+        if ctx.role.is_slave() && !cm.replica.is_fenced() && ctx.ha.master().ha_addr.is_none() {
+            // The name servers tell a slave its master's HA address in their answer.
+            crate::register::register_all_now(&ctx).await;
+            period = period.min(LEARN_HA_PERIOD);
+        }
+        let _ = runtime::race(
+            async {
+                let _ = runtime::timeout(period, notified).await;
+            },
+            ctx.shutdown.wait(),
+        )
+        .await;
+        if ctx.shutdown.is_triggered() {
+            break;
+        }
+    }
+    heartbeats.await;
+    checks.await;
+    cm.client.close().await;
+}
+
+/// Sleeps `d` unless the broker stops first; true when it stops.
+async fn pause(ctx: &BrokerCtx, d: Duration) -> bool {
+    let _ = runtime::race(runtime::sleep(d), ctx.shutdown.wait()).await;
+    ctx.shutdown.is_triggered()
+}
+
+fn failed(what: &str, resp: &RemotingCommand) -> String {
+    format!(
+        "{what}: code {} {}",
+        resp.code,
+        resp.remark.clone().unwrap_or_default()
+    )
+}
+
+/// The id (from `brokerIdentity`, or applied for), then CONTROLLER_REGISTER_BROKER.
+async fn register(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64, String> {
+    let (cluster, name) = (&ctx.config.cluster_name, &ctx.config.broker_name);
+    let id = match cm.replica.read_identity(cluster, name)? {
+        Some(id) => id,
+        None => apply_for_id(ctx, cm).await?,
+    };
+    let h = RegisterBrokerToControllerRequestHeader {
+        cluster_name: Some(cluster.clone()),
+        broker_name: name.clone(),
+        broker_id: id,
+        broker_address: ctx.store_host.to_string(),
+        invoke_time: Some(now_ms() as i64),
+    };
+    let resp = cm
+        .client
+        .call(ctx.signed(RemotingCommand::request(
+            RequestCode::ControllerRegisterBroker,
+            &h,
+        )))
+        .await?;
+    if resp.response_code() != ResponseCode::Success {
+        return Err(failed("CONTROLLER_REGISTER_BROKER", &resp));
+    }
+    Ok(id)
+}
+
+/// Applies for an id: the one a crash left in the temporary file first (same check
+/// code, so the controller recognises the retry), else the controller's next ones.
+async fn apply_for_id(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64, String> {
+    let (cluster, name) = (&ctx.config.cluster_name, &ctx.config.broker_name);
+    if let Some((id, code)) = cm.replica.read_temp_identity(cluster, name)? {
+        if apply(ctx, cm, id, &code).await? {
+            return Ok(id);
+        }
+    }
+    for _ in 0..MAX_APPLICATIONS {
+        let h = GetNextBrokerIdRequestHeader {
+            cluster_name: Some(cluster.clone()),
+            broker_name: name.clone(),
+        };
+        let resp = cm
+            .client
+            .call(ctx.signed(RemotingCommand::request(
+                RequestCode::ControllerGetNextBrokerId,
+                &h,
+            )))
+            .await?;
+        if resp.response_code() != ResponseCode::Success {
+            return Err(failed("CONTROLLER_GET_NEXT_BROKER_ID", &resp));
+        }
+        let next = resp
+            .decode_header::<GetNextBrokerIdResponseHeader>()
+            .map_err(|e| e.to_string())?
+            .next_broker_id
+            .ok_or("CONTROLLER_GET_NEXT_BROKER_ID answered no id")?;
+        let code = format!("{};{}", ctx.store_host, now_ms());
+        let written = code.clone();
+        blocking_write(ctx, cm, move |cm, c, n| {
+            cm.replica.write_temp_identity(c, n, next, &written)
+        })
+        .await?;
+        if apply(ctx, cm, next, &code).await? {
+            return Ok(next);
+        }
+    }
+    Err(format!(
+        "no broker id after {MAX_APPLICATIONS} applications (other brokers took each)"
+    ))
+}
+
+/// CONTROLLER_APPLY_BROKER_ID for `id`: true once the id is ours and recorded.
+async fn apply(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    id: i64,
+    code: &str,
+) -> Result<bool, String> {
+    let h = ApplyBrokerIdRequestHeader {
+        cluster_name: Some(ctx.config.cluster_name.clone()),
+        broker_name: ctx.config.broker_name.clone(),
+        applied_broker_id: id,
+        register_check_code: code.to_owned(),
+    };
+    let resp = cm
+        .client
+        .call(ctx.signed(RemotingCommand::request(
+            RequestCode::ControllerApplyBrokerId,
+            &h,
+        )))
+        .await?;
+    if resp.response_code() != ResponseCode::Success {
+        log::info!("{}", failed(&format!("broker id {id} refused"), &resp));
+        cm.replica.drop_temp_identity();
+        return Ok(false);
+    }
+    blocking_write(ctx, cm, move |cm, c, n| {
+        cm.replica.confirm_identity(c, n, id)
+    })
+    .await?;
+    Ok(true)
+}
+
+/// Runs a file write of the replica's on a blocking thread.
+async fn blocking_write(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    f: impl FnOnce(&ControllerMode, &str, &str) -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    let (ctx, cm) = (ctx.clone(), cm.clone());
+    runtime::spawn_blocking(move || f(&cm, &ctx.config.cluster_name, &ctx.config.broker_name)).await
+}
+
+/// CONTROLLER_GET_REPLICA_INFO; an election of this broker when the set has no master;
+/// then the switch the answer calls for.
+async fn sync_role(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>, id: i64) -> Result<(), String> {
+    let name = &ctx.config.broker_name;
+    let req = RemotingCommand::request(
+        RequestCode::ControllerGetReplicaInfo,
+        &GetReplicaInfoRequestHeader {
+            broker_name: name.clone(),
+        },
+    );
+    let resp = cm.client.call(ctx.signed(req)).await?;
+    match resp.response_code() {
+        ResponseCode::Success => {}
+        ResponseCode::ControllerBrokerMetadataNotExist => {
+            // The controllers forgot this set (cleanBrokerMetadata): register again.
+            register(ctx, cm).await?;
+            return Ok(());
+        }
+        _ => return Err(failed("CONTROLLER_GET_REPLICA_INFO", &resp)),
+    }
+    let h = resp
+        .decode_header::<GetReplicaInfoResponseHeader>()
+        .map_err(|e| e.to_string())?;
+    let set: SyncStateSet = from_json(&resp.body).map_err(|e| e.to_string())?;
+    let mut known = Known {
+        master_id: h.master_broker_id.filter(|m| *m >= 0),
+        master_addr: h.master_address.filter(|a| !a.is_empty()),
+        master_epoch: h.master_epoch.unwrap_or(0),
+        sync_state_set: set.sync_state_set,
+        sync_state_set_epoch: set.sync_state_set_epoch,
+    };
+    if known.master_id.is_none() {
+        known = elect_self(ctx, cm, id, known).await?;
+    }
+    switch(ctx, cm, id, known).await
+}
+
+/// CONTROLLER_ELECT_MASTER for this broker (a set without a master).
+async fn elect_self(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    id: i64,
+    known: Known,
+) -> Result<Known, String> {
+    let h = ElectMasterRequestHeader {
+        cluster_name: Some(ctx.config.cluster_name.clone()),
+        broker_name: ctx.config.broker_name.clone(),
+        broker_id: Some(id),
+        designate_elect: Some(false),
+        invoke_time: Some(now_ms() as i64),
+    };
+    let resp = cm
+        .client
+        .call(ctx.signed(RemotingCommand::request(
+            RequestCode::ControllerElectMaster,
+            &h,
+        )))
+        .await?;
+    if !matches!(
+        resp.response_code(),
+        ResponseCode::Success | ResponseCode::ControllerMasterStillExist
+    ) {
+        return Err(failed("CONTROLLER_ELECT_MASTER", &resp));
+    }
+    let h = resp
+        .decode_header::<ElectMasterResponseHeader>()
+        .map_err(|e| e.to_string())?;
+    let body: Option<ElectMasterResponseBody> = from_json(&resp.body).ok();
+    let set = body.map(|b| b.sync_state_set).filter(|s| !s.is_empty());
+    Ok(Known {
+        master_id: h.master_broker_id.filter(|m| *m >= 0),
+        master_addr: h.master_address.filter(|a| !a.is_empty()),
+        master_epoch: h.master_epoch.unwrap_or(known.master_epoch),
+        sync_state_set_epoch: h.sync_state_set_epoch.unwrap_or(known.sync_state_set_epoch),
+        sync_state_set: set.unwrap_or(known.sync_state_set),
+    })
+}
+
+/// Becomes what `known` says, if that is not what this broker is already.
+async fn switch(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    id: i64,
+    known: Known,
+) -> Result<(), String> {
+    let before = cm.replica.known();
+    let was_fenced = cm.replica.is_fenced();
+    match (known.master_id, known.master_addr.clone()) {
+        (Some(m), _) if m == id => {
+            let last = cm.replica.last_epoch();
+            if known.master_epoch < last {
+                return Err(format!(
+                    "the controller names this broker master of epoch {}, older than its own \
+                     epoch {last}",
+                    known.master_epoch
+                ));
+            }
+            if ctx.role.is_slave() || known.master_epoch > last {
+                to_master(ctx, cm, known.master_epoch).await?;
+            }
+        }
+        (Some(m), Some(addr)) => {
+            if !ctx.role.is_slave()
+                || was_fenced
+                || before.master_id != Some(m)
+                || before.master_epoch != known.master_epoch
+            {
+                to_slave(ctx, &addr, m, known.master_epoch);
+            }
+        }
+        _ => return Err("the controllers name no master for this set yet".into()),
+    }
+    let registered_as_changed = was_fenced || before.master_id != known.master_id;
+    cm.replica.set_known(known);
+    if was_fenced {
+        cm.replica.unfence();
+    }
+    if registered_as_changed {
+        crate::register::register_all_now(ctx).await;
+    }
+    Ok(())
+}
+
+/// Takes the master role of `epoch`: replication from the old master stops, the new term
+/// is recorded at the log's end, every record is dispatched, then sends are let in.
+async fn to_master(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    epoch: i32,
+) -> Result<(), String> {
+    ctx.ha.follow(None);
+    // The follower may still be storing a frame: let it finish before reading the end.
+    ctx.ha.await_follower_stopped(Duration::from_secs(3)).await;
+    let end = ctx.store.log_end();
+    if epoch > cm.replica.last_epoch() {
+        let c = cm.clone();
+        runtime::spawn_blocking(move || c.replica.begin_term(epoch, end)).await?;
+    }
+    ctx.store.await_caught_up(Duration::from_secs(5)).await;
+    ctx.role.set(BrokerRole::SyncMaster);
+    log::info!(
+        "now master of {} (epoch {epoch}), its term starting at log offset {end}",
+        ctx.config.broker_name
+    );
+    Ok(())
+}
+
+/// Takes the slave role under the master `master_id` at `addr`: sends are refused at
+/// once, then the replication follows the new master once its HA address is known.
+fn to_slave(ctx: &Arc<BrokerCtx>, addr: &str, master_id: i64, epoch: i32) {
+    ctx.role.set(BrokerRole::Slave);
+    ctx.ha.follow(Some(addr.to_owned()));
+    log::info!(
+        "now a slave of {} (epoch {epoch}): master {master_id} at {addr}",
+        ctx.config.broker_name
+    );
+}
+
+/// BROKER_HEARTBEAT (904) to every controller, every `brokerHeartbeatInterval`.
+async fn heartbeats(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: i64) {
+    let s = &ctx.config.controller;
+    while !ctx.shutdown.is_triggered() {
+        let end = ctx.store.log_end() as i64;
+        let h = BrokerHeartbeatRequestHeader {
+            cluster_name: ctx.config.cluster_name.clone(),
+            broker_addr: ctx.store_host.to_string(),
+            broker_name: ctx.config.broker_name.clone(),
+            broker_id: Some(id),
+            epoch: Some(cm.replica.last_epoch()),
+            max_offset: Some(end),
+            confirm_offset: Some(end),
+            heartbeat_timeout_mills: Some(s.heartbeat_timeout.as_millis() as i64),
+            election_priority: Some(s.election_priority),
+        };
+        let req = ctx.signed(RemotingCommand::request(RequestCode::BrokerHeartbeat, &h));
+        cm.client.send_to_all(&req).await;
+        if pause(&ctx, s.heartbeat_interval).await {
+            break;
+        }
+    }
+}
+
+/// A master's SyncStateSet upkeep: every `checkSyncStateSetPeriod`, and at once when a
+/// slave connects, catches up or goes, the set of caught-up slaves (and this broker) is
+/// proposed to the controller when it differs from the confirmed one.
+async fn check_sync_state_set(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: i64) {
+    let s = &ctx.config.controller;
+    while !ctx.shutdown.is_triggered() {
+        let moved = ctx.ha.listen_members();
+        if !ctx.role.is_slave() && !cm.replica.is_fenced() {
+            let known = cm.replica.known();
+            let mut set: BTreeSet<i64> = ctx
+                .ha
+                .caught_up_members(s.max_time_slave_not_catchup)
+                .into_iter()
+                .collect();
+            set.insert(id);
+            let confirmed: BTreeSet<i64> = known.sync_state_set.iter().copied().collect();
+            if set != confirmed && known.master_id == Some(id) {
+                if let Err(e) = alter(&ctx, &cm, id, &known, set).await {
+                    log::info!("proposing the SyncStateSet: {e}");
+                }
+            }
+        }
+        let _ = runtime::race(
+            async {
+                let _ = runtime::timeout(s.check_sync_state_set_period, moved).await;
+            },
+            ctx.shutdown.wait(),
+        )
+        .await;
+    }
+}
+
+/// CONTROLLER_ALTER_SYNC_STATE_SET; the confirmed set is adopted.
+async fn alter(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    id: i64,
+    known: &Known,
+    set: BTreeSet<i64>,
+) -> Result<(), String> {
+    let h = AlterSyncStateSetRequestHeader {
+        broker_name: ctx.config.broker_name.clone(),
+        master_broker_id: id,
+        master_epoch: known.master_epoch,
+        invoke_time: Some(now_ms() as i64),
+    };
+    let body = SyncStateSet {
+        sync_state_set: set.iter().copied().collect(),
+        sync_state_set_epoch: known.sync_state_set_epoch,
+    };
+    let req = RemotingCommand::request(RequestCode::ControllerAlterSyncStateSet, &h)
+        .with_body(to_json(&body));
+    let resp = cm.client.call(ctx.signed(req)).await?;
+    if resp.response_code() != ResponseCode::Success {
+        // A stale epoch: the next role sync brings the controller's view.
+        cm.replica.notified.notify(1);
+        return Err(failed("CONTROLLER_ALTER_SYNC_STATE_SET", &resp));
+    }
+    let epoch = resp
+        .decode_header::<AlterSyncStateSetResponseHeader>()
+        .map_err(|e| e.to_string())?
+        .new_sync_state_set_epoch;
+    log::info!(
+        "SyncStateSet of {} is now {:?} (epoch {epoch})",
+        ctx.config.broker_name,
+        set
+    );
+    cm.replica
+        .set_sync_state_set(set.into_iter().collect(), epoch);
+    Ok(())
+}
