@@ -248,6 +248,39 @@ impl BrokerCtx {
         Ok(claim.settle(msgs, &stored, runtime::now_ms()))
     }
 
+    /// Controller mode's answer to a send: durable as `flushDiskType` says, and with
+    /// `allAckInSyncStateSet` held by every member of the SyncStateSet (and of one this
+    /// master proposed), so any member the controllers elect has it. A record this broker
+    /// appended as master but that it lost the role (or began a new term) before answering
+    /// is never acknowledged: it may be cut when the broker rejoins as a slave.
+    async fn await_in_sync(&self, cm: &controller::ControllerMode, end: u64) -> store::Durability {
+        let term = cm.replica.last_epoch();
+        let durable = self.store.await_durable(end).await;
+        if durable != store::Durability::Durable {
+            return durable;
+        }
+        let deposed = || self.role.is_slave() || cm.replica.last_epoch() != term;
+        if deposed() {
+            return store::Durability::SlaveNotAvailable;
+        }
+        if self.config.controller.all_ack_in_sync_state_set {
+            let me = cm.replica.broker_id().unwrap_or(-1);
+            let waited = self.ha.await_members(
+                me,
+                || cm.replica.wait_set(),
+                end,
+                self.config.controller.slave_timeout,
+            );
+            if waited.await != ha::Replication::Replicated {
+                return store::Durability::SlaveTimeout;
+            }
+        }
+        if deposed() {
+            return store::Durability::SlaveNotAvailable;
+        }
+        store::Durability::Durable
+    }
+
     /// Counts a stored message for the metrics, under its real topic: a half message's
     /// (`Transaction`), a delayed or timer one's (`Delay`).
     fn count_in(&self, msg: &tern_engine::record::MessageIn<'_>, delayed: bool) {
@@ -269,30 +302,14 @@ impl BrokerCtx {
     /// before a send is answered: on disk for SYNC_FLUSH, then on a slave for
     /// SYNC_MASTER (both bounded by `syncFlushTimeout`).
     pub async fn await_stored(&self, end: u64) -> store::Durability {
+        if let Some(cm) = &self.controller {
+            return self.await_in_sync(cm, end).await;
+        }
         let durable = self.store.await_durable(end).await;
         if durable != store::Durability::Durable
             || self.role.get() != config::BrokerRole::SyncMaster
         {
             return durable;
-        }
-        if let Some(cm) = &self.controller {
-            // Controller mode: with allAckInSyncStateSet, every member of the
-            // SyncStateSet holds the message before it is acknowledged, so any member
-            // the controllers elect has it (RocketMQ's default waits for none).
-            if !self.config.controller.all_ack_in_sync_state_set {
-                return durable;
-            }
-            let me = cm.replica.broker_id().unwrap_or(-1);
-            let waited = self.ha.await_members(
-                me,
-                || cm.replica.known().sync_state_set,
-                end,
-                self.config.controller.slave_timeout,
-            );
-            return match waited.await {
-                ha::Replication::Replicated => store::Durability::Durable,
-                _ => store::Durability::SlaveTimeout,
-            };
         }
         let waited = self.ha.await_replicated(
             end,
@@ -327,6 +344,10 @@ impl Broker {
         let acl = config.acl.open()?;
         let store =
             store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
+        if config.controller.enabled {
+            // Fenced: a slave that follows nobody until the controllers say otherwise.
+            store.set_follower(true);
+        }
         let dedup = open_window(&config, &store);
         let timer = timer::TimerService::open(
             config.timer,

@@ -50,6 +50,19 @@ impl RoleCell {
     }
 }
 
+/// Waits until this broker is a master (in controller mode the role moves while the
+/// broker runs; a classic slave waits until shutdown). False when the broker stops first.
+pub async fn until_master(ctx: &crate::BrokerCtx) -> bool {
+    while ctx.role.is_slave() && !ctx.shutdown.is_triggered() {
+        let _ = tern_shell::runtime::race(
+            tern_shell::runtime::sleep(std::time::Duration::from_millis(500)),
+            ctx.shutdown.wait(),
+        )
+        .await;
+    }
+    !ctx.shutdown.is_triggered()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,9 @@ pub struct LiveInfo {
 #[derive(Debug, Default)]
 pub struct Heartbeats {
     table: Mutex<HashMap<BrokerKey, LiveInfo>>,
+    /// Brokers whose connection to this node closed and that have not beaten since:
+    /// known dead, not merely unheard of (at most [`MAX_TRACKED`]).
+    closed: Mutex<std::collections::HashSet<BrokerKey>>,
 }
 
 impl Heartbeats {
@@ -59,6 +62,7 @@ impl Heartbeats {
             .and_then(|ms| u64::try_from(ms).ok())
             .filter(|&ms| ms > 0)
             .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        self.closed.guard().remove(&key);
         table.insert(
             key,
             LiveInfo {
@@ -111,7 +115,20 @@ impl Heartbeats {
         for k in &gone {
             table.remove(k);
         }
+        drop(table);
+        let mut closed = self.closed.guard();
+        for k in &gone {
+            if closed.len() < MAX_TRACKED {
+                closed.insert(k.clone());
+            }
+        }
         gone
+    }
+
+    /// Whether this node saw broker `id` of `name`'s connection close, and has not heard
+    /// from it since.
+    pub fn seen_closed(&self, name: &str, id: i64) -> bool {
+        self.closed.guard().contains(&(name.to_owned(), id))
     }
 }
 
@@ -144,9 +161,16 @@ mod tests {
         );
         assert_eq!(hb.connection_closed(7), vec![("a".to_string(), 1)]);
         assert!(hb.alive("a", 1, t0).is_none());
+        // Known dead, unlike a broker that merely timed out or was never heard of.
+        assert!(hb.seen_closed("a", 1));
         assert_eq!(
             hb.expire(t0 + Duration::from_secs(2)),
             vec![("b".to_string(), 1)]
         );
+        assert!(!hb.seen_closed("b", 1));
+        assert!(!hb.seen_closed("c", 1));
+        // A beat after the close: alive again, no longer known dead.
+        assert!(hb.beat(&header("a", 1000), 1, 9, t0));
+        assert!(!hb.seen_closed("a", 1));
     }
 }

@@ -170,23 +170,27 @@ async fn expire_loop(inner: Arc<Inner>, stop: Shutdown) {
 async fn master_scan_loop(inner: Arc<Inner>, stop: Shutdown) {
     while !stop.sleep(inner.config.scan_inactive_master_interval).await {
         let now = Instant::now();
-        // A node that just started has heard from nobody yet (a master's connection
-        // closing is seen at once; this scan is for the silent ones).
-        if !inner.raft.is_leader() || now.duration_since(inner.started) < heartbeat::DEFAULT_TIMEOUT
-        {
+        if !inner.raft.is_leader() {
             continue;
         }
+        // A node that just started has heard from nobody yet: a master it has not heard
+        // from may be alive. One whose connection it saw close is dead (a leader that
+        // took over mid-election: the master died while this node followed).
+        let warm = now.duration_since(inner.started) >= heartbeat::DEFAULT_TIMEOUT;
         let names: Vec<String> = inner.raft.shared().read(|m| {
             m.sets()
                 .filter(|(name, s)| {
                     let master_alive = s
                         .master
                         .is_some_and(|id| inner.heartbeats.alive(name, id, now).is_some());
+                    let master_closed = s
+                        .master
+                        .is_some_and(|id| inner.heartbeats.seen_closed(name, id));
                     let any_alive = s
                         .replicas
                         .keys()
                         .any(|&id| inner.heartbeats.alive(name, id, now).is_some());
-                    !master_alive && any_alive
+                    !master_alive && any_alive && (warm || master_closed)
                 })
                 .map(|(name, _)| name.to_owned())
                 .collect()

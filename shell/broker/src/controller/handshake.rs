@@ -185,6 +185,12 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
             })?
             .min(end)
     };
+    // The role may have moved while the master answered: a broker promoted meanwhile
+    // neither cuts its log nor takes another master's epochs (the store refuses the cut
+    // of a master's log too).
+    if !ctx.role.is_slave() {
+        return Err("this broker is no longer a slave".into());
+    }
     if point < end {
         log::warn!(
             "cutting this replica's log from {end} to {point}, where it parts from the master's"

@@ -40,6 +40,8 @@ use crate::config::BrokerRole;
 const RETRY: Duration = Duration::from_secs(1);
 /// Most ids applied for in one registration attempt (another broker may take each).
 const MAX_APPLICATIONS: usize = 5;
+/// How long a master waits for a slave joining the SyncStateSet to hold its log end.
+const JOIN_WAIT: Duration = Duration::from_secs(2);
 /// A slave that does not know its master's HA address yet registers this often.
 const LEARN_HA_PERIOD: Duration = Duration::from_secs(1);
 
@@ -347,7 +349,10 @@ async fn to_master(
 ) -> Result<(), String> {
     ctx.ha.follow(None);
     // The follower may still be storing a frame: let it finish before reading the end.
-    ctx.ha.await_follower_stopped(Duration::from_secs(3)).await;
+    ctx.ha.await_follower_stopped(Duration::from_secs(10)).await;
+    // From here no replicated frame lands (a late one is refused under the append lock),
+    // so the end read next is where this term starts.
+    ctx.store.set_follower(false);
     let end = ctx.store.log_end();
     if epoch > cm.replica.last_epoch() {
         let c = cm.clone();
@@ -365,6 +370,9 @@ async fn to_master(
 /// Takes the slave role under the master `master_id` at `addr`: sends are refused at
 /// once, then the replication follows the new master once its HA address is known.
 fn to_slave(ctx: &Arc<BrokerCtx>, addr: &str, master_id: i64, epoch: i32) {
+    // Local appends stop first (one under way finishes before this returns): whatever
+    // this log holds past the master's is cut by the replication handshake.
+    ctx.store.set_follower(true);
     ctx.role.set(BrokerRole::Slave);
     ctx.ha.follow(Some(addr.to_owned()));
     log::info!(
@@ -414,9 +422,18 @@ async fn check_sync_state_set(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: 
             set.insert(id);
             let confirmed: BTreeSet<i64> = known.sync_state_set.iter().copied().collect();
             if set != confirmed && known.master_id == Some(id) {
-                if let Err(e) = alter(&ctx, &cm, id, &known, set).await {
-                    log::info!("proposing the SyncStateSet: {e}");
+                // Sends wait for the proposed members from now on; each newcomer must
+                // then hold everything appended before, so every send answered before
+                // the controller agrees is on it too (RocketMQ's join rule).
+                cm.replica.set_proposed(set.iter().copied().collect());
+                let joined: Vec<i64> = set.difference(&confirmed).copied().collect();
+                let target = ctx.store.log_end();
+                if holds(&ctx, &joined, target).await {
+                    if let Err(e) = alter(&ctx, &cm, id, &known, set).await {
+                        log::info!("proposing the SyncStateSet: {e}");
+                    }
                 }
+                cm.replica.set_proposed(Vec::new());
             }
         }
         let _ = runtime::race(
@@ -426,6 +443,27 @@ async fn check_sync_state_set(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: 
             ctx.shutdown.wait(),
         )
         .await;
+    }
+}
+
+/// Waits (at most [`JOIN_WAIT`]) until every slave of `ids` acknowledged `target`.
+async fn holds(ctx: &BrokerCtx, ids: &[i64], target: u64) -> bool {
+    let deadline = std::time::Instant::now() + JOIN_WAIT;
+    loop {
+        let moved = ctx.ha.listen_members();
+        if ids
+            .iter()
+            .all(|id| ctx.ha.member_offset(*id).is_some_and(|o| o >= target))
+        {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || ctx.shutdown.is_triggered() {
+            return false;
+        }
+        // Acknowledgements move the members' offsets without waking this listener:
+        // bounded steps.
+        let _ = runtime::timeout(left.min(Duration::from_millis(20)), moved).await;
     }
 }
 

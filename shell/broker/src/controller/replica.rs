@@ -38,6 +38,9 @@ pub struct Replica {
     /// The id the controller assigned (None until registered).
     broker_id: Mutex<Option<i64>>,
     known: Mutex<Known>,
+    /// A SyncStateSet this master proposed and the controller has not answered yet:
+    /// sends wait for its members too (RocketMQ's union while synchronizing).
+    proposed: Mutex<Vec<i64>>,
     /// `None` until the manager learned a role: a fenced broker neither registers with
     /// the name servers nor takes sends.
     fenced: std::sync::atomic::AtomicBool,
@@ -55,6 +58,7 @@ impl Replica {
             root: root.to_path_buf(),
             broker_id: Mutex::new(None),
             known: Mutex::new(Known::default()),
+            proposed: Mutex::new(Vec::new()),
             fenced: std::sync::atomic::AtomicBool::new(true),
             epochs: Mutex::new(EpochFile::open(root)?),
             notified: Event::new(),
@@ -77,8 +81,14 @@ impl Replica {
     }
 
     /// Adopts the controller's answer; wakes senders waiting on the set when it changed.
-    pub(crate) fn set_known(&self, k: Known) {
+    /// Within one master epoch a set older than the one known is not taken back (an
+    /// answer read before an ALTER_SYNC_STATE_SET this master made and adopted).
+    pub(crate) fn set_known(&self, mut k: Known) {
         let mut cur = self.known.guard();
+        if k.master_epoch == cur.master_epoch && k.sync_state_set_epoch < cur.sync_state_set_epoch {
+            k.sync_state_set = cur.sync_state_set.clone();
+            k.sync_state_set_epoch = cur.sync_state_set_epoch;
+        }
         let set_changed = cur.sync_state_set != k.sync_state_set;
         *cur = k;
         drop(cur);
@@ -101,6 +111,22 @@ impl Replica {
         if changed {
             self.set_changed.notify(usize::MAX);
         }
+    }
+
+    /// Records a proposed set (empty: none pending).
+    pub(crate) fn set_proposed(&self, set: Vec<i64>) {
+        *self.proposed.guard() = set;
+    }
+
+    /// The members a send waits for: the confirmed set and any proposed one.
+    pub fn wait_set(&self) -> Vec<i64> {
+        let mut set = self.known.guard().sync_state_set.clone();
+        for id in self.proposed.guard().iter() {
+            if !set.contains(id) {
+                set.push(*id);
+            }
+        }
+        set
     }
 
     /// True until the manager learned a role.
@@ -139,7 +165,22 @@ impl Replica {
     /// crosses their starts, and a term left out would make this log look like an older
     /// term's past it. Blocking (an fsync).
     pub(crate) fn adopt_master_epochs(&self, master: &[EpochEntry]) -> Result<(), String> {
+        let ascending = master
+            .windows(2)
+            .all(|w| w[0].epoch < w[1].epoch && w[0].start_offset <= w[1].start_offset);
+        if !ascending || master.first().is_some_and(|e| e.start_offset < 0) {
+            return Err(format!("the master's epochs are out of order: {master:?}"));
+        }
         let mut f = self.epochs.guard();
+        // A term this replica began (promoted meanwhile) is never replaced by an older
+        // master's list.
+        let ours = f.last().map_or(0, |e| e.epoch);
+        let theirs = master.last().map_or(0, |e| e.epoch);
+        if ours > theirs {
+            return Err(format!(
+                "this replica's epoch {ours} is newer than the master's {theirs}"
+            ));
+        }
         f.replace(master);
         f.save().map_err(|e| format!("writing the epoch file: {e}"))
     }

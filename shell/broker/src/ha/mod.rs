@@ -287,6 +287,15 @@ impl HaService {
         self.ack_moved.notify(usize::MAX);
     }
 
+    /// Master side, controller mode: what slave `id` acknowledged, while connected.
+    pub fn member_offset(&self, id: i64) -> Option<u64> {
+        self.members
+            .guard()
+            .get(&id)
+            .filter(|m| m.connections > 0)
+            .map(|m| m.acked)
+    }
+
     /// Master side, controller mode: connected slaves that held everything sent to them
     /// within `within` (RocketMQ's `haMaxTimeSlaveNotCatchup`).
     pub fn caught_up_members(&self, within: Duration) -> Vec<i64> {

@@ -31,7 +31,6 @@ use tern_shell::runtime::{self, now_ms};
 
 use super::records::{ensure_revive_topic, revive_topic};
 use crate::BrokerCtx;
-use crate::config::BrokerRole;
 use crate::processor::send::host;
 
 /// A checkpoint is revived this long after its revive time at the earliest, so acks
@@ -153,11 +152,16 @@ fn inflight(queues: &[Queue]) -> super::InflightCounts {
     out
 }
 
-/// The revive task: runs until shutdown (masters only).
+/// The revive task: runs until shutdown while this broker is a master (in controller
+/// mode from each promotion, from the saved revive offsets).
 pub async fn run(ctx: Arc<BrokerCtx>) {
-    if ctx.role.get() == BrokerRole::Slave {
-        return;
+    while crate::role::until_master(&ctx).await {
+        revive_while_master(&ctx).await;
     }
+}
+
+async fn revive_while_master(ctx: &Arc<BrokerCtx>) {
+    let ctx = ctx.clone();
     ensure_revive_topic(&ctx);
     let topic = revive_topic(&ctx);
     let mut queues: Vec<Queue> = (0..ctx.config.pop.revive_queue_num)
@@ -176,7 +180,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             }
         })
         .collect();
-    while !ctx.shutdown.is_triggered() {
+    while !ctx.shutdown.is_triggered() && !ctx.role.is_slave() {
         let t0 = now_ms();
         let end0 = ctx.store.log_end();
         // Waited for, not sampled: under a steady send load reput is always a little

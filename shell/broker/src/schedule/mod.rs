@@ -157,17 +157,22 @@ enum Head {
     Retry,
 }
 
-/// The schedule task: delivers due messages until shutdown (see the module docs).
+/// The schedule task: delivers due messages until shutdown (see the module docs), while
+/// this broker is a master. A slave's store follows its master's, deliveries included
+/// (RocketMQ runs the schedule service on masters only); in controller mode a replica
+/// promoted to master starts it then, from the saved offsets, and stops it when it
+/// becomes a slave again.
 pub async fn run(ctx: Arc<BrokerCtx>) {
-    if ctx.role.get() == crate::config::BrokerRole::Slave {
-        // A slave's store follows its master's, deliveries included (RocketMQ runs the
-        // schedule service on masters only).
-        return;
+    while crate::role::until_master(&ctx).await {
+        deliver_while_master(&ctx).await;
     }
+}
+
+async fn deliver_while_master(ctx: &Arc<BrokerCtx>) {
     let svc = &ctx.schedule;
-    let mut cursors = start(&ctx);
+    let mut cursors = start(ctx);
     let mut next_save = Instant::now() + SAVE_INTERVAL;
-    while !ctx.shutdown.is_triggered() {
+    while !ctx.shutdown.is_triggered() && !ctx.role.is_slave() {
         // Listen before looking: an entry dispatched while the queues are read is not
         // missed, whatever the order.
         let woken = svc.wake.listen();
@@ -178,7 +183,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
             if ctx.shutdown.is_triggered() {
                 return;
             }
-            if let Some(at) = deliver_level(&ctx, c, now) {
+            if let Some(at) = deliver_level(ctx, c, now) {
                 next = next.min(at);
             }
         }

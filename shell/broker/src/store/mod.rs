@@ -63,6 +63,11 @@ const MAX_FILTER_SCAN: u64 = 800;
 /// appends at 400 MB/s, refilled when half is used.
 const WARM_AHEAD: u64 = 16 << 20;
 
+/// [`StoreService::set_follower`]: only the replication stream appends.
+const FOLLOWER: u8 = 1;
+/// [`StoreService::set_follower`]: only local puts append.
+const LEADER: u8 = 2;
+
 /// Why an append failed.
 #[derive(Debug)]
 pub enum PutError {
@@ -205,6 +210,12 @@ pub struct StoreService {
     released: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
+    /// Controller mode's guard on who appends ([`Self::set_follower`]): 0 anyone
+    /// (classic roles), [`FOLLOWER`] only the replication stream, [`LEADER`] only local
+    /// puts. Checked under the append lock, so a round of a master-only service still
+    /// running when the role changed cannot slip a record of its own into the replicated
+    /// log, nor a late replicated frame land in a new master's term.
+    writer: std::sync::atomic::AtomicU8,
     /// Set once a flush failed: why. Never cleared; a restart recovers.
     failed: OnceLock<Arc<str>>,
     /// Taken shared by each flush and checkpoint for their whole run, exclusively by a
@@ -295,6 +306,7 @@ impl StoreService {
             release_flushed: AtomicBool::new(false),
             released: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
+            writer: std::sync::atomic::AtomicU8::new(0),
             failed: OnceLock::new(),
             sync_gate: std::sync::RwLock::new(()),
             cut_fence: truncate::CutFence::default(),
@@ -411,6 +423,22 @@ impl StoreService {
             if self.sealed.load(Ordering::Acquire) {
                 return Err(PutError::ShuttingDown);
             }
+            // Replicated appends count no records of their own.
+            match (self.writer.load(Ordering::Acquire), records > 0) {
+                (FOLLOWER, true) => {
+                    return Err(PutError::Refused(
+                        tern_shell::ResponseCode::ServiceNotAvailable,
+                        "this broker is a slave: its log is its master's".into(),
+                    ));
+                }
+                (LEADER, false) => {
+                    return Err(PutError::Refused(
+                        tern_shell::ResponseCode::ServiceNotAvailable,
+                        "this broker is the master now: it takes no replicated log".into(),
+                    ));
+                }
+                _ => {}
+            }
             let held = Instant::now();
             let r = write(&mut s).map_err(|e| self.map_err(&s, e))?;
             // Release: a reader that sees the new end sees the bytes below it.
@@ -423,6 +451,19 @@ impl StoreService {
         self.appended.notify(usize::MAX);
         self.wake_warmer();
         Ok(out)
+    }
+
+    /// Controller mode: whether the log takes local puts only (a master's).
+    pub(crate) fn leads(&self) -> bool {
+        self.writer.load(Ordering::Acquire) == LEADER
+    }
+
+    /// Controller mode: the log follows a master's (`true`) or takes local puts. Taken
+    /// under the append lock, so when it returns no local put is under way.
+    pub fn set_follower(&self, on: bool) {
+        let _s = self.lock();
+        self.writer
+            .store(if on { FOLLOWER } else { LEADER }, Ordering::Release);
     }
 
     /// Appends one message as it is; returns where it went. Durability is awaited

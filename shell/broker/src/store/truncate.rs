@@ -57,6 +57,9 @@ pub enum TruncateError {
         /// The offset asked for.
         offset: u64,
     },
+    /// The store takes local puts (controller mode's master): its log is cut only while
+    /// it follows a master.
+    Leading,
     /// The store is sealed (shutting down).
     ShuttingDown,
     /// A flush failed earlier, or this truncation failed part way: the store refuses
@@ -74,6 +77,9 @@ impl std::fmt::Display for TruncateError {
             }
             TruncateError::NotRecordBoundary { offset } => {
                 write!(f, "cannot cut the log at {offset}: no record starts there")
+            }
+            TruncateError::Leading => {
+                f.write_str("the log is a master's: it is cut only while it follows one")
             }
             TruncateError::ShuttingDown => f.write_str("the store is shutting down"),
             TruncateError::Failed(why) => write!(f, "the store failed: {why}"),
@@ -152,6 +158,9 @@ impl StoreService {
         }
         if self.sealed.load(Ordering::Acquire) {
             return Err(TruncateError::ShuttingDown);
+        }
+        if self.leads() {
+            return Err(TruncateError::Leading);
         }
         Ok(())
     }
