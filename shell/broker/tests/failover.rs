@@ -225,6 +225,29 @@ impl Cluster {
         self.brokers[i] = Some(p);
     }
 
+    /// Starts the set: broker 0 alone, so it becomes master of epoch 1, `topic` created
+    /// on it, then brokers 1 and 2; returns once all three are in the SyncStateSet.
+    fn start_set(&mut self, topic: &str, queues: i32) {
+        self.start_broker(0);
+        let r = eventually(Duration::from_secs(30), "a first master", || {
+            replica_info(&self.controllers).filter(|r| r.master.is_some())
+        });
+        assert_eq!(r.master.as_deref(), Some(self.addr(0).as_str()), "{r:?}");
+        assert_eq!(r.epoch, 1);
+        let first = self.addr(0);
+        run(async {
+            let cl = Client::connect(&first).await;
+            create_topic(&cl, topic, queues).await;
+        });
+        self.start_broker(1);
+        self.start_broker(2);
+        eventually(
+            Duration::from_secs(30),
+            "all three in the SyncStateSet",
+            || replica_info(&self.controllers).filter(|r| r.set.len() == 3),
+        );
+    }
+
     fn kill9_controller(&mut self, i: usize) {
         if let Some(mut p) = self.ctl[i].take() {
             p.kill9();
@@ -450,24 +473,7 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
     if std::env::var_os("TERN_FAILOVER_KEEP").is_some() {
         eprintln!("keeping {}", dir.keep().display());
     }
-    // The first broker registers alone and becomes master of epoch 1.
-    c.start_broker(0);
-    let r = eventually(Duration::from_secs(30), "a first master", || {
-        replica_info(&c.controllers).filter(|r| r.master.is_some())
-    });
-    assert_eq!(r.master.as_deref(), Some(c.addr(0).as_str()), "{r:?}");
-    assert_eq!(r.epoch, 1);
-    run(async {
-        let cl = Client::connect(&c.addr(0)).await;
-        create_topic(&cl, TOPIC, QUEUES).await;
-    });
-    c.start_broker(1);
-    c.start_broker(2);
-    eventually(
-        Duration::from_secs(30),
-        "all three in the SyncStateSet",
-        || replica_info(&c.controllers).filter(|r| r.set.len() == 3),
-    );
+    c.start_set(TOPIC, QUEUES);
     let sender = Sender::start(c.controllers.clone());
     let mut epoch = 1;
     let mut failovers = Vec::new();
@@ -638,67 +644,21 @@ fn cpp_client_messages_acknowledged_before_a_failover_are_consumed_from_the_new_
     };
     let scratch = interop::Scratch::new("failover");
     let mut c = Cluster::start(&scratch.path("cluster"));
-    c.start_broker(0);
-    eventually(Duration::from_secs(30), "a first master", || {
-        replica_info(&c.controllers).filter(|r| r.master.is_some())
-    });
     let topic = "TernFailoverCpp";
-    run(async {
-        let cl = Client::connect(&c.addr(0)).await;
-        create_topic(&cl, topic, 4).await;
-    });
-    c.start_broker(1);
-    c.start_broker(2);
-    eventually(
-        Duration::from_secs(30),
-        "all three in the SyncStateSet",
-        || replica_info(&c.controllers).filter(|r| r.set.len() == 3),
-    );
+    c.start_set(topic, 4);
     // The C++ producer sends; the master is killed once 150 are acknowledged.
-    let mut before = interop::Script::spawn(
+    let (namesrv, controllers) = (c.namesrv.clone(), c.controllers.clone());
+    let r = replica_info(&controllers).unwrap();
+    let old = c.index_of(r.master.as_deref().unwrap());
+    let mut acked = interop::send_acked(
         &py,
         &scratch,
-        &[
-            "--namesrv",
-            &c.namesrv,
-            "--send-only",
-            "--topic",
-            topic,
-            "--count",
-            "2000",
-            "--prefix",
-            "TernFailover",
-            "--stop-on-error",
-        ],
+        &namesrv,
+        topic,
+        2000,
+        Some((150, &mut || c.kill9(old))),
+        &[],
     );
-    let mut acked = Vec::new();
-    let ack = |line: &str, acked: &mut Vec<String>| {
-        if let Some(rest) = line.strip_prefix("ACK ") {
-            acked.push(
-                rest.split_whitespace()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
-        }
-    };
-    let end = Instant::now() + Duration::from_secs(120);
-    while acked.len() < 150 {
-        let left = end.saturating_duration_since(Instant::now());
-        let line = before
-            .next_line(left)
-            .expect("the C++ producer stopped before 150 acknowledged sends");
-        ack(&line, &mut acked);
-    }
-    let r = replica_info(&c.controllers).unwrap();
-    let old = c.index_of(r.master.as_deref().unwrap());
-    c.kill9(old);
-    // Whatever it printed before it noticed counts as acknowledged too.
-    std::thread::sleep(Duration::from_millis(500));
-    before.kill();
-    while let Some(line) = before.next_line(Duration::from_secs(5)) {
-        ack(&line, &mut acked);
-    }
     let r2 = eventually(Duration::from_secs(20), "a new master", || {
         replica_info(&c.controllers).filter(|n| n.master.is_some() && n.master != r.master)
     });

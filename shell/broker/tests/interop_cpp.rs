@@ -167,7 +167,7 @@ fn cpp_acknowledged_messages_survive_kill9_and_clean_restart() {
         &broker.namesrv.clone(),
         "TernCrash",
         400,
-        Some((150, &mut broker)),
+        Some((150, &mut || broker.crash())),
         &[],
     );
     assert!(crashed.len() >= 150, "{} acknowledged", crashed.len());

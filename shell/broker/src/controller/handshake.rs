@@ -17,15 +17,13 @@
 //! yet cannot gather a slave; and a master whose epoch changes closes its replication
 //! connections, so every term a slave's stream crosses is in its epoch file.
 
-use std::time::Duration;
-
-use async_std::io::{ReadExt, WriteExt};
 use tern_shell::runtime;
 use tern_shell::tls::SharedStream;
 
 use super::epoch::{EpochEntry, MAX_ENTRIES, consistent_point};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
+use crate::ha::auth::{read, write};
 
 /// The slave's first bytes in controller mode (negative as a classic report).
 pub const HELLO: [u8; 8] = *b"\xffTERNCM1";
@@ -33,8 +31,6 @@ pub const HELLO: [u8; 8] = *b"\xffTERNCM1";
 const HELLO_REST: usize = 12;
 /// Bytes of one epoch entry on the wire.
 const ENTRY: usize = 12;
-/// How long either side waits for the other's part.
-pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The master's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,31 +60,11 @@ impl Answer {
     }
 }
 
-async fn read_exact(mut s: &SharedStream, buf: &mut [u8], what: &str) -> Result<(), String> {
-    match runtime::timeout(TIMEOUT, s.read_exact(buf)).await {
-        Err(_) => Err(format!("no {what} within {TIMEOUT:?}")),
-        Ok(Err(e)) => Err(format!("reading the {what}: {e}")),
-        Ok(Ok(())) => Ok(()),
-    }
-}
-
-async fn write_all(mut s: &SharedStream, buf: &[u8], what: &str) -> Result<(), String> {
-    let sent = async {
-        s.write_all(buf).await?;
-        s.flush().await
-    };
-    match runtime::timeout(TIMEOUT, sent).await {
-        Err(_) => Err(format!("sending the {what} took over {TIMEOUT:?}")),
-        Ok(Err(e)) => Err(format!("sending the {what}: {e}")),
-        Ok(Ok(())) => Ok(()),
-    }
-}
-
 /// The master's side, after the slave's [`HELLO`]: reads its id and expected epoch,
 /// answers. `Ok((slave id, epoch))` when the slave may follow.
 pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32), String> {
     let mut rest = [0u8; HELLO_REST];
-    read_exact(stream, &mut rest, "slave's hello").await?;
+    read(stream, &mut rest, "slave's hello").await?;
     let id = i64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
     let expected = i32::from_be_bytes(rest[8..].try_into().unwrap_or_default());
     let (accepted, entries) = match &ctx.controller {
@@ -105,7 +81,7 @@ pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32)
         master_end: ctx.store.log_end() as i64,
         entries,
     };
-    write_all(stream, &a.encode(), "epoch answer").await?;
+    write(stream, &a.encode(), "epoch answer").await?;
     if accepted {
         Ok((id, expected))
     } else {
@@ -118,7 +94,7 @@ pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32)
 /// Reads the master's answer.
 async fn read_answer(stream: &SharedStream) -> Result<Answer, String> {
     let mut head = [0u8; 16];
-    read_exact(stream, &mut head, "master's epoch answer").await?;
+    read(stream, &mut head, "master's epoch answer").await?;
     let status = i32::from_be_bytes(head[..4].try_into().unwrap_or_default());
     let master_end = i64::from_be_bytes(head[4..12].try_into().unwrap_or_default());
     let n = i32::from_be_bytes(head[12..].try_into().unwrap_or_default());
@@ -127,7 +103,7 @@ async fn read_answer(stream: &SharedStream) -> Result<Answer, String> {
         .filter(|n| *n <= MAX_ENTRIES)
         .ok_or_else(|| format!("the master announced {n} epochs (at most {MAX_ENTRIES})"))?;
     let mut body = vec![0u8; n * ENTRY];
-    read_exact(stream, &mut body, "master's epochs").await?;
+    read(stream, &mut body, "master's epochs").await?;
     let entries = body
         .chunks_exact(ENTRY)
         .map(|c| EpochEntry {
@@ -157,7 +133,7 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
     hello.extend_from_slice(&HELLO);
     hello.extend_from_slice(&id.to_be_bytes());
     hello.extend_from_slice(&epoch.to_be_bytes());
-    write_all(stream, &hello, "hello").await?;
+    write(stream, &hello, "hello").await?;
     let a = read_answer(stream).await?;
     if !a.accepted {
         return Err(format!(
@@ -243,12 +219,12 @@ mod tests {
         let c = tern_shell::tls::Stream::Plain(client).shared();
         let s = tern_shell::tls::Stream::Plain(server).shared();
         runtime::block_on(async {
-            write_all(&s, &bytes, "answer").await.unwrap();
+            write(&s, &bytes, "answer").await.unwrap();
             assert_eq!(read_answer(&c).await.unwrap(), a);
             // A count past the bound is refused before anything is allocated for it.
             let mut bad = bytes[..16].to_vec();
             bad[12..16].copy_from_slice(&(MAX_ENTRIES as i32 + 1).to_be_bytes());
-            write_all(&s, &bad, "answer").await.unwrap();
+            write(&s, &bad, "answer").await.unwrap();
             assert!(read_answer(&c).await.unwrap_err().contains("epochs"));
         });
     }

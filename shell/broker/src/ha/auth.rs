@@ -35,7 +35,12 @@ const MAX_KEY: usize = 255;
 /// and says nothing holds a connection slot no longer than this.
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn read(mut stream: &SharedStream, buf: &mut [u8], what: &str) -> Result<(), String> {
+/// Reads `buf` full within [`AUTH_TIMEOUT`] (the HA port's exchanges before streaming).
+pub(crate) async fn read(
+    mut stream: &SharedStream,
+    buf: &mut [u8],
+    what: &str,
+) -> Result<(), String> {
     match runtime::timeout(AUTH_TIMEOUT, stream.read_exact(buf)).await {
         Err(_) => Err(format!("no {what} within {AUTH_TIMEOUT:?}")),
         Ok(Err(e)) => Err(format!("reading the {what}: {e}")),
@@ -43,7 +48,8 @@ async fn read(mut stream: &SharedStream, buf: &mut [u8], what: &str) -> Result<(
     }
 }
 
-async fn write(mut stream: &SharedStream, buf: &[u8], what: &str) -> Result<(), String> {
+/// Writes and flushes `buf` within [`AUTH_TIMEOUT`].
+pub(crate) async fn write(mut stream: &SharedStream, buf: &[u8], what: &str) -> Result<(), String> {
     // Flushed: over TLS a write may stay in the session's buffer otherwise.
     let sent = async {
         stream.write_all(buf).await?;
