@@ -189,10 +189,6 @@ fn pop_members_share_one_queue_and_every_message_is_acked_once() {
 }
 
 #[test]
-#[ignore = "flaky since before 2026-12-05 (3 of 6 runs at daf42a9 on an idle machine): k3 comes \
-            back after its 5 s POP invisible time + 1 s revive margin instead of the 10 s reconsume \
-            delay, i.e. the revive never matched the ack CHANGE_INVISIBLETIME wrote for the old \
-            handle (or the client skipped it); see the session-15 note on issue 13/16"]
 fn a_message_to_reconsume_later_is_hidden_for_the_pop_delay_level() {
     let b = Broker::start("");
     run(async {

@@ -120,10 +120,82 @@ struct Queue {
     scan: u64,
     /// (revive time, revive-queue offset) → checkpoint.
     pending: BTreeMap<(i64, u64), Pending>,
-    by_key: HashMap<String, (i64, u64)>,
+    /// Merge key → the pending checkpoints with it, in read order. Usually one; two when
+    /// a CHANGE_MESSAGE_INVISIBLETIME's checkpoint was written in the millisecond of the
+    /// POP it replaces (same start offset, same pop time): the ack of the old handle
+    /// must then resolve the old checkpoint, not overwrite the new one's entry.
+    by_key: HashMap<String, Vec<(i64, u64)>>,
     offsets: BTreeSet<u64>,
     /// The last time at which the queue was read to its end with the log dispatched.
     caught_up_at: i64,
+}
+
+impl Queue {
+    /// Holds checkpoint `ck`, read at revive-queue offset `n`, until acked or revived.
+    fn hold(&mut self, n: u64, ck: PopCheckPoint) {
+        let at = (ck.revive_time(), n);
+        self.by_key.entry(ck.merge_key()).or_default().push(at);
+        self.offsets.insert(n);
+        self.pending.insert(
+            at,
+            Pending {
+                ck,
+                done: 0,
+                attempts: 0,
+                retry_at: 0,
+            },
+        );
+    }
+
+    /// Marks what `a` acks in the first checkpoint of its key that still waits for one
+    /// of its offsets; true when that resolved the checkpoint. An ack with no such
+    /// checkpoint was resolved already (or its checkpoint never stored).
+    fn ack(&mut self, a: &AckMsg) -> bool {
+        let key = a.merge_key();
+        let offsets = a.offsets();
+        let Some(ats) = self.by_key.get(&key) else {
+            return false;
+        };
+        let waiting = |p: &Pending| {
+            offsets
+                .iter()
+                .filter_map(|o| p.ck.index_of(*o))
+                .any(|i| p.done & (1 << i) == 0)
+        };
+        let Some(at) = ats
+            .iter()
+            .copied()
+            .find(|at| self.pending.get(at).is_some_and(waiting))
+        else {
+            return false;
+        };
+        let Some(p) = self.pending.get_mut(&at) else {
+            return false;
+        };
+        for i in offsets.iter().filter_map(|o| p.ck.index_of(*o)) {
+            p.done |= 1 << i;
+        }
+        if !p.all_done() {
+            return false;
+        }
+        self.release(at);
+        true
+    }
+
+    /// Drops the checkpoint at `at`: acked or revived, progress may pass it.
+    fn release(&mut self, at: (i64, u64)) {
+        let Some(p) = self.pending.remove(&at) else {
+            return;
+        };
+        self.offsets.remove(&at.1);
+        let key = p.ck.merge_key();
+        if let Some(ats) = self.by_key.get_mut(&key) {
+            ats.retain(|x| *x != at);
+            if ats.is_empty() {
+                self.by_key.remove(&key);
+            }
+        }
+    }
 }
 
 /// Popped messages neither acked nor revived yet, per (topic, group): RocketMQ's
@@ -262,18 +334,7 @@ async fn read(
                         return;
                     }
                     *room -= 1;
-                    let at = (ck.revive_time(), n);
-                    q.by_key.insert(ck.merge_key(), at);
-                    q.offsets.insert(n);
-                    q.pending.insert(
-                        at,
-                        Pending {
-                            ck,
-                            done: 0,
-                            attempts: 0,
-                            retry_at: 0,
-                        },
-                    );
+                    q.hold(n, ck);
                 }
                 Err(e) => log::warn!(
                     "revive queue {}@{n}: checkpoint unreadable ({e}); skipped",
@@ -282,24 +343,9 @@ async fn read(
             },
             Some(ACK_TAG | BATCH_ACK_TAG) => match AckMsg::parse(view.body()) {
                 Ok(a) => {
-                    let key = a.merge_key();
-                    if let Some(at) = q.by_key.get(&key).copied() {
-                        if let Some(p) = q.pending.get_mut(&at) {
-                            for o in a.offsets() {
-                                if let Some(i) = p.ck.index_of(o) {
-                                    p.done |= 1 << i;
-                                }
-                            }
-                            if p.all_done() {
-                                // Resolved: nothing to wait for; progress may pass it.
-                                q.pending.remove(&at);
-                                q.offsets.remove(&at.1);
-                                q.by_key.remove(&key);
-                                *room += 1;
-                            }
-                        }
+                    if q.ack(&a) {
+                        *room += 1;
                     }
-                    // No checkpoint: it was resolved already (or never stored).
                 }
                 Err(e) => log::warn!("revive queue {}@{n}: ack unreadable ({e}); skipped", q.rq),
             },
@@ -362,12 +408,7 @@ fn revive(ctx: &BrokerCtx, q: &mut Queue, full: bool, budget: &mut usize) {
             }
         }
         if p.all_done() {
-            let key = p.ck.merge_key();
-            q.pending.remove(&at);
-            q.offsets.remove(&at.1);
-            if q.by_key.get(&key) == Some(&at) {
-                q.by_key.remove(&key);
-            }
+            q.release(at);
         }
     }
 }
@@ -437,4 +478,78 @@ fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), St
         })
         .map(drop)
         .map_err(|e| format!("{e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> Queue {
+        Queue {
+            rq: 0,
+            scan: 0,
+            pending: BTreeMap::new(),
+            by_key: HashMap::new(),
+            offsets: BTreeSet::new(),
+            caught_up_at: 0,
+        }
+    }
+
+    fn ck(start: i64, pop_time: i64, invisible: i64, diffs: &[i32]) -> PopCheckPoint {
+        PopCheckPoint {
+            start_offset: start,
+            pop_time,
+            invisible_time: invisible,
+            num: diffs.len() as u8,
+            queue_id: 1,
+            topic: "T".into(),
+            cid: "G".into(),
+            queue_offset_diff: Some(diffs.to_vec()),
+            broker_name: "broker-a".into(),
+            ..PopCheckPoint::default()
+        }
+    }
+
+    fn ack(start: i64, pop_time: i64, offset: i64) -> AckMsg {
+        AckMsg {
+            ack_offset: offset,
+            start_offset: start,
+            consumer_group: "G".into(),
+            topic: "T".into(),
+            queue_id: 1,
+            pop_time,
+            broker_name: "broker-a".into(),
+            ack_offset_list: None,
+        }
+    }
+
+    #[test]
+    fn an_ack_resolves_the_old_checkpoint_when_its_replacement_shares_its_key() {
+        // POP at t=100 (5 s), then CHANGE_MESSAGE_INVISIBLETIME in the same millisecond
+        // (10 s): the same merge key twice; the ack of the old handle follows.
+        let mut q = queue();
+        q.hold(0, ck(7, 100, 5_000, &[0]));
+        q.hold(1, ck(7, 100, 10_000, &[0]));
+        assert!(q.ack(&ack(7, 100, 7)), "the old checkpoint is resolved");
+        let left: Vec<_> = q.pending.keys().copied().collect();
+        assert_eq!(left, vec![(10_100, 1)], "the 10 s checkpoint still waits");
+        assert_eq!(q.offsets.iter().copied().collect::<Vec<_>>(), vec![1]);
+        // The new handle's ack resolves the second; a third ack finds nothing.
+        assert!(q.ack(&ack(7, 100, 7)));
+        assert!(q.pending.is_empty() && q.by_key.is_empty() && q.offsets.is_empty());
+        assert!(!q.ack(&ack(7, 100, 7)));
+    }
+
+    #[test]
+    fn acks_of_a_batch_resolve_it_once_all_arrived() {
+        let mut q = queue();
+        q.hold(4, ck(10, 100, 5_000, &[0, 2, 3]));
+        assert!(!q.ack(&ack(10, 100, 12)));
+        assert!(!q.ack(&ack(10, 100, 12)), "a repeated ack changes nothing");
+        assert!(!q.ack(&ack(10, 100, 99)), "an offset the checkpoint lacks");
+        assert!(!q.ack(&ack(10, 101, 10)), "another pop time is another key");
+        assert!(!q.ack(&ack(10, 100, 10)));
+        assert!(q.ack(&ack(10, 100, 13)));
+        assert!(q.pending.is_empty() && q.by_key.is_empty());
+    }
 }
