@@ -171,11 +171,11 @@ async fn accept_loop<P: Processor>(
             None
         })
         .await;
-        let stream = match accepted {
+        let (stream, peer) = match accepted {
             None => return,
-            Some(Ok((stream, _))) => {
+            Some(Ok(accepted)) => {
                 backoff = Duration::from_millis(5);
-                stream
+                accepted
             }
             Some(Err(e)) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -186,7 +186,7 @@ async fn accept_loop<P: Processor>(
             }
         };
         let Some(tls) = config.tls.clone() else {
-            serve(stream, &config, &processor, &connections, permit);
+            serve(stream, peer, &config, &processor, &connections, permit);
             continue;
         };
         let (config, processor) = (config.clone(), processor.clone());
@@ -196,7 +196,7 @@ async fn accept_loop<P: Processor>(
                 // A connection that finished its handshake after shutdown began would
                 // not be drained: close it instead.
                 Ok(_) if shutdown.is_triggered() => {}
-                Ok(stream) => serve(stream, &config, &processor, &connections, permit),
+                Ok(stream) => serve(stream, peer, &config, &processor, &connections, permit),
                 Err(Refused::Plaintext(tcp)) => {
                     refuse_plaintext(tcp, &config.connection.limits).await
                 }
@@ -210,18 +210,13 @@ async fn accept_loop<P: Processor>(
 /// connection slot is given back then.
 fn serve<P: Processor>(
     stream: impl Into<tls::Stream>,
+    peer: SocketAddr,
     config: &ServerConfig,
     processor: &Arc<P>,
     connections: &Arc<Mutex<HashMap<u64, Connection>>>,
     permit: SemaphoreGuardArc,
 ) {
-    let conn = match Connection::start(stream, config.connection.clone(), processor.clone()) {
-        Ok(c) => c,
-        Err(e) => {
-            log::warn!("could not start connection: {e}");
-            return;
-        }
-    };
+    let conn = Connection::start(stream, peer, config.connection.clone(), processor.clone());
     connections.guard().insert(conn.id(), conn.clone());
     let registry = connections.clone();
     runtime::spawn(async move {

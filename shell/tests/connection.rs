@@ -186,6 +186,33 @@ fn oneway_requests_are_processed_and_never_answered() {
 }
 
 #[test]
+fn requests_of_a_peer_that_reset_right_after_sending_are_processed() {
+    block_on(async {
+        let (server, p) = start(ServerConfig::default()).await;
+        let frame = RemotingCommand::request_code(COUNT)
+            .oneway()
+            .encode()
+            .unwrap();
+        const PEERS: usize = 50;
+        for _ in 0..PEERS {
+            // Sent, then closed with SO_LINGER 0: an RST, often before the server
+            // accepted, so the socket has no peer address left to ask for.
+            let mut s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+            std::io::Write::write_all(&mut s, &frame).unwrap();
+            rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO)).unwrap();
+            drop(s);
+        }
+        let mut waited = 0;
+        while p.oneways.load(Ordering::SeqCst) < PEERS && waited < 100 {
+            sleep(Duration::from_millis(50)).await;
+            waited += 1;
+        }
+        assert_eq!(p.oneways.load(Ordering::SeqCst), PEERS);
+        server.shutdown().await;
+    });
+}
+
+#[test]
 fn server_initiated_requests_reach_the_client_handler() {
     block_on(async {
         let (server, _) = start(ServerConfig::default()).await;

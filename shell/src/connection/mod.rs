@@ -146,33 +146,42 @@ impl Connection {
             let tcp = TcpStream::connect(&addrs[..])
                 .await
                 .map_err(|e| format!("{addr}: {e}"))?;
-            match &config.tls {
-                None => Ok(Stream::Plain(tcp)),
-                Some(tls) => tls.connect(tcp, addr).await,
-            }
+            let peer = tcp.peer_addr().map_err(|e| format!("{addr}: {e}"))?;
+            let stream = match &config.tls {
+                None => Stream::Plain(tcp),
+                Some(tls) => tls.connect(tcp, addr).await?,
+            };
+            Ok((stream, peer))
         })
         .await
         .map_err(|_| RemotingError::Connect(format!("{addr}: timed out")))?
         .map_err(RemotingError::Connect)?;
-        Self::start(stream, config, processor).map_err(|e| RemotingError::Connect(e.to_string()))
+        Ok(Self::start(stream.0, stream.1, config, processor))
     }
 
-    /// Wraps an accepted or connected stream (plain TCP or TLS) and spawns its reader
-    /// task.
+    /// Wraps an accepted or connected stream (plain TCP or TLS) from `peer` and spawns
+    /// its reader task. The peer's address is the caller's (from accept or connect): a
+    /// peer that reset right after connecting has none left to ask the socket for, and
+    /// what it sent before is still read.
     pub fn start<P: Processor>(
         stream: impl Into<Stream>,
+        peer: SocketAddr,
         config: ConnectionConfig,
         processor: Arc<P>,
-    ) -> std::io::Result<Self> {
+    ) -> Self {
         let stream = stream.into();
         let tcp = stream.tcp().clone();
         let _ = tcp.set_nodelay(true);
         let tls = stream.is_tls();
         let (reader, writer) = stream.split();
+        let local = tcp.local_addr().unwrap_or_else(|_| match peer {
+            SocketAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+            SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
+        });
         let inner = Arc::new(Inner {
             id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
-            peer: tcp.peer_addr()?,
-            local: tcp.local_addr()?,
+            peer,
+            local,
             writer: async_lock::Mutex::new(writer),
             write_timeout: config.write_timeout,
             written_bytes: AtomicU64::new(0),
@@ -190,7 +199,7 @@ impl Connection {
         let conn = Connection { inner };
         let looping = conn.clone();
         runtime::spawn(async move { looping.read_loop(reader, config, processor).await });
-        Ok(conn)
+        conn
     }
 
     /// True when the connection runs over TLS.
