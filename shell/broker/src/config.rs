@@ -98,6 +98,12 @@ pub struct BrokerConfig {
     pub long_polling: bool,
     /// Hold time when long polling is off (`shortPollingTimeMills`).
     pub short_polling: Duration,
+    /// Pulls may be sent to a slave: a master whose reader is far behind suggests one
+    /// (`slaveReadEnable`, RocketMQ's default false).
+    pub slave_read_enable: bool,
+    /// A reader is "far behind" when the log past what it read exceeds this percentage
+    /// of the machine's memory (`accessMessageInMemoryMaxRatio`, 0–100, default 40).
+    pub access_message_in_memory_max_ratio: u32,
     /// Serve SQL92 subscriptions (`enablePropertyFilter`; on by default in Tern, off in
     /// RocketMQ).
     pub enable_property_filter: bool,
@@ -323,6 +329,12 @@ impl Config for BrokerConfig {
             flush_interval: ms(r, "flushIntervalCommitLog", 500, 1, 60_000)?,
             long_polling: r.get("longPollingEnable", true)?,
             short_polling: ms(r, "shortPollingTimeMills", 1_000, 0, 60_000)?,
+            slave_read_enable: r.get("slaveReadEnable", false)?,
+            access_message_in_memory_max_ratio: r.get_checked(
+                "accessMessageInMemoryMaxRatio",
+                40u32,
+                in_range(0, 100),
+            )?,
             enable_property_filter: r.get("enablePropertyFilter", true)?,
             register_period: ms(r, "registerNameServerPeriod", 30_000, 0, u64::MAX)?
                 .clamp(Duration::from_secs(10), Duration::from_secs(60)),

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tern_shell::sync::MutexExt;
 
-use tern_shell::body::{ConsumerData, HeartbeatData, ProducerData, TopicRouteData, from_json};
+use tern_shell::body::{
+    ConsumerData, HeartbeatData, MessageQueue, ProducerData, TopicRouteData, from_json,
+};
 use tern_shell::headers::{GetRouteInfoRequestHeader, UnregisterClientRequestHeader};
 use tern_shell::message::UniqIdGenerator;
 use tern_shell::runtime::{self, Shutdown};
@@ -73,6 +75,9 @@ struct Inner {
     routes: Mutex<HashMap<String, TopicRouteData>>,
     /// brokerName → (brokerId → address), from every route seen.
     brokers: Mutex<HashMap<String, BTreeMap<i64, String>>>,
+    /// (group, queue) → the replica the broker last suggested pulling it from (Java's
+    /// `PullAPIWrapper.pullFromWhichNodeTable`; the master when absent).
+    pull_from: Mutex<HashMap<(String, MessageQueue), i64>>,
     producers: Mutex<BTreeSet<String>>,
     consumers: Mutex<BTreeMap<String, ConsumerData>>,
     uniq: UniqIdGenerator,
@@ -130,6 +135,7 @@ impl ClientInstance {
                 ns_index: AtomicUsize::new(0),
                 routes: Mutex::new(HashMap::new()),
                 brokers: Mutex::new(HashMap::new()),
+                pull_from: Mutex::new(HashMap::new()),
                 producers: Mutex::new(BTreeSet::new()),
                 consumers: Mutex::new(BTreeMap::new()),
                 started: AtomicBool::new(false),
@@ -345,6 +351,45 @@ impl ClientInstance {
             .guard()
             .get(broker_name)
             .and_then(|m| m.get(&0).or_else(|| m.values().next()).cloned())
+    }
+
+    /// RocketMQ's `findBrokerAddressInSubscribe(name, id, onlyThisBroker = false)`:
+    /// replica `id`'s address, else for a slave id the next one's, else the master's or
+    /// any replica's; with whether the address is a slave's.
+    pub fn subscribe_addr(&self, broker_name: &str, id: i64) -> Option<(String, bool)> {
+        let brokers = self.inner.brokers.guard();
+        let replicas = brokers.get(broker_name)?;
+        let found = replicas
+            .get_key_value(&id)
+            .or_else(|| {
+                (id != 0)
+                    .then(|| replicas.get_key_value(&(id + 1)))
+                    .flatten()
+            })
+            .or_else(|| replicas.get_key_value(&0))
+            .or_else(|| replicas.iter().next());
+        found.map(|(id, addr)| (addr.clone(), *id != 0))
+    }
+
+    /// The replica `group` pulls `queue` from: the broker's last suggestion, else the
+    /// master (Java's `recalculatePullFromWhichNode`).
+    pub fn pull_from(&self, group: &str, queue: &MessageQueue) -> i64 {
+        self.inner
+            .pull_from
+            .guard()
+            .get(&(group.to_owned(), queue.clone()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Records a pull answer's `suggestWhichBrokerId` (Java's `updatePullFromWhichNode`).
+    pub fn suggest_pull_from(&self, group: &str, queue: &MessageQueue, id: i64) {
+        let mut table = self.inner.pull_from.guard();
+        if id == 0 {
+            table.remove(&(group.to_owned(), queue.clone()));
+        } else {
+            table.insert((group.to_owned(), queue.clone()), id);
+        }
     }
 
     /// Re-fetches every cached route; failures keep the old route.

@@ -174,3 +174,48 @@ fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
         println!("Rust → C++: {consumed}");
     });
 }
+
+#[test]
+fn cpp_consumer_pulls_from_the_slave_its_master_suggests() {
+    let Some(py) = python_or_skip("cpp_consumer_pulls_from_the_slave_its_master_suggests") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let topic = "CppSlaveRead";
+    let (ns, master, slave, keys) = crate::replication::slave_read_pair(topic, 300);
+    let file = home.path().join("keys.txt");
+    std::fs::write(&file, keys.join("\n") + "\n").unwrap();
+    let admin = tern_client::Admin::new(master.client_config()).unwrap();
+    let served = |addr: &str| run(crate::replication::messages_served(&admin, addr));
+    let slave_before = served(&slave.addr);
+    let (ok, out) = script(
+        &py,
+        home.path(),
+        &[
+            "--namesrv",
+            &ns.addr,
+            "--consume-only",
+            "--topic",
+            topic,
+            "--expect-keys",
+            file.to_str().unwrap(),
+            "--prefix",
+            "TernSlaveRead",
+            "--consume-timeout",
+            "40",
+            "--grace",
+            "0.5",
+            "--deadline",
+            "60",
+        ],
+    );
+    assert!(ok, "C++ consumer did not get every message:\n{out}");
+    let from_slave = served(&slave.addr) - slave_before;
+    let from_master = served(&master.addr);
+    assert!(
+        from_slave >= 100,
+        "the C++ consumer read {from_slave} messages from the slave, {from_master} from the master"
+    );
+    println!("C++ consumer: {from_slave} messages from the slave, {from_master} from the master");
+    run(admin.shutdown());
+}

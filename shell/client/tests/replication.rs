@@ -87,3 +87,100 @@ fn acknowledged_messages_are_read_from_the_slave_after_the_master_is_killed() {
         c.shutdown().await;
     });
 }
+
+/// Messages the broker at `addr` handed out today, from its runtime info.
+pub(crate) async fn messages_served(admin: &tern_client::Admin, addr: &str) -> u64 {
+    let info = admin.broker_runtime_info(addr).await.unwrap();
+    info["msgGetTotalTodayNow"].parse().unwrap()
+}
+
+/// A name server, a SYNC_MASTER and its slave (id 1), both with `slaveReadEnable` and
+/// `accessMessageInMemoryMaxRatio=0`: any reader with a record after the one it read is
+/// "far behind", so the master suggests the group's `whichBrokerWhenConsumeSlowly` (1)
+/// for every pull that found messages, and the slave sends a reader it has nothing for
+/// back to the master. Returns once `n` keyed messages of `topic` (2 queues) are
+/// acknowledged by both, with their keys.
+pub(crate) fn slave_read_pair(topic: &str, n: usize) -> (NameSrv, Broker, Broker, Vec<String>) {
+    let read = "slaveReadEnable=true\naccessMessageInMemoryMaxRatio=0\n";
+    let ns = NameSrv::start();
+    let master = Broker::with_namesrv(
+        &ns.addr,
+        &format!("brokerRole=SYNC_MASTER\nhaListenPort=0\n{read}"),
+    );
+    let slave = Broker::with_namesrv(
+        &ns.addr,
+        &format!("brokerRole=SLAVE\nbrokerId=1\nhaSendHeartbeatInterval=500\n{read}"),
+    );
+    let keys = run(async {
+        master.create_topic(topic, 2).await;
+        let p = Producer::new(ProducerConfig::new("read-pg"), master.client_config()).unwrap();
+        p.start();
+        // Bodies as the C++ interop script checks them.
+        let m =
+            |i: usize| Message::new(topic, format!("restart k{i}")).with_keys([format!("k{i}")]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while p.send(m(0)).await.unwrap().status != SendStatus::SendOk {
+            assert!(Instant::now() < deadline, "the slave never caught up");
+            sleep(Duration::from_millis(100)).await;
+        }
+        for i in 1..n {
+            assert_eq!(p.send(m(i)).await.unwrap().status, SendStatus::SendOk);
+        }
+        p.shutdown().await;
+        (0..n).map(|i| format!("k{i}")).collect()
+    });
+    (ns, master, slave, keys)
+}
+
+#[test]
+fn pulls_go_to_the_slave_a_master_suggests_and_back_when_caught_up() {
+    let (_ns, master, slave, keys) = slave_read_pair(TOPIC, 300);
+    run(async {
+        let sent: BTreeSet<String> = keys.into_iter().collect();
+        let admin = tern_client::Admin::new(master.client_config()).unwrap();
+        let slave_before = messages_served(&admin, &slave.addr).await;
+        let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+        let mut cfg = PushConsumerConfig::new("read-cg");
+        cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
+        cfg.pull_batch_size = 8;
+        let c = PushConsumer::new(cfg, master.client_config()).unwrap();
+        c.subscribe(TOPIC, "*").unwrap();
+        let log = seen.clone();
+        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+            let mut l = log.lock().unwrap();
+            for m in msgs {
+                l.insert(m.properties.get("KEYS").cloned().unwrap_or_default());
+            }
+            ConsumeStatus::Success
+        });
+        c.start().await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !sent.is_subset(&seen.lock().unwrap()) {
+            assert!(Instant::now() < deadline, "not every message consumed");
+            sleep(Duration::from_millis(100)).await;
+        }
+        let from_slave = messages_served(&admin, &slave.addr).await - slave_before;
+        let from_master = messages_served(&admin, &master.addr).await;
+        assert!(
+            from_slave >= 100,
+            "the slave handed out {from_slave} messages, the master {from_master}"
+        );
+        // Caught up, the consumer is back on the master: a new message comes from it.
+        let before = messages_served(&admin, &master.addr).await;
+        let p = Producer::new(ProducerConfig::new("read-pg"), master.client_config()).unwrap();
+        p.start();
+        assert_eq!(p.send(msg(1000)).await.unwrap().status, SendStatus::SendOk);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !seen.lock().unwrap().contains("k1000") {
+            assert!(Instant::now() < deadline, "k1000 not consumed");
+            sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            messages_served(&admin, &master.addr).await > before,
+            "a caught-up reader pulls from the master"
+        );
+        c.shutdown().await;
+        p.shutdown().await;
+        admin.shutdown().await;
+    });
+}

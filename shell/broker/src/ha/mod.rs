@@ -219,6 +219,11 @@ impl HaService {
         self.master_changed.listen()
     }
 
+    /// Slave side: a replication connection to the master is open now.
+    pub fn following_master(&self) -> bool {
+        self.following.load(Ordering::Acquire) > 0
+    }
+
     pub(crate) fn follower_started(&self) {
         self.following.fetch_add(1, Ordering::AcqRel);
     }

@@ -3,9 +3,10 @@
 //! allows it, hold the request until a matching message arrives or the client's suspend
 //! timeout passes.
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use tern_shell::body::{MessageModel, SubscriptionData};
+use tern_shell::body::{MessageModel, SubscriptionData, SubscriptionGroupConfig};
 use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, ResponseCode};
@@ -15,6 +16,9 @@ use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
 use crate::topics::PERM_READ;
+
+/// RocketMQ's `MixAll.MASTER_ID`.
+const MASTER_ID: i64 = 0;
 
 /// Longest hold, whatever the client asks (Java asks 15 s and times out at 30 s).
 const MAX_HOLD: Duration = Duration::from_secs(30);
@@ -41,6 +45,8 @@ struct Answer {
     body: Vec<u8>,
     /// Records in `body`.
     count: u32,
+    /// The log offset of the last entry scanned ([`crate::store::Pulled::last_physical`]).
+    last_physical: Option<u64>,
 }
 
 /// Reads once from `queue_offset`: RocketMQ's GetMessageStatus mapped to response codes
@@ -72,9 +78,11 @@ async fn read(
             max: 0,
             body: Vec::new(),
             count: 0,
+            last_physical: None,
         };
     };
     let (min, max) = (p.min, p.max);
+    let last_physical = p.last_physical;
     let answer = |code, next| Answer {
         code,
         next,
@@ -82,6 +90,7 @@ async fn read(
         max,
         body: Vec::new(),
         count: 0,
+        last_physical,
     };
     if max == 0 {
         return answer(
@@ -113,6 +122,7 @@ async fn read(
             max,
             body: p.body,
             count: p.count,
+            last_physical,
         };
     }
     if p.all_filtered {
@@ -132,6 +142,50 @@ fn skip(answer: &mut Answer, offset: &mut i64) {
         *offset = answer.next as i64;
         answer.code = ResponseCode::PullNotFound;
     }
+}
+
+/// RocketMQ's `TOTAL_PHYSICAL_MEMORY_SIZE * accessMessageInMemoryMaxRatio / 100`: a
+/// reader further behind the log's end than this reads pages long gone from memory.
+fn memory_budget(ratio: u32) -> u64 {
+    static TOTAL: OnceLock<u64> = OnceLock::new();
+    let total = *TOTAL.get_or_init(|| {
+        let info = rustix::system::sysinfo();
+        // `c_ulong`: u32 on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
+        u64::from(info.totalram).saturating_mul(u64::from(info.mem_unit))
+    });
+    total / 100 * u64::from(ratio.min(100))
+}
+
+/// Which replica the client should pull this queue from next (RocketMQ's
+/// `suggestWhichBrokerId`, from `PullMessageProcessor.composeResponseHeader`): with
+/// `slaveReadEnable`, the group's `whichBrokerWhenConsumeSlowly` for a reader far behind
+/// (`log_end` taken before the read), else the group's `brokerId`; a slave that
+/// follows a live master sends a reader that is not behind back to it, and answers
+/// PULL_RETRY_IMMEDIATELY instead of holding or reporting nothing.
+fn suggest(
+    ctx: &BrokerCtx,
+    group: &SubscriptionGroupConfig,
+    answer: &mut Answer,
+    log_end: u64,
+) -> i64 {
+    let behind = answer.last_physical.is_some_and(|p| {
+        log_end.saturating_sub(p) > memory_budget(ctx.config.access_message_in_memory_max_ratio)
+    });
+    let mut id = match (ctx.config.slave_read_enable, behind) {
+        (false, _) => MASTER_ID,
+        (true, true) => group.which_broker_when_consume_slowly,
+        (true, false) => group.broker_id,
+    };
+    // RocketMQ's `minBrokerIdInGroup == MASTER_ID`: Tern's slave knows its master is up
+    // while its replication connection is open. With the master gone it serves on.
+    if ctx.role.is_slave() && !behind && ctx.ha.following_master() {
+        id = MASTER_ID;
+        if answer.code != ResponseCode::Success {
+            answer.code = ResponseCode::PullRetryImmediately;
+        }
+    }
+    id
 }
 
 /// PULL_MESSAGE / LITE_PULL_MESSAGE.
@@ -256,6 +310,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
     }
     let mut offset = h.queue_offset;
+    let log_end = ctx.store.log_end();
     let mut answer = read(ctx, &h, offset, &filter).await;
     if matches!(
         answer.code,
@@ -269,6 +324,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             answer = read(ctx, &h, offset, &filter).await;
         }
     }
+    let suggested = suggest(ctx, &group, &mut answer, log_end);
     if answer.code == ResponseCode::PullNotFound && h.sys_flag & pull_sys_flag::SUSPEND != 0 {
         let hold = if ctx.config.long_polling {
             Duration::from_millis(h.suspend_timeout_millis.max(0) as u64).min(MAX_HOLD)
@@ -317,7 +373,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         );
     }
     let header = PullMessageResponseHeader {
-        suggest_which_broker_id: 0,
+        suggest_which_broker_id: suggested,
         next_begin_offset: answer.next as i64,
         min_offset: answer.min as i64,
         max_offset: answer.max as i64,

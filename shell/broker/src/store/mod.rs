@@ -148,6 +148,9 @@ pub struct Pulled {
     pub max: u64,
     /// Entries were scanned but every one was filtered out.
     pub all_filtered: bool,
+    /// The log offset of the last entry scanned, taken or filtered out (RocketMQ's
+    /// `maxPhyOffsetPulling`): how far behind the log's end this reader is.
+    pub last_physical: Option<u64>,
 }
 
 /// The store and its watermarks, shared by processors and tasks.

@@ -442,6 +442,7 @@ impl StoreService {
             MAX_FILTER_SCAN.max(u64::from(want)),
             &mut |n, e| {
                 let Some(e) = e else { return true };
+                out.last_physical = Some(e.physical_offset);
                 if filter.is_some_and(|keep| !keep(e.tag_code)) {
                     return true;
                 }

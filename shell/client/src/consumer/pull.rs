@@ -215,7 +215,6 @@ impl PullConsumer {
         max: i32,
     ) -> Result<PullResult> {
         selector.check()?;
-        let addr = self.broker_addr(queue).await?;
         let sub = selector.subscription(&queue.topic, now_ms());
         let header = PullMessageRequestHeader {
             consumer_group: self.inner.group.clone(),
@@ -231,13 +230,14 @@ impl PullConsumer {
             expression_type: Some(sub.expression_type),
             ..PullMessageRequestHeader::default()
         };
-        let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
-        let resp = self
-            .inner
-            .client
-            .invoke(&addr, cmd, self.inner.pull_timeout)
-            .await?;
-        decode_pull_response(&resp, &sub.tags_set)
+        pull_message(
+            &self.inner.client,
+            queue,
+            header,
+            self.inner.pull_timeout,
+            &sub.tags_set,
+        )
+        .await
     }
 
     /// The group's committed offset of `queue`; `None` when the broker has none (22).
@@ -294,6 +294,47 @@ impl PullConsumer {
     async fn broker_addr(&self, queue: &MessageQueue) -> Result<String> {
         broker_addr(&self.inner.client, queue).await
     }
+}
+
+/// One PULL_MESSAGE for the header's group to the replica the broker last suggested for
+/// `queue` (the master until then), recording the answer's suggestion for the next
+/// (Java's `PullAPIWrapper.pullKernelImpl` and `processPullResult`). A pull sent to a
+/// slave carries no offset commit: a slave's offsets are its master's copy.
+pub(crate) async fn pull_message(
+    client: &ClientInstance,
+    queue: &MessageQueue,
+    mut header: PullMessageRequestHeader,
+    timeout: Duration,
+    tags: &[String],
+) -> Result<PullResult> {
+    let group = header.consumer_group.clone();
+    let id = client.pull_from(&group, queue);
+    let target = match client.subscribe_addr(&queue.broker_name, id) {
+        Some(t) => t,
+        None => {
+            client.fetch_route(&queue.topic).await?;
+            client
+                .subscribe_addr(&queue.broker_name, id)
+                .ok_or_else(|| not_in_route(queue))?
+        }
+    };
+    let (addr, slave) = target;
+    if slave {
+        header.sys_flag &= !pull_sys_flag::COMMIT_OFFSET;
+    }
+    let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
+    let resp = client.invoke(&addr, cmd, timeout).await?;
+    if let Ok(h) = PullMessageResponseHeader::from_ext_fields(&resp.ext_fields) {
+        client.suggest_pull_from(&group, queue, h.suggest_which_broker_id);
+    }
+    decode_pull_response(&resp, tags)
+}
+
+fn not_in_route(queue: &MessageQueue) -> ClientError {
+    ClientError::NotFound(format!(
+        "broker {} is not in the route of {}",
+        queue.broker_name, queue.topic
+    ))
 }
 
 /// Turns a PULL_MESSAGE response into a result: status by code, messages decoded and
@@ -395,12 +436,9 @@ pub async fn broker_addr(client: &ClientInstance, queue: &MessageQueue) -> Resul
         return Ok(a);
     }
     client.fetch_route(&queue.topic).await?;
-    client.any_addr(&queue.broker_name).ok_or_else(|| {
-        ClientError::NotFound(format!(
-            "broker {} is not in the route of {}",
-            queue.broker_name, queue.topic
-        ))
-    })
+    client
+        .any_addr(&queue.broker_name)
+        .ok_or_else(|| not_in_route(queue))
 }
 
 fn offset_of(resp: RemotingCommand) -> Result<i64> {

@@ -14,12 +14,11 @@ use std::time::Duration;
 
 use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
 use tern_shell::runtime;
-use tern_shell::{RemotingCommand, RequestCode};
 
 use tern_shell::sync::MutexExt;
 
 use super::{Inner, QueueState};
-use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
+use crate::consumer::pull::{PullResult, PullStatus, pull_message};
 use crate::error::{ClientError, Result};
 
 /// Pause of a paused queue before it looks again (Java: 1 s).
@@ -141,8 +140,5 @@ async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullRe
         }),
         ..PullMessageRequestHeader::default()
     };
-    let addr = broker_addr(&inner.client, mq).await?;
-    let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
-    let resp = inner.client.invoke(&addr, cmd, cfg.pull_timeout).await?;
-    decode_pull_response(&resp, &tags)
+    pull_message(&inner.client, mq, header, cfg.pull_timeout, &tags).await
 }

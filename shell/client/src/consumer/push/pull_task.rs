@@ -12,13 +12,12 @@ use std::time::Duration;
 use tern_shell::body::MessageQueue;
 use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
 use tern_shell::runtime;
-use tern_shell::{RemotingCommand, RequestCode};
 
 use super::process_queue::ProcessQueue;
 use tern_shell::sync::MutexExt;
 
 use super::Inner;
-use crate::consumer::pull::{PullResult, PullStatus, broker_addr, decode_pull_response};
+use crate::consumer::pull::{PullResult, PullStatus, pull_message};
 use crate::error::{ClientError, Result};
 
 /// Pause of a queue over its flow-control thresholds (Java: 50 ms).
@@ -190,8 +189,5 @@ async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<Pull
         }),
         ..PullMessageRequestHeader::default()
     };
-    let addr = broker_addr(&inner.client, mq).await?;
-    let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
-    let resp = inner.client.invoke(&addr, cmd, cfg.pull_timeout).await?;
-    decode_pull_response(&resp, &tags)
+    pull_message(&inner.client, mq, header, cfg.pull_timeout, &tags).await
 }
