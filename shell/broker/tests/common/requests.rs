@@ -158,6 +158,9 @@ pub async fn pull_all(c: &Client, topic: &str, queue_id: i32, mut offset: i64) -
                 offset = pull_offsets(&resp).0;
             }
             ResponseCode::PullNotFound => return out,
+            // A slave following a live master has nothing more: "ask the master"
+            // (suggestWhichBrokerId 0), RocketMQ's answer there for PULL_NOT_FOUND.
+            ResponseCode::PullRetryImmediately if pull_offsets(&resp).0 == offset => return out,
             other => panic!(
                 "pull {topic}/{queue_id}@{offset}: {other:?} {:?}",
                 resp.remark
