@@ -460,6 +460,69 @@ impl Sender {
     }
 }
 
+/// Tern's producer, finding the master through the name server, sending numbered keys
+/// (from [`CLIENT_KEYS`]) one at a time until stopped; records those answered SEND_OK
+/// and when. A failed send is the application's to repeat (with the next key).
+struct ClientSender {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<(u64, Instant)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Keys of Tern's producer: a range of their own.
+const CLIENT_KEYS: u64 = 2_000_000_000;
+
+impl ClientSender {
+    fn start(namesrv: &str) -> ClientSender {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let (s, a) = (stop.clone(), acked.clone());
+        let config = tern_client::ClientConfig::new(namesrv);
+        let thread = std::thread::spawn(move || {
+            run(async move {
+                let mut pc = tern_client::ProducerConfig::new("failover-pg");
+                pc.send_timeout = Duration::from_secs(1);
+                let p = tern_client::Producer::new(pc, config).unwrap();
+                p.start();
+                let mut k = CLIENT_KEYS;
+                while !s.load(Ordering::Acquire) {
+                    use tern_client::MessageBuilder;
+                    let m = tern_client::Message::new(TOPIC, format!("client {k}"))
+                        .with_keys([format!("k{k}")]);
+                    match p.send(m).await {
+                        Ok(r) if r.status == tern_client::SendStatus::SendOk => {
+                            a.guard().push((k, Instant::now()));
+                        }
+                        // Not acknowledged: nothing is claimed of it.
+                        Ok(_) | Err(_) => {
+                            tern_shell::runtime::sleep(Duration::from_millis(10)).await
+                        }
+                    }
+                    k += 1;
+                }
+                p.shutdown().await;
+            })
+        });
+        ClientSender {
+            stop,
+            acked,
+            thread: Some(thread),
+        }
+    }
+
+    fn acked(&self) -> Vec<(u64, Instant)> {
+        self.acked.guard().clone()
+    }
+
+    fn stop(mut self) -> Vec<(u64, Instant)> {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        self.acked()
+    }
+}
+
 #[test]
 fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_lost() {
     // One cluster at a time: six processes each on two cores.
@@ -475,8 +538,10 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
     }
     c.start_set(TOPIC, QUEUES);
     let sender = Sender::start(c.controllers.clone());
+    let client = ClientSender::start(&c.namesrv);
     let mut epoch = 1;
     let mut failovers = Vec::new();
+    let mut client_failovers = Vec::new();
     for round in 0..kills {
         // Let sends flow, then kill the master mid-stream.
         let before = sender.acked().len();
@@ -529,6 +594,23 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
             },
         );
         let took = first_ok - killed;
+        // Tern's producer: the name server names the new master once it registered, and
+        // the client asks at once after a failed send.
+        let client_ok = eventually(
+            Duration::from_secs(20),
+            "Tern's producer acknowledged after the kill",
+            || {
+                client
+                    .acked()
+                    .into_iter()
+                    .find(|(_, t)| *t > killed)
+                    .map(|(_, t)| t - killed)
+            },
+        );
+        eprintln!("round {round}: Tern's producer: first SEND_OK after {client_ok:?}");
+        if leader.is_none() {
+            client_failovers.push(client_ok);
+        }
         if let Some(l) = leader {
             // Raft elects a new leader first: reported, not held to the master-kill bound.
             eprintln!(
@@ -543,7 +625,12 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
             r2.master
         );
         // Every key acknowledged so far is on the new master.
-        let acked_now: Vec<u64> = sender.acked().iter().map(|(k, _)| *k).collect();
+        let acked_now: Vec<u64> = sender
+            .acked()
+            .iter()
+            .chain(client.acked().iter())
+            .map(|(k, _)| *k)
+            .collect();
         let new_master = r2.master.clone().unwrap();
         let held = keys_at(&new_master);
         let lost: Vec<u64> = acked_now
@@ -609,6 +696,9 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
         },
     );
     let mut acked = sender.stop();
+    let by_client = client.stop();
+    let client_acked = by_client.len();
+    acked.extend(by_client);
     eprintln!(
         "frozen master: {} of 20 sends to it after the election acknowledged",
         late.len()
@@ -623,14 +713,23 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
         .collect();
     assert!(lost.is_empty(), "acknowledged keys lost: {lost:?}");
     failovers.sort();
+    client_failovers.sort();
     eprintln!(
-        "failover (kill -9 to first SEND_OK), {} kills, sorted: {:?}; {} keys acknowledged",
+        "failover (kill -9 to first SEND_OK), {} kills, sorted: {:?}; Tern's producer: {:?}; \
+         {} keys acknowledged ({client_acked} by Tern's producer)",
         failovers.len(),
         failovers,
+        client_failovers,
         acked.len()
     );
     for (i, t) in failovers.iter().enumerate() {
         assert!(*t < FAILOVER_BOUND, "kill {i}: first SEND_OK after {t:?}");
+    }
+    for (i, t) in client_failovers.iter().enumerate() {
+        assert!(
+            *t < FAILOVER_BOUND,
+            "kill {i}: Tern's producer's first SEND_OK after {t:?}"
+        );
     }
 }
 

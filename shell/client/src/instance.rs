@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{
@@ -78,12 +78,17 @@ struct Inner {
     /// (group, queue) → the replica the broker last suggested pulling it from (Java's
     /// `PullAPIWrapper.pullFromWhichNodeTable`; the master when absent).
     pull_from: Mutex<HashMap<(String, MessageQueue), i64>>,
+    /// topic → when a failed request last made its route be fetched again.
+    failure_refresh: Mutex<HashMap<String, Instant>>,
     producers: Mutex<BTreeSet<String>>,
     consumers: Mutex<BTreeMap<String, ConsumerData>>,
     uniq: UniqIdGenerator,
     started: AtomicBool,
     shutdown: Shutdown,
 }
+
+/// Least time between two route refreshes of a topic caused by failed requests.
+const FAILURE_REFRESH_GAP: Duration = Duration::from_millis(100);
 
 static INSTANCE_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -136,6 +141,7 @@ impl ClientInstance {
                 routes: Mutex::new(HashMap::new()),
                 brokers: Mutex::new(HashMap::new()),
                 pull_from: Mutex::new(HashMap::new()),
+                failure_refresh: Mutex::new(HashMap::new()),
                 producers: Mutex::new(BTreeSet::new()),
                 consumers: Mutex::new(BTreeMap::new()),
                 started: AtomicBool::new(false),
@@ -389,6 +395,26 @@ impl ClientInstance {
             table.remove(&(group.to_owned(), queue.clone()));
         } else {
             table.insert((group.to_owned(), queue.clone()), id);
+        }
+    }
+
+    /// Re-fetches `topic`'s route after a request to one of its brokers failed, at most
+    /// once per [`FAILURE_REFRESH_GAP`]: a master that died is gone from the route (and in
+    /// controller mode its successor is in it) long before the periodic refresh.
+    pub async fn refresh_route_after_failure(&self, topic: &str) {
+        {
+            let mut last = self.inner.failure_refresh.guard();
+            let now = Instant::now();
+            if last
+                .get(topic)
+                .is_some_and(|t| now.duration_since(*t) < FAILURE_REFRESH_GAP)
+            {
+                return;
+            }
+            last.insert(topic.to_owned(), now);
+        }
+        if let Err(e) = self.fetch_route(topic).await {
+            log::debug!("route refresh of {topic} after a failure failed: {e}");
         }
     }
 

@@ -476,7 +476,17 @@ impl Producer {
     async fn send_default(&self, p: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
         let cfg = &self.inner.config;
         let deadline = Instant::now() + cfg.send_timeout;
-        let info = self.publish_info(&p.topic).await?;
+        let mut info = self.publish_info(&p.topic).await?;
+        if info.queues.is_empty() {
+            // No broker of the topic has a master in the cached route: one died and its
+            // successor may be registered by now. Ask (at most every 100 ms), not wait
+            // for the periodic refresh.
+            self.inner
+                .client
+                .refresh_route_after_failure(&p.topic)
+                .await;
+            info = self.publish_info(&p.topic).await?;
+        }
         if info.queues.is_empty() {
             return Err(ClientError::NoRoute {
                 topic: p.topic.clone(),
@@ -511,8 +521,14 @@ impl Producer {
             }
             match result {
                 Ok(r) => return Ok(r),
-                Err(e) if e.is_retryable() => {
+                // NotFound: the broker has no master in the route (Java's loop moves on too).
+                Err(e) if e.is_retryable() || matches!(e, ClientError::NotFound(_)) => {
                     log::warn!("send to {queue:?} failed, retrying elsewhere: {e}");
+                    // Its master may be gone, and a new one elected: ask at once.
+                    self.inner
+                        .client
+                        .refresh_route_after_failure(&p.topic)
+                        .await;
                     last_broker = Some(queue.broker_name.clone());
                     last_err = Some(e);
                 }
@@ -536,7 +552,7 @@ impl Producer {
         let addr = match client.master_addr(&queue.broker_name) {
             Some(a) => a,
             None => {
-                client.fetch_route(&queue.topic).await.ok();
+                client.refresh_route_after_failure(&queue.topic).await;
                 client.master_addr(&queue.broker_name).ok_or_else(|| {
                     ClientError::NotFound(format!(
                         "no master address for broker {}",
