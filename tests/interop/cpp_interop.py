@@ -1100,6 +1100,11 @@ def send_only(args, dl):
             r = producer.send_sync(make_msg(topic, key, "TagR", restart_body(key, i, args.big), {"seq": str(i)}))
         except Exception as e:  # noqa: BLE001
             failures.append("#%d: %s" % (i, e))
+            if args.keep_going:
+                # Through a failover: the next key after a pause, as an application would.
+                print("FAILED %s" % key, flush=True)
+                time.sleep(0.05)
+                continue
             progress("send #%d failed: %s" % (i, e))
             if args.stop_on_error or len(failures) >= 5:
                 break
@@ -1195,6 +1200,8 @@ def parse_args(argv):
     ap.add_argument("--group", help="consumer group for --consume-only (default: new, unique)")
     ap.add_argument("--expect-keys", help="file of keys, one a line, for --consume-only")
     ap.add_argument("--stop-on-error", action="store_true", help="--send-only: stop at the first failed send")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="--send-only: after a failed send, pause 50 ms and send the next key (through a failover)")
     ap.add_argument("--big", type=int, default=0,
                     help="--send-only: every tenth body (i %% 10 == 3) gets this many more bytes")
     ap.add_argument("--access-key", help="ACL account: producers and consumers sign their requests")

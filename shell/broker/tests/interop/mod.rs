@@ -447,16 +447,7 @@ pub fn send_acked(
     }
     let mut run = Script::spawn(py, scratch, &args);
     let mut acked = Vec::new();
-    let ack = |line: &str, acked: &mut Vec<String>| {
-        if let Some(rest) = line.strip_prefix("ACK ") {
-            acked.push(
-                rest.split_whitespace()
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-            );
-        }
-    };
+    let ack = |line: &str, acked: &mut Vec<String>| acked.extend(acked_key(line));
     match crash.as_mut() {
         Some((after, kill)) => {
             let end = Instant::now() + Duration::from_secs(120);
@@ -493,6 +484,85 @@ pub fn send_acked(
         }
     }
     acked
+}
+
+/// The key of a send-only `ACK <key> <msgId> <offset>` line.
+fn acked_key(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("ACK ")?;
+    Some(
+        rest.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+/// What a C++ producer did through a crash.
+pub struct Through {
+    /// Every key acknowledged, before and after the crash.
+    pub acked: Vec<String>,
+    /// From the crash to its first acknowledged send after it; `None`: none in the limit.
+    pub resumed_after: Option<Duration>,
+}
+
+/// Sends `count` keys with the C++ producer, which pauses 50 ms after a failed send and
+/// goes on with the next key (`--keep-going`); once `kill_after` are acknowledged calls
+/// `crash`, then reads on until the producer is done or `limit` after the crash.
+pub fn send_through_crash(
+    py: &Path,
+    scratch: &Scratch,
+    (namesrv, topic): (&str, &str),
+    (count, kill_after): (u32, usize),
+    crash: &mut dyn FnMut(),
+    limit: Duration,
+) -> Through {
+    let count_s = count.to_string();
+    let args = [
+        "--namesrv",
+        namesrv,
+        "--send-only",
+        "--keep-going",
+        "--topic",
+        topic,
+        "--count",
+        &count_s,
+        "--prefix",
+        "TernRestart",
+        "--deadline",
+        "230",
+        // RocketMQ's default send timeout: a send in flight at the crash waits it out.
+        "--send-timeout-ms",
+        "3000",
+    ];
+    let mut run = Script::spawn(py, scratch, &args);
+    let mut acked = Vec::new();
+    let end = Instant::now() + Duration::from_secs(120);
+    while acked.len() < kill_after {
+        let left = end.saturating_duration_since(Instant::now());
+        let line = run.next_line(left).unwrap_or_else(|| {
+            panic!(
+                "producer stopped or stalled after {} acknowledged sends (wanted {kill_after} \
+                 before the crash)",
+                acked.len()
+            )
+        });
+        acked.extend(acked_key(&line));
+    }
+    eprintln!("crash after {} acknowledged sends", acked.len());
+    crash();
+    let crashed = Instant::now();
+    let mut resumed_after = None;
+    while let Some(line) = run.next_line(limit.saturating_sub(crashed.elapsed())) {
+        if let Some(k) = acked_key(&line) {
+            resumed_after.get_or_insert_with(|| crashed.elapsed());
+            acked.push(k);
+        }
+    }
+    run.kill();
+    Through {
+        acked,
+        resumed_after,
+    }
 }
 
 pub fn consume_acked(
