@@ -143,6 +143,8 @@ struct Cluster {
     _ns: Proc,
     broker_ports: Vec<u16>,
     brokers: Vec<Option<Proc>>,
+    /// Configuration lines every broker started from now on gets too.
+    extra_conf: String,
 }
 
 impl Cluster {
@@ -200,6 +202,7 @@ impl Cluster {
             _ns: ns,
             broker_ports: ports[4..].to_vec(),
             brokers: vec![None, None, None],
+            extra_conf: String::new(),
         }
     }
 
@@ -213,10 +216,11 @@ impl Cluster {
                  enableControllerMode=true\ncontrollerAddr={}\nallAckInSyncStateSet=true\n\
                  syncBrokerMetadataPeriod=1000\ncheckSyncStateSetPeriod=500\n\
                  brokerHeartbeatInterval=300\ncontrollerHeartBeatTimeoutMills=3000\n\
-                 haSendHeartbeatInterval=200\nenableProxy=false\n",
+                 haSendHeartbeatInterval=200\nenableProxy=false\n{}",
                 self.namesrv,
                 dir.join("store").display(),
                 self.controllers.join(";"),
+                self.extra_conf,
             ),
         );
         let listen = format!("127.0.0.1:{}", self.broker_ports[i]);
@@ -352,20 +356,23 @@ fn controller_leader(controllers: &[String]) -> Option<usize> {
     })
 }
 
-/// Sends key `k` over `c`; true on SEND_OK.
-async fn send(c: &Connection, k: u64) -> bool {
+/// Sends key `k` over `c`; the answer, if one came.
+async fn send_answer(c: &Connection, k: u64) -> Option<RemotingCommand> {
     let key = format!("k{k}");
     let m = msg(TOPIC, key.as_bytes(), &[("KEYS", key.as_str())]);
-    match c
-        .request(
-            send_v2(&m, (k % QUEUES as u64) as i32),
-            Duration::from_secs(5),
-        )
+    c.request(
+        send_v2(&m, (k % QUEUES as u64) as i32),
+        Duration::from_secs(5),
+    )
+    .await
+    .ok()
+}
+
+/// Sends key `k` over `c`; true on SEND_OK.
+async fn send(c: &Connection, k: u64) -> bool {
+    send_answer(c, k)
         .await
-    {
-        Ok(r) => r.response_code() == ResponseCode::Success,
-        Err(_) => false,
-    }
+        .is_some_and(|r| r.response_code() == ResponseCode::Success)
 }
 
 /// Every key the broker at `addr` holds in the topic.
@@ -782,4 +789,55 @@ fn cpp_client_messages_acknowledged_before_a_failover_are_consumed_from_the_new_
     assert_eq!(after.len(), 50);
     acked.extend(after);
     interop::consume_acked(&py, &scratch, &c.namesrv, topic, &acked, &[]);
+}
+
+#[test]
+fn sends_are_refused_while_the_sync_state_set_is_smaller_than_min_in_sync_replicas() {
+    let _serial = interop::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(dir.path());
+    c.extra_conf = "minInSyncReplicas=2\nhaMaxTimeSlaveNotCatchup=2000\n".into();
+    c.start_set(TOPIC, QUEUES);
+    let master = replica_info(&c.controllers).unwrap().master.unwrap();
+    let m = c.index_of(&master);
+    let answer = |k: u64| {
+        run(async {
+            let conn =
+                Connection::connect(&master, ConnectionConfig::default(), Duration::from_secs(2))
+                    .await
+                    .unwrap();
+            send_answer(&conn, k).await.expect("an answer")
+        })
+    };
+    assert_eq!(answer(1).response_code(), ResponseCode::Success);
+    // Both slaves die: the master drops them from the set, leaving itself alone.
+    let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
+    for i in &slaves {
+        c.kill9(*i);
+    }
+    eventually(
+        Duration::from_secs(30),
+        "a SyncStateSet of the master alone",
+        || replica_info(&c.controllers).filter(|r| r.set.len() == 1),
+    );
+    let refused = answer(2);
+    assert_eq!(refused.response_code(), ResponseCode::SystemError);
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("in-sync replicas not enough")
+    );
+    assert!(
+        !keys_at(&master).contains(&2),
+        "a refused send is not stored"
+    );
+    // One slave back and caught up: two in sync, sends are taken again.
+    c.start_broker(slaves[0]);
+    eventually(Duration::from_secs(30), "the slave back in the set", || {
+        replica_info(&c.controllers).filter(|r| r.set.len() == 2)
+    });
+    let taken = eventually(Duration::from_secs(10), "a send taken again", || {
+        let r = answer(3);
+        (r.response_code() == ResponseCode::Success).then_some(r)
+    });
+    assert_eq!(taken.response_code(), ResponseCode::Success);
 }

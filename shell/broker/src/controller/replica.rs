@@ -129,6 +129,13 @@ impl Replica {
         set
     }
 
+    /// RocketMQ's `inSyncReplicasNums`: the SyncStateSet's size, or while a change is
+    /// proposed the larger of it and the proposal; never below 1 (the master itself).
+    pub fn in_sync_replicas(&self) -> usize {
+        let known = self.known.guard().sync_state_set.len();
+        known.max(self.proposed.guard().len()).max(1)
+    }
+
     /// True until the manager learned a role.
     pub fn is_fenced(&self) -> bool {
         self.fenced.load(std::sync::atomic::Ordering::Acquire)

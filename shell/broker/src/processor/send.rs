@@ -142,6 +142,17 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
             "service not available now: this broker is a slave, messages are put to its master",
         );
     }
+    if let Some(cm) = &ctx.controller {
+        // RocketMQ's check before the append (`CommitLog.asyncPutMessage`), answered as
+        // its SendMessageProcessor answers IN_SYNC_REPLICAS_NOT_ENOUGH.
+        if cm.replica.in_sync_replicas() < ctx.config.controller.min_in_sync_replicas {
+            return RemotingCommand::error_response(
+                req,
+                ResponseCode::SystemError,
+                "in-sync replicas not enough",
+            );
+        }
+    }
     let topic = match topic_for_send(ctx, req, &h) {
         Ok(t) => t,
         Err(resp) => return resp,
