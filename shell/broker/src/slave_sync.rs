@@ -46,6 +46,7 @@ pub async fn sync_once(ctx: &BrokerCtx, master_addr: &str) -> Result<(), String>
         sync_consumer_offsets(ctx, master_addr).await,
         sync_delay_offsets(ctx, master_addr).await,
         sync_groups(ctx, master_addr).await,
+        sync_timer_progress(ctx, master_addr).await,
     ];
     let mut first = Ok(());
     for r in results {
@@ -123,6 +124,25 @@ async fn sync_groups(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// In controller mode, where this replica may be promoted: the master's timer checkpoint
+/// (RocketMQ's `syncTimerCheckPoint`), kept by the timer for the promotion.
+async fn sync_timer_progress(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
+    if ctx.controller.is_none() {
+        return Ok(());
+    }
+    let code = RequestCode::GetTimerCheckPoint;
+    let resp = ask(ctx, addr, code).await?;
+    if resp.response_code() != ResponseCode::Success {
+        // No checkpoint there yet (a timer that has not run a flush interval): nothing
+        // to take over.
+        return Ok(());
+    }
+    let c = crate::timer::progress::decode(&resp.body)
+        .ok_or_else(|| format!("{code:?}: the body is not a timer checkpoint"))?;
+    ctx.timer.note_master_progress(c, ctx.store.log_end());
+    Ok(())
+}
+
 /// The wire table's queue ids as `i32`; an id out of range cannot name a queue and is
 /// dropped.
 fn offset_table(w: ConsumerOffsetSerializeWrapper) -> BTreeMap<String, BTreeMap<i32, i64>> {
@@ -139,21 +159,26 @@ fn offset_table(w: ConsumerOffsetSerializeWrapper) -> BTreeMap<String, BTreeMap<
         .collect()
 }
 
+/// Sends `code` (no header) to the master; its answer.
+async fn ask(ctx: &BrokerCtx, addr: &str, code: RequestCode) -> Result<RemotingCommand, String> {
+    let req = ctx.signed(RemotingCommand::request_code(code));
+    match ctx.master_conn.invoke(addr, req, REQUEST_TIMEOUT).await {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            // A timed-out connection may be wedged: the next request dials afresh.
+            ctx.master_conn.close(addr).await;
+            Err(format!("{code:?}: {e}"))
+        }
+    }
+}
+
 /// Sends `code` (no header) to the master and decodes a SUCCESS answer's JSON body.
 async fn fetch<T: DeserializeOwned>(
     ctx: &BrokerCtx,
     addr: &str,
     code: RequestCode,
 ) -> Result<T, String> {
-    let req = ctx.signed(RemotingCommand::request_code(code));
-    let resp = match ctx.master_conn.invoke(addr, req, REQUEST_TIMEOUT).await {
-        Ok(r) => r,
-        Err(e) => {
-            // A timed-out connection may be wedged: the next request dials afresh.
-            ctx.master_conn.close(addr).await;
-            return Err(format!("{code:?}: {e}"));
-        }
-    };
+    let resp = ask(ctx, addr, code).await?;
     if resp.response_code() != ResponseCode::Success {
         return Err(format!(
             "{code:?}: code {} {}",

@@ -135,7 +135,24 @@ pub struct TimerDriver<W: Media, D: Directory<Error = W::Error>, C: Media<Error 
     passed: Option<(u64, u64)>,
     /// Progress to checkpoint once the log is durable past the offset beside it.
     pending: Option<(Progress, u64)>,
+    /// The last progress checkpointed, and the log end its copies lie below.
+    checkpointed: Option<(Progress, u64)>,
+    /// Taken over from an old master ([`TimerDriver::adopt`]): timer-queue entries below
+    /// the offset whose slot is before the time were delivered there.
+    adopted: Option<(u64, i64)>,
     stats: DriverStats,
+}
+
+/// Delivery and filing progress a checkpoint recorded, for a replica that may take over
+/// ([`TimerDriver::checkpointed`], [`TimerDriver::adopt`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// Slots before this were delivered (RocketMQ `lastReadTimeMs`).
+    pub read_time: i64,
+    /// Timer-queue entries below this were filed or handled (`lastTimerQueueOffset`).
+    pub queue_offset: u64,
+    /// Every copy those deliveries stored lies below this commit-log offset.
+    pub log_end: u64,
 }
 
 type Res<T, E> = Result<T, Failure<E>>;
@@ -154,9 +171,39 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             next_entry: timer.queue_offset(),
             passed: None,
             pending: None,
+            checkpointed: None,
+            adopted: None,
             stats: DriverStats::default(),
             timer,
         }
+    }
+
+    /// The progress of the last checkpoint this driver wrote, for a slave to take over
+    /// from (RocketMQ's GET_TIMER_CHECK_POINT).
+    pub fn checkpointed(&self) -> Option<Checkpointed> {
+        self.checkpointed.map(|(p, log_end)| Checkpointed {
+            read_time: p.read_time,
+            queue_offset: p.queue_offset,
+            log_end,
+        })
+    }
+
+    /// A replica promoted to master takes over delivery from its old master's checkpoint
+    /// `c` (RocketMQ's slave adopts the master's `lastReadTimeMs`), which the caller
+    /// checked its log holds the copies of (`c.log_end` at most its log end): the slots
+    /// before `c.read_time` were delivered there, so delivery here starts at it, and
+    /// timer-queue entries below `c.queue_offset` that are due before it need nothing
+    /// more. Never moves delivery back.
+    pub fn adopt(&mut self, c: Checkpointed) {
+        let read_time = c.read_time.div_euclid(self.precision) * self.precision;
+        if read_time > self.read_time {
+            self.read_time = read_time;
+            self.resume = None;
+            self.reading = false;
+            self.recalled = None;
+            self.late = None;
+        }
+        self.adopted = Some((c.queue_offset, read_time));
     }
 
     /// The timer.
@@ -313,6 +360,15 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
             return Ok(self.drop_entry(q));
         };
         let slot_ms = rec.out_ms.div_euclid(self.precision) * self.precision;
+        match self.adopted {
+            // The old master filed it and delivered its slot: nothing more to do here.
+            Some((below, before)) if q < below && slot_ms < before => {
+                self.pass(q, 0);
+                return Ok(Step::Next);
+            }
+            Some((below, _)) if q >= below => self.adopted = None,
+            _ => {}
+        }
         // A slot already read, or being read (its walk took its newest unit): too late
         // to file into it, so it is due now. The slot is compared, not TIMER_OUT_MS (the
         // put path writes them equal): a time off the grid would otherwise be filed into
@@ -589,6 +645,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                 self.timer
                     .checkpoint(p.read_time, p.resume, p.queue_offset)
                     .map_err(Failure::Checkpoint)?;
+                self.checkpointed = Some((p, end));
                 self.pending = None;
                 return Ok(true);
             }

@@ -145,6 +145,7 @@ impl Processor for BrokerProcessor {
             RequestCode::GetBrokerConfig => admin::broker_config(ctx, &req),
             RequestCode::UpdateBrokerConfig => admin::update_broker_config(ctx, &req).await,
             RequestCode::GetAllDelayOffset => crate::schedule::all_delay_offsets(ctx, &req),
+            RequestCode::GetTimerCheckPoint => crate::timer::progress::get_checkpoint(ctx, &req),
             RequestCode::PopMessage => crate::pop::receive::pop(ctx, &req).await,
             RequestCode::PeekMessage => crate::pop::receive::peek(ctx, &req).await,
             RequestCode::Notification => crate::pop::notification::notification(ctx, &req).await,

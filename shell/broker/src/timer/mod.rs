@@ -22,7 +22,9 @@ use event_listener::Event;
 use tern_engine::consumequeue::Entry;
 use tern_engine::record::MessageIn;
 use tern_engine::timer::TIMER_TOPIC;
-use tern_engine::timer::driver::{self, Failure, Put, QueueEntry, Refusal, Unreadable};
+use tern_engine::timer::driver::{
+    self, Checkpointed, Failure, Put, QueueEntry, Refusal, Unreadable,
+};
 use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
 use tern_engine_fs::timer_files::{TimerOpenError, open_timer};
 use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
@@ -32,6 +34,7 @@ use crate::BrokerCtx;
 use crate::store::{PutError, StoreService};
 
 pub mod message;
+pub mod progress;
 pub mod recall;
 pub mod settings;
 
@@ -54,6 +57,10 @@ pub struct TimerService {
     /// Why the timer stopped (a failed sync), if it did.
     failed: OnceLock<String>,
     stats: Stats,
+    /// The last checkpoint the task wrote (GET_TIMER_CHECK_POINT answers it).
+    checkpointed: Mutex<Option<Checkpointed>>,
+    /// Slave side: the newest checkpoint of the master whose copies this log holds.
+    master_progress: Mutex<Option<Checkpointed>>,
 }
 
 /// Counters and gauges for GET_BROKER_RUNTIME_INFO and the logs, copied from the driver
@@ -149,12 +156,14 @@ impl TimerService {
             wake: Event::new(),
             failed: OnceLock::new(),
             stats: Stats::default(),
+            checkpointed: Mutex::new(None),
+            master_progress: Mutex::new(None),
         };
         if let Some(why) = unavailable {
             let _ = svc.failed.set(why);
         }
         if let Some(s) = svc.lock().as_ref() {
-            svc.stats.show(&s.driver);
+            svc.stats.show(&s.driver, &svc.checkpointed);
         }
         Ok(svc)
     }
@@ -166,6 +175,23 @@ impl TimerService {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<State>> {
         self.state.guard()
+    }
+
+    /// The last checkpoint written here, if any.
+    pub fn checkpointed(&self) -> Option<Checkpointed> {
+        *self.checkpointed.guard()
+    }
+
+    /// Slave side: notes the master's checkpoint `c`, kept only when this replica's log
+    /// (ending at `log_end`) holds every copy it counts and it is newer than the one kept.
+    pub fn note_master_progress(&self, c: Checkpointed, log_end: u64) {
+        if c.log_end > log_end {
+            return;
+        }
+        let mut kept = self.master_progress.guard();
+        if kept.is_none_or(|k| (k.read_time, k.queue_offset) <= (c.read_time, c.queue_offset)) {
+            *kept = Some(c);
+        }
     }
 
     /// Reput dispatched an entry to `topic`: wakes the task for the timer topic.
@@ -221,7 +247,10 @@ impl TimerService {
 }
 
 impl Stats {
-    fn show(&self, d: &FsDriver) {
+    fn show(&self, d: &FsDriver, checkpointed: &Mutex<Option<Checkpointed>>) {
+        if let Some(c) = d.checkpointed() {
+            *checkpointed.guard() = Some(c);
+        }
         self.read_time_ms.store(d.read_time(), Ordering::Relaxed);
         self.queue_offset
             .store(d.timer().queue_offset(), Ordering::Relaxed);
@@ -251,10 +280,24 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     let Some(mut state) = ctx.timer.lock().take() else {
         return;
     };
+    let mut was_slave = false;
     while !ctx.shutdown.is_triggered() {
         // Listen before the round: an entry dispatched during it is not missed.
         let woken = ctx.timer.wake.listen();
+        if !ctx.role.is_slave() && std::mem::take(&mut was_slave) {
+            // Promoted: delivery goes on from where the old master's checkpoint says.
+            if let Some(c) = ctx.timer.master_progress.guard().take() {
+                log::info!(
+                    "timer: taking over from the old master's checkpoint: slots before {} \
+                     delivered, {} timer-queue entries filed there",
+                    c.read_time,
+                    c.queue_offset
+                );
+                state.driver.adopt(c);
+            }
+        }
         if ctx.role.is_slave() {
+            was_slave = true;
             // Controller mode: a replica runs its timer only while it is master (a
             // slave's log is its master's; the timer resumes from its own checkpoint
             // when this replica is promoted).
@@ -310,7 +353,7 @@ fn round(ctx: &BrokerCtx, st: &mut State) -> Next {
     let done = st
         .driver
         .round(&StoreSource(&ctx.store), &mut sink, now_ms(), due);
-    ctx.timer.stats.show(&st.driver);
+    ctx.timer.stats.show(&st.driver, &ctx.timer.checkpointed);
     match done {
         Ok(r) => {
             if r.checkpointed {
