@@ -40,6 +40,39 @@ fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), stdout)
 }
 
+/// The C++ push consumer reads `topic` through `namesrv` until every key in `keys_file`
+/// came (`--consume-only`); returns (success, stdout).
+fn cpp_consume_keys(
+    py: &Path,
+    home: &Path,
+    namesrv: &str,
+    topic: &str,
+    keys_file: &Path,
+    prefix: &str,
+) -> (bool, String) {
+    script(
+        py,
+        home,
+        &[
+            "--namesrv",
+            namesrv,
+            "--consume-only",
+            "--topic",
+            topic,
+            "--expect-keys",
+            keys_file.to_str().unwrap(),
+            "--prefix",
+            prefix,
+            "--consume-timeout",
+            "40",
+            "--grace",
+            "0.5",
+            "--deadline",
+            "60",
+        ],
+    )
+}
+
 #[test]
 fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
     let Some(py) = python_or_skip("cpp_client_and_our_push_consumer_exchange_messages_intact")
@@ -145,27 +178,7 @@ fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
         p.shutdown().await;
         let file = home.path().join("keys.txt");
         std::fs::write(&file, keys.join("\n") + "\n").unwrap();
-        let (ok, out) = script(
-            &py,
-            home.path(),
-            &[
-                "--namesrv",
-                &b.namesrv,
-                "--consume-only",
-                "--topic",
-                topic,
-                "--expect-keys",
-                file.to_str().unwrap(),
-                "--prefix",
-                "TernCross",
-                "--consume-timeout",
-                "40",
-                "--grace",
-                "0.5",
-                "--deadline",
-                "60",
-            ],
-        );
+        let (ok, out) = cpp_consume_keys(&py, home.path(), &b.namesrv, topic, &file, "TernCross");
         assert!(ok, "C++ consumer did not get every message:\n{out}");
         let consumed = out
             .lines()
@@ -188,27 +201,7 @@ fn cpp_consumer_pulls_from_the_slave_its_master_suggests() {
     let admin = tern_client::Admin::new(master.client_config()).unwrap();
     let served = |addr: &str| run(crate::replication::messages_served(&admin, addr));
     let slave_before = served(&slave.addr);
-    let (ok, out) = script(
-        &py,
-        home.path(),
-        &[
-            "--namesrv",
-            &ns.addr,
-            "--consume-only",
-            "--topic",
-            topic,
-            "--expect-keys",
-            file.to_str().unwrap(),
-            "--prefix",
-            "TernSlaveRead",
-            "--consume-timeout",
-            "40",
-            "--grace",
-            "0.5",
-            "--deadline",
-            "60",
-        ],
-    );
+    let (ok, out) = cpp_consume_keys(&py, home.path(), &ns.addr, topic, &file, "TernSlaveRead");
     assert!(ok, "C++ consumer did not get every message:\n{out}");
     let from_slave = served(&slave.addr) - slave_before;
     let from_master = served(&master.addr);

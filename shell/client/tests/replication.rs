@@ -22,6 +22,28 @@ fn msg(i: usize) -> Message {
     Message::new(TOPIC, format!("replicated {i}")).with_keys([format!("k{i}")])
 }
 
+/// A started push consumer of `TOPIC` from its first offset, through `broker`'s name
+/// server, and the keys it has consumed.
+async fn keys_consumer(
+    mut cfg: PushConsumerConfig,
+    broker: &Broker,
+) -> (PushConsumer, Arc<Mutex<BTreeSet<String>>>) {
+    cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
+    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let c = PushConsumer::new(cfg, broker.client_config()).unwrap();
+    c.subscribe(TOPIC, "*").unwrap();
+    let log = seen.clone();
+    c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+        let mut l = log.lock().unwrap();
+        for m in msgs {
+            l.insert(m.properties.get("KEYS").cloned().unwrap_or_default());
+        }
+        ConsumeStatus::Success
+    });
+    c.start().await.unwrap();
+    (c, seen)
+}
+
 #[test]
 fn acknowledged_messages_are_read_from_the_slave_after_the_master_is_killed() {
     let ns = NameSrv::start();
@@ -58,21 +80,8 @@ fn acknowledged_messages_are_read_from_the_slave_after_the_master_is_killed() {
     });
     master.kill9();
 
-    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     run(async {
-        let mut cfg = PushConsumerConfig::new("ha-cg");
-        cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-        let c = PushConsumer::new(cfg, slave.client_config()).unwrap();
-        c.subscribe(TOPIC, "*").unwrap();
-        let log = seen.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            let mut l = log.lock().unwrap();
-            for m in msgs {
-                l.insert(m.properties.get("KEYS").cloned().unwrap_or_default());
-            }
-            ConsumeStatus::Success
-        });
-        c.start().await.unwrap();
+        let (c, seen) = keys_consumer(PushConsumerConfig::new("ha-cg"), &slave).await;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !acked.is_subset(&seen.lock().unwrap()) {
             assert!(
@@ -139,21 +148,9 @@ fn pulls_go_to_the_slave_a_master_suggests_and_back_when_caught_up() {
         let sent: BTreeSet<String> = keys.into_iter().collect();
         let admin = tern_client::Admin::new(master.client_config()).unwrap();
         let slave_before = messages_served(&admin, &slave.addr).await;
-        let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
         let mut cfg = PushConsumerConfig::new("read-cg");
-        cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
         cfg.pull_batch_size = 8;
-        let c = PushConsumer::new(cfg, master.client_config()).unwrap();
-        c.subscribe(TOPIC, "*").unwrap();
-        let log = seen.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            let mut l = log.lock().unwrap();
-            for m in msgs {
-                l.insert(m.properties.get("KEYS").cloned().unwrap_or_default());
-            }
-            ConsumeStatus::Success
-        });
-        c.start().await.unwrap();
+        let (c, seen) = keys_consumer(cfg, &master).await;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !sent.is_subset(&seen.lock().unwrap()) {
             assert!(Instant::now() < deadline, "not every message consumed");

@@ -430,17 +430,7 @@ pub fn send_acked(
     extra: &[&str],
 ) -> Vec<String> {
     let count_s = count.to_string();
-    let mut args = vec![
-        "--namesrv",
-        namesrv,
-        "--send-only",
-        "--topic",
-        topic,
-        "--count",
-        &count_s,
-        "--prefix",
-        "TernRestart",
-    ];
+    let mut args = send_only_args(namesrv, topic, &count_s);
     args.extend_from_slice(extra);
     if crash.is_some() {
         args.push("--stop-on-error");
@@ -486,6 +476,21 @@ pub fn send_acked(
     acked
 }
 
+/// The script's arguments for the C++ producer sending `count` keys to `topic`.
+fn send_only_args<'a>(namesrv: &'a str, topic: &'a str, count: &'a str) -> Vec<&'a str> {
+    vec![
+        "--namesrv",
+        namesrv,
+        "--send-only",
+        "--topic",
+        topic,
+        "--count",
+        count,
+        "--prefix",
+        "TernRestart",
+    ]
+}
+
 /// The key of a send-only `ACK <key> <msgId> <offset>` line.
 fn acked_key(line: &str) -> Option<String> {
     let rest = line.strip_prefix("ACK ")?;
@@ -517,23 +522,15 @@ pub fn send_through_crash(
     limit: Duration,
 ) -> Through {
     let count_s = count.to_string();
-    let args = [
-        "--namesrv",
-        namesrv,
-        "--send-only",
+    let mut args = send_only_args(namesrv, topic, &count_s);
+    // RocketMQ's default send timeout: a send in flight at the crash waits it out.
+    args.extend_from_slice(&[
         "--keep-going",
-        "--topic",
-        topic,
-        "--count",
-        &count_s,
-        "--prefix",
-        "TernRestart",
         "--deadline",
         "230",
-        // RocketMQ's default send timeout: a send in flight at the crash waits it out.
         "--send-timeout-ms",
         "3000",
-    ];
+    ]);
     let mut run = Script::spawn(py, scratch, &args);
     let mut acked = Vec::new();
     let end = Instant::now() + Duration::from_secs(120);
