@@ -99,3 +99,47 @@ pub fn open_timer(
         .map_err(|e| TimerOpenError::Dir(StoreError::io(&cp_path, e)))?;
     Timer::open(wheel, log, cp, cfg, log_end, now_ms).map_err(TimerOpenError::Engine)
 }
+
+/// The mark of a timer to be rebuilt (`<store>/config/timer.reset`).
+fn reset_mark(layout: &StoreLayout) -> std::path::PathBuf {
+    layout.config_dir().join("timer.reset")
+}
+
+/// Marks the timer at `layout` to be rebuilt empty before it runs again
+/// ([`clear_timer`]), durably. Written before the commit log is cut under it: its units
+/// and filing place may then name records the cut takes.
+pub fn mark_timer_reset(layout: &StoreLayout) -> Result<(), StoreError> {
+    let dir = layout.config_dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| StoreError::io(&dir, FsError::io(FsOp::Create, &e)))?;
+    create_zeroed(&reset_mark(layout), &dir, 0).map(drop)
+}
+
+/// Whether the timer at `layout` is marked to be rebuilt.
+pub fn timer_reset_marked(layout: &StoreLayout) -> bool {
+    reset_mark(layout).exists()
+}
+
+/// Deletes the timer's files (checkpoint, wheel, log segments), then its reset mark: the
+/// next [`open_timer`] starts it empty. The timer must not be open. A crash midway leaves
+/// the mark, and the next call finishes the work.
+pub fn clear_timer(layout: &StoreLayout) -> Result<(), StoreError> {
+    let gone = |path: &std::path::Path, r: std::io::Result<()>| match r {
+        Err(e) if e.kind() != ErrorKind::NotFound => {
+            Err(StoreError::io(path, FsError::io(FsOp::Remove, &e)))
+        }
+        _ => Ok(()),
+    };
+    let cp = layout.timer_checkpoint_path();
+    gone(&cp, std::fs::remove_file(&cp))?;
+    let wheel = layout.timer_wheel_path();
+    gone(&wheel, std::fs::remove_file(&wheel))?;
+    let log = layout.timer_log_dir();
+    gone(&log, std::fs::remove_dir_all(&log))?;
+    let root = layout.root();
+    sync_dir(root).map_err(|e| StoreError::io(root, e))?;
+    let mark = reset_mark(layout);
+    gone(&mark, std::fs::remove_file(&mark))?;
+    let dir = layout.config_dir();
+    sync_dir(&dir).map_err(|e| StoreError::io(&dir, e))
+}

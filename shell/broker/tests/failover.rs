@@ -941,3 +941,122 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
             .join("\n")
     );
 }
+
+#[test]
+fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_when_promoted() {
+    let _serial = interop::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(dir.path());
+    if std::env::var_os("TERN_FAILOVER_KEEP").is_some() {
+        eprintln!("keeping {}", dir.keep().display());
+    }
+    c.start_set(TOPIC, QUEUES);
+    let a_addr = replica_info(&c.controllers).unwrap().master.unwrap();
+    let a = c.index_of(&a_addr);
+    let others: Vec<usize> = (0..3).filter(|i| *i != a).collect();
+    // 1. The slaves frozen, messages sent to A are stored there but never acknowledged
+    //    (sent oneway: nobody waits for the slaves' timeout). A frozen slave's socket
+    //    still takes what fits in its buffers, so 24 MiB of filler go first: the timer
+    //    messages after them stay in A's tail alone, filed by A's timer.
+    for i in &others {
+        c.brokers[*i].as_ref().unwrap().signal("-STOP");
+    }
+    run(async {
+        let conn =
+            Connection::connect(&a_addr, ConnectionConfig::default(), Duration::from_secs(2))
+                .await
+                .unwrap();
+        let filler = vec![b'f'; 256 << 10];
+        for i in 0..96u64 {
+            let m = msg(TOPIC, &filler, &[("KEYS", "filler")]);
+            conn.oneway(send_v2(&m, (i % QUEUES as u64) as i32))
+                .await
+                .unwrap();
+        }
+        for i in 0..40u64 {
+            let key = format!("k{}", 7_000_000_000 + i);
+            let m = msg(
+                TOPIC,
+                key.as_bytes(),
+                &[("KEYS", key.as_str()), ("TIMER_DELAY_MS", "40000")],
+            );
+            conn.oneway(send_v2(&m, (i % QUEUES as u64) as i32))
+                .await
+                .unwrap();
+        }
+    });
+    // Flushed (ASYNC_FLUSH, 500 ms) and filed by A's timer.
+    std::thread::sleep(Duration::from_millis(2_000));
+    // 2. A dies; the slaves wake and one of them, B, is elected.
+    c.kill9(a);
+    for i in &others {
+        c.brokers[*i].as_ref().unwrap().signal("-CONT");
+    }
+    let b_addr = eventually(Duration::from_secs(20), "a new master", || {
+        replica_info(&c.controllers)
+            .and_then(|r| r.master)
+            .filter(|m| *m != a_addr)
+    });
+    // 3. Timer messages B acknowledges take the timer-queue offsets of A's cut tail (once
+    //    B takes sends: its new set must hold them first).
+    eventually(Duration::from_secs(20), "B acknowledging sends", || {
+        run(async {
+            let conn =
+                Connection::connect(&b_addr, ConnectionConfig::default(), Duration::from_secs(2))
+                    .await
+                    .ok()?;
+            send(&conn, 9_000_000_000).await.then_some(())
+        })
+    });
+    let acked: Vec<u64> = (0..20).map(|i| 8_000_000_000 + i).collect();
+    for k in &acked {
+        assert!(
+            send_timer(&b_addr, *k, 40_000),
+            "timer message {k} acknowledged"
+        );
+    }
+    // 4. A restarts, cuts its tail (marking its timer for a rebuild) and rejoins; it copies
+    //    B's timer checkpoint on its next metadata sync (10 s).
+    c.start_broker(a);
+    eventually(Duration::from_secs(30), "A back in the set", || {
+        replica_info(&c.controllers).filter(|r| r.set.len() == 3)
+    });
+    assert!(
+        c.broker_log(a).contains("cutting this replica's log"),
+        "A cut no tail:\n{}",
+        c.broker_log(a)
+    );
+    std::thread::sleep(Duration::from_secs(12));
+    // 5. B and the third broker die: A, the member left, is elected.
+    for i in others {
+        c.kill9(i);
+    }
+    eventually(Duration::from_secs(30), "A master again", || {
+        replica_info(&c.controllers).filter(|r| r.master.as_deref() == Some(a_addr.as_str()))
+    });
+    // 6. Each timer message B acknowledged is delivered once, by A.
+    eventually(
+        Duration::from_secs(60),
+        "B's timer messages delivered by A",
+        || {
+            let held = key_counts(&a_addr);
+            acked.iter().all(|k| held.contains_key(k)).then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let counts = key_counts(&a_addr);
+    let wrong: Vec<(u64, usize)> = acked
+        .iter()
+        .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 1)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "acknowledged timer messages not delivered exactly once: {wrong:?}\n{}",
+        c.broker_log(a)
+            .lines()
+            .filter(|l| l.contains("timer") || l.contains("cutting"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

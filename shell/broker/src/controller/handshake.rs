@@ -171,6 +171,12 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
         log::warn!(
             "cutting this replica's log from {end} to {point}, where it parts from the master's"
         );
+        // Marked first: a crash between the two leaves a timer rebuilt for nothing, never
+        // one naming records the cut took.
+        let root = ctx.config.store_root.clone();
+        runtime::spawn_blocking(move || crate::timer::mark_for_rebuild(&root))
+            .await
+            .map_err(|e| format!("marking the timer for a rebuild: {e}"))?;
         ctx.store
             .truncate_log(point as u64)
             .await

@@ -26,7 +26,9 @@ use tern_engine::timer::driver::{
     self, Checkpointed, Failure, Put, QueueEntry, Refusal, Unreadable,
 };
 use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
-use tern_engine_fs::timer_files::{TimerOpenError, open_timer};
+use tern_engine_fs::timer_files::{
+    TimerOpenError, clear_timer, mark_timer_reset, open_timer, timer_reset_marked,
+};
 use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
 use tern_shell::runtime::{self, now_ms};
 
@@ -50,6 +52,8 @@ type FsDriver = TimerDriver<MappedFile, FileDirectory, MappedFile>;
 #[derive(Debug)]
 pub struct TimerService {
     settings: TimerSettings,
+    /// The store's root, where the timer's files are.
+    root: std::path::PathBuf,
     /// The wheel and the task's place in it; the task holds it while it runs a round.
     state: Mutex<Option<State>>,
     /// Wakes the task: a timer-topic entry was dispatched.
@@ -95,6 +99,13 @@ impl TimerService {
         let mut unavailable = None;
         let opened = if run && settings.enabled && !settings.pass_through {
             let started = Instant::now();
+            let layout = StoreLayout::new(root);
+            if timer_reset_marked(&layout) {
+                // The log was cut under it (a replica rejoining a new master): its units
+                // may name records the cut took. Rebuilt from the timer topic.
+                log::warn!("timer: marked for a rebuild after a cut of the log: starting it empty");
+                clear_timer(&layout).map_err(|e| format!("clearing the timer: {e}"))?;
+            }
             match open_timer(
                 &StoreLayout::new(root),
                 settings.engine(),
@@ -152,6 +163,7 @@ impl TimerService {
         };
         let svc = TimerService {
             settings,
+            root: root.to_path_buf(),
             state: Mutex::new(state),
             wake: Event::new(),
             failed: OnceLock::new(),
@@ -192,6 +204,21 @@ impl TimerService {
         if kept.is_none_or(|k| (k.read_time, k.queue_offset) <= (c.read_time, c.queue_offset)) {
             *kept = Some(c);
         }
+    }
+
+    /// Reopens a timer marked for a rebuild empty (its files deleted): it files the timer
+    /// topic again from its start, under the old master's checkpoint when it adopts one.
+    fn rebuild(&self, state: State, store: &StoreService) -> Result<State, String> {
+        drop(state);
+        let layout = StoreLayout::new(&self.root);
+        clear_timer(&layout).map_err(|e| format!("clearing the timer: {e}"))?;
+        let (timer, _) = open_timer(&layout, self.settings.engine(), store.log_end(), now_ms())
+            .map_err(|e| format!("reopening the timer: {e}"))?;
+        log::warn!("timer: rebuilt empty after a cut of the log; filing the timer topic again");
+        Ok(State {
+            driver: TimerDriver::new(timer),
+            next_checkpoint: Instant::now() + self.settings.flush_interval,
+        })
     }
 
     /// Reput dispatched an entry to `topic`: wakes the task for the timer topic.
@@ -267,6 +294,13 @@ impl Stats {
     }
 }
 
+/// Marks the timer of the store at `root` to be rebuilt before it runs again: called
+/// before the log is cut under it (its units and filing place may name records the cut
+/// takes). Blocking: a file and two folder syncs.
+pub fn mark_for_rebuild(root: &std::path::Path) -> Result<(), String> {
+    mark_timer_reset(&StoreLayout::new(root)).map_err(|e| e.to_string())
+}
+
 /// What a round asks for next.
 enum Next {
     /// Run again at this wall-clock ms.
@@ -285,6 +319,20 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
         // Listen before the round: an entry dispatched during it is not missed.
         let woken = ctx.timer.wake.listen();
         if !ctx.role.is_slave() && std::mem::take(&mut was_slave) {
+            if timer_reset_marked(&StoreLayout::new(&ctx.timer.root)) {
+                let c = ctx.clone();
+                match runtime::spawn_blocking(move || c.timer.rebuild(state, &c.store)).await {
+                    Ok(s) => state = s,
+                    Err(why) => {
+                        log::error!(
+                            "{why}: the timer is stopped; timer messages wait in \
+                             {TIMER_TOPIC} until the broker is restarted (nothing is lost)"
+                        );
+                        let _ = ctx.timer.failed.set(why);
+                        return;
+                    }
+                }
+            }
             // Promoted: delivery goes on from where the old master's checkpoint says.
             if let Some(c) = ctx.timer.master_progress.guard().take() {
                 log::info!(
