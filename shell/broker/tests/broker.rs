@@ -396,14 +396,21 @@ fn a_hot_key_queried_while_it_is_sent_misses_nothing_acknowledged() {
         const SENDS: usize = 400;
         let c = Client::connect(&b.addr).await;
         create_topic(&c, topic, 1).await;
+        // Queries wanted while the sends run: the senders wait for them, so a loaded
+        // machine cannot finish the sends before the queries had their turn.
+        const QUERIES: usize = 20;
         // Queue offsets acknowledged, and the unique key of each.
         let acked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        let queried = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut sending = Vec::new();
         for s in 0..SENDERS {
-            let acked = acked.clone();
+            let (acked, queried) = (acked.clone(), queried.clone());
             let sender = Client::connect(&b.addr).await;
             sending.push(runtime::spawn(async move {
                 for i in 0..SENDS {
+                    while queried.load(std::sync::atomic::Ordering::Acquire) < i * QUERIES / SENDS {
+                        runtime::sleep(Duration::from_millis(1)).await;
+                    }
                     let key = format!("k{s}-{i}");
                     let keys = format!("hot {key}");
                     let m = msg(topic, b"x", &[("KEYS", keys.as_str())]);
@@ -447,6 +454,7 @@ fn a_hot_key_queried_while_it_is_sent_misses_nothing_acknowledged() {
             assert_eq!(one.len(), 1);
             assert_eq!(one[0].queue_offset, older);
             queries += 1;
+            queried.store(queries, std::sync::atomic::Ordering::Release);
             if before.len() == SENDERS * SENDS {
                 break;
             }
@@ -455,7 +463,7 @@ fn a_hot_key_queried_while_it_is_sent_misses_nothing_acknowledged() {
             s.await;
         }
         assert!(
-            queries >= 20 && full >= 10,
+            queries >= QUERIES && full >= 10,
             "{queries} queries, {full} of 64"
         );
     });
