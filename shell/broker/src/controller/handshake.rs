@@ -177,6 +177,7 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
         runtime::spawn_blocking(move || crate::timer::mark_for_rebuild(&root))
             .await
             .map_err(|e| format!("marking the timer for a rebuild: {e}"))?;
+        ctx.timer.forget_master_progress();
         ctx.store
             .truncate_log(point as u64)
             .await

@@ -206,6 +206,12 @@ impl TimerService {
         }
     }
 
+    /// Forgets the master checkpoint kept: the log under it is being cut, and the copies
+    /// it counts may go with the cut.
+    pub fn forget_master_progress(&self) {
+        *self.master_progress.guard() = None;
+    }
+
     /// Reopens a timer marked for a rebuild empty (its files deleted): it files the timer
     /// topic again from its start, under the old master's checkpoint when it adopts one.
     fn rebuild(&self, state: State, store: &StoreService) -> Result<State, String> {
