@@ -75,9 +75,10 @@ struct Inner {
     routes: Mutex<HashMap<String, TopicRouteData>>,
     /// brokerName → (brokerId → address), from every route seen.
     brokers: Mutex<HashMap<String, BTreeMap<i64, String>>>,
-    /// (group, queue) → the replica the broker last suggested pulling it from (Java's
-    /// `PullAPIWrapper.pullFromWhichNodeTable`; the master when absent).
-    pull_from: Mutex<HashMap<(String, MessageQueue), i64>>,
+    /// group → queue → the replica the broker last suggested pulling it from (Java's
+    /// `PullAPIWrapper.pullFromWhichNodeTable`; the master when absent). Nested so a
+    /// pull looks up and clears without building a key.
+    pull_from: Mutex<HashMap<String, HashMap<MessageQueue, i64>>>,
     /// topic → when a failed request last made its route be fetched again.
     failure_refresh: Mutex<HashMap<String, Instant>>,
     producers: Mutex<BTreeSet<String>>,
@@ -352,11 +353,7 @@ impl ClientInstance {
 
     /// The master address, or any replica's when the master is gone (reads only).
     pub fn any_addr(&self, broker_name: &str) -> Option<String> {
-        self.inner
-            .brokers
-            .guard()
-            .get(broker_name)
-            .and_then(|m| m.get(&0).or_else(|| m.values().next()).cloned())
+        self.subscribe_addr(broker_name, 0).map(|(addr, _)| addr)
     }
 
     /// RocketMQ's `findBrokerAddressInSubscribe(name, id, onlyThisBroker = false)`:
@@ -383,7 +380,8 @@ impl ClientInstance {
         self.inner
             .pull_from
             .guard()
-            .get(&(group.to_owned(), queue.clone()))
+            .get(group)
+            .and_then(|queues| queues.get(queue))
             .copied()
             .unwrap_or(0)
     }
@@ -392,9 +390,15 @@ impl ClientInstance {
     pub fn suggest_pull_from(&self, group: &str, queue: &MessageQueue, id: i64) {
         let mut table = self.inner.pull_from.guard();
         if id == 0 {
-            table.remove(&(group.to_owned(), queue.clone()));
+            if let Some(queues) = table.get_mut(group) {
+                queues.remove(queue);
+            }
         } else {
-            table.insert((group.to_owned(), queue.clone()), id);
+            let queues = match table.get_mut(group) {
+                Some(q) => q,
+                None => table.entry(group.to_owned()).or_default(),
+            };
+            queues.insert(queue.clone(), id);
         }
     }
 

@@ -135,8 +135,8 @@ pub struct TimerDriver<W: Media, D: Directory<Error = W::Error>, C: Media<Error 
     passed: Option<(u64, u64)>,
     /// Progress to checkpoint once the log is durable past the offset beside it.
     pending: Option<(Progress, u64)>,
-    /// The last progress checkpointed, and the log end its copies lie below.
-    checkpointed: Option<(Progress, u64)>,
+    /// The last progress checkpointed.
+    checkpointed: Option<Checkpointed>,
     /// Taken over from an old master ([`TimerDriver::adopt`]): timer-queue entries below
     /// the offset whose slot is before the time were delivered there.
     adopted: Option<(u64, i64)>,
@@ -181,11 +181,7 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
     /// The progress of the last checkpoint this driver wrote, for a slave to take over
     /// from (RocketMQ's GET_TIMER_CHECK_POINT).
     pub fn checkpointed(&self) -> Option<Checkpointed> {
-        self.checkpointed.map(|(p, log_end)| Checkpointed {
-            read_time: p.read_time,
-            queue_offset: p.queue_offset,
-            log_end,
-        })
+        self.checkpointed
     }
 
     /// A replica promoted to master takes over delivery from its old master's checkpoint
@@ -645,7 +641,11 @@ impl<W: Media, D: Directory<Error = W::Error>, C: Media<Error = W::Error>> Timer
                 self.timer
                     .checkpoint(p.read_time, p.resume, p.queue_offset)
                     .map_err(Failure::Checkpoint)?;
-                self.checkpointed = Some((p, end));
+                self.checkpointed = Some(Checkpointed {
+                    read_time: p.read_time,
+                    queue_offset: p.queue_offset,
+                    log_end: end,
+                });
                 self.pending = None;
                 return Ok(true);
             }

@@ -61,14 +61,12 @@ pub struct TimerService {
     /// Why the timer stopped (a failed sync), if it did.
     failed: OnceLock<String>,
     stats: Stats,
-    /// The last checkpoint the task wrote (GET_TIMER_CHECK_POINT answers it).
-    checkpointed: Mutex<Option<Checkpointed>>,
     /// Slave side: the newest checkpoint of the master whose copies this log holds.
     master_progress: Mutex<Option<Checkpointed>>,
 }
 
-/// Counters and gauges for GET_BROKER_RUNTIME_INFO and the logs, copied from the driver
-/// after each round.
+/// Counters and gauges for GET_BROKER_RUNTIME_INFO and the logs, and the last checkpoint
+/// for GET_TIMER_CHECK_POINT, copied from the driver after each round.
 #[derive(Debug, Default)]
 struct Stats {
     read_time_ms: AtomicI64,
@@ -78,6 +76,8 @@ struct Stats {
     rolled: AtomicU64,
     recalled: AtomicU64,
     dropped: AtomicU64,
+    /// The last checkpoint the task wrote (GET_TIMER_CHECK_POINT answers it).
+    checkpointed: Mutex<Option<Checkpointed>>,
 }
 
 /// The task's state between rounds.
@@ -106,12 +106,7 @@ impl TimerService {
                 log::warn!("timer: marked for a rebuild after a cut of the log: starting it empty");
                 clear_timer(&layout).map_err(|e| format!("clearing the timer: {e}"))?;
             }
-            match open_timer(
-                &StoreLayout::new(root),
-                settings.engine(),
-                store.log_end(),
-                now_ms(),
-            ) {
+            match open_timer(&layout, settings.engine(), store.log_end(), now_ms()) {
                 Ok(t) => Some((t, started)),
                 // Another geometry is the operator's to settle: the wheel would file every
                 // time under the wrong slot. RocketMQ refuses to start too.
@@ -168,14 +163,13 @@ impl TimerService {
             wake: Event::new(),
             failed: OnceLock::new(),
             stats: Stats::default(),
-            checkpointed: Mutex::new(None),
             master_progress: Mutex::new(None),
         };
         if let Some(why) = unavailable {
             let _ = svc.failed.set(why);
         }
         if let Some(s) = svc.lock().as_ref() {
-            svc.stats.show(&s.driver, &svc.checkpointed);
+            svc.stats.show(&s.driver);
         }
         Ok(svc)
     }
@@ -191,7 +185,7 @@ impl TimerService {
 
     /// The last checkpoint written here, if any.
     pub fn checkpointed(&self) -> Option<Checkpointed> {
-        *self.checkpointed.guard()
+        *self.stats.checkpointed.guard()
     }
 
     /// Slave side: notes the master's checkpoint `c`, kept only when this replica's log
@@ -280,9 +274,9 @@ impl TimerService {
 }
 
 impl Stats {
-    fn show(&self, d: &FsDriver, checkpointed: &Mutex<Option<Checkpointed>>) {
+    fn show(&self, d: &FsDriver) {
         if let Some(c) = d.checkpointed() {
-            *checkpointed.guard() = Some(c);
+            *self.checkpointed.guard() = Some(c);
         }
         self.read_time_ms.store(d.read_time(), Ordering::Relaxed);
         self.queue_offset
@@ -407,7 +401,7 @@ fn round(ctx: &BrokerCtx, st: &mut State) -> Next {
     let done = st
         .driver
         .round(&StoreSource(&ctx.store), &mut sink, now_ms(), due);
-    ctx.timer.stats.show(&st.driver, &ctx.timer.checkpointed);
+    ctx.timer.stats.show(&st.driver);
     match done {
         Ok(r) => {
             if r.checkpointed {

@@ -308,17 +308,7 @@ pub(crate) async fn pull_message(
     tags: &[String],
 ) -> Result<PullResult> {
     let group = header.consumer_group.clone();
-    let id = client.pull_from(&group, queue);
-    let target = match client.subscribe_addr(&queue.broker_name, id) {
-        Some(t) => t,
-        None => {
-            client.fetch_route(&queue.topic).await?;
-            client
-                .subscribe_addr(&queue.broker_name, id)
-                .ok_or_else(|| not_in_route(queue))?
-        }
-    };
-    let (addr, slave) = target;
+    let (addr, slave) = read_addr(client, queue, client.pull_from(&group, queue)).await?;
     if slave {
         header.sys_flag &= !pull_sys_flag::COMMIT_OFFSET;
     }
@@ -328,13 +318,6 @@ pub(crate) async fn pull_message(
         client.suggest_pull_from(&group, queue, h.suggest_which_broker_id);
     }
     decode_pull_response(&resp, tags)
-}
-
-fn not_in_route(queue: &MessageQueue) -> ClientError {
-    ClientError::NotFound(format!(
-        "broker {} is not in the route of {}",
-        queue.broker_name, queue.topic
-    ))
 }
 
 /// Turns a PULL_MESSAGE response into a result: status by code, messages decoded and
@@ -432,13 +415,29 @@ pub async fn queue_offset(
 
 /// The address serving `queue` (master first), looking the route up if needed.
 pub async fn broker_addr(client: &ClientInstance, queue: &MessageQueue) -> Result<String> {
-    if let Some(a) = client.any_addr(&queue.broker_name) {
-        return Ok(a);
+    read_addr(client, queue, 0).await.map(|(addr, _)| addr)
+}
+
+/// The address of replica `id` of `queue`'s broker as
+/// [`ClientInstance::subscribe_addr`] picks it, looking the route up once if the broker
+/// is not known; with whether it is a slave's.
+async fn read_addr(
+    client: &ClientInstance,
+    queue: &MessageQueue,
+    id: i64,
+) -> Result<(String, bool)> {
+    if let Some(t) = client.subscribe_addr(&queue.broker_name, id) {
+        return Ok(t);
     }
     client.fetch_route(&queue.topic).await?;
     client
-        .any_addr(&queue.broker_name)
-        .ok_or_else(|| not_in_route(queue))
+        .subscribe_addr(&queue.broker_name, id)
+        .ok_or_else(|| {
+            ClientError::NotFound(format!(
+                "broker {} is not in the route of {}",
+                queue.broker_name, queue.topic
+            ))
+        })
 }
 
 fn offset_of(resp: RemotingCommand) -> Result<i64> {
