@@ -424,14 +424,15 @@ impl FsStore {
     }
 
     /// Dispatches at most `max_records` of the records appended since the last dispatch
-    /// (one bounded reput pass), telling `on_record` about each.
+    /// (one bounded reput pass), none ending past `below`, telling `on_record` about each.
     pub fn dispatch_some(
         &mut self,
         max_records: u64,
+        below: u64,
         on_record: &mut dyn FnMut(&tern_engine::dispatch::DispatchRecord<'_>),
     ) -> Result<tern_engine::store::Dispatched, FsStoreError> {
         self.store
-            .dispatch_some(&mut [0u8; NO_SCRATCH], max_records, on_record)
+            .dispatch_some(&mut [0u8; NO_SCRATCH], max_records, below, on_record)
             .map_err(|e| self.error("dispatch", e))
     }
 

@@ -21,13 +21,15 @@ fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
             put(&mut store, &mut s, 1_700_000_000_000).unwrap();
             sent.push(s);
         }
-        let pass = store.dispatch_some(&mut [], 0, &mut |_| {}).unwrap();
+        let pass = store
+            .dispatch_some(&mut [], 0, u64::MAX, &mut |_| {})
+            .unwrap();
         assert_eq!((pass.count, pass.more), (0, true));
         let mut seen = Vec::new();
         let mut passes = 0;
         loop {
             let pass = store
-                .dispatch_some(&mut [], 3, &mut |r| seen.push(r.offset))
+                .dispatch_some(&mut [], 3, u64::MAX, &mut |r| seen.push(r.offset))
                 .unwrap();
             passes += 1;
             assert!(pass.count <= 3);
@@ -44,7 +46,9 @@ fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
         assert_eq!(seen, want, "every record once, in order");
         assert_eq!(passes, sent.len().div_ceil(3));
         assert_eq!(store.dispatched_offset(), store.log().max_offset());
-        let pass = store.dispatch_some(&mut [], 3, &mut |_| {}).unwrap();
+        let pass = store
+            .dispatch_some(&mut [], 3, u64::MAX, &mut |_| {})
+            .unwrap();
         assert_eq!((pass.count, pass.more), (0, false));
         // `dispatch` is the same loop without a budget.
         let mut s = new_message(&mut rng, sent.len() as u64);
@@ -79,18 +83,24 @@ fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
         while store.dispatched_offset() < store.log().max_offset() {
             passes += 1;
             assert!(passes < 10_000, "dispatch made no progress");
-            let pass = store.dispatch_some(&mut [], 5, &mut |_| {}).unwrap();
+            let pass = store
+                .dispatch_some(&mut [], 5, u64::MAX, &mut |_| {})
+                .unwrap();
             if pass.index_flush {
                 stops += 1;
                 assert!(!pass.more, "a pass that waits for a flush asks for no more");
                 // Nothing moves until the flush: the same answer again.
                 let at = store.dispatched_offset();
-                let again = store.dispatch_some(&mut [], 5, &mut |_| {}).unwrap();
+                let again = store
+                    .dispatch_some(&mut [], 5, u64::MAX, &mut |_| {})
+                    .unwrap();
                 assert_eq!((again.count, again.index_flush), (0, true));
                 assert_eq!(store.dispatched_offset(), at);
                 let files = store.index().file_count();
                 store.checkpoint().unwrap();
-                let next = store.dispatch_some(&mut [], 1, &mut |_| {}).unwrap();
+                let next = store
+                    .dispatch_some(&mut [], 1, u64::MAX, &mut |_| {})
+                    .unwrap();
                 assert!(!next.index_flush && next.count == 1, "{next:?}");
                 assert_eq!(
                     store.index().file_count(),
@@ -113,6 +123,61 @@ fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
                 .query(s.topic, uniq, 64, 0, i64::MAX, &mut |o| found.push(o))
                 .unwrap();
             assert!(found.contains(&s.offset), "{uniq} at {}", s.offset);
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let mut store = open(arena.parts(&plan), false).unwrap();
+        let mut rng = Rng(59);
+        let mut sent = Vec::new();
+        // Into the second segment, so one bound falls in the first one's blank tail.
+        while store.log().max_offset() < LOG_SEG + 1000 {
+            let mut s = new_message(&mut rng, sent.len() as u64);
+            put(&mut store, &mut s, 1_700_000_000_000).unwrap();
+            sent.push(s);
+        }
+        let mut seen = Vec::new();
+        let pass = |store: &mut TestStore, below: u64, seen: &mut Vec<u64>| {
+            store
+                .dispatch_some(&mut [], 1000, below, &mut |r| seen.push(r.offset))
+                .unwrap()
+        };
+        // A bound one byte into record 5: records 0..5 go, record 5 waits whole.
+        let p = pass(&mut store, sent[5].offset + 1, &mut seen);
+        assert!(p.limited && !p.more, "{p:?}");
+        assert_eq!(store.dispatched_offset(), sent[5].offset);
+        assert_eq!(seen, sent[..5].iter().map(|s| s.offset).collect::<Vec<_>>());
+        // The same bound again: nothing moves.
+        let p = pass(&mut store, sent[5].offset + 1, &mut seen);
+        assert_eq!((p.count, p.limited), (0, true));
+        // A bound on a record's end takes that record.
+        let p = pass(&mut store, sent[6].offset, &mut seen);
+        assert_eq!((p.count, p.limited), (1, true));
+        assert_eq!(store.dispatched_offset(), sent[6].offset);
+        // A bound in the first segment's blank tail stops before the blank.
+        let first_of_second = sent.iter().position(|s| s.offset >= LOG_SEG).unwrap();
+        assert_eq!(sent[first_of_second].offset, LOG_SEG);
+        let p = pass(&mut store, LOG_SEG - 1, &mut seen);
+        assert!(p.limited, "{p:?}");
+        assert!(store.dispatched_offset() < LOG_SEG);
+        assert!(store.dispatched_offset() > sent[first_of_second - 1].offset);
+        // No bound: the rest, every record once, in order.
+        let p = pass(&mut store, u64::MAX, &mut seen);
+        assert!(!p.limited && !p.more, "{p:?}");
+        assert_eq!(store.dispatched_offset(), store.log().max_offset());
+        assert_eq!(seen, sent.iter().map(|s| s.offset).collect::<Vec<_>>());
+        for s in &sent {
+            let q = store.queue(s.topic, s.queue_id).unwrap();
+            assert_eq!(
+                q.get(s.queue_offset).unwrap().unwrap().physical_offset,
+                s.offset
+            );
         }
     })
     .unwrap();

@@ -219,7 +219,7 @@ fn random_ops(store: &mut TestStore<'_>, model: &mut Model, rng: &mut Rng, ops: 
             14..=15 => model.flushed = store.flush_log().unwrap(),
             16..=17 => {
                 store
-                    .dispatch_some(&mut [], 1 + rng.below(8), &mut |_| {})
+                    .dispatch_some(&mut [], 1 + rng.below(8), u64::MAX, &mut |_| {})
                     .unwrap();
             }
             _ => {

@@ -26,6 +26,7 @@ mod cluster;
 mod common;
 mod interop;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use cluster::*;
@@ -347,6 +348,93 @@ fn sends_are_refused_while_the_sync_state_set_is_smaller_than_min_in_sync_replic
     assert_eq!(taken.response_code(), ResponseCode::Success);
 }
 
+/// Controller mode shows readers only what every member of the SyncStateSet holds
+/// (RocketMQ's confirm offset, `readUnCommitted=false`): with one slave frozen, the
+/// master and the live slave store sends the frozen one lacks, and neither puts them in
+/// a consume queue; woken, the frozen slave acknowledges them and all three show them.
+/// Dispatching to the log's end instead shows them at once (checked: broker 0, the master, queued 20).
+#[test]
+fn records_not_every_member_holds_are_shown_to_no_reader_until_they_do() {
+    let _serial = interop::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Cluster::start(dir.path());
+    // The frozen member stays in the set for the test's length; sends give up on it soon.
+    c.extra_conf = "haMaxTimeSlaveNotCatchup=60000\nslaveTimeout=300\n".into();
+    c.start_set(TOPIC, QUEUES);
+    let master = replica_info(&c.controllers).unwrap().master.unwrap();
+    let m = c.index_of(&master);
+    let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
+    let (live, frozen) = (slaves[0], slaves[1]);
+    let answers = |keys: std::ops::Range<u64>| {
+        run(async {
+            let conn =
+                Connection::connect(&master, ConnectionConfig::default(), Duration::from_secs(2))
+                    .await
+                    .unwrap();
+            let mut codes = Vec::new();
+            for k in keys {
+                codes.push(
+                    send_answer(&conn, k)
+                        .await
+                        .expect("an answer")
+                        .response_code(),
+                );
+            }
+            codes
+        })
+    };
+    let queued_everywhere = |n: i64| {
+        (0..3)
+            .map(|i| queued_at(&c.addr(i)))
+            .all(|q| q == n)
+            .then_some(())
+    };
+    assert!(answers(0..10).iter().all(|c| *c == ResponseCode::Success));
+    eventually(Duration::from_secs(10), "10 queued on all three", || {
+        queued_everywhere(10)
+    });
+
+    c.brokers[frozen].as_ref().unwrap().signal("-STOP");
+    let codes = answers(100..110);
+    assert!(
+        codes.iter().all(|c| *c == ResponseCode::FlushSlaveTimeout),
+        "stored, not held by every member: {codes:?}"
+    );
+    let log_end = |i: usize| -> u64 {
+        let info = run(async { runtime_info(&Client::connect(&c.addr(i)).await).await });
+        info["commitLogMaxOffset"].parse().unwrap()
+    };
+    eventually(
+        Duration::from_secs(10),
+        "the live slave holding them",
+        || (log_end(live) == log_end(m)).then_some(()),
+    );
+    // Given time to go wrong: reput runs within milliseconds of an append.
+    std::thread::sleep(Duration::from_secs(1));
+    let first: BTreeSet<u64> = (0..10).collect();
+    for i in [m, live] {
+        assert_eq!(
+            queued_at(&c.addr(i)),
+            10,
+            "broker {i} queued unconfirmed records"
+        );
+        assert_eq!(
+            keys_at(&c.addr(i)),
+            first,
+            "broker {i} served unconfirmed records"
+        );
+    }
+
+    c.brokers[frozen].as_ref().unwrap().signal("-CONT");
+    eventually(Duration::from_secs(20), "20 queued on all three", || {
+        queued_everywhere(20)
+    });
+    let all: BTreeSet<u64> = (0..10).chain(100..110).collect();
+    for i in 0..3 {
+        assert_eq!(keys_at(&c.addr(i)), all, "broker {i}");
+    }
+}
+
 /// Sends timer message `k` (due `delay_ms` from now) to the master at `addr`; true on
 /// SEND_OK.
 fn send_timer(addr: &str, k: u64, delay_ms: u64) -> bool {
@@ -442,11 +530,17 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
     );
 }
 
+/// A replica's timer may have filed records its log later loses to a cut: with
+/// `allAckInSyncStateSet=false` (no confirm offset bounds what a master dispatches, as in
+/// RocketMQ), or after an unclean election. Its timer must be rebuilt, or the records the
+/// new master puts at those offsets are never filed.
 #[test]
 fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_when_promoted() {
     let _serial = interop::serial();
     let dir = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(dir.path());
+    // Later lines win: A's timer files its tail while the slaves lack it.
+    c.extra_conf = "allAckInSyncStateSet=false\n".into();
     if std::env::var_os("TERN_FAILOVER_KEEP").is_some() {
         eprintln!("keeping {}", dir.keep().display());
     }

@@ -19,8 +19,11 @@ pub const DISPATCH_PASS_RECORDS: u64 = 1024;
 pub struct Dispatched {
     /// Records dispatched.
     pub count: u64,
-    /// Records remain below the log's end: call again.
+    /// Records remain below the log's end and the pass's bound: call again.
     pub more: bool,
+    /// The pass stopped at its bound (`below`): the next record ends past it, and waits
+    /// until the owner raises the bound. `more` is false then.
+    pub limited: bool,
     /// The pass stopped before a record whose index roll waits for the newest index
     /// file to be flushed (only with [`Store::defer_index_rolls`]): flush it, outside
     /// the owner's lock (a checkpoint), then call again. `more` is false then.
@@ -47,7 +50,8 @@ where
 {
     /// Follows the log from the last dispatched offset to its end, adding each record to
     /// its consume queue and the index, and telling `on_record` (the broker wakes waiting
-    /// pulls). Returns how many records were dispatched. A loop over
+    /// pulls). Returns how many records were dispatched. No bound: recovery and a cut
+    /// dispatch every record the log holds. A loop over
     /// [`Store::dispatch_some`]; owners that hold a lock around it should call that
     /// instead, one bounded pass per lock hold.
     pub fn dispatch(
@@ -57,7 +61,7 @@ where
     ) -> Res<u64, L::Error> {
         let mut count = 0;
         loop {
-            let pass = self.dispatch_some(scratch, DISPATCH_PASS_RECORDS, on_record)?;
+            let pass = self.dispatch_some(scratch, DISPATCH_PASS_RECORDS, u64::MAX, on_record)?;
             count += pass.count;
             if pass.index_flush {
                 // Nobody else to hand it to: flush here (what an undeferred roll does).
@@ -82,21 +86,31 @@ where
     }
 
     /// Dispatches at most `max_records` records from the last dispatched offset (see
-    /// [`Store::dispatch`]); `more` says records remain below the log's end.
+    /// [`Store::dispatch`]), none that ends past `below` (`u64::MAX`: no bound). The bound
+    /// is the owner's confirm offset: a replicated broker shows readers only what every
+    /// replica that may be elected holds, and a record the bound cuts waits whole.
+    /// `more` says records remain below the log's end and the bound; `limited` that the
+    /// pass stopped at the bound.
     pub fn dispatch_some(
         &mut self,
         scratch: &mut [u8],
         max_records: u64,
+        below: u64,
         on_record: &mut dyn FnMut(&DispatchRecord<'_>),
     ) -> Res<Dispatched, L::Error> {
         let end = self.log.max_offset();
         let mut count = 0;
         let mut unwritten = false;
         let mut index_flush = false;
+        let mut limited = false;
         while self.dispatched < end && count < max_records {
             let at = self.dispatched;
             let size = match self.log.slot_at(at)? {
                 Slot::Record(size) => size,
+                Slot::Skip(next) if next > below => {
+                    limited = true;
+                    break;
+                }
                 Slot::Skip(next) => {
                     self.dispatched = next;
                     continue;
@@ -114,6 +128,12 @@ where
                     error: RecordError::BadSize(size as i32),
                 }
                 .into());
+            }
+            // A bound inside a record (an acknowledgement that arrived mid-record): the
+            // record waits whole.
+            if at + u64::from(size) > below {
+                limited = true;
+                break;
             }
             let (log, queues, index, config) =
                 (&self.log, &mut self.queues, &mut self.index, &self.config);
@@ -179,8 +199,9 @@ where
         debug_assert!(self.dispatched <= end, "dispatched past the log's end");
         Ok(Dispatched {
             count,
-            more: self.dispatched < end && !unwritten && !index_flush,
+            more: self.dispatched < end && !unwritten && !index_flush && !limited,
             index_flush,
+            limited,
         })
     }
 }

@@ -221,8 +221,20 @@ fn one_op(
         168..=187 => {
             // A broker's reput pass: bounded; with deferred index rolls, a stop before a
             // roll stays until a later step flushes the index (a checkpoint, as the
-            // broker's does).
-            store.dispatch_some(&mut [], 1 + rng.below(16), &mut |_| {})?;
+            // broker's does). A quarter of the passes are bounded at a random offset, as
+            // a replicated broker's reput stops at its confirm offset, often mid-record.
+            let below = if rng.chance(25) {
+                rng.below(store.log().max_offset() + 1)
+            } else {
+                u64::MAX
+            };
+            let before = store.dispatched_offset();
+            let pass = store.dispatch_some(&mut [], 1 + rng.below(16), below, &mut |_| {})?;
+            assert!(
+                store.dispatched_offset() <= below.max(before),
+                "a pass dispatched past its bound"
+            );
+            assert!(!(pass.limited && pass.more), "{pass:?}");
         }
         196..=197 => {
             let upto = rng.below(store.log().max_offset() + 1);

@@ -11,7 +11,8 @@
 //!    of that epoch), the master's log end (i64), the entry count n (i32, at most
 //!    [`MAX_ENTRIES`]), then n × (epoch i32, start offset i64);
 //! 3. the slave finds the consistent point, cuts its log there, adopts the master's
-//!    epochs, and sends its first classic report: streaming starts where it agrees.
+//!    epochs, and sends its first classic report: streaming starts where it agrees, each
+//!    frame's header followed by the master's confirm offset (i64).
 //!
 //! A master answers only for its own epoch, so a deposed master that has not learnt it
 //! yet cannot gather a slave; and a master whose epoch changes closes its replication
@@ -26,7 +27,7 @@ use crate::config::BrokerRole;
 use crate::ha::auth::{read, write};
 
 /// The slave's first bytes in controller mode (negative as a classic report).
-pub const HELLO: [u8; 8] = *b"\xffTERNCM1";
+pub const HELLO: [u8; 8] = *b"\xffTERNCM2";
 /// Bytes of the slave's hello after [`HELLO`]: id and epoch.
 const HELLO_REST: usize = 12;
 /// Bytes of one epoch entry on the wire.

@@ -331,6 +331,7 @@ async fn switch(
     }
     let registered_as_changed = was_fenced || before.master_id != known.master_id;
     cm.replica.set_known(known);
+    ctx.update_confirm();
     if was_fenced {
         cm.replica.unfence();
     }
@@ -358,6 +359,10 @@ async fn to_master(
         let c = cm.clone();
         runtime::spawn_blocking(move || c.replica.begin_term(epoch, end)).await?;
     }
+    // The controllers elect a master with a SyncStateSet of itself, so its whole log is
+    // confirmed: what its old master had not confirmed is dispatched before sends come
+    // in. The bound comes back as members rejoin the set (`update_confirm`).
+    ctx.store.set_confirm(u64::MAX);
     ctx.store.await_caught_up(Duration::from_secs(5)).await;
     ctx.role.set(BrokerRole::SyncMaster);
     log::info!(
@@ -393,7 +398,7 @@ async fn heartbeats(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: i64) {
             broker_id: Some(id),
             epoch: Some(cm.replica.last_epoch()),
             max_offset: Some(end),
-            confirm_offset: Some(end),
+            confirm_offset: Some(ctx.store.confirm_offset() as i64),
             heartbeat_timeout_mills: Some(s.heartbeat_timeout.as_millis() as i64),
             election_priority: Some(s.election_priority),
         };
@@ -426,6 +431,7 @@ async fn check_sync_state_set(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: 
                 // then hold everything appended before, so every send answered before
                 // the controller agrees is on it too (RocketMQ's join rule).
                 cm.replica.set_proposed(set.iter().copied().collect());
+                ctx.update_confirm();
                 let joined: Vec<i64> = set.difference(&confirmed).copied().collect();
                 let target = ctx.store.log_end();
                 if holds(&ctx, &joined, target).await {
@@ -434,6 +440,7 @@ async fn check_sync_state_set(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>, id: 
                     }
                 }
                 cm.replica.set_proposed(Vec::new());
+                ctx.update_confirm();
             }
         }
         let _ = runtime::race(
@@ -504,5 +511,6 @@ async fn alter(
     );
     cm.replica
         .set_sync_state_set(set.into_iter().collect(), epoch);
+    ctx.update_confirm();
     Ok(())
 }

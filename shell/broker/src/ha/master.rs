@@ -17,7 +17,7 @@ use event_listener::Event;
 use tern_shell::runtime;
 use tern_shell::tls::{Refused, ServerTls, SharedStream, Stream};
 
-use super::{FRAME_HEADER, REPORT};
+use super::{FRAME_CONFIRM, FRAME_HEADER, REPORT};
 use crate::BrokerCtx;
 
 /// Binds the HA port. `haListenPort` must be bound as given. Without it: the remoting
@@ -204,6 +204,7 @@ async fn read_reports(
             if let Some((id, _)) = link.member {
                 let caught_up = offset >= link.end_at_send.load(Ordering::Acquire);
                 ctx.ha.member_acked(id, offset.min(sent), caught_up);
+                ctx.update_confirm();
             }
         }
     }
@@ -261,12 +262,15 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
         ctx.ha.member_joined(id);
         ctx.ha
             .member_acked(id, reported.min(next), reported >= ctx.store.log_end());
+        ctx.update_confirm();
         Member(&ctx.ha, id)
     });
     log::info!("streaming the log to the slave from offset {next}");
     let batch = ctx.config.ha_transfer_batch_size;
     let heartbeat = ctx.config.ha_heartbeat_interval;
-    let mut frame = Vec::with_capacity(FRAME_HEADER + batch);
+    let mut frame = Vec::with_capacity(FRAME_HEADER + FRAME_CONFIRM + batch);
+    // Controller mode: the confirm offset the slave was last sent.
+    let mut confirm_sent = 0;
     loop {
         if let Some((_, epoch)) = link.member {
             // Deposed, or a new term began: the slave must hear the new epochs first.
@@ -278,8 +282,12 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
         let appended = ctx.store.listen_appended();
         let end_now = ctx.store.log_end();
         let bytes = ctx.store.log_bytes_off_executor(next, batch).await?;
-        if bytes.is_empty() {
-            // Idle: wait for an append, or say we are alive.
+        // Read after the bytes: it never covers more than the master held then.
+        let confirm = ctx.store.confirm_offset();
+        let confirm_moved = link.member.is_some() && confirm != confirm_sent;
+        if bytes.is_empty() && !confirm_moved {
+            // Idle: wait for an append (or a confirm offset to pass on), or say we are
+            // alive.
             if runtime::timeout(heartbeat, appended).await.is_ok() {
                 continue;
             }
@@ -287,6 +295,10 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
         frame.clear();
         frame.extend_from_slice(&(next as i64).to_be_bytes());
         frame.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        if link.member.is_some() {
+            frame.extend_from_slice(&(confirm as i64).to_be_bytes());
+            confirm_sent = confirm;
+        }
         frame.extend_from_slice(&bytes);
         // Flushed: over TLS a frame may stay in the session's buffer otherwise.
         let sent = async {

@@ -5,7 +5,9 @@
 //! `haSendHeartbeatInterval` when idle. The master streams its log from the first report
 //! on as frames of a 12-byte header (8-byte log offset, 4-byte length) and that many log
 //! bytes; an empty frame is its heartbeat. Frames need not end on a record boundary:
-//! the slave keeps an incomplete record until the rest arrives ([`slave`]).
+//! the slave keeps an incomplete record until the rest arrives ([`slave`]). In controller
+//! mode, once the epoch handshake opened the connection, each header also carries the
+//! master's confirm offset ([`FRAME_CONFIRM`]), and a frame goes out when it moves.
 //!
 //! The slave's acknowledged offset is what a SYNC_MASTER waits on before answering a
 //! send, the same watermark idea as the flush's group commit.
@@ -25,6 +27,9 @@ pub mod slave;
 
 /// Bytes of a master frame's header: log offset (i64) and length (i32), big-endian.
 pub const FRAME_HEADER: usize = 12;
+/// Bytes a controller-mode master adds to each frame's header: its confirm offset (i64),
+/// which bounds what the slave dispatches (see `store::visible`).
+pub const FRAME_CONFIRM: usize = 8;
 /// Bytes of a slave's report: its log end (i64), big-endian.
 pub const REPORT: usize = 8;
 /// Largest frame a slave accepts (Java's slave reads into a 4 MiB buffer).
@@ -299,6 +304,24 @@ impl HaService {
             .get(&id)
             .filter(|m| m.connections > 0)
             .map(|m| m.acked)
+    }
+
+    /// Master side, controller mode: the confirm offset of SyncStateSet `set` (ids; this
+    /// broker's own, `me`, is skipped), handed to `apply` under the members' lock so that
+    /// computations land in the order of the acknowledgements they read (RocketMQ's
+    /// `computeConfirmOffset`): the least a member acknowledged, `u64::MAX` when the set
+    /// is this broker alone. A member not connected leaves the offset as it was, as in
+    /// RocketMQ: what it holds is unknown until it is back or out of the set.
+    pub fn confirm_offset(&self, me: i64, set: &[i64], apply: impl FnOnce(u64)) {
+        let m = self.members.guard();
+        let mut least = u64::MAX;
+        for id in set.iter().filter(|id| **id != me) {
+            match m.get(id) {
+                Some(e) => least = least.min(e.acked),
+                None => return,
+            }
+        }
+        apply(least);
     }
 
     /// Master side, controller mode: connected slaves that held everything sent to them

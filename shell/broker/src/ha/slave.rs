@@ -16,7 +16,7 @@ use event_listener::Event;
 use tern_shell::runtime;
 use tern_shell::tls::{ClientTls, SharedStream, Stream};
 
-use super::{FRAME_HEADER, MAX_FRAME_BODY};
+use super::{FRAME_CONFIRM, FRAME_HEADER, MAX_FRAME_BODY};
 use crate::BrokerCtx;
 use crate::store::PutError;
 
@@ -132,10 +132,20 @@ async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> 
     let mut pending: Vec<u8> = Vec::new();
     let mut pending_at = ctx.store.log_end();
     let mut may_start_anywhere = ctx.store.log_is_empty();
-    let mut header = [0u8; FRAME_HEADER];
+    let mut header = [0u8; FRAME_HEADER + FRAME_CONFIRM];
+    // Controller mode: the handshake ran, and headers carry the master's confirm offset.
+    let header_len = if ctx.controller.is_some() {
+        FRAME_HEADER + FRAME_CONFIRM
+    } else {
+        FRAME_HEADER
+    };
     loop {
-        read(&mut stream, &mut header, silence).await?;
+        read(&mut stream, &mut header[..header_len], silence).await?;
         let (offset, len) = parse_header(&header)?;
+        if header_len > FRAME_HEADER {
+            // Before the bytes it may cover are stored: they are dispatched under it.
+            ctx.store.set_confirm(parse_confirm(&header)?);
+        }
         let expected = pending_at + pending.len() as u64;
         if offset != expected {
             if !(may_start_anywhere && pending.is_empty()) {
@@ -176,7 +186,15 @@ async fn read(stream: &mut &SharedStream, buf: &mut [u8], silence: Duration) -> 
     }
 }
 
-fn parse_header(h: &[u8; FRAME_HEADER]) -> Result<(u64, usize), String> {
+/// The confirm offset a controller-mode master put after the classic header.
+fn parse_confirm(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<u64, String> {
+    let mut confirm = [0u8; FRAME_CONFIRM];
+    confirm.copy_from_slice(&h[FRAME_HEADER..]);
+    let confirm = i64::from_be_bytes(confirm);
+    u64::try_from(confirm).map_err(|_| format!("negative confirm offset {confirm}"))
+}
+
+fn parse_header(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<(u64, usize), String> {
     let mut offset = [0u8; 8];
     offset.copy_from_slice(&h[..8]);
     let offset = i64::from_be_bytes(offset);
@@ -217,16 +235,20 @@ mod tests {
 
     #[test]
     fn frame_headers_are_checked() {
-        let mut h = [0u8; FRAME_HEADER];
+        let mut h = [0u8; FRAME_HEADER + FRAME_CONFIRM];
+        h[FRAME_HEADER..].copy_from_slice(&4096i64.to_be_bytes());
+        assert_eq!(parse_confirm(&h), Ok(4096));
+        h[FRAME_HEADER..].copy_from_slice(&(-1i64).to_be_bytes());
+        assert!(parse_confirm(&h).unwrap_err().contains("negative"));
         h[..8].copy_from_slice(&77i64.to_be_bytes());
-        h[8..].copy_from_slice(&5i32.to_be_bytes());
+        h[8..FRAME_HEADER].copy_from_slice(&5i32.to_be_bytes());
         assert_eq!(parse_header(&h), Ok((77, 5)));
-        h[8..].copy_from_slice(&(-1i32).to_be_bytes());
+        h[8..FRAME_HEADER].copy_from_slice(&(-1i32).to_be_bytes());
         assert!(parse_header(&h).unwrap_err().contains("length -1"));
-        h[8..].copy_from_slice(&(MAX_FRAME_BODY as i32 + 1).to_be_bytes());
+        h[8..FRAME_HEADER].copy_from_slice(&(MAX_FRAME_BODY as i32 + 1).to_be_bytes());
         assert!(parse_header(&h).is_err());
         h[..8].copy_from_slice(&(-3i64).to_be_bytes());
-        h[8..].copy_from_slice(&0i32.to_be_bytes());
+        h[8..FRAME_HEADER].copy_from_slice(&0i32.to_be_bytes());
         assert!(parse_header(&h).unwrap_err().contains("negative"));
     }
 }

@@ -319,7 +319,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         // Read your writes: a message acknowledged before this pull may not be
         // dispatched yet (reput runs beside appends). Wait for reput, never for a lock,
         // and only when it is behind.
-        if ctx.store.dispatched_offset() < ctx.store.log_end() {
+        if !ctx.store.caught_up() {
             ctx.store.await_caught_up(Duration::from_secs(1)).await;
             answer = read(ctx, &h, offset, &filter).await;
         }

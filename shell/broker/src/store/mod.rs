@@ -45,6 +45,7 @@ mod raw_log;
 mod read;
 mod tasks;
 mod truncate;
+mod visible;
 
 use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
@@ -186,6 +187,12 @@ pub struct StoreService {
     log_min: AtomicU64,
     /// Log offset up to which records are in queues and index.
     dispatched: AtomicU64,
+    /// The confirm offset: reput dispatches no record that ends past it; `u64::MAX` for
+    /// no bound ([`visible`]).
+    confirm: AtomicU64,
+    /// How far the last reput pass that stopped for want of records (at the log's end
+    /// or at the confirm offset) got: every record ending below it is dispatched.
+    reached: AtomicU64,
     /// Wakes the flush task (a sync sender is waiting).
     flush_wanted: Event,
     /// Signalled after each flush.
@@ -296,6 +303,8 @@ impl StoreService {
             written: AtomicU64::new(end),
             log_min: AtomicU64::new(min),
             dispatched: AtomicU64::new(dispatched),
+            confirm: AtomicU64::new(u64::MAX),
+            reached: AtomicU64::new(dispatched),
             flush_wanted: Event::new(),
             flush_done: Event::new(),
             appended: Event::new(),
@@ -529,36 +538,6 @@ impl StoreService {
         }
     }
 
-    /// Log offset up to which records are in queues and index.
-    pub fn dispatched_offset(&self) -> u64 {
-        self.dispatched.load(Ordering::Acquire)
-    }
-
-    /// Waits (at most `within`) until reput has dispatched what was appended before the
-    /// call; at once when it is caught up.
-    pub async fn await_caught_up(&self, within: Duration) {
-        let end = self.log_end();
-        if self.dispatched_offset() < end {
-            self.await_dispatched(end, within).await;
-        }
-    }
-
-    /// Waits (at most `within`) until reput has dispatched everything below `offset`;
-    /// returns whether it did.
-    pub async fn await_dispatched(&self, offset: u64, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        loop {
-            let listener = self.dispatch_done.listen();
-            if self.dispatched_offset() >= offset {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
-                return self.dispatched_offset() >= offset;
-            }
-        }
-    }
-
     /// Counters for GET_BROKER_RUNTIME_INFO, RocketMQ's keys where it has them.
     pub fn runtime_stats(&self, t: &mut std::collections::BTreeMap<String, String>) {
         let end = self.written.load(Ordering::Acquire);
@@ -574,6 +553,7 @@ impl StoreService {
             "dispatchBehindBytes",
             end.saturating_sub(self.dispatched_offset()).to_string(),
         );
+        put("confirmOffset", self.confirm_offset().to_string());
         put(
             "flushedOffset",
             self.flushed.load(Ordering::Acquire).to_string(),

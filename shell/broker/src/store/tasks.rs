@@ -238,7 +238,8 @@ impl StoreService {
         let mut s = self.lock();
         let held = Instant::now();
         let from = touched.len();
-        let r = s.dispatch_some(REPUT_BATCH, &mut |rec| {
+        let below = self.dispatch_bound();
+        let r = s.dispatch_some(REPUT_BATCH, below, &mut |rec| {
             if rec.goes_to_queue()
                 && !touched
                     .iter()
@@ -253,8 +254,15 @@ impl StoreService {
         }
         // Before the dispatched offset: a query that waited for it must find the keys.
         self.publish_index(&s);
-        self.dispatched
-            .store(s.store().dispatched_offset(), Ordering::Release);
+        let dispatched = s.store().dispatched_offset();
+        self.dispatched.store(dispatched, Ordering::Release);
+        // Before `dispatch_done` wakes anyone: a pass with nothing more it may do says
+        // how far that is, the bound it stopped at or the end it reached.
+        match &r {
+            Ok(d) if d.limited => self.note_reached(below),
+            Ok(d) if !d.more && !d.index_flush => self.note_reached(dispatched),
+            _ => {}
+        }
         note_slow_hold("reput", held);
         r.map_err(|e| e.to_string())
     }

@@ -196,6 +196,7 @@ impl StoreService {
         self.flushed.store(flushed.min(end), Ordering::Release);
         self.dispatched
             .store(s.store().dispatched_offset(), Ordering::Release);
+        self.note_reached(s.store().dispatched_offset());
         let page = rustix::param::page_size() as u64;
         self.released.fetch_min(end / page * page, Ordering::AcqRel);
         for (topic, queue_id) in s.store().queues().keys() {

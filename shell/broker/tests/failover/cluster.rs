@@ -376,6 +376,19 @@ pub fn key_counts(addr: &str) -> BTreeMap<u64, usize> {
     })
 }
 
+/// The messages the broker at `addr` shows in the topic's consume queues: the sum of
+/// their max offsets.
+pub fn queued_at(addr: &str) -> i64 {
+    run(async {
+        let c = Client::connect(addr).await;
+        let mut n = 0;
+        for q in 0..QUEUES {
+            n += offset_of(&c.call(max_offset_req(TOPIC, q)).await);
+        }
+        n
+    })
+}
+
 /// Senders of numbered keys (each its own connection, one request at a time, as fast
 /// as the master answers) to the master the controllers name, until stopped; records
 /// the keys answered SEND_OK and when.
