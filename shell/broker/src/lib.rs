@@ -265,7 +265,7 @@ impl BrokerCtx {
         }
         let me = cm.replica.broker_id().unwrap_or(-1);
         self.ha
-            .confirm_offset(me, &cm.replica.wait_set(), |c| self.store.set_confirm(c));
+            .confirm_offset(me, || cm.replica.wait_set(), |c| self.store.set_confirm(c));
     }
 
     /// Controller mode's answer to a send: durable as `flushDiskType` says, and with

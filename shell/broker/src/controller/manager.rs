@@ -315,7 +315,7 @@ async fn switch(
                 ));
             }
             if ctx.role.is_slave() || known.master_epoch > last {
-                to_master(ctx, cm, known.master_epoch).await?;
+                to_master(ctx, cm, known.master_epoch, &known.sync_state_set).await?;
             }
         }
         (Some(m), Some(addr)) => {
@@ -347,6 +347,7 @@ async fn to_master(
     ctx: &Arc<BrokerCtx>,
     cm: &Arc<ControllerMode>,
     epoch: i32,
+    set: &[i64],
 ) -> Result<(), String> {
     ctx.ha.follow(None);
     // The follower may still be storing a frame: let it finish before reading the end.
@@ -361,8 +362,13 @@ async fn to_master(
     }
     // The controllers elect a master with a SyncStateSet of itself, so its whole log is
     // confirmed: what its old master had not confirmed is dispatched before sends come
-    // in. The bound comes back as members rejoin the set (`update_confirm`).
-    ctx.store.set_confirm(u64::MAX);
+    // in. The bound comes back as members rejoin the set (`update_confirm`). A master
+    // named again with its old set (restarted before the controllers timed it out) has
+    // its log, which recovery dispatched, confirmed, and nothing after it until the
+    // members acknowledge it.
+    let me = cm.replica.broker_id();
+    let alone = set.iter().all(|id| Some(*id) == me);
+    ctx.store.set_confirm(if alone { u64::MAX } else { end });
     ctx.store.await_caught_up(Duration::from_secs(5)).await;
     ctx.role.set(BrokerRole::SyncMaster);
     log::info!(

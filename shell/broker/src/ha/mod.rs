@@ -306,16 +306,17 @@ impl HaService {
             .map(|m| m.acked)
     }
 
-    /// Master side, controller mode: the confirm offset of SyncStateSet `set` (ids; this
-    /// broker's own, `me`, is skipped), handed to `apply` under the members' lock so that
-    /// computations land in the order of the acknowledgements they read (RocketMQ's
-    /// `computeConfirmOffset`): the least a member acknowledged, `u64::MAX` when the set
-    /// is this broker alone. A member not connected leaves the offset as it was, as in
-    /// RocketMQ: what it holds is unknown until it is back or out of the set.
-    pub fn confirm_offset(&self, me: i64, set: &[i64], apply: impl FnOnce(u64)) {
+    /// Master side, controller mode: the confirm offset of the SyncStateSet `set` gives
+    /// (ids; this broker's own, `me`, is skipped), handed to `apply`. The set is read and
+    /// the offset applied under the members' lock, so computations land in the order of
+    /// the acknowledgements and sets they read, and the last one read the newest of both
+    /// (RocketMQ's `computeConfirmOffset`): the least a member acknowledged, `u64::MAX`
+    /// when the set is this broker alone. A member not connected leaves the offset as it
+    /// was, as in RocketMQ: what it holds is unknown until it is back or out of the set.
+    pub fn confirm_offset(&self, me: i64, set: impl FnOnce() -> Vec<i64>, apply: impl FnOnce(u64)) {
         let m = self.members.guard();
         let mut least = u64::MAX;
-        for id in set.iter().filter(|id| **id != me) {
+        for id in set().iter().filter(|id| **id != me) {
             match m.get(id) {
                 Some(e) => least = least.min(e.acked),
                 None => return,

@@ -143,8 +143,13 @@ async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> 
         read(&mut stream, &mut header[..header_len], silence).await?;
         let (offset, len) = parse_header(&header)?;
         if header_len > FRAME_HEADER {
-            // Before the bytes it may cover are stored: they are dispatched under it.
-            ctx.store.set_confirm(parse_confirm(&header)?);
+            let confirm = parse_confirm(&header)?;
+            // Before the bytes it may cover are stored: they are dispatched under it. Not
+            // once this broker leads: a frame read as it was promoted must not bound the
+            // new master's log (its own set decides that).
+            if !ctx.store.leads() {
+                ctx.store.set_confirm(confirm);
+            }
         }
         let expected = pending_at + pending.len() as u64;
         if offset != expected {

@@ -25,10 +25,14 @@ impl StoreService {
         self.dispatched.load(Ordering::Acquire)
     }
 
-    /// Sets the confirm offset (`u64::MAX`: no bound) and wakes reput when it rose.
+    /// Sets the confirm offset (`u64::MAX`: no bound). Risen, it wakes reput; lowered,
+    /// the waiters whose wait it may end.
     pub fn set_confirm(&self, offset: u64) {
-        if self.confirm.swap(offset, Ordering::AcqRel) < offset {
+        let was = self.confirm.swap(offset, Ordering::AcqRel);
+        if was < offset {
             self.appended.notify(usize::MAX);
+        } else if was > offset {
+            self.dispatch_done.notify(usize::MAX);
         }
     }
 
@@ -61,27 +65,32 @@ impl StoreService {
     }
 
     /// Waits (at most `within`) until reput dispatched what it may of what was appended
-    /// before the call; at once when it did.
+    /// before the call; at once when it did. For readers: what waits for the confirm
+    /// offset is not theirs to see yet.
     pub async fn await_caught_up(&self, within: Duration) {
         let end = self.log_end();
-        if !self.dispatched_to(end) {
-            self.await_dispatched(end, within).await;
-        }
+        self.await_reput(within, || self.dispatched_to(end)).await;
     }
 
-    /// Waits (at most `within`) until reput dispatched what it may below `offset`;
-    /// returns whether every record below `offset` is dispatched (false when some wait
-    /// for the confirm offset).
+    /// Waits (at most `within`) until every record below `offset` is dispatched, the
+    /// confirm offset notwithstanding; returns whether they are. For work that must see
+    /// them all: revive pairing acks with checkpoints, a topic's deletion.
     pub async fn await_dispatched(&self, offset: u64, within: Duration) -> bool {
+        self.await_reput(within, || self.dispatched_offset() >= offset)
+            .await;
+        self.dispatched_offset() >= offset
+    }
+
+    async fn await_reput(&self, within: Duration, done: impl Fn() -> bool) {
         let deadline = Instant::now() + within;
         loop {
             let listener = self.dispatch_done.listen();
-            if self.dispatched_to(offset) {
-                return self.dispatched_offset() >= offset;
+            if done() {
+                return;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
-                return self.dispatched_offset() >= offset;
+                return;
             }
         }
     }
