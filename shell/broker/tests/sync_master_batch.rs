@@ -1,5 +1,6 @@
-//! A SYNC_MASTER's batch send waits for its slave; the requests behind it on the same
-//! connection must not. Real processes: a SYNC_MASTER (standalone, ASYNC_FLUSH) and a
+//! A SYNC_MASTER's send, batch or single, waits for its slave; the requests behind it
+//! on the same connection must not (sends are handled in the connection's read loop only
+//! when their answer waits on nothing). Real processes: a SYNC_MASTER (standalone, ASYNC_FLUSH) and a
 //! slave that is frozen (SIGSTOP) once it has acknowledged, so the next batch waits
 //! the whole `syncFlushTimeout`.
 
@@ -61,7 +62,7 @@ fn batch(n: usize) -> RemotingCommand {
 }
 
 #[test]
-fn a_batch_waiting_for_a_frozen_slave_holds_up_no_request_behind_it() {
+fn a_send_waiting_for_a_frozen_slave_holds_up_no_request_behind_it() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let m = master(md.path());
     let s = slave(sd.path(), &m.namesrv.clone().unwrap());
@@ -76,10 +77,27 @@ fn a_batch_waiting_for_a_frozen_slave_holds_up_no_request_behind_it() {
 
         s.pause();
         wait_stopped(s.pid());
+        for (what, req) in [
+            ("batch", batch(4)),
+            ("single send", send_v2(&msg(TOPIC, b"one", &[]), 0)),
+        ] {
+            waits_alone(&c, what, req).await;
+        }
+        s.resume();
+    });
+    drop(s);
+    drop(m);
+}
+
+/// Sends `req` (a send the frozen slave will not acknowledge) and, while it waits, asks
+/// for the runtime info on the same connection: answered at once, the send after
+/// `syncFlushTimeout`.
+async fn waits_alone(c: &Client, what: &str, req: RemotingCommand) {
+    {
         let started = Instant::now();
         let waiting = {
             let c = c.clone();
-            spawn(async move { (c.call(batch(4)).await, Instant::now()) })
+            spawn(async move { (c.call(req).await, Instant::now()) })
         };
         // Let the batch reach the broker first, then ask on the same connection.
         sleep(Duration::from_millis(200)).await;
@@ -91,26 +109,23 @@ fn a_batch_waiting_for_a_frozen_slave_holds_up_no_request_behind_it() {
             .await;
         let answered = Instant::now();
         expect_code(&info, ResponseCode::Success);
-        let (sent, batch_answered) = waiting.await;
-        s.resume();
+        let (sent, send_answered) = waiting.await;
         assert_eq!(
             sent.response_code(),
             ResponseCode::FlushSlaveTimeout,
-            "the batch waited for the frozen slave: {:?}",
+            "the {what} waited for the frozen slave: {:?}",
             sent.remark
         );
         assert!(
-            batch_answered.duration_since(started) >= SYNC_TIMEOUT - Duration::from_millis(200),
-            "the batch was answered after {:?}",
-            batch_answered.duration_since(started)
+            send_answered.duration_since(started) >= SYNC_TIMEOUT - Duration::from_millis(200),
+            "the {what} was answered after {:?}",
+            send_answered.duration_since(started)
         );
         assert!(
             answered.duration_since(asked) < Duration::from_secs(1),
-            "the request behind the batch waited {:?}",
+            "the request behind the {what} waited {:?}",
             answered.duration_since(asked)
         );
-        assert!(answered < batch_answered);
-    });
-    drop(s);
-    drop(m);
+        assert!(answered < send_answered);
+    }
 }

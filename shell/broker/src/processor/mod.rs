@@ -63,13 +63,19 @@ pub fn bad_header(req: &RemotingCommand, e: impl std::fmt::Display) -> RemotingC
 
 impl Processor for BrokerProcessor {
     fn is_quick(&self, req: &RemotingCommand) -> bool {
-        // A batch send is answered as soon as its records are appended (measured: 5.3 ->
-        // 4.4 µs of broker CPU per message at 16 senders), unless its answer waits on
-        // something: a flush (SYNC_FLUSH) or a slave's acknowledgement (SYNC_MASTER, up to
-        // syncFlushTimeout). Run in the read loop, such a wait would hold up every
-        // request behind it on the connection.
-        matches!(req.request_code_enum(), RequestCode::SendBatchMessage)
-            && answers_without_waiting(&self.ctx.config, self.ctx.role.get())
+        // A send is answered as soon as its records are appended, so it runs in the read
+        // loop without a hand-over to another task and thread (measured at 16 senders:
+        // batches 5.3 -> 4.4 µs of broker CPU per message; single sync sends 61.8k ->
+        // 74.9k msgs/s, p99 1.13 -> 1.46 ms; one sender 11.5k -> 14.5k), unless its
+        // answer waits on something: a flush (SYNC_FLUSH) or a slave's acknowledgement
+        // (SYNC_MASTER, up to syncFlushTimeout). Run in the read loop, such a wait would
+        // hold up every request behind it on the connection. The cost: the sends of one
+        // connection (a Java producer's threads share one) are appended one after another;
+        // the append lock ordered them anyway.
+        matches!(
+            req.request_code_enum(),
+            RequestCode::SendBatchMessage | RequestCode::SendMessage | RequestCode::SendMessageV2
+        ) && answers_without_waiting(&self.ctx.config, self.ctx.role.get())
     }
 
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
