@@ -12,8 +12,9 @@
 //!   commit, against raw `write()` and `write()` + `fdatasync`.
 //! - `produce`, `e2e`, `backlog` ([`suite`]): a real `tern-broker` process driven by the
 //!   Tern client, beside the peers measured in the same run (rocketmq-rust when installed
-//!   with `--install-peers`, Redis streams when Debian's `redis-server` is installed) and
-//!   raw sequential `write()`; rows in [`table`], goals in [`goals`], plots in [`plot`].
+//!   with `--install-peers`, Redis streams and NATS JetStream when Debian's `redis-server`
+//!   and `nats-server` are installed) and raw sequential `write()`; rows in [`table`],
+//!   goals in [`goals`], plots in [`plot`].
 //! - `stalls` ([`stalls`]): does one request wait on another's disk work? Sync senders
 //!   on a quiet broker, then beside key queries, SQL92 consumers and a cold catch-up.
 //! - `edge` ([`edge`]): sends through a `tern-edge` gateway to a central broker, beside
@@ -30,6 +31,7 @@ pub mod engine;
 pub mod goals;
 pub mod grpc;
 pub mod load;
+pub mod nats_peer;
 pub mod plot;
 pub mod proc;
 pub mod redis_peer;

@@ -175,6 +175,7 @@ fn suite_params(a: &Args, dir: PathBuf) -> SuiteParams {
     if a.no_peers {
         p.rocketmq = false;
         p.redis = false;
+        p.nats = false;
     }
     p
 }

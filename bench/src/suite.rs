@@ -3,8 +3,8 @@
 //!
 //! - `produce`: P senders (sync, async, oneway, batch) for ASYNC_FLUSH and SYNC_FLUSH;
 //!   msgs/s, MB/s, latency percentiles. Peers: rocketmq-rust (every mode, same client),
-//!   Redis streams (sync XADD). Baseline: raw sequential `write()` bandwidth, measured
-//!   right after each batched run.
+//!   Redis streams (sync XADD), NATS JetStream (sync and async publish). Baseline: raw
+//!   sequential `write()` bandwidth, measured right after each batched run.
 //! - `e2e`: produce and consume at once; send → consume latency.
 //! - `backlog`: catch-up over a backlog from offset 0, and the footprint: start-up empty,
 //!   idle RSS, recovery after `kill -9`, start-up with the backlog grown past
@@ -23,6 +23,7 @@ use tern_shell::runtime::{self, block_on};
 
 use crate::consume;
 use crate::load::{self, Load, LoadResult, Mode};
+use crate::nats_peer;
 use crate::proc::{Server, start_tern};
 use crate::redis_peer;
 use crate::rocketmq_peer::{self, RocketMq};
@@ -36,6 +37,8 @@ pub const TERN: &str = "tern";
 pub const RMQ: &str = "rocketmq-rust";
 /// Name of the Debian peer in tables.
 pub const REDIS: &str = "redis";
+/// Name of the NATS JetStream peer in tables.
+pub const NATS: &str = "nats";
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -64,6 +67,8 @@ pub struct SuiteParams {
     pub rocketmq: bool,
     /// Measure Redis when installed.
     pub redis: bool,
+    /// Measure NATS JetStream when installed.
+    pub nats: bool,
     /// Send modes of the produce scenario (`--modes`); SYNC_FLUSH runs sync and batch only.
     pub modes: Vec<Mode>,
     /// Flush policies of the produce scenario (`--flush`): false = ASYNC_FLUSH, true = SYNC_FLUSH.
@@ -86,6 +91,7 @@ impl SuiteParams {
             conf: String::new(),
             rocketmq: true,
             redis: true,
+            nats: true,
             modes: Mode::ALL.to_vec(),
             flush: vec![false, true],
         }
@@ -246,6 +252,11 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
         } else {
             None
         };
+        let nats = if p.nats {
+            nats_peer::start(&p.dir.join(format!("nats-{flush}")), sync)?
+        } else {
+            None
+        };
         // SYNC_FLUSH: async and oneway senders measure the same group commit as sync.
         let modes: Vec<Mode> = p
             .modes
@@ -304,6 +315,9 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
                     );
                     log_row(&m);
                     rows.push(m);
+                }
+                if let Some(nats) = &nats {
+                    nats.produce(mode, flush, n, p, rows);
                 }
                 if mode == Mode::Batch && !sync {
                     let bytes = (rows.last().map_or(0.0, |m| m.mb_per_s)
@@ -419,6 +433,9 @@ pub fn backlog(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
             Err(e) if system != TERN => eprintln!("{system}: backlog scenario failed: {e}"),
             r => r?,
         }
+    }
+    if p.nats {
+        nats_peer::backlog(p, rows);
     }
     Ok(())
 }
