@@ -16,6 +16,8 @@ const ECHO: RequestCode = RequestCode::Other(9001);
 const SLOW: RequestCode = RequestCode::Other(9002);
 const ASK_CLIENT: RequestCode = RequestCode::Other(9003);
 const COUNT: RequestCode = RequestCode::Other(9004);
+/// Answered in the read loop (`Processor::is_quick`).
+const QUICK: RequestCode = RequestCode::Other(9005);
 
 #[derive(Default)]
 struct TestProcessor {
@@ -23,9 +25,16 @@ struct TestProcessor {
 }
 
 impl Processor for TestProcessor {
+    fn is_quick(&self, req: &RemotingCommand) -> bool {
+        req.request_code_enum() == QUICK
+    }
+
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
         let n = req.ext_fields.get("n").cloned().unwrap_or_default();
         match req.request_code_enum() {
+            QUICK => {
+                Some(RemotingCommand::response_to(&req, ResponseCode::Success).with_ext("n", n))
+            }
             ECHO => {
                 // Answer out of order: later requests may finish first.
                 let delay = n.parse::<u64>().unwrap_or(0) % 7;
@@ -104,6 +113,56 @@ fn concurrent_requests_on_one_connection_get_their_own_responses() {
             assert_eq!(resp.ext_fields["n"], n.to_string());
             assert!(resp.is_response());
         }
+        server.shutdown().await;
+    });
+}
+
+/// Reads one frame from `raw` (within 2 s).
+async fn read_answer(raw: &mut TcpStream) -> RemotingCommand {
+    let read = async {
+        let mut len = [0u8; 4];
+        raw.read_exact(&mut len).await.unwrap();
+        let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
+        raw.read_exact(&mut payload).await.unwrap();
+        RemotingCommand::decode_payload(&payload, &Default::default()).unwrap()
+    };
+    timeout(Duration::from_secs(2), read)
+        .await
+        .expect("an answer within 2 s")
+}
+
+#[test]
+fn pipelined_quick_requests_are_all_answered_before_the_loop_waits_for_more() {
+    block_on(async {
+        let (server, _) = start(ServerConfig::default()).await;
+        let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+        // 40 whole quick requests in one write, then the first bytes of one more: their
+        // answers (gathered while more were buffered) must go out before the server
+        // waits for the rest, which this client sends only once it has them all.
+        let reqs: Vec<RemotingCommand> = (0..41)
+            .map(|n| RemotingCommand::request_code(QUICK).with_ext("n", n.to_string()))
+            .collect();
+        let mut bytes = Vec::new();
+        for r in &reqs[..40] {
+            bytes.extend(r.encode().unwrap());
+        }
+        let last = reqs[40].encode().unwrap();
+        bytes.extend_from_slice(&last[..5]);
+        raw.write_all(&bytes).await.unwrap();
+        for r in &reqs[..40] {
+            let a = read_answer(&mut raw).await;
+            assert_eq!(
+                (a.opaque, &a.ext_fields["n"]),
+                (r.opaque, &r.ext_fields["n"])
+            );
+            assert!(a.is_response());
+        }
+        raw.write_all(&last[5..]).await.unwrap();
+        let a = read_answer(&mut raw).await;
+        assert_eq!(
+            (a.opaque, a.ext_fields["n"].as_str()),
+            (reqs[40].opaque, "40")
+        );
         server.shutdown().await;
     });
 }

@@ -29,7 +29,19 @@ impl Connection {
         if let Some(idle) = config.idle_timeout {
             runtime::spawn(self.clone().close_when_idle(idle));
         }
+        // Answers to quick requests, encoded back to back: written once no whole frame
+        // is left in the read buffer (Redis's reply buffering). A client with many
+        // requests in flight (async sends, a shared producer connection) gets one write
+        // for what one read brought in, instead of one per request.
+        let mut answers: Vec<u8> = Vec::new();
         loop {
+            if !answers.is_empty()
+                && (answers.len() >= ANSWERS_FLUSH_BYTES || !holds_frame(reader.buffer()))
+            {
+                let _ = self.write_encoded(&answers).await;
+                answers.clear();
+                answers.shrink_to(ANSWERS_FLUSH_BYTES);
+            }
             // Wait for data without consuming it, so a close never cuts a frame. Idleness
             // is the watchdog's business: a timer armed here for every request cost two
             // timer operations and a reactor wake-up each.
@@ -107,8 +119,19 @@ impl Connection {
                 held: &in_flight_bytes,
                 max: config.max_in_flight_bytes,
             };
-            self.dispatch(cmd, frame_bytes, &processor, &in_flight, budget)
-                .await;
+            self.dispatch(
+                cmd,
+                frame_bytes,
+                &processor,
+                &in_flight,
+                budget,
+                &mut answers,
+            )
+            .await;
+        }
+        if !answers.is_empty() {
+            // The peer may only have shut its writing side: it still reads.
+            let _ = self.write_encoded(&answers).await;
         }
         self.abort();
         self.inner.done.trigger();
@@ -146,8 +169,9 @@ impl Connection {
     }
 
     /// Runs one request from the peer: in the read loop when the processor says it is
-    /// quick (reading waits meanwhile, so it holds no budget), else in a task of its own
-    /// holding a slot and its frame's bytes of the connection's budgets.
+    /// quick (reading waits meanwhile, so it holds no budget; its answer joins
+    /// `answers`), else in a task of its own holding a slot and its frame's bytes of the
+    /// connection's budgets.
     async fn dispatch<P: Processor>(
         &self,
         req: RemotingCommand,
@@ -155,11 +179,17 @@ impl Connection {
         processor: &Arc<P>,
         in_flight: &Arc<Semaphore>,
         budget: ByteBudget<'_>,
+        answers: &mut Vec<u8>,
     ) {
         if processor.is_quick(&req) {
             let (opaque, ser, oneway) = (req.opaque, req.serialize_type, req.is_oneway());
             let resp = processor.process(self, req).await;
-            self.respond(resp, opaque, ser, oneway).await;
+            if let Some(resp) = answer(resp, opaque, ser, oneway) {
+                match resp.encode() {
+                    Ok(frame) => answers.extend_from_slice(&frame),
+                    Err(e) => log::warn!("answer to request {opaque} not encoded: {e}"),
+                }
+            }
             return;
         }
         let admitted = in_flight
@@ -205,13 +235,7 @@ impl Connection {
         ser: SerializeType,
         oneway: bool,
     ) {
-        if let (Some(mut resp), false) = (resp, oneway) {
-            resp.opaque = opaque;
-            resp.flag |= FLAG_RESPONSE;
-            if ser == SerializeType::Json {
-                // The C++ client reads JSON only: a JSON request gets a JSON answer.
-                resp.serialize_type = SerializeType::Json;
-            }
+        if let Some(resp) = answer(resp, opaque, ser, oneway) {
             let _ = self.write(&resp).await;
         }
     }
@@ -225,6 +249,34 @@ impl Connection {
             }
         };
         let _ = runtime::timeout(config.drain_timeout, all).await;
+    }
+}
+
+/// A processor's answer made the response to request `opaque`: none for a oneway one.
+fn answer(
+    resp: Option<RemotingCommand>,
+    opaque: i32,
+    ser: SerializeType,
+    oneway: bool,
+) -> Option<RemotingCommand> {
+    let mut resp = resp.filter(|_| !oneway)?;
+    resp.opaque = opaque;
+    resp.flag |= FLAG_RESPONSE;
+    if ser == SerializeType::Json {
+        // The C++ client reads JSON only: a JSON request gets a JSON answer.
+        resp.serialize_type = SerializeType::Json;
+    }
+    Some(resp)
+}
+
+/// Gathered answers are written at the latest once they reach this.
+const ANSWERS_FLUSH_BYTES: usize = 64 << 10;
+
+/// Whether `buffered` starts with a whole frame (its 4-byte length and that many bytes).
+fn holds_frame(buffered: &[u8]) -> bool {
+    match buffered.first_chunk::<4>() {
+        Some(len) => buffered.len() - 4 >= u32::from_be_bytes(*len) as usize,
+        None => false,
     }
 }
 

@@ -27,19 +27,30 @@ impl Connection {
         let mut bytes = head;
         if inline {
             bytes.extend_from_slice(&cmd.body);
+            self.write_slices(&mut [IoSlice::new(&bytes)]).await
+        } else {
+            self.write_slices(&mut [IoSlice::new(&bytes), IoSlice::new(&cmd.body)])
+                .await
+        }
+    }
+
+    /// Writes frames already encoded back to back (the read loop's answers to quick
+    /// requests, gathered while more requests were buffered): one syscall for them all.
+    pub(super) async fn write_encoded(&self, frames: &[u8]) -> Result<(), RemotingError> {
+        self.write_slices(&mut [IoSlice::new(frames)]).await
+    }
+
+    /// Writes `bufs` whole under the writer lock, bounded by the write timeout.
+    async fn write_slices(&self, bufs: &mut [IoSlice<'_>]) -> Result<(), RemotingError> {
+        if self.is_closed() {
+            return Err(self.closed_error());
         }
         let mut w = self.lock_writer().await?;
         if self.is_closed() {
             // Closed while we queued (a stalled write before ours, or a close).
             return Err(self.closed_error());
         }
-        let res = if inline {
-            self.write_bounded(&mut w, &mut [IoSlice::new(&bytes)])
-                .await
-        } else {
-            let mut bufs = [IoSlice::new(&bytes), IoSlice::new(&cmd.body)];
-            self.write_bounded(&mut w, &mut bufs).await
-        };
+        let res = self.write_bounded(&mut w, bufs).await;
         drop(w);
         match res {
             Ok(()) => {
