@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use md5::{Digest as _, Md5};
 use prost_types::{Duration as PbDuration, Timestamp};
-use tern_shell::message::{Message, MessageExt, property};
+use tern_shell::message::{Message, MessageExt, property, split_keys};
 
 use crate::config::ProxySettings;
 use crate::pb::{self, Code, DigestType, Encoding, MessageType, Status};
@@ -397,12 +397,7 @@ pub fn incoming(m: &MessageExt, topic: &str, receipt_handle: Option<String>) -> 
         tag: p.get(property::TAGS).cloned(),
         keys: p
             .get(property::KEYS)
-            .map(|k| {
-                k.split(' ')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
+            .map(|k| split_keys(k).map(str::to_owned).collect())
             .unwrap_or_default(),
         message_id: p
             .get(property::UNIQ_KEY)
