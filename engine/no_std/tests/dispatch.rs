@@ -172,13 +172,7 @@ fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
         assert!(!p.limited && !p.more, "{p:?}");
         assert_eq!(store.dispatched_offset(), store.log().max_offset());
         assert_eq!(seen, sent.iter().map(|s| s.offset).collect::<Vec<_>>());
-        for s in &sent {
-            let q = store.queue(s.topic, s.queue_id).unwrap();
-            assert_eq!(
-                q.get(s.queue_offset).unwrap().unwrap().physical_offset,
-                s.offset
-            );
-        }
+        assert_queued(&store, &sent);
     })
     .unwrap();
 }

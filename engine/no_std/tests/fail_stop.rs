@@ -159,13 +159,7 @@ fn a_failed_queue_flush_at_a_checkpoint_stops_the_store() {
         parts.crash(Crash::DropUnflushed);
         let store = open(parts, true).unwrap();
         assert_log(&store, &sent);
-        for s in &sent {
-            let q = store.queue(s.topic, s.queue_id).unwrap();
-            assert_eq!(
-                q.get(s.queue_offset).unwrap().unwrap().physical_offset,
-                s.offset
-            );
-        }
+        assert_queued(&store, &sent);
     })
     .unwrap();
 }

@@ -248,60 +248,6 @@ impl BrokerCtx {
         Ok(claim.settle(msgs, &stored, runtime::now_ms()))
     }
 
-    /// Controller mode, as master: moves the store's confirm offset to what every
-    /// member of the SyncStateSet (and of a set this master proposed) acknowledged, with
-    /// `allAckInSyncStateSet`; no bound without it, as in RocketMQ. Called after each
-    /// acknowledgement and each change of the set, and by a send before its answer, so a
-    /// reader after a SEND_OK finds the message. A slave's bound comes from its master's
-    /// frames instead.
-    pub(crate) fn update_confirm(&self) {
-        let Some(cm) = &self.controller else { return };
-        if !self.store.leads() {
-            return;
-        }
-        if !self.config.controller.all_ack_in_sync_state_set {
-            self.store.set_confirm(u64::MAX);
-            return;
-        }
-        let me = cm.replica.broker_id().unwrap_or(-1);
-        self.ha
-            .confirm_offset(me, || cm.replica.wait_set(), |c| self.store.set_confirm(c));
-    }
-
-    /// Controller mode's answer to a send: durable as `flushDiskType` says, and with
-    /// `allAckInSyncStateSet` held by every member of the SyncStateSet (and of one this
-    /// master proposed), so any member the controllers elect has it. A record this broker
-    /// appended as master but that it lost the role (or began a new term) before answering
-    /// is never acknowledged: it may be cut when the broker rejoins as a slave.
-    async fn await_in_sync(&self, cm: &controller::ControllerMode, end: u64) -> store::Durability {
-        let term = cm.replica.last_epoch();
-        let durable = self.store.await_durable(end).await;
-        if durable != store::Durability::Durable {
-            return durable;
-        }
-        let deposed = || self.role.is_slave() || cm.replica.last_epoch() != term;
-        if deposed() {
-            return store::Durability::SlaveNotAvailable;
-        }
-        if self.config.controller.all_ack_in_sync_state_set {
-            let me = cm.replica.broker_id().unwrap_or(-1);
-            let waited = self.ha.await_members(
-                me,
-                || cm.replica.wait_set(),
-                end,
-                self.config.controller.slave_timeout,
-            );
-            if waited.await != ha::Replication::Replicated {
-                return store::Durability::SlaveTimeout;
-            }
-            self.update_confirm();
-        }
-        if deposed() {
-            return store::Durability::SlaveNotAvailable;
-        }
-        store::Durability::Durable
-    }
-
     /// Counts a stored message for the metrics, under its real topic: a half message's
     /// (`Transaction`), a delayed or timer one's (`Delay`).
     fn count_in(&self, msg: &tern_engine::record::MessageIn<'_>, delayed: bool) {

@@ -306,15 +306,7 @@ fn sends_are_refused_while_the_sync_state_set_is_smaller_than_min_in_sync_replic
     c.start_set(TOPIC, QUEUES);
     let master = replica_info(&c.controllers).unwrap().master.unwrap();
     let m = c.index_of(&master);
-    let answer = |k: u64| {
-        run(async {
-            let conn =
-                Connection::connect(&master, ConnectionConfig::default(), Duration::from_secs(2))
-                    .await
-                    .unwrap();
-            send_answer(&conn, k).await.expect("an answer")
-        })
-    };
+    let answer = |k: u64| answers_from(&master, k..k + 1).remove(0);
     assert_eq!(answer(1).response_code(), ResponseCode::Success);
     // Both slaves die: the master drops them from the set, leaving itself alone.
     let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
@@ -366,22 +358,10 @@ fn records_not_every_member_holds_are_shown_to_no_reader_until_they_do() {
     let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
     let (live, frozen) = (slaves[0], slaves[1]);
     let answers = |keys: std::ops::Range<u64>| {
-        run(async {
-            let conn =
-                Connection::connect(&master, ConnectionConfig::default(), Duration::from_secs(2))
-                    .await
-                    .unwrap();
-            let mut codes = Vec::new();
-            for k in keys {
-                codes.push(
-                    send_answer(&conn, k)
-                        .await
-                        .expect("an answer")
-                        .response_code(),
-                );
-            }
-            codes
-        })
+        answers_from(&master, keys)
+            .iter()
+            .map(|r| r.response_code())
+            .collect::<Vec<_>>()
     };
     let queued_everywhere = |n: i64| {
         (0..3)

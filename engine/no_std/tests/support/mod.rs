@@ -317,6 +317,17 @@ pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// Appends `s` and records where it went.
+/// Each message's consume-queue entry points at its record.
+pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
+    for s in sent {
+        let q = store.queue(s.topic, s.queue_id).unwrap();
+        assert_eq!(
+            q.get(s.queue_offset).unwrap().unwrap().physical_offset,
+            s.offset
+        );
+    }
+}
+
 pub fn put(store: &mut TestStore<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
     let stored = store.put(&message(s), ts)?;
     s.offset = stored.at.offset;

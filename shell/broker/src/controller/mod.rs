@@ -10,6 +10,8 @@
 //! * [`client`]: calls to the controller leader, heartbeats to every controller.
 //! * [`manager`]: registration, heartbeats, the role loop and the switches.
 //! * [`requests`]: NOTIFY_BROKER_ROLE_CHANGED and GET_BROKER_EPOCH_CACHE.
+//! * [`in_sync`]: what a send waits for (`allAckInSyncStateSet`), and the confirm offset
+//!   that bounds what readers see.
 //! * [`handshake`]: the epoch exchange that opens a replication connection, so a
 //!   rejoining replica cuts its log where it parts from the master's.
 
@@ -18,6 +20,7 @@ use std::path::Path;
 pub mod client;
 pub mod epoch;
 pub mod handshake;
+mod in_sync;
 pub mod manager;
 pub mod replica;
 pub mod requests;

@@ -342,6 +342,20 @@ pub async fn send_answer(c: &Connection, k: u64) -> Option<RemotingCommand> {
     .ok()
 }
 
+/// Sends `keys` in turn over one new connection to `addr`; their answers.
+pub fn answers_from(addr: &str, keys: std::ops::Range<u64>) -> Vec<RemotingCommand> {
+    run(async {
+        let conn = Connection::connect(addr, ConnectionConfig::default(), Duration::from_secs(2))
+            .await
+            .unwrap();
+        let mut answers = Vec::new();
+        for k in keys {
+            answers.push(send_answer(&conn, k).await.expect("an answer"));
+        }
+        answers
+    })
+}
+
 /// Sends key `k` over `c`; true on SEND_OK.
 pub async fn send(c: &Connection, k: u64) -> bool {
     send_answer(c, k)
