@@ -113,7 +113,7 @@ fn blocking_work_runs_off_the_executor_threads() {
 #[test]
 fn a_second_choice_is_refused_and_names_the_first() {
     smol_chosen();
-    match runtime::install(Runtime::AsyncStd) {
+    match runtime::install(Runtime::Pool { threads: 2 }) {
         Err(InstallError::AlreadyChosen(Runtime::Smol { threads: THREADS })) => {}
         other => panic!("{other:?}"),
     }

@@ -121,7 +121,7 @@ impl Config for EdgeConfig {
             executor_threads: r.get_checked(
                 "edgeExecutorThreads",
                 1usize,
-                in_range(1, runtime::MAX_SMOL_THREADS),
+                in_range(1, runtime::MAX_THREADS),
             )?,
         })
     }

@@ -647,16 +647,17 @@ fn note_slow_hold(what: &str, since: Instant) {
 }
 
 /// Waits for `appended` (a listener taken before the caller's last look at the log), for
-/// shutdown, or 200 ms, whichever comes first.
-async fn until_appended(appended: EventListener, shutdown: &runtime::Shutdown) {
-    runtime::race(
-        async {
-            let _ = runtime::timeout(Duration::from_millis(200), appended).await;
-        },
-        shutdown.wait(),
-    )
-    .await;
+/// shutdown, or the caller's next tick ([`APPENDED_TICK`]), whichever comes first.
+async fn until_appended(
+    appended: EventListener,
+    tick: &mut runtime::Ticker,
+    shutdown: &runtime::Shutdown,
+) {
+    runtime::race(appended, runtime::race(tick.tick(), shutdown.wait())).await;
 }
+
+/// How often a task waiting in [`until_appended`] looks again though nothing woke it.
+const APPENDED_TICK: Duration = Duration::from_millis(200);
 
 /// A message to queue 0 of `T`, from and to 127.0.0.1:1, for the store's tests.
 #[cfg(test)]

@@ -13,7 +13,7 @@ use tern_shell::runtime;
 use tern_shell::sync::RwLockExt;
 
 use super::read::QueueView;
-use super::{StoreService, WARM_AHEAD, note_slow_hold, until_appended};
+use super::{APPENDED_TICK, StoreService, WARM_AHEAD, note_slow_hold, until_appended};
 use crate::config::FlushDiskType;
 
 /// Records one reput pass dispatches under one hold of the lock: about 100 µs of
@@ -295,6 +295,7 @@ impl StoreService {
     ) {
         let mut touched: Vec<(String, i32)> = Vec::new();
         let mut backoff = REPUT_BACKOFF_MIN;
+        let mut tick = runtime::Ticker::new(APPENDED_TICK);
         while !shutdown.is_triggered() {
             let listener = self.appended.listen();
             let pass = if self.dispatched_offset() < self.written.load(Ordering::Acquire) {
@@ -328,7 +329,7 @@ impl StoreService {
                 }
                 Ok(_) => {
                     backoff = REPUT_BACKOFF_MIN;
-                    until_appended(listener, &shutdown).await;
+                    until_appended(listener, &mut tick, &shutdown).await;
                 }
                 Err(e) => {
                     let n = self.reput_errors.fetch_add(1, Ordering::Relaxed) + 1;
@@ -452,6 +453,7 @@ impl StoreService {
     /// the store lock, leaves appends a cheap minor fault.
     pub async fn run_warm(self: Arc<Self>, shutdown: runtime::Shutdown) {
         let mut warmed = 0u64;
+        let mut tick = runtime::Ticker::new(APPENDED_TICK);
         while !shutdown.is_triggered() {
             let listener = self.warm_wanted.listen();
             let end = self.written.load(Ordering::Acquire);
@@ -484,7 +486,7 @@ impl StoreService {
             self.warm_below.store(next, Ordering::Release);
             let short = warmed > before && warmed < end + WARM_AHEAD / 2;
             if !short && self.written.load(Ordering::Acquire) < next {
-                until_appended(listener, &shutdown).await;
+                until_appended(listener, &mut tick, &shutdown).await;
             }
         }
     }

@@ -2,13 +2,15 @@
 //! address resolution, sleeping, timeouts and the shutdown signal.
 //!
 //! The executor is chosen once per process, before the first task is spawned
-//! ([`install`]): servers keep async-std's global executor (the default, one thread per
-//! core), the edge gateway runs on a smol executor with a thread or two. Both drive IO
-//! with async-io's reactor (one version in Cargo.lock), so async-std's net types, its
-//! timers and channels work under either; only this module names an executor. Nothing
-//! here makes async-std start its executor threads when smol was chosen: host names are
-//! resolved through [`resolve`], not async-std's `ToSocketAddrs` (which spawns on
-//! async-std's executor).
+//! ([`install`]): servers run Tern's own ([`pool`]: a task woken by a worker's turn of
+//! the reactor runs on that worker, one thread per core), the edge gateway a smol
+//! executor with a thread or two. Both drive IO with async-io's reactor (one version in
+//! Cargo.lock), so async-std's net types, its timers and channels work under either;
+//! only this module names an executor. Nothing here starts async-std's executor threads:
+//! host names are resolved through [`resolve`], not async-std's `ToSocketAddrs` (which
+//! spawns on async-std's executor).
+
+mod pool;
 
 use std::fmt;
 use std::future::Future;
@@ -23,19 +25,28 @@ use async_std::channel::{Receiver, Sender, bounded};
 /// Which executor runs the process's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
-    /// async-std's global executor: one thread per core (`ASYNC_STD_THREAD_COUNT`
-    /// overrides), threads named `async-std/runtime`. The default.
-    AsyncStd,
+    /// Tern's executor ([`pool`]) on `threads` workers named `tern-worker-<n>`. The
+    /// default, with one worker per core ([`POOL_THREADS_ENV`] overrides).
+    Pool {
+        /// Worker threads to start.
+        threads: usize,
+    },
     /// A smol executor on `threads` threads named `tern-smol-<n>` (1 to
-    /// [`MAX_SMOL_THREADS`]): a small device's few cores and little memory.
+    /// [`MAX_THREADS`]): a small device's few cores and little memory.
     Smol {
         /// Executor threads to start.
         threads: usize,
     },
 }
 
-/// Most threads a smol executor is given: more cores than this are not a small device.
-pub const MAX_SMOL_THREADS: usize = 64;
+/// Most threads an executor is given.
+pub const MAX_THREADS: usize = 64;
+
+/// Environment variable that sets the default executor's worker count (1 to
+/// [`MAX_THREADS`]); unset, one per core.
+pub const POOL_THREADS_ENV: &str = "TERN_WORKER_THREADS";
+
+pub use pool::THREAD_PREFIX as POOL_THREAD_PREFIX;
 
 /// Name prefix of the smol executor's threads (`tern-smol-0`, ...), so a test or an
 /// operator's `top -H` can tell which executor runs.
@@ -47,7 +58,7 @@ pub enum InstallError {
     /// The executor was already chosen, by an earlier `install` or by the first spawn
     /// (which takes the default); it is this one.
     AlreadyChosen(Runtime),
-    /// A thread count of 0 or above [`MAX_SMOL_THREADS`].
+    /// A thread count of 0 or above [`MAX_THREADS`].
     Threads(usize),
     /// An executor thread could not be started.
     Thread(std::io::Error),
@@ -58,7 +69,7 @@ impl fmt::Display for InstallError {
         match self {
             Self::AlreadyChosen(rt) => write!(f, "the executor was already chosen: {rt:?}"),
             Self::Threads(n) => {
-                write!(f, "{n} executor threads: expected 1 to {MAX_SMOL_THREADS}")
+                write!(f, "{n} executor threads: expected 1 to {MAX_THREADS}")
             }
             Self::Thread(e) => write!(f, "starting an executor thread: {e}"),
         }
@@ -73,57 +84,88 @@ static SMOL: smol::Executor<'static> = smol::Executor::new();
 static CHOSEN: OnceLock<Runtime> = OnceLock::new();
 
 /// Chooses the executor for the whole process; call it first in `main`, before anything
-/// spawns. Choosing smol starts its threads now.
+/// spawns. The executor's threads start now.
 ///
 /// Fails if the choice was already made (a second `install`, or a spawn before it took
 /// the default): tasks already running stay where they are, so the process would run
 /// on two executors.
 pub fn install(rt: Runtime) -> Result<(), InstallError> {
+    let (Runtime::Pool { threads } | Runtime::Smol { threads }) = rt;
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(InstallError::Threads(threads));
+    }
+    choose(rt).map(|_| ())
+}
+
+/// The executor this process runs on: the default ([`Runtime::Pool`], one worker per
+/// core or [`POOL_THREADS_ENV`]) once anything used it without an [`install`].
+pub fn chosen() -> Runtime {
+    if let Some(&rt) = CHOSEN.get() {
+        return rt;
+    }
+    match choose(Runtime::Pool {
+        threads: default_threads(),
+    }) {
+        Ok(rt) | Err(InstallError::AlreadyChosen(rt)) => rt,
+        // No thread to run anything on: nothing can go on.
+        Err(e) => panic!("starting the executor: {e}"),
+    }
+}
+
+/// Serializes the choice: the first chooser starts the threads, every later one finds
+/// them chosen.
+static CHOOSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn choose(rt: Runtime) -> Result<Runtime, InstallError> {
+    let _choosing = CHOOSING.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(&running) = CHOSEN.get() {
         return Err(InstallError::AlreadyChosen(running));
     }
-    if let Runtime::Smol { threads } = rt {
-        if threads == 0 || threads > MAX_SMOL_THREADS {
-            return Err(InstallError::Threads(threads));
-        }
-        // Threads first, then the choice: a task spawned once the choice is visible
-        // finds threads to run it. Threads started by an install that loses a race
-        // with a concurrent first spawn only park (the executor gets no tasks).
-        for n in 0..threads {
-            std::thread::Builder::new()
-                .name(format!("{SMOL_THREAD_PREFIX}{n}"))
-                .spawn(|| smol::block_on(SMOL.run(std::future::pending::<()>())))
-                .map_err(InstallError::Thread)?;
+    match rt {
+        Runtime::Pool { threads } => pool::start(threads).map_err(InstallError::Thread)?,
+        Runtime::Smol { threads } => {
+            for n in 0..threads {
+                std::thread::Builder::new()
+                    .name(format!("{SMOL_THREAD_PREFIX}{n}"))
+                    .spawn(|| smol::block_on(SMOL.run(std::future::pending::<()>())))
+                    .map_err(InstallError::Thread)?;
+            }
         }
     }
-    CHOSEN
-        .set(rt)
-        .map_err(|_| InstallError::AlreadyChosen(chosen()))
+    // Threads first, then the choice: a task spawned once the choice is visible finds
+    // threads to run it.
+    let _ = CHOSEN.set(rt);
+    Ok(rt)
 }
 
-/// The executor this process runs on (the default, async-std, once anything used it
-/// without an [`install`]).
-pub fn chosen() -> Runtime {
-    *CHOSEN.get_or_init(|| Runtime::AsyncStd)
+/// Workers of the default executor: [`POOL_THREADS_ENV`] when it holds 1 to
+/// [`MAX_THREADS`], else one per core.
+fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let Ok(set) = std::env::var(POOL_THREADS_ENV) else {
+        return cores.min(MAX_THREADS);
+    };
+    match set.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => n,
+        _ => {
+            log::warn!(
+                "{POOL_THREADS_ENV}={set:?}: expected 1 to {MAX_THREADS}; one worker per core"
+            );
+            cores.min(MAX_THREADS)
+        }
+    }
 }
 
 /// Handle of a spawned task; awaiting it yields the task's output. Dropping it detaches
 /// the task (it runs on), under either executor.
 pub struct JoinHandle<T>(Handle<T>);
 
-enum Handle<T> {
-    AsyncStd(async_std::task::JoinHandle<T>),
-    /// `None` only inside `drop`, which detaches the task.
-    Smol(Option<smol::Task<T>>),
-}
+/// `None` only inside `drop`, which detaches the task.
+struct Handle<T>(Option<async_task::Task<T>>);
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let on = match self.0 {
-            Handle::AsyncStd(_) => "async-std",
-            Handle::Smol(_) => "smol",
-        };
-        f.debug_tuple("JoinHandle").field(&on).finish()
+        f.debug_tuple("JoinHandle").field(&chosen()).finish()
     }
 }
 
@@ -131,23 +173,20 @@ impl<T> Future for JoinHandle<T> {
     type Output = T;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        match &mut self.0 {
-            Handle::AsyncStd(h) => Pin::new(h).poll(cx),
-            Handle::Smol(Some(t)) => Pin::new(t).poll(cx),
+        match &mut self.0.0 {
+            Some(t) => Pin::new(t).poll(cx),
             // Not reachable: the task is taken only when the handle is dropped.
-            Handle::Smol(None) => Poll::Pending,
+            None => Poll::Pending,
         }
     }
 }
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        // A smol task is cancelled when its handle drops; async-std's runs on. Keep
-        // async-std's meaning, which every caller relies on (fire-and-forget spawns).
-        if let Handle::Smol(t) = &mut self.0 {
-            if let Some(t) = t.take() {
-                t.detach();
-            }
+        // An async-task task is cancelled when its handle drops. Callers rely on the
+        // other meaning (async-std's): fire-and-forget spawns run on.
+        if let Some(t) = self.0.0.take() {
+            t.detach();
         }
     }
 }
@@ -158,30 +197,30 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    JoinHandle(match chosen() {
-        Runtime::AsyncStd => Handle::AsyncStd(async_std::task::spawn(fut)),
-        Runtime::Smol { .. } => Handle::Smol(Some(SMOL.spawn(fut))),
-    })
+    JoinHandle(Handle(Some(match chosen() {
+        Runtime::Pool { .. } => pool::spawn(fut),
+        Runtime::Smol { .. } => SMOL.spawn(fut),
+    })))
 }
 
 /// Runs blocking work (file writes, fsync, name look-ups) on a pool of threads for
-/// blocking calls, so no executor thread waits on it.
+/// blocking calls (the `blocking` crate's, under either executor), so no executor thread
+/// waits on it.
 pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    JoinHandle(match chosen() {
-        Runtime::AsyncStd => Handle::AsyncStd(async_std::task::spawn_blocking(f)),
-        Runtime::Smol { .. } => Handle::Smol(Some(smol::unblock(f))),
-    })
+    JoinHandle(Handle(Some(smol::unblock(f))))
 }
 
 /// Runs a future to completion on the current thread (tests, binaries' `main`); the
-/// future's spawned tasks run on the chosen executor.
+/// future's spawned tasks run on the chosen executor. Under the pool the thread only
+/// parks between polls: were it to wait in the reactor, the IO it collected would wake
+/// tasks away from the workers.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     match chosen() {
-        Runtime::AsyncStd => async_std::task::block_on(fut),
+        Runtime::Pool { .. } => smol::future::block_on(fut),
         Runtime::Smol { .. } => smol::block_on(fut),
     }
 }
@@ -217,6 +256,28 @@ pub async fn yield_now() {
 /// Sleeps for `d`.
 pub async fn sleep(d: Duration) {
     async_std::task::sleep(d).await;
+}
+
+/// A periodic wake-up for a task that waits on a notification and, as a safety net,
+/// looks again now and then anyway. Its one timer stays registered with the reactor
+/// between waits; a [`timeout`] around each wait registers a new timer every time it
+/// does not complete at once, and each registration interrupts the reactor (an eventfd
+/// write and an extra `epoll_wait`): once per message for a task woken per append.
+#[derive(Debug)]
+pub struct Ticker(async_std::stream::Interval);
+
+impl Ticker {
+    /// Ticks every `period`, the first `period` from now.
+    pub fn new(period: Duration) -> Self {
+        Self(async_std::stream::interval(period))
+    }
+
+    /// Resolves at the next tick (at once when one passed unawaited). Dropping the wait
+    /// keeps the timer registered: the next wait, from the same task, costs nothing.
+    pub async fn tick(&mut self) {
+        use async_std::stream::StreamExt;
+        let _ = self.0.next().await;
+    }
 }
 
 /// The deadline passed before the future completed.
@@ -327,6 +388,23 @@ mod tests {
             timeout(Duration::from_secs(1), waiter).await.unwrap();
             timeout(Duration::from_secs(1), s.wait()).await.unwrap();
             assert!(s.is_triggered());
+        });
+    }
+
+    #[test]
+    fn a_ticker_ticks_each_period_and_a_dropped_wait_loses_nothing() {
+        block_on(async {
+            let mut t = Ticker::new(Duration::from_millis(20));
+            let start = std::time::Instant::now();
+            // A wait given up early (as when the notification wins the race).
+            let early = timeout(Duration::from_millis(5), t.tick()).await;
+            assert_eq!(early, Err(TimedOut));
+            t.tick().await;
+            let first = start.elapsed();
+            assert!(first >= Duration::from_millis(20), "{first:?}");
+            t.tick().await;
+            let second = start.elapsed();
+            assert!(second >= Duration::from_millis(40), "{second:?}");
         });
     }
 
