@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tern_client::admin::Admin;
 use tern_client::{ClientConfig, SimpleConsumer, consumer::MessageSelector};
 use tern_proxy::pb::messaging_service_client::MessagingServiceClient;
 use tern_proxy::pb::{self, receive_message_response::Content};
@@ -336,6 +337,18 @@ async fn remoting_drain(namesrv: &str, n: u32, group: &str) -> Result<load::Load
 }
 
 /// Runs the scenario: rows `sync remoting` / `sync gRPC` per sender count, then
+/// Commits `group`'s offset of every queue of [`TOPIC`] at the queue's first message.
+async fn from_first_message(namesrv: &str, group: &str) -> Result<(), String> {
+    let admin = Admin::new(ClientConfig::new(namesrv)).map_err(|e| e.to_string())?;
+    let reset = admin.reset_offset_by_time(TOPIC, group, 0, true).await;
+    admin.shutdown().await;
+    match reset {
+        Ok(queues) if !queues.is_empty() => Ok(()),
+        Ok(_) => Err(format!("resetting {group}: no queue of {TOPIC} answered")),
+        Err(e) => Err(format!("resetting {group} to the first message: {e}")),
+    }
+}
+
 /// `receive+ack remoting` / `receive+ack gRPC` with 1 and 4 consumers.
 pub fn run(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
     let dir = p.dir.join("grpc");
@@ -372,7 +385,11 @@ pub fn run(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
     for (i, n) in [1u32, 4].into_iter().enumerate() {
         for grpc_first in [i % 2 == 1, i % 2 == 0] {
             if grpc_first {
-                let r = rt.block_on(grpc_drain(&addr, n, &format!("bench_grpc_{n}")))?;
+                let group = format!("bench_grpc_{n}");
+                // A new group a 5.x client pops starts at each queue's end (RocketMQ's
+                // proxy pops with ConsumeInitMode.MAX): start it at the first message.
+                block_on(from_first_message(&namesrv, &group))?;
+                let r = rt.block_on(grpc_drain(&addr, n, &group))?;
                 push("receive+ack gRPC", n, &r);
             } else {
                 let r = block_on(remoting_drain(&namesrv, n, &format!("bench_pop_{n}")))?;

@@ -1,5 +1,5 @@
 //! A process that chooses smol (as `tern-edge` does) runs every task on the smol
-//! executor's threads, and async-std's executor is never started: not by a spawn, not by
+//! executor's threads, and no other executor (the servers' pool, async-std's) is ever started: not by a spawn, not by
 //! blocking work, not by a server or a connection to a host name.
 //!
 //! Its own test binary, so its own process: the choice is once per process.
@@ -42,8 +42,10 @@ fn assert_async_std_never_started() {
     loop {
         let names = process_threads();
         assert!(
-            !names.iter().any(|n| n.starts_with("async-std")),
-            "async-std's executor threads run: {names:?}"
+            !names
+                .iter()
+                .any(|n| n.starts_with("async-std") || n.starts_with(runtime::POOL_THREAD_PREFIX)),
+            "another executor's threads run: {names:?}"
         );
         let smol = names
             .iter()

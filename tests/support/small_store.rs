@@ -4,7 +4,10 @@
 /// `broker.conf` lines: 1 MiB log segments, 300-entry queue files, a small index, a
 /// timer wheel of two hours of 1 s slots (230 KB, not RocketMQ's 38.7 MB) and 64 KiB
 /// timer-log files, and the metrics and gRPC endpoints (on for `--standalone`) on free
-/// ports.
+/// ports. Segments are deleted early only past 95% disk use, not RocketMQ's 75%: on a
+/// build machine whose disk is three-quarters full (a large `target/`) a broker would
+/// otherwise delete the segments a test is about to read (seen as PULL_OFFSET_MOVED at
+/// offset 0). Tests of the watermark set their own ratio (later lines win).
 pub const GEOMETRY: &str = "mapedFileSizeCommitLog=1048576\n\
 mapedFileSizeConsumeQueue=6000\n\
 maxHashSlotNum=1000\n\
@@ -12,4 +15,5 @@ maxIndexNum=4000\n\
 timerWheelSlots=7200\n\
 mappedFileSizeTimerLog=65536\n\
 metricsPromExporterPort=0\n\
-grpcServerPort=0\n";
+grpcServerPort=0\n\
+diskMaxUsedSpaceRatio=95\n";

@@ -524,7 +524,7 @@ fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
 fn clean_expired_consume_queue_drops_queues_whose_records_left_the_log() {
     let every_hour: Vec<String> = (0..24).map(|h| format!("{h:02}")).collect();
     let (dir, b) = start(&format!(
-        "cleanResourceInterval=100\nfileReservedTime=0\ndeleteWhen={}\ndiskMaxUsedSpaceRatio=95\n",
+        "cleanResourceInterval=100\nfileReservedTime=0\ndeleteWhen={}\n",
         every_hour.join(";")
     ));
     let cq = dir.path().join("data/store/consumequeue");

@@ -148,8 +148,10 @@ fn default_threads() -> usize {
     match set.trim().parse::<usize>() {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => n,
         _ => {
-            log::warn!(
-                "{POOL_THREADS_ENV}={set:?}: expected 1 to {MAX_THREADS}; one worker per core"
+            // Read before any logger may be set up: said where it is always seen.
+            eprintln!(
+                "{POOL_THREADS_ENV}={set:?}: expected 1 to {MAX_THREADS}; running one worker \
+                 per core ({cores})"
             );
             cores.min(MAX_THREADS)
         }
