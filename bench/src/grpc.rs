@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tern_client::admin::Admin;
-use tern_client::{ClientConfig, SimpleConsumer, consumer::MessageSelector};
+use tern_client::{ClientConfig, SimpleConsumer, Target, consumer::MessageSelector};
 use tern_proxy::pb::messaging_service_client::MessagingServiceClient;
 use tern_proxy::pb::{self, receive_message_response::Content};
+use tern_shell::body::SubscriptionGroupConfig;
 use tern_shell::runtime::block_on;
 use tonic::transport::Channel;
 
@@ -337,16 +338,30 @@ async fn remoting_drain(namesrv: &str, n: u32, group: &str) -> Result<load::Load
 }
 
 /// Runs the scenario: rows `sync remoting` / `sync gRPC` per sender count, then
-/// Commits `group`'s offset of every queue of [`TOPIC`] at the queue's first message.
+/// Creates `group` and commits its offset of every queue of [`TOPIC`] at the queue's
+/// first message (a reset needs the group to exist).
 async fn from_first_message(namesrv: &str, group: &str) -> Result<(), String> {
     let admin = Admin::new(ClientConfig::new(namesrv)).map_err(|e| e.to_string())?;
-    let reset = admin.reset_offset_by_time(TOPIC, group, 0, true).await;
-    admin.shutdown().await;
-    match reset {
-        Ok(queues) if !queues.is_empty() => Ok(()),
-        Ok(_) => Err(format!("resetting {group}: no queue of {TOPIC} answered")),
-        Err(e) => Err(format!("resetting {group} to the first message: {e}")),
+    let reset = async {
+        let cfg = SubscriptionGroupConfig {
+            group_name: group.to_owned(),
+            ..SubscriptionGroupConfig::default()
+        };
+        for (_, addr) in admin.all_masters().await.map_err(|e| e.to_string())? {
+            admin
+                .create_subscription_group(&Target::Broker(addr), &cfg)
+                .await
+                .map_err(|e| format!("creating {group}: {e}"))?;
+        }
+        match admin.reset_offset_by_time(TOPIC, group, 0, true).await {
+            Ok(queues) if !queues.is_empty() => Ok(()),
+            Ok(_) => Err(format!("resetting {group}: no queue of {TOPIC} answered")),
+            Err(e) => Err(format!("resetting {group} to the first message: {e}")),
+        }
     }
+    .await;
+    admin.shutdown().await;
+    reset
 }
 
 /// `receive+ack remoting` / `receive+ack gRPC` with 1 and 4 consumers.
