@@ -95,6 +95,25 @@ fn tasks_spawned_by_one_worker_spread_over_every_worker() {
 }
 
 #[test]
+fn a_block_on_inside_a_task_hands_its_workers_queue_to_the_others() {
+    let _serial = pool_chosen();
+    // The inner task is queued on the outer one's worker, which `block_on` then blocks:
+    // it runs only if the queue was handed over (and what the blocked future wakes
+    // meanwhile goes to the shared queue).
+    let got = within_10s("a block_on on a worker", || {
+        runtime::block_on(runtime::spawn(async {
+            let (tx, rx) = async_std::channel::bounded::<u32>(1);
+            let inner = runtime::spawn(async move { rx.recv().await.unwrap() + 1 });
+            runtime::block_on(async move {
+                tx.send(41).await.unwrap();
+                inner.await
+            })
+        }))
+    });
+    assert_eq!(got, 42);
+}
+
+#[test]
 fn tasks_woken_from_threads_outside_the_pool_all_run() {
     let _serial = pool_chosen();
     const MESSAGES: usize = 20_000;

@@ -219,10 +219,11 @@ where
 /// Runs a future to completion on the current thread (tests, binaries' `main`); the
 /// future's spawned tasks run on the chosen executor. Under the pool the thread only
 /// parks between polls: were it to wait in the reactor, the IO it collected would wake
-/// tasks away from the workers.
+/// tasks away from the workers. Called inside a task, it blocks that worker: the
+/// worker's queued tasks move to the others first.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     match chosen() {
-        Runtime::Pool { .. } => smol::future::block_on(fut),
+        Runtime::Pool { .. } => pool::off_worker(|| smol::future::block_on(fut)),
         Runtime::Smol { .. } => smol::block_on(fut),
     }
 }

@@ -17,7 +17,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -62,7 +62,9 @@ thread_local! {
     static WORKER: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-/// Starts `threads` workers; called once, by `runtime::install` (or its default).
+/// Starts `threads` workers; called once, by `runtime::install` (or its default). If
+/// the system refuses a thread part-way, the pool runs on the workers it got (a worker
+/// never started takes no tasks: only its own thread queues on it).
 pub(super) fn start(threads: usize) -> std::io::Result<()> {
     assert!(threads > 0, "a pool needs a worker");
     let mut fresh = false;
@@ -78,16 +80,51 @@ pub(super) fn start(threads: usize) -> std::io::Result<()> {
             },
         }
     });
-    assert!(fresh, "the pool is started once");
+    if !fresh {
+        return Err(std::io::Error::other(
+            "the pool's workers were started once already",
+        ));
+    }
     for me in 0..threads {
-        std::thread::Builder::new()
+        let started = std::thread::Builder::new()
             .name(format!("{THREAD_PREFIX}{me}"))
             .spawn(move || {
                 WORKER.set(me);
                 smol::block_on(std::future::poll_fn(|cx| pool.work(me, cx)))
-            })?;
+            });
+        match started {
+            Ok(_) => {}
+            Err(e) if me == 0 => return Err(e),
+            Err(e) => {
+                eprintln!("starting executor worker {me} of {threads}: {e}; running on {me}");
+                break;
+            }
+        }
     }
     Ok(())
+}
+
+/// Runs `f` with this thread off the pool, for a `block_on` called on a worker: the
+/// worker's queued tasks go to the shared queue, and what `f` wakes meanwhile goes there
+/// too, so no task waits on a worker that is blocked until `f` returns.
+pub(super) fn off_worker<T>(f: impl FnOnce() -> T) -> T {
+    let me = WORKER.get();
+    let Some(pool) = POOL.get().filter(|p| me < p.locals.len()) else {
+        return f();
+    };
+    WORKER.set(usize::MAX);
+    while let Ok(r) = pool.locals[me].pop() {
+        let _ = pool.shared.push(r);
+        pool.idle.wake_one();
+    }
+    struct Back(usize);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            WORKER.set(self.0);
+        }
+    }
+    let _back = Back(me);
+    f()
 }
 
 /// Spawns `fut` on the pool (started by then: the runtime chooses it before any spawn).
@@ -114,13 +151,18 @@ impl Pool {
         let Some(local) = self.locals.get(me) else {
             // Pushing to an unbounded queue fails only once it is closed; ours never is.
             let _ = self.shared.push(r);
+            fence(Ordering::SeqCst);
             self.idle.wake_one();
             return;
         };
         let _ = local.push(r);
+        fence(Ordering::SeqCst);
         // This worker is idle only while this thread runs its reactor turn: waking it
         // is an atomic store (async-io skips the eventfd from the polling thread). A
-        // second task waiting here is work for an idle sibling.
+        // second task waiting here is work for an idle sibling. A lone task queued
+        // behind a running one waits for it, as behind tokio's LIFO slot: tasks here do
+        // not block their thread (disk waits go to the blocking pool), and a `block_on`
+        // on a worker hands the queue over first ([`off_worker`]).
         self.idle.wake_here(me, local.len() > 1);
     }
 
@@ -185,6 +227,9 @@ impl Idle {
             wakers.push((me, waker.clone()));
             self.count.fetch_add(1, Ordering::SeqCst);
         }
+        // Ordered before the caller's last look at the queues, as a scheduler's push is
+        // before its look at `count`.
+        fence(Ordering::SeqCst);
     }
 
     fn leave(&self, me: usize) {
@@ -219,7 +264,10 @@ impl Idle {
     /// Wakes worker `me` if it is idle (its own reactor turn scheduled a task), and with
     /// `sibling` one other idle worker too.
     fn wake_here(&self, me: usize, sibling: bool) {
-        if self.count.load(Ordering::SeqCst) == 0 {
+        // Only this thread registers worker `me`, so its flag is current here.
+        if self.count.load(Ordering::SeqCst) == 0
+            || (!sibling && !self.registered[me].load(Ordering::SeqCst))
+        {
             return;
         }
         let mut woken: [Option<Waker>; 2] = [None, None];
