@@ -124,19 +124,15 @@ impl StoreService {
         // sender that asks while a flush runs must not be lost (event-listener drops a
         // notification nobody listens to), or it would wait out the whole timer.
         let mut wanted = self.flush_wanted.listen();
+        // One timer for the task's life: a `timeout` per round registered a new one
+        // each flush, and each registration interrupts the reactor (under SYNC_FLUSH,
+        // once per group commit).
+        let mut tick = runtime::Ticker::new(match self.flush_type {
+            FlushDiskType::Sync => Duration::from_millis(10),
+            FlushDiskType::Async => self.flush_interval,
+        });
         while !shutdown.is_triggered() {
-            let wait = match self.flush_type {
-                FlushDiskType::Sync => Duration::from_millis(10),
-                FlushDiskType::Async => self.flush_interval,
-            };
-            let _ = runtime::race(
-                async { runtime::timeout(wait, &mut wanted).await.ok() },
-                async {
-                    shutdown.wait().await;
-                    None
-                },
-            )
-            .await;
+            runtime::race(&mut wanted, runtime::race(tick.tick(), shutdown.wait())).await;
             wanted = self.flush_wanted.listen();
             self.flush_once().await;
         }
