@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use tern_shell::runtime::{self, POOL_THREAD_PREFIX, Runtime};
 
+#[path = "support/threads.rs"]
+mod threads;
+
+use threads::{process_threads, thread_name};
+
 const THREADS: usize = 3;
 
 /// Chooses the pool once, and runs the tests one at a time: one test's tasks blocking
@@ -21,19 +26,6 @@ fn pool_chosen() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     INSTALL.call_once(|| runtime::install(Runtime::Pool { threads: THREADS }).unwrap());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn thread_name() -> String {
-    std::thread::current().name().unwrap_or("").to_owned()
-}
-
-/// The names of this process's threads, as the kernel reports them.
-fn process_threads() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim_end().to_owned())
-        .collect()
 }
 
 /// Runs `f` on a thread of its own and gives up after 10 s: a pool that cannot spread

@@ -14,24 +14,16 @@ use tern_shell::{
     ResponseCode, Server, ServerConfig,
 };
 
+#[path = "support/threads.rs"]
+mod threads;
+
+use threads::{process_threads, thread_name};
+
 const THREADS: usize = 2;
 
 fn smol_chosen() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| runtime::install(Runtime::Smol { threads: THREADS }).unwrap());
-}
-
-fn thread_name() -> String {
-    std::thread::current().name().unwrap_or("").to_owned()
-}
-
-/// The names of this process's threads, as the kernel reports them (15 bytes at most).
-fn process_threads() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim_end().to_owned())
-        .collect()
 }
 
 fn assert_async_std_never_started() {

@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use async_std::channel::{Receiver, Sender, bounded};
 
+use crate::sync::MutexExt;
+
 /// Which executor runs the process's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
@@ -117,7 +119,7 @@ pub fn chosen() -> Runtime {
 static CHOOSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn choose(rt: Runtime) -> Result<Runtime, InstallError> {
-    let _choosing = CHOOSING.lock().unwrap_or_else(|p| p.into_inner());
+    let _choosing = CHOOSING.guard();
     if let Some(&running) = CHOSEN.get() {
         return Err(InstallError::AlreadyChosen(running));
     }
@@ -167,7 +169,8 @@ struct Handle<T>(Option<async_task::Task<T>>);
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("JoinHandle").field(&chosen()).finish()
+        // The choice as made, without making it: a task exists, so it was.
+        f.debug_tuple("JoinHandle").field(&CHOSEN.get()).finish()
     }
 }
 

@@ -238,10 +238,17 @@ impl Idle {
         }
         let mut wakers = self.wakers.guard();
         if let Some(at) = wakers.iter().position(|(w, _)| *w == me) {
-            wakers.swap_remove(at);
-            self.count.fetch_sub(1, Ordering::SeqCst);
-            self.registered[me].store(false, Ordering::SeqCst);
+            self.remove(&mut wakers, at);
         }
+    }
+
+    /// Takes the entry at `at` out of `wakers` (held locked), and its worker out of the
+    /// count.
+    fn remove(&self, wakers: &mut Vec<(usize, Waker)>, at: usize) -> Waker {
+        let (w, waker) = wakers.swap_remove(at);
+        self.count.fetch_sub(1, Ordering::SeqCst);
+        self.registered[w].store(false, Ordering::SeqCst);
+        waker
     }
 
     /// Wakes the worker that went idle last (its caches are the warmest).
@@ -251,12 +258,10 @@ impl Idle {
         }
         let woken = {
             let mut wakers = self.wakers.guard();
-            wakers.pop().inspect(|(w, _)| {
-                self.count.fetch_sub(1, Ordering::SeqCst);
-                self.registered[*w].store(false, Ordering::SeqCst);
-            })
+            let last = wakers.len().checked_sub(1);
+            last.map(|at| self.remove(&mut wakers, at))
         };
-        if let Some((_, waker)) = woken {
+        if let Some(waker) = woken {
             waker.wake();
         }
     }
@@ -274,16 +279,11 @@ impl Idle {
         {
             let mut wakers = self.wakers.guard();
             if let Some(at) = wakers.iter().position(|(w, _)| *w == me) {
-                woken[0] = Some(wakers.swap_remove(at).1);
-                self.count.fetch_sub(1, Ordering::SeqCst);
-                self.registered[me].store(false, Ordering::SeqCst);
+                woken[0] = Some(self.remove(&mut wakers, at));
             }
             if sibling {
-                if let Some((w, waker)) = wakers.pop() {
-                    woken[1] = Some(waker);
-                    self.count.fetch_sub(1, Ordering::SeqCst);
-                    self.registered[w].store(false, Ordering::SeqCst);
-                }
+                let last = wakers.len().checked_sub(1);
+                woken[1] = last.map(|at| self.remove(&mut wakers, at));
             }
         }
         for w in woken.into_iter().flatten() {
