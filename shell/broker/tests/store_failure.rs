@@ -85,6 +85,73 @@ fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
     });
 }
 
+/// Every fdatasync from this call on takes [`STALL_MS`] (a disk gone very slow).
+const STALL_FROM: &str = "12";
+const STALL_MS: u64 = 3_000;
+const FLUSH_TIMEOUT_MS: u64 = 300;
+
+#[test]
+fn a_stalled_disk_answers_flush_disk_timeout_in_time_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(
+        dir.path(),
+        &format!("flushDiskType=SYNC_FLUSH\nsyncFlushTimeout={FLUSH_TIMEOUT_MS}\n"),
+    );
+    let args = BrokerProc::standalone_args(dir.path(), &conf);
+    let stall = format!("{STALL_FROM}:{STALL_MS}");
+    let b = BrokerProc::start_with_env(&args, &[("TERN_INJECT_FLUSH_STALL", &stall)]);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        create_topic(&c, "Stall", 1).await;
+        let (mut acked, mut timed_out) = (0, 0);
+        let mut i = 0;
+        // Until three sends in a row timed out: by then the group-commit thread is in a
+        // stalled fdatasync (checkpoint syncs count too, so the call number alone does
+        // not say which send meets it).
+        while timed_out < 3 {
+            assert!(i < 400, "no FLUSH_DISK_TIMEOUT in {i} sends");
+            let m = msg("Stall", format!("m{i}").as_bytes(), &[]);
+            let started = Instant::now();
+            let resp = c.call(send_v2(&m, 0)).await;
+            let took = started.elapsed();
+            match resp.response_code() {
+                ResponseCode::Success => {
+                    assert_eq!(timed_out, 0, "a send acked between timeouts");
+                    acked += 1;
+                }
+                ResponseCode::FlushDiskTimeout => {
+                    // Answered at the sender's deadline (plus the watchdog's period of a
+                    // quarter of it), not when the disk came back.
+                    assert!(
+                        took >= Duration::from_millis(FLUSH_TIMEOUT_MS)
+                            && took < Duration::from_millis(FLUSH_TIMEOUT_MS * 2),
+                        "FLUSH_DISK_TIMEOUT after {took:?} (timeout {FLUSH_TIMEOUT_MS} ms, \
+                         disk stalled {STALL_MS} ms)"
+                    );
+                    timed_out += 1;
+                }
+                code => panic!("send {i}: {code:?} {:?}", resp.remark),
+            }
+            i += 1;
+        }
+        assert!(acked > 0, "nothing was acknowledged before the stall");
+        // FLUSH_DISK_TIMEOUT means stored, not yet on disk: every send is in the queue.
+        let sent: Vec<Vec<u8>> = (0..i).map(|k| format!("m{k}").into_bytes()).collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = pull_all(&c, "Stall", 0, 0).await;
+            let bodies: Vec<Vec<u8>> = got.into_iter().map(|m| m.body).collect();
+            // Dispatch may trail the last answer by a moment.
+            if bodies.len() < sent.len() && Instant::now() < deadline {
+                tern_shell::runtime::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            assert_eq!(bodies, sent);
+            break;
+        }
+    });
+}
+
 /// utime + stime of `pid`, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -10,9 +10,9 @@
 //!   append only switches mappings;
 //! - the reput task dispatches new records to consume queues and the index in bounded
 //!   batches, publishes the queues' new bounds, then wakes pulls held on those queues;
-//! - the flush task makes the log durable: periodically for ASYNC_FLUSH, and for
-//!   SYNC_FLUSH as soon as a sender waits, with one fdatasync serving every waiter below
-//!   the new watermark (group commit), run outside the lock;
+//! - the group-commit thread ([`group_commit`]) makes the log durable: periodically for
+//!   ASYNC_FLUSH, and for SYNC_FLUSH as soon as a sender waits, with one fdatasync serving
+//!   every waiter below the new watermark, run outside the lock;
 //! - the checkpoint task flushes queues and index and records how far recovery can trust
 //!   them.
 //!
@@ -39,6 +39,7 @@ use tern_shell::runtime;
 use crate::config::{BrokerConfig, FlushDiskType};
 
 mod delete;
+mod group_commit;
 mod index_read;
 mod maintain;
 mod raw_log;
@@ -193,8 +194,8 @@ pub struct StoreService {
     /// How far the last reput pass that stopped for want of records (at the log's end
     /// or at the confirm offset) got: every record ending below it is dispatched.
     reached: AtomicU64,
-    /// Wakes the flush task (a sync sender is waiting).
-    flush_wanted: Event,
+    /// Wakes the group-commit thread (a sync sender is waiting).
+    commit: Arc<group_commit::Doorbell>,
     /// Signalled after each flush.
     flush_done: Event,
     /// Wakes the reput task (something was appended).
@@ -305,7 +306,7 @@ impl StoreService {
             dispatched: AtomicU64::new(dispatched),
             confirm: AtomicU64::new(u64::MAX),
             reached: AtomicU64::new(dispatched),
-            flush_wanted: Event::new(),
+            commit: Arc::default(),
             flush_done: Event::new(),
             appended: Event::new(),
             dispatch_done: Event::new(),
@@ -517,17 +518,13 @@ impl StoreService {
             if self.flushed.load(Ordering::Acquire) >= end {
                 return Durability::Durable;
             }
-            self.flush_wanted.notify(1);
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
-                return if let Some(why) = self.failure() {
-                    Durability::Failed(why)
-                } else if self.flushed.load(Ordering::Acquire) >= end {
-                    Durability::Durable
-                } else {
-                    Durability::FlushTimeout
-                };
+            if Instant::now() >= deadline {
+                return Durability::FlushTimeout;
             }
+            self.commit.ring();
+            // No timer per sender: the flush service wakes every waiter often enough to
+            // see its deadline pass (`group_commit::watchdog_period`).
+            listener.await;
         }
     }
 

@@ -1,6 +1,7 @@
-//! The tasks that follow the store: flush, checkpoint, reput, warm, and the one that
-//! makes the next segment. Each takes the append lock only for memory work and does its
-//! disk work (fdatasync, fadvise, file creation) on the blocking pool without it.
+//! The tasks that follow the store: checkpoint, reput, warm, and the one that makes the
+//! next segment (the flush is a thread of its own: [`super::group_commit`]). Each takes
+//! the append lock only for memory work and does its disk work (fdatasync, fadvise, file
+//! creation) on the blocking pool without it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,7 +15,6 @@ use tern_shell::sync::RwLockExt;
 
 use super::read::QueueView;
 use super::{APPENDED_TICK, StoreService, WARM_AHEAD, note_slow_hold, until_appended};
-use crate::config::FlushDiskType;
 
 /// Records one reput pass dispatches under one hold of the lock: about 100 µs of
 /// work, so an append waits at most that long behind dispatch.
@@ -30,114 +30,6 @@ const REPUT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const REPUT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 impl StoreService {
-    /// Flushes the log once and wakes waiters. The store lock is held only to read the
-    /// range and to record the result: the fdatasync itself runs on the blocking pool
-    /// while appends go on, and the next flush covers what they added (group commit).
-    /// A failed fdatasync fails the store ([`StoreService::fail`]): never retried.
-    async fn flush_once(self: &Arc<Self>) {
-        if self.failure().is_some()
-            || self.flushed.load(Ordering::Acquire) >= self.written.load(Ordering::Acquire)
-        {
-            self.flush_done.notify(usize::MAX);
-            return;
-        }
-        let me = Arc::clone(self);
-        let result = runtime::spawn_blocking(move || {
-            // No truncation while this flush runs (see `truncate`): it would make `to`
-            // name bytes written after the cut, and the watermark read below stale.
-            let _gate = me.sync_gate.read_guard();
-            let (from, to, rewinds) = {
-                let s = me.lock();
-                let log = s.store().log();
-                let (from, to) = log.unflushed();
-                (from, to, log.rewinds())
-            };
-            let started = Instant::now();
-            me.sync_log(from, to)?;
-            me.flush_latency
-                .observe(started.elapsed().as_millis() as u64);
-            let mut s = me.lock();
-            // The end moved back meanwhile (a replica's reset): the range synced may not
-            // cover what is there now.
-            if s.store().log().rewinds() == rewinds {
-                s.store_mut().log_mut().mark_flushed(to);
-            }
-            let flushed = s.store().log().flushed_offset();
-            if me.release_flushed.load(Ordering::Acquire) {
-                // Below what reput has read too, so it does not fault them back in; whole
-                // pages, so the next pass starts where this one stopped.
-                let page = rustix::param::page_size() as u64;
-                let upto = flushed.min(me.dispatched.load(Ordering::Acquire)) / page * page;
-                let from = me
-                    .released
-                    .load(Ordering::Acquire)
-                    .max(me.log_min.load(Ordering::Acquire));
-                if upto > from {
-                    s.store()
-                        .log()
-                        .regions(from, upto, &mut |m, r| m.release(r));
-                    me.released.store(upto, Ordering::Release);
-                }
-            }
-            drop(s);
-            // Under the gate: a truncation cannot move the watermark back in between.
-            me.flushed.fetch_max(flushed, Ordering::AcqRel);
-            Ok::<u64, String>(flushed)
-        })
-        .await;
-        if let Err(e) = result {
-            self.fail(e);
-        }
-        self.flush_done.notify(usize::MAX);
-    }
-
-    /// fdatasyncs the log segments holding `[from, to)`, without the lock.
-    fn sync_log(&self, from: u64, to: u64) -> Result<(), String> {
-        let size = self.geometry.log_segment_size;
-        for (base, file) in self.log_files.files_from(from - from % size) {
-            if base >= to {
-                break;
-            }
-            sync::fdatasync(&file).map_err(|e| {
-                format!(
-                    "fdatasync of commit-log segment {}: {e}",
-                    self.segment_path(base)
-                )
-            })?;
-        }
-        Ok(())
-    }
-
-    fn segment_path(&self, base: u64) -> String {
-        let name = tern_engine_fs::directory::segment_name(
-            base,
-            tern_engine_fs::directory::OFFSET_NAME_DIGITS,
-        )
-        .unwrap_or_default();
-        let dir = tern_engine_fs::StoreLayout::new(&self.root).commitlog_dir();
-        dir.join(name).display().to_string()
-    }
-
-    /// The flush task: until `shutdown`, flush when asked (sync) or every interval.
-    pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
-        // The listener for the next round is registered before each flush starts: a
-        // sender that asks while a flush runs must not be lost (event-listener drops a
-        // notification nobody listens to), or it would wait out the whole timer.
-        let mut wanted = self.flush_wanted.listen();
-        // One timer for the task's life: a `timeout` per round registered a new one
-        // each flush, and each registration interrupts the reactor (under SYNC_FLUSH,
-        // once per group commit).
-        let mut tick = runtime::Ticker::new(match self.flush_type {
-            FlushDiskType::Sync => Duration::from_millis(10),
-            FlushDiskType::Async => self.flush_interval,
-        });
-        while !shutdown.is_triggered() {
-            runtime::race(&mut wanted, runtime::race(tick.tick(), shutdown.wait())).await;
-            wanted = self.flush_wanted.listen();
-            self.flush_once().await;
-        }
-    }
-
     /// One checkpoint: under the lock, the engine names what it must make durable and
     /// the files are taken; outside it, they are fdatasynced; under it again, the engine
     /// records the result and writes the checkpoint page, which is synced outside it too

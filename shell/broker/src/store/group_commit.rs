@@ -1,0 +1,233 @@
+//! The group-commit thread: RocketMQ's `GroupCommitService`, a thread of its own that
+//! fdatasyncs the log and wakes the senders waiting on it.
+//!
+//! Why a thread and not a task: a task must hand each fdatasync to the blocking pool and
+//! be woken when it returns, so every group commit crossed three threads (the task's
+//! worker, a blocking thread, the worker again) before the first sender could be woken;
+//! under SYNC_FLUSH with one sender that was 7 context switches a message. Here a sender
+//! rings the [`Doorbell`] (a syscall only when the thread sleeps), the thread syncs and
+//! wakes the waiters itself.
+//!
+//! The thread holds the store weakly and parks between rounds: for SYNC_FLUSH until a
+//! sender rings or 10 ms pass (records nobody waits for, such as internal topics', are
+//! still made durable soon), for ASYNC_FLUSH every `flushIntervalCommitLog`. A round syncs
+//! whatever was written when it started; what arrives during the sync rings again and is
+//! covered by the next round, one fdatasync for every sender below the new watermark.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use tern_engine_fs::sync;
+use tern_shell::runtime;
+use tern_shell::sync::RwLockExt;
+
+use super::StoreService;
+use crate::config::FlushDiskType;
+
+/// How often a SYNC_FLUSH store flushes when no sender rings.
+const SYNC_PERIOD: Duration = Duration::from_millis(10);
+
+/// Tells the group-commit thread that a sender waits. Ringing a bell already rung costs
+/// one atomic swap; ringing a sleeping thread's costs one futex wake (`Thread::unpark`
+/// makes no syscall when the thread is not parked).
+#[derive(Debug, Default)]
+pub(super) struct Doorbell {
+    rung: AtomicBool,
+    stop: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+impl Doorbell {
+    /// Asks for a flush round (no effect before the thread started).
+    pub(super) fn ring(&self) {
+        if !self.rung.swap(true, Ordering::AcqRel)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+    }
+
+    /// On the thread: waits until rung, stopped or `period` passed; clears the bell.
+    fn wait(&self, period: Duration) {
+        if !self.rung.swap(false, Ordering::AcqRel) && !self.stopping() {
+            // A ring between the swap and here left the park token: this returns at once.
+            std::thread::park_timeout(period);
+            self.rung.store(false, Ordering::Release);
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// The running thread; [`GroupCommit::stop`] ends it.
+#[derive(Debug)]
+pub(super) struct GroupCommit {
+    bell: Arc<Doorbell>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl GroupCommit {
+    /// Starts the thread for `store` (one per store).
+    pub(super) fn start(store: &Arc<StoreService>) -> std::io::Result<Self> {
+        let weak = Arc::downgrade(store);
+        let bell = Arc::clone(&store.commit);
+        let period = match store.flush_type {
+            FlushDiskType::Sync => SYNC_PERIOD,
+            FlushDiskType::Async => store.flush_interval,
+        };
+        let handle = std::thread::Builder::new()
+            .name("tern-flush".into())
+            .spawn(move || run(weak, bell, period))?;
+        assert!(
+            store.commit.thread.set(handle.thread().clone()).is_ok(),
+            "a store has one group-commit thread"
+        );
+        Ok(Self {
+            bell: Arc::clone(&store.commit),
+            handle,
+        })
+    }
+
+    /// Ends the thread after its current round.
+    pub(super) async fn stop(self) {
+        self.bell.stop.store(true, Ordering::Release);
+        self.handle.thread().unpark();
+        let handle = self.handle;
+        if runtime::spawn_blocking(move || handle.join())
+            .await
+            .is_err()
+        {
+            log::error!("the group-commit thread panicked");
+        }
+    }
+}
+
+fn run(store: Weak<StoreService>, bell: Arc<Doorbell>, period: Duration) {
+    while !bell.stopping() {
+        // Not held while parked: a store dropped without a stop ends the thread.
+        let Some(me) = store.upgrade() else { return };
+        me.flush_once();
+        drop(me);
+        bell.wait(period);
+    }
+}
+
+impl StoreService {
+    /// One group-commit round: syncs the log up to its end as of now and wakes waiters.
+    /// The store lock is held only to read the range and to record the result; appends
+    /// go on during the fdatasync. A failed fdatasync fails the store
+    /// ([`StoreService::fail`]): never retried.
+    fn flush_once(&self) {
+        if self.failure().is_none()
+            && self.flushed.load(Ordering::Acquire) < self.written.load(Ordering::Acquire)
+            && let Err(e) = self.sync_round()
+        {
+            self.fail(e);
+        }
+        self.flush_done.notify(usize::MAX);
+    }
+
+    fn sync_round(&self) -> Result<(), String> {
+        // No truncation while this flush runs (see `truncate`): it would make `to`
+        // name bytes written after the cut, and the watermark read below stale.
+        let _gate = self.sync_gate.read_guard();
+        let (from, to, rewinds) = {
+            let s = self.lock();
+            let log = s.store().log();
+            let (from, to) = log.unflushed();
+            (from, to, log.rewinds())
+        };
+        let started = Instant::now();
+        self.sync_log(from, to)?;
+        self.flush_latency
+            .observe(started.elapsed().as_millis() as u64);
+        let mut s = self.lock();
+        // The end moved back meanwhile (a replica's reset): the range synced may not
+        // cover what is there now.
+        if s.store().log().rewinds() == rewinds {
+            s.store_mut().log_mut().mark_flushed(to);
+        }
+        let flushed = s.store().log().flushed_offset();
+        if self.release_flushed.load(Ordering::Acquire) {
+            // Below what reput has read too, so it does not fault them back in; whole
+            // pages, so the next pass starts where this one stopped.
+            let page = rustix::param::page_size() as u64;
+            let upto = flushed.min(self.dispatched.load(Ordering::Acquire)) / page * page;
+            let from = self
+                .released
+                .load(Ordering::Acquire)
+                .max(self.log_min.load(Ordering::Acquire));
+            if upto > from {
+                s.store()
+                    .log()
+                    .regions(from, upto, &mut |m, r| m.release(r));
+                self.released.store(upto, Ordering::Release);
+            }
+        }
+        drop(s);
+        // Under the gate: a truncation cannot move the watermark back in between.
+        self.flushed.fetch_max(flushed, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// fdatasyncs the log segments holding `[from, to)`, without the lock.
+    fn sync_log(&self, from: u64, to: u64) -> Result<(), String> {
+        let size = self.geometry.log_segment_size;
+        for (base, file) in self.log_files.files_from(from - from % size) {
+            if base >= to {
+                break;
+            }
+            sync::fdatasync(&file).map_err(|e| {
+                format!(
+                    "fdatasync of commit-log segment {}: {e}",
+                    self.segment_path(base)
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn segment_path(&self, base: u64) -> String {
+        let name = tern_engine_fs::directory::segment_name(
+            base,
+            tern_engine_fs::directory::OFFSET_NAME_DIGITS,
+        )
+        .unwrap_or_default();
+        let dir = tern_engine_fs::StoreLayout::new(&self.root).commitlog_dir();
+        dir.join(name).display().to_string()
+    }
+
+    /// The flush service until `shutdown`: starts the group-commit thread, and for
+    /// SYNC_FLUSH wakes the waiting senders every [`watchdog_period`] so each can check
+    /// its `syncFlushTimeout` (an fdatasync that hangs cannot wake them; a timer per
+    /// sender would cost a reactor interruption per message).
+    pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
+        let thread = match GroupCommit::start(&self) {
+            Ok(t) => t,
+            Err(e) => {
+                self.fail(format!("cannot start the group-commit thread: {e}"));
+                return;
+            }
+        };
+        if self.flush_type == FlushDiskType::Sync {
+            let mut tick = runtime::Ticker::new(watchdog_period(self.sync_flush_timeout));
+            while !shutdown.is_triggered() {
+                runtime::race(tick.tick(), shutdown.wait()).await;
+                self.flush_done.notify(usize::MAX);
+            }
+        } else {
+            shutdown.wait().await;
+        }
+        thread.stop().await;
+    }
+}
+
+/// How often waiting senders re-check their deadline: a quarter of the timeout, within
+/// 1 ms..1 s, so a sender is answered at most that late.
+fn watchdog_period(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_millis(1), Duration::from_secs(1))
+}
