@@ -2,8 +2,8 @@
 # Runs Tern's whole test suite. Installs what it needs first (idempotent), so it works on a
 # fresh machine: the no_std and ARM targets, Debian's cross linkers and qemu (user mode
 # for the edge gateway, system mode for the firmware image), the Python venv with
-# Apache's C++ client for the interop tests, and cargo-fuzz when a nightly toolchain is
-# present.
+# Apache's C++ client for the interop tests, Chromium and playwright-core for the web
+# console's browser test, and cargo-fuzz when a nightly toolchain is present.
 #
 #   ./test.sh            everything (about 32 minutes on 2 cores, fresh machine)
 #   ./test.sh --quick    skip fuzzing and the long crash simulation
@@ -43,6 +43,11 @@ fi
 if [[ -f scripts/setup-python-grpc.sh ]]; then
   step "python venv for gRPC interop tests (rocketmq-python-client==5.1.2, Apache's 5.x client)"
   bash scripts/setup-python-grpc.sh
+fi
+
+if [[ -f scripts/setup-console-test.sh ]]; then
+  step "browser for the web console's test (Debian chromium, playwright-core from npm)"
+  bash scripts/setup-console-test.sh
 fi
 
 step "format and lints"

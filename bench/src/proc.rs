@@ -266,12 +266,16 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
     let bin = tern_broker_bin()?;
     fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let conf_path = data.join("broker.conf");
-    // The gRPC endpoint (on with --standalone) on a free port unless the conf names one.
-    let conf = if conf.contains("grpcServerPort") {
+    // The gRPC endpoint (on with --standalone) on a free port unless the conf names one;
+    // no console (its sampler would be load the peers do not carry).
+    let mut conf = if conf.contains("grpcServerPort") {
         conf.to_owned()
     } else {
         format!("grpcServerPort=0\n{conf}")
     };
+    if !conf.contains("consoleEnable") {
+        conf = format!("consoleEnable=false\n{conf}");
+    }
     fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
     let log = data.join("broker.log");
     let mut cmd = Command::new(&bin);

@@ -36,6 +36,7 @@ pub mod server;
 pub mod signal;
 pub mod sync;
 pub mod tls;
+pub mod topic;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use connection::{

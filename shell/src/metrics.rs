@@ -80,12 +80,13 @@ pub async fn serve(
     tls: Option<crate::tls::ServerTls>,
 ) -> Option<HttpServer> {
     let addr = settings.listen()?;
-    let handler: Handler = Arc::new(move |path| {
-        (path == "/metrics").then(|| {
-            Response::ok(
+    let handler: Handler = Arc::new(move |req| {
+        (req.path == "/metrics").then(|| match req.method.as_str() {
+            "GET" | "HEAD" => Response::ok(
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 render(),
-            )
+            ),
+            _ => Response::plain(405, "only GET is served\n"),
         })
     });
     match HttpServer::bind(&addr, handler, tls).await {

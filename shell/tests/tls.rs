@@ -464,8 +464,8 @@ fn the_http_endpoint_takes_the_same_modes() {
         capture_logs();
         let dir = tempfile::tempdir().unwrap();
         let (_, id, ca) = pki(dir.path());
-        let handler: tern_shell::http::Handler = std::sync::Arc::new(|path| {
-            (path == "/metrics").then(|| tern_shell::http::Response::ok("text/plain", "m 1\n"))
+        let handler: tern_shell::http::Handler = std::sync::Arc::new(|req| {
+            (req.path == "/metrics").then(|| tern_shell::http::Response::ok("text/plain", "m 1\n"))
         });
         for mode in [TlsMode::Enforcing, TlsMode::Permissive] {
             let tls = ServerTls::new(&server_settings(mode, &id)).unwrap();

@@ -3,8 +3,8 @@
 
 /// `broker.conf` lines: 1 MiB log segments, 300-entry queue files, a small index, a
 /// timer wheel of two hours of 1 s slots (230 KB, not RocketMQ's 38.7 MB) and 64 KiB
-/// timer-log files, and the metrics and gRPC endpoints (on for `--standalone`) on free
-/// ports. Segments are deleted early only past 95% disk use, not RocketMQ's 75%: on a
+/// timer-log files, and the metrics and gRPC endpoints and the console (on for
+/// `--standalone`) on free ports. Segments are deleted early only past 95% disk use, not RocketMQ's 75%: on a
 /// build machine whose disk is three-quarters full (a large `target/`) a broker would
 /// otherwise delete the segments a test is about to read (seen as PULL_OFFSET_MOVED at
 /// offset 0). Tests of the watermark set their own ratio (later lines win).
@@ -16,4 +16,5 @@ timerWheelSlots=7200\n\
 mappedFileSizeTimerLog=65536\n\
 metricsPromExporterPort=0\n\
 grpcServerPort=0\n\
+consoleListen=127.0.0.1:0\n\
 diskMaxUsedSpaceRatio=95\n";

@@ -24,7 +24,9 @@ usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--enable-prox
                            as mqbroker --enable-proxy (the key enableProxy=true)
       --standalone         also run a name server in this process (one-command Tern), the
                            Prometheus endpoint on :5557 unless metricsExporterType is set,
-                           and the gRPC endpoint on :8081 unless enableProxy=false
+                           the gRPC endpoint on :8081 unless enableProxy=false, and the
+                           web console on 127.0.0.1:8080 (consoleListen; consoleEnable=false
+                           leaves it out)
       --data-dir DIR       standalone: store and name-server data under DIR (default ./data)
       --namesrv-listen ADDR standalone: the name server's address (default 127.0.0.1:9876)
       --log-level LEVEL    error|warn|info|debug|trace|off (default: RUST_LOG, else info)
@@ -126,6 +128,73 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
     Ok(src)
 }
 
+/// The console's keys (`console*`) apart from the broker's, so neither warns of the
+/// other's as unknown.
+fn split_console(src: ConfigSource) -> (ConfigSource, ConfigSource) {
+    let (mut broker, mut console) = (ConfigSource::new(), ConfigSource::new());
+    for (key, entry) in src.iter() {
+        let to = if key.starts_with("console") {
+            &mut console
+        } else {
+            &mut broker
+        };
+        to.set(key, entry.value.clone(), entry.origin.clone());
+    }
+    (broker, console)
+}
+
+#[cfg(feature = "console")]
+type ConsoleHandle = tern_console::Console;
+#[cfg(not(feature = "console"))]
+type ConsoleHandle = NoConsole;
+
+/// The console of a build without one.
+#[cfg(not(feature = "console"))]
+struct NoConsole;
+
+#[cfg(not(feature = "console"))]
+impl NoConsole {
+    async fn shutdown(self) {}
+}
+
+/// Standalone: the web console on the embedded name server, unless `consoleEnable=false`.
+/// A console that cannot start (its port taken) is logged and the broker serves on.
+#[cfg(feature = "console")]
+async fn start_console(mut src: ConfigSource, namesrv: &str) -> Option<ConsoleHandle> {
+    src.set("namesrvAddr", namesrv, Origin::Flag("--standalone".into()));
+    let loaded = match config::load::<tern_console::ConsoleConfig>(&src) {
+        Ok(l) => l,
+        Err(e) => {
+            log::error!("console not started: {e}");
+            return None;
+        }
+    };
+    for w in &loaded.warnings {
+        log::warn!("{w}");
+    }
+    if !loaded.config.enable {
+        return None;
+    }
+    match tern_console::Console::start(loaded.config).await {
+        Ok(c) => {
+            tern_shell::cli::announce(format_args!("tern-console on http://{}", c.local_addr()));
+            Some(c)
+        }
+        Err(e) => {
+            log::error!("{e}; serving without the console");
+            None
+        }
+    }
+}
+
+#[cfg(not(feature = "console"))]
+async fn start_console(src: ConfigSource, _namesrv: &str) -> Option<ConsoleHandle> {
+    if src.iter().next().is_some() {
+        log::warn!("this tern-broker is built without the console; console* keys ignored");
+    }
+    None
+}
+
 fn main() -> ExitCode {
     let parsed = parse_args(std::env::args().skip(1));
     let args = match cli::args_or_exit("tern-broker", USAGE, parsed, |a| a.log_level.as_deref()) {
@@ -222,8 +291,8 @@ async fn run(args: Args) -> Result<(), String> {
         None
     };
     let ns_addr = namesrv.as_ref().map(|n| n.local_addr().to_string());
-    let loaded = config::load::<BrokerConfig>(&broker_source(&args, ns_addr.as_deref())?)
-        .map_err(|e| e.to_string())?;
+    let (source, console_source) = split_console(broker_source(&args, ns_addr.as_deref())?);
+    let loaded = config::load::<BrokerConfig>(&source).map_err(|e| e.to_string())?;
     for w in &loaded.warnings {
         log::warn!("{w}");
     }
@@ -244,6 +313,10 @@ async fn run(args: Args) -> Result<(), String> {
     if let Some(g) = broker.grpc_addr() {
         tern_shell::cli::announce(format_args!("tern-broker gRPC endpoint on {g}"));
     }
+    let console = match &ns_addr {
+        Some(ns) => start_console(console_source, ns).await,
+        None => None,
+    };
     if let Some(ns) = &ns_addr {
         tern_shell::cli::announce(format_args!("ready: clients use name server {ns}"));
     } else {
@@ -251,6 +324,9 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let sig = signals.wait().await;
     log::info!("{sig:?}: shutting down");
+    if let Some(c) = console {
+        c.shutdown().await;
+    }
     let result = broker.shutdown().await;
     if let Some(ns) = namesrv {
         ns.shutdown().await;

@@ -24,22 +24,7 @@ pub const PERM_WRITE: i32 = 2;
 /// Perm: inheritable (a template topic).
 pub const PERM_INHERIT: i32 = 1;
 
-/// RocketMQ's system topics (`TopicValidator`'s set), whatever this broker created.
-pub const SYSTEM_TOPICS: [&str; 10] = [
-    AUTO_CREATE_TOPIC,
-    "SCHEDULE_TOPIC_XXXX",
-    "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC",
-];
-
-/// Prefix of every other system topic (revive logs, the timer topic).
-pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+pub use tern_shell::topic::{SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS};
 
 /// Why a topic name is refused.
 pub fn validate_topic(topic: &str) -> Result<(), String> {

@@ -15,6 +15,7 @@ mod admin_cli;
 mod admin_cli_ops;
 mod broker_epoch;
 mod compression;
+mod console;
 mod consumer_admin;
 mod cpp_cross;
 mod delay;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tern_shell::body::{
     BrokerStatsData, ConsumeStatsList, GroupList, ProducerConnection,
-    QueryConsumeQueueResponseBody, from_json,
+    QueryConsumeQueueResponseBody, SubscriptionGroupConfig, SubscriptionGroupWrapper, from_json,
 };
 use tern_shell::headers::{
     AddWritePermOfBrokerResponseHeader, BrokerNameRequestHeader, CloneGroupOffsetRequestHeader,
@@ -200,6 +200,17 @@ impl Admin {
             out.push((addr.clone(), r));
         }
         out
+    }
+
+    /// Every subscription group a broker holds (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), by name.
+    pub async fn subscription_groups(
+        &self,
+        addr: &str,
+    ) -> Result<BTreeMap<String, SubscriptionGroupConfig>> {
+        let cmd = RemotingCommand::request_code(RequestCode::GetAllSubscriptionGroupConfig);
+        let resp = self.client.invoke_ok(addr, cmd).await?;
+        let w: SubscriptionGroupWrapper = decode(&resp.body)?;
+        Ok(w.subscription_group_table)
     }
 
     /// Deletes a subscription group (DELETE_SUBSCRIPTIONGROUP); returns the brokers done.

@@ -18,7 +18,7 @@ pub mod cli;
 
 #[path = "../../../../tests/support/binaries.rs"]
 mod binaries;
-use binaries::binary;
+pub use binaries::{binary, binary_of};
 
 #[path = "../../../../tests/support/small_store.rs"]
 mod small_store;
@@ -98,11 +98,7 @@ enum NameServer<'a> {
 /// Spawns `tern-broker` with `dir/broker.conf` (which names the store under `dir`) and
 /// waits for `ready`; returns the child, its broker and name-server addresses, and its
 /// stderr lines.
-fn launch(
-    dir: &Path,
-    listen: &str,
-    ns: NameServer<'_>,
-) -> (Child, String, String, Arc<Mutex<Vec<String>>>) {
+fn launch(dir: &Path, listen: &str, ns: NameServer<'_>) -> Launched {
     let mut cmd = Command::new(broker_binary());
     match ns {
         // The embedded name server keeps its KV file under the data dir: in the temp
@@ -141,6 +137,7 @@ fn launch(
         NameServer::Join(a) => a.to_owned(),
         NameServer::Embedded(_) => String::new(),
     };
+    let mut console = None;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -154,11 +151,28 @@ fn launch(
             namesrv = a.trim().to_owned();
         } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
             addr = a.trim().to_owned();
+        } else if let Some(a) = line.strip_prefix("tern-console on ") {
+            console = Some(a.trim().to_owned());
         } else if line.starts_with("ready") {
             break;
         }
     }
-    (child, addr, namesrv, lines)
+    Launched {
+        child,
+        addr,
+        namesrv,
+        stderr: lines,
+        console,
+    }
+}
+
+/// A started broker's process and what it printed.
+struct Launched {
+    child: Child,
+    addr: String,
+    namesrv: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+    console: Option<String>,
 }
 
 /// A running standalone broker; killed on drop.
@@ -169,6 +183,8 @@ pub struct Broker {
     pub addr: String,
     /// The embedded name server's address.
     pub namesrv: String,
+    /// The web console's URL (`http://...`), when the broker started one.
+    pub console: Option<String>,
     stderr: Arc<Mutex<Vec<String>>>,
     /// The data dir and config, kept for [`Broker::restart`].
     dir: tempfile::TempDir,
@@ -231,11 +247,18 @@ impl Broker {
             dir.path().join("data").display()
         );
         std::fs::write(dir.path().join("broker.conf"), conf).unwrap();
-        let (child, addr, namesrv, stderr) = launch(dir.path(), "127.0.0.1:0", ns);
+        let Launched {
+            child,
+            addr,
+            namesrv,
+            stderr,
+            console,
+        } = launch(dir.path(), "127.0.0.1:0", ns);
         let b = Broker {
             child,
             addr,
             namesrv,
+            console,
             stderr,
             dir,
             joined: matches!(ns, NameServer::Join(_)),
@@ -260,11 +283,12 @@ impl Broker {
         } else {
             NameServer::Embedded(&self.namesrv)
         };
-        let (child, addr, namesrv, stderr) = launch(self.dir.path(), &self.addr, ns);
-        assert_eq!(addr, self.addr, "restarted on another address");
-        self.child = child;
-        self.namesrv = namesrv;
-        self.stderr = stderr;
+        let l = launch(self.dir.path(), &self.addr, ns);
+        assert_eq!(l.addr, self.addr, "restarted on another address");
+        self.child = l.child;
+        self.console = l.console;
+        self.namesrv = l.namesrv;
+        self.stderr = l.stderr;
         self.wait_registered();
     }
 

@@ -1,0 +1,203 @@
+//! The web console in a real browser: `shell/console/tests/browser/console.spec.mjs`
+//! (playwright-core driving headless Chromium) against a real `tern-broker --standalone`,
+//! with a real push consumer run here. The script creates a topic on the Topics page,
+//! sends with `tern-admin`, watches the TPS chart move and the group's lag fall to 0,
+//! finds a message by key and opens its body, resets the group's offset to a time (this
+//! test checks the consumer really receives everything again), and checks the errors a
+//! person sees. Screenshots go to `target/console-screenshots/`.
+
+use crate::common;
+use crate::rocketmq_python::repo_root;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Broker, run};
+use tern_client::{
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageExt, PushConsumer, PushConsumerConfig,
+};
+
+const TOPIC: &str = "ConsoleOrders";
+const GROUP: &str = "ConsoleGroup";
+
+/// Node, the installed playwright-core and Chromium, or `None` (after a note) when the
+/// test should skip; a failure when `TERN_REQUIRE_INTEROP` is set (test.sh sets it and
+/// installs them through `scripts/setup-console-test.sh`).
+fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let dir = repo_root().join("shell/console/tests/browser");
+    let chromium = std::env::var_os("TERN_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let missing = [
+        (!node_ok).then_some("node"),
+        (!dir.join("node_modules/playwright-core").exists()).then_some("playwright-core"),
+        (!chromium.exists()).then_some("chromium"),
+    ];
+    let missing: Vec<&str> = missing.into_iter().flatten().collect();
+    if missing.is_empty() {
+        return Some((dir, chromium));
+    }
+    let why = format!(
+        "console browser test: missing {} (run scripts/setup-console-test.sh)",
+        missing.join(", ")
+    );
+    assert!(std::env::var_os("TERN_REQUIRE_INTEROP").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// A `tern-console` whose name server is down: its pages must say so.
+fn dead_console() -> (std::process::Child, String) {
+    let bin = common::binary_of("tern-console", "tern-console");
+    let mut child = Command::new(bin)
+        .args(["--listen", "127.0.0.1:0", "-n", "127.0.0.1:1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tern-console");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .expect("tern-console printed its address");
+        if let Some(u) = line.strip_prefix("tern-console on ") {
+            break u.trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, url)
+}
+
+#[test]
+fn the_console_drives_a_real_cluster_in_a_real_browser() {
+    let Some((dir, chromium)) = browser_or_skip() else {
+        return;
+    };
+    // Samples every second, so the chart moves within the test.
+    let b = Broker::start("consoleSampleSeconds=1\n");
+    let console = b
+        .console
+        .clone()
+        .expect("--standalone printed the console's address");
+    let (mut dead, dead_url) = dead_console();
+    let shots = repo_root().join("target/console-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut node = Command::new("node")
+        .arg(dir.join("console.spec.mjs"))
+        .current_dir(&dir)
+        .env("CONSOLE_URL", &console)
+        .env("DEAD_CONSOLE_URL", &dead_url)
+        .env("NAMESRV", &b.namesrv)
+        .env("BROKER_ADDR", &b.addr)
+        .env("TERN_ADMIN", env!("CARGO_BIN_EXE_tern-admin"))
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn node");
+    let mut to_node = node.stdin.take().unwrap();
+    let steps = BufReader::new(node.stdout.take().unwrap()).lines();
+    // Deliveries per message key.
+    let received: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let count = |key: &str| received.lock().unwrap().get(key).copied().unwrap_or(0);
+    // The script's keys: order-42 for the eighth message, order-(1000 + i) for the others.
+    let key = |i: usize| {
+        if i == 7 {
+            "order-42".to_owned()
+        } else {
+            format!("order-{}", 1000 + i)
+        }
+    };
+    let mut consumer = None;
+    let mut sent = 0;
+    for line in steps.map_while(Result::ok) {
+        let Some(step) = line.strip_prefix("STEP ") else {
+            eprintln!("[node] {line}");
+            continue;
+        };
+        if let Some(n) = step.strip_prefix("sent ") {
+            sent = n.parse().unwrap();
+            let mut cfg = PushConsumerConfig::new(GROUP);
+            cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
+            let c = PushConsumer::new(cfg, b.client_config()).unwrap();
+            c.subscribe(TOPIC, "*").unwrap();
+            let seen = received.clone();
+            c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+                let mut seen = seen.lock().unwrap();
+                for m in msgs {
+                    let k = m.properties.get("KEYS").cloned().unwrap_or_default();
+                    *seen.entry(k).or_default() += 1;
+                }
+                ConsumeStatus::Success
+            });
+            run(c.start()).unwrap();
+            consumer = Some(c);
+            writeln!(to_node, "consuming").unwrap();
+        } else if let Some(k) = step.strip_prefix("resent ") {
+            // Once by the group, once more by the page's re-send.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while count(k) < 2 {
+                assert!(
+                    Instant::now() < deadline,
+                    "{k} delivered {} times",
+                    count(k)
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            writeln!(to_node, "received").unwrap();
+        } else if step == "reset" {
+            // Every message again, through the reset the page made.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let again = (0..sent).filter(|&i| count(&key(i)) >= 2).count();
+                if again == sent {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "after the reset the consumer got {again} of {sent} messages again"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            writeln!(to_node, "reconsumed").unwrap();
+        }
+    }
+    let status = node.wait().unwrap();
+    if let Some(c) = consumer {
+        run(c.shutdown());
+    }
+    let _ = dead.kill();
+    let _ = dead.wait();
+    assert!(
+        status.success(),
+        "the browser script failed; broker log:\n{}",
+        b.log()
+    );
+    assert!(sent >= 20, "the script sent {sent} messages");
+    for page in [
+        "overview",
+        "topics",
+        "consumer",
+        "message",
+        "error-message-id",
+    ] {
+        assert!(
+            shots.join(format!("{page}.png")).exists(),
+            "no screenshot of {page}"
+        );
+    }
+}

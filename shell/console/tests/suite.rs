@@ -1,0 +1,3 @@
+//! Every integration test of tern-console, gathered in one binary.
+
+mod api;
