@@ -4,7 +4,8 @@
 //! sends with `tern-admin`, watches the TPS chart move and the group's lag fall to 0,
 //! finds a message by key and opens its body, resets the group's offset to a time (this
 //! test checks the consumer really receives everything again), and checks the errors a
-//! person sees. Screenshots go to `target/console-screenshots/`.
+//! person sees. `acl.spec.mjs` logs in and edits ACL accounts on a broker with ACL on.
+//! Screenshots go to `target/console-screenshots/`.
 
 use crate::common;
 use crate::rocketmq_python::repo_root;
@@ -79,6 +80,82 @@ fn dead_console() -> (std::process::Child, String) {
     (child, url)
 }
 
+/// A fresh screenshot folder for one test.
+fn shots_dir(test: &str) -> PathBuf {
+    let shots = repo_root().join("target/console-screenshots").join(test);
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
+const ACL_RULES: &str = "\
+accounts:
+  - accessKey: ops_admin
+    secretKey: ops_secret
+    admin: true
+  - accessKey: app_user
+    secretKey: app_secret
+    defaultTopicPerm: PUB
+";
+
+#[test]
+fn the_console_logs_in_and_edits_acl_accounts_with_admin_credentials() {
+    let Some((dir, chromium)) = browser_or_skip() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = tmp.path().join("plain_acl.yml");
+    std::fs::write(&rules, ACL_RULES).unwrap();
+    let b = Broker::start(&format!(
+        "aclEnable=true\nplainAclFile={}\nconsoleUser=operator\nconsolePassword=console-pw-1\n\
+         consoleAccessKey=ops_admin\nconsoleSecretKey=ops_secret\n",
+        rules.display()
+    ));
+    let console = b
+        .console
+        .clone()
+        .expect("--standalone printed the console's address");
+    let shots = shots_dir("acl");
+    let mut node = Command::new("node")
+        .arg(dir.join("acl.spec.mjs"))
+        .current_dir(&dir)
+        .env("CONSOLE_URL", &console)
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn node");
+    let mut to_node = node.stdin.take().unwrap();
+    for line in BufReader::new(node.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        if line == "STEP created" {
+            // The page's account is in the broker's rules file, its secret with it.
+            let text = std::fs::read_to_string(&rules).unwrap();
+            assert!(
+                text.contains("console_user1") && text.contains("console_secret1"),
+                "{text}"
+            );
+            writeln!(to_node, "go").unwrap();
+        }
+    }
+    assert!(
+        node.wait().unwrap().success(),
+        "the browser script failed; broker log:\n{}",
+        b.log()
+    );
+    let text = std::fs::read_to_string(&rules).unwrap();
+    assert!(
+        !text.contains("console_user1"),
+        "deleted from the page, still in the rules:\n{text}"
+    );
+    // The console's password is in no log line.
+    assert!(!b.log().contains("console-pw-1"));
+}
+
 #[test]
 fn the_console_drives_a_real_cluster_in_a_real_browser() {
     let Some((dir, chromium)) = browser_or_skip() else {
@@ -91,9 +168,7 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
         .clone()
         .expect("--standalone printed the console's address");
     let (mut dead, dead_url) = dead_console();
-    let shots = repo_root().join("target/console-screenshots");
-    let _ = std::fs::remove_dir_all(&shots);
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = shots_dir("main");
     let mut node = Command::new("node")
         .arg(dir.join("console.spec.mjs"))
         .current_dir(&dir)

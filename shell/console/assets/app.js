@@ -302,17 +302,45 @@ async function message(id, params) {
 }
 
 async function acl() {
-  const list = await api("GET", "acl");
+  const d = await api("GET", "acl");
   const rows = [];
-  for (const b of list) {
+  for (const b of d.brokers) {
     const accounts = (b.config && (b.config.plainAccessConfigs || b.config.accounts)) || [];
     for (const a of accounts)
-      rows.push(h("tr", {}, h("td", {}, b.broker), h("td", {}, a.accessKey), h("td", {}, a.admin ? "yes" : "no"),
+      rows.push(h("tr", { "data-account": a.accessKey }, h("td", {}, b.broker), h("td", {}, a.accessKey), h("td", {}, a.admin ? "yes" : "no"),
         h("td", {}, a.defaultTopicPerm || ""), h("td", {}, a.defaultGroupPerm || ""), h("td", {}, (a.topicPerms || []).join(", ")),
-        h("td", {}, (a.groupPerms || []).join(", ")), h("td", {}, a.whiteRemoteAddress || "")));
+        h("td", {}, (a.groupPerms || []).join(", ")), h("td", {}, a.whiteRemoteAddress || ""),
+        h("td", {}, d.editable ? h("button", { class: "danger", onclick: async () => {
+          if (!confirm(`Delete ACL account ${a.accessKey} on every broker?`)) return;
+          const r = await run(() => api("POST", "acl/delete", { accessKey: a.accessKey }));
+          if (r) { await render(); main().prepend(notice(`Account ${a.accessKey} deleted`)); }
+        } }, "Delete") : "")));
   }
-  return [h("h1", {}, "ACL accounts"), h("p", { class: "muted" }, "Read-only. Secret keys are never shown."),
-    table(["Broker", "Access key", "Admin", "Default topic perm", "Default group perm", "Topic perms", "Group perms", "White address"], rows, { id: "acl" })];
+  const perm = (name, id) => h("select", { name, id }, ["", "DENY", "PUB", "SUB", "PUB|SUB"].map((p) => h("option", { value: p }, p || "(unchanged)")));
+  const form = d.editable ? h("form", { id: "acl-form", onsubmit: async (e) => {
+    e.preventDefault();
+    const f = new FormData(form);
+    const r = await run(() => api("POST", "acl/account", {
+      accessKey: f.get("accessKey"), secretKey: f.get("secretKey"), admin: f.get("admin") === "on",
+      defaultTopicPerm: f.get("defaultTopicPerm"), defaultGroupPerm: f.get("defaultGroupPerm"),
+      topicPerms: f.get("topicPerms"), groupPerms: f.get("groupPerms"), whiteRemoteAddress: f.get("whiteRemoteAddress"),
+    }));
+    if (r) { await render(); main().prepend(notice(`Account ${r.accessKey} saved on ${r.brokers.join(", ")}`)); }
+  } },
+  h("label", {}, "Access key", h("input", { name: "accessKey", id: "acl-access-key", required: true, minlength: 6 })),
+  h("label", {}, "Secret key", h("input", { name: "secretKey", id: "acl-secret-key", type: "password", minlength: 6, autocomplete: "new-password" })),
+  h("label", {}, "Admin", h("input", { name: "admin", type: "checkbox" })),
+  h("label", {}, "Default topic perm", perm("defaultTopicPerm", "acl-topic-perm")),
+  h("label", {}, "Default group perm", perm("defaultGroupPerm", "acl-group-perm")),
+  h("label", {}, "Topic perms (topic=PERM, ...)", h("input", { name: "topicPerms" })),
+  h("label", {}, "Group perms (group=PERM, ...)", h("input", { name: "groupPerms" })),
+  h("label", {}, "White address", h("input", { name: "whiteRemoteAddress" })),
+  h("button", { id: "acl-save" }, "Create / update account")) : null;
+  return [h("h1", {}, "ACL accounts"),
+    h("p", { class: "muted" }, d.editable ? "Changes go to every broker of every cluster. Secret keys are never shown."
+      : "Read-only: the console has no admin credentials (consoleAccessKey, consoleSecretKey). Secret keys are never shown."),
+    form,
+    table(["Broker", "Access key", "Admin", "Default topic perm", "Default group perm", "Topic perms", "Group perms", "White address", ""], rows, { id: "acl" })];
 }
 
 async function login() {

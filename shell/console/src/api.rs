@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use tern_client::admin::AccessConfig;
 use tern_client::{Admin, ClientError, Target};
 use tern_shell::body::TopicConfig;
 use tern_shell::http::{Request, Response};
@@ -56,6 +57,8 @@ type Answer = Result<Value, ApiError>;
 pub struct App {
     admin: Admin,
     auth: Auth,
+    /// The console signs with admin credentials: ACL accounts may be edited.
+    acl_editable: bool,
     /// The TPS samples ([`crate::history::run`] fills them).
     pub history: Arc<Mutex<History>>,
 }
@@ -66,6 +69,7 @@ impl App {
         Self {
             admin,
             auth: Auth::new(config.login.clone()),
+            acl_editable: config.admin_credentials.is_some(),
             history: Arc::default(),
         }
     }
@@ -172,7 +176,25 @@ impl App {
                     .await?;
                 Ok(json!(r))
             }
-            ("GET", "acl") => acl(a).await,
+            ("GET", "acl") => acl(a, self.acl_editable).await,
+            ("POST", "acl/account" | "acl/delete") if !self.acl_editable => Err(ApiError {
+                status: 403,
+                message: "the console has no admin credentials (consoleAccessKey and \
+                          consoleSecretKey): ACL accounts are read-only here"
+                    .into(),
+            }),
+            ("POST", "acl/account") => update_account(a, body).await,
+            ("POST", "acl/delete") => {
+                let key = field(body, "accessKey")?;
+                let mut done = Vec::new();
+                for cluster in a.cluster_info().await?.cluster_addr_table.keys() {
+                    done.extend(
+                        a.delete_acl_account(&Target::Cluster(cluster.clone()), key)
+                            .await?,
+                    );
+                }
+                Ok(json!({"accessKey": key, "brokers": done}))
+            }
             _ => Err(ApiError {
                 status: 404,
                 message: format!("no API {method} /api/{route}"),
@@ -455,7 +477,7 @@ async fn find_messages(a: &Admin, req: &Request) -> Answer {
 }
 
 /// ACL accounts of every master, secret keys removed.
-async fn acl(a: &Admin) -> Answer {
+async fn acl(a: &Admin, editable: bool) -> Answer {
     let info = a.cluster_info().await?;
     let mut out = Vec::new();
     for cluster in info.cluster_addr_table.keys() {
@@ -464,7 +486,44 @@ async fn acl(a: &Admin) -> Answer {
             out.push(json!({"broker": addr, "config": cfg}));
         }
     }
-    Ok(json!(out))
+    Ok(json!({"editable": editable, "brokers": out}))
+}
+
+/// Creates or updates an account on every master (UPDATE_AND_CREATE_ACL_CONFIG).
+async fn update_account(a: &Admin, body: &Value) -> Answer {
+    let text = |k: &str| {
+        body.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let list = |k: &str| {
+        text(k).map(|v| {
+            v.split(',')
+                .map(|e| e.trim().to_owned())
+                .filter(|e| !e.is_empty())
+                .collect::<Vec<_>>()
+        })
+    };
+    let account = AccessConfig {
+        access_key: field(body, "accessKey")?.to_owned(),
+        secret_key: text("secretKey"),
+        white_remote_address: text("whiteRemoteAddress"),
+        admin: body.get("admin").and_then(Value::as_bool).unwrap_or(false),
+        default_topic_perm: text("defaultTopicPerm"),
+        default_group_perm: text("defaultGroupPerm"),
+        topic_perms: list("topicPerms"),
+        group_perms: list("groupPerms"),
+    };
+    let mut done = Vec::new();
+    for cluster in a.cluster_info().await?.cluster_addr_table.keys() {
+        done.extend(
+            a.update_acl_account(&Target::Cluster(cluster.clone()), &account)
+                .await?,
+        );
+    }
+    Ok(json!({"accessKey": account.access_key, "brokers": done}))
 }
 
 /// Removes every `secretKey` (any case) anywhere in `v`.
