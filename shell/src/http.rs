@@ -19,7 +19,8 @@ use crate::tls::{ReadHalf, ServerTls, Stream, WriteHalf};
 
 /// Longest request head read (request line and headers).
 const MAX_HEAD: usize = 8 * 1024;
-/// Longest request body read (`Content-Length`); larger ones get 413.
+/// Longest request body [`HttpServer::bind_app`] reads (`Content-Length`); larger ones
+/// get 413. ([`HttpServer::bind`] reads none.)
 pub const MAX_BODY: usize = 1 << 20;
 /// Longest a connection may take to send its request, and to take the answer. (The
 /// handler's own work is not bounded here: it bounds its own calls.)
@@ -38,7 +39,7 @@ pub struct Request {
     pub query: Vec<(String, String)>,
     /// The headers, names lower-cased, in order.
     pub headers: Vec<(String, String)>,
-    /// The body (`Content-Length` bytes; at most [`MAX_BODY`]).
+    /// The body (`Content-Length` bytes, within the server's limit).
     pub body: Vec<u8>,
 }
 
@@ -205,10 +206,30 @@ impl HttpServer {
         handler: Handler,
         tls: Option<ServerTls>,
     ) -> std::io::Result<Self> {
+        Self::bind_with(addr, handler, tls, 0).await
+    }
+
+    /// Binds `addr` for an application that takes request bodies (up to [`MAX_BODY`]).
+    pub async fn bind_app(addr: &str, handler: Handler) -> std::io::Result<Self> {
+        Self::bind_with(addr, handler, None, MAX_BODY).await
+    }
+
+    async fn bind_with(
+        addr: &str,
+        handler: Handler,
+        tls: Option<ServerTls>,
+        max_body: usize,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(&runtime::resolve(addr).await?[..]).await?;
         let local_addr = listener.local_addr()?;
         let shutdown = Shutdown::new();
-        let task = runtime::spawn(accept_loop(listener, handler, tls, shutdown.clone()));
+        let task = runtime::spawn(accept_loop(
+            listener,
+            handler,
+            tls,
+            max_body,
+            shutdown.clone(),
+        ));
         Ok(HttpServer {
             local_addr,
             shutdown,
@@ -232,6 +253,7 @@ async fn accept_loop(
     listener: TcpListener,
     handler: Handler,
     tls: Option<ServerTls>,
+    max_body: usize,
     shutdown: Shutdown,
 ) {
     let active = Arc::new(AtomicUsize::new(0));
@@ -256,26 +278,42 @@ async fn accept_loop(
             active.fetch_sub(1, Ordering::AcqRel);
             continue;
         }
-        let (handler, active, tls) = (handler.clone(), active.clone(), tls.clone());
+        let (handler, tls) = (handler.clone(), tls.clone());
+        // Given back however the connection's task ends.
+        let slot = Slot(active.clone());
         runtime::spawn(async move {
-            let served = async {
-                let stream = match &tls {
-                    None => Stream::Plain(stream),
-                    // Refusals are logged by the acceptor.
-                    Some(tls) => tls.accept(stream).await.ok()?,
-                };
-                let (r, w) = stream.split();
-                serve(r, w, &handler).await.ok()
+            let _slot = slot;
+            let stream = match &tls {
+                None => Stream::Plain(stream),
+                // Refusals are logged by the acceptor.
+                Some(tls) => match tls.accept(stream).await {
+                    Ok(s) => s,
+                    Err(_) => return,
+                },
             };
-            served.await;
-            active.fetch_sub(1, Ordering::AcqRel);
+            let (r, w) = stream.split();
+            let _ = serve(r, w, &handler, max_body).await;
         });
     }
 }
 
+/// One of the [`MAX_CONNECTIONS`], released when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Reads one request and writes its answer.
-async fn serve(mut stream: ReadHalf, mut out: WriteHalf, handler: &Handler) -> std::io::Result<()> {
-    let Some(req) = runtime::timeout(IO_TIMEOUT, read_request(&mut stream, &mut out))
+async fn serve(
+    mut stream: ReadHalf,
+    mut out: WriteHalf,
+    handler: &Handler,
+    max_body: usize,
+) -> std::io::Result<()> {
+    let Some(req) = runtime::timeout(IO_TIMEOUT, read_request(&mut stream, &mut out, max_body))
         .await
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??
     else {
@@ -287,9 +325,13 @@ async fn serve(mut stream: ReadHalf, mut out: WriteHalf, handler: &Handler) -> s
     // thread, so a request that meets cold pages or a slow broker holds up no
     // connection this executor thread serves.
     let handler = handler.clone();
-    let resp = runtime::spawn_blocking(move || handler(&req))
-        .await
-        .unwrap_or_else(|| Response::plain(404, "not found\n"));
+    let resp = runtime::spawn_blocking(move || {
+        // A handler's bug costs its request a 500, not the connection's task.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&req)))
+    })
+    .await
+    .unwrap_or_else(|_| Some(Response::plain(500, "internal error\n")))
+    .unwrap_or_else(|| Response::plain(404, "not found\n"));
     runtime::timeout(IO_TIMEOUT, async {
         write(&mut out, &resp, !head_only).await?;
         // A TLS peer is told the answer is complete (close_notify); a TCP one gets FIN.
@@ -304,6 +346,7 @@ async fn serve(mut stream: ReadHalf, mut out: WriteHalf, handler: &Handler) -> s
 async fn read_request(
     stream: &mut ReadHalf,
     out: &mut WriteHalf,
+    max_body: usize,
 ) -> std::io::Result<Option<Request>> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
@@ -334,11 +377,17 @@ async fn read_request(
             return Ok(None);
         }
     };
+    if req.header("transfer-encoding").is_some() {
+        // Chunked bodies are not read: say so rather than take the body as empty.
+        let resp = Response::plain(411, "send the body with a Content-Length\n");
+        refuse(stream, out, resp).await?;
+        return Ok(None);
+    }
     let length = match req.header("content-length").map(|v| v.parse::<usize>()) {
         None => 0,
-        Some(Ok(n)) if n <= MAX_BODY => n,
+        Some(Ok(n)) if n <= max_body => n,
         Some(Ok(_)) => {
-            let text = format!("request body over {MAX_BODY} bytes\n");
+            let text = format!("request body over {max_body} bytes\n");
             refuse(stream, out, Response::plain(413, &text)).await?;
             return Ok(None);
         }
@@ -389,6 +438,7 @@ async fn write(stream: &mut WriteHalf, r: &Response, body: bool) -> std::io::Res
         404 => "Not Found",
         405 => "Method Not Allowed",
         409 => "Conflict",
+        411 => "Length Required",
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

@@ -18,7 +18,8 @@ pub mod live;
 config_enum! {
     /// How appends are made durable before the producer is answered.
     pub enum FlushDiskType {
-        /// Answer once the record is in the page cache; a flush task syncs periodically.
+        /// Answer once the record is in the page cache; the group-commit thread syncs
+        /// periodically.
         Async = "ASYNC_FLUSH",
         /// Answer once the record is on disk; one fdatasync serves every waiting sender.
         Sync = "SYNC_FLUSH",

@@ -291,7 +291,13 @@ async fn run(args: Args) -> Result<(), String> {
         None
     };
     let ns_addr = namesrv.as_ref().map(|n| n.local_addr().to_string());
-    let (source, console_source) = split_console(broker_source(&args, ns_addr.as_deref())?);
+    let source = broker_source(&args, ns_addr.as_deref())?;
+    // Without --standalone there is no console: its keys stay to be warned of as unknown.
+    let (source, console_source) = if args.standalone {
+        split_console(source)
+    } else {
+        (source, ConfigSource::new())
+    };
     let loaded = config::load::<BrokerConfig>(&source).map_err(|e| e.to_string())?;
     for w in &loaded.warnings {
         log::warn!("{w}");

@@ -121,10 +121,11 @@ fn a_stalled_disk_answers_flush_disk_timeout_in_time_and_loses_nothing() {
                 }
                 ResponseCode::FlushDiskTimeout => {
                     // Answered at the sender's deadline (plus the watchdog's period of a
-                    // quarter of it), not when the disk came back.
+                    // quarter of it, and slack for a busy machine), not when the disk came
+                    // back.
                     assert!(
                         took >= Duration::from_millis(FLUSH_TIMEOUT_MS)
-                            && took < Duration::from_millis(FLUSH_TIMEOUT_MS * 2),
+                            && took < Duration::from_millis(FLUSH_TIMEOUT_MS + 900),
                         "FLUSH_DISK_TIMEOUT after {took:?} (timeout {FLUSH_TIMEOUT_MS} ms, \
                          disk stalled {STALL_MS} ms)"
                     );

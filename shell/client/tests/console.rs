@@ -249,6 +249,11 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
                 std::thread::sleep(Duration::from_millis(100));
             }
             writeln!(to_node, "reconsumed").unwrap();
+        } else if step == "stop consumer" {
+            if let Some(c) = consumer.take() {
+                run(c.shutdown());
+            }
+            writeln!(to_node, "stopped").unwrap();
         }
     }
     let status = node.wait().unwrap();

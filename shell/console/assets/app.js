@@ -122,7 +122,7 @@ function chart(samples) {
 }
 
 async function topics() {
-  const list = await api("GET", "topics");
+  const [list, cluster] = await Promise.all([api("GET", "topics"), api("GET", "cluster")]);
   const filter = h("input", { id: "topic-filter", placeholder: "filter topics", oninput: () => draw() });
   const showSystem = h("input", { type: "checkbox", id: "show-system", onchange: () => draw() });
   const body = h("tbody", {});
@@ -134,6 +134,7 @@ async function topics() {
       .map((t) => h("tr", { "data-topic": t.topic }, h("td", {}, t.topic), h("td", {}, t.kind),
         h("td", {},
           h("button", { class: "plain", onclick: () => topicDetail(t.topic, detail) }, "Status"), " ",
+          h("button", { class: "plain", onclick: () => editTopic(t.topic) }, "Edit"), " ",
           h("button", { class: "danger", onclick: () => deleteTopic(t.topic) }, "Delete")))));
   }
   draw();
@@ -142,9 +143,11 @@ async function topics() {
     const f = new FormData(form);
     const r = await run(() => api("POST", "topics", {
       topic: f.get("topic"), readQueueNums: Number(f.get("read")), writeQueueNums: Number(f.get("write")), perm: Number(f.get("perm")),
+      cluster: f.get("cluster"),
     }));
     if (r) { await render(); main().prepend(notice(`Topic ${r.topic} saved on ${r.brokers.join(", ")}`)); }
   } },
+  h("label", {}, "Cluster", h("select", { name: "cluster", id: "topic-cluster" }, cluster.clusters.map((c) => h("option", { value: c.name }, c.name)))),
   h("label", {}, "Topic", h("input", { name: "topic", id: "new-topic", required: true })),
   h("label", {}, "Read queues", h("input", { name: "read", id: "read-queues", type: "number", min: 1, value: 8 })),
   h("label", {}, "Write queues", h("input", { name: "write", id: "write-queues", type: "number", min: 1, value: 8 })),
@@ -170,6 +173,21 @@ async function topicDetail(topic, into) {
     table(["Broker", "Queue", "Min offset", "Max offset", "Last update"], d.queues.map((x) => h("tr", {},
       h("td", {}, x.brokerName), h("td", { class: "num" }, x.queueId), h("td", { class: "num" }, x.minOffset),
       h("td", { class: "num" }, x.maxOffset), h("td", {}, time(x.lastUpdateTimestamp)))), { id: "topic-offsets" }));
+}
+
+// Fills the form with a topic's queues and permission as its route has them, so an
+// update changes only what the person changes.
+async function editTopic(topic) {
+  const d = await run(() => api("GET", "topic?" + q({ topic })));
+  if (!d || !d.route.queueDatas.length) return;
+  const qd = d.route.queueDatas[0];
+  document.getElementById("new-topic").value = topic;
+  document.getElementById("read-queues").value = qd.readQueueNums;
+  document.getElementById("write-queues").value = qd.writeQueueNums;
+  document.getElementById("perm").value = String(qd.perm & 6);
+  const c = d.route.brokerDatas[0] && d.route.brokerDatas[0].cluster;
+  if (c) document.getElementById("topic-cluster").value = c;
+  document.getElementById("new-topic").focus();
 }
 
 async function deleteTopic(topic) {
@@ -200,12 +218,15 @@ async function group(name) {
     h("td", { class: "num" }, x.brokerOffset), h("td", { class: "num" }, x.consumerOffset), h("td", { class: "num" }, x.diff), h("td", {}, time(x.lastTimestamp))));
   const conns = d.connection ? d.connection.connectionSet.map((c) => h("tr", {}, h("td", {}, c.clientId), h("td", {}, c.clientAddr), h("td", {}, c.language), h("td", { class: "num" }, c.version))) : [];
   const subs = d.connection ? Object.values(d.connection.subscriptionTable).map((s) => h("tr", {}, h("td", {}, s.topic), h("td", {}, s.expressionType || "TAG"), h("td", {}, s.subString))) : [];
+  const topics = [...new Set(p.queues.map((x) => x.queue.topic))].filter((t) => !t.startsWith("%RETRY%"));
   const reset = h("form", { id: "reset-form", onsubmit: async (e) => {
     e.preventDefault();
     const ts = fromInput(document.getElementById("reset-time").value);
-    const r = await run(() => api("POST", "group/reset", { group: name, timestamp: ts }));
+    const topic = document.getElementById("reset-topic").value;
+    const r = await run(() => api("POST", "group/reset", { group: name, timestamp: ts, topic }));
     if (r) { await render(); main().prepend(notice(`Offsets of ${name} reset to ${time(ts)}: ` + JSON.stringify(r.queuesByTopic))); }
-  } }, h("label", {}, "Reset offsets to", h("input", { type: "datetime-local", id: "reset-time", step: 1, value: toInput(Date.now() - 3600000) })),
+  } }, h("label", {}, "Topic", h("select", { id: "reset-topic" }, h("option", { value: "" }, "every topic"), topics.map((t) => h("option", { value: t }, t)))),
+  h("label", {}, "Reset offsets to", h("input", { type: "datetime-local", id: "reset-time", step: 1, value: toInput(Date.now() - 3600000) })),
   h("button", { id: "reset-offset" }, "Reset"));
   const del = h("button", { class: "danger", id: "delete-group", onclick: async () => {
     if (!confirm(`Delete consumer group ${name} and its offsets on every broker?`)) return;
@@ -364,7 +385,8 @@ async function run(action) {
 
 function parseHash() {
   const [path, query] = (location.hash.replace(/^#/, "") || "/overview").split("?");
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const decode = (p) => { try { return decodeURIComponent(p); } catch (_) { return p; } };
+  const parts = path.split("/").filter(Boolean).map(decode);
   return { page: parts[0] || "overview", arg: parts[1], params: new URLSearchParams(query || "") };
 }
 

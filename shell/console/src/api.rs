@@ -76,6 +76,9 @@ impl App {
 
     /// Answers one request (on a blocking thread: the admin calls are waited for here).
     pub fn handle(&self, req: &Request) -> Response {
+        if let Err(why) = self.check_origin(req) {
+            return json_response(403, &json!({ "error": why }));
+        }
         let Some(route) = req.path.strip_prefix("/api/") else {
             return assets::serve(&req.path);
         };
@@ -113,6 +116,29 @@ impl App {
             Ok(v) => json_response(200, &v),
             Err(e) => json_response(e.status, &json!({ "error": e.message })),
         }
+    }
+
+    /// DNS rebinding and cross-site requests. Without a login the console trusts its
+    /// loopback address, so a request must name a loopback host: a page of another site
+    /// that rebinds its own name to 127.0.0.1 sends that name as `Host` and is refused.
+    /// A changing request from a browser must come from the console's own origin.
+    fn check_origin(&self, req: &Request) -> Result<(), &'static str> {
+        let host = req.header("host").unwrap_or("");
+        if !self.auth.required() && !is_loopback_host(host) {
+            return Err(
+                "this console has no login and answers only to a loopback address \
+                        (localhost, 127.0.0.1, [::1])",
+            );
+        }
+        if !matches!(req.method.as_str(), "GET" | "HEAD")
+            && let Some(origin) = req.header("origin")
+        {
+            let from = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+            if from != host {
+                return Err("a changing request must come from the console's own page");
+            }
+        }
+        Ok(())
     }
 
     fn login(&self, req: &Request) -> Response {
@@ -236,6 +262,18 @@ impl App {
         }
         Ok(json!({"namesrv": a.namesrv_addrs(), "clusters": clusters}))
     }
+}
+
+/// `Host` names the loopback interface: `localhost`, `127.x.y.z` or `[::1]`, any port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn json_response(status: u16, v: &Value) -> Response {
@@ -438,6 +476,8 @@ async fn reset_group(a: &Admin, body: &Value) -> Answer {
     Ok(json!({"group": group, "timestamp": ts, "queuesByTopic": out}))
 }
 
+/// Deletes the group and its offsets on every master, then its retry and dead-letter
+/// topics where they exist (as rocketmq-dashboard's delete does).
 async fn delete_group(a: &Admin, group: &str) -> Answer {
     let info = a.cluster_info().await?;
     let mut done = Vec::new();
@@ -447,7 +487,19 @@ async fn delete_group(a: &Admin, group: &str) -> Answer {
                 .await?,
         );
     }
-    Ok(json!({"group": group, "brokers": done}))
+    let mut topics = Vec::new();
+    for topic in [format!("%RETRY%{group}"), format!("%DLQ%{group}")] {
+        let clusters = match a.topic_clusters(&topic).await {
+            Ok(c) => c,
+            Err(ClientError::NoRoute { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for c in &clusters {
+            a.delete_topic(c, &topic).await?;
+        }
+        topics.push(topic);
+    }
+    Ok(json!({"group": group, "brokers": done, "topicsDeleted": topics}))
 }
 
 /// `?key=` (with `topic`), `?id=` (`topic` optional), or `?topic=&begin=&end=`.
@@ -550,6 +602,28 @@ mod tests {
         let text = v.to_string();
         assert!(!text.contains("\"s\"") && !text.contains("\"t\""), "{text}");
         assert!(text.contains("accessKey"));
+    }
+
+    #[test]
+    fn only_loopback_names_pass_for_a_console_without_login() {
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+            "127.0.0.1",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "10.0.0.1:8080",
+            "",
+            "[::2]:80",
+            "localhost.evil:80",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl Console {
             let app = app.clone();
             Arc::new(move |req| Some(app.handle(req)))
         };
-        let server = match HttpServer::bind(&config.listen, handler, None).await {
+        let server = match HttpServer::bind_app(&config.listen, handler).await {
             Ok(s) => s,
             Err(e) => {
                 shutdown.trigger();

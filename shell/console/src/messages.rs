@@ -10,8 +10,11 @@ use tern_client::{Admin, ClientError, PullConsumer, PullStatus, Result};
 use tern_shell::body::MessageQueue;
 use tern_shell::message::{MessageExt, property};
 
-/// Most messages a time-range query returns (over all queues).
+/// Most messages a time-range query returns (the earliest, over all queues).
 pub const MAX_RANGE_MESSAGES: usize = 200;
+/// Most messages read while looking for them (each queue gives at most
+/// [`MAX_RANGE_MESSAGES`], its earliest).
+const MAX_RANGE_READ: usize = 4 * MAX_RANGE_MESSAGES;
 /// Most messages a key query asks each broker for.
 const MAX_KEY_MESSAGES: i32 = 64;
 
@@ -96,8 +99,10 @@ pub async fn by_time(admin: &Admin, topic: &str, begin: i64, end: i64) -> Result
     for q in &queues {
         let start = consumer.search_offset(q, begin).await?;
         let stop = consumer.search_offset(q, end).await?.max(start);
-        pull_range(&consumer, q, start, stop, &mut out).await?;
-        if out.len() >= MAX_RANGE_MESSAGES {
+        let mut got = Vec::new();
+        pull_range(&consumer, q, start, stop, &mut got).await?;
+        out.extend(got);
+        if out.len() >= MAX_RANGE_READ {
             break;
         }
     }
@@ -149,9 +154,10 @@ pub async fn track(admin: &Admin, m: &MessageExt) -> Result<Vec<Value>> {
             Err(_) => Vec::new(),
         };
         let state = match offset {
+            // Java's TrackType names.
             Some(o) if o > m.queue_offset => "CONSUMED",
-            Some(_) if clients.is_empty() => "NOT_CONSUMED_YET (group offline)",
-            Some(_) => "NOT_CONSUMED_YET",
+            Some(_) if clients.is_empty() => "NOT_ONLINE",
+            Some(_) => "NOT_CONSUME_YET",
             None => "UNKNOWN (no offset on this queue)",
         };
         out.push(json!({

@@ -10,8 +10,15 @@ use std::time::Duration;
 use tern_console::{Console, ConsoleConfig};
 use tern_shell::runtime;
 
-/// Sends `request` as it is; returns the status, the head and the body.
+/// Sends `request` (with `Host: addr` after its first line unless it names a host, as a
+/// browser does); returns the status, the head and the body.
 fn http(addr: &str, request: &str) -> (u16, String, String) {
+    let request = match request.split_once("\r\n") {
+        Some((line, rest)) if !request.contains("\r\nHost:") => {
+            format!("{line}\r\nHost: {addr}\r\n{rest}")
+        }
+        _ => request.to_owned(),
+    };
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(request.as_bytes()).unwrap();
@@ -164,6 +171,39 @@ fn the_page_is_served_from_the_binary_with_its_security_headers() {
     // No login on loopback: the API answers (here: the name server is down).
     let (status, _, body) = http(&addr, "GET /api/topics HTTP/1.1\r\n\r\n");
     assert_eq!(status, 502, "{body}");
+    // ... but only to a loopback name: a site that rebinds its own name to 127.0.0.1
+    // sends that name.
+    let (status, _, body) = http(
+        &addr,
+        "GET /api/topics HTTP/1.1\r\nHost: evil.example:8080\r\n\r\n",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("loopback"), "{body}");
+    // A changing request from another origin is refused, from its own it is not.
+    let (status, _, body) = http(
+        &addr,
+        &post(
+            "/api/topic/delete",
+            r#"{"topic":"T"}"#,
+            "X-Tern-Console: 1\r\nOrigin: http://localhost:9999\r\n",
+        ),
+    );
+    assert_eq!(status, 403, "{body}");
+    let (status, _, body) = http(
+        &addr,
+        &post(
+            "/api/topic/delete",
+            r#"{"topic":"T"}"#,
+            &format!("X-Tern-Console: 1\r\nOrigin: http://{addr}\r\n"),
+        ),
+    );
+    assert_eq!(status, 502, "{body}");
+    // Chunked bodies are not read: 411, not an empty body.
+    let (status, _, _) = http(
+        &addr,
+        "POST /api/topics HTTP/1.1\r\nTransfer-Encoding: chunked\r\nX-Tern-Console: 1\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    );
+    assert_eq!(status, 411);
     runtime::block_on(console.shutdown());
 }
 

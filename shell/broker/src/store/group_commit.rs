@@ -15,13 +15,13 @@
 //! covered by the next round, one fdatasync for every sender below the new watermark.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use tern_engine_fs::sync;
 use tern_shell::runtime;
-use tern_shell::sync::RwLockExt;
+use tern_shell::sync::{MutexExt, RwLockExt};
 
 use super::StoreService;
 use crate::config::FlushDiskType;
@@ -36,7 +36,10 @@ const SYNC_PERIOD: Duration = Duration::from_millis(10);
 pub(super) struct Doorbell {
     rung: AtomicBool,
     stop: AtomicBool,
+    /// Set after the thread's last round: nobody makes the log durable any more.
+    stopped: AtomicBool,
     thread: OnceLock<Thread>,
+    handle: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Doorbell {
@@ -49,12 +52,32 @@ impl Doorbell {
         }
     }
 
+    /// Whether the thread made its last round: a sender must not wait for another.
+    pub(super) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Ends the thread after one last round, which answers every sender waiting then;
+    /// returns when it has ended. (The store's close, before the seal.)
+    pub(super) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let Some(handle) = self.handle.guard().take() else {
+            return;
+        };
+        handle.thread().unpark();
+        if handle.join().is_err() {
+            log::error!("the group-commit thread panicked");
+        }
+    }
+
     /// On the thread: waits until rung, stopped or `period` passed; clears the bell.
     fn wait(&self, period: Duration) {
         if !self.rung.swap(false, Ordering::AcqRel) && !self.stopping() {
             // A ring between the swap and here left the park token: this returns at once.
             std::thread::park_timeout(period);
-            self.rung.store(false, Ordering::Release);
+            // A swap, not a store: the ringer's append happens-before the round that
+            // follows.
+            self.rung.swap(false, Ordering::AcqRel);
         }
     }
 
@@ -63,60 +86,55 @@ impl Doorbell {
     }
 }
 
-/// The running thread; [`GroupCommit::stop`] ends it.
-#[derive(Debug)]
-pub(super) struct GroupCommit {
-    bell: Arc<Doorbell>,
-    handle: std::thread::JoinHandle<()>,
-}
-
-impl GroupCommit {
-    /// Starts the thread for `store` (one per store).
-    pub(super) fn start(store: &Arc<StoreService>) -> std::io::Result<Self> {
-        let weak = Arc::downgrade(store);
-        let bell = Arc::clone(&store.commit);
-        let period = match store.flush_type {
-            FlushDiskType::Sync => SYNC_PERIOD,
-            FlushDiskType::Async => store.flush_interval,
-        };
-        let handle = std::thread::Builder::new()
-            .name("tern-flush".into())
-            .spawn(move || run(weak, bell, period))?;
-        assert!(
-            store.commit.thread.set(handle.thread().clone()).is_ok(),
-            "a store has one group-commit thread"
-        );
-        Ok(Self {
-            bell: Arc::clone(&store.commit),
-            handle,
-        })
-    }
-
-    /// Ends the thread after its current round.
-    pub(super) async fn stop(self) {
-        self.bell.stop.store(true, Ordering::Release);
-        self.handle.thread().unpark();
-        let handle = self.handle;
-        if runtime::spawn_blocking(move || handle.join())
-            .await
-            .is_err()
-        {
-            log::error!("the group-commit thread panicked");
-        }
-    }
+/// Starts the thread for `store` (one per store); [`StoreService::close`] stops it.
+fn start(store: &Arc<StoreService>) -> std::io::Result<()> {
+    let weak = Arc::downgrade(store);
+    let bell = Arc::clone(&store.commit);
+    let period = match store.flush_type {
+        FlushDiskType::Sync => SYNC_PERIOD,
+        FlushDiskType::Async => store.flush_interval,
+    };
+    let handle = std::thread::Builder::new()
+        .name("tern-flush".into())
+        .spawn(move || run(weak, bell, period))?;
+    assert!(
+        store.commit.thread.set(handle.thread().clone()).is_ok(),
+        "a store has one group-commit thread"
+    );
+    *store.commit.handle.guard() = Some(handle);
+    Ok(())
 }
 
 fn run(store: Weak<StoreService>, bell: Arc<Doorbell>, period: Duration) {
     while !bell.stopping() {
-        // Not held while parked: a store dropped without a stop ends the thread.
-        let Some(me) = store.upgrade() else { return };
-        me.flush_once();
+        // Not held while parked: a store dropped without a close ends the thread.
+        let Some(me) = store.upgrade() else { break };
+        me.flush_round();
         drop(me);
         bell.wait(period);
+    }
+    // The last round: what was appended before the stop is made durable and its senders
+    // answered; a sender after it sees `stopped` and does not wait.
+    let me = store.upgrade();
+    if let Some(me) = &me {
+        me.flush_round();
+    }
+    bell.stopped.store(true, Ordering::Release);
+    if let Some(me) = &me {
+        me.flush_done.notify(usize::MAX);
     }
 }
 
 impl StoreService {
+    /// [`Self::flush_once`], a panic in it failing the store (else the thread would end
+    /// and every SYNC_FLUSH sender wait out its timeout, for ever).
+    fn flush_round(&self) {
+        let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_once()));
+        if round.is_err() {
+            self.fail("the group-commit thread panicked during a flush".into());
+        }
+    }
+
     /// One group-commit round: syncs the log up to its end as of now and wakes waiters.
     /// The store lock is held only to read the range and to record the result; appends
     /// go on during the fdatasync. A failed fdatasync fails the store
@@ -204,25 +222,21 @@ impl StoreService {
     /// The flush service until `shutdown`: starts the group-commit thread, and for
     /// SYNC_FLUSH wakes the waiting senders every [`watchdog_period`] so each can check
     /// its `syncFlushTimeout` (an fdatasync that hangs cannot wake them; a timer per
-    /// sender would cost a reactor interruption per message).
+    /// sender would cost a reactor interruption per message). The thread outlives this
+    /// task: sends still draining after `shutdown` are made durable and answered until
+    /// [`StoreService::close`] stops it.
     pub async fn run_flush(self: Arc<Self>, shutdown: runtime::Shutdown) {
-        let thread = match GroupCommit::start(&self) {
-            Ok(t) => t,
-            Err(e) => {
-                self.fail(format!("cannot start the group-commit thread: {e}"));
-                return;
-            }
-        };
+        if let Err(e) = start(&self) {
+            self.fail(format!("cannot start the group-commit thread: {e}"));
+            return;
+        }
         if self.flush_type == FlushDiskType::Sync {
             let mut tick = runtime::Ticker::new(watchdog_period(self.sync_flush_timeout));
             while !shutdown.is_triggered() {
                 runtime::race(tick.tick(), shutdown.wait()).await;
                 self.flush_done.notify(usize::MAX);
             }
-        } else {
-            shutdown.wait().await;
         }
-        thread.stop().await;
     }
 }
 

@@ -522,6 +522,14 @@ impl StoreService {
                 return Durability::FlushTimeout;
             }
             self.commit.ring();
+            if self.commit.stopped() {
+                // Closing: no round will come; what the last one covered is durable.
+                return if self.flushed.load(Ordering::Acquire) >= end {
+                    Durability::Durable
+                } else {
+                    Durability::FlushTimeout
+                };
+            }
             // No timer per sender: the flush service wakes every waiter often enough to
             // see its deadline pass (`group_commit::watchdog_period`).
             listener.await;
@@ -620,6 +628,8 @@ impl StoreService {
     /// gets "shutting down" rather than a record the checkpoint does not cover. A failed
     /// store is not sealed: the next start must recover it as after a crash.
     pub fn close(&self) -> Result<(), String> {
+        // Its last round first (it takes the lock): every sender still waiting answered.
+        self.commit.stop();
         let mut s = self.lock();
         self.sealed.store(true, Ordering::Release);
         if let Some(why) = self.failure() {

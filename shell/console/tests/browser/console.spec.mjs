@@ -6,6 +6,8 @@
 //                                         more, answers "received"
 //   this script prints "STEP reset"    -> the test waits for the re-consumption, answers
 //                                         "reconsumed"
+//   this script prints "STEP stop consumer" -> the test shuts its consumer down, answers
+//                                         "stopped"
 // Environment: CONSOLE_URL, DEAD_CONSOLE_URL (a console whose name server is down),
 // NAMESRV, BROKER_ADDR, TERN_ADMIN, SHOTS (screenshot folder), CHROMIUM.
 import { chromium } from "playwright-core";
@@ -128,6 +130,22 @@ try {
   await page.goto(URL_ + "/#/overview");
   await page.waitForFunction(() => Number(document.getElementById("tps-chart")?.dataset.getMax) > 0, null, { timeout: 20000 });
   await shot("overview");
+
+  // Delete the group (its consumer stopped first, or its heartbeat would bring it back):
+  // it leaves the list, and its retry topic goes with it.
+  await step("stop consumer", "stopped");
+  await page.goto(URL_ + "/#/topics");
+  await page.check("#show-system");
+  await page.locator(`tr[data-topic="%RETRY%${GROUP}"]`).waitFor();
+  await page.goto(URL_ + "/#/group/" + GROUP);
+  page.once("dialog", (d) => d.accept());
+  await page.click("#delete-group");
+  await page.locator("#groups").waitFor();
+  assert.equal(await page.locator(`#groups a:text-is("${GROUP}")`).count(), 0);
+  await page.goto(URL_ + "/#/topics");
+  await page.check("#show-system");
+  await page.locator(`tr[data-topic="${TOPIC}"]`).waitFor();
+  assert.equal(await page.locator(`tr[data-topic="%RETRY%${GROUP}"]`).count(), 0, "the retry topic stayed");
 
   // Errors a person can act on.
   // A message id that does not exist (a well-formed offset msgId past the log's end).
