@@ -19,11 +19,13 @@ use std::time::{Duration, Instant};
 
 use common::{Broker, run};
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, MessageExt, PushConsumer, PushConsumerConfig,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, ProducerConfig,
+    PushConsumer, PushConsumerConfig,
 };
 
 const TOPIC: &str = "ConsoleOrders";
 const GROUP: &str = "ConsoleGroup";
+const PRODUCER_GROUP: &str = "ConsoleProducers";
 
 /// Node, the installed playwright-core and Chromium, or `None` (after a note) when the
 /// test should skip; a failure when `TERN_REQUIRE_INTEROP` is set (test.sh sets it and
@@ -198,6 +200,7 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
         }
     };
     let mut consumer = None;
+    let mut producer = None;
     let mut sent = 0;
     for line in steps.map_while(Result::ok) {
         let Some(step) = line.strip_prefix("STEP ") else {
@@ -221,6 +224,18 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
             });
             run(c.start()).unwrap();
             consumer = Some(c);
+            // A producer that stays connected, for the Producers page (it sends to a topic
+            // of its own: the script counts what reached its topic).
+            // Brokers learn of a producer from its heartbeat (every 30 s by default).
+            let mut fast = b.client_config();
+            fast.heartbeat_interval = Duration::from_millis(300);
+            let p = Producer::new(ProducerConfig::new(PRODUCER_GROUP), fast).unwrap();
+            p.start();
+            run(async {
+                b.create_topic("ConsoleOther", 1).await;
+                p.send(Message::new("ConsoleOther", "hello")).await.unwrap();
+            });
+            producer = Some(p);
             writeln!(to_node, "consuming").unwrap();
         } else if let Some(k) = step.strip_prefix("resent ") {
             // Once by the group, once more by the page's re-send.
@@ -259,6 +274,9 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
     let status = node.wait().unwrap();
     if let Some(c) = consumer {
         run(c.shutdown());
+    }
+    if let Some(p) = producer {
+        run(p.shutdown());
     }
     let _ = dead.kill();
     let _ = dead.wait();

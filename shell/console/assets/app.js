@@ -247,7 +247,7 @@ async function group(name) {
 
 async function producers() {
   const out = h("div", { id: "producer-result" });
-  const form = h("form", { onsubmit: async (e) => {
+  const form = h("form", { id: "producer-form", onsubmit: async (e) => {
     e.preventDefault();
     const f = new FormData(form);
     const conns = await run(() => api("GET", "producers?" + q({ group: f.get("group"), topic: f.get("topic") })));

@@ -93,12 +93,32 @@ try {
   }, sent.length, { timeout: 30000 });
   await page.locator("#group-connections tbody tr").first().waitFor();
   await shot("consumer");
+  await page.goto(URL_ + "/#/groups");
+  await page.locator(`#groups a:text-is("${GROUP}")`).waitFor();
+  await shot("groups");
+
+  // The test's producer, connected in its group.
+  await page.goto(URL_ + "/#/producers");
+  await page.fill("input[name=group]", "ConsoleProducers");
+  await page.fill("input[name=topic]", "ConsoleOther");
+  // Until its heartbeat reached the broker (the page says "not online" before that).
+  for (let i = 0; ; i++) {
+    await page.click("#producer-form button");
+    await page.waitForTimeout(300);
+    if (await page.locator("#producer-result tbody tr").count() > 0) break;
+    assert.ok(i < 50, "the producer never showed: " + (await errorBanner().innerText()));
+  }
+  assert.match(await text("#producer-result"), /RUST|JAVA|CPP|GO|PYTHON/);
+  await shot("producers");
 
   // Find a message by key and open its body, as text and as pretty JSON.
   await page.goto(URL_ + "/#/messages");
   await page.fill("#key-topic", TOPIC);
   await page.fill("#key", "order-42");
   await page.click("#search-key");
+  await page.locator("#message-results a:has-text('Detail')").first().waitFor();
+  assert.equal(await page.locator("#message-results tbody tr").count(), 1, "one message has key order-42");
+  await shot("messages");
   await page.locator("#message-results a:has-text('Detail')").first().click();
   await page.locator("#message-body").waitFor();
   assert.match(await text("#message-body"), /"item":"tea"/);
