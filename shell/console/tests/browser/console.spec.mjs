@@ -142,8 +142,12 @@ try {
   await page.locator("#reset-time").waitFor();
   const before = new Date(started - 120000 - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 19);
   await page.fill("#reset-time", before);
+  await page.selectOption("#reset-topic", TOPIC);
   await page.click("#reset-offset");
   await page.locator(".notice").filter({ hasText: `Offsets of ${GROUP} reset` }).waitFor();
+  // Only the topic chosen: its retry topic kept its offsets.
+  const resetNotice = await page.locator(".notice").innerText();
+  assert.ok(resetNotice.includes(TOPIC) && !resetNotice.includes("%RETRY%"), resetNotice);
   await step("reset", "reconsumed");
   await page.waitForFunction(() => document.getElementById("group-lag")?.textContent === "0", null, { timeout: 30000 });
   // The overview's chart now shows both: what was produced and what was consumed.

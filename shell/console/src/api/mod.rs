@@ -1,18 +1,21 @@
-//! The JSON API under `/api/`: one route per page action, each a few admin calls. Errors
+//! The JSON API under `/api/`: one route per page action, each a few admin calls (the
+//! pages' own routes in [`topics`], [`groups`] and [`acl`]). Errors
 //! come back as `{"error": "..."}` with a status a page can act on: 400 for bad input,
 //! 401 without a session, 404 for what does not exist, 502 when the cluster refused or
 //! could not be reached (the text says which name server or broker, and why).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tern_client::admin::AccessConfig;
 use tern_client::{Admin, ClientError, Target};
-use tern_shell::body::TopicConfig;
 use tern_shell::http::{Request, Response};
 use tern_shell::runtime::{self, now_ms};
 use tern_shell::sync::MutexExt;
+
+mod acl;
+mod groups;
+mod topics;
 
 use crate::auth::{self, Auth, Refusal};
 use crate::config::ConsoleConfig;
@@ -27,7 +30,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn bad(message: impl Into<String>) -> Self {
+    pub(super) fn bad(message: impl Into<String>) -> Self {
         Self {
             status: 400,
             message: message.into(),
@@ -50,7 +53,7 @@ impl From<ClientError> for ApiError {
     }
 }
 
-type Answer = Result<Value, ApiError>;
+pub(super) type Answer = Result<Value, ApiError>;
 
 /// What the routes share.
 #[derive(Debug)]
@@ -167,14 +170,14 @@ impl App {
         match (method, route) {
             ("GET", "cluster") => self.cluster().await,
             ("GET", "tps") => Ok(json!(self.history.guard().samples())),
-            ("GET", "topics") => topics(a).await,
-            ("POST", "topics") => create_topic(a, body).await,
-            ("GET", "topic") => topic_detail(a, param(req, "topic")?).await,
-            ("POST", "topic/delete") => delete_topic(a, field(body, "topic")?).await,
-            ("GET", "groups") => groups(a).await,
-            ("GET", "group") => group_detail(a, param(req, "group")?).await,
-            ("POST", "group/reset") => reset_group(a, body).await,
-            ("POST", "group/delete") => delete_group(a, field(body, "group")?).await,
+            ("GET", "topics") => topics::topics(a).await,
+            ("POST", "topics") => topics::create_topic(a, body).await,
+            ("GET", "topic") => topics::topic_detail(a, param(req, "topic")?).await,
+            ("POST", "topic/delete") => topics::delete_topic(a, field(body, "topic")?).await,
+            ("GET", "groups") => groups::groups(a).await,
+            ("GET", "group") => groups::group_detail(a, param(req, "group")?).await,
+            ("POST", "group/reset") => groups::reset_group(a, body).await,
+            ("POST", "group/delete") => groups::delete_group(a, field(body, "group")?).await,
             ("GET", "producers") => {
                 let c = a
                     .producer_connection(param(req, "group")?, param(req, "topic")?)
@@ -202,14 +205,14 @@ impl App {
                     .await?;
                 Ok(json!(r))
             }
-            ("GET", "acl") => acl(a, self.acl_editable).await,
+            ("GET", "acl") => acl::acl(a, self.acl_editable).await,
             ("POST", "acl/account" | "acl/delete") if !self.acl_editable => Err(ApiError {
                 status: 403,
                 message: "the console has no admin credentials (consoleAccessKey and \
                           consoleSecretKey): ACL accounts are read-only here"
                     .into(),
             }),
-            ("POST", "acl/account") => update_account(a, body).await,
+            ("POST", "acl/account") => acl::update_account(a, body).await,
             ("POST", "acl/delete") => {
                 let key = field(body, "accessKey")?;
                 let mut done = Vec::new();
@@ -281,14 +284,14 @@ fn json_response(status: u16, v: &Value) -> Response {
         .header("Cache-Control", "no-store")
 }
 
-fn param<'r>(req: &'r Request, name: &str) -> Result<&'r str, ApiError> {
+pub(super) fn param<'r>(req: &'r Request, name: &str) -> Result<&'r str, ApiError> {
     req.param(name)
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| ApiError::bad(format!("missing parameter {name}")))
 }
 
-fn field<'b>(body: &'b Value, name: &str) -> Result<&'b str, ApiError> {
+pub(super) fn field<'b>(body: &'b Value, name: &str) -> Result<&'b str, ApiError> {
     body.get(name)
         .and_then(Value::as_str)
         .map(str::trim)
@@ -296,7 +299,7 @@ fn field<'b>(body: &'b Value, name: &str) -> Result<&'b str, ApiError> {
         .ok_or_else(|| ApiError::bad(format!("missing field {name}")))
 }
 
-fn number(body: &Value, name: &str, default: i64) -> Result<i64, ApiError> {
+pub(super) fn number(body: &Value, name: &str, default: i64) -> Result<i64, ApiError> {
     match body.get(name) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v
@@ -304,202 +307,6 @@ fn number(body: &Value, name: &str, default: i64) -> Result<i64, ApiError> {
             .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
             .ok_or_else(|| ApiError::bad(format!("{name} must be a number"))),
     }
-}
-
-/// A topic's kind, as the dashboard's filter buttons name them.
-fn kind(topic: &str) -> &'static str {
-    if topic.starts_with("%RETRY%") {
-        "RETRY"
-    } else if topic.starts_with("%DLQ%") {
-        "DLQ"
-    } else if tern_shell::topic::is_system_topic(topic) {
-        "SYSTEM"
-    } else {
-        "NORMAL"
-    }
-}
-
-async fn topics(a: &Admin) -> Answer {
-    let list = a.topic_list().await?;
-    Ok(json!(
-        list.iter()
-            .map(|t| json!({"topic": t, "kind": kind(t)}))
-            .collect::<Vec<_>>()
-    ))
-}
-
-async fn create_topic(a: &Admin, body: &Value) -> Answer {
-    let topic = field(body, "topic")?;
-    tern_client::message::check_topic(topic)?;
-    let read = number(body, "readQueueNums", 8)?;
-    let write = number(body, "writeQueueNums", 8)?;
-    let perm = number(body, "perm", 6)?;
-    if !(1..=1024).contains(&read) || !(1..=1024).contains(&write) {
-        return Err(ApiError::bad("queue counts must be 1..1024"));
-    }
-    if ![2, 4, 6].contains(&perm) {
-        return Err(ApiError::bad(
-            "perm must be 2 (write), 4 (read) or 6 (read and write)",
-        ));
-    }
-    let cluster = match body.get("cluster").and_then(Value::as_str) {
-        Some(c) if !c.is_empty() => c.to_owned(),
-        _ => a
-            .cluster_info()
-            .await?
-            .cluster_addr_table
-            .into_keys()
-            .next()
-            .ok_or_else(|| ApiError::bad("the name server knows no cluster"))?,
-    };
-    let cfg = TopicConfig {
-        topic_name: topic.to_owned(),
-        read_queue_nums: read as i32,
-        write_queue_nums: write as i32,
-        perm: perm as i32,
-        ..TopicConfig::default()
-    };
-    let brokers = a
-        .create_topic(&Target::Cluster(cluster.clone()), &cfg)
-        .await?;
-    Ok(json!({"topic": topic, "cluster": cluster, "brokers": brokers}))
-}
-
-async fn topic_detail(a: &Admin, topic: &str) -> Answer {
-    let route = a.topic_route(topic).await?;
-    let stats = a.topic_stats(topic).await?;
-    let queues: Vec<Value> = stats
-        .iter()
-        .map(|(q, o)| {
-            json!({
-                "brokerName": q.broker_name,
-                "queueId": q.queue_id,
-                "minOffset": o.min_offset,
-                "maxOffset": o.max_offset,
-                "lastUpdateTimestamp": o.last_update_timestamp,
-            })
-        })
-        .collect();
-    let consumers = a.topic_consumers(topic).await.unwrap_or_default();
-    // Written out: the route's broker addresses are keyed by number, which RocketMQ's
-    // JSON leaves unquoted and plain JSON cannot.
-    let brokers: Vec<Value> = route
-        .broker_datas
-        .iter()
-        .map(|b| {
-            let addrs: BTreeMap<String, &String> = b
-                .broker_addrs
-                .0
-                .iter()
-                .map(|(id, a)| (id.to_string(), a))
-                .collect();
-            json!({"brokerName": b.broker_name, "cluster": b.cluster, "brokerAddrs": addrs})
-        })
-        .collect();
-    Ok(json!({
-        "topic": topic,
-        "route": {"brokerDatas": brokers, "queueDatas": route.queue_datas},
-        "queues": queues,
-        "consumerGroups": consumers,
-    }))
-}
-
-async fn delete_topic(a: &Admin, topic: &str) -> Answer {
-    let clusters = a.topic_clusters(topic).await?;
-    for c in &clusters {
-        a.delete_topic(c, topic).await?;
-    }
-    Ok(json!({"topic": topic, "clusters": clusters}))
-}
-
-/// Every subscription group of every master, with the brokers that hold it.
-async fn groups(a: &Admin) -> Answer {
-    let mut by_group: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut errors = Vec::new();
-    for (name, addr) in a.all_masters().await? {
-        match a.subscription_groups(&addr).await {
-            Ok(groups) => {
-                for g in groups.into_keys() {
-                    by_group.entry(g).or_default().insert(name.clone());
-                }
-            }
-            Err(e) => errors.push(format!("{name} ({addr}): {e}")),
-        }
-    }
-    let list: Vec<Value> = by_group
-        .into_iter()
-        .map(|(g, brokers)| json!({"group": g, "brokers": brokers}))
-        .collect();
-    Ok(json!({"groups": list, "errors": errors}))
-}
-
-async fn group_detail(a: &Admin, group: &str) -> Answer {
-    let progress = a.consume_progress(group, None).await?;
-    let (connection, offline) = match a.consumer_connection(group).await {
-        Ok(c) => (json!(c), None),
-        Err(e) => (Value::Null, Some(e.to_string())),
-    };
-    Ok(json!({
-        "group": group,
-        "progress": progress,
-        "connection": connection,
-        "offline": offline,
-    }))
-}
-
-/// Resets every topic the group consumes (its retry topic included) to `timestamp`.
-async fn reset_group(a: &Admin, body: &Value) -> Answer {
-    let group = field(body, "group")?;
-    let ts = number(body, "timestamp", -1)?;
-    if ts < 0 {
-        return Err(ApiError::bad(
-            "missing field timestamp (ms since the epoch)",
-        ));
-    }
-    let progress = a.consume_progress(group, None).await?;
-    let topics: BTreeSet<&str> = progress
-        .queues
-        .iter()
-        .map(|q| q.queue.topic.as_str())
-        .collect();
-    if topics.is_empty() {
-        return Err(ApiError {
-            status: 404,
-            message: format!("the group {group} has no offsets to reset"),
-        });
-    }
-    let mut out = BTreeMap::new();
-    for t in topics {
-        let queues = a.reset_offset_by_time(t, group, ts, true).await?;
-        out.insert(t.to_owned(), queues.len());
-    }
-    Ok(json!({"group": group, "timestamp": ts, "queuesByTopic": out}))
-}
-
-/// Deletes the group and its offsets on every master, then its retry and dead-letter
-/// topics where they exist (as rocketmq-dashboard's delete does).
-async fn delete_group(a: &Admin, group: &str) -> Answer {
-    let info = a.cluster_info().await?;
-    let mut done = Vec::new();
-    for cluster in info.cluster_addr_table.keys() {
-        done.extend(
-            a.delete_subscription_group(&Target::Cluster(cluster.clone()), group, true)
-                .await?,
-        );
-    }
-    let mut topics = Vec::new();
-    for topic in [format!("%RETRY%{group}"), format!("%DLQ%{group}")] {
-        let clusters = match a.topic_clusters(&topic).await {
-            Ok(c) => c,
-            Err(ClientError::NoRoute { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        for c in &clusters {
-            a.delete_topic(c, &topic).await?;
-        }
-        topics.push(topic);
-    }
-    Ok(json!({"group": group, "brokers": done, "topicsDeleted": topics}))
 }
 
 /// `?key=` (with `topic`), `?id=` (`topic` optional), or `?topic=&begin=&end=`.
@@ -528,81 +335,9 @@ async fn find_messages(a: &Admin, req: &Request) -> Answer {
     ))
 }
 
-/// ACL accounts of every master, secret keys removed.
-async fn acl(a: &Admin, editable: bool) -> Answer {
-    let info = a.cluster_info().await?;
-    let mut out = Vec::new();
-    for cluster in info.cluster_addr_table.keys() {
-        for (addr, mut cfg) in a.acl_configs(&Target::Cluster(cluster.clone())).await? {
-            strip_secrets(&mut cfg);
-            out.push(json!({"broker": addr, "config": cfg}));
-        }
-    }
-    Ok(json!({"editable": editable, "brokers": out}))
-}
-
-/// Creates or updates an account on every master (UPDATE_AND_CREATE_ACL_CONFIG).
-async fn update_account(a: &Admin, body: &Value) -> Answer {
-    let text = |k: &str| {
-        body.get(k)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
-    let list = |k: &str| {
-        text(k).map(|v| {
-            v.split(',')
-                .map(|e| e.trim().to_owned())
-                .filter(|e| !e.is_empty())
-                .collect::<Vec<_>>()
-        })
-    };
-    let account = AccessConfig {
-        access_key: field(body, "accessKey")?.to_owned(),
-        secret_key: text("secretKey"),
-        white_remote_address: text("whiteRemoteAddress"),
-        admin: body.get("admin").and_then(Value::as_bool).unwrap_or(false),
-        default_topic_perm: text("defaultTopicPerm"),
-        default_group_perm: text("defaultGroupPerm"),
-        topic_perms: list("topicPerms"),
-        group_perms: list("groupPerms"),
-    };
-    let mut done = Vec::new();
-    for cluster in a.cluster_info().await?.cluster_addr_table.keys() {
-        done.extend(
-            a.update_acl_account(&Target::Cluster(cluster.clone()), &account)
-                .await?,
-        );
-    }
-    Ok(json!({"accessKey": account.access_key, "brokers": done}))
-}
-
-/// Removes every `secretKey` (any case) anywhere in `v`.
-fn strip_secrets(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|k, _| !k.eq_ignore_ascii_case("secretKey"));
-            m.values_mut().for_each(strip_secrets);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_secrets),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_never_leave() {
-        let mut v = json!({"accounts": [{"accessKey": "a", "secretKey": "s", "admin": true}],
-                           "nested": {"SecretKey": "t"}});
-        strip_secrets(&mut v);
-        let text = v.to_string();
-        assert!(!text.contains("\"s\"") && !text.contains("\"t\""), "{text}");
-        assert!(text.contains("accessKey"));
-    }
 
     #[test]
     fn only_loopback_names_pass_for_a_console_without_login() {
@@ -624,13 +359,5 @@ mod tests {
         ] {
             assert!(!is_loopback_host(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn kinds_follow_rocketmq_names() {
-        assert_eq!(kind("%RETRY%g"), "RETRY");
-        assert_eq!(kind("%DLQ%g"), "DLQ");
-        assert_eq!(kind("TBW102"), "SYSTEM");
-        assert_eq!(kind("Orders"), "NORMAL");
     }
 }
