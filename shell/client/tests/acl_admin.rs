@@ -12,7 +12,8 @@ use tern_client::{
     ClientConfig, ClientError, Message, Producer, ProducerConfig, SessionCredentials,
 };
 
-const RULES: &str = "\
+/// Two accounts: an admin and a publisher (also the console's ACL test's rules).
+pub(crate) const RULES: &str = "\
 accounts:
   - accessKey: ops_admin
     secretKey: ops_secret

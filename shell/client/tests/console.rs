@@ -12,7 +12,7 @@ use crate::rocketmq_python::repo_root;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,27 +59,29 @@ fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
 
 /// A `tern-console` whose name server is down: its pages must say so.
 fn dead_console() -> (std::process::Child, String) {
-    let bin = common::binary_of("tern-console", "tern-console");
-    let mut child = Command::new(bin)
-        .args(["--listen", "127.0.0.1:0", "-n", "127.0.0.1:1"])
-        .stdin(Stdio::null())
+    let mut cmd = Command::new(common::binary_of("tern-console", "tern-console"));
+    cmd.args(["--listen", "127.0.0.1:0", "-n", "127.0.0.1:1"]);
+    common::spawn_announcing(cmd, "tern-console on ")
+}
+
+/// `node` running `script` of the browser folder `dir` against `console`, screenshots to
+/// `shots`; its stdin and stdout piped (the steps), stderr passed through.
+fn browser_script(
+    (dir, chromium): &(PathBuf, PathBuf),
+    script: &str,
+    console: &str,
+    shots: &Path,
+) -> Command {
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join(script))
+        .current_dir(dir)
+        .env("CONSOLE_URL", console)
+        .env("SHOTS", shots)
+        .env("CHROMIUM", chromium)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tern-console");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .and_then(Result::ok)
-            .expect("tern-console printed its address");
-        if let Some(u) = line.strip_prefix("tern-console on ") {
-            break u.trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
+        .stderr(Stdio::inherit());
+    cmd
 }
 
 /// A fresh screenshot folder for one test.
@@ -90,24 +92,14 @@ fn shots_dir(test: &str) -> PathBuf {
     shots
 }
 
-const ACL_RULES: &str = "\
-accounts:
-  - accessKey: ops_admin
-    secretKey: ops_secret
-    admin: true
-  - accessKey: app_user
-    secretKey: app_secret
-    defaultTopicPerm: PUB
-";
-
 #[test]
 fn the_console_logs_in_and_edits_acl_accounts_with_admin_credentials() {
-    let Some((dir, chromium)) = browser_or_skip() else {
+    let Some(browser) = browser_or_skip() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
     let rules = tmp.path().join("plain_acl.yml");
-    std::fs::write(&rules, ACL_RULES).unwrap();
+    std::fs::write(&rules, crate::acl_admin::RULES).unwrap();
     let b = Broker::start(&format!(
         "aclEnable=true\nplainAclFile={}\nconsoleUser=operator\nconsolePassword=console-pw-1\n\
          consoleAccessKey=ops_admin\nconsoleSecretKey=ops_secret\n",
@@ -118,15 +110,7 @@ fn the_console_logs_in_and_edits_acl_accounts_with_admin_credentials() {
         .clone()
         .expect("--standalone printed the console's address");
     let shots = shots_dir("acl");
-    let mut node = Command::new("node")
-        .arg(dir.join("acl.spec.mjs"))
-        .current_dir(&dir)
-        .env("CONSOLE_URL", &console)
-        .env("SHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+    let mut node = browser_script(&browser, "acl.spec.mjs", &console, &shots)
         .spawn()
         .expect("spawn node");
     let mut to_node = node.stdin.take().unwrap();
@@ -160,7 +144,7 @@ fn the_console_logs_in_and_edits_acl_accounts_with_admin_credentials() {
 
 #[test]
 fn the_console_drives_a_real_cluster_in_a_real_browser() {
-    let Some((dir, chromium)) = browser_or_skip() else {
+    let Some(browser) = browser_or_skip() else {
         return;
     };
     // Samples every second, so the chart moves within the test.
@@ -171,19 +155,11 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
         .expect("--standalone printed the console's address");
     let (mut dead, dead_url) = dead_console();
     let shots = shots_dir("main");
-    let mut node = Command::new("node")
-        .arg(dir.join("console.spec.mjs"))
-        .current_dir(&dir)
-        .env("CONSOLE_URL", &console)
+    let mut node = browser_script(&browser, "console.spec.mjs", &console, &shots)
         .env("DEAD_CONSOLE_URL", &dead_url)
         .env("NAMESRV", &b.namesrv)
         .env("BROKER_ADDR", &b.addr)
         .env("TERN_ADMIN", env!("CARGO_BIN_EXE_tern-admin"))
-        .env("SHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn node");
     let mut to_node = node.stdin.take().unwrap();

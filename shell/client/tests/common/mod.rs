@@ -37,6 +37,30 @@ pub fn namesrv_binary() -> PathBuf {
     BIN.get_or_init(|| binary("tern-namesrv")).clone()
 }
 
+/// Spawns `cmd` (stdout piped, stderr dropped) and waits for its stdout line starting
+/// with `prefix`; returns the child and the rest of that line (an address).
+pub fn spawn_announcing(mut cmd: Command, prefix: &str) -> (Child, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let found = loop {
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!("{cmd:?} ended before printing {prefix:?}"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            break rest.trim().to_owned();
+        }
+    };
+    thread::spawn(move || for _ in lines {});
+    (child, found)
+}
+
 /// A `tern-namesrv` process of its own (brokers in a test can die without it); killed
 /// on drop.
 #[derive(Debug)]
@@ -51,26 +75,10 @@ impl NameSrv {
     /// Starts `tern-namesrv` on an ephemeral port.
     pub fn start() -> NameSrv {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(namesrv_binary())
-            .args(["--listen", "127.0.0.1:0", "--home"])
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn tern-namesrv");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .and_then(Result::ok)
-                .expect("tern-namesrv printed its address");
-            if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
-                break a.trim().to_owned();
-            }
-        };
-        thread::spawn(move || for _ in lines {});
+        let mut cmd = Command::new(namesrv_binary());
+        cmd.args(["--listen", "127.0.0.1:0", "--home"])
+            .arg(dir.path());
+        let (child, addr) = spawn_announcing(cmd, "tern-namesrv listening on ");
         NameSrv {
             child,
             addr,

@@ -101,11 +101,7 @@ impl App {
             _ => {}
         }
         if let Err(r) = self.auth.check(req) {
-            let (status, text) = match r {
-                Refusal::LoginRequired => (401, "log in first"),
-                Refusal::MissingCsrfHeader => (403, "changing requests need X-Tern-Console: 1"),
-            };
-            return json_response(status, &json!({ "error": text }));
+            return refused(r);
         }
         let body = if req.body.is_empty() {
             Ok(Value::Null)
@@ -133,7 +129,7 @@ impl App {
                         (localhost, 127.0.0.1, [::1])",
             );
         }
-        if !matches!(req.method.as_str(), "GET" | "HEAD")
+        if auth::changes(req)
             && let Some(origin) = req.header("origin")
         {
             let from = origin.split_once("://").map_or(origin, |(_, rest)| rest);
@@ -147,11 +143,8 @@ impl App {
     fn login(&self, req: &Request) -> Response {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("");
-        if req.header(auth::CSRF_HEADER) != Some("1") {
-            return json_response(
-                403,
-                &json!({"error": "changing requests need X-Tern-Console: 1"}),
-            );
+        if let Err(r) = auth::check_csrf(req) {
+            return refused(r);
         }
         match self.auth.login(field("user"), field("password")) {
             Some(token) => json_response(200, &json!({})).header(
@@ -277,6 +270,15 @@ fn is_loopback_host(host: &str) -> bool {
         || name
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The answer to a request [`Auth`] refused.
+fn refused(r: Refusal) -> Response {
+    let (status, text) = match r {
+        Refusal::LoginRequired => (401, "log in first"),
+        Refusal::MissingCsrfHeader => (403, "changing requests need X-Tern-Console: 1"),
+    };
+    json_response(status, &json!({ "error": text }))
 }
 
 fn json_response(status: u16, v: &Value) -> Response {
