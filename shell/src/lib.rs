@@ -8,12 +8,14 @@
 //! * [`allocate`]: Java's queue allocation strategies (client rebalance, QUERY_ASSIGNMENT).
 //! * [`pop`]: POP consumption's receipt handles, revive records and bodies.
 //! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
+//! * [`answer`]: a processor's answer, or the refusal that becomes an error response.
 //! * [`connection`], [`server`], [`pool`]: async transport; [`tls`]: TLS under it;
 //!   [`runtime`]: executor glue; [`sync`]: locks that stay usable after a panic.
 #![forbid(unsafe_code)]
 
 pub mod acl;
 pub mod allocate;
+pub mod answer;
 pub mod attributes;
 pub mod body;
 pub mod cli;
@@ -38,6 +40,7 @@ pub mod sync;
 pub mod tls;
 pub mod topic;
 
+pub use answer::{Answer, Refusal};
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use connection::{
     Connection, ConnectionConfig, ConnectionCtx, NoProcessor, Processor, RemotingError,

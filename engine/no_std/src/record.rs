@@ -111,6 +111,25 @@ pub enum RecordError {
     BufferTooSmall,
 }
 
+/// Written for the client that sent the message (the broker's remark), not for a log.
+impl core::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Truncated => f.write_str("the record is shorter than its declared size"),
+            Self::BadMagic(m) => write!(f, "the record magic {m:#x} is neither v1 nor v2"),
+            Self::BadSize(n) => write!(f, "the record's size {n} disagrees with its parts"),
+            Self::BadCrc { stored, computed } => write!(
+                f,
+                "the body does not match its CRC (stored {stored}, computed {computed})"
+            ),
+            Self::TopicTooLong => f.write_str("the topic is too long for the record layout"),
+            Self::PropertiesTooLong => f.write_str("the properties are longer than 32767 bytes"),
+            Self::BodyTooLong => f.write_str("the body is longer than a record can declare"),
+            Self::BufferTooSmall => f.write_str("the record does not fit its buffer"),
+        }
+    }
+}
+
 /// What a producer supplies for one message; the store adds offsets and its timestamp.
 #[derive(Clone, Copy, Debug)]
 pub struct MessageIn<'a> {

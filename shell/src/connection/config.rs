@@ -10,8 +10,9 @@ use crate::tls::ClientTls;
 pub enum RemotingError {
     /// Connecting failed.
     Connect(String),
-    /// Reading or writing the socket failed.
-    Io(String),
+    /// Reading or writing the socket failed: the kind, so callers can tell a reset from
+    /// a refusal without reading the text, and the text.
+    Io(std::io::ErrorKind, String),
     /// No response within the timeout; a late response will be dropped.
     Timeout,
     /// The connection closed before the response came.
@@ -26,7 +27,7 @@ impl std::fmt::Display for RemotingError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Connect(e) => write!(f, "connect failed: {e}"),
-            Self::Io(e) => write!(f, "io error: {e}"),
+            Self::Io(_, e) => write!(f, "io error: {e}"),
             Self::Timeout => write!(f, "request timed out"),
             Self::Closed => write!(f, "connection closed"),
             Self::WriteTimeout => write!(f, "write timed out: the peer stopped reading"),

@@ -110,7 +110,7 @@ struct Inner {
     next_opaque: AtomicI32,
     closed: AtomicBool,
     /// Why the read side failed, when it did: requests failed by the close report it.
-    close_reason: OnceLock<String>,
+    close_reason: OnceLock<(std::io::ErrorKind, String)>,
     close_signal: Shutdown,
     done: Shutdown,
     started: Instant,
@@ -296,14 +296,14 @@ impl Connection {
     }
 
     /// Records why the connection failed (the first reason wins).
-    pub(crate) fn set_close_reason(&self, why: String) {
-        let _ = self.inner.close_reason.set(why);
+    pub(crate) fn set_close_reason(&self, kind: std::io::ErrorKind, why: String) {
+        let _ = self.inner.close_reason.set((kind, why));
     }
 
     /// [`RemotingError::Closed`], or the reason the read side failed when known.
     pub(crate) fn closed_error(&self) -> RemotingError {
         match self.inner.close_reason.get() {
-            Some(why) => RemotingError::Io(format!("connection closed: {why}")),
+            Some((kind, why)) => RemotingError::Io(*kind, format!("connection closed: {why}")),
             None => RemotingError::Closed,
         }
     }

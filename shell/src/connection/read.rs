@@ -81,7 +81,7 @@ impl Connection {
                             self.peer_addr()
                         );
                     }
-                    self.set_close_reason(e.to_string());
+                    self.set_close_reason(e.kind(), e.to_string());
                     break;
                 }
                 Wait::Close => {
@@ -97,7 +97,7 @@ impl Connection {
                         self.id(),
                         self.peer_addr()
                     );
-                    self.set_close_reason(e.to_string());
+                    self.set_close_reason(e.kind(), e.to_string());
                     break;
                 }
             };
@@ -366,6 +366,16 @@ pub(crate) enum ReadError {
     Frame(FrameError),
     /// The peer started a TLS handshake on a plaintext connection.
     TlsHello,
+}
+
+impl ReadError {
+    /// The I/O error's kind; a frame the peer got wrong is [`std::io::ErrorKind::InvalidData`].
+    fn kind(&self) -> std::io::ErrorKind {
+        match self {
+            Self::Io(e) => e.kind(),
+            Self::Frame(_) | Self::TlsHello => std::io::ErrorKind::InvalidData,
+        }
+    }
 }
 
 impl std::fmt::Display for ReadError {

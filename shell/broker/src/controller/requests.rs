@@ -4,13 +4,13 @@
 
 use tern_shell::body::to_json;
 use tern_shell::body::{EpochEntryBody, EpochEntryCache};
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
 
-fn not_controller_mode(req: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::error_response(
-        req,
+fn not_controller_mode() -> Refusal {
+    Refusal::new(
         ResponseCode::SystemError,
         "this broker is not in controller mode (enableControllerMode=false)",
     )
@@ -19,18 +19,18 @@ fn not_controller_mode(req: &RemotingCommand) -> RemotingCommand {
 /// NOTIFY_BROKER_ROLE_CHANGED: the manager asks the leader at once (one round trip more
 /// than taking the push's word, and the answer is the committed state, never a stale
 /// push overtaking a newer one).
-pub fn role_changed(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn role_changed(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let Some(cm) = &ctx.controller else {
-        return not_controller_mode(req);
+        return Err(not_controller_mode());
     };
     cm.replica.notified.notify(1);
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// GET_BROKER_EPOCH_CACHE: the epoch file, each term with its end.
-pub fn epoch_cache(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn epoch_cache(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let Some(cm) = &ctx.controller else {
-        return not_controller_mode(req);
+        return Err(not_controller_mode());
     };
     let entries = cm.replica.epochs();
     let max = ctx.store.log_end() as i64;
@@ -50,5 +50,5 @@ pub fn epoch_cache(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         epoch_list,
         max_offset: max,
     };
-    RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(&body))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(&body)))
 }

@@ -14,43 +14,35 @@ use tern_shell::headers::{
 };
 use tern_shell::pop::{AckMsg, ExtraInfo, MAX_BATCH_ACKS, ORDER_REVIVE_QUEUE, PopCheckPoint};
 use tern_shell::runtime::now_ms;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::order::OrderAck;
 use super::records;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
-use crate::processor::bad_header;
-
-fn refuse(req: &RemotingCommand, code: ResponseCode, remark: impl Into<String>) -> RemotingCommand {
-    RemotingCommand::error_response(req, code, remark)
-}
 
 /// Checks topic, queue and revive queue of an ack or change; returns the queue bounds.
 fn check_target(
     ctx: &BrokerCtx,
-    req: &RemotingCommand,
     topic: &str,
     queue_id: i32,
     revive_qid: i32,
-) -> Result<(u64, u64), RemotingCommand> {
+) -> Result<(u64, u64), Refusal> {
     if ctx.role.get() == BrokerRole::Slave {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             "the broker is a slave: ack is forbidden",
         ));
     }
     let Some(t) = ctx.topics.get(topic) else {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist, apply first please!"),
         ));
     };
     if queue_id < 0 || queue_id >= t.read_queue_nums {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::MessageIllegal,
             format!(
                 "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
@@ -59,8 +51,7 @@ fn check_target(
         ));
     }
     if revive_qid != ORDER_REVIVE_QUEUE && revive_qid >= ctx.config.pop.revive_queue_num {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::MessageIllegal,
             format!("reviveQid {revive_qid} is illegal"),
         ));
@@ -68,24 +59,22 @@ fn check_target(
     Ok(ctx.store.queue_bounds(topic, queue_id))
 }
 
-fn handle(req: &RemotingCommand, extra: &str) -> Result<ExtraInfo, RemotingCommand> {
-    ExtraInfo::parse(extra).map_err(|e| refuse(req, ResponseCode::MessageIllegal, e))
+fn handle(extra: &str) -> Result<ExtraInfo, Refusal> {
+    ExtraInfo::parse(extra).map_err(|e| Refusal::new(ResponseCode::MessageIllegal, e))
 }
 
 /// An orderly ack: moves the group's offset to the first unacked message of the batch
 /// and wakes held POPs once the queue is free.
 async fn ack_orderly(
     ctx: &BrokerCtx,
-    req: &RemotingCommand,
     group: &str,
     topic: &str,
     queue_id: i32,
     pop_time: i64,
     offset: u64,
-) -> Result<(), RemotingCommand> {
+) -> Result<(), Refusal> {
     let Some(_lock) = ctx.pop.lock(topic, group, queue_id).await else {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemBusy,
             "the queue is busy, try again",
         ));
@@ -104,8 +93,7 @@ async fn ack_orderly(
         }
         // RocketMQ ignores an ack of an older batch and answers SUCCESS.
         OrderAck::Stale => Ok(()),
-        OrderAck::NotInBatch => Err(refuse(
-            req,
+        OrderAck::NotInBatch => Err(Refusal::new(
             ResponseCode::MessageIllegal,
             format!("offset {offset} is not in the batch in flight"),
         )),
@@ -113,41 +101,27 @@ async fn ack_orderly(
 }
 
 /// ACK_MESSAGE.
-pub async fn ack(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: AckMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
-    let extra = match handle(req, &h.extra_info) {
-        Ok(e) => e,
-        Err(r) => return r,
-    };
-    let (min, max) = match check_target(ctx, req, &h.topic, h.queue_id, extra.revive_qid) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+pub async fn ack(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: AckMessageRequestHeader = req.decode_header()?;
+    let extra = handle(&h.extra_info)?;
+    let (min, max) = check_target(ctx, &h.topic, h.queue_id, extra.revive_qid)?;
     if h.offset < min as i64 || h.offset > max as i64 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoMessage,
             format!("offset {} is not in [{min}, {max}]", h.offset),
-        );
+        ));
     }
     if extra.revive_qid == ORDER_REVIVE_QUEUE {
-        return match ack_orderly(
+        ack_orderly(
             ctx,
-            req,
             &h.consumer_group,
             &h.topic,
             h.queue_id,
             extra.pop_time,
             h.offset as u64,
         )
-        .await
-        {
-            Ok(()) => RemotingCommand::response_to(req, ResponseCode::Success),
-            Err(r) => r,
-        };
+        .await?;
+        return Ok(RemotingCommand::response_to(req, ResponseCode::Success));
     }
     let a = AckMsg {
         ack_offset: h.offset,
@@ -160,40 +134,41 @@ pub async fn ack(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         ack_offset_list: None,
     };
     match records::append_ack(ctx, extra.revive_qid, &a) {
-        Ok(_) => RemotingCommand::response_to(req, ResponseCode::Success),
+        Ok(_) => Ok(RemotingCommand::response_to(req, ResponseCode::Success)),
         // RocketMQ logs a failed put and answers SUCCESS (the message then revives); a
         // refusal tells the client its ack did not land.
-        Err(e) => refuse(
-            req,
+        Err(e) => Err(Refusal::new(
             ResponseCode::SystemError,
             format!("ack not stored: {e:?}"),
-        ),
+        )),
     }
 }
 
 /// BATCH_ACK_MESSAGE: one `bAck` record per entry, offsets outside the queue skipped.
-pub async fn batch_ack(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn batch_ack(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     if req.body.is_empty() {
-        return refuse(req, ResponseCode::NoMessage, "empty batch ack body");
+        return Err(Refusal::new(
+            ResponseCode::NoMessage,
+            "empty batch ack body",
+        ));
     }
     let body: BatchAckMessageRequestBody = match from_json(&req.body) {
         Ok(b) => b,
-        Err(e) => return refuse(req, ResponseCode::SystemError, e.to_string()),
+        Err(e) => return Err(Refusal::new(ResponseCode::SystemError, e.to_string())),
     };
     if body.acks.is_empty() {
-        return refuse(req, ResponseCode::NoMessage, "no acks in the body");
+        return Err(Refusal::new(ResponseCode::NoMessage, "no acks in the body"));
     }
     if body.acks.len() > MAX_BATCH_ACKS {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             format!("more than {MAX_BATCH_ACKS} acks in one body"),
-        );
+        ));
     }
     for b in &body.acks {
         let (retry, offsets) = match (b.retry_flag(), b.offsets()) {
             (Ok(r), Ok(o)) => (r, o),
-            (Err(e), _) | (_, Err(e)) => return refuse(req, ResponseCode::MessageIllegal, e),
+            (Err(e), _) | (_, Err(e)) => return Err(Refusal::new(ResponseCode::MessageIllegal, e)),
         };
         let info = ExtraInfo {
             ck_queue_offset: b.start_offset,
@@ -206,10 +181,7 @@ pub async fn batch_ack(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingComman
             offset: None,
         };
         let topic = info.real_topic(&b.topic, &b.consumer_group);
-        let (min, max) = match check_target(ctx, req, &topic, b.queue_id, b.revive_queue_id) {
-            Ok(x) => x,
-            Err(r) => return r,
-        };
+        let (min, max) = check_target(ctx, &topic, b.queue_id, b.revive_queue_id)?;
         let offsets: Vec<i64> = offsets
             .into_iter()
             .filter(|o| *o >= min as i64 && *o <= max as i64)
@@ -219,19 +191,15 @@ pub async fn batch_ack(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingComman
         }
         if b.revive_queue_id == ORDER_REVIVE_QUEUE {
             for o in offsets {
-                if let Err(r) = ack_orderly(
+                ack_orderly(
                     ctx,
-                    req,
                     &b.consumer_group,
                     &topic,
                     b.queue_id,
                     b.pop_time,
                     o as u64,
                 )
-                .await
-                {
-                    return r;
-                }
+                .await?;
             }
             continue;
         }
@@ -246,52 +214,39 @@ pub async fn batch_ack(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingComman
             ack_offset_list: Some(offsets),
         };
         if let Err(e) = records::append_ack(ctx, b.revive_queue_id, &a) {
-            return refuse(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("ack not stored: {e:?}"),
-            );
+            ));
         }
     }
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// CHANGE_MESSAGE_INVISIBLETIME.
-pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: ChangeInvisibleTimeRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
-    let extra = match handle(req, &h.extra_info) {
-        Ok(e) => e,
-        Err(r) => return r,
-    };
-    let (min, max) = match check_target(ctx, req, &h.topic, h.queue_id, extra.revive_qid) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: ChangeInvisibleTimeRequestHeader = req.decode_header()?;
+    let extra = handle(&h.extra_info)?;
+    let (min, max) = check_target(ctx, &h.topic, h.queue_id, extra.revive_qid)?;
     if h.offset < min as i64 || h.offset >= max as i64 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoMessage,
             format!("offset {} is not in [{min}, {max})", h.offset),
-        );
+        ));
     }
     if h.invisible_time < 0 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             "invisibleTime must not be negative",
-        );
+        ));
     }
     let now = now_ms();
     if extra.revive_qid == ORDER_REVIVE_QUEUE {
         let Some(_lock) = ctx.pop.lock(&h.topic, &h.consumer_group, h.queue_id).await else {
-            return refuse(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemBusy,
                 "the queue is busy, try again",
-            );
+            ));
         };
         let next = now.saturating_add(h.invisible_time);
         ctx.pop.order.change_visible(
@@ -302,12 +257,14 @@ pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> Re
             h.offset as u64,
             next,
         );
-        return RemotingCommand::response_to(req, ResponseCode::Success).with_header(
-            &ChangeInvisibleTimeResponseHeader {
-                pop_time: extra.pop_time,
-                invisible_time: next.saturating_sub(extra.pop_time),
-                revive_qid: ORDER_REVIVE_QUEUE,
-            },
+        return Ok(
+            RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+                &ChangeInvisibleTimeResponseHeader {
+                    pop_time: extra.pop_time,
+                    invisible_time: next.saturating_sub(extra.pop_time),
+                    revive_qid: ORDER_REVIVE_QUEUE,
+                },
+            ),
         );
     }
     let ck = PopCheckPoint {
@@ -323,11 +280,10 @@ pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> Re
         ..PopCheckPoint::default()
     };
     if let Err(e) = records::append_ck(ctx, extra.revive_qid, &ck) {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("checkpoint not stored: {e:?}"),
-        );
+        ));
     }
     let old = AckMsg {
         ack_offset: h.offset,
@@ -343,11 +299,13 @@ pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> Re
         // The new checkpoint is stored: the message revives at the old time too.
         log::warn!("CHANGE_MESSAGE_INVISIBLETIME: ack of the old handle not stored: {e:?}");
     }
-    RemotingCommand::response_to(req, ResponseCode::Success).with_header(
-        &ChangeInvisibleTimeResponseHeader {
-            pop_time: now,
-            invisible_time: h.invisible_time,
-            revive_qid: extra.revive_qid,
-        },
+    Ok(
+        RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+            &ChangeInvisibleTimeResponseHeader {
+                pop_time: now,
+                invisible_time: h.invisible_time,
+                revive_qid: extra.revive_qid,
+            },
+        ),
     )
 }

@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tern_shell::sync::MutexExt;
+use tern_shell::{Answer, Refusal};
 
 use tern_shell::allocate::{AllocateStrategy, sort_queues};
 use tern_shell::body::{
@@ -172,11 +173,11 @@ async fn balance(
 }
 
 /// QUERY_ASSIGNMENT.
-pub async fn query_assignment(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn query_assignment(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let b: QueryAssignmentRequestBody = match from_json(&req.body) {
         Ok(b) => b,
         Err(e) => {
-            return RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string());
+            return Err(Refusal::new(ResponseCode::SystemError, e.to_string()));
         }
     };
     // A retry topic is always pulled; otherwise the group's mode, or
@@ -209,11 +210,13 @@ pub async fn query_assignment(ctx: &BrokerCtx, req: &RemotingCommand) -> Remotin
             })
             .collect()
     });
-    RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(
-        &QueryAssignmentResponseBody {
-            message_queue_assignments: assignments,
-        },
-    ))
+    Ok(
+        RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(
+            &QueryAssignmentResponseBody {
+                message_queue_assignments: assignments,
+            },
+        )),
+    )
 }
 
 #[cfg(test)]

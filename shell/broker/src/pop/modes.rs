@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tern_shell::sync::MutexExt;
+use tern_shell::{Answer, Refusal};
 
 use tern_shell::body::{
     MessageRequestModeSerializeWrapper, SetMessageRequestModeRequestBody, from_json, to_json,
@@ -70,40 +71,36 @@ impl RequestModes {
 }
 
 /// SET_MESSAGE_REQUEST_MODE (401).
-pub fn set_mode(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn set_mode(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let body: SetMessageRequestModeRequestBody = match from_json(&req.body) {
         Ok(b) => b,
         Err(e) => {
-            return RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string());
+            return Err(Refusal::new(ResponseCode::SystemError, e.to_string()));
         }
     };
     if tern_shell::pop::is_retry_topic(&body.topic) {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("retry topic {} not allowed to set mode", body.topic),
-        );
+        ));
     }
     if body.mode != "PULL" && body.mode != "POP" {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             format!("mode {:?} is neither PULL nor POP", body.mode),
-        );
+        ));
     }
     if ctx.topics.get(&body.topic).is_none() {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic {} not exist", body.topic),
-        );
+        ));
     }
     if ctx.groups.get_or_create(&body.consumer_group).is_none() {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SubscriptionGroupNotExist,
             format!("consumer group {} not exist", body.consumer_group),
-        );
+        ));
     }
     let modes = &ctx.pop.modes;
     {
@@ -113,33 +110,33 @@ pub fn set_mode(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             .is_some_and(|g| g.contains_key(&body.consumer_group));
         let size: usize = t.values().map(BTreeMap::len).sum();
         if !known && size >= MAX_MODES {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("the broker keeps at most {MAX_MODES} message request modes"),
-            );
+            ));
         }
         t.entry(body.topic.clone())
             .or_default()
             .insert(body.consumer_group.clone(), body);
     }
     modes.saver.save();
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// GET_ALL_MESSAGE_REQUEST_MODE (402): the whole table, RocketMQ's wrapper JSON.
-pub fn all_modes(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn all_modes(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let map = ctx.pop.modes.table.guard().clone();
     if map.is_empty() {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             "No message request mode in this broker",
-        );
+        ));
     }
-    RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(
-        &MessageRequestModeSerializeWrapper {
-            message_request_mode_map: map,
-        },
-    ))
+    Ok(
+        RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(
+            &MessageRequestModeSerializeWrapper {
+                message_request_mode_map: map,
+            },
+        )),
+    )
 }

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use tern_shell::Answer;
 use tern_shell::body::TopicConfig;
 use tern_shell::headers::{NotificationRequestHeader, NotificationResponseHeader};
 use tern_shell::runtime::{self, now_ms};
@@ -11,7 +12,6 @@ use tern_shell::{RemotingCommand, ResponseCode};
 use super::order::Block;
 use super::receive::{BORN_SLACK_MS, CATCH_UP, MAX_HOLD, readable_topic};
 use crate::BrokerCtx;
-use crate::processor::bad_header;
 
 /// Whether a POP would find something, without reading bodies: some queue (or the
 /// retry topic) holds messages past the group's offset; an orderly queue in flight
@@ -57,18 +57,10 @@ fn has_message(
 }
 
 /// NOTIFICATION: answers `hasMsg` once something can be popped or the poll time passes.
-pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: NotificationRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
-    let topic = match readable_topic(ctx, req, &h.topic, h.queue_id) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    if let Err(r) = super::receive::consumable_group(ctx, req, &h.consumer_group) {
-        return r;
-    }
+pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: NotificationRequestHeader = req.decode_header()?;
+    let topic = readable_topic(ctx, &h.topic, h.queue_id)?;
+    super::receive::consumable_group(ctx, &h.consumer_group)?;
     let answer = |has_msg: bool, full: bool| {
         RemotingCommand::response_to(req, ResponseCode::Success).with_header(
             &NotificationResponseHeader {
@@ -81,14 +73,14 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     let born = h.born_time.filter(|b| *b != 0).unwrap_or(now);
     ctx.store.await_caught_up(CATCH_UP).await;
     if has_message(ctx, &h, &topic, now) {
-        return answer(true, false);
+        return Ok(answer(true, false));
     }
     if h.poll_time <= 0 || now.saturating_sub(born).saturating_sub(h.poll_time) > BORN_SLACK_MS {
-        return answer(false, false);
+        return Ok(answer(false, false));
     }
     let key = super::notification_key(&h.topic, &h.consumer_group, h.queue_id);
     let Some(_slot) = ctx.pop.poll_slot(key, &ctx.config.pop) else {
-        return answer(false, true);
+        return Ok(answer(false, true));
     };
     // New redeliveries arrive in this one; the others are only read.
     let retry = ctx.config.pop.retry_topic(&h.topic, &h.consumer_group);
@@ -99,7 +91,7 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
         let own = ctx.holds.listen(&h.topic, h.queue_id);
         let retried = ctx.holds.listen(&retry, -1);
         if has_message(ctx, &h, &topic, now_ms()) {
-            return answer(true, false);
+            return Ok(answer(true, false));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -113,5 +105,5 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
         )
         .await;
     }
-    answer(false, false)
+    Ok(answer(false, false))
 }

@@ -22,6 +22,7 @@ use tern_shell::pop::{
     start_offset_entry,
 };
 use tern_shell::runtime::{self, now_ms};
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::order::Block;
@@ -29,7 +30,6 @@ use super::records;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
-use crate::processor::bad_header;
 use crate::topics::PERM_READ;
 
 /// Longest hold, whatever the client asks (Java asks 15 s, times out 10 s later).
@@ -71,29 +71,18 @@ struct Plan<'a> {
     peek: bool,
 }
 
-pub(super) fn refuse(
-    req: &RemotingCommand,
-    code: ResponseCode,
-    remark: impl Into<String>,
-) -> RemotingCommand {
-    RemotingCommand::error_response(req, code, remark)
-}
-
 /// The group's settings when it may consume (POP, NOTIFICATION), or RocketMQ's answer:
 /// SUBSCRIPTION_GROUP_NOT_EXIST, or NO_PERMISSION for a group with `consumeEnable=false`.
 pub(super) fn consumable_group(
     ctx: &BrokerCtx,
-    req: &RemotingCommand,
     group: &str,
-) -> Result<tern_shell::body::SubscriptionGroupConfig, RemotingCommand> {
+) -> Result<tern_shell::body::SubscriptionGroupConfig, Refusal> {
     match ctx.groups.get_or_create(group) {
-        None => Err(refuse(
-            req,
+        None => Err(Refusal::new(
             ResponseCode::SubscriptionGroupNotExist,
             format!("subscription group [{group}] does not exist"),
         )),
-        Some(g) if !g.consume_enable => Err(refuse(
-            req,
+        Some(g) if !g.consume_enable => Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("subscription group no permission, {group}"),
         )),
@@ -104,27 +93,23 @@ pub(super) fn consumable_group(
 /// The topic for a POP, PEEK or NOTIFICATION, or the answer refusing it.
 pub(super) fn readable_topic(
     ctx: &BrokerCtx,
-    req: &RemotingCommand,
     topic: &str,
     queue_id: i32,
-) -> Result<TopicConfig, RemotingCommand> {
+) -> Result<TopicConfig, Refusal> {
     let Some(t) = ctx.topics.get(topic) else {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist, apply first please!"),
         ));
     };
     if t.perm & PERM_READ == 0 {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("the topic[{topic}] peeking message is forbidden"),
         ));
     }
     if queue_id >= t.read_queue_nums || queue_id < -1 {
-        return Err(refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
@@ -149,11 +134,8 @@ fn header(plan_time: i64, invisible: i64, rq: i32, p: &Popped) -> PopMessageResp
 }
 
 /// POP_MESSAGE.
-pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: PopMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: PopMessageRequestHeader = req.decode_header()?;
     let now = now_ms();
     let born = h.born_time.filter(|b| *b != 0).unwrap_or(now);
     let order = h.order.unwrap_or(false);
@@ -172,49 +154,40 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         ))
     };
     if ctx.role.get() == BrokerRole::Slave {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             "the broker is a slave: pop is forbidden",
-        );
+        ));
     }
     if ctx.live.broker_permission() & PERM_READ == 0 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!(
                 "the broker[{}] pop message is forbidden",
                 ctx.config.broker_ip1
             ),
-        );
+        ));
     }
     if h.max_msg_nums > MAX_CK_MESSAGES as i32 || h.max_msg_nums <= 0 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             format!(
                 "the broker pop message is forbidden: maxMsgNums {} is not in 1..=32",
                 h.max_msg_nums
             ),
-        );
+        ));
     }
     if h.invisible_time <= 0 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             "invisibleTime must be positive",
-        );
+        ));
     }
     if now.saturating_sub(born).saturating_sub(h.poll_time.max(0)) > BORN_SLACK_MS {
-        return empty(ResponseCode::PollingTimeout);
+        return Ok(empty(ResponseCode::PollingTimeout));
     }
-    let topic = match readable_topic(ctx, req, &h.topic, h.queue_id) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    if let Err(r) = consumable_group(ctx, req, &h.consumer_group) {
-        return r;
-    }
+    let topic = readable_topic(ctx, &h.topic, h.queue_id)?;
+    consumable_group(ctx, &h.consumer_group)?;
     let sub = SubscriptionData {
         topic: h.topic.clone(),
         sub_string: h
@@ -231,7 +204,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             .for_pull(ctx.config.enable_property_filter, &h.consumer_group, sub)
         {
             Ok(f) => f,
-            Err(r) => return refuse(req, r.code, r.remark),
+            Err(r) => return Err(Refusal::new(r.code, r.remark)),
         };
     let dice = (runtime::now_ms() as u64
         ^ u64::from(ctx.pop.next_count()).wrapping_mul(2_654_435_761))
@@ -262,7 +235,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         .min(MAX_HOLD);
         let key = super::poll_key(&h.topic, &h.consumer_group, h.queue_id);
         let Some(_slot) = ctx.pop.poll_slot(key, cfg) else {
-            return empty(ResponseCode::PollingFull);
+            return Ok(empty(ResponseCode::PollingFull));
         };
         // New redeliveries arrive in this one; the others are only read.
         let retry = cfg.retry_topic(&h.topic, &h.consumer_group);
@@ -277,7 +250,7 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             };
             popped = read_once(ctx, &plan).await;
             if popped.count > 0 {
-                return found(req, &plan, popped);
+                return Ok(found(req, &plan, popped));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -294,14 +267,14 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     }
     if popped.count == 0 {
         let code = ResponseCode::PollingTimeout;
-        return RemotingCommand::response_to(req, code).with_header(&header(
+        return Ok(RemotingCommand::response_to(req, code).with_header(&header(
             now,
             h.invisible_time,
             revive_qid,
             &popped,
-        ));
+        )));
     }
-    found(req, &plan, popped)
+    Ok(found(req, &plan, popped))
 }
 
 fn plan_copy<'a>(p: &Plan<'a>) -> Plan<'a> {
@@ -540,22 +513,15 @@ fn record_offsets(mut body: &[u8]) -> Vec<u64> {
 }
 
 /// PEEK_MESSAGE: the messages a POP would get, with no checkpoint and no offset moved.
-pub async fn peek(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: PeekMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn peek(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: PeekMessageRequestHeader = req.decode_header()?;
     if h.max_msg_nums > MAX_CK_MESSAGES as i32 || h.max_msg_nums <= 0 {
-        return refuse(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             format!("maxMsgNums {} is not in 1..=32", h.max_msg_nums),
-        );
+        ));
     }
-    let topic = match readable_topic(ctx, req, &h.topic, h.queue_id) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
+    let topic = readable_topic(ctx, &h.topic, h.queue_id)?;
     let now = now_ms();
     let plan = Plan {
         group: &h.consumer_group,
@@ -575,8 +541,10 @@ pub async fn peek(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     ctx.store.await_caught_up(CATCH_UP).await;
     let p = read_once(ctx, &plan).await;
     if p.count == 0 {
-        return RemotingCommand::response_to(req, ResponseCode::PullNotFound)
-            .with_header(&header(now, 0, 0, &p));
+        return Ok(
+            RemotingCommand::response_to(req, ResponseCode::PullNotFound)
+                .with_header(&header(now, 0, 0, &p)),
+        );
     }
-    found(req, &plan, p)
+    Ok(found(req, &plan, p))
 }

@@ -13,22 +13,18 @@ use tern_shell::headers::{
     GetBrokerAclConfigResponseHeader, UpdateGlobalWhiteAddrsConfigRequestHeader,
 };
 use tern_shell::runtime::now_ms;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 use yaml_rust2::Yaml;
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::acl::edit::{self, AccountUpdate};
 use tern_shell::acl::guard::Acl;
 
-fn acl<'a>(ctx: &'a BrokerCtx, req: &RemotingCommand) -> Result<&'a Acl, RemotingCommand> {
-    ctx.acl.as_deref().ok_or_else(|| {
-        RemotingCommand::error_response(
-            req,
-            ResponseCode::SystemError,
-            "The broker does not enable acl.",
-        )
-    })
+fn acl(ctx: &BrokerCtx) -> Result<&Acl, Refusal> {
+    ctx.acl
+        .as_deref()
+        .ok_or_else(|| Refusal::new(ResponseCode::SystemError, "The broker does not enable acl."))
 }
 
 /// `a,b,,c` → `[a, b, c]`.
@@ -40,23 +36,17 @@ fn split(s: &str) -> Vec<String> {
         .collect()
 }
 
-fn answer(req: &RemotingCommand, done: Result<(), String>) -> RemotingCommand {
+fn answer(req: &RemotingCommand, done: Result<(), String>) -> Answer {
     match done {
-        Ok(()) => RemotingCommand::response_to(req, ResponseCode::Success),
-        Err(why) => RemotingCommand::error_response(req, ResponseCode::SystemError, why),
+        Ok(()) => Ok(RemotingCommand::response_to(req, ResponseCode::Success)),
+        Err(why) => Err(Refusal::new(ResponseCode::SystemError, why)),
     }
 }
 
 /// UPDATE_AND_CREATE_ACL_CONFIG.
-pub fn update_account(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let acl = match acl(ctx, req) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let h: CreateAccessConfigRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn update_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let acl = acl(ctx)?;
+    let h: CreateAccessConfigRequestHeader = req.decode_header()?;
     let u = AccountUpdate {
         access_key: h.access_key,
         secret_key: h.secret_key,
@@ -74,15 +64,9 @@ pub fn update_account(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand
 }
 
 /// DELETE_ACL_CONFIG.
-pub fn delete_account(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let acl = match acl(ctx, req) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let h: DeleteAccessConfigRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn delete_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let acl = acl(ctx)?;
+    let h: DeleteAccessConfigRequestHeader = req.decode_header()?;
     answer(
         req,
         acl.change(|path| edit::delete_account(path, &h.access_key, now_ms())),
@@ -90,15 +74,9 @@ pub fn delete_account(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand
 }
 
 /// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG.
-pub fn update_global_white(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let acl = match acl(ctx, req) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let h: UpdateGlobalWhiteAddrsConfigRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn update_global_white(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let acl = acl(ctx)?;
+    let h: UpdateGlobalWhiteAddrsConfigRequestHeader = req.decode_header()?;
     let addrs = split(h.global_white_addrs.as_deref().unwrap_or_default());
     answer(
         req,
@@ -106,34 +84,30 @@ pub fn update_global_white(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
     )
 }
 
-fn read_doc(acl: &Acl, req: &RemotingCommand) -> Result<Yaml, RemotingCommand> {
+fn read_doc(acl: &Acl) -> Result<Yaml, Refusal> {
     edit::read(acl.path())
         .map(Yaml::Hash)
-        .map_err(|why| RemotingCommand::error_response(req, ResponseCode::SystemError, why))
+        .map_err(|why| Refusal::new(ResponseCode::SystemError, why))
 }
 
 /// GET_BROKER_CLUSTER_ACL_INFO: the file's version, as RocketMQ's `DataVersion` JSON.
-pub fn acl_version(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let acl = match acl(ctx, req) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let doc = match read_doc(acl, req) {
-        Ok(d) => d,
-        Err(r) => return r,
-    };
+pub fn acl_version(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let acl = acl(ctx)?;
+    let doc = read_doc(acl)?;
     let (counter, timestamp) = edit::data_version(&doc);
     let version = json!({"counter": counter, "stateVersion": 0, "timestamp": timestamp});
     let all: BTreeMap<String, Value> =
         BTreeMap::from([(acl.path().display().to_string(), version.clone())]);
-    RemotingCommand::response_to(req, ResponseCode::Success).with_header(
-        &GetBrokerAclConfigResponseHeader {
-            version: version.to_string(),
-            all_acl_file_version: Some(json!(all).to_string()),
-            broker_name: ctx.config.broker_name.clone(),
-            broker_addr: ctx.store_host.to_string(),
-            cluster_name: ctx.config.cluster_name.clone(),
-        },
+    Ok(
+        RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+            &GetBrokerAclConfigResponseHeader {
+                version: version.to_string(),
+                all_acl_file_version: Some(json!(all).to_string()),
+                broker_name: ctx.config.broker_name.clone(),
+                broker_addr: ctx.store_host.to_string(),
+                cluster_name: ctx.config.cluster_name.clone(),
+            },
+        ),
     )
 }
 
@@ -150,15 +124,9 @@ fn text(y: &Yaml) -> Value {
 
 /// GET_BROKER_CLUSTER_ACL_CONFIG: RocketMQ's `AclConfig` JSON (`globalWhiteAddrs`,
 /// `plainAccessConfigs`), secrets included as RocketMQ answers them (admin only).
-pub fn acl_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let acl = match acl(ctx, req) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let doc = match read_doc(acl, req) {
-        Ok(d) => d,
-        Err(r) => return r,
-    };
+pub fn acl_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let acl = acl(ctx)?;
+    let doc = read_doc(acl)?;
     let accounts: Vec<Value> = doc["accounts"]
         .as_vec()
         .map(Vec::as_slice)
@@ -181,6 +149,6 @@ pub fn acl_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         "globalWhiteAddrs": text(&doc["globalWhiteRemoteAddresses"]),
         "plainAccessConfigs": accounts,
     });
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(body.to_string().into_bytes())
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(body.to_string().into_bytes()))
 }

@@ -5,9 +5,9 @@ use tern_shell::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
     GetSubscriptionGroupConfigRequestHeader, TopicRequestHeader,
 };
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::topics::validate_topic;
 
@@ -16,37 +16,32 @@ const MAX_QUEUES: i32 = 1024;
 
 /// UPDATE_AND_CREATE_TOPIC: creates or updates a topic, then registers at once so routes
 /// show it.
-pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: CreateTopicRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: CreateTopicRequestHeader = req.decode_header()?;
     if let Err(e) = validate_topic(&h.topic) {
-        return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+        return Err(Refusal::new(ResponseCode::SystemError, e));
     }
     if h.topic == h.default_topic
         && h.topic != crate::topics::AUTO_CREATE_TOPIC
         && h.topic == ctx.config.cluster_name
     {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "the topic[{}] is conflict with system reserved words",
                 h.topic
             ),
-        );
+        ));
     }
     for (what, n) in [
         ("readQueueNums", h.read_queue_nums),
         ("writeQueueNums", h.write_queue_nums),
     ] {
         if !(1..=MAX_QUEUES).contains(&n) {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::InvalidParameter,
                 format!("{what} {n} is outside 1..{MAX_QUEUES}"),
-            );
+            ));
         }
     }
     // RocketMQ 5's attributes: applied to the topic's current ones (kept when the
@@ -64,7 +59,7 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
                 h.topic,
                 h.attributes
             );
-            return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+            return Err(Refusal::new(ResponseCode::SystemError, e));
         }
     };
     let t = TopicConfig {
@@ -90,20 +85,17 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
         ctx.topics.persisted().await;
         crate::register::register_all_now(ctx).await;
     }
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// DELETE_TOPIC_IN_BROKER: forgets the topic, its offsets and its consume queues, so a
 /// topic made again under the name starts empty (RocketMQ's `deleteTopics`). The
 /// records stay in the commit log and age out with their segments; queries by key see
 /// only records their topic's queues still hold.
-pub async fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: TopicRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: TopicRequestHeader = req.decode_header()?;
     if let Err(e) = validate_topic(&h.topic) {
-        return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+        return Err(Refusal::new(ResponseCode::SystemError, e));
     }
     ctx.topics.delete(&h.topic);
     ctx.offsets.delete_topic(&h.topic);
@@ -112,81 +104,71 @@ pub async fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     match ctx.store.delete_topic_queues(&h.topic).await {
         Ok(n) => {
             log::info!("topic {} deleted with its {n} consume queue(s)", h.topic);
-            RemotingCommand::response_to(req, ResponseCode::Success)
+            Ok(RemotingCommand::response_to(req, ResponseCode::Success))
         }
         Err(e) => {
             log::error!("deleting the consume queues of {}: {e}", h.topic);
-            RemotingCommand::error_response(
-                req,
+            Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("topic {} deleted, its consume queues not: {e}", h.topic),
-            )
+            ))
         }
     }
 }
 
 /// GET_ALL_TOPIC_CONFIG.
-pub fn all_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&ctx.topics.wrapper()))
+pub fn all_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&ctx.topics.wrapper())))
 }
 
 /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
-pub async fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn create_group(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let g: SubscriptionGroupConfig = match tern_shell::body::from_json(&req.body) {
         Ok(g) => g,
         Err(e) => {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("bad subscription group body: {e}"),
-            );
+            ));
         }
     };
     if g.group_name.is_empty() || g.group_name.len() > 120 {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             "group name must be 1..120 characters",
-        );
+        ));
     }
     ctx.groups.upsert(g);
     // Answered once on disk (RocketMQ persists the table before it answers).
     ctx.groups.persisted().await;
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG.
-pub fn all_groups(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&ctx.groups.wrapper()))
+pub fn all_groups(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&ctx.groups.wrapper())))
 }
 
 /// GET_SUBSCRIPTIONGROUP_CONFIG: one group's configuration (a proxy in CLUSTER mode reads
 /// a group's retry policy and order with it). An unknown group is SYSTEM_ERROR, as
 /// RocketMQ answers it.
-pub fn group_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetSubscriptionGroupConfigRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn group_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetSubscriptionGroupConfigRequestHeader = req.decode_header()?;
     match ctx.groups.get(&h.group) {
-        Some(g) => RemotingCommand::response_to(req, ResponseCode::Success)
-            .with_body(tern_shell::body::to_json(&g)),
-        None => RemotingCommand::error_response(
-            req,
+        Some(g) => Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+            .with_body(tern_shell::body::to_json(&g))),
+        None => Err(Refusal::new(
             ResponseCode::SystemError,
             format!("No group in this broker: {}", h.group),
-        ),
+        )),
     }
 }
 
 /// DELETE_SUBSCRIPTIONGROUP: forgets the group, and its offsets with `cleanOffset`.
-pub async fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: DeleteSubscriptionGroupRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: DeleteSubscriptionGroupRequestHeader = req.decode_header()?;
     ctx.groups.delete(&h.group_name);
     if h.clean_offset == Some(true) {
         ctx.offsets.delete_group(&h.group_name);
@@ -194,21 +176,21 @@ pub async fn delete_group(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
         ctx.offsets.persisted().await;
     }
     ctx.groups.persisted().await;
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// GET_BROKER_CONFIG: every key the broker reads, with its effective value (the live
 /// keys as they are now), as `key=value` lines.
-pub fn broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(ctx.live.render().into_bytes())
+pub fn broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(ctx.live.render().into_bytes()))
 }
 
 /// UPDATE_BROKER_CONFIG: the body is Java properties text. Only the keys that take
 /// effect at once are accepted ([`crate::config::live::LIVE_KEYS`]); one other key
 /// refuses the whole update, naming it. Accepted changes are written to the `-c` file
 /// first, so a restart keeps them; a new `brokerPermission` is registered at once.
-pub async fn update_broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn update_broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     use crate::config::live::UpdateError;
     let body = String::from_utf8_lossy(&req.body);
     match ctx.live.update(&body) {
@@ -228,7 +210,7 @@ pub async fn update_broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Rem
                 ctx.topics.bump_version();
                 crate::register::register_all_now(ctx).await;
             }
-            RemotingCommand::response_to(req, ResponseCode::Success)
+            Ok(RemotingCommand::response_to(req, ResponseCode::Success))
         }
         Err(e) => {
             log::warn!("broker config update refused: {e}");
@@ -237,7 +219,7 @@ pub async fn update_broker_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Rem
                 UpdateError::Unknown(_) | UpdateError::Invalid(_) => ResponseCode::InvalidParameter,
                 UpdateError::Persist(_) => ResponseCode::SystemError,
             };
-            RemotingCommand::error_response(req, code, e.to_string())
+            Err(Refusal::new(code, e.to_string()))
         }
     }
 }

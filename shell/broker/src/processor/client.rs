@@ -8,9 +8,9 @@ use tern_shell::body::{
 };
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{ConsumerGroupRequestHeader, UnregisterClientRequestHeader};
+use tern_shell::{Answer, Refusal};
 use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode, runtime};
 
-use super::bad_header;
 use crate::BrokerCtx;
 
 /// Tells every member of `group` to rebalance now: oneway, as RocketMQ does, and without
@@ -52,26 +52,21 @@ pub async fn heartbeat(
     ctx: &Arc<BrokerCtx>,
     conn: &ConnectionCtx,
     req: &RemotingCommand,
-) -> RemotingCommand {
+) -> Answer {
     let hb: HeartbeatData = match tern_shell::body::from_json(&req.body) {
         Ok(hb) => hb,
         Err(e) => {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("bad heartbeat body: {e}"),
-            );
+            ));
         }
     };
     for c in &hb.consumer_data_set {
         let group = match ctx.groups.try_get_or_create(&c.group_name) {
             Ok(g) => g,
             Err(why) => {
-                return RemotingCommand::error_response(
-                    req,
-                    why.response_code(),
-                    why.remark(&c.group_name),
-                );
+                return Err(Refusal::new(why.response_code(), why.remark(&c.group_name)));
             }
         };
         if c.message_model == tern_shell::body::MessageModel::Clustering {
@@ -102,23 +97,22 @@ pub async fn heartbeat(
         log::info!("consumer {} joined group {g}", hb.client_id);
         notify_ids_changed(ctx, &g);
     }
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// CHECK_CLIENT_CONFIG: a consumer asks at start whether its (SQL92) subscription will be
 /// served, so a bad expression fails its start rather than every pull.
-pub fn check_client_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn check_client_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let body: CheckClientRequestBody = if req.body.is_empty() {
         CheckClientRequestBody::default()
     } else {
         match tern_shell::body::from_json(&req.body) {
             Ok(b) => b,
             Err(e) => {
-                return RemotingCommand::error_response(
-                    req,
+                return Err(Refusal::new(
                     ResponseCode::SystemError,
                     format!("bad check-client body: {e}"),
-                );
+                ));
             }
         }
     };
@@ -127,7 +121,7 @@ pub fn check_client_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
         .as_ref()
         .and_then(|sub| crate::filter::check_subscription(ctx.config.enable_property_filter, sub));
     match refusal {
-        None => RemotingCommand::response_to(req, ResponseCode::Success),
+        None => Ok(RemotingCommand::response_to(req, ResponseCode::Success)),
         Some(r) => {
             log::warn!(
                 "client {} of group {} asked about a subscription refused here: {}",
@@ -135,21 +129,14 @@ pub fn check_client_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
                 body.group,
                 r.remark
             );
-            RemotingCommand::error_response(req, r.code, r.remark)
+            Err(Refusal::new(r.code, r.remark))
         }
     }
 }
 
 /// UNREGISTER_CLIENT.
-pub async fn unregister(
-    ctx: &BrokerCtx,
-    conn: &ConnectionCtx,
-    req: &RemotingCommand,
-) -> RemotingCommand {
-    let h: UnregisterClientRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn unregister(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
+    let h: UnregisterClientRequestHeader = req.decode_header()?;
     for g in ctx.clients.unregister(
         conn.id(),
         h.producer_group.as_deref(),
@@ -157,43 +144,35 @@ pub async fn unregister(
     ) {
         notify_ids_changed(ctx, &g);
     }
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// GET_CONSUMER_LIST_BY_GROUP.
-pub fn consumer_list(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: ConsumerGroupRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn consumer_list(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: ConsumerGroupRequestHeader = req.decode_header()?;
     match ctx.clients.consumer_group(&h.consumer_group) {
         Some(g) if !g.members.is_empty() => {
             let body = GetConsumerListByGroupResponseBody {
                 consumer_id_list: g.client_ids(),
             };
-            RemotingCommand::response_to(req, ResponseCode::Success)
-                .with_body(tern_shell::body::to_json(&body))
+            Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+                .with_body(tern_shell::body::to_json(&body)))
         }
-        _ => RemotingCommand::error_response(
-            req,
+        _ => Err(Refusal::new(
             ResponseCode::SystemError,
             format!("no consumer for this group, {}", h.consumer_group),
-        ),
+        )),
     }
 }
 
 /// GET_CONSUMER_CONNECTION_LIST.
-pub fn consumer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: ConsumerGroupRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn consumer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: ConsumerGroupRequestHeader = req.decode_header()?;
     let Some(g) = ctx.clients.consumer_group(&h.consumer_group) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::ConsumerNotOnline,
             format!("the consumer group[{}] not online", h.consumer_group),
-        );
+        ));
     };
     let body = ConsumerConnection {
         connection_set: g
@@ -211,44 +190,42 @@ pub fn consumer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
         message_model: g.message_model.clone(),
         consume_from_where: g.consume_from_where.clone(),
     };
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&body))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body)))
 }
 
 /// LOCK_BATCH_MQ: orderly consumers lock the queues they own. Cheap by design: the C++
 /// client retries a refused lock in a tight loop.
-pub fn lock_batch(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn lock_batch(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let body: LockBatchRequestBody = match tern_shell::body::from_json(&req.body) {
         Ok(b) => b,
         Err(e) => {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("bad lock body: {e}"),
-            );
+            ));
         }
     };
     let ok = ctx
         .clients
         .lock_queues(&body.consumer_group, &body.client_id, &body.mq_set);
     let resp = LockBatchResponseBody { lock_ok_mq_set: ok };
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&resp))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&resp)))
 }
 
 /// UNLOCK_BATCH_MQ.
-pub fn unlock_batch(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn unlock_batch(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let body: LockBatchRequestBody = match tern_shell::body::from_json(&req.body) {
         Ok(b) => b,
         Err(e) => {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("bad unlock body: {e}"),
-            );
+            ));
         }
     };
     ctx.clients
         .unlock_queues(&body.consumer_group, &body.client_id, &body.mq_set);
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }

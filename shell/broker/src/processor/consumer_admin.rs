@@ -28,9 +28,9 @@ use tern_shell::headers::{
     GetConsumerStatusRequestHeader, ResetOffsetRequestHeader,
 };
 use tern_shell::message::decode_offset_msg_id;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{Connection, LanguageCode, RemotingCommand, RemotingError, ResponseCode, runtime};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::clients::Member;
 use crate::config::BrokerRole;
@@ -87,11 +87,8 @@ fn reset_targets(
 }
 
 /// INVOKE_BROKER_TO_RESET_OFFSET.
-pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: ResetOffsetRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: ResetOffsetRequestHeader = req.decode_header()?;
     log::info!(
         "[reset-offset] reset offset started: topic={} group={} timestamp={} force={}",
         h.topic,
@@ -100,18 +97,16 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         h.is_force
     );
     if ctx.role.get() == BrokerRole::Slave {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             "Can not reset offset in slave broker",
-        );
+        ));
     }
     let Some(topic) = ctx.topics.get(&h.topic) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("Topic {} does not exist", h.topic),
-        );
+        ));
     };
     let online = ctx.clients.consumer_group(&h.group);
     let known = online.is_some()
@@ -122,15 +117,14 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             .iter()
             .any(|(t, _)| *t == h.topic);
     if !known {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SubscriptionGroupNotExist,
             format!("Group {} does not exist", h.group),
-        );
+        ));
     }
     let targets = match reset_targets(ctx, &h, topic.read_queue_nums) {
         Ok(t) => t,
-        Err(why) => return RemotingCommand::error_response(req, ResponseCode::SystemError, why),
+        Err(why) => return Err(Refusal::new(ResponseCode::SystemError, why)),
     };
     let table: BTreeMap<MessageQueue, i64> = targets
         .iter()
@@ -166,9 +160,13 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         // The clients drop their queues and wait for the pull in flight on each.
         ctx.holds.release_later(&h.group, &RELEASE_AFTER);
     }
-    RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(&ResetOffsetBody {
-        offset_table: QueueKeyMap(table),
-    }))
+    Ok(
+        RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(
+            &ResetOffsetBody {
+                offset_table: QueueKeyMap(table),
+            },
+        )),
+    )
 }
 
 /// When a reset's clients have their pulls held from before answered
@@ -227,25 +225,21 @@ fn tell_clients(
 }
 
 /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS.
-pub async fn consumer_status(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetConsumerStatusRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn consumer_status(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetConsumerStatusRequestHeader = req.decode_header()?;
     let members: Vec<Member> = ctx
         .clients
         .consumer_group(&h.group)
         .map(|g| g.members.into_values().collect())
         .unwrap_or_default();
     if members.is_empty() {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "No Any Consumer online in the consumer group: [{}]",
                 h.group
             ),
-        );
+        ));
     }
     let ask = GetConsumerStatusRequestHeader {
         topic: h.topic.clone(),
@@ -281,7 +275,7 @@ pub async fn consumer_status(ctx: &BrokerCtx, req: &RemotingCommand) -> Remoting
             Err(e) => log::info!("consumer status of {client_id}: {e}"),
         }
     }
-    RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(&body))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success).with_body(to_json(&body)))
 }
 
 /// The connection of client `client_id` in `group`.
@@ -300,13 +294,12 @@ async fn call_consumer(
     group: &str,
     client_id: &str,
     body: Vec<u8>,
-) -> RemotingCommand {
+) -> Answer {
     let Some(conn) = find_client(ctx, group, client_id) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("The Consumer <{group}> <{client_id}> not online"),
-        );
+        ));
     };
     let mut call = RemotingCommand::request_code(req.request_code_enum()).with_body(body);
     call.code = req.code;
@@ -314,38 +307,33 @@ async fn call_consumer(
     match conn.request(call, CALL_TIMEOUT).await {
         Ok(mut resp) => {
             resp.opaque = req.opaque;
-            resp
+            Ok(resp)
         }
-        Err(RemotingError::Timeout) => RemotingCommand::error_response(
-            req,
+        Err(RemotingError::Timeout) => Err(Refusal::new(
             ResponseCode::ConsumeMsgTimeout,
             format!("consumer <{group}> <{client_id}> Timeout: no answer in {CALL_TIMEOUT:?}"),
-        ),
-        Err(e) => RemotingCommand::error_response(
-            req,
+        )),
+        Err(e) => Err(Refusal::new(
             ResponseCode::SystemError,
             format!("invoke consumer <{group}> <{client_id}> Exception: {e}"),
-        ),
+        )),
     }
 }
 
 /// GET_CONSUMER_RUNNING_INFO, forwarded.
-pub async fn running_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetConsumerRunningInfoRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn running_info(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetConsumerRunningInfoRequestHeader = req.decode_header()?;
     call_consumer(ctx, req, &h.consumer_group, &h.client_id, Vec::new()).await
 }
 
 /// CONSUME_MESSAGE_DIRECTLY, forwarded with the stored record as its body.
-pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: ConsumeMessageDirectlyResultRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: ConsumeMessageDirectlyResultRequestHeader = req.decode_header()?;
     let (Some(client_id), Some(msg_id)) = (h.client_id.as_deref(), h.msg_id.as_deref()) else {
-        return bad_header(req, "the custom field <clientId> and <msgId> are needed");
+        return Err(Refusal::new(
+            ResponseCode::SystemError,
+            "the custom field <clientId> and <msgId> are needed",
+        ));
     };
     let record = match decode_offset_msg_id(msg_id) {
         Ok(id) => {
@@ -359,7 +347,7 @@ pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> Remotin
     let record = match record {
         Ok(r) => r,
         Err(why) => {
-            return RemotingCommand::error_response(req, ResponseCode::SystemError, why);
+            return Err(Refusal::new(ResponseCode::SystemError, why));
         }
     };
     let mut forwarded = req.clone();

@@ -4,20 +4,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use tern_shell::headers::CloneGroupOffsetRequestHeader;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::store::QueueFacts;
 
 /// CLONE_GROUP_OFFSET: gives `destGroup` the offsets `srcGroup` has, in one topic or in
 /// every topic it has offsets in. Unless the source is `offline`, a topic its online
 /// members no longer subscribe to is left out.
-pub fn clone_group_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: CloneGroupOffsetRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn clone_group_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: CloneGroupOffsetRequestHeader = req.decode_header()?;
     let src = ctx.offsets.topics_of_group(&h.src_group);
     let topic = h.topic.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let online = ctx.clients.consumer_group(&h.src_group);
@@ -51,7 +48,7 @@ pub fn clone_group_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCom
     );
     ctx.offsets.put_all(copied);
     ctx.offsets.persist();
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success))
 }
 
 /// Runs a queue removal on the blocking pool and answers as RocketMQ does.
@@ -60,7 +57,7 @@ async fn remove(
     req: &RemotingCommand,
     what: &'static str,
     pick: impl Fn(&str, QueueFacts) -> bool + Send + 'static,
-) -> RemotingCommand {
+) -> Answer {
     let c = ctx.clone();
     let result =
         tern_shell::runtime::spawn_blocking(move || c.store.remove_queues(&|t, _, f| pick(t, f)))
@@ -70,9 +67,9 @@ async fn remove(
             for (t, q) in &removed {
                 log::info!("{what}: consume queue {t}/{q} removed");
             }
-            RemotingCommand::response_to(req, ResponseCode::Success)
+            Ok(RemotingCommand::response_to(req, ResponseCode::Success))
         }
-        Err(e) => RemotingCommand::error_response(req, ResponseCode::SystemError, e),
+        Err(e) => Err(Refusal::new(ResponseCode::SystemError, e)),
     }
 }
 
@@ -81,7 +78,7 @@ async fn remove(
 pub async fn clean_expired_consume_queue(
     ctx: &std::sync::Arc<BrokerCtx>,
     req: &RemotingCommand,
-) -> RemotingCommand {
+) -> Answer {
     // The picker runs under the store's lock: it reads only what it was given.
     let system = ctx.topics.system_names();
     remove(ctx, req, "cleanExpiredConsumeQueue", move |topic, f| {
@@ -93,10 +90,7 @@ pub async fn clean_expired_consume_queue(
 
 /// CLEAN_UNUSED_TOPIC: removes the queues of topics that are no longer in the topic
 /// table (system topics stay), so a topic made again starts empty.
-pub async fn clean_unused_topic(
-    ctx: &std::sync::Arc<BrokerCtx>,
-    req: &RemotingCommand,
-) -> RemotingCommand {
+pub async fn clean_unused_topic(ctx: &std::sync::Arc<BrokerCtx>, req: &RemotingCommand) -> Answer {
     let live: HashSet<String> = ctx.topics.names().into_iter().collect();
     let system = ctx.topics.system_names();
     remove(ctx, req, "cleanUnusedTopic", move |topic, _| {

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use tern_shell::acl::guard::Access;
+use tern_shell::answer::respond;
 use tern_shell::code::RequestCode;
 use tern_shell::connection::not_supported;
-use tern_shell::{ConnectionCtx, Processor, RemotingCommand, ResponseCode};
+use tern_shell::{Answer, ConnectionCtx, Processor, RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
@@ -50,15 +51,12 @@ fn answers_without_waiting(config: &BrokerConfig, role: BrokerRole) -> bool {
 /// instead (`StoreService::record_at_off_executor`).
 async fn reading_anywhere(
     ctx: &Arc<BrokerCtx>,
-    answer: impl FnOnce(&BrokerCtx) -> RemotingCommand + Send + 'static,
-) -> RemotingCommand {
-    let ctx = ctx.clone();
-    tern_shell::runtime::spawn_blocking(move || answer(&ctx)).await
-}
-
-/// A bad-header answer, naming the field as Java does.
-pub fn bad_header(req: &RemotingCommand, e: impl std::fmt::Display) -> RemotingCommand {
-    RemotingCommand::error_response(req, ResponseCode::SystemError, e.to_string())
+    req: &RemotingCommand,
+    answer: impl FnOnce(&BrokerCtx, &RemotingCommand) -> Answer + Send + 'static,
+) -> Answer {
+    // The blocking thread needs its own copy of the request: an operator's request, small.
+    let (ctx, req) = (ctx.clone(), req.clone());
+    tern_shell::runtime::spawn_blocking(move || answer(&ctx, &req)).await
 }
 
 impl Processor for BrokerProcessor {
@@ -100,7 +98,7 @@ impl Processor for BrokerProcessor {
         };
         let started = std::time::Instant::now();
         let code = req.code;
-        let resp = match req.request_code_enum() {
+        let answer = match req.request_code_enum() {
             RequestCode::SendMessage
             | RequestCode::SendMessageV2
             | RequestCode::SendBatchMessage => send::send(ctx, conn, &req).await,
@@ -118,10 +116,10 @@ impl Processor for BrokerProcessor {
             RequestCode::GetMaxOffset => offset::max_offset(ctx, &req).await,
             RequestCode::GetMinOffset => offset::min_offset(ctx, &req),
             RequestCode::SearchOffsetByTimestamp => {
-                reading_anywhere(ctx, move |ctx| offset::search_by_time(ctx, &req)).await
+                reading_anywhere(ctx, &req, offset::search_by_time).await
             }
             RequestCode::GetEarliestMsgStoretime => {
-                reading_anywhere(ctx, move |ctx| offset::earliest_time(ctx, &req)).await
+                reading_anywhere(ctx, &req, offset::earliest_time).await
             }
             RequestCode::GetAllConsumerOffset => offset::all_consumer_offsets(ctx, &req),
             RequestCode::HeartBeat => client::heartbeat(ctx, conn, &req).await,
@@ -133,15 +131,14 @@ impl Processor for BrokerProcessor {
             RequestCode::CheckClientConfig => client::check_client_config(ctx, &req),
             RequestCode::QueryMessage => query::query_message(ctx, &req).await,
             RequestCode::ViewMessageById => {
-                reading_anywhere(ctx, move |ctx| query::view_message(ctx, &req, &access)).await
+                reading_anywhere(ctx, &req, move |ctx, req| {
+                    query::view_message(ctx, req, &access)
+                })
+                .await
             }
             RequestCode::GetBrokerRuntimeInfo => query::runtime_info(ctx, &req),
-            RequestCode::GetTopicStatsInfo => {
-                reading_anywhere(ctx, move |ctx| query::topic_stats(ctx, &req)).await
-            }
-            RequestCode::GetConsumeStats => {
-                reading_anywhere(ctx, move |ctx| query::consume_stats(ctx, &req)).await
-            }
+            RequestCode::GetTopicStatsInfo => reading_anywhere(ctx, &req, query::topic_stats).await,
+            RequestCode::GetConsumeStats => reading_anywhere(ctx, &req, query::consume_stats).await,
             RequestCode::UpdateAndCreateTopic => admin::create_topic(ctx, &req).await,
             RequestCode::DeleteTopicInBroker => admin::delete_topic(ctx, &req).await,
             RequestCode::GetAllTopicConfig => admin::all_topics(ctx, &req),
@@ -166,7 +163,7 @@ impl Processor for BrokerProcessor {
             RequestCode::SetMessageRequestMode => crate::pop::modes::set_mode(ctx, &req),
             RequestCode::GetAllMessageRequestMode => crate::pop::modes::all_modes(ctx, &req),
             RequestCode::InvokeBrokerToResetOffset => {
-                reading_anywhere(ctx, move |ctx| consumer_admin::reset_offset(ctx, &req)).await
+                reading_anywhere(ctx, &req, consumer_admin::reset_offset).await
             }
             RequestCode::UpdateAndCreateAclConfig => acl_admin::update_account(ctx, &req),
             RequestCode::DeleteAclConfig => acl_admin::delete_account(ctx, &req),
@@ -183,15 +180,15 @@ impl Processor for BrokerProcessor {
             RequestCode::GetProducerConnectionList => stats::producer_connections(ctx, &req),
             RequestCode::QueryTopicConsumeByWho => stats::topic_consume_by_who(ctx, &req),
             RequestCode::QueryConsumeTimeSpan => {
-                reading_anywhere(ctx, move |ctx| stats::consume_time_span(ctx, &req)).await
+                reading_anywhere(ctx, &req, stats::consume_time_span).await
             }
             RequestCode::GetSystemTopicListFromBroker => stats::system_topics(ctx, &req),
             RequestCode::ViewBrokerStatsData => stats::view_stats(ctx, &req),
             RequestCode::GetBrokerConsumeStats => {
-                reading_anywhere(ctx, move |ctx| stats::broker_consume_stats(ctx, &req)).await
+                reading_anywhere(ctx, &req, stats::broker_consume_stats).await
             }
             RequestCode::QueryConsumeQueue => {
-                reading_anywhere(ctx, move |ctx| stats::query_consume_queue(ctx, &req)).await
+                reading_anywhere(ctx, &req, stats::query_consume_queue).await
             }
             RequestCode::GetTopicConfig => stats::topic_config(ctx, &req),
             RequestCode::GetSubscriptionGroupConfig => admin::group_config(ctx, &req),
@@ -204,8 +201,9 @@ impl Processor for BrokerProcessor {
                 crate::controller::requests::role_changed(ctx, &req)
             }
             RequestCode::GetBrokerEpochCache => crate::controller::requests::epoch_cache(ctx, &req),
-            _ => not_supported(&req),
+            _ => Ok(not_supported(&req)),
         };
+        let resp = respond(&req, answer);
         ctx.metrics
             .rpc(code, resp.code, started.elapsed().as_micros() as u64);
         Some(resp)

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use tern_shell::body::{MessageModel, SubscriptionData, SubscriptionGroupConfig};
 use tern_shell::headers::{PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
 use tern_shell::runtime;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
@@ -37,7 +37,7 @@ fn forbidden(req: &RemotingCommand, kind: i32, remark: String) -> RemotingComman
 }
 
 /// What a pull answers with, before encoding.
-struct Answer {
+struct Reply {
     code: ResponseCode,
     next: u64,
     min: u64,
@@ -58,7 +58,7 @@ async fn read(
     h: &PullMessageRequestHeader,
     queue_offset: i64,
     filter: &PullFilter,
-) -> Answer {
+) -> Reply {
     let offset = queue_offset.max(0) as u64;
     let max_msgs = h.max_msg_nums.max(1) as u32;
     let pulled = filter
@@ -71,7 +71,7 @@ async fn read(
         } else {
             ResponseCode::PullNotFound
         };
-        return Answer {
+        return Reply {
             code,
             next: 0,
             min: 0,
@@ -83,7 +83,7 @@ async fn read(
     };
     let (min, max) = (p.min, p.max);
     let last_physical = p.last_physical;
-    let answer = |code, next| Answer {
+    let answer = |code, next| Reply {
         code,
         next,
         min,
@@ -115,7 +115,7 @@ async fn read(
         );
     }
     if p.count > 0 {
-        return Answer {
+        return Reply {
             code: ResponseCode::Success,
             next: p.next,
             min,
@@ -134,7 +134,7 @@ async fn read(
 /// While a pull is held, messages that arrive but do not match are stepped over without
 /// answering (Java's hold service does not wake a pull for them): the held offset moves
 /// past them and the pull keeps waiting.
-fn skip(answer: &mut Answer, offset: &mut i64) {
+fn skip(answer: &mut Reply, offset: &mut i64) {
     if answer.code == ResponseCode::PullRetryImmediately
         && answer.next >= answer.max
         && answer.next > *offset as u64
@@ -166,7 +166,7 @@ fn memory_budget(ratio: u32) -> u64 {
 fn suggest(
     ctx: &BrokerCtx,
     group: &SubscriptionGroupConfig,
-    answer: &mut Answer,
+    answer: &mut Reply,
     log_end: u64,
 ) -> i64 {
     let behind = answer.last_physical.is_some_and(|p| {
@@ -189,59 +189,52 @@ fn suggest(
 }
 
 /// PULL_MESSAGE / LITE_PULL_MESSAGE.
-pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: PullMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: PullMessageRequestHeader = req.decode_header()?;
     // RocketMQ's checks, in its order, with its codes, remarks and forbiddenType.
     if ctx.live.broker_permission() & PERM_READ == 0 {
-        return forbidden(
+        return Ok(forbidden(
             req,
             FORBIDDEN_BROKER,
             format!(
                 "the broker[{}] pulling message is forbidden",
                 ctx.config.broker_ip1
             ),
-        );
+        ));
     }
     let Some(group) = ctx.groups.get_or_create(&h.consumer_group) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SubscriptionGroupNotExist,
             format!("subscription group [{}] does not exist", h.consumer_group),
-        );
+        ));
     };
     if !group.consume_enable {
-        return forbidden(
+        return Ok(forbidden(
             req,
             FORBIDDEN_GROUP,
             format!("subscription group no permission, {}", h.consumer_group),
-        );
+        ));
     }
     let Some(topic) = ctx.topics.get(&h.topic) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist, apply first please!", h.topic),
-        );
+        ));
     };
     if topic.perm & PERM_READ == 0 {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("the topic[{}] pulling message is forbidden", h.topic),
-        );
+        ));
     }
     if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
                 h.queue_id, h.topic, topic.read_queue_nums
             ),
-        );
+        ));
     }
     if !group.consume_broadcast_enable
         && h.sys_flag & pull_sys_flag::SUBSCRIPTION == 0
@@ -250,14 +243,14 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             .consumer_group(&h.consumer_group)
             .is_some_and(|g| g.message_model == MessageModel::Broadcasting)
     {
-        return forbidden(
+        return Ok(forbidden(
             req,
             FORBIDDEN_BROADCASTING,
             format!(
                 "the consumer group[{}] can not consume by broadcast way",
                 h.consumer_group
             ),
-        );
+        ));
     }
     // The subscription: this request's when it carries one, else the heartbeat's.
     let sub = if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
@@ -272,11 +265,10 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
     } else {
         match ctx.clients.subscription(&h.consumer_group, &h.topic) {
             Some(s) if s.sub_version < h.sub_version => {
-                return RemotingCommand::error_response(
-                    req,
+                return Err(Refusal::new(
                     ResponseCode::SubscriptionNotLatest,
                     "the consumer's subscription not latest",
-                );
+                ));
             }
             Some(s) => s,
             None if h.sys_flag & pull_sys_flag::LITE_PULL != 0 => SubscriptionData {
@@ -285,21 +277,20 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
                 ..SubscriptionData::default()
             },
             None => {
-                return RemotingCommand::error_response(
-                    req,
+                return Err(Refusal::new(
                     ResponseCode::SubscriptionNotExist,
                     format!(
                         "the consumer's subscription not exist, group: {}",
                         h.consumer_group
                     ),
-                );
+                ));
             }
         }
     };
     let enable_sql = ctx.config.enable_property_filter;
     let filter = match ctx.filters.for_pull(enable_sql, &h.consumer_group, sub) {
         Ok(f) => f,
-        Err(r) => return RemotingCommand::error_response(req, r.code, r.remark),
+        Err(r) => return Err(Refusal::new(r.code, r.remark)),
     };
     // A slave's offsets are a copy of its master's, refreshed by `slave_sync`, so a pull's
     // commit flag is ignored there (RocketMQ's `storeOffsetEnable` is false on a slave).
@@ -379,7 +370,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         max_offset: answer.max as i64,
         ..PullMessageResponseHeader::default()
     };
-    RemotingCommand::response_to(req, answer.code)
+    Ok(RemotingCommand::response_to(req, answer.code)
         .with_header(&header)
-        .with_body(answer.body)
+        .with_body(answer.body))
 }

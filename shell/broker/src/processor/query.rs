@@ -12,9 +12,9 @@ use tern_shell::headers::{
     GetConsumeStatsRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
     TopicRequestHeader, ViewMessageRequestHeader,
 };
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode, runtime};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::store::StoreService;
 use tern_shell::runtime::now_ms;
@@ -24,11 +24,8 @@ const MAX_QUERY: usize = 64;
 
 /// QUERY_MESSAGE: messages stored under `topic#key` in the time range, via the index. Hash
 /// collisions are filtered out by checking each record's keys.
-pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: QueryMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: QueryMessageRequestHeader = req.decode_header()?;
     let max = if h.unique_key_query == Some(true) {
         32
     } else {
@@ -46,23 +43,22 @@ pub async fn query_message(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
     let body =
         runtime::spawn_blocking(move || records_by_key(&store, (&topic, &key), max, range)).await;
     if body.is_empty() {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::QueryNotFound,
             format!(
                 "can not find message, maybe time range not correct, key: {}",
                 h.key
             ),
-        );
+        ));
     }
     let (index_last_update_timestamp, index_last_update_phyoffset) = ctx.store.index_end();
     let header = QueryMessageResponseHeader {
         index_last_update_timestamp,
         index_last_update_phyoffset,
     };
-    RemotingCommand::response_to(req, ResponseCode::Success)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
         .with_header(&header)
-        .with_body(body)
+        .with_body(body))
 }
 
 /// The stored records under `topic#key` in `range` (store times, ms), newest first, at
@@ -112,17 +108,13 @@ fn records_by_key(
 ///
 /// With ACL on, the caller needs SUB on the record's topic (and on the real topic of a
 /// parked half, delayed or timed message): an offset alone must not open the log.
-pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand, access: &Access) -> RemotingCommand {
-    let h: ViewMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand, access: &Access) -> Answer {
+    let h: ViewMessageRequestHeader = req.decode_header()?;
     let not_found = || {
-        RemotingCommand::error_response(
-            req,
+        Err(Refusal::new(
             ResponseCode::SystemError,
             format!("can not find message by the offset, {}", h.offset),
-        )
+        ))
     };
     let Ok(b) = ctx.store.record_at(h.offset.max(0) as u64) else {
         return not_found();
@@ -133,14 +125,14 @@ pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand, access: &Access) -> 
         };
         if let Err(why) = crate::acl::require_record(access, &view, req.code, perm::SUB) {
             log::warn!("VIEW_MESSAGE_BY_ID at {} refused: {why}", h.offset);
-            return RemotingCommand::error_response(req, ResponseCode::NoPermission, why);
+            return Err(Refusal::new(ResponseCode::NoPermission, why));
         }
     }
-    RemotingCommand::response_to(req, ResponseCode::Success).with_body(b)
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success).with_body(b))
 }
 
 /// GET_BROKER_RUNTIME_INFO: a KV table of counters, as RocketMQ's admin tools read it.
-pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let mut t = BTreeMap::new();
     ctx.store.runtime_stats(&mut t);
     t.insert(
@@ -172,8 +164,8 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
             format!("{:.4}", u.used_ratio()),
         );
     }
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&KvTable { table: t }))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&KvTable { table: t })))
 }
 
 fn mq(ctx: &BrokerCtx, topic: &str, queue_id: i32) -> MessageQueue {
@@ -194,17 +186,13 @@ fn last_update(ctx: &BrokerCtx, topic: &str, queue_id: i32, max: u64) -> i64 {
 }
 
 /// GET_TOPIC_STATS_INFO: min/max offsets of every queue of a topic.
-pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: TopicRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: TopicRequestHeader = req.decode_header()?;
     let Some(topic) = ctx.topics.get(&h.topic) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", h.topic),
-        );
+        ));
     };
     let mut table = BTreeMap::new();
     for q in 0..topic.write_queue_nums.max(topic.read_queue_nums) {
@@ -223,19 +211,16 @@ pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         offset_table: QueueKeyMap(table),
         topic_put_tps: None,
     };
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&body))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body)))
 }
 
 /// GET_CONSUME_STATS: per queue, the broker's max offset, the group's committed offset and
 /// the store time of the last message it consumed (the one before its offset, as
 /// RocketMQ's `getMessageStoreTimeStamp(topic, queue, consumerOffset - 1)`); and the
 /// group's consume TPS over the last minute, summed over the topics.
-pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetConsumeStatsRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetConsumeStatsRequestHeader = req.decode_header()?;
     let mut topics: Vec<String> = match h.topic.as_deref().filter(|t| !t.is_empty()) {
         Some(t) => vec![t.to_owned()],
         None => ctx
@@ -281,6 +266,6 @@ pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand 
         offset_table: QueueKeyMap(table),
         consume_tps,
     };
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&body))
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&body)))
 }

@@ -10,14 +10,16 @@
 use std::time::Duration;
 
 use tern_engine::properties::{self, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use tern_shell::answer::respond;
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{
     ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
 };
 use tern_shell::runtime::now_ms;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
 
-use super::{bad_header, send};
+use super::send;
 use crate::BrokerCtx;
 
 /// The requester's client id on a request and its reply.
@@ -28,14 +30,10 @@ const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
 const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// SEND_REPLY_MESSAGE / SEND_REPLY_MESSAGE_V2.
-pub async fn send_reply(
-    ctx: &BrokerCtx,
-    conn: &ConnectionCtx,
-    req: &RemotingCommand,
-) -> RemotingCommand {
+pub async fn send_reply(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
     let h = match SendMessageRequestHeader::from_command(req) {
         Ok(h) => h,
-        Err(e) => return bad_header(req, e),
+        Err(e) => return Err(e.into()),
     };
     let pushed = push_reply(ctx, conn, &h, &req.body).await;
     // Stored through the send path (checks, CLUSTER, the reply topic's queues) as a plain
@@ -45,10 +43,10 @@ pub async fn send_reply(
         RequestCode::SendReplyMessageV2 => RequestCode::SendMessageV2.raw(),
         _ => RequestCode::SendMessage.raw(),
     };
-    let stored = send::send(ctx, conn, &as_send).await;
+    let stored = respond(&as_send, send::send(ctx, conn, &as_send).await);
     match pushed {
-        Err(remark) => RemotingCommand::error_response(req, ResponseCode::SystemError, remark),
-        Ok(()) if stored.response_code() == ResponseCode::Success => stored,
+        Err(remark) => Err(Refusal::new(ResponseCode::SystemError, remark)),
+        Ok(()) if stored.response_code() == ResponseCode::Success => Ok(stored),
         Ok(()) => {
             log::warn!(
                 "reply to {} pushed but not stored: code {} {}",
@@ -57,8 +55,10 @@ pub async fn send_reply(
                 stored.remark.as_deref().unwrap_or_default()
             );
             // RocketMQ's zeros, so the replier's client decodes the answer.
-            RemotingCommand::response_to(req, ResponseCode::Success).with_header(
-                &SendMessageResponseHeader::new("0".into(), h.queue_id.max(0), 0),
+            Ok(
+                RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+                    &SendMessageResponseHeader::new("0".into(), h.queue_id.max(0), 0),
+                ),
             )
         }
     }

@@ -12,9 +12,9 @@ use tern_shell::headers::{
     ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
 };
 use tern_shell::message::{decode_batch, offset_msg_id};
+use tern_shell::{Answer, Refusal};
 use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::store::{Durability, MAX_RECORD_READ, PutError};
 use crate::topics::{PERM_WRITE, validate_topic};
@@ -43,8 +43,8 @@ pub fn host(addr: SocketAddr) -> Host {
     }
 }
 
-fn illegal(req: &RemotingCommand, remark: impl Into<String>) -> RemotingCommand {
-    RemotingCommand::error_response(req, ResponseCode::MessageIllegal, remark)
+fn illegal(remark: impl Into<String>) -> Refusal {
+    Refusal::new(ResponseCode::MessageIllegal, remark)
 }
 
 /// The properties a stored message carries: the producer's, plus CLUSTER.
@@ -78,11 +78,9 @@ const NOT_SENDABLE: [&str; 5] = [
 /// Resolves the target topic, creating it from the template when allowed.
 fn topic_for_send(
     ctx: &BrokerCtx,
-    req: &RemotingCommand,
     h: &SendMessageRequestHeader,
-) -> Result<tern_shell::body::TopicConfig, RemotingCommand> {
-    validate_topic(&h.topic)
-        .map_err(|e| RemotingCommand::error_response(req, ResponseCode::SystemError, e))?;
+) -> Result<tern_shell::body::TopicConfig, Refusal> {
+    validate_topic(&h.topic).map_err(|e| Refusal::new(ResponseCode::SystemError, e))?;
     // The broker's own bookkeeping topics, as RocketMQ's TopicValidator lists them: a
     // record sent there directly would be taken for a delayed or half message.
     // The POP revive topic too: a forged checkpoint would make the revive service copy
@@ -90,16 +88,14 @@ fn topic_for_send(
     if NOT_SENDABLE.contains(&h.topic.as_str())
         || h.topic.starts_with(tern_shell::pop::REVIVE_TOPIC_PREFIX)
     {
-        return Err(RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("sending message to topic[{}] is forbidden", h.topic),
         ));
     }
     if let Some(t) = ctx.topics.get(&h.topic) {
         if t.perm & PERM_WRITE == 0 {
-            return Err(RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::NoPermission,
                 format!("the topic[{}] sending message is forbidden", h.topic),
             ));
@@ -119,8 +115,7 @@ fn topic_for_send(
             ctx.request_registration();
             Ok(t)
         }
-        None => Err(RemotingCommand::error_response(
-            req,
+        None => Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist, apply first please!", h.topic),
         )),
@@ -128,35 +123,30 @@ fn topic_for_send(
 }
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
-pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> RemotingCommand {
+pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
     let h = match SendMessageRequestHeader::from_command(req) {
         Ok(h) => h,
-        Err(e) => return bad_header(req, e),
+        Err(e) => return Err(e.into()),
     };
     if ctx.role.get() == crate::config::BrokerRole::Slave {
         // RocketMQ's store answers SERVICE_NOT_AVAILABLE: clients retry elsewhere. Not
         // SLAVE_NOT_AVAILABLE, which clients read as "stored on the master".
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::ServiceNotAvailable,
             "service not available now: this broker is a slave, messages are put to its master",
-        );
+        ));
     }
     if let Some(cm) = &ctx.controller {
         // RocketMQ's check before the append (`CommitLog.asyncPutMessage`), answered as
         // its SendMessageProcessor answers IN_SYNC_REPLICAS_NOT_ENOUGH.
         if cm.replica.in_sync_replicas() < ctx.config.controller.min_in_sync_replicas {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 "in-sync replicas not enough",
-            );
+            ));
         }
     }
-    let topic = match topic_for_send(ctx, req, &h) {
-        Ok(t) => t,
-        Err(resp) => return resp,
-    };
+    let topic = topic_for_send(ctx, &h)?;
     let queue_id = if h.queue_id < 0 {
         (ctx.store
             .put_count
@@ -166,42 +156,37 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         h.queue_id
     };
     if queue_id >= topic.write_queue_nums {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "request queueId[{queue_id}] is illegal, {} writeQueueNums: {}",
                 h.topic, topic.write_queue_nums
             ),
-        );
+        ));
     }
     let props_in = h.properties.as_deref().unwrap_or("").as_bytes();
     let is_half = half::is_half_send(props_in, h.sys_flag);
     if is_half && ctx.config.reject_transaction_message {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!(
                 "the broker[{}] sending transaction message is forbidden (rejectTransactionMessage=true)",
                 ctx.config.broker_ip1
             ),
-        );
+        ));
     }
     if h.is_batch() {
         if is_half {
-            return illegal(req, "transactional messages cannot be sent in a batch");
+            return Err(illegal("transactional messages cannot be sent in a batch"));
         }
         return send_batch(ctx, conn, req, &h, queue_id).await;
     }
     if req.body.len() > ctx.config.max_message_size {
-        return illegal(
-            req,
-            format!(
-                "message body size {} exceeds the maximum of {} bytes",
-                req.body.len(),
-                ctx.config.max_message_size
-            ),
-        );
+        return Err(illegal(format!(
+            "message body size {} exceeds the maximum of {} bytes",
+            req.body.len(),
+            ctx.config.max_message_size
+        )));
     }
     let mut props = stored_properties(ctx, props_in);
     // A half message waits in the half topic until END_TRANSACTION or a check-back.
@@ -212,13 +197,10 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         (h.topic.as_str(), queue_id, h.sys_flag)
     };
     if props.len() > MAX_PROPERTIES {
-        return illegal(
-            req,
-            format!(
-                "message properties size {} exceeds the maximum of {MAX_PROPERTIES} bytes",
-                props.len()
-            ),
-        );
+        return Err(illegal(format!(
+            "message properties size {} exceeds the maximum of {MAX_PROPERTIES} bytes",
+            props.len()
+        )));
     }
     let msg = MessageIn {
         topic,
@@ -235,7 +217,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
     };
     let put = match ctx.put(&msg) {
         Ok(p) => p,
-        Err(e) => return put_error(req, e),
+        Err(e) => return Err(e.into()),
     };
     // A duplicate waits for its first copy as that copy's own sender does.
     let durability = if properties::get(&props, key::WAIT) == Some("false") {
@@ -268,7 +250,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
             ));
         }
     }
-    respond(req, durability, &header)
+    Ok(respond(req, durability, &header))
 }
 
 fn respond(
@@ -281,40 +263,35 @@ fn respond(
     resp
 }
 
-fn put_error(req: &RemotingCommand, e: PutError) -> RemotingCommand {
-    match e {
-        PutError::DiskFull => RemotingCommand::error_response(
-            req,
-            ResponseCode::ServiceNotAvailable,
-            "service not available now: the broker's disk is full, writes are refused until space is freed",
-        ),
-        PutError::OverBudget => RemotingCommand::error_response(
-            req,
-            ResponseCode::ServiceNotAvailable,
-            "service not available now: the stored backlog is over its budget (an edge gateway \
-             whose uplink is down); writes resume as it drains",
-        ),
-        PutError::Illegal(why) => illegal(req, format!("message cannot be stored: {why}")),
-        PutError::Refused(code, remark) => RemotingCommand::error_response(req, code, remark),
-        PutError::Failed(why) => RemotingCommand::error_response(
-            req,
-            ResponseCode::ServiceNotAvailable,
-            format!(
-                "service not available now: the store failed ({why}); writes are refused until the broker is restarted"
+/// A store that refused or failed an append, told to the client in its words.
+impl From<PutError> for Refusal {
+    fn from(e: PutError) -> Self {
+        match e {
+            PutError::DiskFull => Refusal::new(
+                ResponseCode::ServiceNotAvailable,
+                "service not available now: the broker's disk is full, writes are refused until space is freed",
             ),
-        ),
-        PutError::ShuttingDown => RemotingCommand::error_response(
-            req,
-            ResponseCode::ServiceNotAvailable,
-            "service not available now: the broker is shutting down",
-        ),
-        PutError::Store(e) => {
-            log::error!("append failed: {e}");
-            RemotingCommand::error_response(
-                req,
-                ResponseCode::SystemError,
-                format!("append failed: {e}"),
-            )
+            PutError::OverBudget => Refusal::new(
+                ResponseCode::ServiceNotAvailable,
+                "service not available now: the stored backlog is over its budget (an edge gateway \
+             whose uplink is down); writes resume as it drains",
+            ),
+            PutError::Illegal(why) => illegal(format!("message cannot be stored: {why}")),
+            PutError::Refused(code, remark) => Refusal::new(code, remark),
+            PutError::Failed(why) => Refusal::new(
+                ResponseCode::ServiceNotAvailable,
+                format!(
+                    "service not available now: the store failed ({why}); writes are refused until the broker is restarted"
+                ),
+            ),
+            PutError::ShuttingDown => Refusal::new(
+                ResponseCode::ServiceNotAvailable,
+                "service not available now: the broker is shutting down",
+            ),
+            PutError::Store(e) => {
+                log::error!("append failed: {e}");
+                Refusal::new(ResponseCode::SystemError, format!("append failed: {e}"))
+            }
         }
     }
 }
@@ -325,30 +302,27 @@ async fn send_batch(
     req: &RemotingCommand,
     h: &SendMessageRequestHeader,
     queue_id: i32,
-) -> RemotingCommand {
+) -> Answer {
     if h.topic.starts_with("%RETRY%") {
-        return illegal(req, "batch messages cannot be sent to a retry topic");
+        return Err(illegal("batch messages cannot be sent to a retry topic"));
     }
     let items = match decode_batch(&req.body) {
         Ok(items) if !items.is_empty() => items,
-        Ok(_) => return illegal(req, "empty batch"),
-        Err(e) => return illegal(req, format!("malformed batch body: {e}")),
+        Ok(_) => return Err(illegal("empty batch")),
+        Err(e) => return Err(illegal(format!("malformed batch body: {e}"))),
     };
     let mut props = Vec::with_capacity(items.len());
     for it in &items {
         if it.body.len() > ctx.config.max_message_size {
-            return illegal(
-                req,
-                format!(
-                    "a message body of {} bytes exceeds the maximum of {} bytes",
-                    it.body.len(),
-                    ctx.config.max_message_size
-                ),
-            );
+            return Err(illegal(format!(
+                "a message body of {} bytes exceeds the maximum of {} bytes",
+                it.body.len(),
+                ctx.config.max_message_size
+            )));
         }
         let p = stored_properties(ctx, it.properties);
         if p.len() > MAX_PROPERTIES {
-            return illegal(req, "message properties exceed 32767 bytes");
+            return Err(illegal("message properties exceed 32767 bytes"));
         }
         props.push(p);
     }
@@ -373,10 +347,10 @@ async fn send_batch(
         .collect();
     let puts = match ctx.put_batch(&msgs) {
         Ok(p) => p,
-        Err(e) => return put_error(req, e),
+        Err(e) => return Err(e.into()),
     };
     let Some(first) = puts.first() else {
-        return illegal(req, "empty batch");
+        return Err(illegal("empty batch"));
     };
     // As RocketMQ: every message's msgId in order, and the first message's queue and
     // offset. With duplicates among them, each is where it is stored (a duplicate's
@@ -392,26 +366,18 @@ async fn send_batch(
         first.queue_id,
         first.stored.queue_offset as i64,
     );
-    respond(req, durability, &header)
+    Ok(respond(req, durability, &header))
 }
 
 /// CONSUMER_SEND_MSG_BACK: a consumer could not process a message; store a copy in the
 /// group's retry topic (or its DLQ after too many attempts).
-pub async fn send_back(
-    ctx: &BrokerCtx,
-    conn: &ConnectionCtx,
-    req: &RemotingCommand,
-) -> RemotingCommand {
-    let h: ConsumerSendMsgBackRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub async fn send_back(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
+    let h: ConsumerSendMsgBackRequestHeader = req.decode_header()?;
     let Some(group) = ctx.groups.get_or_create(&h.group) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SubscriptionGroupNotExist,
             format!("subscription group not exist, {}", h.group),
-        );
+        ));
     };
     let offset = h.offset.max(0) as u64;
     let read = ctx
@@ -419,20 +385,18 @@ pub async fn send_back(
         .record_at_off_executor(offset, MAX_RECORD_READ)
         .await;
     let Ok(original) = read else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("look message by offset failed, {}", h.offset),
-        );
+        ));
     };
     let view = match tern_engine::record::RecordView::parse(&original) {
         Ok(v) => v,
         Err(e) => {
-            return RemotingCommand::error_response(
-                req,
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("stored message unreadable: {e:?}"),
-            );
+            ));
         }
     };
     let reconsume = view.reconsume_times();
@@ -497,8 +461,8 @@ pub async fn send_back(
             }
             // Stored is enough for a send-back (RocketMQ answers success on timeouts).
             let _ = ctx.await_stored(p.end()).await;
-            RemotingCommand::response_to(req, ResponseCode::Success)
+            Ok(RemotingCommand::response_to(req, ResponseCode::Success))
         }
-        Err(e) => put_error(req, e),
+        Err(e) => Err(e.into()),
     }
 }

@@ -16,9 +16,9 @@ use tern_shell::headers::{
     QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
 use tern_shell::runtime::now_ms;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
-use super::bad_header;
 use crate::BrokerCtx;
 use crate::filter::{PullFilter, record_matches};
 
@@ -48,18 +48,14 @@ fn store_time(ctx: &BrokerCtx, topic: &str, queue_id: i32, n: i64) -> i64 {
 }
 
 /// GET_PRODUCER_CONNECTION_LIST: the connected members of a producer group.
-pub fn producer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetProducerConnectionListRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn producer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetProducerConnectionListRequestHeader = req.decode_header()?;
     let members = ctx.clients.producer_members(&h.producer_group);
     if members.is_empty() {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("the producer group[{}] not exist", h.producer_group),
-        );
+        ));
     }
     let body = ProducerConnection {
         connection_set: members
@@ -72,16 +68,13 @@ pub fn producer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
             })
             .collect(),
     };
-    ok_json(req, &body)
+    Ok(ok_json(req, &body))
 }
 
 /// QUERY_TOPIC_CONSUME_BY_WHO: groups online with a subscription to the topic, and groups
 /// with offsets in it.
-pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: QueryTopicConsumeByWhoRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: QueryTopicConsumeByWhoRequestHeader = req.decode_header()?;
     let mut groups: BTreeSet<String> = ctx
         .clients
         .consumer_groups()
@@ -94,27 +87,23 @@ pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
             .into_iter()
             .map(|(g, _)| g),
     );
-    ok_json(
+    Ok(ok_json(
         req,
         &GroupList {
             group_list: groups.into_iter().collect(),
         },
-    )
+    ))
 }
 
 /// QUERY_CONSUME_TIME_SPAN: per write queue, the oldest and newest store times, the
 /// store time of the group's last consumed message and how long its next one has waited.
-pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: QueryConsumeTimeSpanRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: QueryConsumeTimeSpanRequestHeader = req.decode_header()?;
     let Some(cfg) = ctx.topics.get(&h.topic) else {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", h.topic),
-        );
+        ));
     };
     let mut set = Vec::new();
     for q in 0..cfg.write_queue_nums {
@@ -145,32 +134,29 @@ pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingComm
             delay_time,
         });
     }
-    ok_json(
+    Ok(ok_json(
         req,
         &QueryConsumeTimeSpanBody {
             consume_time_span_set: set,
         },
-    )
+    ))
 }
 
 /// GET_SYSTEM_TOPIC_LIST_FROM_BROKER.
-pub fn system_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    ok_json(
+pub fn system_topics(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    Ok(ok_json(
         req,
         &TopicList {
             topic_list: ctx.topics.system_names().into_iter().collect(),
             broker_addr: None,
         },
-    )
+    ))
 }
 
 /// VIEW_BROKER_STATS_DATA: the last minute, hour and day of one stats item, from the
 /// counters the broker keeps (see [`crate::metrics::windows`]).
-pub fn view_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: ViewBrokerStatsDataRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn view_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: ViewBrokerStatsDataRequestHeader = req.decode_header()?;
     let found: Option<BrokerStatsData> = ctx.metrics.windows.view(
         &ctx.metrics,
         &ctx.config.cluster_name,
@@ -178,23 +164,19 @@ pub fn view_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
         &h.stats_key,
     );
     match found {
-        Some(d) => ok_json(req, &d),
-        None => RemotingCommand::error_response(
-            req,
+        Some(d) => Ok(ok_json(req, &d)),
+        None => Err(Refusal::new(
             ResponseCode::SystemError,
             format!("The stats <{}> <{}> not exist", h.stats_name, h.stats_key),
-        ),
+        )),
     }
 }
 
 /// The group's get rate on `topic` over the last minute (RocketMQ's `tpsGroupGetNums`).
 /// GET_BROKER_CONSUME_STATS: the consume stats of every subscription group on every
 /// topic it has offsets in (`isOrder`: ordered topics only).
-pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetConsumeStatsInBrokerHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetConsumeStatsInBrokerHeader = req.decode_header()?;
     let mut body = ConsumeStatsList {
         broker_addr: ctx.store_host.to_string(),
         ..Default::default()
@@ -243,27 +225,23 @@ pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingC
         body.consume_stats_list
             .push([(group, list)].into_iter().collect());
     }
-    ok_json(req, &body)
+    Ok(ok_json(req, &body))
 }
 
 /// QUERY_CONSUME_QUEUE: `count` entries of a queue from `index`, each evaluated against
 /// the group's subscription when a group is named.
-pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: QueryConsumeQueueRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: QueryConsumeQueueRequestHeader = req.decode_header()?;
     let (min, max) = ctx.store.queue_bounds(&h.topic, h.queue_id);
     let configured = ctx
         .topics
         .get(&h.topic)
         .is_some_and(|t| (0..t.read_queue_nums.max(t.write_queue_nums)).contains(&h.queue_id));
     if !configured && max == 0 {
-        return RemotingCommand::error_response(
-            req,
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("{}@{} is not exist!", h.queue_id, h.topic),
-        );
+        ));
     }
     let mut body = QueryConsumeQueueResponseBody {
         max_queue_index: max as i64,
@@ -299,10 +277,10 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
         }
     }
     let Ok(index) = u64::try_from(h.index) else {
-        return index_missing(req, &h);
+        return Ok(index_missing(req, &h));
     };
     if index < min || index >= max {
-        return index_missing(req, &h);
+        return Ok(index_missing(req, &h));
     }
     let count = h.count.clamp(0, MAX_QUERY_CQ_ENTRIES) as u64;
     for n in index..max.min(index + count) {
@@ -311,7 +289,7 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
             // A filler or an entry retention just removed: nothing to list.
             Ok(None) => continue,
             Err(e) => {
-                return RemotingCommand::error_response(req, ResponseCode::SystemError, e);
+                return Err(Refusal::new(ResponseCode::SystemError, e));
             }
         };
         let mut one = ConsumeQueueData {
@@ -334,7 +312,7 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCo
         }
         body.queue_data.push(one);
     }
-    ok_json(req, &body)
+    Ok(ok_json(req, &body))
 }
 
 /// RocketMQ's answer for an index outside the queue: success, a remark, no body.
@@ -349,17 +327,13 @@ fn index_missing(req: &RemotingCommand, h: &QueryConsumeQueueRequestHeader) -> R
 
 /// GET_TOPIC_CONFIG: one topic's configuration (`TopicConfigAndQueueMapping`; Tern has
 /// no static topics, so no mapping detail).
-pub fn topic_config(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    let h: GetTopicConfigRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
+pub fn topic_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    let h: GetTopicConfigRequestHeader = req.decode_header()?;
     match ctx.topics.get(&h.topic) {
-        Some(t) => ok_json(req, &t),
-        None => RemotingCommand::error_response(
-            req,
+        Some(t) => Ok(ok_json(req, &t)),
+        None => Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("No topic in this broker. topic: {}", h.topic),
-        ),
+        )),
     }
 }

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use event_listener::Event;
 use tern_engine::delay::{DelayLevels, MAX_LEVELS, SCHEDULE_TOPIC};
 use tern_engine::record::RecordView;
+use tern_shell::Answer;
 use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode};
 
@@ -128,9 +129,9 @@ pub fn due_at(tag_code: i64, now: i64, delay_ms: i64) -> i64 {
 }
 
 /// GET_ALL_DELAY_OFFSET: the offset table as RocketMQ's slaves and tools read it.
-pub fn all_delay_offsets(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(req, ResponseCode::Success)
-        .with_body(tern_shell::body::to_json(&ctx.schedule.offsets.wrapper()))
+pub fn all_delay_offsets(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
+    Ok(RemotingCommand::response_to(req, ResponseCode::Success)
+        .with_body(tern_shell::body::to_json(&ctx.schedule.offsets.wrapper())))
 }
 
 /// Where one level's delivery stands.
@@ -352,7 +353,7 @@ fn head(ctx: &BrokerCtx, c: &mut Cursor, now: i64, delay: i64) -> Head {
 
 /// Stores the record in its real topic and queue.
 fn deliver(ctx: &BrokerCtx, c: &Cursor, bytes: &[u8]) -> Result<(), PutError> {
-    let view = RecordView::parse(bytes).map_err(|e| PutError::Illegal(format!("{e:?}")))?;
+    let view = RecordView::parse(bytes).map_err(|e| PutError::Illegal(e.to_string()))?;
     let restored = message::Restored::from_view(&view).map_err(|why| {
         PutError::Illegal(format!("not a delayed message ({why}) in {SCHEDULE_TOPIC}"))
     })?;

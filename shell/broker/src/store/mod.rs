@@ -409,9 +409,10 @@ impl StoreService {
 
     fn map_err(&self, store: &FsStore, e: tern_engine_fs::fs_store::EngineError) -> PutError {
         match e {
-            tern_engine::Error::TooLarge | tern_engine::Error::Record(_) => {
-                PutError::Illegal(format!("{e:?}"))
+            tern_engine::Error::TooLarge => {
+                PutError::Illegal("it is larger than a commit log segment can hold".into())
             }
+            tern_engine::Error::Record(r) => PutError::Illegal(r.to_string()),
             tern_engine::Error::Media(m) if m.is_no_space() => PutError::DiskFull,
             tern_engine::Error::FlushFailed => PutError::Failed(
                 self.failure()

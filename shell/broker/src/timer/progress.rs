@@ -11,6 +11,7 @@
 //! reads the first 56 and ignores the rest.
 
 use tern_engine::timer::driver::Checkpointed;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
@@ -56,14 +57,15 @@ pub fn decode(body: &[u8]) -> Option<Checkpointed> {
 }
 
 /// GET_TIMER_CHECK_POINT.
-pub fn get_checkpoint(ctx: &BrokerCtx, req: &RemotingCommand) -> RemotingCommand {
+pub fn get_checkpoint(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     match ctx.timer.checkpointed() {
-        Some(c) => RemotingCommand::response_to(req, ResponseCode::Success).with_body(encode(&c)),
-        None => RemotingCommand::error_response(
-            req,
+        Some(c) => {
+            Ok(RemotingCommand::response_to(req, ResponseCode::Success).with_body(encode(&c)))
+        }
+        None => Err(Refusal::new(
             ResponseCode::SystemError,
             "The checkpoint is null: the timer has not checkpointed here",
-        ),
+        )),
     }
 }
 

@@ -13,11 +13,11 @@ use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use tern_engine::properties::key;
 use tern_engine::record::MessageIn;
 use tern_shell::headers::{RecallMessageRequestHeader, RecallMessageResponseHeader};
+use tern_shell::{Answer, Refusal};
 use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
-use crate::processor::bad_header;
 use crate::processor::send::host;
 use crate::schedule::message::with_properties;
 
@@ -72,16 +72,9 @@ impl Handle {
 }
 
 /// RECALL_MESSAGE: RocketMQ's checks in its order, then the marker.
-pub async fn recall(
-    ctx: &BrokerCtx,
-    conn: &ConnectionCtx,
-    req: &RemotingCommand,
-) -> RemotingCommand {
-    let h: RecallMessageRequestHeader = match req.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_header(req, e),
-    };
-    let refuse = |code, remark: &str| RemotingCommand::error_response(req, code, remark.to_owned());
+pub async fn recall(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
+    let h: RecallMessageRequestHeader = req.decode_header()?;
+    let refuse = |code, remark: &str| Err(Refusal::new(code, remark.to_owned()));
     if !ctx.timer.settings().recall_enabled {
         return refuse(
             ResponseCode::NoPermission,
@@ -160,10 +153,12 @@ pub async fn recall(
     };
     // RocketMQ answers SUCCESS for a flush or slave timeout too: the marker is stored.
     let _ = ctx.await_stored(put.end()).await;
-    RemotingCommand::response_to(req, ResponseCode::Success).with_header(
-        &RecallMessageResponseHeader {
-            msg_id: handle.uniq_key,
-        },
+    Ok(
+        RemotingCommand::response_to(req, ResponseCode::Success).with_header(
+            &RecallMessageResponseHeader {
+                msg_id: handle.uniq_key,
+            },
+        ),
     )
 }
 

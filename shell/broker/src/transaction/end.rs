@@ -15,12 +15,12 @@ use tern_shell::acl::guard::Access;
 use tern_shell::acl::rules::perm;
 use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
 use tern_shell::message::offset_msg_id;
+use tern_shell::{Answer, Refusal};
 use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode, runtime};
 
 use super::half::{self, HalfInfo};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
-use crate::processor::bad_header;
 use crate::store::{Durability, PutError};
 
 /// How long a verdict waits for reput to index its half message: a client can answer
@@ -40,16 +40,16 @@ pub async fn end_transaction(
     conn: &ConnectionCtx,
     req: &RemotingCommand,
     access: &Access,
-) -> RemotingCommand {
+) -> Answer {
     let h: EndTransactionRequestHeader = match req.decode_header() {
         Ok(h) => h,
         Err(e) => {
             log::warn!("END_TRANSACTION from {}: {e}", conn.peer_addr());
-            return bad_header(req, e);
+            return Err(e.into());
         }
     };
     match end(ctx, &h, !req.is_oneway(), access, req.code).await {
-        Ok(durability) => RemotingCommand::response_to(req, durability.code()),
+        Ok(durability) => Ok(RemotingCommand::response_to(req, durability.code())),
         Err(Refused(code, remark)) => {
             log::warn!(
                 "END_TRANSACTION from {} (group {}, commitLogOffset {}, tranStateTableOffset {}, msgId {}) refused: {remark}",
@@ -59,7 +59,7 @@ pub async fn end_transaction(
                 h.tran_state_table_offset,
                 h.msg_id
             );
-            RemotingCommand::error_response(req, code, remark)
+            Err(Refusal::new(code, remark))
         }
     }
 }
@@ -132,8 +132,7 @@ async fn end(
         // its own, so no request this executor thread serves waits for it.
         let ctx = ctx.clone();
         runtime::spawn_blocking(move || {
-            let view =
-                RecordView::parse(&bytes).map_err(|e| PutError::Illegal(format!("{e:?}")))?;
+            let view = RecordView::parse(&bytes).map_err(|e| PutError::Illegal(e.to_string()))?;
             let info = half::half_info(&view).map_err(|e| PutError::Illegal(e.to_string()))?;
             let c = ctx.transactions.commit(&ctx, &view, &info)?;
             if c.stored {
