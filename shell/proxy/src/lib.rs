@@ -34,7 +34,7 @@ mod tls;
 pub use config::ProxySettings;
 pub use session::Upstream;
 
-/// The generated protocol (apache/rocketmq-apis, `proto/`).
+/// The generated protocol (apache/rocketmq-apis, `third_party/rocketmq-apis/`).
 #[allow(
     missing_docs,
     missing_debug_implementations,
