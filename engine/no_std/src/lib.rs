@@ -57,6 +57,8 @@ pub mod ram;
 pub mod record;
 pub mod segments;
 pub mod store;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod timer;
 mod trace;
 

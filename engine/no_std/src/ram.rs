@@ -1,7 +1,11 @@
 //! Media in memory: a buffer the caller provides (a static array on firmware, leaked
-//! vectors in tests), and a directory of such segments.
+//! vectors in tests), a directory of such segments, and a fixed table of queues over
+//! such directories ([`RamQueues`]).
 
 use core::ops::Range;
+
+mod queues;
+pub use queues::RamQueues;
 
 use crate::faulty::{FaultPlan, FaultyMedia};
 use crate::media::{Directory, Media};

@@ -26,41 +26,15 @@ use std::collections::HashMap;
 
 use support::*;
 use tern_engine::Error;
-use tern_engine::faulty::{Crash, FaultPlan};
+use tern_engine::faulty::FaultPlan;
 
 const TS: i64 = 1_700_000_000_000;
-
-fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
-    if process {
-        Crash::Process
-    } else if pending == 0 || rng.chance(40) {
-        Crash::DropUnflushed
-    } else {
-        Crash::Torn {
-            keep: rng.below(pending as u64) as usize,
-            tear_at: rng.below(600) as usize,
-        }
-    }
-}
-
-fn crash_dir(d: &mut Dir<'_>, rng: &mut Rng, process: bool) {
-    for (_, m) in d.segments_mut() {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
-    }
-}
 
 /// Stops the store as a crash would and cuts power (or kills the process) under each
 /// media its own way.
 fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
     let mut p = Parts::from_store(store);
-    crash_dir(&mut p.log, rng, process);
-    crash_dir(&mut p.index, rng, process);
-    for (_, d) in p.table.closed.iter_mut() {
-        crash_dir(d, rng, process);
-    }
-    let kind = crash_kind(rng, p.checkpoint.pending_writes(), process);
-    p.checkpoint.crash(kind);
+    p.crash_each(rng, process);
     p
 }
 
@@ -425,18 +399,7 @@ fn run_case(seed: u64) {
     random_ops(&mut store, &mut model, &mut rng, ops);
     store.dispatch(&mut [], &mut |_| {}).unwrap();
     assert_eq!(check(&store, &model.sent, seed), model.sent.len());
-    let (log, index, mut table, checkpoint) = store.close(&mut []).unwrap();
-    table.close_all();
-    let store = open(
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        false,
-    )
-    .unwrap();
+    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
     assert_eq!(
         check(&store, &model.sent, seed),
         model.sent.len(),

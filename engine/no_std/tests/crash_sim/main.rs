@@ -25,33 +25,9 @@ use std::collections::HashMap;
 use support::*;
 use tern_engine::Error;
 use tern_engine::commitlog::Slot;
-use tern_engine::faulty::{Crash, FaultPlan};
+use tern_engine::faulty::FaultPlan;
 use tern_engine::ram::RamError;
 use tern_engine::record::{MessageIn, RecordView};
-
-/// Cuts power to the queues the store had open.
-fn crash_table(table: &mut Table<'_>, rng: &mut Rng) {
-    table.close_all();
-    for (_, d) in table.closed.iter_mut() {
-        crash_dir(d, rng);
-    }
-}
-
-fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
-    if process {
-        return Crash::Process;
-    }
-    if pending == 0 || rng.chance(40) {
-        Crash::DropUnflushed
-    } else {
-        Crash::Torn {
-            keep: rng.below(pending as u64) as usize,
-            tear_at: rng.below(600) as usize,
-        }
-    }
-}
-
-static PROCESS_CRASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What the cases did, summed over the run and printed at its end, so a run shows that the
 /// faults it is meant to cover happened.
@@ -105,14 +81,6 @@ mod stats {
             g(&RECALLS_CHECKED),
             g(&TIMER_REPEATS),
         )
-    }
-}
-
-fn crash_dir<const N: usize>(d: &mut tern_engine::ram::RamDir<'_, N>, rng: &mut Rng) {
-    let process = PROCESS_CRASH.load(std::sync::atomic::Ordering::Relaxed);
-    for (_, m) in d.segments_mut() {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
     }
 }
 
@@ -432,28 +400,15 @@ fn crash<'a>(
     rng: &mut Rng,
     process: bool,
 ) -> (Parts<'a>, timers::TimerParts<'a>) {
-    PROCESS_CRASH.store(process, std::sync::atomic::Ordering::Relaxed);
-    let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
-    crash_dir(&mut log, rng);
-    crash_dir(&mut index, rng);
-    crash_table(&mut table, rng);
-    let kind = crash_kind(rng, checkpoint.pending_writes(), process);
-    checkpoint.crash(kind);
+    let mut parts = Parts::from_store(store);
+    parts.crash_each(rng, process);
     let (mut wheel, mut timer_log, mut timer_cp) = driver.into_timer().into_parts();
-    crash_dir(&mut timer_log, rng);
+    crash_dir(&mut timer_log, rng, process);
     for m in [&mut wheel, &mut timer_cp] {
         let kind = crash_kind(rng, m.pending_writes(), process);
         m.crash(kind);
     }
-    (
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        (wheel, timer_log, timer_cp),
-    )
+    (parts, (wheel, timer_log, timer_cp))
 }
 
 fn run_case(seed: u64) {
@@ -532,19 +487,7 @@ fn run_case(seed: u64) {
     );
     timers::close(&mut store, &mut timer.driver)
         .unwrap_or_else(|e| panic!("seed {seed}: closing the timer: {e:?}"));
-    let (log, index, table, checkpoint) = store.close(&mut []).unwrap();
-    let mut table = table;
-    table.close_all();
-    let store = open(
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        false,
-    )
-    .unwrap();
+    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
     model.flushed = u64::MAX;
     let found = verify(&store, &model, true, seed);
     assert_eq!(

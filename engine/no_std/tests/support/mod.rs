@@ -1,17 +1,16 @@
-//! A store over fault-injecting RAM media for the integration tests: the geometry, a
-//! heap queue table as a broker keeps one, a message generator, and the buffers it all
-//! borrows. Each test file uses part of it.
+//! A store over fault-injecting RAM media for the integration tests: the geometry, the
+//! engine's fixed queue table over RAM directories, a message generator, and the buffers
+//! it all borrows. Each test file uses part of it.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-
 use tern_engine::Error;
-use tern_engine::faulty::{FaultPlan, FaultyMedia};
+use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
 use tern_engine::index::IndexConfig;
 use tern_engine::properties;
-use tern_engine::ram::{RamDir, RamError};
-use tern_engine::record::{Host, MessageIn};
-use tern_engine::store::{QueueSlot, QueueTable, Store, StoreConfig};
+use tern_engine::ram::{RamDir, RamError, RamQueues};
+use tern_engine::record::MessageIn;
+use tern_engine::store::{Store, StoreConfig};
+use tern_engine::testkit;
 
 pub const LOG_SEG: u64 = 2048;
 pub const CQ_ENTRIES: u64 = 16;
@@ -28,11 +27,14 @@ pub const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
 
 pub type Dir<'a> = RamDir<'a, 128>;
 
-/// Buffers of the arena, per structure. Six queues (three topics, two ids) take
-/// `QUEUE_FILES` each.
+/// Buffers of the arena, per structure. Each queue takes `QUEUE_FILES`.
 pub const LOG_FILES: usize = 96;
 pub const INDEX_FILES: usize = 64;
 pub const QUEUE_FILES: usize = 24;
+/// Six queues of the three topics (two ids each), and the timer topic's.
+pub const QUEUES: usize = 7;
+pub type QueueDir<'a> = RamDir<'a, QUEUE_FILES>;
+pub type Table<'a> = RamQueues<QueueDir<'a>, QUEUES>;
 pub type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
 
 /// SplitMix64: small, fast, and the same on every machine.
@@ -53,72 +55,6 @@ impl Rng {
     }
 }
 
-/// The caller-side queue table, on the heap as a broker's would be.
-pub struct Table<'a> {
-    pub plan: &'a FaultPlan,
-    pub pool: Vec<&'a mut [u8]>,
-    /// Ordered, so every run of a seed visits queues (flushes, crashes) in one order.
-    pub live: BTreeMap<(String, i32), QueueSlot<Dir<'a>>>,
-    pub closed: Vec<((String, i32), Dir<'a>)>,
-}
-
-impl<'a> Table<'a> {
-    /// Closes every queue (the store stopped): their directories wait for the next open.
-    pub fn close_all(&mut self) {
-        for (k, slot) in std::mem::take(&mut self.live) {
-            self.closed.push((k, slot.queue.into_dir()));
-        }
-        self.closed.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-}
-
-impl<'a> QueueTable for Table<'a> {
-    type Dir = Dir<'a>;
-
-    fn get(&self, topic: &str, queue_id: i32) -> Option<&QueueSlot<Dir<'a>>> {
-        self.live.get(&(topic.to_string(), queue_id))
-    }
-    fn get_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut QueueSlot<Dir<'a>>> {
-        self.live.get_mut(&(topic.to_string(), queue_id))
-    }
-    fn create_dir(&mut self, _topic: &str, _queue_id: i32) -> Result<Dir<'a>, Error<RamError>> {
-        let mut d = RamDir::new(self.plan);
-        for _ in 0..QUEUE_FILES {
-            let b = self.pool.pop().ok_or(Error::TableFull)?;
-            d.give(b).map_err(Error::Media)?;
-        }
-        Ok(d)
-    }
-    fn insert(
-        &mut self,
-        topic: &str,
-        queue_id: i32,
-        slot: QueueSlot<Dir<'a>>,
-    ) -> Result<(), Error<RamError>> {
-        self.live.insert((topic.to_string(), queue_id), slot);
-        Ok(())
-    }
-    fn open_existing(
-        &mut self,
-        open: &mut dyn FnMut(Dir<'a>) -> Result<QueueSlot<Dir<'a>>, Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for (k, d) in std::mem::take(&mut self.closed) {
-            let slot = open(d)?;
-            self.live.insert(k, slot);
-        }
-        Ok(())
-    }
-    fn for_each_mut(
-        &mut self,
-        f: &mut dyn FnMut(&str, i32, &mut QueueSlot<Dir<'a>>) -> Result<(), Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for ((t, q), s) in self.live.iter_mut() {
-            f(t, *q, s)?;
-        }
-        Ok(())
-    }
-}
-
 /// What a test knows of one appended message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sent {
@@ -131,26 +67,8 @@ pub struct Sent {
     pub queue_offset: u64,
 }
 
-pub fn message<'m>(s: &'m Sent) -> MessageIn<'m> {
-    MessageIn {
-        topic: s.topic,
-        queue_id: s.queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 40000,
-        },
-        store_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 10911,
-        },
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &s.body,
-        properties: &s.props,
-    }
+pub fn message(s: &Sent) -> MessageIn<'_> {
+    testkit::message(s.topic, s.queue_id, &s.body, &s.props)
 }
 
 /// Message number `n`: a random topic, queue and body, a UNIQ_KEY, and often a key.
@@ -184,6 +102,29 @@ pub fn new_message(rng: &mut Rng, n: u64) -> Sent {
     }
 }
 
+/// What a crash does to one media with `pending` writes not flushed: a process crash
+/// keeps them; a power cut drops them, or keeps some and tears the next.
+pub fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
+    if process {
+        Crash::Process
+    } else if pending == 0 || rng.chance(40) {
+        Crash::DropUnflushed
+    } else {
+        Crash::Torn {
+            keep: rng.below(pending as u64) as usize,
+            tear_at: rng.below(600) as usize,
+        }
+    }
+}
+
+/// Crashes every segment of `d`, each its own way.
+pub fn crash_dir<const N: usize>(d: &mut RamDir<'_, N>, rng: &mut Rng, process: bool) {
+    for (_, m) in d.segments_mut() {
+        let kind = crash_kind(rng, m.pending_writes(), process);
+        m.crash(kind);
+    }
+}
+
 /// The parts a store is opened from and given back as.
 pub struct Parts<'a> {
     pub log: Dir<'a>,
@@ -196,7 +137,7 @@ impl<'a> Parts<'a> {
     /// What a stopped store gives back; its queues closed.
     pub fn from_store(store: TestStore<'a>) -> Self {
         let (log, index, mut table, checkpoint) = store.into_parts();
-        table.close_all();
+        table.park();
         Parts {
             log,
             index,
@@ -205,11 +146,35 @@ impl<'a> Parts<'a> {
         }
     }
 
+    /// What a store closed cleanly gives back; its queues parked.
+    pub fn from_closed(store: TestStore<'a>) -> Result<Self, Error<RamError>> {
+        let (log, index, mut table, checkpoint) = store.close(&mut [])?;
+        table.park();
+        Ok(Parts {
+            log,
+            index,
+            table,
+            checkpoint,
+        })
+    }
+
+    /// Cuts power (or kills the process) under every media, each its own way
+    /// ([`crash_kind`]): log, index, queues, checkpoint, in that order.
+    pub fn crash_each(&mut self, rng: &mut Rng, process: bool) {
+        crash_dir(&mut self.log, rng, process);
+        crash_dir(&mut self.index, rng, process);
+        for d in self.table.parked_mut() {
+            crash_dir(d, rng, process);
+        }
+        let kind = crash_kind(rng, self.checkpoint.pending_writes(), process);
+        self.checkpoint.crash(kind);
+    }
+
     /// Cuts power to every media the same way.
-    pub fn crash(&mut self, kind: tern_engine::faulty::Crash) {
+    pub fn crash(&mut self, kind: Crash) {
         self.log.crash(kind);
         self.index.crash(kind);
-        for (_, d) in self.table.closed.iter_mut() {
+        for d in self.table.parked_mut() {
             d.crash(kind);
         }
         self.checkpoint.crash(kind);
@@ -247,8 +212,7 @@ impl Arena {
             index: (0..INDEX_FILES)
                 .map(|_| vec![0u8; 2 * CONFIG.index.file_size() as usize])
                 .collect(),
-            // Six queues of the three topics, and the timer topic's.
-            queues: (0..7 * QUEUE_FILES)
+            queues: (0..QUEUES * QUEUE_FILES)
                 .map(|_| vec![0u8; 2 * (CQ_ENTRIES * 20) as usize])
                 .collect(),
             checkpoint: vec![0u8; 2 * 4096],
@@ -265,12 +229,14 @@ impl Arena {
         for b in self.index.iter_mut() {
             index.give(b).unwrap();
         }
-        let table = Table {
-            plan,
-            pool: self.queues.iter_mut().map(|b| b.as_mut_slice()).collect(),
-            live: BTreeMap::new(),
-            closed: Vec::new(),
-        };
+        let queues = self.queues.chunks_mut(QUEUE_FILES).map(|bufs| {
+            let mut d = RamDir::new(plan);
+            for b in bufs {
+                d.give(b).unwrap();
+            }
+            d
+        });
+        let table = Table::new(queues).unwrap();
         let checkpoint = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
         Parts {
             log,
