@@ -20,8 +20,6 @@
 mod support;
 mod timers;
 
-use std::collections::HashMap;
-
 use support::*;
 use tern_engine::Error;
 use tern_engine::commitlog::Slot;
@@ -102,8 +100,6 @@ impl Model {
             .count()
     }
 }
-
-const TS: i64 = 1_700_000_000_000;
 
 /// The timer beside the store: its driver, and what the model knows of timers.
 struct Timers<'a> {
@@ -340,39 +336,7 @@ fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) 
     }
     // 2. Every surviving message is in its queue exactly once, at its queue offset; the
     //    queue ends after the last one.
-    let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
-    for s in &sent[..found] {
-        per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
-    }
-    for topic in TOPICS {
-        for q in 0..2 {
-            let want = per_queue.get(&(topic, q)).map(Vec::as_slice).unwrap_or(&[]);
-            let Some(cq) = store.queue(topic, q) else {
-                assert!(want.is_empty(), "seed {seed}: queue {topic}/{q} missing");
-                continue;
-            };
-            assert_eq!(
-                cq.max_offset(),
-                want.len() as u64,
-                "seed {seed}: {topic}/{q} length"
-            );
-            for (i, s) in want.iter().enumerate() {
-                assert_eq!(s.queue_offset, i as u64, "seed {seed}: model queue offset");
-                if s.offset < log.min_offset() {
-                    continue;
-                }
-                let e = cq.get(i as u64).unwrap().unwrap_or_else(|| {
-                    panic!(
-                        "seed {seed}: {topic}/{q}#{i} missing (min {}, max {}, want {:?})",
-                        cq.min_offset(),
-                        cq.max_offset(),
-                        want.iter().map(|s| s.offset).collect::<Vec<_>>()
-                    )
-                });
-                assert_eq!(e.physical_offset, s.offset, "seed {seed}: {topic}/{q}#{i}");
-            }
-        }
-    }
+    assert_queues_hold(store, &sent[..found], log.min_offset(), seed);
     // 3. The index finds every surviving key.
     for s in &sent[first..found] {
         if let Some(k) = &s.key {

@@ -3,6 +3,8 @@
 //! it all borrows. Each test file uses part of it.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
+
 use tern_engine::Error;
 use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
 use tern_engine::index::IndexConfig;
@@ -24,6 +26,8 @@ pub const CONFIG: StoreConfig = StoreConfig {
     ..StoreConfig::SERVER
 };
 pub const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
+/// Store time of the tests' first message.
+pub const TS: i64 = 1_700_000_000_000;
 
 pub type Dir<'a> = RamDir<'a, 128>;
 
@@ -247,6 +251,25 @@ impl Arena {
     }
 }
 
+/// Runs `f` on a big stack with a new, empty store over a new arena, and the fault plan
+/// its media share.
+pub fn with_store(f: impl for<'a> FnOnce(TestStore<'a>, &'a FaultPlan) + Send + 'static) {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let store = open(arena.parts(&plan), false).unwrap();
+        f(store, &plan);
+    })
+    .unwrap();
+}
+
+/// Stops `store` as a crash of `kind` would (every media the same way) and recovers it.
+pub fn recover<'a>(store: TestStore<'a>, kind: Crash) -> Result<TestStore<'a>, Error<RamError>> {
+    let mut parts = Parts::from_store(store);
+    parts.crash(kind);
+    open(parts, true)
+}
+
 /// Runs `f` on a thread with a big stack: the RAM directories are fixed-capacity tables
 /// held by value.
 pub fn in_big_stack(f: impl FnOnce() + Send + 'static) -> std::thread::Result<()> {
@@ -282,7 +305,6 @@ pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
     out
 }
 
-/// Appends `s` and records where it went.
 /// Each message's consume-queue entry points at its record.
 pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
     for s in sent {
@@ -294,9 +316,57 @@ pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
     }
 }
 
+/// Appends `s` and records where it went.
 pub fn put(store: &mut TestStore<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
     let stored = store.put(&message(s), ts)?;
     s.offset = stored.at.offset;
     s.queue_offset = stored.queue_offset;
     Ok(())
+}
+
+/// Appends a new message, number `sent.len()`, stored at `TS + sent.len()`, and records it
+/// in `sent`.
+pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
+    let mut s = new_message(rng, sent.len() as u64);
+    put(store, &mut s, TS + sent.len() as i64).unwrap();
+    sent.push(s);
+}
+
+/// Each queue of the tests (every topic, ids 0 and 1) holds exactly its messages of
+/// `survivors`, at consecutive queue offsets from 0; an entry is checked for each one at
+/// or above the log's start `min` (retention took the others' records).
+pub fn assert_queues_hold(store: &TestStore<'_>, survivors: &[Sent], min: u64, seed: u64) {
+    let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
+    for s in survivors {
+        per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
+    }
+    for topic in TOPICS {
+        for q in 0..2 {
+            let want = per_queue.get(&(topic, q)).map(Vec::as_slice).unwrap_or(&[]);
+            let Some(cq) = store.queue(topic, q) else {
+                assert!(want.is_empty(), "seed {seed}: queue {topic}/{q} missing");
+                continue;
+            };
+            assert_eq!(
+                cq.max_offset(),
+                want.len() as u64,
+                "seed {seed}: {topic}/{q} length"
+            );
+            for (i, s) in want.iter().enumerate() {
+                assert_eq!(s.queue_offset, i as u64, "seed {seed}: model queue offset");
+                if s.offset < min {
+                    continue;
+                }
+                let e = cq.get(i as u64).unwrap().unwrap_or_else(|| {
+                    panic!(
+                        "seed {seed}: {topic}/{q}#{i} missing (min {}, max {}, want {:?})",
+                        cq.min_offset(),
+                        cq.max_offset(),
+                        want.iter().map(|s| s.offset).collect::<Vec<_>>()
+                    )
+                });
+                assert_eq!(e.physical_offset, s.offset, "seed {seed}: {topic}/{q}#{i}");
+            }
+        }
+    }
 }
