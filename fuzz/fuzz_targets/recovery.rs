@@ -130,21 +130,12 @@ struct Parts<'a> {
 }
 
 fn parts<'a>(arena: &'a mut Arena, plan: &'a FaultPlan) -> Parts<'a> {
-    let mut log = RamDir::new(plan);
-    for b in arena.log.iter_mut() {
-        log.give(b).unwrap();
-    }
-    let mut index = RamDir::new(plan);
-    for b in arena.index.iter_mut() {
-        index.give(b).unwrap();
-    }
-    let queues = arena.queues.chunks_mut(BUFS_PER_QUEUE).map(|bufs| {
-        let mut d = RamDir::new(plan);
-        for b in bufs {
-            d.give(b).unwrap();
-        }
-        d
-    });
+    let log = RamDir::with_buffers(plan, &mut arena.log).unwrap();
+    let index = RamDir::with_buffers(plan, &mut arena.index).unwrap();
+    let queues = arena
+        .queues
+        .chunks_mut(BUFS_PER_QUEUE)
+        .map(|bufs| RamDir::with_buffers(plan, bufs).unwrap());
     let table = Table::new(queues).unwrap();
     let checkpoint = FaultyMedia::new(&mut arena.checkpoint, CHECKPOINT_LEN, plan).unwrap();
     Parts {

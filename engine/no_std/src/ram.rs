@@ -131,6 +131,19 @@ impl<'a, const N: usize> RamDir<'a, N> {
         }
     }
 
+    /// An empty directory drawing on `plan`, with every buffer of `bufs` in its pool (as
+    /// [`RamDir::give`] adds them); [`RamError::NoSpace`] for more than `N`.
+    pub fn with_buffers<B: AsMut<[u8]> + ?Sized + 'a>(
+        plan: &'a FaultPlan,
+        bufs: impl IntoIterator<Item = &'a mut B>,
+    ) -> Result<Self, RamError> {
+        let mut d = Self::new(plan);
+        for b in bufs {
+            d.give(b.as_mut())?;
+        }
+        Ok(d)
+    }
+
     /// Adds a buffer to the pool. Each segment takes one buffer of at least twice its
     /// length (current and durable images).
     pub fn give(&mut self, buf: &'a mut [u8]) -> Result<(), RamError> {

@@ -14,11 +14,7 @@ fn msg(body: &[u8]) -> MessageIn<'_> {
 }
 
 fn dir<'a>(plan: &'a FaultPlan, bufs: &'a mut [Vec<u8>]) -> RamDir<'a, 16> {
-    let mut d = RamDir::new(plan);
-    for b in bufs.iter_mut() {
-        d.give(b.as_mut_slice()).unwrap();
-    }
-    d
+    RamDir::with_buffers(plan, bufs).unwrap()
 }
 
 fn bufs() -> Vec<Vec<u8>> {

@@ -225,21 +225,12 @@ impl Arena {
 
     /// Empty directories and a zeroed checkpoint page over these buffers.
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> Parts<'a> {
-        let mut log = RamDir::new(plan);
-        for b in self.log.iter_mut() {
-            log.give(b).unwrap();
-        }
-        let mut index = RamDir::new(plan);
-        for b in self.index.iter_mut() {
-            index.give(b).unwrap();
-        }
-        let queues = self.queues.chunks_mut(QUEUE_FILES).map(|bufs| {
-            let mut d = RamDir::new(plan);
-            for b in bufs {
-                d.give(b).unwrap();
-            }
-            d
-        });
+        let log = RamDir::with_buffers(plan, &mut self.log).unwrap();
+        let index = RamDir::with_buffers(plan, &mut self.index).unwrap();
+        let queues = self
+            .queues
+            .chunks_mut(QUEUE_FILES)
+            .map(|bufs| RamDir::with_buffers(plan, bufs).unwrap());
         let table = Table::new(queues).unwrap();
         let checkpoint = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
         Parts {
