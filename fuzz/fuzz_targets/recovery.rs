@@ -65,8 +65,9 @@ const MAX_OPS: usize = 64;
 const BASE_TS: i64 = 1_700_000_000_000;
 
 type Dir<'a> = RamDir<'a, SEGS>;
-/// The caller's queue table: the engine's fixed one, as a device keeps it.
-type Table<'a> = RamQueues<Dir<'a>, QUEUES, TOPIC_BYTES>;
+/// The caller's queue table: the engine's fixed one, as a device keeps it, each queue's
+/// directory over `BUFS_PER_QUEUE` buffers.
+type Table<'a> = RamQueues<RamDir<'a, BUFS_PER_QUEUE>, QUEUES, TOPIC_BYTES>;
 type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
 
 fuzz_target!(|data: &[u8]| {
@@ -132,11 +133,7 @@ struct Parts<'a> {
 fn parts<'a>(arena: &'a mut Arena, plan: &'a FaultPlan) -> Parts<'a> {
     let log = RamDir::with_buffers(plan, &mut arena.log).unwrap();
     let index = RamDir::with_buffers(plan, &mut arena.index).unwrap();
-    let queues = arena
-        .queues
-        .chunks_mut(BUFS_PER_QUEUE)
-        .map(|bufs| RamDir::with_buffers(plan, bufs).unwrap());
-    let table = Table::new(queues).unwrap();
+    let table = Table::with_buffers(plan, &mut arena.queues).unwrap();
     let checkpoint = FaultyMedia::new(&mut arena.checkpoint, CHECKPOINT_LEN, plan).unwrap();
     Parts {
         log,

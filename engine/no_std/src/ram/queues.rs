@@ -7,8 +7,9 @@ use core::mem;
 use heapless::{String, Vec};
 
 use crate::error::Error;
+use crate::faulty::FaultPlan;
 use crate::media::Directory;
-use crate::ram::RamError;
+use crate::ram::{RamDir, RamError};
 use crate::record::{RecordError, V1_MAX_TOPIC_LEN};
 use crate::store::{QueueSlot, QueueTable};
 
@@ -119,6 +120,24 @@ impl<D: Directory, const N: usize, const TOPIC: usize> RamQueues<D, N, TOPIC> {
                 },
             )
             .map_err(|_| Error::TableFull)
+    }
+}
+
+impl<'a, const F: usize, const N: usize, const TOPIC: usize> RamQueues<RamDir<'a, F>, N, TOPIC> {
+    /// An empty table whose queues will be stored in directories of `F` buffers each,
+    /// taken from `bufs` in order (a last directory may get fewer), all drawing on `plan`.
+    /// [`RamError::NoSpace`] when `bufs` holds more than `N` directories' worth.
+    pub fn with_buffers<B: AsMut<[u8]> + ?Sized + 'a>(
+        plan: &'a FaultPlan,
+        bufs: impl IntoIterator<Item = &'a mut B>,
+    ) -> Result<Self, RamError> {
+        let mut bufs = bufs.into_iter().peekable();
+        let mut dirs: Vec<RamDir<'a, F>, N> = Vec::new();
+        while bufs.peek().is_some() {
+            let dir = RamDir::with_buffers(plan, bufs.by_ref().take(F))?;
+            dirs.push(dir).map_err(|_| RamError::NoSpace)?;
+        }
+        Self::new(dirs)
     }
 }
 

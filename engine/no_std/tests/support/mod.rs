@@ -227,11 +227,7 @@ impl Arena {
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> Parts<'a> {
         let log = RamDir::with_buffers(plan, &mut self.log).unwrap();
         let index = RamDir::with_buffers(plan, &mut self.index).unwrap();
-        let queues = self
-            .queues
-            .chunks_mut(QUEUE_FILES)
-            .map(|bufs| RamDir::with_buffers(plan, bufs).unwrap());
-        let table = Table::new(queues).unwrap();
+        let table = Table::with_buffers(plan, &mut self.queues).unwrap();
         let checkpoint = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
         Parts {
             log,
