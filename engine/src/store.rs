@@ -15,7 +15,7 @@ use crate::disk::{DiskUsage, disk_usage};
 use crate::error::{FsError, FsOp, StoreError};
 use crate::layout::StoreLayout;
 use crate::lock::StoreLock;
-use crate::mapped::{Access, MappedFile, allocate};
+use crate::mapped::{Access, MappedFile, allocate, create_temp};
 
 /// Size of the checkpoint file (RocketMQ's `StoreCheckpoint` maps one OS page).
 pub const CHECKPOINT_LEN: usize = 4096;
@@ -182,13 +182,7 @@ fn create_checkpoint(path: &Path, root: &Path) -> Result<File, StoreError> {
 pub(crate) fn create_zeroed(path: &Path, dir: &Path, len: u64) -> Result<File, StoreError> {
     let temp = path.with_extension("tmp");
     let err = |op, e: &std::io::Error| StoreError::io(&temp, FsError::io(op, e));
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp)
-        .map_err(|e| err(FsOp::Create, &e))?;
+    let file = create_temp(&temp).map_err(|e| StoreError::io(&temp, e))?;
     allocate(&file, len).map_err(|e| StoreError::io(&temp, e))?;
     file.sync_all().map_err(|e| err(FsOp::Flush, &e))?;
     fs::rename(&temp, path).map_err(|e| err(FsOp::Rename, &e))?;

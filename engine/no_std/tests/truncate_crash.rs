@@ -377,21 +377,13 @@ fn run_case(seed: u64) {
 
 #[test]
 fn a_cut_at_a_record_boundary_survives_a_crash_at_any_point() {
-    if let Ok(seed) = std::env::var("TERN_TRUNCATE_SEED") {
-        let seed = seed.parse().expect("TERN_TRUNCATE_SEED is a number");
-        in_big_stack(move || run_case(seed)).expect("replayed case failed");
-        return;
-    }
-    let cases: u64 = std::env::var("TERN_TRUNCATE_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(400);
-    for i in 0..cases {
-        let seed = 0x7A11 + i;
-        if in_big_stack(move || run_case(seed)).is_err() {
-            panic!("truncation crash test failed; replay with TERN_TRUNCATE_SEED={seed}");
-        }
-    }
+    run_seeds(
+        "TERN_TRUNCATE",
+        400,
+        0x7A11,
+        "truncation crash test",
+        run_case,
+    );
 }
 
 #[test]

@@ -464,24 +464,7 @@ fn run_case(seed: u64) {
 
 #[test]
 fn recovery_after_random_crashes_keeps_every_acknowledged_message() {
-    if let Ok(seed) = std::env::var("TERN_SIM_SEED") {
-        let seed = seed.parse().expect("TERN_SIM_SEED is a number");
-        in_big_stack(move || run_case(seed)).expect("replayed case failed");
-        return;
+    if let Some(cases) = run_seeds("TERN_SIM", 2000, 0xC0FFEE, "crash simulation", run_case) {
+        println!("crash_sim: {cases} cases, {}", stats::summary());
     }
-    let cases: u64 = std::env::var("TERN_SIM_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(2000);
-    let base = std::env::var("TERN_SIM_BASE")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0xC0FFEE);
-    for i in 0..cases {
-        let seed = base + i;
-        if in_big_stack(move || run_case(seed)).is_err() {
-            panic!("crash simulation failed; replay with TERN_SIM_SEED={seed}");
-        }
-    }
-    println!("crash_sim: {cases} cases, {}", stats::summary());
 }

@@ -267,6 +267,29 @@ pub fn in_big_stack(f: impl FnOnce() + Send + 'static) -> std::thread::Result<()
         .join()
 }
 
+/// Runs a simulation's `case` on a big stack for each of its seeds: only `{prefix}_SEED`
+/// when that is set (a replay), else `{prefix}_CASES` seeds (default `cases`) counting
+/// from `{prefix}_BASE` (default `base`). A failed case panics naming its seed and how to
+/// replay it. Returns how many cases ran; `None` after a replay.
+pub fn run_seeds(prefix: &str, cases: u64, base: u64, what: &str, case: fn(u64)) -> Option<u64> {
+    let var = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
+    if let Some(seed) = var("SEED") {
+        let seed = seed
+            .parse()
+            .unwrap_or_else(|e| panic!("{prefix}_SEED is a number: {e}"));
+        in_big_stack(move || case(seed)).expect("replayed case failed");
+        return None;
+    }
+    let cases = var("CASES").and_then(|c| c.parse().ok()).unwrap_or(cases);
+    let base = var("BASE").and_then(|c| c.parse().ok()).unwrap_or(base);
+    for seed in base..base + cases {
+        if in_big_stack(move || case(seed)).is_err() {
+            panic!("{what} failed; replay with {prefix}_SEED={seed}");
+        }
+    }
+    Some(cases)
+}
+
 /// Every record of the log, in order, as (offset, body); each one's CRC checked.
 pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
     use tern_engine::commitlog::Slot;
