@@ -94,10 +94,7 @@ struct Model {
 
 impl Model {
     fn acked(&self) -> usize {
-        self.sent
-            .iter()
-            .take_while(|s| s.offset < self.flushed)
-            .count()
+        acked(&self.sent, self.flushed)
     }
 }
 

@@ -334,6 +334,12 @@ pub fn put(store: &mut TestStore<'_>, s: &mut Sent, ts: i64) -> Result<(), Error
     Ok(())
 }
 
+/// How many of `sent` (in log order) lie below `flushed`: the messages a flush, checkpoint
+/// or recovery that returned `Ok` with that offset acknowledged.
+pub fn acked(sent: &[Sent], flushed: u64) -> usize {
+    sent.iter().take_while(|s| s.offset < flushed).count()
+}
+
 /// Appends a new message, number `sent.len()`, stored at `TS + sent.len()`, and records it
 /// in `sent`.
 pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
