@@ -41,6 +41,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod calendar;
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consumequeue;
