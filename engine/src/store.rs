@@ -177,6 +177,21 @@ fn create_checkpoint(path: &Path, root: &Path) -> Result<File, StoreError> {
     create_zeroed(path, root, CHECKPOINT_LEN as u64)
 }
 
+/// Maps the file at `path` for random access, first creating it as `len` zero bytes
+/// ([`create_zeroed`], in `dir`) when it does not exist.
+pub(crate) fn open_or_create_mapped(
+    path: &Path,
+    dir: &Path,
+    len: u64,
+) -> Result<MappedFile, StoreError> {
+    let file = match File::options().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => create_zeroed(path, dir, len)?,
+        Err(e) => return Err(StoreError::io(path, FsError::io(FsOp::Open, &e))),
+    };
+    MappedFile::from_file(file, Access::Random).map_err(|e| StoreError::io(path, e))
+}
+
 /// Creates `path` as `len` zero bytes, durably: written under a temporary name, synced,
 /// renamed into place, its folder `dir` synced.
 pub(crate) fn create_zeroed(path: &Path, dir: &Path, len: u64) -> Result<File, StoreError> {
