@@ -19,7 +19,7 @@ use std::sync::Arc;
 use tern_engine::media::Directory;
 
 use crate::error::{FsError, FsOp, StoreError};
-use crate::mapped::{Access, MappedFile, allocate};
+use crate::mapped::{Access, MappedFile, allocate, create_temp};
 use crate::prealloc::{NextSegment, Taken};
 use crate::reader::SegmentFiles;
 use crate::spare::Spares;
@@ -438,13 +438,7 @@ pub(crate) fn make_segment_file(dir: &Path, name: &str, len: u64) -> Result<File
     // segment at once, and must not write, truncate or rename each other's temp file.
     let n = TEMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temp = dir.join(format!("{name}.{n}{TEMP_SUFFIX}"));
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp)
-        .map_err(|e| FsError::io(FsOp::Create, &e))?;
+    let file = create_temp(&temp)?;
     let ready = allocate(&file, len)
         .and_then(|()| rustix::fs::fdatasync(&file).map_err(|e| FsError::errno(FsOp::Flush, e)))
         .and_then(|()| rename_no_replace(&temp, &path));

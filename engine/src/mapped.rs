@@ -217,6 +217,18 @@ impl Media for MappedFile {
     }
 }
 
+/// Creates (or empties) `temp` for reading and writing: the temporary name a new file is
+/// made under before it is synced and renamed into place.
+pub(crate) fn create_temp(temp: &Path) -> Result<File, FsError> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(temp)
+        .map_err(|e| FsError::io(FsOp::Create, &e))
+}
+
 /// Reserves the blocks of `file` up to `len` bytes and sets its size to at least `len`.
 ///
 /// Falls back to `ftruncate` (a sparse file) where the file system does not support

@@ -15,7 +15,7 @@ use crate::disk::{DiskUsage, disk_usage};
 use crate::error::{FsError, FsOp, StoreError};
 use crate::layout::StoreLayout;
 use crate::lock::StoreLock;
-use crate::mapped::{Access, MappedFile, allocate};
+use crate::mapped::{Access, MappedFile, allocate, create_temp};
 
 /// Size of the checkpoint file (RocketMQ's `StoreCheckpoint` maps one OS page).
 pub const CHECKPOINT_LEN: usize = 4096;
@@ -177,18 +177,27 @@ fn create_checkpoint(path: &Path, root: &Path) -> Result<File, StoreError> {
     create_zeroed(path, root, CHECKPOINT_LEN as u64)
 }
 
+/// Maps the file at `path` for random access, first creating it as `len` zero bytes
+/// ([`create_zeroed`], in `dir`) when it does not exist.
+pub(crate) fn open_or_create_mapped(
+    path: &Path,
+    dir: &Path,
+    len: u64,
+) -> Result<MappedFile, StoreError> {
+    let file = match File::options().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => create_zeroed(path, dir, len)?,
+        Err(e) => return Err(StoreError::io(path, FsError::io(FsOp::Open, &e))),
+    };
+    MappedFile::from_file(file, Access::Random).map_err(|e| StoreError::io(path, e))
+}
+
 /// Creates `path` as `len` zero bytes, durably: written under a temporary name, synced,
 /// renamed into place, its folder `dir` synced.
 pub(crate) fn create_zeroed(path: &Path, dir: &Path, len: u64) -> Result<File, StoreError> {
     let temp = path.with_extension("tmp");
     let err = |op, e: &std::io::Error| StoreError::io(&temp, FsError::io(op, e));
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp)
-        .map_err(|e| err(FsOp::Create, &e))?;
+    let file = create_temp(&temp).map_err(|e| StoreError::io(&temp, e))?;
     allocate(&file, len).map_err(|e| StoreError::io(&temp, e))?;
     file.sync_all().map_err(|e| err(FsOp::Flush, &e))?;
     fs::rename(&temp, path).map_err(|e| err(FsOp::Rename, &e))?;

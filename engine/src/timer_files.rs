@@ -6,7 +6,6 @@
 //! files) and owned by its own service, so filing and delivering timers never takes the
 //! store's append lock.
 
-use std::fs::File;
 use std::io::ErrorKind;
 
 use tern_engine::timer::{Timer, TimerConfig, TimerRecovery};
@@ -15,7 +14,7 @@ use crate::directory::{FileDirectory, OFFSET_NAME_DIGITS, sync_dir};
 use crate::error::{FsError, FsOp, StoreError};
 use crate::layout::StoreLayout;
 use crate::mapped::{Access, MappedFile};
-use crate::store::create_zeroed;
+use crate::store::{create_zeroed, open_or_create_mapped};
 
 /// The timer over its files.
 pub type FsTimer = Timer<MappedFile, FileDirectory, MappedFile>;
@@ -62,41 +61,17 @@ pub fn open_timer(
     let root = layout.root();
     let wheel_path = layout.timer_wheel_path();
     // An empty wheel file: the engine sizes it for its geometry (fallocated, zero).
-    let wheel = match File::options().read(true).write(true).open(&wheel_path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            create_zeroed(&wheel_path, root, 0).map_err(TimerOpenError::Dir)?
-        }
-        Err(e) => {
-            return Err(TimerOpenError::Dir(StoreError::io(
-                &wheel_path,
-                FsError::io(FsOp::Open, &e),
-            )));
-        }
-    };
-    let wheel = MappedFile::from_file(wheel, Access::Random)
-        .map_err(|e| TimerOpenError::Dir(StoreError::io(&wheel_path, e)))?;
+    let wheel = open_or_create_mapped(&wheel_path, root, 0).map_err(TimerOpenError::Dir)?;
     let log = FileDirectory::open(&layout.timer_log_dir(), OFFSET_NAME_DIGITS, Access::Random)
         .map_err(TimerOpenError::Dir)?;
     sync_dir(root).map_err(|e| TimerOpenError::Dir(StoreError::io(root, e)))?;
     let cp_path = layout.timer_checkpoint_path();
-    let cp = match File::options().read(true).write(true).open(&cp_path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => create_zeroed(
-            &cp_path,
-            &layout.config_dir(),
-            tern_engine::timer::checkpoint::FILE_SIZE,
-        )
-        .map_err(TimerOpenError::Dir)?,
-        Err(e) => {
-            return Err(TimerOpenError::Dir(StoreError::io(
-                &cp_path,
-                FsError::io(FsOp::Open, &e),
-            )));
-        }
-    };
-    let cp = MappedFile::from_file(cp, Access::Random)
-        .map_err(|e| TimerOpenError::Dir(StoreError::io(&cp_path, e)))?;
+    let cp = open_or_create_mapped(
+        &cp_path,
+        &layout.config_dir(),
+        tern_engine::timer::checkpoint::FILE_SIZE,
+    )
+    .map_err(TimerOpenError::Dir)?;
     Timer::open(wheel, log, cp, cfg, log_end, now_ms).map_err(TimerOpenError::Engine)
 }
 

@@ -16,8 +16,9 @@ use std::process::{Command, Stdio};
 use tern_engine::commitlog::{Appended, Slot};
 use tern_engine::index::IndexConfig;
 use tern_engine::properties::{append, key};
-use tern_engine::record::{Host, MessageIn};
+use tern_engine::record::MessageIn;
 use tern_engine::store::StoreConfig;
+use tern_engine::testkit;
 use tern_engine_fs::FsStore;
 
 /// Small geometry, so a few thousand messages span several segments and index files.
@@ -68,25 +69,7 @@ fn msg(i: u64) -> Msg {
 }
 
 fn message_in(m: &Msg) -> MessageIn<'_> {
-    MessageIn {
-        topic: m.topic,
-        queue_id: m.queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: BASE_TIME_MS,
-        born_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 50_000,
-        },
-        store_host: Host::V4 {
-            ip: [10, 0, 0, 1],
-            port: 10_911,
-        },
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &m.body,
-        properties: &m.props,
-    }
+    testkit::message(m.topic, m.queue_id, &m.body, &m.props)
 }
 
 /// Where message `i` landed.

@@ -7,8 +7,8 @@ use std::fs::File;
 use tern_engine::checkpoint::Checkpoint;
 use tern_engine::index::IndexConfig;
 use tern_engine::properties::{append, key};
-use tern_engine::record::{Host, MessageIn};
 use tern_engine::store::{Part, StoreConfig};
+use tern_engine::testkit;
 use tern_engine_fs::{FsStore, MappedFile};
 
 const CONFIG: StoreConfig = StoreConfig {
@@ -28,25 +28,7 @@ fn put(store: &mut FsStore, i: u64) -> (u64, i32, u64) {
     append(&mut props, &mut n, key::KEYS, &format!("key-{i}")).unwrap();
     props.truncate(n);
     let queue_id = (i % 3) as i32;
-    let msg = MessageIn {
-        topic: "TwoPhase",
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 50_000,
-        },
-        store_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 10_911,
-        },
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &props,
-    };
+    let msg = testkit::message("TwoPhase", queue_id, &body, &props);
     let stored = store
         .store_mut()
         .put(&msg, 1_700_000_000_000 + i as i64)

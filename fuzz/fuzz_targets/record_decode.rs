@@ -134,10 +134,7 @@ fn replica_never_panics(data: &[u8]) {
     const SEG: u64 = 4096;
     let plan = FaultPlan::none();
     let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; SEG as usize]).collect();
-    let mut dir: RamDir<'_, 4> = RamDir::new(&plan);
-    for b in bufs.iter_mut() {
-        dir.give(b.as_mut_slice()).unwrap();
-    }
+    let dir: RamDir<'_, 4> = RamDir::with_buffers(&plan, &mut bufs).unwrap();
     let (mut log, _) = CommitLog::open(dir, SEG, Recovery::Scan { from: 0 }).unwrap();
     let split = data.first().map_or(0, |b| usize::from(*b).min(data.len()));
     let mut pending_at = 0u64;

@@ -18,8 +18,6 @@
 //! reads, a put, a clean close, and a reopen that finds the same verified log.
 #![no_main]
 
-use std::collections::HashMap;
-
 use libfuzzer_sys::fuzz_target;
 use tern_engine::Error;
 use tern_engine::checkpoint::Checkpoint;
@@ -30,9 +28,10 @@ use tern_engine::index::{IndexConfig, file_stamp};
 use tern_engine::layout::MAGIC_BLANK;
 use tern_engine::media::{Directory, Media};
 use tern_engine::properties::{self, key};
-use tern_engine::ram::{RamDir, RamError};
+use tern_engine::ram::{RamDir, RamError, RamQueues};
 use tern_engine::record::{Host, MessageIn, StoreStamp};
-use tern_engine::store::{QueueSlot, QueueTable, Store, StoreConfig};
+use tern_engine::store::{QueueTable, Store, StoreConfig};
+use tern_engine::testkit;
 
 #[path = "recovery/build.rs"]
 mod build;
@@ -57,12 +56,18 @@ const LOG_BUFS: usize = SEGS;
 const INDEX_BUFS: usize = 4;
 const QUEUE_BUFS: usize = 24;
 const BUFS_PER_QUEUE: usize = 4;
+const QUEUES: usize = QUEUE_BUFS / BUFS_PER_QUEUE;
+/// Longest topic a queue gets: `Msg::from_input`'s v2 topic.
+const TOPIC_BYTES: usize = 130;
 const CHECKPOINT_LEN: usize = 4096;
 /// Operations one input may ask for, in either builder.
 const MAX_OPS: usize = 64;
 const BASE_TS: i64 = 1_700_000_000_000;
 
 type Dir<'a> = RamDir<'a, SEGS>;
+/// The caller's queue table: the engine's fixed one, as a device keeps it, each queue's
+/// directory over `BUFS_PER_QUEUE` buffers.
+type Table<'a> = RamQueues<RamDir<'a, BUFS_PER_QUEUE>, QUEUES, TOPIC_BYTES>;
 type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
 
 fuzz_target!(|data: &[u8]| {
@@ -126,92 +131,15 @@ struct Parts<'a> {
 }
 
 fn parts<'a>(arena: &'a mut Arena, plan: &'a FaultPlan) -> Parts<'a> {
-    let mut log = RamDir::new(plan);
-    for b in arena.log.iter_mut() {
-        log.give(b).unwrap();
-    }
-    let mut index = RamDir::new(plan);
-    for b in arena.index.iter_mut() {
-        index.give(b).unwrap();
-    }
-    let table = Table {
-        plan,
-        pool: arena.queues.iter_mut().map(|b| b.as_mut_slice()).collect(),
-        live: HashMap::new(),
-        closed: Vec::new(),
-    };
+    let log = RamDir::with_buffers(plan, &mut arena.log).unwrap();
+    let index = RamDir::with_buffers(plan, &mut arena.index).unwrap();
+    let table = Table::with_buffers(plan, &mut arena.queues).unwrap();
     let checkpoint = FaultyMedia::new(&mut arena.checkpoint, CHECKPOINT_LEN, plan).unwrap();
     Parts {
         log,
         index,
         table,
         checkpoint,
-    }
-}
-
-/// The caller's queue table, as a broker keeps it (on the heap, bounded by the pool).
-struct Table<'a> {
-    plan: &'a FaultPlan,
-    pool: Vec<&'a mut [u8]>,
-    live: HashMap<(String, i32), QueueSlot<Dir<'a>>>,
-    closed: Vec<((String, i32), Dir<'a>)>,
-}
-
-impl Table<'_> {
-    fn close_all(&mut self) {
-        for (k, slot) in self.live.drain() {
-            self.closed.push((k, slot.queue.into_dir()));
-        }
-    }
-}
-
-impl<'a> QueueTable for Table<'a> {
-    type Dir = Dir<'a>;
-
-    fn get(&self, topic: &str, queue_id: i32) -> Option<&QueueSlot<Dir<'a>>> {
-        self.live.get(&(topic.to_string(), queue_id))
-    }
-    fn get_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut QueueSlot<Dir<'a>>> {
-        self.live.get_mut(&(topic.to_string(), queue_id))
-    }
-    fn create_dir(&mut self, _topic: &str, _queue_id: i32) -> Result<Dir<'a>, Error<RamError>> {
-        if self.pool.len() < BUFS_PER_QUEUE {
-            return Err(Error::TableFull);
-        }
-        let mut d = RamDir::new(self.plan);
-        for _ in 0..BUFS_PER_QUEUE {
-            let b = self.pool.pop().ok_or(Error::TableFull)?;
-            d.give(b).map_err(Error::Media)?;
-        }
-        Ok(d)
-    }
-    fn insert(
-        &mut self,
-        topic: &str,
-        queue_id: i32,
-        slot: QueueSlot<Dir<'a>>,
-    ) -> Result<(), Error<RamError>> {
-        self.live.insert((topic.to_string(), queue_id), slot);
-        Ok(())
-    }
-    fn open_existing(
-        &mut self,
-        open: &mut dyn FnMut(Dir<'a>) -> Result<QueueSlot<Dir<'a>>, Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for (k, d) in std::mem::take(&mut self.closed) {
-            let slot = open(d)?;
-            self.live.insert(k, slot);
-        }
-        Ok(())
-    }
-    fn for_each_mut(
-        &mut self,
-        f: &mut dyn FnMut(&str, i32, &mut QueueSlot<Dir<'a>>) -> Result<(), Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for ((t, q), s) in self.live.iter_mut() {
-            f(t, *q, s)?;
-        }
-        Ok(())
     }
 }
 
@@ -275,31 +203,18 @@ impl Msg {
     }
 
     fn message(&self) -> MessageIn<'_> {
+        let m = testkit::message(&self.topic, self.queue_id, &self.body, &self.props);
         MessageIn {
-            topic: &self.topic,
-            queue_id: self.queue_id,
-            flag: 0,
             sys_flag: self.sys_flag,
-            born_timestamp: BASE_TS,
             born_host: if self.v6 {
                 Host::V6 {
                     ip: [1; 16],
                     port: 40000,
                 }
             } else {
-                Host::V4 {
-                    ip: [127, 0, 0, 1],
-                    port: 40000,
-                }
+                m.born_host
             },
-            store_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 10911,
-            },
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: &self.body,
-            properties: &self.props,
+            ..m
         }
     }
 }
@@ -369,7 +284,7 @@ fn check(p: Parts<'_>, crashed: bool) {
     let Ok((log, index, mut table, checkpoint)) = store.close(&mut []) else {
         return;
     };
-    table.close_all();
+    table.park();
     let parts = Parts {
         log,
         index,

@@ -37,10 +37,7 @@ fuzz_target!(|data: &[u8]| {
     use tern_engine::media::{Directory, Media};
     cp.write_at(0, take(&mut rest, 256)).unwrap();
     wheel.write_at(0, take(&mut rest, wheel_len)).unwrap();
-    let mut dir: RamDir<'_, 4> = RamDir::new(&plan);
-    for b in &mut seg_bufs {
-        dir.give(b).unwrap();
-    }
+    let mut dir: RamDir<'_, 4> = RamDir::with_buffers(&plan, &mut seg_bufs).unwrap();
     let mut base = 0;
     while !rest.is_empty() && base < 3 * SEG {
         dir.create(base, SEG).unwrap();

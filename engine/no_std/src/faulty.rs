@@ -22,7 +22,7 @@ use core::cell::Cell;
 use core::ops::Range;
 
 use crate::media::Media;
-use crate::ram::RamError;
+use crate::ram::{RamError, span};
 
 /// Writes remembered between flushes. When more accumulate, the oldest is written back to
 /// the durable image, as a kernel's write-back would do.
@@ -233,7 +233,11 @@ impl<'a> FaultyMedia<'a> {
     /// are covered (the engine never syncs part of a write). It takes effect before the
     /// media next changes; until then nothing could tell the difference.
     pub fn sync(&self, range: Range<u64>) -> Result<(), RamError> {
-        self.check(range.start, range.end.saturating_sub(range.start) as usize)?;
+        span(
+            range.start,
+            range.end.saturating_sub(range.start) as usize,
+            self.len,
+        )?;
         self.plan.spend()?;
         let failed = self.plan.flush_fails();
         for p in self.pending.iter() {
@@ -294,28 +298,19 @@ impl<'a> FaultyMedia<'a> {
             self.buf[h + i] ^= 1 << (bit % 8);
         }
     }
-
-    fn check(&self, offset: u64, len: usize) -> Result<Range<usize>, RamError> {
-        let start = usize::try_from(offset).map_err(|_| RamError::OutOfBounds)?;
-        let end = start.checked_add(len).ok_or(RamError::OutOfBounds)?;
-        if end > self.len {
-            return Err(RamError::OutOfBounds);
-        }
-        Ok(start..end)
-    }
 }
 
 impl Media for FaultyMedia<'_> {
     type Error = RamError;
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RamError> {
-        let r = self.check(offset, buf.len())?;
+        let r = span(offset, buf.len(), self.len)?;
         buf.copy_from_slice(&self.buf[r]);
         Ok(())
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), RamError> {
-        let r = self.check(offset, data.len())?;
+        let r = span(offset, data.len(), self.len)?;
         self.settle();
         self.plan.spend()?;
         self.buf[r].copy_from_slice(data);
@@ -334,7 +329,11 @@ impl Media for FaultyMedia<'_> {
     }
 
     fn flush(&mut self, range: Range<u64>) -> Result<(), RamError> {
-        self.check(range.start, range.end.saturating_sub(range.start) as usize)?;
+        span(
+            range.start,
+            range.end.saturating_sub(range.start) as usize,
+            self.len,
+        )?;
         self.settle();
         self.plan.spend()?;
         if self.plan.flush_fails() {

@@ -41,6 +41,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod calendar;
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consumequeue;
@@ -57,6 +58,8 @@ pub mod ram;
 pub mod record;
 pub mod segments;
 pub mod store;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod timer;
 mod trace;
 

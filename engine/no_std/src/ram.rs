@@ -1,7 +1,11 @@
 //! Media in memory: a buffer the caller provides (a static array on firmware, leaked
-//! vectors in tests), and a directory of such segments.
+//! vectors in tests), a directory of such segments, and a fixed table of queues over
+//! such directories ([`RamQueues`]).
 
 use core::ops::Range;
+
+mod queues;
+pub use queues::RamQueues;
 
 use crate::faulty::{FaultPlan, FaultyMedia};
 use crate::media::{Directory, Media};
@@ -49,28 +53,30 @@ impl<'a> RamMedia<'a> {
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.buf[..self.len]
     }
+}
 
-    fn range(&self, offset: u64, len: usize) -> Result<Range<usize>, RamError> {
-        let start = usize::try_from(offset).map_err(|_| RamError::OutOfBounds)?;
-        let end = start.checked_add(len).ok_or(RamError::OutOfBounds)?;
-        if end > self.len {
-            return Err(RamError::OutOfBounds);
-        }
-        Ok(start..end)
+/// The bytes `len` bytes at `offset` take in a memory media of `media_len` bytes, or
+/// [`RamError::OutOfBounds`] when they do not fit.
+pub(crate) fn span(offset: u64, len: usize, media_len: usize) -> Result<Range<usize>, RamError> {
+    let start = usize::try_from(offset).map_err(|_| RamError::OutOfBounds)?;
+    let end = start.checked_add(len).ok_or(RamError::OutOfBounds)?;
+    if end > media_len {
+        return Err(RamError::OutOfBounds);
     }
+    Ok(start..end)
 }
 
 impl Media for RamMedia<'_> {
     type Error = RamError;
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RamError> {
-        let r = self.range(offset, buf.len())?;
+        let r = span(offset, buf.len(), self.len)?;
         buf.copy_from_slice(&self.buf[r]);
         Ok(())
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), RamError> {
-        let r = self.range(offset, data.len())?;
+        let r = span(offset, data.len(), self.len)?;
         self.buf[r].copy_from_slice(data);
         Ok(())
     }
@@ -125,6 +131,19 @@ impl<'a, const N: usize> RamDir<'a, N> {
             segments: heapless::Vec::new(),
             plan,
         }
+    }
+
+    /// An empty directory drawing on `plan`, with every buffer of `bufs` in its pool (as
+    /// [`RamDir::give`] adds them); [`RamError::NoSpace`] for more than `N`.
+    pub fn with_buffers<B: AsMut<[u8]> + ?Sized + 'a>(
+        plan: &'a FaultPlan,
+        bufs: impl IntoIterator<Item = &'a mut B>,
+    ) -> Result<Self, RamError> {
+        let mut d = Self::new(plan);
+        for b in bufs {
+            d.give(b.as_mut())?;
+        }
+        Ok(d)
     }
 
     /// Adds a buffer to the pool. Each segment takes one buffer of at least twice its

@@ -7,11 +7,9 @@ mod support;
 use support::*;
 use tern_engine::Error;
 use tern_engine::checkpoint::Checkpoint;
-use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
+use tern_engine::faulty::{Crash, FaultyMedia};
 use tern_engine::ram::RamError;
 use tern_engine::store::{CheckpointPlan, Part};
-
-const TS: i64 = 1_700_000_000_000;
 
 fn put_n(
     store: &mut TestStore<'_>,
@@ -79,10 +77,7 @@ fn assert_all(store: &TestStore<'_>, sent: &[Sent]) {
 
 #[test]
 fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(41);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 12, "orders");
@@ -112,16 +107,12 @@ fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
         parts.crash(Crash::DropUnflushed);
         let store = open(parts, true).expect("recovery");
         assert_all(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn regions_handed_out_are_all_a_checkpoint_needs() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(42);
         let mut sent = Vec::new();
         for topic in TOPICS {
@@ -136,20 +127,14 @@ fn regions_handed_out_are_all_a_checkpoint_needs() {
         assert_eq!(parts, [0, 0, 0]);
         store.checkpoint_finish(cp).unwrap();
 
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_all(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_plan_superseded_by_a_newer_begin_still_finishes_correctly() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(43);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 6, "orders");
@@ -167,20 +152,14 @@ fn a_plan_superseded_by_a_newer_begin_still_finishes_correctly() {
         let (third, parts) = begin_and_sync(&mut store);
         assert!(parts[Part::Queue as usize] >= 1);
         store.checkpoint_finish(third).unwrap();
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_all(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn an_owner_whose_sync_failed_marks_the_store_failed_and_nothing_is_claimed() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, plan| {
         let mut rng = Rng(44);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 6, "orders");
@@ -205,22 +184,16 @@ fn an_owner_whose_sync_failed_marks_the_store_failed_and_nothing_is_claimed() {
             Err(Error::FlushFailed)
         ));
 
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert!(log_records(&store).len() >= acked);
         sent.truncate(log_records(&store).len());
         assert_all(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_log_truncated_between_the_phases_is_not_marked_flushed_past_the_cut() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(45);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 6, "orders");
@@ -237,16 +210,12 @@ fn a_log_truncated_between_the_phases_is_not_marked_flushed_past_the_cut() {
             store.log().flushed_offset() <= cut,
             "bytes written after the sync"
         );
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(45);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 6, "orders");
@@ -257,9 +226,7 @@ fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
         assert_eq!(store.checkpointed(), before, "claimed before it is durable");
         // A crash before the owner syncs the record: the previous one (or none) is found,
         // and recovery rebuilds from it.
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let mut store = open(parts, true).unwrap();
+        let mut store = recover(store, Crash::DropUnflushed).unwrap();
         assert_all(&store, &sent);
 
         put_n(&mut store, &mut rng, &mut sent, 6, "orders");
@@ -273,12 +240,9 @@ fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
         store.checkpoint_synced(written_again);
         assert_eq!(store.checkpointed(), store.log().max_offset());
         drop(written);
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_all(&store, &sent);
         let c = Checkpoint::read(store.checkpoint_media()).unwrap().unwrap();
         assert_eq!(c.dispatched_offset, store.log().max_offset());
-    })
-    .unwrap();
+    });
 }

@@ -153,14 +153,10 @@ const CQ_FILES: usize = 16;
 fn with_empty_queue<R>(f: impl FnOnce(&mut ConsumeQueue<RamDir<'_, CQ_FILES>>) -> R) -> R {
     let plan = FaultPlan::none();
     let mut log_buf = vec![0u8; 2 * 512];
-    let mut log_dir: RamDir<'_, 1> = RamDir::new(&plan);
-    log_dir.give(&mut log_buf).unwrap();
+    let log_dir: RamDir<'_, 1> = RamDir::with_buffers(&plan, [&mut log_buf]).unwrap();
     let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
     let mut bufs = vec![vec![0u8; 2 * (CQ_ENTRIES_PER_FILE * 20) as usize]; CQ_FILES];
-    let mut dir: RamDir<'_, CQ_FILES> = RamDir::new(&plan);
-    for b in bufs.iter_mut() {
-        dir.give(b).unwrap();
-    }
+    let dir: RamDir<'_, CQ_FILES> = RamDir::with_buffers(&plan, &mut bufs).unwrap();
     let mut q = ConsumeQueue::open(dir, CQ_ENTRIES_PER_FILE, &log, None).unwrap();
     f(&mut q)
 }

@@ -4,15 +4,11 @@
 mod support;
 
 use support::*;
-use tern_engine::faulty::FaultPlan;
 use tern_engine::properties;
 
 #[test]
 fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(31);
         let mut sent = Vec::new();
         // Across three segments, so passes cross blank tails.
@@ -59,16 +55,12 @@ fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
             q.get(s.queue_offset).unwrap().unwrap().physical_offset,
             s.offset
         );
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         store.defer_index_rolls(true);
         let mut rng = Rng(47);
         let mut sent = Vec::new();
@@ -124,16 +116,12 @@ fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
                 .unwrap();
             assert!(found.contains(&s.offset), "{uniq} at {}", s.offset);
         }
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(59);
         let mut sent = Vec::new();
         // Into the second segment, so one bound falls in the first one's blank tail.
@@ -173,6 +161,5 @@ fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
         assert_eq!(store.dispatched_offset(), store.log().max_offset());
         assert_eq!(seen, sent.iter().map(|s| s.offset).collect::<Vec<_>>());
         assert_queued(&store, &sent);
-    })
-    .unwrap();
+    });
 }

@@ -7,17 +7,13 @@ mod support;
 
 use support::*;
 use tern_engine::Error;
-use tern_engine::faulty::{Crash, FaultPlan};
+use tern_engine::faulty::Crash;
 use tern_engine::ram::RamError;
-
-const TS: i64 = 1_700_000_000_000;
 
 /// `n` new messages, appended.
 fn put_n(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, n: usize) {
     for _ in 0..n {
-        let mut s = new_message(rng, sent.len() as u64);
-        put(store, &mut s, TS + sent.len() as i64).unwrap();
-        sent.push(s);
+        put_next(store, rng, sent);
     }
 }
 
@@ -35,10 +31,7 @@ fn assert_log(store: &TestStore<'_>, sent: &[Sent]) {
 
 #[test]
 fn a_failed_flush_is_never_reported_durable() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, plan| {
         let mut rng = Rng(7);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 5);
@@ -77,9 +70,8 @@ fn a_failed_flush_is_never_reported_durable() {
         assert_log(&store, &sent);
 
         // Power cut: what the failed flush covered is gone, everything acknowledged stays.
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let mut store = open(parts, true).expect("recovery after a failed flush");
+        let mut store =
+            recover(store, Crash::DropUnflushed).expect("recovery after a failed flush");
         assert!(!store.is_failed());
         sent.truncate(acked);
         assert_log(&store, &sent);
@@ -88,25 +80,15 @@ fn a_failed_flush_is_never_reported_durable() {
         put_n(&mut store, &mut rng, &mut sent, 3);
         store.dispatch(&mut [], &mut |_| {}).unwrap();
         store.checkpoint().unwrap();
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_log(&store, &sent);
-        for s in &sent {
-            let q = store.queue(s.topic, s.queue_id).unwrap();
-            let e = q.get(s.queue_offset).unwrap().unwrap();
-            assert_eq!(e.physical_offset, s.offset);
-        }
-    })
-    .unwrap();
+        assert_queued(&store, &sent);
+    });
 }
 
 #[test]
 fn recovery_writes_again_a_tail_a_failed_flush_left_only_in_the_page_cache() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, plan| {
         let mut rng = Rng(11);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 5);
@@ -117,9 +99,7 @@ fn recovery_writes_again_a_tail_a_failed_flush_left_only_in_the_page_cache() {
 
         // The process dies; the machine does not: the five unflushed records are still
         // readable, from pages that no flush will write again.
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::Process);
-        let mut store = open(parts, true).unwrap();
+        let mut store = recover(store, Crash::Process).unwrap();
         assert_log(&store, &sent); // a process crash keeps them
         assert_eq!(store.log().flushed_offset(), store.log().max_offset());
 
@@ -127,20 +107,14 @@ fn recovery_writes_again_a_tail_a_failed_flush_left_only_in_the_page_cache() {
         // record acknowledged after them.
         put_n(&mut store, &mut rng, &mut sent, 1);
         store.flush_log().unwrap();
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_log(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_failed_queue_flush_at_a_checkpoint_stops_the_store() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, plan| {
         let mut rng = Rng(3);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 4);
@@ -155,21 +129,15 @@ fn a_failed_queue_flush_at_a_checkpoint_stops_the_store() {
         assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
         assert_eq!(store.checkpoint(), Err(Error::FlushFailed));
 
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_log(&store, &sent);
         assert_queued(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn an_owner_reported_sync_failure_stops_the_store_and_its_log() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(5);
         let mut sent = Vec::new();
         put_n(&mut store, &mut rng, &mut sent, 3);
@@ -182,6 +150,5 @@ fn an_owner_reported_sync_failure_stops_the_store_and_its_log() {
         assert_eq!(store.flush_log(), Err(Error::FlushFailed));
         let mut s = new_message(&mut rng, 9);
         assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
-    })
-    .unwrap();
+    });
 }

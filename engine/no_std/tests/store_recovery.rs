@@ -4,15 +4,11 @@
 mod support;
 
 use support::*;
-use tern_engine::faulty::{Crash, FaultPlan};
-
-const TS: i64 = 1_700_000_000_000;
+use tern_engine::faulty::Crash;
 
 fn put_until(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, end: u64) {
     while store.log().max_offset() < end {
-        let mut s = new_message(rng, sent.len() as u64);
-        put(store, &mut s, TS + sent.len() as i64).unwrap();
-        sent.push(s);
+        put_next(store, rng, sent);
     }
 }
 
@@ -32,35 +28,24 @@ fn assert_queues(store: &TestStore<'_>, sent: &[Sent]) {
 
 #[test]
 fn a_second_power_cut_right_after_recovery_keeps_what_recovery_dispatched() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(21);
         let mut sent = Vec::new();
         put_until(&mut store, &mut rng, &mut sent, 1500);
         store.flush_log().unwrap();
         // Never dispatched: recovery dispatches all of it.
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).unwrap();
+        let store = recover(store, Crash::DropUnflushed).unwrap();
         assert_queues(&store, &sent);
         // The checkpoint recovery wrote claims those entries: they must be durable.
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).expect("second recovery");
+        let store = recover(store, Crash::DropUnflushed).expect("second recovery");
         assert_queues(&store, &sent);
         assert_eq!(log_records(&store).len(), sent.len());
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn retention_past_the_last_checkpoint_checkpoints_first() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(22);
         let mut sent = Vec::new();
         put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
@@ -72,20 +57,14 @@ fn retention_past_the_last_checkpoint_checkpoints_first() {
         // restart there, in a segment this deletes. So it checkpoints first.
         assert_eq!(store.delete_before(store.log().max_offset()), Ok(3));
 
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).expect("recovery after retention");
+        let store = recover(store, Crash::DropUnflushed).expect("recovery after retention");
         assert_queues(&store, &sent);
-    })
-    .unwrap();
+    });
 }
 
 #[test]
 fn a_failed_store_deletes_nothing_its_last_checkpoint_has_not_dispatched() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(23);
         let mut sent = Vec::new();
         put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
@@ -100,10 +79,7 @@ fn a_failed_store_deletes_nothing_its_last_checkpoint_has_not_dispatched() {
         assert_eq!(store.delete_before(store.log().max_offset()), Ok(1));
         assert!(store.log().min_offset() <= checkpointed);
 
-        let mut parts = Parts::from_store(store);
-        parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).expect("recovery after retention");
+        let store = recover(store, Crash::DropUnflushed).expect("recovery after retention");
         assert_queues(&store, &sent);
-    })
-    .unwrap();
+    });
 }

@@ -40,10 +40,7 @@ type T<'a> = Timer<FaultyMedia<'a>, RamDir<'a, 8>, FaultyMedia<'a>>;
 fn fresh<'a>(b: &'a mut Bufs, plan: &'a FaultPlan) -> (T<'a>, TimerRecovery) {
     let wheel = FaultyMedia::new(&mut b.wheel, SLOTS as usize * 32, plan).unwrap();
     let cp = FaultyMedia::new(&mut b.cp, 4096, plan).unwrap();
-    let mut dir = RamDir::new(plan);
-    for x in &mut b.log {
-        dir.give(x).unwrap();
-    }
+    let dir = RamDir::with_buffers(plan, &mut b.log).unwrap();
     Timer::open(wheel, dir, cp, CFG, u64::MAX, NOW).unwrap()
 }
 
@@ -243,10 +240,7 @@ fn staging_is_bounded() {
     b.log = (0..8).map(|_| vec![0u8; 2 * 64 * 1024]).collect();
     let wheel = FaultyMedia::new(&mut b.wheel, SLOTS as usize * 32, &plan).unwrap();
     let cp = FaultyMedia::new(&mut b.cp, 4096, &plan).unwrap();
-    let mut dir: RamDir<'_, 8> = RamDir::new(&plan);
-    for x in &mut b.log {
-        dir.give(x).unwrap();
-    }
+    let dir: RamDir<'_, 8> = RamDir::with_buffers(&plan, &mut b.log).unwrap();
     let cfg = TimerConfig {
         log_segment_size: 64 * 1024,
         ..CFG

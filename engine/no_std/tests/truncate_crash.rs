@@ -22,45 +22,15 @@
 
 mod support;
 
-use std::collections::HashMap;
-
 use support::*;
 use tern_engine::Error;
-use tern_engine::faulty::{Crash, FaultPlan};
-
-const TS: i64 = 1_700_000_000_000;
-
-fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
-    if process {
-        Crash::Process
-    } else if pending == 0 || rng.chance(40) {
-        Crash::DropUnflushed
-    } else {
-        Crash::Torn {
-            keep: rng.below(pending as u64) as usize,
-            tear_at: rng.below(600) as usize,
-        }
-    }
-}
-
-fn crash_dir(d: &mut Dir<'_>, rng: &mut Rng, process: bool) {
-    for (_, m) in d.segments_mut() {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
-    }
-}
+use tern_engine::faulty::FaultPlan;
 
 /// Stops the store as a crash would and cuts power (or kills the process) under each
 /// media its own way.
 fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
     let mut p = Parts::from_store(store);
-    crash_dir(&mut p.log, rng, process);
-    crash_dir(&mut p.index, rng, process);
-    for (_, d) in p.table.closed.iter_mut() {
-        crash_dir(d, rng, process);
-    }
-    let kind = crash_kind(rng, p.checkpoint.pending_writes(), process);
-    p.checkpoint.crash(kind);
+    p.crash_each(rng, process);
     p
 }
 
@@ -76,10 +46,7 @@ struct Model {
 
 impl Model {
     fn acked(&self) -> usize {
-        self.sent
-            .iter()
-            .take_while(|s| s.offset < self.flushed)
-            .count()
+        acked(&self.sent, self.flushed)
     }
 
     fn put(
@@ -122,36 +89,14 @@ fn check(store: &TestStore<'_>, sent: &[Sent], seed: u64) -> usize {
         assert!(s.offset >= end, "seed {seed}: a lost record below the end");
     }
     // Queues: exactly the surviving records, consecutive offsets, nothing past the end.
-    let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
-    for s in &sent[..found] {
-        per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
-    }
+    assert_queues_hold(store, &sent[..found], min, seed);
     for topic in TOPICS {
         for q in 0..2 {
-            let want = per_queue.get(&(topic, q)).map(Vec::as_slice).unwrap_or(&[]);
-            let Some(cq) = store.queue(topic, q) else {
-                assert!(want.is_empty(), "seed {seed}: queue {topic}/{q} missing");
-                continue;
-            };
-            assert_eq!(
-                cq.max_offset(),
-                want.len() as u64,
-                "seed {seed}: {topic}/{q} length"
-            );
-            assert!(
-                cq.max_physical_end() <= end,
-                "seed {seed}: {topic}/{q} past the end"
-            );
-            for (i, s) in want.iter().enumerate() {
-                assert_eq!(s.queue_offset, i as u64, "seed {seed}: model queue offset");
-                if s.offset < min {
-                    continue;
-                }
-                let e = cq
-                    .get(i as u64)
-                    .unwrap()
-                    .unwrap_or_else(|| panic!("seed {seed}: {topic}/{q}#{i} missing"));
-                assert_eq!(e.physical_offset, s.offset, "seed {seed}: {topic}/{q}#{i}");
+            if let Some(cq) = store.queue(topic, q) {
+                assert!(
+                    cq.max_physical_end() <= end,
+                    "seed {seed}: {topic}/{q} past the end"
+                );
             }
         }
     }
@@ -182,6 +127,22 @@ fn check(store: &TestStore<'_>, sent: &[Sent], seed: u64) -> usize {
         "seed {seed}: index ahead of the log"
     );
     found
+}
+
+/// Prints each queue's offsets and end, for TERN_TRUNCATE_DEBUG.
+fn eprint_queues(store: &TestStore<'_>) {
+    for t in TOPICS {
+        for q in 0..2 {
+            if let Some(cq) = store.queue(t, q) {
+                eprintln!(
+                    "{t}/{q}: {}..{} end {}",
+                    cq.min_offset(),
+                    cq.max_offset(),
+                    cq.max_physical_end()
+                );
+            }
+        }
+    }
 }
 
 /// Appends a few records after recovery: the first lands at the log's end (or, when it
@@ -303,34 +264,12 @@ fn run_case(seed: u64) {
                 .map(|s| (s.offset, s.topic, s.queue_id, s.queue_offset))
                 .collect::<Vec<_>>()
         );
-        for t in TOPICS {
-            for q in 0..2 {
-                if let Some(cq) = store.queue(t, q) {
-                    eprintln!(
-                        "{t}/{q}: {}..{} end {}",
-                        cq.min_offset(),
-                        cq.max_offset(),
-                        cq.max_physical_end()
-                    );
-                }
-            }
-        }
+        eprint_queues(&store);
     }
     let result = store.truncate_log(offset, &mut []);
     if std::env::var("TERN_TRUNCATE_DEBUG").is_ok() {
         eprintln!("result {result:?} dispatched {}", store.dispatched_offset());
-        for t in TOPICS {
-            for q in 0..2 {
-                if let Some(cq) = store.queue(t, q) {
-                    eprintln!(
-                        "{t}/{q}: {}..{} end {}",
-                        cq.min_offset(),
-                        cq.max_offset(),
-                        cq.max_physical_end()
-                    );
-                }
-            }
-        }
+        eprint_queues(&store);
     }
     plan.refuel(u64::MAX);
     let process = rng.chance(20);
@@ -425,18 +364,7 @@ fn run_case(seed: u64) {
     random_ops(&mut store, &mut model, &mut rng, ops);
     store.dispatch(&mut [], &mut |_| {}).unwrap();
     assert_eq!(check(&store, &model.sent, seed), model.sent.len());
-    let (log, index, mut table, checkpoint) = store.close(&mut []).unwrap();
-    table.close_all();
-    let store = open(
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        false,
-    )
-    .unwrap();
+    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
     assert_eq!(
         check(&store, &model.sent, seed),
         model.sent.len(),
@@ -446,29 +374,18 @@ fn run_case(seed: u64) {
 
 #[test]
 fn a_cut_at_a_record_boundary_survives_a_crash_at_any_point() {
-    if let Ok(seed) = std::env::var("TERN_TRUNCATE_SEED") {
-        let seed = seed.parse().expect("TERN_TRUNCATE_SEED is a number");
-        in_big_stack(move || run_case(seed)).expect("replayed case failed");
-        return;
-    }
-    let cases: u64 = std::env::var("TERN_TRUNCATE_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(400);
-    for i in 0..cases {
-        let seed = 0x7A11 + i;
-        if in_big_stack(move || run_case(seed)).is_err() {
-            panic!("truncation crash test failed; replay with TERN_TRUNCATE_SEED={seed}");
-        }
-    }
+    run_seeds(
+        "TERN_TRUNCATE",
+        400,
+        0x7A11,
+        "truncation crash test",
+        run_case,
+    );
 }
 
 #[test]
 fn a_cut_that_empties_a_queue_lets_it_start_again_at_zero() {
-    in_big_stack(|| {
-        let plan = FaultPlan::none();
-        let mut arena = Arena::new();
-        let mut store = open(arena.parts(&plan), false).unwrap();
+    with_store(|mut store, _| {
         let mut rng = Rng(7);
         let mut model = Model {
             sent: Vec::new(),
@@ -490,6 +407,5 @@ fn a_cut_that_empties_a_queue_lets_it_start_again_at_zero() {
         append_after(&mut store, &mut model, &mut rng, 7);
         store.dispatch(&mut [], &mut |_| {}).unwrap();
         assert_eq!(check(&store, &model.sent, 7), model.sent.len());
-    })
-    .unwrap();
+    });
 }

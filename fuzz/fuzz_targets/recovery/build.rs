@@ -2,6 +2,8 @@
 //! segments, queue and index files and a checkpoint, or a `history` of real operations
 //! ended by a crash the input chooses.
 
+use std::collections::HashMap;
+
 use super::*;
 
 /// Where a well-formed record was put by [`build_raw`].
@@ -208,7 +210,7 @@ fn build_queue(inp: &mut Input<'_>, p: &mut Parts<'_>, placed: &[Placed]) -> Opt
             .write_at(0, &image[from..from + CQ_FILE as usize])
             .ok()?;
     }
-    p.table.closed.push((("T".to_string(), 0), dir));
+    p.table.insert_parked("T", 0, dir).ok()?;
     Some(())
 }
 
@@ -231,7 +233,7 @@ fn build_index(inp: &mut Input<'_>, p: &mut Parts<'_>, placed: &[Placed]) -> Opt
     let (mut begin, mut last) = (-1i64, -1i64);
     for r in placed {
         let Some(keys) = &r.keys else { continue };
-        for k in keys.split(' ') {
+        for k in properties::split_keys(keys) {
             if count >= INDEX.entries {
                 break;
             }
@@ -314,14 +316,14 @@ pub(super) fn build_history<'a>(inp: &mut Input<'_>, p: Parts<'a>) -> Option<Par
         store.close(&mut []).ok()?
     } else {
         let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
-        table.close_all();
+        table.park();
         for (_, m) in log.segments_mut() {
             m.crash(crash_kind(inp, m.pending_writes()));
         }
         for (_, m) in index.segments_mut() {
             m.crash(crash_kind(inp, m.pending_writes()));
         }
-        for (_, d) in table.closed.iter_mut() {
+        for d in table.parked_mut() {
             for (_, m) in d.segments_mut() {
                 m.crash(crash_kind(inp, m.pending_writes()));
             }
@@ -330,7 +332,7 @@ pub(super) fn build_history<'a>(inp: &mut Input<'_>, p: Parts<'a>) -> Option<Par
         checkpoint.crash(kind);
         (log, index, table, checkpoint)
     };
-    table.close_all();
+    table.park();
     // Rot: bits flipped in durable bytes.
     for _ in 0..inp.byte() % 4 {
         let (which, nth, at, bit) = (inp.byte(), inp.byte() as usize, inp.u16(), inp.byte());
@@ -338,11 +340,11 @@ pub(super) fn build_history<'a>(inp: &mut Input<'_>, p: Parts<'a>) -> Option<Par
             0 => log.segments_mut().nth(nth % SEGS).map(|(_, m)| m),
             1 => index.segments_mut().nth(nth % SEGS).map(|(_, m)| m),
             2 => {
-                let n = table.closed.len().max(1);
+                let n = table.parked_mut().count().max(1);
                 table
-                    .closed
-                    .get_mut(nth % n)
-                    .and_then(|(_, d)| d.segments_mut().nth(nth / n % SEGS).map(|(_, m)| m))
+                    .parked_mut()
+                    .nth(nth % n)
+                    .and_then(|d| d.segments_mut().nth(nth / n % SEGS).map(|(_, m)| m))
             }
             _ => Some(&mut checkpoint),
         };

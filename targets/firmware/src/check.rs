@@ -162,18 +162,13 @@ fn verify_index(store: &FwStore<'_>, sent: &[Sent]) -> usize {
     let mut hits = 0;
     for s in sent {
         let topic = QUEUES[usize::from(s.queue)].0;
-        let uniq = workload::uniq_key(s.seq);
-        ensure!(
-            finds(store, topic, &uniq, s.offset),
-            "index: {topic}#{uniq} does not find #{} at {}",
-            s.seq,
-            s.offset
-        );
-        hits += 1;
-        if workload::keyed(s.seq) {
-            let key = workload::business_key(s.seq);
+        let keys = [
+            Some(workload::uniq_key(s.seq)),
+            workload::keyed(s.seq).then(|| workload::business_key(s.seq)),
+        ];
+        for key in keys.iter().flatten() {
             ensure!(
-                finds(store, topic, &key, s.offset),
+                finds(store, topic, key, s.offset),
                 "index: {topic}#{key} does not find #{} at {}",
                 s.seq,
                 s.offset

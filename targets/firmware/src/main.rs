@@ -25,7 +25,6 @@
 
 mod check;
 mod report;
-mod table;
 mod workload;
 
 use core::mem::size_of;
@@ -37,11 +36,10 @@ use tern_engine::checkpoint::Checkpoint;
 use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
 use tern_engine::index::{self, IndexConfig};
 use tern_engine::layout::CHECKPOINT_FILE_SIZE;
-use tern_engine::ram::RamDir;
+use tern_engine::ram::{RamDir, RamQueues};
 use tern_engine::store::{OpenReport, Store, StoreConfig};
 
 use crate::report::{ensure, must, say};
-use crate::table::{FILES_PER_QUEUE, FixedQueues, MAX_QUEUES, QueueDir};
 use crate::workload::Model;
 
 /// Bytes per commit-log segment: a flash sector's worth, not RocketMQ's 1 GiB.
@@ -61,6 +59,12 @@ const INDEX_FILE_BYTES: usize = index::HEADER_SIZE as usize
     + INDEX_ENTRIES as usize * index::ENTRY_SIZE as usize;
 /// Index files the device holds; the run fills three.
 const INDEX_FILES: usize = 5;
+/// Most queues the device holds; a put to one more fails with `TableFull`.
+const MAX_QUEUES: usize = 4;
+/// Files (segments) per queue.
+const FILES_PER_QUEUE: usize = 4;
+/// Longest topic name the queue table stores.
+const MAX_TOPIC_BYTES: usize = 32;
 const CHECKPOINT_BYTES: usize = CHECKPOINT_FILE_SIZE as usize;
 
 const CONFIG: StoreConfig = StoreConfig {
@@ -89,10 +93,15 @@ const TEAR_AT_BYTE: usize = 6;
 
 type LogDir<'a> = RamDir<'a, LOG_SEGMENTS>;
 type IndexDir<'a> = RamDir<'a, INDEX_FILES>;
+/// The directory of one queue's files.
+type QueueDir<'a> = RamDir<'a, FILES_PER_QUEUE>;
+/// The consume-queue table of a device: a fixed number of queues, each over a directory
+/// made in advance in a static, with no heap.
+type Queues<'a> = RamQueues<&'a mut QueueDir<'a>, MAX_QUEUES, MAX_TOPIC_BYTES>;
 /// The store as the device runs it: every structure over fault-injecting RAM media, held
 /// borrowed from the statics that own them (the engine takes `&mut` storage as storage).
 pub type FwStore<'a> =
-    Store<&'a mut LogDir<'a>, &'a mut IndexDir<'a>, FixedQueues<'a>, &'a mut FaultyMedia<'a>>;
+    Store<&'a mut LogDir<'a>, &'a mut IndexDir<'a>, Queues<'a>, &'a mut FaultyMedia<'a>>;
 
 /// Every byte the store's media hold. Each segment's buffer is twice its size: the fault
 /// model keeps what reads see and what is durable side by side.
@@ -135,7 +144,7 @@ const DIRECTORY_BYTES: usize = size_of::<LogDir<'static>>()
 struct Parts<'a> {
     log: &'a mut LogDir<'a>,
     index: &'a mut IndexDir<'a>,
-    queues: FixedQueues<'a>,
+    queues: Queues<'a>,
     checkpoint: &'a mut FaultyMedia<'a>,
 }
 
@@ -159,7 +168,7 @@ impl Parts<'static> {
             }
             dir
         });
-        let queues = must!(FixedQueues::new(queues), "queue table");
+        let queues = must!(Queues::new(queues), "queue table");
         let checkpoint = must!(
             FaultyMedia::new(&mut media.checkpoint, CHECKPOINT_BYTES, plan),
             "checkpoint buffer"
@@ -222,11 +231,12 @@ impl<'a> Parts<'a> {
                 Crash::DropUnflushed
             });
         }
-        for (_, media) in self.index.segments_mut() {
+        self.queues.park();
+        let queue_files = self.queues.parked_mut().flat_map(|d| d.segments_mut());
+        for (_, media) in self.index.segments_mut().chain(queue_files) {
             pending += media.pending_writes();
             media.crash(Crash::DropUnflushed);
         }
-        pending += self.queues.crash(Crash::DropUnflushed);
         pending += self.checkpoint.pending_writes();
         self.checkpoint.crash(Crash::DropUnflushed);
         pending

@@ -9,6 +9,7 @@ use core::fmt::Write;
 use heapless::{String, Vec};
 use tern_engine::properties::{self, key};
 use tern_engine::record::{Host, MessageIn};
+use tern_engine::testkit;
 
 use crate::FwStore;
 use crate::report::{ensure, must};
@@ -170,11 +171,8 @@ impl Encoded {
 
     fn message(&self) -> MessageIn<'_> {
         let (topic, queue_id) = QUEUES[self.queue];
+        let (body, props) = (&self.body[..self.body_len], &self.props[..self.props_len]);
         MessageIn {
-            topic,
-            queue_id,
-            flag: 0,
-            sys_flag: 0,
             born_timestamp: clock_ms(self.seq) - 3,
             // A device on a local network, storing for itself.
             born_host: Host::V4 {
@@ -185,10 +183,7 @@ impl Encoded {
                 ip: [192, 168, 7, 1],
                 port: 10_911,
             },
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: &self.body[..self.body_len],
-            properties: &self.props[..self.props_len],
+            ..testkit::message(topic, queue_id, body, props)
         }
     }
 }

@@ -5,38 +5,16 @@ use std::vec::Vec;
 use super::*;
 use crate::faulty::{Crash, FaultPlan};
 use crate::ram::RamDir;
-use crate::record::Host;
+use crate::testkit;
 
 const SEG: u64 = 1024;
 
-fn msg<'a>(body: &'a [u8]) -> MessageIn<'a> {
-    MessageIn {
-        topic: "T",
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1,
-        born_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 1,
-        },
-        store_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 10911,
-        },
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body,
-        properties: b"",
-    }
+fn msg(body: &[u8]) -> MessageIn<'_> {
+    testkit::message("T", 0, body, b"")
 }
 
 fn dir<'a>(plan: &'a FaultPlan, bufs: &'a mut [Vec<u8>]) -> RamDir<'a, 16> {
-    let mut d = RamDir::new(plan);
-    for b in bufs.iter_mut() {
-        d.give(b.as_mut_slice()).unwrap();
-    }
-    d
+    RamDir::with_buffers(plan, bufs).unwrap()
 }
 
 fn bufs() -> Vec<Vec<u8>> {

@@ -124,16 +124,7 @@ const MAX_STAMP_MS: i64 = 253_402_300_799_999;
 pub fn file_stamp(ms: i64) -> u64 {
     let ms = ms.clamp(0, MAX_STAMP_MS) as u64;
     let (days, rem) = (ms / 86_400_000, ms % 86_400_000);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::calendar::civil_from_days(days as i64);
     let (h, mi, s, milli) = (
         rem / 3_600_000,
         rem / 60_000 % 60,

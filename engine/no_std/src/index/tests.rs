@@ -28,12 +28,8 @@ fn small_index<'a, const N: usize>(
     plan: &'a FaultPlan,
     (log_buf, idx_bufs): &'a mut (Vec<u8>, [Vec<u8>; N]),
 ) -> Index<RamDir<'a, N>, N> {
-    let mut log_dir: RamDir<'_, 1> = RamDir::new(plan);
-    log_dir.give(log_buf).unwrap();
-    let mut idx_dir: RamDir<'_, N> = RamDir::new(plan);
-    for b in idx_bufs {
-        idx_dir.give(b).unwrap();
-    }
+    let log_dir: RamDir<'_, 1> = RamDir::with_buffers(plan, [log_buf]).unwrap();
+    let idx_dir: RamDir<'_, N> = RamDir::with_buffers(plan, idx_bufs).unwrap();
     let (log, _) = CommitLog::open(log_dir, 512, Recovery::Scan { from: 0 }).unwrap();
     Index::open(idx_dir, SMALL, &log, None).unwrap()
 }

@@ -3,6 +3,7 @@ use std::vec;
 use std::vec::Vec;
 
 use super::*;
+use crate::testkit;
 use proptest::prelude::*;
 
 fn sample<'a>(topic: &'a str, body: &'a [u8], props: &'a [u8], v6: bool) -> MessageIn<'a> {
@@ -12,26 +13,18 @@ fn sample<'a>(topic: &'a str, body: &'a [u8], props: &'a [u8], v6: bool) -> Mess
             port: 1234,
         }
     } else {
-        Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 50000,
-        }
+        testkit::BORN_HOST
     };
     MessageIn {
-        topic,
-        queue_id: 3,
         flag: 7,
         sys_flag: SYSFLAG_COMPRESSED,
-        born_timestamp: 1_700_000_000_000,
         born_host: born,
         store_host: Host::V4 {
             ip: [10, 0, 0, 2],
             port: 10911,
         },
         reconsume_times: 2,
-        prepared_transaction_offset: 0,
-        body,
-        properties: props,
+        ..testkit::message(topic, 3, body, props)
     }
 }
 

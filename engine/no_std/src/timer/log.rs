@@ -306,10 +306,7 @@ mod tests {
         plan: &'a FaultPlan,
         b: &'a mut [Vec<u8>],
     ) -> (TimerLog<RamDir<'a, 6>>, Recovered) {
-        let mut dir: RamDir<'_, 6> = RamDir::new(plan);
-        for x in b {
-            dir.give(x).unwrap();
-        }
+        let dir: RamDir<'_, 6> = RamDir::with_buffers(plan, b).unwrap();
         TimerLog::open(dir, SEG, 0, u64::MAX).unwrap()
     }
 

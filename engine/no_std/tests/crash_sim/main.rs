@@ -20,38 +20,12 @@
 mod support;
 mod timers;
 
-use std::collections::HashMap;
-
 use support::*;
 use tern_engine::Error;
 use tern_engine::commitlog::Slot;
-use tern_engine::faulty::{Crash, FaultPlan};
+use tern_engine::faulty::FaultPlan;
 use tern_engine::ram::RamError;
 use tern_engine::record::{MessageIn, RecordView};
-
-/// Cuts power to the queues the store had open.
-fn crash_table(table: &mut Table<'_>, rng: &mut Rng) {
-    table.close_all();
-    for (_, d) in table.closed.iter_mut() {
-        crash_dir(d, rng);
-    }
-}
-
-fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
-    if process {
-        return Crash::Process;
-    }
-    if pending == 0 || rng.chance(40) {
-        Crash::DropUnflushed
-    } else {
-        Crash::Torn {
-            keep: rng.below(pending as u64) as usize,
-            tear_at: rng.below(600) as usize,
-        }
-    }
-}
-
-static PROCESS_CRASH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What the cases did, summed over the run and printed at its end, so a run shows that the
 /// faults it is meant to cover happened.
@@ -108,14 +82,6 @@ mod stats {
     }
 }
 
-fn crash_dir<const N: usize>(d: &mut tern_engine::ram::RamDir<'_, N>, rng: &mut Rng) {
-    let process = PROCESS_CRASH.load(std::sync::atomic::Ordering::Relaxed);
-    for (_, m) in d.segments_mut() {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
-    }
-}
-
 /// What the simulation knows: every message appended, and what the store acknowledged.
 struct Model {
     sent: Vec<Sent>,
@@ -128,14 +94,9 @@ struct Model {
 
 impl Model {
     fn acked(&self) -> usize {
-        self.sent
-            .iter()
-            .take_while(|s| s.offset < self.flushed)
-            .count()
+        acked(&self.sent, self.flushed)
     }
 }
-
-const TS: i64 = 1_700_000_000_000;
 
 /// The timer beside the store: its driver, and what the model knows of timers.
 struct Timers<'a> {
@@ -372,39 +333,7 @@ fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) 
     }
     // 2. Every surviving message is in its queue exactly once, at its queue offset; the
     //    queue ends after the last one.
-    let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
-    for s in &sent[..found] {
-        per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
-    }
-    for topic in TOPICS {
-        for q in 0..2 {
-            let want = per_queue.get(&(topic, q)).map(Vec::as_slice).unwrap_or(&[]);
-            let Some(cq) = store.queue(topic, q) else {
-                assert!(want.is_empty(), "seed {seed}: queue {topic}/{q} missing");
-                continue;
-            };
-            assert_eq!(
-                cq.max_offset(),
-                want.len() as u64,
-                "seed {seed}: {topic}/{q} length"
-            );
-            for (i, s) in want.iter().enumerate() {
-                assert_eq!(s.queue_offset, i as u64, "seed {seed}: model queue offset");
-                if s.offset < log.min_offset() {
-                    continue;
-                }
-                let e = cq.get(i as u64).unwrap().unwrap_or_else(|| {
-                    panic!(
-                        "seed {seed}: {topic}/{q}#{i} missing (min {}, max {}, want {:?})",
-                        cq.min_offset(),
-                        cq.max_offset(),
-                        want.iter().map(|s| s.offset).collect::<Vec<_>>()
-                    )
-                });
-                assert_eq!(e.physical_offset, s.offset, "seed {seed}: {topic}/{q}#{i}");
-            }
-        }
-    }
+    assert_queues_hold(store, &sent[..found], log.min_offset(), seed);
     // 3. The index finds every surviving key.
     for s in &sent[first..found] {
         if let Some(k) = &s.key {
@@ -432,28 +361,15 @@ fn crash<'a>(
     rng: &mut Rng,
     process: bool,
 ) -> (Parts<'a>, timers::TimerParts<'a>) {
-    PROCESS_CRASH.store(process, std::sync::atomic::Ordering::Relaxed);
-    let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
-    crash_dir(&mut log, rng);
-    crash_dir(&mut index, rng);
-    crash_table(&mut table, rng);
-    let kind = crash_kind(rng, checkpoint.pending_writes(), process);
-    checkpoint.crash(kind);
+    let mut parts = Parts::from_store(store);
+    parts.crash_each(rng, process);
     let (mut wheel, mut timer_log, mut timer_cp) = driver.into_timer().into_parts();
-    crash_dir(&mut timer_log, rng);
+    crash_dir(&mut timer_log, rng, process);
     for m in [&mut wheel, &mut timer_cp] {
         let kind = crash_kind(rng, m.pending_writes(), process);
         m.crash(kind);
     }
-    (
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        (wheel, timer_log, timer_cp),
-    )
+    (parts, (wheel, timer_log, timer_cp))
 }
 
 fn run_case(seed: u64) {
@@ -532,19 +448,7 @@ fn run_case(seed: u64) {
     );
     timers::close(&mut store, &mut timer.driver)
         .unwrap_or_else(|e| panic!("seed {seed}: closing the timer: {e:?}"));
-    let (log, index, table, checkpoint) = store.close(&mut []).unwrap();
-    let mut table = table;
-    table.close_all();
-    let store = open(
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        },
-        false,
-    )
-    .unwrap();
+    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
     model.flushed = u64::MAX;
     let found = verify(&store, &model, true, seed);
     assert_eq!(
@@ -557,24 +461,7 @@ fn run_case(seed: u64) {
 
 #[test]
 fn recovery_after_random_crashes_keeps_every_acknowledged_message() {
-    if let Ok(seed) = std::env::var("TERN_SIM_SEED") {
-        let seed = seed.parse().expect("TERN_SIM_SEED is a number");
-        in_big_stack(move || run_case(seed)).expect("replayed case failed");
-        return;
+    if let Some(cases) = run_seeds("TERN_SIM", 2000, 0xC0FFEE, "crash simulation", run_case) {
+        println!("crash_sim: {cases} cases, {}", stats::summary());
     }
-    let cases: u64 = std::env::var("TERN_SIM_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(2000);
-    let base = std::env::var("TERN_SIM_BASE")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0xC0FFEE);
-    for i in 0..cases {
-        let seed = base + i;
-        if in_big_stack(move || run_case(seed)).is_err() {
-            panic!("crash simulation failed; replay with TERN_SIM_SEED={seed}");
-        }
-    }
-    println!("crash_sim: {cases} cases, {}", stats::summary());
 }

@@ -72,10 +72,7 @@ impl TimerArena {
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> TimerParts<'a> {
         let wheel = FaultyMedia::new(&mut self.wheel, SLOTS as usize * 32, plan).unwrap();
         let cp = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
-        let mut dir = RamDir::new(plan);
-        for b in &mut self.log {
-            dir.give(b).unwrap();
-        }
+        let dir = RamDir::with_buffers(plan, &mut self.log).unwrap();
         (wheel, dir, cp)
     }
 }

@@ -1,17 +1,18 @@
-//! A store over fault-injecting RAM media for the integration tests: the geometry, a
-//! heap queue table as a broker keeps one, a message generator, and the buffers it all
-//! borrows. Each test file uses part of it.
+//! A store over fault-injecting RAM media for the integration tests: the geometry, the
+//! engine's fixed queue table over RAM directories, a message generator, and the buffers
+//! it all borrows. Each test file uses part of it.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use tern_engine::Error;
-use tern_engine::faulty::{FaultPlan, FaultyMedia};
+use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
 use tern_engine::index::IndexConfig;
 use tern_engine::properties;
-use tern_engine::ram::{RamDir, RamError};
-use tern_engine::record::{Host, MessageIn};
-use tern_engine::store::{QueueSlot, QueueTable, Store, StoreConfig};
+use tern_engine::ram::{RamDir, RamError, RamQueues};
+use tern_engine::record::MessageIn;
+use tern_engine::store::{Store, StoreConfig};
+use tern_engine::testkit;
 
 pub const LOG_SEG: u64 = 2048;
 pub const CQ_ENTRIES: u64 = 16;
@@ -25,14 +26,19 @@ pub const CONFIG: StoreConfig = StoreConfig {
     ..StoreConfig::SERVER
 };
 pub const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
+/// Store time of the tests' first message.
+pub const TS: i64 = 1_700_000_000_000;
 
 pub type Dir<'a> = RamDir<'a, 128>;
 
-/// Buffers of the arena, per structure. Six queues (three topics, two ids) take
-/// `QUEUE_FILES` each.
+/// Buffers of the arena, per structure. Each queue takes `QUEUE_FILES`.
 pub const LOG_FILES: usize = 96;
 pub const INDEX_FILES: usize = 64;
 pub const QUEUE_FILES: usize = 24;
+/// Six queues of the three topics (two ids each), and the timer topic's.
+pub const QUEUES: usize = 7;
+pub type QueueDir<'a> = RamDir<'a, QUEUE_FILES>;
+pub type Table<'a> = RamQueues<QueueDir<'a>, QUEUES>;
 pub type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
 
 /// SplitMix64: small, fast, and the same on every machine.
@@ -53,72 +59,6 @@ impl Rng {
     }
 }
 
-/// The caller-side queue table, on the heap as a broker's would be.
-pub struct Table<'a> {
-    pub plan: &'a FaultPlan,
-    pub pool: Vec<&'a mut [u8]>,
-    /// Ordered, so every run of a seed visits queues (flushes, crashes) in one order.
-    pub live: BTreeMap<(String, i32), QueueSlot<Dir<'a>>>,
-    pub closed: Vec<((String, i32), Dir<'a>)>,
-}
-
-impl<'a> Table<'a> {
-    /// Closes every queue (the store stopped): their directories wait for the next open.
-    pub fn close_all(&mut self) {
-        for (k, slot) in std::mem::take(&mut self.live) {
-            self.closed.push((k, slot.queue.into_dir()));
-        }
-        self.closed.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-}
-
-impl<'a> QueueTable for Table<'a> {
-    type Dir = Dir<'a>;
-
-    fn get(&self, topic: &str, queue_id: i32) -> Option<&QueueSlot<Dir<'a>>> {
-        self.live.get(&(topic.to_string(), queue_id))
-    }
-    fn get_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut QueueSlot<Dir<'a>>> {
-        self.live.get_mut(&(topic.to_string(), queue_id))
-    }
-    fn create_dir(&mut self, _topic: &str, _queue_id: i32) -> Result<Dir<'a>, Error<RamError>> {
-        let mut d = RamDir::new(self.plan);
-        for _ in 0..QUEUE_FILES {
-            let b = self.pool.pop().ok_or(Error::TableFull)?;
-            d.give(b).map_err(Error::Media)?;
-        }
-        Ok(d)
-    }
-    fn insert(
-        &mut self,
-        topic: &str,
-        queue_id: i32,
-        slot: QueueSlot<Dir<'a>>,
-    ) -> Result<(), Error<RamError>> {
-        self.live.insert((topic.to_string(), queue_id), slot);
-        Ok(())
-    }
-    fn open_existing(
-        &mut self,
-        open: &mut dyn FnMut(Dir<'a>) -> Result<QueueSlot<Dir<'a>>, Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for (k, d) in std::mem::take(&mut self.closed) {
-            let slot = open(d)?;
-            self.live.insert(k, slot);
-        }
-        Ok(())
-    }
-    fn for_each_mut(
-        &mut self,
-        f: &mut dyn FnMut(&str, i32, &mut QueueSlot<Dir<'a>>) -> Result<(), Error<RamError>>,
-    ) -> Result<(), Error<RamError>> {
-        for ((t, q), s) in self.live.iter_mut() {
-            f(t, *q, s)?;
-        }
-        Ok(())
-    }
-}
-
 /// What a test knows of one appended message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sent {
@@ -131,26 +71,8 @@ pub struct Sent {
     pub queue_offset: u64,
 }
 
-pub fn message<'m>(s: &'m Sent) -> MessageIn<'m> {
-    MessageIn {
-        topic: s.topic,
-        queue_id: s.queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 40000,
-        },
-        store_host: Host::V4 {
-            ip: [127, 0, 0, 1],
-            port: 10911,
-        },
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &s.body,
-        properties: &s.props,
-    }
+pub fn message(s: &Sent) -> MessageIn<'_> {
+    testkit::message(s.topic, s.queue_id, &s.body, &s.props)
 }
 
 /// Message number `n`: a random topic, queue and body, a UNIQ_KEY, and often a key.
@@ -184,6 +106,29 @@ pub fn new_message(rng: &mut Rng, n: u64) -> Sent {
     }
 }
 
+/// What a crash does to one media with `pending` writes not flushed: a process crash
+/// keeps them; a power cut drops them, or keeps some and tears the next.
+pub fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
+    if process {
+        Crash::Process
+    } else if pending == 0 || rng.chance(40) {
+        Crash::DropUnflushed
+    } else {
+        Crash::Torn {
+            keep: rng.below(pending as u64) as usize,
+            tear_at: rng.below(600) as usize,
+        }
+    }
+}
+
+/// Crashes every segment of `d`, each its own way.
+pub fn crash_dir<const N: usize>(d: &mut RamDir<'_, N>, rng: &mut Rng, process: bool) {
+    for (_, m) in d.segments_mut() {
+        let kind = crash_kind(rng, m.pending_writes(), process);
+        m.crash(kind);
+    }
+}
+
 /// The parts a store is opened from and given back as.
 pub struct Parts<'a> {
     pub log: Dir<'a>,
@@ -196,7 +141,7 @@ impl<'a> Parts<'a> {
     /// What a stopped store gives back; its queues closed.
     pub fn from_store(store: TestStore<'a>) -> Self {
         let (log, index, mut table, checkpoint) = store.into_parts();
-        table.close_all();
+        table.park();
         Parts {
             log,
             index,
@@ -205,11 +150,35 @@ impl<'a> Parts<'a> {
         }
     }
 
+    /// What a store closed cleanly gives back; its queues parked.
+    pub fn from_closed(store: TestStore<'a>) -> Result<Self, Error<RamError>> {
+        let (log, index, mut table, checkpoint) = store.close(&mut [])?;
+        table.park();
+        Ok(Parts {
+            log,
+            index,
+            table,
+            checkpoint,
+        })
+    }
+
+    /// Cuts power (or kills the process) under every media, each its own way
+    /// ([`crash_kind`]): log, index, queues, checkpoint, in that order.
+    pub fn crash_each(&mut self, rng: &mut Rng, process: bool) {
+        crash_dir(&mut self.log, rng, process);
+        crash_dir(&mut self.index, rng, process);
+        for d in self.table.parked_mut() {
+            crash_dir(d, rng, process);
+        }
+        let kind = crash_kind(rng, self.checkpoint.pending_writes(), process);
+        self.checkpoint.crash(kind);
+    }
+
     /// Cuts power to every media the same way.
-    pub fn crash(&mut self, kind: tern_engine::faulty::Crash) {
+    pub fn crash(&mut self, kind: Crash) {
         self.log.crash(kind);
         self.index.crash(kind);
-        for (_, d) in self.table.closed.iter_mut() {
+        for d in self.table.parked_mut() {
             d.crash(kind);
         }
         self.checkpoint.crash(kind);
@@ -247,8 +216,7 @@ impl Arena {
             index: (0..INDEX_FILES)
                 .map(|_| vec![0u8; 2 * CONFIG.index.file_size() as usize])
                 .collect(),
-            // Six queues of the three topics, and the timer topic's.
-            queues: (0..7 * QUEUE_FILES)
+            queues: (0..QUEUES * QUEUE_FILES)
                 .map(|_| vec![0u8; 2 * (CQ_ENTRIES * 20) as usize])
                 .collect(),
             checkpoint: vec![0u8; 2 * 4096],
@@ -257,20 +225,9 @@ impl Arena {
 
     /// Empty directories and a zeroed checkpoint page over these buffers.
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> Parts<'a> {
-        let mut log = RamDir::new(plan);
-        for b in self.log.iter_mut() {
-            log.give(b).unwrap();
-        }
-        let mut index = RamDir::new(plan);
-        for b in self.index.iter_mut() {
-            index.give(b).unwrap();
-        }
-        let table = Table {
-            plan,
-            pool: self.queues.iter_mut().map(|b| b.as_mut_slice()).collect(),
-            live: BTreeMap::new(),
-            closed: Vec::new(),
-        };
+        let log = RamDir::with_buffers(plan, &mut self.log).unwrap();
+        let index = RamDir::with_buffers(plan, &mut self.index).unwrap();
+        let table = Table::with_buffers(plan, &mut self.queues).unwrap();
         let checkpoint = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
         Parts {
             log,
@@ -281,6 +238,25 @@ impl Arena {
     }
 }
 
+/// Runs `f` on a big stack with a new, empty store over a new arena, and the fault plan
+/// its media share.
+pub fn with_store(f: impl for<'a> FnOnce(TestStore<'a>, &'a FaultPlan) + Send + 'static) {
+    in_big_stack(|| {
+        let plan = FaultPlan::none();
+        let mut arena = Arena::new();
+        let store = open(arena.parts(&plan), false).unwrap();
+        f(store, &plan);
+    })
+    .unwrap();
+}
+
+/// Stops `store` as a crash of `kind` would (every media the same way) and recovers it.
+pub fn recover<'a>(store: TestStore<'a>, kind: Crash) -> Result<TestStore<'a>, Error<RamError>> {
+    let mut parts = Parts::from_store(store);
+    parts.crash(kind);
+    open(parts, true)
+}
+
 /// Runs `f` on a thread with a big stack: the RAM directories are fixed-capacity tables
 /// held by value.
 pub fn in_big_stack(f: impl FnOnce() + Send + 'static) -> std::thread::Result<()> {
@@ -289,6 +265,29 @@ pub fn in_big_stack(f: impl FnOnce() + Send + 'static) -> std::thread::Result<()
         .spawn(f)
         .expect("spawn")
         .join()
+}
+
+/// Runs a simulation's `case` on a big stack for each of its seeds: only `{prefix}_SEED`
+/// when that is set (a replay), else `{prefix}_CASES` seeds (default `cases`) counting
+/// from `{prefix}_BASE` (default `base`). A failed case panics naming its seed and how to
+/// replay it. Returns how many cases ran; `None` after a replay.
+pub fn run_seeds(prefix: &str, cases: u64, base: u64, what: &str, case: fn(u64)) -> Option<u64> {
+    let var = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
+    if let Some(seed) = var("SEED") {
+        let seed = seed
+            .parse()
+            .unwrap_or_else(|e| panic!("{prefix}_SEED is a number: {e}"));
+        in_big_stack(move || case(seed)).expect("replayed case failed");
+        return None;
+    }
+    let cases = var("CASES").and_then(|c| c.parse().ok()).unwrap_or(cases);
+    let base = var("BASE").and_then(|c| c.parse().ok()).unwrap_or(base);
+    for seed in base..base + cases {
+        if in_big_stack(move || case(seed)).is_err() {
+            panic!("{what} failed; replay with {prefix}_SEED={seed}");
+        }
+    }
+    Some(cases)
 }
 
 /// Every record of the log, in order, as (offset, body); each one's CRC checked.
@@ -316,7 +315,6 @@ pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
     out
 }
 
-/// Appends `s` and records where it went.
 /// Each message's consume-queue entry points at its record.
 pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
     for s in sent {
@@ -328,9 +326,63 @@ pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
     }
 }
 
+/// Appends `s` and records where it went.
 pub fn put(store: &mut TestStore<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
     let stored = store.put(&message(s), ts)?;
     s.offset = stored.at.offset;
     s.queue_offset = stored.queue_offset;
     Ok(())
+}
+
+/// How many of `sent` (in log order) lie below `flushed`: the messages a flush, checkpoint
+/// or recovery that returned `Ok` with that offset acknowledged.
+pub fn acked(sent: &[Sent], flushed: u64) -> usize {
+    sent.iter().take_while(|s| s.offset < flushed).count()
+}
+
+/// Appends a new message, number `sent.len()`, stored at `TS + sent.len()`, and records it
+/// in `sent`.
+pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
+    let mut s = new_message(rng, sent.len() as u64);
+    put(store, &mut s, TS + sent.len() as i64).unwrap();
+    sent.push(s);
+}
+
+/// Each queue of the tests (every topic, ids 0 and 1) holds exactly its messages of
+/// `survivors`, at consecutive queue offsets from 0; an entry is checked for each one at
+/// or above the log's start `min` (retention took the others' records).
+pub fn assert_queues_hold(store: &TestStore<'_>, survivors: &[Sent], min: u64, seed: u64) {
+    let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
+    for s in survivors {
+        per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
+    }
+    for topic in TOPICS {
+        for q in 0..2 {
+            let want = per_queue.get(&(topic, q)).map(Vec::as_slice).unwrap_or(&[]);
+            let Some(cq) = store.queue(topic, q) else {
+                assert!(want.is_empty(), "seed {seed}: queue {topic}/{q} missing");
+                continue;
+            };
+            assert_eq!(
+                cq.max_offset(),
+                want.len() as u64,
+                "seed {seed}: {topic}/{q} length"
+            );
+            for (i, s) in want.iter().enumerate() {
+                assert_eq!(s.queue_offset, i as u64, "seed {seed}: model queue offset");
+                if s.offset < min {
+                    continue;
+                }
+                let e = cq.get(i as u64).unwrap().unwrap_or_else(|| {
+                    panic!(
+                        "seed {seed}: {topic}/{q}#{i} missing (min {}, max {}, want {:?})",
+                        cq.min_offset(),
+                        cq.max_offset(),
+                        want.iter().map(|s| s.offset).collect::<Vec<_>>()
+                    )
+                });
+                assert_eq!(e.physical_offset, s.offset, "seed {seed}: {topic}/{q}#{i}");
+            }
+        }
+    }
 }
