@@ -16,7 +16,7 @@ use tern_client::consumer::pull::broker_addr;
 use tern_client::{ClientConfig, MessageQueue, PullConsumer};
 use tern_shell::body::{BatchAck, BatchAckMessageRequestBody, encode_bit_set, to_json};
 use tern_shell::headers::{
-    PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag,
+    PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
 };
 use tern_shell::message::{MessageExt, decode_pulled};
 use tern_shell::pop::parse_start_offset_info;
@@ -74,24 +74,15 @@ pub async fn pull(
     suspend: bool,
     sub: &Sub<'_>,
 ) -> Result<Pulled, String> {
-    let mut sys_flag = pull_sys_flag::SUBSCRIPTION;
-    if suspend {
-        sys_flag |= pull_sys_flag::SUSPEND;
-    }
-    let header = PullMessageRequestHeader {
-        consumer_group: c.group().to_owned(),
-        topic: queue.topic.clone(),
-        queue_id: queue.queue_id,
-        queue_offset: offset,
-        max_msg_nums: PULL_BATCH,
-        sys_flag,
-        commit_offset: 0,
-        suspend_timeout_millis: SUSPEND_MS,
-        subscription: Some(sub.expression.into()),
-        sub_version: 0,
-        expression_type: Some(sub.kind.into()),
-        ..PullMessageRequestHeader::default()
-    };
+    let header = PullMessageRequestHeader::new(
+        c.group(),
+        queue.topic.clone(),
+        queue.queue_id,
+        offset,
+        PULL_BATCH,
+    )
+    .suspend(suspend, SUSPEND_MS)
+    .filter(Some(sub.expression.into()), sub.kind, 0);
     let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
     let timeout = Duration::from_millis(SUSPEND_MS as u64 + 10_000);
     let resp = c

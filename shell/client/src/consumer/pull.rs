@@ -216,20 +216,16 @@ impl PullConsumer {
     ) -> Result<PullResult> {
         selector.check()?;
         let sub = selector.subscription(&queue.topic, now_ms());
-        let header = PullMessageRequestHeader {
-            consumer_group: self.inner.group.clone(),
-            topic: queue.topic.clone(),
-            queue_id: queue.queue_id,
-            queue_offset: offset,
-            max_msg_nums: max.max(1),
-            sys_flag: pull_sys_flag::SUBSCRIPTION,
-            commit_offset: 0,
-            suspend_timeout_millis: 20_000,
-            subscription: Some(sub.sub_string),
-            sub_version: sub.sub_version,
-            expression_type: Some(sub.expression_type),
-            ..PullMessageRequestHeader::default()
-        };
+        // Java's pull consumer sends its brokerSuspendMaxTimeMillis (20 s) unsuspended too.
+        let header = PullMessageRequestHeader::new(
+            self.inner.group.clone(),
+            queue.topic.clone(),
+            queue.queue_id,
+            offset,
+            max.max(1),
+        )
+        .suspend(false, 20_000)
+        .filter(Some(sub.sub_string), &sub.expression_type, sub.sub_version);
         pull_message(
             &self.inner.client,
             queue,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
+use tern_shell::headers::PullMessageRequestHeader;
 use tern_shell::runtime;
 
 use tern_shell::sync::MutexExt;
@@ -122,23 +122,14 @@ async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullRe
         ),
         None => ("*".to_owned(), inner.start_ms, Vec::new(), String::new()),
     };
-    let header = PullMessageRequestHeader {
-        consumer_group: cfg.group.clone(),
-        topic: mq.topic.clone(),
-        queue_id: mq.queue_id,
-        queue_offset: offset,
-        max_msg_nums: cfg.pull_batch_size.max(1),
-        sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
-        commit_offset: 0,
-        suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
-        subscription: Some(expression),
-        sub_version: version,
-        expression_type: Some(if expression_type.is_empty() {
-            "TAG".into()
-        } else {
-            expression_type
-        }),
-        ..PullMessageRequestHeader::default()
-    };
+    let header = PullMessageRequestHeader::new(
+        cfg.group.clone(),
+        mq.topic.clone(),
+        mq.queue_id,
+        offset,
+        cfg.pull_batch_size.max(1),
+    )
+    .suspend(true, cfg.broker_suspend_max.as_millis() as i64)
+    .filter(Some(expression), &expression_type, version);
     pull_message(&inner.client, mq, header, cfg.pull_timeout, &tags).await
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tern_shell::body::MessageQueue;
-use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
+use tern_shell::headers::PullMessageRequestHeader;
 use tern_shell::runtime;
 
 use super::process_queue::ProcessQueue;
@@ -167,27 +167,15 @@ async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<Pull
     } else {
         None
     };
-    let mut sys_flag = pull_sys_flag::SUSPEND;
-    if commit.is_some() {
-        sys_flag |= pull_sys_flag::COMMIT_OFFSET;
-    }
-    let header = PullMessageRequestHeader {
-        consumer_group: cfg.group.clone(),
-        topic: mq.topic.clone(),
-        queue_id: mq.queue_id,
-        queue_offset: offset,
-        max_msg_nums: cfg.pull_batch_size.max(1),
-        sys_flag,
-        commit_offset: commit.unwrap_or(0),
-        suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
-        subscription: None,
-        sub_version,
-        expression_type: Some(if expression_type.is_empty() {
-            "TAG".into()
-        } else {
-            expression_type
-        }),
-        ..PullMessageRequestHeader::default()
-    };
+    let header = PullMessageRequestHeader::new(
+        cfg.group.clone(),
+        mq.topic.clone(),
+        mq.queue_id,
+        offset,
+        cfg.pull_batch_size.max(1),
+    )
+    .suspend(true, cfg.broker_suspend_max.as_millis() as i64)
+    .commit(commit)
+    .filter(None, &expression_type, sub_version);
     pull_message(&inner.client, mq, header, cfg.pull_timeout, &tags).await
 }
