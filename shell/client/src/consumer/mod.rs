@@ -18,10 +18,12 @@
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
 pub use tern_shell::allocate;
+mod hook;
 pub mod lite;
 pub mod offset_store;
 pub mod pop;
 pub mod pull;
+mod pull_loop;
 pub mod push;
 pub mod selector;
 pub mod simple;

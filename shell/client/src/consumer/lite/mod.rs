@@ -20,7 +20,7 @@ pub use config::LitePullConsumerConfig;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 use tern_shell::sync::MutexExt;
@@ -30,6 +30,7 @@ use tern_shell::message::{MessageExt, Undecodable};
 use tern_shell::runtime::{self, Shutdown};
 
 use crate::config::ClientConfig;
+use crate::consumer::hook::{Hook, RunningInfo};
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, queue_offset};
 use crate::consumer::push::allocate_topic;
@@ -473,6 +474,13 @@ impl Inner {
         )
         .await
     }
+}
+
+/// The lite pull consumer answers its connections (through [`Hook`]).
+impl ConsumerHook for Arc<Inner> {
+    fn rebalance_now(&self) {
+        self.kick();
+    }
 
     fn running_info(&self) -> Vec<u8> {
         let owned: Vec<String> = self
@@ -481,39 +489,15 @@ impl Inner {
             .keys()
             .map(crate::consumer::allocate::java_to_string)
             .collect();
-        let info = serde_json::json!({
-            "properties": {
-                "PROP_CONSUME_TYPE": "CONSUME_ACTIVELY",
-                "PROP_CONSUMER_START_TIMESTAMP": self.start_ms.to_string(),
-                "PROP_NAMESERVER_ADDR": self.client.config().namesrv_addrs.join(";"),
-                "PROP_CLIENT_VERSION": "V4_9_4",
-                "messageModel": "CLUSTERING",
-                "ownedQueues": owned.join(","),
-            },
-            "subscriptionSet": self.subs.guard().values().cloned().collect::<Vec<_>>(),
-            "mqTable": {},
-            "statusTable": {},
-        });
-        tern_shell::body::to_json(&info)
-    }
-}
-
-/// The consumer as its client instance's connections see it.
-#[derive(Debug)]
-struct Hook(Weak<Inner>);
-
-impl ConsumerHook for Hook {
-    fn rebalance_now(&self) {
-        if let Some(i) = self.0.upgrade() {
-            i.kick();
-        }
-    }
-
-    fn running_info(&self) -> Vec<u8> {
-        self.0
-            .upgrade()
-            .map(|i| i.running_info())
-            .unwrap_or_default()
+        let mut info = RunningInfo::new(
+            "CONSUME_ACTIVELY",
+            "CLUSTERING",
+            self.start_ms,
+            &self.client,
+            self.subs.guard().values().cloned().collect(),
+        );
+        info.properties.insert("ownedQueues", owned.join(","));
+        info.to_json()
     }
 }
 

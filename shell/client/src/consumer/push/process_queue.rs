@@ -144,9 +144,9 @@ impl ProcessQueue {
         self.dropped.is_triggered()
     }
 
-    /// Resolves when the queue is taken away.
-    pub async fn wait_dropped(&self) {
-        self.dropped.wait().await;
+    /// Triggered when the queue is taken away.
+    pub(crate) fn dropped(&self) -> &Shutdown {
+        &self.dropped
     }
 
     /// Orderly: records the broker's answer to a lock request.

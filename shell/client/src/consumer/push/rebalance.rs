@@ -169,7 +169,7 @@ impl Inner {
                 "{} now owns {mq:?} from offset {offset}",
                 self.client.client_id()
             );
-            runtime::spawn(pull_task::pull_loop(self.clone(), mq, pq, offset));
+            runtime::spawn(pull_task::pull_queue(self.clone(), mq, pq, offset));
         }
         complete
     }
