@@ -24,7 +24,7 @@ use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 use crate::config::ClientConfig;
 use crate::consumer::selector::MessageSelector;
 use crate::error::{ClientError, Result};
-use crate::instance::{ClientInstance, PERM_READ, ok};
+use crate::instance::{ClientInstance, ok};
 use crate::message::keys;
 use crate::producer::java_hash;
 
@@ -120,16 +120,7 @@ impl PullConsumer {
     /// The readable queues of `topic`, fresh from the name server, sorted.
     pub async fn fetch_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
         let route = self.inner.client.fetch_route(topic).await?;
-        let mut out = Vec::new();
-        for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
-            for id in 0..q.read_queue_nums.max(0) {
-                out.push(MessageQueue {
-                    topic: topic.to_owned(),
-                    broker_name: q.broker_name.clone(),
-                    queue_id: id,
-                });
-            }
-        }
+        let mut out = crate::consumer::readable_queues(topic, &route);
         out.sort();
         Ok(out)
     }

@@ -124,11 +124,7 @@ impl LitePullConsumer {
 
     /// A lite pull consumer on a shared client instance.
     pub fn with_instance(config: LitePullConsumerConfig, client: ClientInstance) -> Result<Self> {
-        if config.group.is_empty() || config.group.len() > 120 {
-            return Err(ClientError::InvalidMessage(
-                "the consumer group must have 1 to 120 characters".into(),
-            ));
-        }
+        crate::consumer::check_group(&config.group)?;
         let offsets = OffsetStore::remote(client.clone(), &config.group);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -528,28 +524,7 @@ mod tests {
 
     fn msgs(offsets: std::ops::Range<i64>) -> Vec<MessageExt> {
         offsets
-            .map(|o| {
-                let host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
-                MessageExt {
-                    topic: "T".into(),
-                    queue_id: 0,
-                    flag: 0,
-                    queue_offset: o,
-                    commit_log_offset: 0,
-                    sys_flag: 0,
-                    born_timestamp: 0,
-                    born_host: host,
-                    store_timestamp: 0,
-                    store_host: host,
-                    reconsume_times: 0,
-                    prepared_transaction_offset: 0,
-                    body_crc: 0,
-                    store_size: 0,
-                    body: Vec::new(),
-                    properties: Default::default(),
-                    offset_msg_id: String::new(),
-                }
-            })
+            .map(|o| crate::consumer::stored_message(o, Vec::new()))
             .collect()
     }
 

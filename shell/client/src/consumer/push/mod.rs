@@ -120,11 +120,7 @@ impl PushConsumer {
 
     /// A push consumer on a shared client instance.
     pub fn with_instance(config: PushConsumerConfig, client: ClientInstance) -> Result<Self> {
-        if config.group.is_empty() || config.group.len() > 120 {
-            return Err(ClientError::InvalidMessage(
-                "the consumer group must have 1 to 120 characters".into(),
-            ));
-        }
+        crate::consumer::check_group(&config.group)?;
         let offsets = match config.message_model {
             MessageModel::Broadcasting => {
                 let dir = config.offset_store_dir.clone().unwrap_or_else(|| {
