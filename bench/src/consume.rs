@@ -16,7 +16,7 @@ use tern_client::consumer::pull::broker_addr;
 use tern_client::{ClientConfig, MessageQueue, PullConsumer};
 use tern_shell::body::{BatchAck, BatchAckMessageRequestBody, encode_bit_set, to_json};
 use tern_shell::headers::{
-    PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag,
+    PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
 };
 use tern_shell::message::{MessageExt, decode_pulled};
 use tern_shell::pop::parse_start_offset_info;
@@ -74,24 +74,15 @@ pub async fn pull(
     suspend: bool,
     sub: &Sub<'_>,
 ) -> Result<Pulled, String> {
-    let mut sys_flag = pull_sys_flag::SUBSCRIPTION;
-    if suspend {
-        sys_flag |= pull_sys_flag::SUSPEND;
-    }
-    let header = PullMessageRequestHeader {
-        consumer_group: c.group().to_owned(),
-        topic: queue.topic.clone(),
-        queue_id: queue.queue_id,
-        queue_offset: offset,
-        max_msg_nums: PULL_BATCH,
-        sys_flag,
-        commit_offset: 0,
-        suspend_timeout_millis: SUSPEND_MS,
-        subscription: Some(sub.expression.into()),
-        sub_version: 0,
-        expression_type: Some(sub.kind.into()),
-        ..PullMessageRequestHeader::default()
-    };
+    let header = PullMessageRequestHeader::new(
+        c.group(),
+        queue.topic.clone(),
+        queue.queue_id,
+        offset,
+        PULL_BATCH,
+    )
+    .suspend(suspend, SUSPEND_MS)
+    .filter(Some(sub.expression.into()), sub.kind, 0);
     let cmd = RemotingCommand::request(RequestCode::PullMessage, &header);
     let timeout = Duration::from_millis(SUSPEND_MS as u64 + 10_000);
     let resp = c
@@ -254,6 +245,49 @@ pub async fn catch_up(
     group: &str,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(u64, f64), String> {
+    read_every_queue(namesrv, topic, group, progress, pull_to_end).await
+}
+
+/// Pulls `q` from 0 to `end`, counting the messages in `done`.
+async fn pull_to_end(r: QueueRead) -> Result<(), String> {
+    let mut offset = 0;
+    while offset < r.end {
+        let p = pull(&r.c, &r.addr, &r.q, offset, false, &Sub::ALL).await?;
+        if p.next <= offset {
+            return Err(format!("pull at {offset} of {:?} did not advance", r.q));
+        }
+        r.done.fetch_add(p.stamps.len() as u64, Ordering::Relaxed);
+        offset = p.next;
+    }
+    Ok(())
+}
+
+/// One queue's reading task's inputs.
+struct QueueRead {
+    c: PullConsumer,
+    /// The queue's broker.
+    addr: String,
+    q: MessageQueue,
+    /// The queue's end when the reading began.
+    end: i64,
+    /// Messages read by every task.
+    done: Arc<AtomicU64>,
+}
+
+/// Reads every queue of `topic` to the end it has at the start, one task per queue
+/// running `read`; returns what the tasks counted and seconds taken. `progress` gets
+/// the count as it grows.
+async fn read_every_queue<F, Fut>(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+    progress: &(dyn Fn(u64) + Sync),
+    read: F,
+) -> Result<(u64, f64), String>
+where
+    F: Fn(QueueRead) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+{
     let (c, queues) = consumer(namesrv, topic, group).await?;
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -261,18 +295,13 @@ pub async fn catch_up(
     for (q, addr) in queues {
         let end = c.max_offset(&q).await.map_err(|e| e.to_string())?;
         let (c, done) = (c.clone(), done.clone());
-        tasks.push(runtime::spawn(async move {
-            let mut offset = 0;
-            while offset < end {
-                let p = pull(&c, &addr, &q, offset, false, &Sub::ALL).await?;
-                if p.next <= offset {
-                    return Err(format!("pull at {offset} of {q:?} did not advance"));
-                }
-                done.fetch_add(p.stamps.len() as u64, Ordering::Relaxed);
-                offset = p.next;
-            }
-            Ok::<(), String>(())
-        }));
+        tasks.push(runtime::spawn(read(QueueRead {
+            c,
+            addr,
+            q,
+            end,
+            done,
+        })));
     }
     join_reporting(tasks, &done, progress).await?;
     let secs = start.elapsed().as_secs_f64();
@@ -314,30 +343,24 @@ pub async fn pop_catch_up(
     group: &str,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(u64, f64), String> {
-    let (c, queues) = consumer(namesrv, topic, group).await?;
-    let done = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for (q, addr) in queues {
-        let end = c.max_offset(&q).await.map_err(|e| e.to_string())?;
-        let (c, done) = (c.clone(), done.clone());
-        tasks.push(runtime::spawn(async move {
-            let mut got = 0i64;
-            while got < end {
-                let n = pop_and_ack(&c, &addr, &q).await?;
-                if n == 0 {
-                    return Err(format!("POP of {q:?} found nothing at {got} of {end}"));
-                }
-                got += n as i64;
-                done.fetch_add(n, Ordering::Relaxed);
-            }
-            Ok::<(), String>(())
-        }));
+    read_every_queue(namesrv, topic, group, progress, pop_to_end).await
+}
+
+/// POPs and acks `q` until `end` messages came, counting them in `done`.
+async fn pop_to_end(r: QueueRead) -> Result<(), String> {
+    let mut got = 0i64;
+    while got < r.end {
+        let n = pop_and_ack(&r.c, &r.addr, &r.q).await?;
+        if n == 0 {
+            return Err(format!(
+                "POP of {:?} found nothing at {got} of {}",
+                r.q, r.end
+            ));
+        }
+        got += n as i64;
+        r.done.fetch_add(n, Ordering::Relaxed);
     }
-    join_reporting(tasks, &done, progress).await?;
-    let secs = start.elapsed().as_secs_f64();
-    c.shutdown().await;
-    Ok((done.load(Ordering::Relaxed), secs))
+    Ok(())
 }
 
 /// One POP of up to 32 messages of `queue` (no hold) and the batch ack of all of them;

@@ -229,20 +229,15 @@ pub fn run(p: &EdgeParams, rows: &mut Vec<Measure>) -> Result<(), String> {
             "%",
         ));
         if let (Some(d), Some(v)) = (dl, vl) {
-            rows.push(Measure::value(
-                "edge",
-                &system,
-                &format!("{case} delay p50 vs direct"),
-                v.p50_us / d.p50_us.max(1e-9),
-                "×",
-            ));
-            rows.push(Measure::value(
-                "edge",
-                &system,
-                &format!("{case} delay p99 vs direct"),
-                v.p99_us / d.p99_us.max(1e-9),
-                "×",
-            ));
+            for (q, via, direct) in [("p50", v.p50_us, d.p50_us), ("p99", v.p99_us, d.p99_us)] {
+                rows.push(Measure::value(
+                    "edge",
+                    &system,
+                    &format!("{case} delay {q} vs direct"),
+                    via / direct.max(1e-9),
+                    "×",
+                ));
+            }
         }
         eprintln!("  via edge / direct: {rate:.0}% of the rate");
     }

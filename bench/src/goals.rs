@@ -50,6 +50,11 @@ fn value(rows: &[Measure], system: &str, case_prefix: &str, not: &str) -> Option
         .and_then(|r| r.value.as_ref().map(|v| v.0))
 }
 
+/// A throughput goal's measurement: the row's rate, met when at least `min` msgs/s.
+fn at_least(r: &Measure, min: f64) -> (String, bool) {
+    (format!("{:.0} msgs/s", r.msgs_per_s), r.msgs_per_s >= min)
+}
+
 fn goal(what: &str, target: &str, measured: Option<(String, bool)>) -> Goal {
     let (measured, met) = match measured {
         Some((m, ok)) => (m, Some(ok)),
@@ -70,12 +75,7 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
     out.push(goal(
         "sync send 1 KiB, 16 senders (ASYNC_FLUSH)",
         "≥ 30,000 msgs/s",
-        sync16.map(|r| {
-            (
-                format!("{:.0} msgs/s", r.msgs_per_s),
-                r.msgs_per_s >= 30_000.0,
-            )
-        }),
+        sync16.map(|r| at_least(r, 30_000.0)),
     ));
     let peer = find(rows, "produce", RMQ, "sync ASYNC_FLUSH", 16);
     out.push(goal(
@@ -146,22 +146,13 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
     out.push(goal(
         "SYNC_FLUSH (group commit), 64 senders",
         "≥ 20,000 msgs/s",
-        find(rows, "produce", TERN, "sync SYNC_FLUSH", 64).map(|r| {
-            (
-                format!("{:.0} msgs/s", r.msgs_per_s),
-                r.msgs_per_s >= 20_000.0,
-            )
-        }),
+        find(rows, "produce", TERN, "sync SYNC_FLUSH", 64).map(|r| at_least(r, 20_000.0)),
     ));
     out.push(goal(
         "consume catch-up from offset 0",
         "≥ 300,000 msgs/s",
-        find(rows, "catchup", TERN, "pull from 0 (32/pull, 4 queues)", 0).map(|r| {
-            (
-                format!("{:.0} msgs/s", r.msgs_per_s),
-                r.msgs_per_s >= 300_000.0,
-            )
-        }),
+        find(rows, "catchup", TERN, "pull from 0 (32/pull, 4 queues)", 0)
+            .map(|r| at_least(r, 300_000.0)),
     ));
     out.push(goal(
         "broker RSS idle",

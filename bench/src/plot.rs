@@ -113,13 +113,7 @@ fn chart(path: &Path, title: &str, y_desc: &str, series: &Series) -> Result<(), 
         ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(|e| err(&e))?;
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+    legend_and_write(&mut ch, &root, path)?;
     Ok(())
 }
 
@@ -165,12 +159,22 @@ pub fn timeline(path: &Path, series: &[(String, Vec<(f64, f64)>)]) -> Result<Pat
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
+    legend_and_write(&mut ch, &root, path)?;
+    Ok(path.to_path_buf())
+}
+
+/// Draws the legend (upper left, on a light panel) and writes the chart to `path`.
+fn legend_and_write<'a, CT: CoordTranslate>(
+    ch: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    path: &Path,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     ch.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(path.to_path_buf())
+    root.present().map_err(|e| err(&e))
 }

@@ -35,6 +35,19 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server just spawned as `child`: nothing announced, no start-up time yet.
+    fn spawned(name: &str, child: Child, addr: &str, log: PathBuf) -> Self {
+        Self {
+            name: name.into(),
+            child: Some(child),
+            addr: addr.into(),
+            namesrv: None,
+            grpc: None,
+            startup: Duration::ZERO,
+            log,
+        }
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
@@ -191,15 +204,7 @@ pub fn start_edge(
     };
     cmd.args(["--upstream", upstream]);
     let (child, rx, start) = spawn_ephemeral(cmd, data, &conf_path, &log, bin)?;
-    let mut server = Server {
-        name: "tern-edge".into(),
-        child: Some(child),
-        addr: String::new(),
-        namesrv: None,
-        grpc: None,
-        startup: Duration::ZERO,
-        log,
-    };
+    let mut server = Server::spawned("tern-edge", child, "", log);
     loop {
         let left = START_TIMEOUT.saturating_sub(start.elapsed());
         let (line, _) = rx
@@ -281,15 +286,7 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
     let mut cmd = Command::new(&bin);
     cmd.arg("--standalone");
     let (child, rx, start) = spawn_ephemeral(cmd, data, &conf_path, &log, &bin)?;
-    let mut server = Server {
-        name: "tern-broker".into(),
-        child: Some(child),
-        addr: String::new(),
-        namesrv: None,
-        grpc: None,
-        startup: Duration::ZERO,
-        log,
-    };
+    let mut server = Server::spawned("tern-broker", child, "", log);
     loop {
         let left = START_TIMEOUT.saturating_sub(start.elapsed());
         let (line, at) = rx
@@ -327,15 +324,7 @@ pub fn start_listening(
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("{name}: {e}"))?;
-    let mut server = Server {
-        name: name.into(),
-        child: Some(child),
-        addr: addr.into(),
-        namesrv: None,
-        grpc: None,
-        startup: Duration::ZERO,
-        log,
-    };
+    let mut server = Server::spawned(name, child, addr, log);
     let sock: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
     loop {
         if TcpStream::connect_timeout(&sock, Duration::from_millis(100)).is_ok() {

@@ -386,7 +386,8 @@ fn e2e(p: &SuiteParams, brokers: &[Broker], rows: &mut Vec<Measure>) -> Result<(
     Ok(())
 }
 
-fn bar(len: u64, what: &str) -> ProgressBar {
+/// A progress bar of `len` steps labelled `what` (the suite's and the stalls run's).
+pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
     pb.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")

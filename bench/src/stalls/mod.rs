@@ -39,12 +39,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use tern_shell::runtime::block_on;
 
 use crate::load;
 use crate::proc::{Server, cpu_time_of, machine_busy, start_tern};
-use crate::suite::{TERN, TOPIC};
+use crate::suite::{TERN, TOPIC, bar};
 use crate::table::{Latency, Measure};
 use background::Counters;
 use cache::CacheDrop;
@@ -199,17 +198,6 @@ pub fn run(p: &StallsParams, rows: &mut Vec<Measure>) -> Result<(), String> {
         Err(e) => eprintln!("could not plot the stalls timeline: {e}"),
     }
     Ok(())
-}
-
-fn bar(len: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    pb.set_message(what.to_owned());
-    pb
 }
 
 fn namesrv(b: &Server) -> Result<String, String> {

@@ -20,7 +20,6 @@ use tern_shell::body::{
 use tern_shell::config::ConfigSource;
 use tern_shell::headers::{
     PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
-    pull_sys_flag,
 };
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
@@ -301,18 +300,9 @@ fn a_master_that_is_down_is_an_error_and_leaves_the_slave_unchanged() {
 
 /// A pull of `topic`/0 from offset 0 that asks the broker to store `commit_offset`.
 fn pull_committing(group: &str, topic: &str, commit_offset: i64) -> RemotingCommand {
-    let h = PullMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id: 0,
-        queue_offset: 0,
-        max_msg_nums: 32,
-        sys_flag: pull_sys_flag::SUBSCRIPTION | pull_sys_flag::COMMIT_OFFSET,
-        commit_offset,
-        subscription: Some("*".into()),
-        expression_type: Some("TAG".into()),
-        ..Default::default()
-    };
+    let h = PullMessageRequestHeader::new(group, topic, 0, 0, 32)
+        .commit(Some(commit_offset))
+        .filter(Some("*".into()), "TAG", 0);
     RemotingCommand::request(RequestCode::PullMessage, &h)
 }
 

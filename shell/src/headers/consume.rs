@@ -50,6 +50,72 @@ ext_header! {
     }
 }
 
+/// One pull spec for every puller: the fields Java's `PullAPIWrapper.pullKernelImpl` fills,
+/// with the sysFlag bits composed from what is asked (Java's `PullSysFlag.buildSysFlag`),
+/// so a flag and the field it governs cannot disagree.
+impl PullMessageRequestHeader {
+    /// A pull of up to `max_msg_nums` messages of `topic`/`queue_id` from `queue_offset`
+    /// for `consumer_group`: no flag, expression type TAG (Java's default), the broker
+    /// filtering with the group's subscription from its heartbeat.
+    pub fn new(
+        consumer_group: impl Into<String>,
+        topic: impl Into<String>,
+        queue_id: i32,
+        queue_offset: i64,
+        max_msg_nums: i32,
+    ) -> Self {
+        Self {
+            consumer_group: consumer_group.into(),
+            topic: topic.into(),
+            queue_id,
+            queue_offset,
+            max_msg_nums,
+            expression_type: Some("TAG".into()),
+            ..Self::default()
+        }
+    }
+
+    /// Long polling (SUSPEND) when `suspend`: the broker holds the pull up to
+    /// `timeout_millis` while nothing is there. The hold time is sent either way, as Java
+    /// sends `brokerSuspendMaxTimeMillis` with every pull.
+    pub fn suspend(mut self, suspend: bool, timeout_millis: i64) -> Self {
+        if suspend {
+            self.sys_flag |= pull_sys_flag::SUSPEND;
+        }
+        self.suspend_timeout_millis = timeout_millis;
+        self
+    }
+
+    /// Asks the broker to store `offset` as the group's (COMMIT_OFFSET), when given.
+    pub fn commit(mut self, offset: Option<i64>) -> Self {
+        if let Some(offset) = offset {
+            self.sys_flag |= pull_sys_flag::COMMIT_OFFSET;
+            self.commit_offset = offset;
+        }
+        self
+    }
+
+    /// Filters with `expression` (SUBSCRIPTION) when given, else with the heartbeat's;
+    /// `expression_type` is `TAG` (also when empty, as Java's `SubscriptionData` defaults)
+    /// or `SQL92`, `sub_version` the subscription's version.
+    pub fn filter(
+        mut self,
+        expression: Option<String>,
+        expression_type: &str,
+        sub_version: i64,
+    ) -> Self {
+        if expression.is_some() {
+            self.sys_flag |= pull_sys_flag::SUBSCRIPTION;
+        }
+        self.subscription = expression;
+        if !expression_type.is_empty() {
+            self.expression_type = Some(expression_type.to_owned());
+        }
+        self.sub_version = sub_version;
+        self
+    }
+}
+
 ext_header! {
     /// PULL_MESSAGE response. All four offsets are required by Java (pitfall §7.3).
     pub struct PullMessageResponseHeader {
@@ -242,5 +308,30 @@ mod tests {
         assert_eq!(ext["suspendTimeoutMillis"], "15000");
         assert!(!ext.contains_key("maxMsgBytes"));
         assert_eq!(PullMessageRequestHeader::from_ext_fields(&ext).unwrap(), h);
+    }
+
+    #[test]
+    fn the_pull_spec_sets_a_flag_with_its_field() {
+        let plain = PullMessageRequestHeader::new("g", "t", 2, 10, 32);
+        assert_eq!(plain.sys_flag, 0);
+        assert_eq!(plain.expression_type.as_deref(), Some("TAG"));
+        let h = plain
+            .suspend(false, 20_000)
+            .commit(None)
+            .filter(None, "", 3);
+        assert_eq!(
+            (h.sys_flag, h.suspend_timeout_millis, h.sub_version),
+            (0, 20_000, 3)
+        );
+        let h = PullMessageRequestHeader::new("g", "t", 2, 10, 32)
+            .suspend(true, 15_000)
+            .commit(Some(9))
+            .filter(Some("a > 1".into()), "SQL92", 1);
+        let all =
+            pull_sys_flag::SUSPEND | pull_sys_flag::COMMIT_OFFSET | pull_sys_flag::SUBSCRIPTION;
+        assert_eq!(h.sys_flag, all);
+        assert_eq!(h.commit_offset, 9);
+        assert_eq!(h.subscription.as_deref(), Some("a > 1"));
+        assert_eq!(h.expression_type.as_deref(), Some("SQL92"));
     }
 }

@@ -15,7 +15,7 @@ use tern_client::{Admin, Message, Producer, ProducerConfig};
 use tern_engine::record::RecordView;
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{
-    PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2, pull_sys_flag,
+    PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
 };
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
 
@@ -115,17 +115,11 @@ async fn central_records(central: &Central, topic: &str) -> Vec<(i32, String, Ve
     .unwrap();
     let mut out = Vec::new();
     for queue_id in 0..16 {
-        let h = PullMessageRequestHeader {
-            consumer_group: "raw-check".into(),
-            topic: topic.into(),
-            queue_id,
-            queue_offset: 0,
-            max_msg_nums: 32,
-            sys_flag: pull_sys_flag::SUBSCRIPTION,
-            subscription: Some("*".into()),
-            expression_type: Some("TAG".into()),
-            ..Default::default()
-        };
+        let h = PullMessageRequestHeader::new("raw-check", topic, queue_id, 0, 32).filter(
+            Some("*".into()),
+            "TAG",
+            0,
+        );
         let resp = conn
             .request(
                 RemotingCommand::request(RequestCode::PullMessage, &h),

@@ -10,7 +10,7 @@ use tern_shell::body::{
 use tern_shell::headers::{
     CreateTopicRequestHeader, GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader,
     OffsetResponseHeader, PullMessageRequestHeader, SendMessageRequestHeader,
-    SendMessageRequestHeaderV2, SendMessageResponseHeader, TopicQueueRequestHeader, pull_sys_flag,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, TopicQueueRequestHeader,
 };
 use tern_shell::message::{Message, MessageExt, decode_pulled};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
@@ -94,24 +94,11 @@ pub fn pull_req(
     offset: i64,
     sub: Option<&str>,
 ) -> RemotingCommand {
-    let h = PullMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        sys_flag: if sub.is_some() {
-            pull_sys_flag::SUBSCRIPTION
-        } else {
-            0
-        },
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: sub.map(str::to_owned),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        ..Default::default()
-    };
+    let h = PullMessageRequestHeader::new(group, topic, queue_id, offset, 32).filter(
+        sub.map(str::to_owned),
+        "TAG",
+        0,
+    );
     RemotingCommand::request(RequestCode::PullMessage, &h)
 }
 

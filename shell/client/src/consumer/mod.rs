@@ -18,10 +18,12 @@
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
 pub use tern_shell::allocate;
+mod hook;
 pub mod lite;
 pub mod offset_store;
 pub mod pop;
 pub mod pull;
+mod pull_loop;
 pub mod push;
 pub mod selector;
 pub mod simple;
@@ -36,3 +38,59 @@ pub use push::{
 };
 pub use selector::{ExpressionType, MessageSelector};
 pub use simple::SimpleConsumer;
+
+/// The readable queues of `topic` in its route (every queue id below a readable broker's
+/// `readQueueNums`), unsorted: the pull consumer's and the rebalance's queues.
+pub(crate) fn readable_queues(
+    topic: &str,
+    route: &tern_shell::body::TopicRouteData,
+) -> Vec<tern_shell::body::MessageQueue> {
+    let readable = route
+        .queue_datas
+        .iter()
+        .filter(|q| q.perm & crate::instance::PERM_READ != 0);
+    readable
+        .flat_map(|q| {
+            (0..q.read_queue_nums.max(0)).map(|queue_id| tern_shell::body::MessageQueue {
+                topic: topic.to_owned(),
+                broker_name: q.broker_name.clone(),
+                queue_id,
+            })
+        })
+        .collect()
+}
+
+/// Refuses a consumer group name Java would refuse (empty, over 120 characters).
+pub(crate) fn check_group(group: &str) -> crate::error::Result<()> {
+    if group.is_empty() || group.len() > 120 {
+        return Err(crate::error::ClientError::InvalidMessage(
+            "the consumer group must have 1 to 120 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A stored message of topic `T`, queue 0, at `queue_offset`, for the consumers' tests.
+#[cfg(test)]
+pub(crate) fn stored_message(queue_offset: i64, body: Vec<u8>) -> tern_shell::message::MessageExt {
+    let host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
+    tern_shell::message::MessageExt {
+        topic: "T".into(),
+        queue_id: 0,
+        flag: 0,
+        queue_offset,
+        commit_log_offset: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        born_host: host,
+        store_timestamp: 0,
+        store_host: host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body_crc: 0,
+        store_size: 0,
+        body,
+        properties: Default::default(),
+        offset_msg_id: String::new(),
+    }
+}

@@ -24,7 +24,7 @@ use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
 use crate::config::ClientConfig;
 use crate::consumer::selector::MessageSelector;
 use crate::error::{ClientError, Result};
-use crate::instance::{ClientInstance, PERM_READ, ok};
+use crate::instance::{ClientInstance, ok};
 use crate::message::keys;
 use crate::producer::java_hash;
 
@@ -120,16 +120,7 @@ impl PullConsumer {
     /// The readable queues of `topic`, fresh from the name server, sorted.
     pub async fn fetch_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
         let route = self.inner.client.fetch_route(topic).await?;
-        let mut out = Vec::new();
-        for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
-            for id in 0..q.read_queue_nums.max(0) {
-                out.push(MessageQueue {
-                    topic: topic.to_owned(),
-                    broker_name: q.broker_name.clone(),
-                    queue_id: id,
-                });
-            }
-        }
+        let mut out = crate::consumer::readable_queues(topic, &route);
         out.sort();
         Ok(out)
     }
@@ -216,20 +207,16 @@ impl PullConsumer {
     ) -> Result<PullResult> {
         selector.check()?;
         let sub = selector.subscription(&queue.topic, now_ms());
-        let header = PullMessageRequestHeader {
-            consumer_group: self.inner.group.clone(),
-            topic: queue.topic.clone(),
-            queue_id: queue.queue_id,
-            queue_offset: offset,
-            max_msg_nums: max.max(1),
-            sys_flag: pull_sys_flag::SUBSCRIPTION,
-            commit_offset: 0,
-            suspend_timeout_millis: 20_000,
-            subscription: Some(sub.sub_string),
-            sub_version: sub.sub_version,
-            expression_type: Some(sub.expression_type),
-            ..PullMessageRequestHeader::default()
-        };
+        // Java's pull consumer sends its brokerSuspendMaxTimeMillis (20 s) unsuspended too.
+        let header = PullMessageRequestHeader::new(
+            self.inner.group.clone(),
+            queue.topic.clone(),
+            queue.queue_id,
+            offset,
+            max.max(1),
+        )
+        .suspend(false, 20_000)
+        .filter(Some(sub.sub_string), &sub.expression_type, sub.sub_version);
         pull_message(
             &self.inner.client,
             queue,

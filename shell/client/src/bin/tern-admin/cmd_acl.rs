@@ -7,7 +7,7 @@ use tern_client::admin::AccessConfig;
 
 use crate::cmd_topic::target;
 use crate::out::{Table, fmt_time, print_json};
-use crate::{Args, CliError, Command, val, wait};
+use crate::{Args, CliError, Command, Opt, val, wait};
 
 const BROKER: crate::Opt = val('b', "brokerAddr", false, "update which broker");
 const CLUSTER: crate::Opt = val('c', "clusterName", false, "update which cluster");
@@ -157,23 +157,26 @@ fn update_global_white_addr(admin: &Admin, args: &Args) -> Result<(), CliError> 
     Ok(())
 }
 
+/// Where the ACL queries ask (mqadmin gives both commands these options, help included).
+const ACL_QUERY_TARGET: [Opt; 2] = [
+    val(
+        'b',
+        "brokerAddr",
+        false,
+        "query acl config version for which broker",
+    ),
+    val(
+        'c',
+        "clusterName",
+        false,
+        "query acl config version for specified cluster",
+    ),
+];
+
 pub const CLUSTER_ACL_CONFIG_VERSION: Command = Command {
     name: "clusterAclConfigVersion",
     desc: "List all of acl config version information in cluster",
-    opts: &[
-        val(
-            'b',
-            "brokerAddr",
-            false,
-            "query acl config version for which broker",
-        ),
-        val(
-            'c',
-            "clusterName",
-            false,
-            "query acl config version for specified cluster",
-        ),
-    ],
+    opts: &ACL_QUERY_TARGET,
     run: cluster_acl_config_version,
 };
 
@@ -219,20 +222,7 @@ fn cluster_acl_config_version(admin: &Admin, args: &Args) -> Result<(), CliError
 pub const GET_ACL_CONFIG: Command = Command {
     name: "getAclConfig",
     desc: "List all of acl config information in cluster",
-    opts: &[
-        val(
-            'b',
-            "brokerAddr",
-            false,
-            "query acl config version for which broker",
-        ),
-        val(
-            'c',
-            "clusterName",
-            false,
-            "query acl config version for specified cluster",
-        ),
-    ],
+    opts: &ACL_QUERY_TARGET,
     run: get_acl_config,
 };
 

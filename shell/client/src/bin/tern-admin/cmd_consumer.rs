@@ -9,7 +9,7 @@ use tern_client::admin::RequestMode;
 use tern_shell::runtime::now_ms;
 
 use crate::cmd_message::parse_time;
-use crate::cmd_topic::target;
+use crate::cmd_topic::{SUB_GROUP_BROKER, SUB_GROUP_CLUSTER, target};
 use crate::out::{Table, print_json};
 use crate::{Args, CliError, Command, val, wait};
 
@@ -190,18 +190,8 @@ pub const SET_CONSUME_MODE: Command = Command {
     name: "setConsumeMode",
     desc: "Set consume message mode. pull/pop etc.",
     opts: &[
-        val(
-            'b',
-            "brokerAddr",
-            false,
-            "create subscription group to which broker",
-        ),
-        val(
-            'c',
-            "clusterName",
-            false,
-            "create subscription group to which cluster",
-        ),
+        SUB_GROUP_BROKER,
+        SUB_GROUP_CLUSTER,
         val('t', "topicName", true, "topic name"),
         val('g', "groupName", true, "consumer group name"),
         val('m', "mode", true, "consume mode. PULL/POP"),

@@ -76,21 +76,32 @@ fn replica(r: &ReplicaIdentity) -> String {
     )
 }
 
+/// The broker set `-b` names, else every set of cluster `-c` (getSyncStateSet,
+/// getBrokerEpoch); one of them is needed.
+fn broker_sets(args: &Args) -> Result<BrokerSets, CliError> {
+    if let Some(b) = args.get('b') {
+        Ok(BrokerSets::Named(b.to_owned()))
+    } else if let Some(c) = args.get('c') {
+        Ok(BrokerSets::Cluster(c.to_owned()))
+    } else {
+        Err(CliError::Usage(
+            "give a broker name (-b) or a cluster name (-c)".into(),
+        ))
+    }
+}
+
 fn get_sync_state_set(admin: &Admin, args: &Args) -> Result<(), CliError> {
     // mqadmin asks the first of a `;` list.
     let controller = args.req('a')?.split(';').next().unwrap_or_default().trim();
-    let names: Vec<String> = if let Some(b) = args.get('b') {
-        vec![b.to_owned()]
-    } else if let Some(c) = args.get('c') {
-        let info = wait(admin.cluster_info())?;
-        info.cluster_addr_table
-            .get(c)
-            .map(|names| names.to_vec())
-            .ok_or_else(|| CliError::Usage(format!("cluster {c} not found")))?
-    } else {
-        return Err(CliError::Usage(
-            "give a broker name (-b) or a cluster name (-c)".into(),
-        ));
+    let names: Vec<String> = match broker_sets(args)? {
+        BrokerSets::Named(b) => vec![b],
+        BrokerSets::Cluster(c) => {
+            let info = wait(admin.cluster_info())?;
+            info.cluster_addr_table
+                .get(&c)
+                .map(|names| names.to_vec())
+                .ok_or_else(|| CliError::Usage(format!("cluster {c} not found")))?
+        }
     };
     let info = wait(admin.sync_state_data(controller, &names))?;
     if args.json {
@@ -134,15 +145,7 @@ const EPOCH_INTERVAL_DEFAULT_S: u64 = 3;
 /// A replica that fails gets a line on stderr and the others are still printed; the
 /// command fails only when none answered.
 fn get_broker_epoch(admin: &Admin, args: &Args) -> Result<(), CliError> {
-    let sets = if let Some(b) = args.get('b') {
-        BrokerSets::Named(b.to_owned())
-    } else if let Some(c) = args.get('c') {
-        BrokerSets::Cluster(c.to_owned())
-    } else {
-        return Err(CliError::Usage(
-            "give a broker name (-b) or a cluster name (-c)".into(),
-        ));
-    };
+    let sets = broker_sets(args)?;
     let interval_s = match args.get('i') {
         None => None,
         Some("") => Some(EPOCH_INTERVAL_DEFAULT_S),

@@ -11,7 +11,7 @@ use tern_client::{
 use tern_shell::runtime::now_ms;
 
 use crate::out::{Table, message_detail, message_json, print_json};
-use crate::{Args, CliError, Command, flag, val, wait};
+use crate::{Args, CliError, Command, Opt, flag, val, wait};
 
 pub const SEND_MESSAGE: Command = Command {
     name: "sendMessage",
@@ -82,18 +82,8 @@ pub const CONSUME_MESSAGE: Command = Command {
         val('i', "queueId", false, "Queue Id"),
         val('o', "offset", false, "Queue offset"),
         val('g', "consumerGroup", false, "Consumer group name"),
-        val(
-            's',
-            "beginTimestamp",
-            false,
-            "Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
-        ),
-        val(
-            'e',
-            "endTimestamp",
-            false,
-            "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
-        ),
+        val('s', "beginTimestamp", false, BEGIN_TIMESTAMP_HELP),
+        END_TIMESTAMP,
         val(
             'c',
             "MessageNumber",
@@ -103,6 +93,17 @@ pub const CONSUME_MESSAGE: Command = Command {
     ],
     run: consume_message,
 };
+
+/// mqadmin's help of a begin time: milliseconds or its date form (what [`parse_time`] reads).
+pub(crate) const BEGIN_TIMESTAMP_HELP: &str =
+    "Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]";
+/// The end of a time range, as mqadmin's message commands take it.
+pub(crate) const END_TIMESTAMP: Opt = val(
+    'e',
+    "endTimestamp",
+    false,
+    "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
+);
 
 /// Milliseconds, or `yyyy-MM-dd#HH:mm:ss:SSS` read as UTC.
 pub(crate) fn parse_time(s: &str) -> Result<i64, CliError> {

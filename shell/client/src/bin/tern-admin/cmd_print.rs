@@ -9,10 +9,10 @@ use tern_client::consumer::PullStatus;
 use tern_client::message::property;
 use tern_client::{Admin, MessageExt, MessageQueue, PullConsumer};
 
-use crate::cmd_message::parse_time;
+use crate::cmd_message::{BEGIN_TIMESTAMP_HELP, END_TIMESTAMP, parse_time};
 use crate::out::{message_json, print_json};
 use crate::progress::Progress;
-use crate::{Args, CliError, Command, val, wait};
+use crate::{Args, CliError, Command, Opt, val, wait};
 
 /// Messages asked for per pull (mqadmin's).
 const PULL_BATCH: i32 = 32;
@@ -99,30 +99,24 @@ fn pull_range(
     Ok((None, offset))
 }
 
+/// The two print commands' options that mqadmin gives them alike.
+const CHARSET: Opt = val('c', "charsetName", false, "CharsetName(eg: UTF-8)");
+const SUB_EXPRESSION: Opt = val(
+    's',
+    "subExpression",
+    false,
+    "Subscribe Expression(eg: TagA || TagB)",
+);
+
 pub const PRINT_MSG: Command = Command {
     name: "printMsg",
     desc: "Print Message Detail",
     opts: &[
         val('t', "topic", true, "topic name"),
-        val('c', "charsetName", false, "CharsetName(eg: UTF-8)"),
-        val(
-            's',
-            "subExpression",
-            false,
-            "Subscribe Expression(eg: TagA || TagB)",
-        ),
-        val(
-            'b',
-            "beginTimestamp",
-            false,
-            "Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
-        ),
-        val(
-            'e',
-            "endTimestamp",
-            false,
-            "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
-        ),
+        CHARSET,
+        SUB_EXPRESSION,
+        val('b', "beginTimestamp", false, BEGIN_TIMESTAMP_HELP),
+        END_TIMESTAMP,
         val('d', "printBody", false, "print body (default true)"),
         val(
             'l',
@@ -198,25 +192,10 @@ pub const PRINT_MSG_BY_QUEUE: Command = Command {
         val('t', "topic", true, "topic name"),
         val('a', "brokerName", true, "broker name"),
         val('i', "queueId", true, "queue id"),
-        val('c', "charsetName", false, "CharsetName(eg: UTF-8)"),
-        val(
-            's',
-            "subExpression",
-            false,
-            "Subscribe Expression(eg: TagA || TagB)",
-        ),
-        val(
-            'b',
-            "beginTimestamp",
-            false,
-            "Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
-        ),
-        val(
-            'e',
-            "endTimestamp",
-            false,
-            "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]",
-        ),
+        CHARSET,
+        SUB_EXPRESSION,
+        val('b', "beginTimestamp", false, BEGIN_TIMESTAMP_HELP),
+        END_TIMESTAMP,
         val(
             'p',
             "print msg",

@@ -6,7 +6,7 @@ use tern_client::admin::Target;
 use tern_shell::body::{SubscriptionGroupConfig, TopicConfig};
 
 use crate::out::{Table, fmt_time, print_json};
-use crate::{Args, CliError, Command, flag, val, wait};
+use crate::{Args, CliError, Command, Opt, flag, val, wait};
 
 /// `-b` broker or `-c` cluster, one of them required.
 pub fn target(args: &Args) -> Result<Target, CliError> {
@@ -403,22 +403,27 @@ fn broker_status(admin: &Admin, args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Where a subscription group is written (updateSubGroup, setConsumeMode): one broker
+/// or every master of a cluster.
+pub(crate) const SUB_GROUP_BROKER: Opt = val(
+    'b',
+    "brokerAddr",
+    false,
+    "create subscription group to which broker",
+);
+pub(crate) const SUB_GROUP_CLUSTER: Opt = val(
+    'c',
+    "clusterName",
+    false,
+    "create subscription group to which cluster",
+);
+
 pub const UPDATE_SUB_GROUP: Command = Command {
     name: "updateSubGroup",
     desc: "Update or create subscription group",
     opts: &[
-        val(
-            'b',
-            "brokerAddr",
-            false,
-            "create subscription group to which broker",
-        ),
-        val(
-            'c',
-            "clusterName",
-            false,
-            "create subscription group to which cluster",
-        ),
+        SUB_GROUP_BROKER,
+        SUB_GROUP_CLUSTER,
         val('g', "groupName", true, "consumer group name"),
         val('s', "consumeEnable", false, "consume enable (true|false)"),
         val(

@@ -56,3 +56,9 @@ impl LitePullConsumerConfig {
         }
     }
 }
+
+impl crate::consumer::pull_loop::LongPolling for LitePullConsumerConfig {
+    fn long_polling(&self) -> (&str, i32, Duration) {
+        (&self.group, self.pull_batch_size, self.broker_suspend_max)
+    }
+}

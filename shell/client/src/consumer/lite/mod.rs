@@ -20,7 +20,7 @@ pub use config::LitePullConsumerConfig;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 use tern_shell::sync::MutexExt;
@@ -30,6 +30,7 @@ use tern_shell::message::{MessageExt, Undecodable};
 use tern_shell::runtime::{self, Shutdown};
 
 use crate::config::ClientConfig;
+use crate::consumer::hook::{Hook, RunningInfo};
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, queue_offset};
 use crate::consumer::push::allocate_topic;
@@ -123,11 +124,7 @@ impl LitePullConsumer {
 
     /// A lite pull consumer on a shared client instance.
     pub fn with_instance(config: LitePullConsumerConfig, client: ClientInstance) -> Result<Self> {
-        if config.group.is_empty() || config.group.len() > 120 {
-            return Err(ClientError::InvalidMessage(
-                "the consumer group must have 1 to 120 characters".into(),
-            ));
-        }
+        crate::consumer::check_group(&config.group)?;
         let offsets = OffsetStore::remote(client.clone(), &config.group);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -473,6 +470,13 @@ impl Inner {
         )
         .await
     }
+}
+
+/// The lite pull consumer answers its connections (through [`Hook`]).
+impl ConsumerHook for Arc<Inner> {
+    fn rebalance_now(&self) {
+        self.kick();
+    }
 
     fn running_info(&self) -> Vec<u8> {
         let owned: Vec<String> = self
@@ -481,39 +485,15 @@ impl Inner {
             .keys()
             .map(crate::consumer::allocate::java_to_string)
             .collect();
-        let info = serde_json::json!({
-            "properties": {
-                "PROP_CONSUME_TYPE": "CONSUME_ACTIVELY",
-                "PROP_CONSUMER_START_TIMESTAMP": self.start_ms.to_string(),
-                "PROP_NAMESERVER_ADDR": self.client.config().namesrv_addrs.join(";"),
-                "PROP_CLIENT_VERSION": "V4_9_4",
-                "messageModel": "CLUSTERING",
-                "ownedQueues": owned.join(","),
-            },
-            "subscriptionSet": self.subs.guard().values().cloned().collect::<Vec<_>>(),
-            "mqTable": {},
-            "statusTable": {},
-        });
-        tern_shell::body::to_json(&info)
-    }
-}
-
-/// The consumer as its client instance's connections see it.
-#[derive(Debug)]
-struct Hook(Weak<Inner>);
-
-impl ConsumerHook for Hook {
-    fn rebalance_now(&self) {
-        if let Some(i) = self.0.upgrade() {
-            i.kick();
-        }
-    }
-
-    fn running_info(&self) -> Vec<u8> {
-        self.0
-            .upgrade()
-            .map(|i| i.running_info())
-            .unwrap_or_default()
+        let mut info = RunningInfo::new(
+            "CONSUME_ACTIVELY",
+            "CLUSTERING",
+            self.start_ms,
+            &self.client,
+            self.subs.guard().values().cloned().collect(),
+        );
+        info.properties.insert("ownedQueues", owned.join(","));
+        info.to_json()
     }
 }
 
@@ -544,28 +524,7 @@ mod tests {
 
     fn msgs(offsets: std::ops::Range<i64>) -> Vec<MessageExt> {
         offsets
-            .map(|o| {
-                let host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
-                MessageExt {
-                    topic: "T".into(),
-                    queue_id: 0,
-                    flag: 0,
-                    queue_offset: o,
-                    commit_log_offset: 0,
-                    sys_flag: 0,
-                    born_timestamp: 0,
-                    born_host: host,
-                    store_timestamp: 0,
-                    store_host: host,
-                    reconsume_times: 0,
-                    prepared_transaction_offset: 0,
-                    body_crc: 0,
-                    store_size: 0,
-                    body: Vec::new(),
-                    properties: Default::default(),
-                    offset_msg_id: String::new(),
-                }
-            })
+            .map(|o| crate::consumer::stored_message(o, Vec::new()))
             .collect()
     }
 

@@ -12,14 +12,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
-use tern_shell::runtime;
+use tern_shell::body::MessageQueue;
+use tern_shell::runtime::Shutdown;
 
 use tern_shell::sync::MutexExt;
 
 use super::{Inner, QueueState};
 use crate::consumer::pull::{PullResult, PullStatus, pull_message};
-use crate::error::{ClientError, Result};
+use crate::consumer::pull_loop::{Handled, QueuePuller, long_poll, pull_loop};
+use crate::error::Result;
 
 /// Pause of a paused queue before it looks again (Java: 1 s).
 const PAUSED_DELAY: Duration = Duration::from_millis(200);
@@ -28,86 +29,66 @@ const FLOW_CONTROL_DELAY: Duration = Duration::from_millis(50);
 /// Pause after a failed pull (Java: 1 s).
 const ERROR_DELAY: Duration = Duration::from_secs(1);
 
-pub(super) async fn pull_loop(inner: Arc<Inner>, st: Arc<QueueState>, mut next: i64) {
-    let cfg = &inner.config;
-    let mq = &st.mq;
-    let mut refusal_logged = false;
-    loop {
-        if st.dropped.is_triggered() || inner.shutdown.is_triggered() {
-            return;
+/// Pulls the queue of `st` from `next` into the buffer until `st` is dropped or the
+/// consumer stops.
+pub(super) async fn pull_queue(inner: Arc<Inner>, st: Arc<QueueState>, next: i64) {
+    pull_loop(LitePuller { inner, st }, next).await;
+}
+
+/// One owned queue of the lite pull consumer as the pull loop runs it.
+struct LitePuller {
+    inner: Arc<Inner>,
+    st: Arc<QueueState>,
+}
+
+impl QueuePuller for LitePuller {
+    const WHAT: &'static str = "lite pull";
+    const ERROR_PAUSE: Duration = ERROR_DELAY;
+
+    fn queue(&self) -> &MessageQueue {
+        &self.st.mq
+    }
+
+    fn ends(&self) -> (&Shutdown, &Shutdown) {
+        (&self.st.dropped, &self.inner.shutdown)
+    }
+
+    fn gate(&mut self) -> Option<Duration> {
+        let (inner, st) = (&self.inner, &self.st);
+        if inner.is_paused(&st.mq) {
+            return Some(PAUSED_DELAY);
         }
-        if inner.is_paused(mq) {
-            if stopped(&inner, &st, PAUSED_DELAY).await {
-                return;
-            }
-            continue;
-        }
-        if inner.buffered() >= cfg.pull_threshold_for_all
-            || st.cached.load(Ordering::Acquire) >= cfg.pull_threshold_for_queue
+        if inner.buffered() >= inner.config.pull_threshold_for_all
+            || st.cached.load(Ordering::Acquire) >= inner.config.pull_threshold_for_queue
         {
-            if stopped(&inner, &st, FLOW_CONTROL_DELAY).await {
-                return;
-            }
-            continue;
+            return Some(FLOW_CONTROL_DELAY);
         }
-        let pulled = runtime::race(async { Some(pull_once(&inner, &st, next).await) }, async {
-            runtime::race(st.dropped.wait(), inner.shutdown.wait()).await;
-            None
-        })
-        .await;
-        let Some(result) = pulled else {
-            return;
-        };
-        let r = match result {
-            Ok(r) => {
-                refusal_logged = false;
-                r
-            }
-            Err(e) => {
-                // A broker's refusal (a bad SQL92 expression: 23) does not heal by
-                // itself: say it once at warn, then keep retrying quietly.
-                if matches!(e, ClientError::Broker { .. }) && !refusal_logged {
-                    refusal_logged = true;
-                    log::warn!("lite pull of {mq:?} at {next} refused: {e}");
-                } else {
-                    log::debug!("lite pull of {mq:?} at {next} failed: {e}");
-                }
-                if stopped(&inner, &st, ERROR_DELAY).await {
-                    return;
-                }
-                continue;
-            }
-        };
+        None
+    }
+
+    async fn pull(&self, offset: i64) -> Result<PullResult> {
+        pull_once(&self.inner, &self.st, offset).await
+    }
+
+    async fn handle(&mut self, next: &mut i64, r: PullResult) -> Handled {
+        let (inner, st) = (&self.inner, &self.st);
         if r.status == PullStatus::OffsetIllegal {
             log::warn!(
-                "offset {next} of {mq:?} is illegal; continuing at {}",
+                "offset {next} of {:?} is illegal; continuing at {}",
+                st.mq,
                 r.next_begin_offset
             );
         }
-        next = r.next_begin_offset;
+        *next = r.next_begin_offset;
         if !r.messages.is_empty() || !r.undecodable.is_empty() {
-            inner.push(&st, r.messages, r.undecodable, next);
+            inner.push(st, r.messages, r.undecodable, *next);
         } else if matches!(r.status, PullStatus::Found | PullStatus::NoMatchedMsg) {
             // Everything up to `next` was filtered out: with nothing of this queue left in
             // the buffer, the group's offset may move past it (Java's correctTagsOffset).
-            inner.skip_filtered(&st, next);
+            inner.skip_filtered(st, *next);
         }
+        Handled::Pull
     }
-}
-
-/// Sleeps `d`; true when the queue was dropped or the consumer stopped meanwhile.
-async fn stopped(inner: &Inner, st: &QueueState, d: Duration) -> bool {
-    runtime::race(
-        async {
-            runtime::sleep(d).await;
-            false
-        },
-        async {
-            runtime::race(st.dropped.wait(), inner.shutdown.wait()).await;
-            true
-        },
-    )
-    .await
 }
 
 async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullResult> {
@@ -122,23 +103,6 @@ async fn pull_once(inner: &Inner, st: &QueueState, offset: i64) -> Result<PullRe
         ),
         None => ("*".to_owned(), inner.start_ms, Vec::new(), String::new()),
     };
-    let header = PullMessageRequestHeader {
-        consumer_group: cfg.group.clone(),
-        topic: mq.topic.clone(),
-        queue_id: mq.queue_id,
-        queue_offset: offset,
-        max_msg_nums: cfg.pull_batch_size.max(1),
-        sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
-        commit_offset: 0,
-        suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
-        subscription: Some(expression),
-        sub_version: version,
-        expression_type: Some(if expression_type.is_empty() {
-            "TAG".into()
-        } else {
-            expression_type
-        }),
-        ..PullMessageRequestHeader::default()
-    };
+    let header = long_poll(cfg, mq, offset).filter(Some(expression), &expression_type, version);
     pull_message(&inner.client, mq, header, cfg.pull_timeout, &tags).await
 }

@@ -143,7 +143,7 @@ impl Inner {
         });
         self.offsets.update(mq, offset, false);
         q.insert(mq.clone(), st.clone());
-        runtime::spawn(pull_task::pull_loop(self.clone(), st, offset));
+        runtime::spawn(pull_task::pull_queue(self.clone(), st, offset));
         true
     }
 

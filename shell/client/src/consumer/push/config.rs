@@ -135,3 +135,9 @@ pub const POP_DELAY_LEVEL_SECS: [u64; 16] = [
 
 /// Prefix of retry topics.
 pub const RETRY_PREFIX: &str = "%RETRY%";
+
+impl crate::consumer::pull_loop::LongPolling for PushConsumerConfig {
+    fn long_polling(&self) -> (&str, i32, Duration) {
+        (&self.group, self.pull_batch_size, self.broker_suspend_max)
+    }
+}

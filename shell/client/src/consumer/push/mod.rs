@@ -32,7 +32,7 @@ pub(crate) use rebalance::{allocate_topic, pull_from_where};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tern_shell::runtime::now_ms;
 use tern_shell::sync::MutexExt;
@@ -48,6 +48,7 @@ pub use listener::{
 };
 
 use crate::config::{ClientConfig, ProducerConfig};
+use crate::consumer::hook::{Hook, RunningInfo};
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::selector::{MessageSelector, check_in_broker};
 use crate::error::{ClientError, Result};
@@ -119,11 +120,7 @@ impl PushConsumer {
 
     /// A push consumer on a shared client instance.
     pub fn with_instance(config: PushConsumerConfig, client: ClientInstance) -> Result<Self> {
-        if config.group.is_empty() || config.group.len() > 120 {
-            return Err(ClientError::InvalidMessage(
-                "the consumer group must have 1 to 120 characters".into(),
-            ));
-        }
+        crate::consumer::check_group(&config.group)?;
         let offsets = match config.message_model {
             MessageModel::Broadcasting => {
                 let dir = config.offset_store_dir.clone().unwrap_or_else(|| {
@@ -366,40 +363,38 @@ impl Inner {
             self.offsets.persist_all(&mqs, false).await;
         }
     }
+}
+
+/// The push consumer answers its connections (through [`Hook`]).
+impl ConsumerHook for Arc<Inner> {
+    fn rebalance_now(&self) {
+        self.kick();
+    }
 
     fn running_info(&self) -> Vec<u8> {
         let cfg = &self.config;
-        let props: BTreeMap<&str, String> = [
-            ("PROP_CONSUME_TYPE", "CONSUME_PASSIVELY".to_owned()),
+        let mut info = RunningInfo::new(
+            "CONSUME_PASSIVELY",
+            cfg.message_model.name(),
+            self.start_ms,
+            &self.client,
+            self.subs.guard().values().cloned().collect(),
+        );
+        let threads = self.pool.guard().as_ref().map_or(0, |p| p.threads());
+        info.properties.extend([
             ("PROP_CONSUMEORDERLY", self.is_orderly().to_string()),
             (
                 "PROP_THREADPOOL_CORE_SIZE",
                 cfg.consume_thread_min.to_string(),
             ),
-            ("PROP_CONSUMER_START_TIMESTAMP", self.start_ms.to_string()),
-            (
-                "consumeThreads",
-                self.pool
-                    .guard()
-                    .as_ref()
-                    .map_or(0, |p| p.threads())
-                    .to_string(),
-            ),
-            (
-                "PROP_NAMESERVER_ADDR",
-                self.client.config().namesrv_addrs.join(";"),
-            ),
-            ("PROP_CLIENT_VERSION", "V4_9_4".to_owned()),
-            ("messageModel", cfg.message_model.name().to_owned()),
+            ("consumeThreads", threads.to_string()),
             ("consumeFromWhere", cfg.consume_from_where.name().to_owned()),
             (
                 "allocateMessageQueueStrategy",
                 cfg.allocate_strategy.name().to_owned(),
             ),
-        ]
-        .into_iter()
-        .collect();
-        let table: BTreeMap<MessageQueue, serde_json::Value> = self
+        ]);
+        info.mq_table.0 = self
             .table
             .guard()
             .iter()
@@ -415,54 +410,18 @@ impl Inner {
                 (mq.clone(), info)
             })
             .collect();
-        let pop_table: BTreeMap<MessageQueue, serde_json::Value> = self
+        let pop_table = self
             .pop_table
             .guard()
             .iter()
             .map(|(mq, pq)| (mq.clone(), pq.info()))
             .collect();
-        #[derive(serde::Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct RunningInfo<'a> {
-            properties: BTreeMap<&'a str, String>,
-            subscription_set: Vec<SubscriptionData>,
-            mq_table: QueueKeyMap<serde_json::Value>,
-            mq_pop_table: QueueKeyMap<serde_json::Value>,
-            status_table: BTreeMap<String, serde_json::Value>,
-        }
-        tern_shell::body::to_json(&RunningInfo {
-            properties: props,
-            subscription_set: self.subs.guard().values().cloned().collect(),
-            mq_table: QueueKeyMap(table),
-            mq_pop_table: QueueKeyMap(pop_table),
-            status_table: BTreeMap::new(),
-        })
-    }
-}
-
-/// The consumer as its client instance's connections see it.
-#[derive(Debug)]
-struct Hook(Weak<Inner>);
-
-impl ConsumerHook for Hook {
-    fn rebalance_now(&self) {
-        if let Some(i) = self.0.upgrade() {
-            i.kick();
-        }
-    }
-
-    fn running_info(&self) -> Vec<u8> {
-        self.0
-            .upgrade()
-            .map(|i| i.running_info())
-            .unwrap_or_default()
+        info.mq_pop_table = Some(QueueKeyMap(pop_table));
+        info.to_json()
     }
 
     fn reset_offset(&self, topic: &str, offsets: BTreeMap<MessageQueue, i64>) -> bool {
-        let Some(inner) = self.0.upgrade() else {
-            return false;
-        };
-        runtime::spawn(inner.reset_offsets(topic.to_owned(), offsets));
+        runtime::spawn(self.clone().reset_offsets(topic.to_owned(), offsets));
         true
     }
 
@@ -471,14 +430,11 @@ impl ConsumerHook for Hook {
         msg: tern_shell::message::MessageExt,
         broker_name: &str,
     ) -> Option<tern_shell::body::ConsumeMessageDirectlyResult> {
-        Some(self.0.upgrade()?.consume_directly(msg, broker_name))
+        Some(Inner::consume_directly(self, msg, broker_name))
     }
 
     fn offsets_of(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
-        let Some(inner) = self.0.upgrade() else {
-            return BTreeMap::new();
-        };
-        let owned: Vec<MessageQueue> = inner
+        let owned: Vec<MessageQueue> = self
             .table
             .guard()
             .keys()
@@ -487,7 +443,7 @@ impl ConsumerHook for Hook {
             .collect();
         owned
             .into_iter()
-            .filter_map(|mq| Some((mq.clone(), inner.offsets.read_memory(&mq)?)))
+            .filter_map(|mq| Some((mq.clone(), self.offsets.read_memory(&mq)?)))
             .collect()
     }
 }

@@ -22,7 +22,8 @@ use tern_shell::runtime::{self, Shutdown, now_ms};
 
 use super::config::POP_DELAY_LEVEL_SECS;
 use super::listener::{ConsumeContext, ConsumeStatus};
-use super::pull_task::{ERROR_PAUSE, FLOW_CONTROL_PAUSE, paused};
+use super::pull_task::{ERROR_PAUSE, FLOW_CONTROL_PAUSE};
+use crate::consumer::pull_loop::paused;
 use tern_shell::sync::MutexExt;
 
 use super::{Inner, Listener};
@@ -90,7 +91,7 @@ pub(super) async fn pop_loop(inner: Arc<Inner>, mq: MessageQueue, pq: Arc<PopQue
                 log::debug!("flow control on {mq:?}: {waiting} popped messages wait for an ack");
                 flow_logged = true;
             }
-            if paused(&inner, pq.dropped.wait(), FLOW_CONTROL_PAUSE).await {
+            if paused((&pq.dropped, &inner.shutdown), FLOW_CONTROL_PAUSE).await {
                 return;
             }
             continue;
@@ -131,7 +132,7 @@ pub(super) async fn pop_loop(inner: Arc<Inner>, mq: MessageQueue, pq: Arc<PopQue
                 } else {
                     log::debug!("POP of {mq:?} failed: {e}");
                 }
-                if paused(&inner, pq.dropped.wait(), ERROR_PAUSE).await {
+                if paused((&pq.dropped, &inner.shutdown), ERROR_PAUSE).await {
                     return;
                 }
             }

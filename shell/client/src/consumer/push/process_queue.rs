@@ -144,9 +144,9 @@ impl ProcessQueue {
         self.dropped.is_triggered()
     }
 
-    /// Resolves when the queue is taken away.
-    pub async fn wait_dropped(&self) {
-        self.dropped.wait().await;
+    /// Triggered when the queue is taken away.
+    pub(crate) fn dropped(&self) -> &Shutdown {
+        &self.dropped
     }
 
     /// Orderly: records the broker's answer to a lock request.
@@ -183,29 +183,9 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, SocketAddr};
 
     fn msg(off: i64) -> MessageExt {
-        let host = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
-        MessageExt {
-            topic: "T".into(),
-            queue_id: 0,
-            flag: 0,
-            queue_offset: off,
-            commit_log_offset: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: host,
-            store_timestamp: 0,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body_crc: 0,
-            store_size: 0,
-            body: vec![0; 10],
-            properties: Default::default(),
-            offset_msg_id: String::new(),
-        }
+        crate::consumer::stored_message(off, vec![0; 10])
     }
 
     #[test]

@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tern_shell::body::MessageQueue;
-use tern_shell::headers::{PullMessageRequestHeader, pull_sys_flag};
-use tern_shell::runtime;
+use tern_shell::runtime::Shutdown;
 
 use super::process_queue::ProcessQueue;
 use tern_shell::sync::MutexExt;
 
 use super::Inner;
 use crate::consumer::pull::{PullResult, PullStatus, pull_message};
-use crate::error::{ClientError, Result};
+use crate::consumer::pull_loop::{Handled, QueuePuller, long_poll, pull_loop};
+use crate::error::Result;
 
 /// Pause of a queue over its flow-control thresholds (Java: 50 ms).
 pub(super) const FLOW_CONTROL_PAUSE: Duration = Duration::from_millis(50);
@@ -28,97 +28,100 @@ pub(super) const ERROR_PAUSE: Duration = Duration::from_secs(3);
 /// lock is re-requested by the consume task).
 const UNLOCKED_PAUSE: Duration = Duration::from_millis(500);
 
-pub(super) async fn pull_loop(
+/// Pulls `mq` from `next` into `pq` until the queue is dropped or the consumer stops.
+pub(super) async fn pull_queue(
     inner: Arc<Inner>,
     mq: MessageQueue,
     pq: Arc<ProcessQueue>,
-    mut next: i64,
+    next: i64,
 ) {
-    let cfg = &inner.config;
     let orderly = inner.is_orderly();
-    let mut flow_logged = false;
-    let mut refusal_logged = false;
-    loop {
-        if pq.is_dropped() || inner.shutdown.is_triggered() {
-            return;
-        }
+    let puller = PushPuller {
+        inner,
+        mq,
+        pq,
+        orderly,
+        flow_logged: false,
+    };
+    pull_loop(puller, next).await;
+}
+
+/// One owned queue of the push consumer as the pull loop runs it.
+struct PushPuller {
+    inner: Arc<Inner>,
+    mq: MessageQueue,
+    pq: Arc<ProcessQueue>,
+    orderly: bool,
+    /// Flow control was logged since the queue last pulled.
+    flow_logged: bool,
+}
+
+impl QueuePuller for PushPuller {
+    const WHAT: &'static str = "pull";
+    const ERROR_PAUSE: Duration = ERROR_PAUSE;
+
+    fn queue(&self) -> &MessageQueue {
+        &self.mq
+    }
+
+    fn ends(&self) -> (&Shutdown, &Shutdown) {
+        (self.pq.dropped(), &self.inner.shutdown)
+    }
+
+    fn gate(&mut self) -> Option<Duration> {
+        let (cfg, pq, mq) = (&self.inner.config, &self.pq, &self.mq);
         let (count, bytes) = pq.cached();
-        let over_span = !orderly && pq.span() > cfg.consume_concurrently_max_span;
+        let over_span = !self.orderly && pq.span() > cfg.consume_concurrently_max_span;
         if count > cfg.pull_threshold_for_queue
             || bytes > cfg.pull_threshold_size_for_queue_bytes
             || over_span
         {
-            if !flow_logged {
+            if !self.flow_logged {
                 log::debug!("flow control on {mq:?}: {count} msgs, {bytes} bytes cached");
-                flow_logged = true;
+                self.flow_logged = true;
             }
-            if paused(&inner, pq.wait_dropped(), FLOW_CONTROL_PAUSE).await {
-                return;
-            }
-            continue;
+            return Some(FLOW_CONTROL_PAUSE);
         }
-        flow_logged = false;
-        if orderly && inner.clustering() && !pq.is_locked(cfg.lock_max_live.as_millis() as u64) {
-            if paused(&inner, pq.wait_dropped(), UNLOCKED_PAUSE).await {
-                return;
-            }
-            continue;
+        self.flow_logged = false;
+        if self.orderly
+            && self.inner.clustering()
+            && !pq.is_locked(cfg.lock_max_live.as_millis() as u64)
+        {
+            return Some(UNLOCKED_PAUSE);
         }
-        let pulled = runtime::race(async { Some(pull_once(&inner, &mq, next).await) }, async {
-            runtime::race(pq.wait_dropped(), inner.shutdown.wait()).await;
-            None
-        })
-        .await;
-        let Some(result) = pulled else {
-            return;
-        };
-        let r = match result {
-            Ok(r) => {
-                refusal_logged = false;
-                r
-            }
-            Err(e) => {
-                // A broker's refusal (a bad SQL92 expression: 23) does not heal by
-                // itself: say it once at warn, then keep retrying quietly.
-                if matches!(e, ClientError::Broker { .. }) && !refusal_logged {
-                    refusal_logged = true;
-                    log::warn!("pull of {mq:?} at {next} refused: {e}");
-                } else {
-                    log::debug!("pull of {mq:?} at {next} failed: {e}");
-                }
-                if paused(&inner, pq.wait_dropped(), ERROR_PAUSE).await {
-                    return;
-                }
-                continue;
-            }
-        };
+        None
+    }
+
+    async fn pull(&self, offset: i64) -> Result<PullResult> {
+        pull_once(&self.inner, &self.mq, offset).await
+    }
+
+    async fn handle(&mut self, next: &mut i64, r: PullResult) -> Handled {
+        let (inner, mq, pq) = (&self.inner, &self.mq, &self.pq);
         if pq.is_dropped() || inner.shutdown.is_triggered() {
-            return;
+            return Handled::Stop;
         }
         match r.status {
             PullStatus::Found => {
                 // Messages whose body cannot be read go to the DLQ before the queue moves
                 // past them; until that worked, the same range is pulled again.
-                if !r.undecodable.is_empty() && !inner.set_aside(&mq, &r.undecodable).await {
-                    if paused(&inner, pq.wait_dropped(), ERROR_PAUSE).await {
-                        return;
-                    }
-                    continue;
+                if !r.undecodable.is_empty() && !inner.set_aside(mq, &r.undecodable).await {
+                    return Handled::Pause(ERROR_PAUSE);
                 }
-                next = r.next_begin_offset;
+                *next = r.next_begin_offset;
                 if !r.messages.is_empty() {
                     let msgs = r.messages;
                     pq.put(msgs.clone());
-                    inner.dispatch(&mq, &pq, msgs);
+                    inner.dispatch(mq, pq, msgs);
                 } else if pq.is_empty() {
-                    inner.offsets.update(&mq, next, true);
+                    inner.offsets.update(mq, *next, true);
                 }
             }
             PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
-                next = r.next_begin_offset;
+                *next = r.next_begin_offset;
                 // Java's correctTagsOffset: nothing cached, so everything up to here is done.
                 if pq.is_empty() {
-                    inner.offsets.update(&mq, next, true);
+                    inner.offsets.update(mq, *next, true);
                 }
             }
             PullStatus::OffsetIllegal => {
@@ -126,34 +129,15 @@ pub(super) async fn pull_loop(
                     "offset {next} of {mq:?} is illegal; continuing at {}",
                     r.next_begin_offset
                 );
-                next = r.next_begin_offset;
-                inner.offsets.update(&mq, next, false);
-                if let Err(e) = inner.offsets.persist(&mq).await {
+                *next = r.next_begin_offset;
+                inner.offsets.update(mq, *next, false);
+                if let Err(e) = inner.offsets.persist(mq).await {
                     log::debug!("persisting corrected offset of {mq:?}: {e}");
                 }
             }
         }
+        Handled::Pull
     }
-}
-
-/// Sleeps `d`; true when the queue was dropped (`dropped` finished) or the consumer
-/// stopped meanwhile. Shared by the pull and POP tasks.
-pub(super) async fn paused(
-    inner: &Inner,
-    dropped: impl std::future::Future<Output = ()>,
-    d: Duration,
-) -> bool {
-    runtime::race(
-        async {
-            runtime::sleep(d).await;
-            false
-        },
-        async {
-            runtime::race(dropped, inner.shutdown.wait()).await;
-            true
-        },
-    )
-    .await
 }
 
 async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<PullResult> {
@@ -167,27 +151,9 @@ async fn pull_once(inner: &Inner, mq: &MessageQueue, offset: i64) -> Result<Pull
     } else {
         None
     };
-    let mut sys_flag = pull_sys_flag::SUSPEND;
-    if commit.is_some() {
-        sys_flag |= pull_sys_flag::COMMIT_OFFSET;
-    }
-    let header = PullMessageRequestHeader {
-        consumer_group: cfg.group.clone(),
-        topic: mq.topic.clone(),
-        queue_id: mq.queue_id,
-        queue_offset: offset,
-        max_msg_nums: cfg.pull_batch_size.max(1),
-        sys_flag,
-        commit_offset: commit.unwrap_or(0),
-        suspend_timeout_millis: cfg.broker_suspend_max.as_millis() as i64,
-        subscription: None,
-        sub_version,
-        expression_type: Some(if expression_type.is_empty() {
-            "TAG".into()
-        } else {
-            expression_type
-        }),
-        ..PullMessageRequestHeader::default()
-    };
+    let header =
+        long_poll(cfg, mq, offset)
+            .commit(commit)
+            .filter(None, &expression_type, sub_version);
     pull_message(&inner.client, mq, header, cfg.pull_timeout, &tags).await
 }

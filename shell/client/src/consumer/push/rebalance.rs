@@ -22,7 +22,7 @@ use crate::consumer::allocate::{AllocateStrategy, sort_queues};
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, broker_addr, queue_offset};
 use crate::error::{ClientError, Result};
-use crate::instance::{ClientInstance, PERM_READ};
+use crate::instance::ClientInstance;
 
 /// Pause before a rebalance that could not finish (no route yet, lock refused...).
 const RETRY_INCOMPLETE: Duration = Duration::from_secs(1);
@@ -169,7 +169,7 @@ impl Inner {
                 "{} now owns {mq:?} from offset {offset}",
                 self.client.client_id()
             );
-            runtime::spawn(pull_task::pull_loop(self.clone(), mq, pq, offset));
+            runtime::spawn(pull_task::pull_queue(self.clone(), mq, pq, offset));
         }
         complete
     }
@@ -360,16 +360,7 @@ pub(crate) async fn allocate_topic(
         Ok(r) => r,
         Err(e) => client.topic_route(topic).await.map_err(|_| e)?,
     };
-    let mut all = Vec::new();
-    for q in route.queue_datas.iter().filter(|q| q.perm & PERM_READ != 0) {
-        for id in 0..q.read_queue_nums.max(0) {
-            all.push(MessageQueue {
-                topic: topic.to_owned(),
-                broker_name: q.broker_name.clone(),
-                queue_id: id,
-            });
-        }
-    }
+    let mut all = crate::consumer::readable_queues(topic, &route);
     sort_queues(&mut all);
     let Some(strategy) = strategy else {
         return Ok(all);
