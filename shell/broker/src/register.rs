@@ -2,6 +2,7 @@
 //! once when topics change; unregistration at shutdown. Each name server is independent:
 //! one that is down does not delay the others.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use tern_shell::headers::{
     BrokerIdentityRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
 };
 use tern_shell::runtime;
-use tern_shell::{RemotingCommand, ResponseCode};
+use tern_shell::{RemotingCommand, RemotingError, ResponseCode};
 
 use crate::BrokerCtx;
 
@@ -23,8 +24,26 @@ fn identity(ctx: &BrokerCtx) -> (String, String) {
     (ctx.store_host.to_string(), ctx.ha_addr.to_string())
 }
 
+/// Why a registration with one name server failed.
+#[derive(Debug)]
+enum RegisterError {
+    /// The request failed on its connection.
+    Remoting(RemotingError),
+    /// The name server answered with an error code and remark.
+    Refused(i32, String),
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Remoting(e) => write!(f, "{e}"),
+            Self::Refused(code, remark) => write!(f, "code {code} {remark}"),
+        }
+    }
+}
+
 /// Registers with one name server.
-async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), String> {
+async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), RegisterError> {
     let (broker_addr, ha) = identity(ctx);
     let header = RegisterBrokerRequestHeader {
         broker_name: ctx.config.broker_name.clone(),
@@ -44,7 +63,7 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         .namesrv
         .invoke(addr, req, REGISTER_TIMEOUT)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(RegisterError::Remoting)?;
     if resp.response_code() == ResponseCode::Success {
         // A slave learns its master from the answer.
         if ctx.role.get() == crate::config::BrokerRole::Slave {
@@ -64,10 +83,9 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         }
         Ok(())
     } else {
-        Err(format!(
-            "code {} {}",
+        Err(RegisterError::Refused(
             resp.code,
-            resp.remark.unwrap_or_default()
+            resp.remark.unwrap_or_default(),
         ))
     }
 }
