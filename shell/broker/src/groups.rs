@@ -284,8 +284,7 @@ impl Table {
     }
 
     fn bump(&mut self) {
-        self.version.counter += 1;
-        self.version.timestamp = now_ms();
+        crate::topics::bump(&mut self.version);
     }
 }
 

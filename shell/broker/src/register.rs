@@ -24,20 +24,48 @@ fn identity(ctx: &BrokerCtx) -> (String, String) {
     (ctx.store_host.to_string(), ctx.ha_addr.to_string())
 }
 
+/// A peer's error answer to one of the broker's own requests (a name server's, the
+/// master's, a controller's): its code and remark, said as `code {code} {remark}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorAnswer {
+    /// The response code.
+    pub code: i32,
+    /// The peer's remark (empty when it gave none).
+    pub remark: String,
+}
+
+impl ErrorAnswer {
+    /// The code and remark of `resp`.
+    pub fn of(resp: &RemotingCommand) -> Self {
+        Self {
+            code: resp.code,
+            remark: resp.remark.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ErrorAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "code {} {}", self.code, self.remark)
+    }
+}
+
+impl std::error::Error for ErrorAnswer {}
+
 /// Why a registration with one name server failed.
 #[derive(Debug)]
 enum RegisterError {
     /// The request failed on its connection.
     Remoting(RemotingError),
-    /// The name server answered with an error code and remark.
-    Refused(i32, String),
+    /// The name server answered with an error.
+    Refused(ErrorAnswer),
 }
 
 impl fmt::Display for RegisterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Remoting(e) => write!(f, "{e}"),
-            Self::Refused(code, remark) => write!(f, "code {code} {remark}"),
+            Self::Refused(a) => write!(f, "{a}"),
         }
     }
 }
@@ -83,10 +111,7 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), Re
         }
         Ok(())
     } else {
-        Err(RegisterError::Refused(
-            resp.code,
-            resp.remark.unwrap_or_default(),
-        ))
+        Err(RegisterError::Refused(ErrorAnswer::of(&resp)))
     }
 }
 

@@ -31,6 +31,7 @@ use tern_shell::{RemotingCommand, RemotingError, ResponseCode};
 
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
+use crate::register::ErrorAnswer;
 
 /// Period between two syncs (RocketMQ 4.9's `handleSlaveSynchronize`).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(10);
@@ -44,15 +45,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub enum SyncError {
     /// The request failed on the connection (which is closed, so the next one dials).
     Remoting(RequestCode, RemotingError),
-    /// The master answered with an error code.
-    Refused {
-        /// What was asked.
-        request: RequestCode,
-        /// The master's response code.
-        code: i32,
-        /// The master's remark.
-        remark: String,
-    },
+    /// The master answered the request with an error.
+    Refused(RequestCode, ErrorAnswer),
     /// The master's body is not what the request returns: why.
     Body(RequestCode, String),
     /// The master's delay offsets arrived but could not be saved here.
@@ -63,11 +57,7 @@ impl fmt::Display for SyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Remoting(request, e) => write!(f, "{request:?}: {e}"),
-            Self::Refused {
-                request,
-                code,
-                remark,
-            } => write!(f, "{request:?}: code {code} {remark}"),
+            Self::Refused(request, answer) => write!(f, "{request:?}: {answer}"),
             Self::Body(request, why) => write!(f, "{request:?}: {why}"),
             Self::DelayOffsetsNotSaved => {
                 f.write_str("delay offsets from the master could not be saved")
@@ -220,11 +210,7 @@ async fn fetch<T: DeserializeOwned>(
 ) -> Result<T, SyncError> {
     let resp = ask(ctx, addr, code).await?;
     if resp.response_code() != ResponseCode::Success {
-        return Err(SyncError::Refused {
-            request: code,
-            code: resp.code,
-            remark: resp.remark.unwrap_or_default(),
-        });
+        return Err(SyncError::Refused(code, ErrorAnswer::of(&resp)));
     }
     tern_shell::body::from_json(&resp.body)
         .map_err(|e| SyncError::Body(code, format!("bad body: {e}")))

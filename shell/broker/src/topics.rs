@@ -306,8 +306,7 @@ impl Topics {
             let changed = w.0.get(&config.topic_name) != Some(&config);
             if changed {
                 w.0.insert(config.topic_name.clone(), config);
-                w.1.counter += 1;
-                w.1.timestamp = now_ms();
+                bump(&mut w.1);
             }
             changed
         };
@@ -383,8 +382,7 @@ impl Topics {
     pub fn bump_version(&self) {
         {
             let mut w = self.write();
-            w.1.counter += 1;
-            w.1.timestamp = now_ms();
+            bump(&mut w.1);
         }
         self.persist();
     }
@@ -395,8 +393,7 @@ impl Topics {
             let mut w = self.write();
             let existed = w.0.remove(topic).is_some();
             if existed {
-                w.1.counter += 1;
-                w.1.timestamp = now_ms();
+                bump(&mut w.1);
             }
             existed
         };
@@ -472,6 +469,12 @@ impl Topics {
     pub async fn persisted(&self) {
         self.saver.saved().await;
     }
+}
+
+/// Moves a table's version on a change (RocketMQ's `DataVersion.nextVersion`).
+pub(crate) fn bump(version: &mut DataVersion) {
+    version.counter += 1;
+    version.timestamp = now_ms();
 }
 
 fn read(table: &RwLock<Table>) -> RwLockReadGuard<'_, Table> {

@@ -7,6 +7,8 @@ use tern_shell::body::BodyError;
 use tern_shell::headers::HeaderError;
 use tern_shell::{RemotingCommand, RemotingError};
 
+use crate::register::ErrorAnswer;
+
 /// Why a controller-mode step failed.
 #[derive(Debug)]
 pub enum ControllerError {
@@ -16,15 +18,8 @@ pub enum ControllerError {
     NotLeader(String),
     /// The call to the controller at this address failed on its connection.
     Remoting(String, RemotingError),
-    /// The controller answered a request (named as RocketMQ names it) with an error code.
-    Refused {
-        /// The request, as RocketMQ names it.
-        request: String,
-        /// The response code.
-        code: i32,
-        /// The controller's remark.
-        remark: String,
-    },
+    /// The controller answered a request (named as RocketMQ names it) with an error.
+    Refused(String, ErrorAnswer),
     /// An answer's header did not decode.
     Header(HeaderError),
     /// An answer's body did not decode.
@@ -38,11 +33,7 @@ pub enum ControllerError {
 impl ControllerError {
     /// `resp`, an error answer to `request`.
     pub(crate) fn refused(request: impl Into<String>, resp: &RemotingCommand) -> Self {
-        Self::Refused {
-            request: request.into(),
-            code: resp.code,
-            remark: resp.remark.clone().unwrap_or_default(),
-        }
+        Self::Refused(request.into(), ErrorAnswer::of(resp))
     }
 }
 
@@ -52,11 +43,7 @@ impl fmt::Display for ControllerError {
             Self::NoLeader(why) => write!(f, "no controller leader: {}", why.join("; ")),
             Self::NotLeader(addr) => write!(f, "{addr} no longer leads"),
             Self::Remoting(addr, e) => write!(f, "{addr}: {e}"),
-            Self::Refused {
-                request,
-                code,
-                remark,
-            } => write!(f, "{request}: code {code} {remark}"),
+            Self::Refused(request, answer) => write!(f, "{request}: {answer}"),
             Self::Header(e) => write!(f, "{e}"),
             Self::Body(e) => write!(f, "{e}"),
             Self::Unusable(text) | Self::Replica(text) => f.write_str(text),
