@@ -403,7 +403,7 @@ impl Config for BrokerConfig {
         };
         let trace_topic_name: String =
             r.get_checked("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC".to_owned(), |s| {
-                crate::topics::validate_topic(s)
+                crate::topics::validate_topic(s).map_err(|e| e.to_string())
             })?;
         let cfg = BrokerConfig {
             trace_topic: r

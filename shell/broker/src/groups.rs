@@ -15,7 +15,7 @@ use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWr
 use tern_shell::runtime::now_ms;
 
 use crate::persist::Saver;
-use crate::topics::illegal_char;
+use crate::topics::{NameError, NameOf, validate_name};
 
 /// Longest group name (RocketMQ's `Validators.CHARACTER_MAX_LENGTH`).
 pub const MAX_GROUP_NAME_LEN: usize = 255;
@@ -28,21 +28,8 @@ pub const AUTO_CREATE_MAX_GROUPS: usize = 10_000;
 
 /// Why a group name is refused: RocketMQ's client-side checks (`Validators.checkGroup`)
 /// and their wording.
-pub fn validate_group(group: &str) -> Result<(), String> {
-    if group.trim().is_empty() {
-        return Err("the specified group is blank".into());
-    }
-    if group.len() > MAX_GROUP_NAME_LEN {
-        return Err(format!(
-            "the specified group is longer than group max length {MAX_GROUP_NAME_LEN}."
-        ));
-    }
-    if let Some(c) = illegal_char(group) {
-        return Err(format!(
-            "the specified group[{group}] contains illegal characters ('{c}'), allowing only ^[%|a-zA-Z0-9_-]+$"
-        ));
-    }
-    Ok(())
+pub fn validate_group(group: &str) -> Result<(), NameError> {
+    validate_name(NameOf::Group, group)
 }
 
 /// Why [`Groups::try_get_or_create`] gives no group.
@@ -51,7 +38,7 @@ pub enum GroupRefused {
     /// Absent, and auto-creation is off.
     NotFound,
     /// Absent, and its name breaks RocketMQ's rules (the reason).
-    BadName(String),
+    BadName(NameError),
     /// Absent, and the table already holds [`AUTO_CREATE_MAX_GROUPS`] groups.
     Full,
 }
@@ -297,8 +284,7 @@ impl Table {
     }
 
     fn bump(&mut self) {
-        self.version.counter += 1;
-        self.version.timestamp = now_ms();
+        crate::topics::bump(&mut self.version);
     }
 }
 
@@ -318,17 +304,29 @@ mod tests {
     fn group_names_follow_rocketmq_rules() {
         assert!(validate_group("CID_consumer-1|%RETRY%x").is_ok());
         assert!(validate_group(&"g".repeat(MAX_GROUP_NAME_LEN)).is_ok());
-        assert!(validate_group("").unwrap_err().contains("blank"));
-        assert!(validate_group(" ").unwrap_err().contains("blank"));
+        assert!(
+            validate_group("")
+                .unwrap_err()
+                .to_string()
+                .contains("blank")
+        );
+        assert!(
+            validate_group(" ")
+                .unwrap_err()
+                .to_string()
+                .contains("blank")
+        );
         assert!(
             validate_group(&"g".repeat(MAX_GROUP_NAME_LEN + 1))
                 .unwrap_err()
+                .to_string()
                 .contains("longer than group max length 255")
         );
         for bad in ["a b", "a/b", "a.b", "grüppe", "a\0"] {
             assert!(
                 validate_group(bad)
                     .unwrap_err()
+                    .to_string()
                     .contains("illegal characters"),
                 "{bad:?}"
             );

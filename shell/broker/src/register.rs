@@ -2,6 +2,7 @@
 //! once when topics change; unregistration at shutdown. Each name server is independent:
 //! one that is down does not delay the others.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use tern_shell::headers::{
     BrokerIdentityRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
 };
 use tern_shell::runtime;
-use tern_shell::{RemotingCommand, ResponseCode};
+use tern_shell::{RemotingCommand, RemotingError, ResponseCode};
 
 use crate::BrokerCtx;
 
@@ -23,8 +24,54 @@ fn identity(ctx: &BrokerCtx) -> (String, String) {
     (ctx.store_host.to_string(), ctx.ha_addr.to_string())
 }
 
+/// A peer's error answer to one of the broker's own requests (a name server's, the
+/// master's, a controller's): its code and remark, said as `code {code} {remark}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorAnswer {
+    /// The response code.
+    pub code: i32,
+    /// The peer's remark (empty when it gave none).
+    pub remark: String,
+}
+
+impl ErrorAnswer {
+    /// The code and remark of `resp`.
+    pub fn of(resp: &RemotingCommand) -> Self {
+        Self {
+            code: resp.code,
+            remark: resp.remark.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ErrorAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "code {} {}", self.code, self.remark)
+    }
+}
+
+impl std::error::Error for ErrorAnswer {}
+
+/// Why a registration with one name server failed.
+#[derive(Debug)]
+enum RegisterError {
+    /// The request failed on its connection.
+    Remoting(RemotingError),
+    /// The name server answered with an error.
+    Refused(ErrorAnswer),
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Remoting(e) => write!(f, "{e}"),
+            Self::Refused(a) => write!(f, "{a}"),
+        }
+    }
+}
+
 /// Registers with one name server.
-async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), String> {
+async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), RegisterError> {
     let (broker_addr, ha) = identity(ctx);
     let header = RegisterBrokerRequestHeader {
         broker_name: ctx.config.broker_name.clone(),
@@ -44,7 +91,7 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         .namesrv
         .invoke(addr, req, REGISTER_TIMEOUT)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(RegisterError::Remoting)?;
     if resp.response_code() == ResponseCode::Success {
         // A slave learns its master from the answer.
         if ctx.role.get() == crate::config::BrokerRole::Slave {
@@ -64,11 +111,7 @@ async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), St
         }
         Ok(())
     } else {
-        Err(format!(
-            "code {} {}",
-            resp.code,
-            resp.remark.unwrap_or_default()
-        ))
+        Err(RegisterError::Refused(ErrorAnswer::of(&resp)))
     }
 }
 

@@ -16,6 +16,7 @@
 //! - delay offsets: the master's table replaces the slave's.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,10 +27,11 @@ use tern_shell::body::{
 };
 use tern_shell::code::RequestCode;
 use tern_shell::runtime;
-use tern_shell::{RemotingCommand, ResponseCode};
+use tern_shell::{RemotingCommand, RemotingError, ResponseCode};
 
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
+use crate::register::ErrorAnswer;
 
 /// Period between two syncs (RocketMQ 4.9's `handleSlaveSynchronize`).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(10);
@@ -38,9 +40,37 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long connecting to the master may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Why one table was not copied; each names the request it came from.
+#[derive(Debug)]
+pub enum SyncError {
+    /// The request failed on the connection (which is closed, so the next one dials).
+    Remoting(RequestCode, RemotingError),
+    /// The master answered the request with an error.
+    Refused(RequestCode, ErrorAnswer),
+    /// The master's body is not what the request returns: why.
+    Body(RequestCode, String),
+    /// The master's delay offsets arrived but could not be saved here.
+    DelayOffsetsNotSaved,
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Remoting(request, e) => write!(f, "{request:?}: {e}"),
+            Self::Refused(request, answer) => write!(f, "{request:?}: {answer}"),
+            Self::Body(request, why) => write!(f, "{request:?}: {why}"),
+            Self::DelayOffsetsNotSaved => {
+                f.write_str("delay offsets from the master could not be saved")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SyncError {}
+
 /// Copies the master's four tables once. Every table is attempted; the first failure is
 /// returned (each is also logged) and leaves that table as it was.
-pub async fn sync_once(ctx: &BrokerCtx, master_addr: &str) -> Result<(), String> {
+pub async fn sync_once(ctx: &BrokerCtx, master_addr: &str) -> Result<(), SyncError> {
     let results = [
         sync_topics(ctx, master_addr).await,
         sync_consumer_offsets(ctx, master_addr).await,
@@ -87,7 +117,7 @@ pub async fn run(ctx: Arc<BrokerCtx>, master: impl Fn() -> Option<String> + Send
     }
 }
 
-async fn sync_topics(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
+async fn sync_topics(ctx: &BrokerCtx, addr: &str) -> Result<(), SyncError> {
     let w: TopicConfigSerializeWrapper = fetch(ctx, addr, RequestCode::GetAllTopicConfig).await?;
     if ctx.topics.replace_from_master(w) {
         log::info!("topic table updated from master {addr}");
@@ -96,7 +126,7 @@ async fn sync_topics(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn sync_consumer_offsets(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
+async fn sync_consumer_offsets(ctx: &BrokerCtx, addr: &str) -> Result<(), SyncError> {
     let w: ConsumerOffsetSerializeWrapper =
         fetch(ctx, addr, RequestCode::GetAllConsumerOffset).await?;
     ctx.offsets.put_all(offset_table(w));
@@ -105,16 +135,16 @@ async fn sync_consumer_offsets(ctx: &BrokerCtx, addr: &str) -> Result<(), String
     Ok(())
 }
 
-async fn sync_delay_offsets(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
+async fn sync_delay_offsets(ctx: &BrokerCtx, addr: &str) -> Result<(), SyncError> {
     let w: DelayOffsetSerializeWrapper = fetch(ctx, addr, RequestCode::GetAllDelayOffset).await?;
     if ctx.schedule.offsets().replace_from_master(w) {
         Ok(())
     } else {
-        Err("delay offsets from the master could not be saved".into())
+        Err(SyncError::DelayOffsetsNotSaved)
     }
 }
 
-async fn sync_groups(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
+async fn sync_groups(ctx: &BrokerCtx, addr: &str) -> Result<(), SyncError> {
     let w: SubscriptionGroupWrapper =
         fetch(ctx, addr, RequestCode::GetAllSubscriptionGroupConfig).await?;
     if ctx.groups.replace_from_master(w) {
@@ -126,7 +156,7 @@ async fn sync_groups(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
 
 /// In controller mode, where this replica may be promoted: the master's timer checkpoint
 /// (RocketMQ's `syncTimerCheckPoint`), kept by the timer for the promotion.
-async fn sync_timer_progress(ctx: &BrokerCtx, addr: &str) -> Result<(), String> {
+async fn sync_timer_progress(ctx: &BrokerCtx, addr: &str) -> Result<(), SyncError> {
     if ctx.controller.is_none() {
         return Ok(());
     }
@@ -138,7 +168,7 @@ async fn sync_timer_progress(ctx: &BrokerCtx, addr: &str) -> Result<(), String> 
         return Ok(());
     }
     let c = crate::timer::progress::decode(&resp.body)
-        .ok_or_else(|| format!("{code:?}: the body is not a timer checkpoint"))?;
+        .ok_or_else(|| SyncError::Body(code, "the body is not a timer checkpoint".into()))?;
     ctx.timer.note_master_progress(c, ctx.store.log_end());
     Ok(())
 }
@@ -160,14 +190,14 @@ fn offset_table(w: ConsumerOffsetSerializeWrapper) -> BTreeMap<String, BTreeMap<
 }
 
 /// Sends `code` (no header) to the master; its answer.
-async fn ask(ctx: &BrokerCtx, addr: &str, code: RequestCode) -> Result<RemotingCommand, String> {
+async fn ask(ctx: &BrokerCtx, addr: &str, code: RequestCode) -> Result<RemotingCommand, SyncError> {
     let req = ctx.signed(RemotingCommand::request_code(code));
     match ctx.master_conn.invoke(addr, req, REQUEST_TIMEOUT).await {
         Ok(r) => Ok(r),
         Err(e) => {
             // A timed-out connection may be wedged: the next request dials afresh.
             ctx.master_conn.close(addr).await;
-            Err(format!("{code:?}: {e}"))
+            Err(SyncError::Remoting(code, e))
         }
     }
 }
@@ -177,14 +207,11 @@ async fn fetch<T: DeserializeOwned>(
     ctx: &BrokerCtx,
     addr: &str,
     code: RequestCode,
-) -> Result<T, String> {
+) -> Result<T, SyncError> {
     let resp = ask(ctx, addr, code).await?;
     if resp.response_code() != ResponseCode::Success {
-        return Err(format!(
-            "{code:?}: code {} {}",
-            resp.code,
-            resp.remark.unwrap_or_default()
-        ));
+        return Err(SyncError::Refused(code, ErrorAnswer::of(&resp)));
     }
-    tern_shell::body::from_json(&resp.body).map_err(|e| format!("{code:?}: bad body: {e}"))
+    tern_shell::body::from_json(&resp.body)
+        .map_err(|e| SyncError::Body(code, format!("bad body: {e}")))
 }

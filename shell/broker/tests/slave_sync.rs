@@ -61,7 +61,7 @@ impl Pair {
         )
     }
 
-    async fn sync(&self) -> Result<(), String> {
+    async fn sync(&self) -> Result<(), slave_sync::SyncError> {
         slave_sync::sync_once(self.slave.ctx(), &self.master_addr()).await
     }
 
@@ -279,7 +279,10 @@ fn a_master_that_is_down_is_an_error_and_leaves_the_slave_unchanged() {
         let e = slave_sync::sync_once(slave_broker.ctx(), &master_addr)
             .await
             .unwrap_err();
-        assert!(e.contains("GetAllTopicConfig"), "the first failure: {e}");
+        assert!(
+            e.to_string().contains("GetAllTopicConfig"),
+            "the first failure: {e}"
+        );
         let never_up = format!("127.0.0.1:{}", closed_port());
         assert!(
             slave_sync::sync_once(slave_broker.ctx(), &never_up)

@@ -5,12 +5,70 @@
 //! as at start, bumped in its `dataVersion`, and replaced atomically; the rules in force
 //! are then read again. Comments do not survive, as in RocketMQ (snakeyaml drops them).
 
+use std::fmt;
+use std::io;
 use std::path::Path;
 
+use tern_engine_fs::MetaError;
 use yaml_rust2::yaml::Hash;
-use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
+use yaml_rust2::{EmitError, ScanError, Yaml, YamlEmitter, YamlLoader};
 
+use tern_shell::acl::guard::Acl;
 use tern_shell::acl::rules::AclConfig;
+
+/// Why a change to the file was not made. The text is the remark the admin client gets.
+#[derive(Debug)]
+pub enum AclEditError {
+    /// Reading the file failed (other than its absence): the kind, and the text.
+    Io(io::ErrorKind, String),
+    /// Replacing the file failed.
+    Write(MetaError),
+    /// The file, or the document the change makes, is not YAML of the expected shape.
+    Yaml(String),
+    /// The changed file would not load with the rules used at start.
+    Rules(String),
+    /// No account has this access key.
+    NoAccount(String),
+}
+
+impl fmt::Display for AclEditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(_, text) | Self::Yaml(text) | Self::Rules(text) => f.write_str(text),
+            Self::Write(e) => write!(f, "{e}"),
+            Self::NoAccount(key) => write!(f, "No acl config for {key}"),
+        }
+    }
+}
+
+impl std::error::Error for AclEditError {}
+
+impl From<ScanError> for AclEditError {
+    fn from(e: ScanError) -> Self {
+        Self::Yaml(e.to_string())
+    }
+}
+
+impl From<EmitError> for AclEditError {
+    fn from(e: EmitError) -> Self {
+        Self::Yaml(format!("writing YAML: {e}"))
+    }
+}
+
+impl From<MetaError> for AclEditError {
+    fn from(e: MetaError) -> Self {
+        Self::Write(e)
+    }
+}
+
+/// Runs `edit` on the file of `acl` and reads the rules again (`Acl::change`), its
+/// error as the text the admin client is answered with.
+pub fn change(
+    acl: &Acl,
+    edit: impl FnOnce(&Path) -> Result<(), AclEditError>,
+) -> Result<(), String> {
+    acl.change(|path| edit(path).map_err(|e| e.to_string()))
+}
 
 /// One account as an admin sends it (`PlainAccessConfig`); `None` keeps what the
 /// account has.
@@ -53,22 +111,30 @@ fn strings(v: &[String]) -> Yaml {
 }
 
 /// Reads the file as a YAML mapping (an empty or missing file is an empty mapping).
-pub fn read(path: &Path) -> Result<Hash, String> {
+pub fn read(path: &Path) -> Result<Hash, AclEditError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(AclEditError::Io(
+                e.kind(),
+                format!("reading {}: {e}", path.display()),
+            ));
+        }
     };
-    let docs = YamlLoader::load_from_str(&text).map_err(|e| e.to_string())?;
+    let docs = YamlLoader::load_from_str(&text)?;
     match docs.into_iter().next() {
         None | Some(Yaml::Null) => Ok(Hash::new()),
         Some(Yaml::Hash(h)) => Ok(h),
-        Some(_) => Err(format!("{} is not a YAML mapping", path.display())),
+        Some(_) => Err(AclEditError::Yaml(format!(
+            "{} is not a YAML mapping",
+            path.display()
+        ))),
     }
 }
 
 /// Checks `doc`, bumps its version and writes it over `path`.
-fn write(path: &Path, mut doc: Hash, now_ms: i64) -> Result<(), String> {
+fn write(path: &Path, mut doc: Hash, now_ms: i64) -> Result<(), AclEditError> {
     let (counter, _) = data_version(&Yaml::Hash(doc.clone()));
     let mut version = Hash::new();
     version.insert(key("counter"), Yaml::Integer(counter + 1));
@@ -76,16 +142,14 @@ fn write(path: &Path, mut doc: Hash, now_ms: i64) -> Result<(), String> {
     doc.insert(key("dataVersion"), Yaml::Array(vec![Yaml::Hash(version)]));
     let doc = Yaml::Hash(doc);
     let mut text = String::new();
-    YamlEmitter::new(&mut text)
-        .dump(&doc)
-        .map_err(|e| format!("writing YAML: {e}"))?;
+    YamlEmitter::new(&mut text).dump(&doc)?;
     text.push('\n');
     // The same rules as at start: a change the broker could not load is refused here.
-    AclConfig::parse(&text)?;
-    tern_engine_fs::replace_file(path, text.as_bytes()).map_err(|e| e.to_string())
+    AclConfig::parse(&text).map_err(AclEditError::Rules)?;
+    Ok(tern_engine_fs::replace_file(path, text.as_bytes())?)
 }
 
-fn accounts(doc: &mut Hash) -> Result<&mut Vec<Yaml>, String> {
+fn accounts(doc: &mut Hash) -> Result<&mut Vec<Yaml>, AclEditError> {
     let entry = doc
         .entry(key("accounts"))
         .or_insert_with(|| Yaml::Array(Vec::new()));
@@ -94,7 +158,7 @@ fn accounts(doc: &mut Hash) -> Result<&mut Vec<Yaml>, String> {
     }
     match entry {
         Yaml::Array(a) => Ok(a),
-        _ => Err("accounts must be a list".into()),
+        _ => Err(AclEditError::Yaml("accounts must be a list".into())),
     }
 }
 
@@ -107,7 +171,7 @@ fn access_key_of(a: &Yaml) -> Option<String> {
 }
 
 /// Creates the account or updates the fields given.
-pub fn update_account(path: &Path, u: &AccountUpdate, now_ms: i64) -> Result<(), String> {
+pub fn update_account(path: &Path, u: &AccountUpdate, now_ms: i64) -> Result<(), AclEditError> {
     let mut doc = read(path)?;
     let list = accounts(&mut doc)?;
     let existing = list
@@ -146,19 +210,19 @@ pub fn update_account(path: &Path, u: &AccountUpdate, now_ms: i64) -> Result<(),
 }
 
 /// Deletes the account; `Err` when there is none.
-pub fn delete_account(path: &Path, access_key: &str, now_ms: i64) -> Result<(), String> {
+pub fn delete_account(path: &Path, access_key: &str, now_ms: i64) -> Result<(), AclEditError> {
     let mut doc = read(path)?;
     let list = accounts(&mut doc)?;
     let before = list.len();
     list.retain(|a| access_key_of(a).as_deref() != Some(access_key));
     if list.len() == before {
-        return Err(format!("No acl config for {access_key}"));
+        return Err(AclEditError::NoAccount(access_key.to_owned()));
     }
     write(path, doc, now_ms)
 }
 
 /// Replaces the global white addresses.
-pub fn set_global_white(path: &Path, addrs: &[String], now_ms: i64) -> Result<(), String> {
+pub fn set_global_white(path: &Path, addrs: &[String], now_ms: i64) -> Result<(), AclEditError> {
     let mut doc = read(path)?;
     doc.insert(key("globalWhiteRemoteAddresses"), strings(addrs));
     write(path, doc, now_ms)

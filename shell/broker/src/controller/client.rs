@@ -13,6 +13,8 @@ use tern_shell::headers::GetMetaDataResponseHeader;
 use tern_shell::sync::MutexExt;
 use tern_shell::{ConnectionPool, RemotingCommand, ResponseCode};
 
+use super::ControllerError;
+
 /// How long one controller call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -40,7 +42,7 @@ impl ControllerClient {
     }
 
     /// The leader's address: the cached one, or found by asking every controller.
-    pub async fn leader(&self) -> Result<String, String> {
+    pub async fn leader(&self) -> Result<String, ControllerError> {
         if let Some(l) = self.leader.guard().clone() {
             return Ok(l);
         }
@@ -65,40 +67,39 @@ impl ControllerClient {
                         Err(e) => why.push(format!("{addr}: {e}")),
                     }
                 }
-                Ok(resp) => why.push(format!(
-                    "{addr}: code {} {}",
-                    resp.code,
-                    resp.remark.unwrap_or_default()
-                )),
+                Ok(resp) => why.push(ControllerError::refused(addr.as_str(), &resp).to_string()),
                 Err(e) => {
                     why.push(format!("{addr}: {e}"));
                     self.pool.close(addr).await;
                 }
             }
         }
-        Err(format!("no controller leader: {}", why.join("; ")))
+        Err(ControllerError::NoLeader(why))
     }
 
     /// Sends `req` to the leader and returns its answer, whatever its code; looks the
     /// leader up again and retries once when the one asked no longer leads.
-    pub async fn call(&self, req: RemotingCommand) -> Result<RemotingCommand, String> {
-        let mut last = String::new();
-        for _ in 0..2 {
+    pub async fn call(&self, req: RemotingCommand) -> Result<RemotingCommand, ControllerError> {
+        let mut tries = 0;
+        loop {
             let leader = self.leader().await?;
-            match self.pool.invoke(&leader, req.clone(), CALL_TIMEOUT).await {
+            let failed = match self.pool.invoke(&leader, req.clone(), CALL_TIMEOUT).await {
                 Ok(resp) if resp.response_code() == ResponseCode::ControllerNotLeader => {
-                    last = format!("{leader} no longer leads");
                     self.forget(&leader);
+                    ControllerError::NotLeader(leader)
                 }
                 Ok(resp) => return Ok(resp),
                 Err(e) => {
-                    last = format!("{leader}: {e}");
                     self.forget(&leader);
                     self.pool.close(&leader).await;
+                    ControllerError::Remoting(leader, e)
                 }
+            };
+            tries += 1;
+            if tries == 2 {
+                return Err(failed);
             }
         }
-        Err(last)
     }
 
     /// Sends `req` oneway to every controller (heartbeats).

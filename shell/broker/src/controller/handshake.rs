@@ -24,6 +24,7 @@ use tern_shell::tls::SharedStream;
 use super::epoch::{EpochEntry, MAX_ENTRIES, consistent_point};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
+use crate::ha::HaError;
 use crate::ha::auth::{read, write};
 
 /// The slave's first bytes in controller mode (negative as a classic report).
@@ -63,7 +64,7 @@ impl Answer {
 
 /// The master's side, after the slave's [`HELLO`]: reads its id and expected epoch,
 /// answers. `Ok((slave id, epoch))` when the slave may follow.
-pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32), String> {
+pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32), HaError> {
     let mut rest = [0u8; HELLO_REST];
     read(stream, &mut rest, "slave's hello").await?;
     let id = i64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
@@ -86,14 +87,14 @@ pub async fn answer(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(i64, i32)
     if accepted {
         Ok((id, expected))
     } else {
-        Err(format!(
+        Err(HaError::Protocol(format!(
             "slave {id} expected the master of epoch {expected}; this broker is not it"
-        ))
+        )))
     }
 }
 
 /// Reads the master's answer.
-async fn read_answer(stream: &SharedStream) -> Result<Answer, String> {
+async fn read_answer(stream: &SharedStream) -> Result<Answer, HaError> {
     let mut head = [0u8; 16];
     read(stream, &mut head, "master's epoch answer").await?;
     let status = i32::from_be_bytes(head[..4].try_into().unwrap_or_default());
@@ -102,7 +103,11 @@ async fn read_answer(stream: &SharedStream) -> Result<Answer, String> {
     let n = usize::try_from(n)
         .ok()
         .filter(|n| *n <= MAX_ENTRIES)
-        .ok_or_else(|| format!("the master announced {n} epochs (at most {MAX_ENTRIES})"))?;
+        .ok_or_else(|| {
+            HaError::Protocol(format!(
+                "the master announced {n} epochs (at most {MAX_ENTRIES})"
+            ))
+        })?;
     let mut body = vec![0u8; n * ENTRY];
     read(stream, &mut body, "master's epochs").await?;
     let entries = body
@@ -121,14 +126,14 @@ async fn read_answer(stream: &SharedStream) -> Result<Answer, String> {
 
 /// The slave's side, before its first report: says who it is and which master it
 /// expects, cuts its log at the consistent point, and adopts the master's epochs.
-pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> {
+pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), HaError> {
     let Some(cm) = &ctx.controller else {
         return Ok(());
     };
     let id = cm
         .replica
         .broker_id()
-        .ok_or("not registered with the controllers yet")?;
+        .ok_or_else(|| HaError::Local("not registered with the controllers yet".into()))?;
     let epoch = cm.replica.known().master_epoch;
     let mut hello = Vec::with_capacity(HELLO.len() + HELLO_REST);
     hello.extend_from_slice(&HELLO);
@@ -137,28 +142,28 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
     write(stream, &hello, "hello").await?;
     let a = read_answer(stream).await?;
     if !a.accepted {
-        return Err(format!(
+        return Err(HaError::Protocol(format!(
             "the master refused: it is not the master of epoch {epoch}"
-        ));
+        )));
     }
     let local = cm.replica.epochs();
     let end = ctx.store.log_end() as i64;
     let point = if local.is_empty() {
         if !ctx.store.log_is_empty() && end > 0 {
-            return Err(format!(
+            return Err(HaError::Local(format!(
                 "this replica's log ends at {end} but it has no epoch file: it cannot tell \
                  where it agrees with the master; remove its store to resync it"
-            ));
+            )));
         }
         end
     } else {
         consistent_point(&local, end, &a.entries, a.master_end)
             .ok_or_else(|| {
-                format!(
+                HaError::Local(format!(
                     "no term in common with the master (local {local:?}, master {:?}): remove \
                      this replica's store to resync it",
                     a.entries
-                )
+                ))
             })?
             .min(end)
     };
@@ -166,7 +171,7 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
     // neither cuts its log nor takes another master's epochs (the store refuses the cut
     // of a master's log too).
     if !ctx.role.is_slave() {
-        return Err("this broker is no longer a slave".into());
+        return Err(HaError::Local("this broker is no longer a slave".into()));
     }
     if point < end {
         log::warn!(
@@ -177,20 +182,18 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> 
         let root = ctx.config.store_root.clone();
         runtime::spawn_blocking(move || crate::timer::mark_for_rebuild(&root))
             .await
-            .map_err(|e| format!("marking the timer for a rebuild: {e}"))?;
+            .map_err(|e| HaError::Local(format!("marking the timer for a rebuild: {e}")))?;
         ctx.timer.forget_master_progress();
         ctx.store
             .truncate_log(point as u64)
             .await
-            .map_err(|e| format!("cutting the log at {point}: {e}"))?;
+            .map_err(|e| HaError::Local(format!("cutting the log at {point}: {e}")))?;
     }
     let entries = a.entries.clone();
     let c = ctx.controller.clone();
-    runtime::spawn_blocking(move || {
-        c.map_or(Ok(()), |cm| cm.replica.adopt_master_epochs(&entries))
-    })
-    .await?;
-    Ok(())
+    runtime::spawn_blocking(move || c.map_or(Ok(()), |cm| cm.replica.adopt_master_epochs(&entries)))
+        .await
+        .map_err(HaError::Local)
 }
 
 #[cfg(test)]
@@ -233,7 +236,13 @@ mod tests {
             let mut bad = bytes[..16].to_vec();
             bad[12..16].copy_from_slice(&(MAX_ENTRIES as i32 + 1).to_be_bytes());
             write(&s, &bad, "answer").await.unwrap();
-            assert!(read_answer(&c).await.unwrap_err().contains("epochs"));
+            assert!(
+                read_answer(&c)
+                    .await
+                    .unwrap_err()
+                    .to_string()
+                    .contains("epochs")
+            );
         });
     }
 }

@@ -31,8 +31,8 @@ use tern_shell::headers::{
 use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode};
 
-use super::ControllerMode;
 use super::replica::Known;
+use super::{ControllerError, ControllerMode};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 
@@ -96,18 +96,14 @@ async fn pause(ctx: &BrokerCtx, d: Duration) -> bool {
     ctx.shutdown.is_triggered()
 }
 
-fn failed(what: &str, resp: &RemotingCommand) -> String {
-    format!(
-        "{what}: code {} {}",
-        resp.code,
-        resp.remark.clone().unwrap_or_default()
-    )
-}
-
 /// The id (from `brokerIdentity`, or applied for), then CONTROLLER_REGISTER_BROKER.
-async fn register(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64, String> {
+async fn register(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64, ControllerError> {
     let (cluster, name) = (&ctx.config.cluster_name, &ctx.config.broker_name);
-    let id = match cm.replica.read_identity(cluster, name)? {
+    let id = match cm
+        .replica
+        .read_identity(cluster, name)
+        .map_err(ControllerError::Replica)?
+    {
         Some(id) => id,
         None => apply_for_id(ctx, cm).await?,
     };
@@ -126,16 +122,26 @@ async fn register(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64,
         )))
         .await?;
     if resp.response_code() != ResponseCode::Success {
-        return Err(failed("CONTROLLER_REGISTER_BROKER", &resp));
+        return Err(ControllerError::refused(
+            "CONTROLLER_REGISTER_BROKER",
+            &resp,
+        ));
     }
     Ok(id)
 }
 
 /// Applies for an id: the one a crash left in the temporary file first (same check
 /// code, so the controller recognises the retry), else the controller's next ones.
-async fn apply_for_id(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64, String> {
+async fn apply_for_id(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+) -> Result<i64, ControllerError> {
     let (cluster, name) = (&ctx.config.cluster_name, &ctx.config.broker_name);
-    if let Some((id, code)) = cm.replica.read_temp_identity(cluster, name)? {
+    if let Some((id, code)) = cm
+        .replica
+        .read_temp_identity(cluster, name)
+        .map_err(ControllerError::Replica)?
+    {
         if apply(ctx, cm, id, &code).await? {
             return Ok(id);
         }
@@ -153,13 +159,17 @@ async fn apply_for_id(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<
             )))
             .await?;
         if resp.response_code() != ResponseCode::Success {
-            return Err(failed("CONTROLLER_GET_NEXT_BROKER_ID", &resp));
+            return Err(ControllerError::refused(
+                "CONTROLLER_GET_NEXT_BROKER_ID",
+                &resp,
+            ));
         }
         let next = resp
-            .decode_header::<GetNextBrokerIdResponseHeader>()
-            .map_err(|e| e.to_string())?
+            .decode_header::<GetNextBrokerIdResponseHeader>()?
             .next_broker_id
-            .ok_or("CONTROLLER_GET_NEXT_BROKER_ID answered no id")?;
+            .ok_or_else(|| {
+                ControllerError::Unusable("CONTROLLER_GET_NEXT_BROKER_ID answered no id".into())
+            })?;
         let code = format!("{};{}", ctx.store_host, now_ms());
         let written = code.clone();
         blocking_write(ctx, cm, move |cm, c, n| {
@@ -170,9 +180,9 @@ async fn apply_for_id(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<
             return Ok(next);
         }
     }
-    Err(format!(
+    Err(ControllerError::Unusable(format!(
         "no broker id after {MAX_APPLICATIONS} applications (other brokers took each)"
-    ))
+    )))
 }
 
 /// CONTROLLER_APPLY_BROKER_ID for `id`: true once the id is ours and recorded.
@@ -181,7 +191,7 @@ async fn apply(
     cm: &Arc<ControllerMode>,
     id: i64,
     code: &str,
-) -> Result<bool, String> {
+) -> Result<bool, ControllerError> {
     let h = ApplyBrokerIdRequestHeader {
         cluster_name: Some(ctx.config.cluster_name.clone()),
         broker_name: ctx.config.broker_name.clone(),
@@ -196,7 +206,10 @@ async fn apply(
         )))
         .await?;
     if resp.response_code() != ResponseCode::Success {
-        log::info!("{}", failed(&format!("broker id {id} refused"), &resp));
+        log::info!(
+            "{}",
+            ControllerError::refused(format!("broker id {id} refused"), &resp)
+        );
         cm.replica.drop_temp_identity();
         return Ok(false);
     }
@@ -212,14 +225,20 @@ async fn blocking_write(
     ctx: &Arc<BrokerCtx>,
     cm: &Arc<ControllerMode>,
     f: impl FnOnce(&ControllerMode, &str, &str) -> Result<(), String> + Send + 'static,
-) -> Result<(), String> {
+) -> Result<(), ControllerError> {
     let (ctx, cm) = (ctx.clone(), cm.clone());
-    runtime::spawn_blocking(move || f(&cm, &ctx.config.cluster_name, &ctx.config.broker_name)).await
+    runtime::spawn_blocking(move || f(&cm, &ctx.config.cluster_name, &ctx.config.broker_name))
+        .await
+        .map_err(ControllerError::Replica)
 }
 
 /// CONTROLLER_GET_REPLICA_INFO; an election of this broker when the set has no master;
 /// then the switch the answer calls for.
-async fn sync_role(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>, id: i64) -> Result<(), String> {
+async fn sync_role(
+    ctx: &Arc<BrokerCtx>,
+    cm: &Arc<ControllerMode>,
+    id: i64,
+) -> Result<(), ControllerError> {
     let name = &ctx.config.broker_name;
     let req = RemotingCommand::request(
         RequestCode::ControllerGetReplicaInfo,
@@ -235,12 +254,15 @@ async fn sync_role(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>, id: i64) -> R
             register(ctx, cm).await?;
             return Ok(());
         }
-        _ => return Err(failed("CONTROLLER_GET_REPLICA_INFO", &resp)),
+        _ => {
+            return Err(ControllerError::refused(
+                "CONTROLLER_GET_REPLICA_INFO",
+                &resp,
+            ));
+        }
     }
-    let h = resp
-        .decode_header::<GetReplicaInfoResponseHeader>()
-        .map_err(|e| e.to_string())?;
-    let set: SyncStateSet = from_json(&resp.body).map_err(|e| e.to_string())?;
+    let h = resp.decode_header::<GetReplicaInfoResponseHeader>()?;
+    let set: SyncStateSet = from_json(&resp.body)?;
     let mut known = Known {
         master_id: h.master_broker_id.filter(|m| *m >= 0),
         master_addr: h.master_address.filter(|a| !a.is_empty()),
@@ -260,7 +282,7 @@ async fn elect_self(
     cm: &Arc<ControllerMode>,
     id: i64,
     known: Known,
-) -> Result<Known, String> {
+) -> Result<Known, ControllerError> {
     let h = ElectMasterRequestHeader {
         cluster_name: Some(ctx.config.cluster_name.clone()),
         broker_name: ctx.config.broker_name.clone(),
@@ -279,11 +301,9 @@ async fn elect_self(
         resp.response_code(),
         ResponseCode::Success | ResponseCode::ControllerMasterStillExist
     ) {
-        return Err(failed("CONTROLLER_ELECT_MASTER", &resp));
+        return Err(ControllerError::refused("CONTROLLER_ELECT_MASTER", &resp));
     }
-    let h = resp
-        .decode_header::<ElectMasterResponseHeader>()
-        .map_err(|e| e.to_string())?;
+    let h = resp.decode_header::<ElectMasterResponseHeader>()?;
     let body: Option<ElectMasterResponseBody> = from_json(&resp.body).ok();
     let set = body.map(|b| b.sync_state_set).filter(|s| !s.is_empty());
     Ok(Known {
@@ -301,18 +321,18 @@ async fn switch(
     cm: &Arc<ControllerMode>,
     id: i64,
     known: Known,
-) -> Result<(), String> {
+) -> Result<(), ControllerError> {
     let before = cm.replica.known();
     let was_fenced = cm.replica.is_fenced();
     match (known.master_id, known.master_addr.clone()) {
         (Some(m), _) if m == id => {
             let last = cm.replica.last_epoch();
             if known.master_epoch < last {
-                return Err(format!(
+                return Err(ControllerError::Unusable(format!(
                     "the controller names this broker master of epoch {}, older than its own \
                      epoch {last}",
                     known.master_epoch
-                ));
+                )));
             }
             if ctx.role.is_slave() || known.master_epoch > last {
                 to_master(ctx, cm, known.master_epoch, &known.sync_state_set).await?;
@@ -327,7 +347,11 @@ async fn switch(
                 to_slave(ctx, &addr, m, known.master_epoch);
             }
         }
-        _ => return Err("the controllers name no master for this set yet".into()),
+        _ => {
+            return Err(ControllerError::Unusable(
+                "the controllers name no master for this set yet".into(),
+            ));
+        }
     }
     let registered_as_changed = was_fenced || before.master_id != known.master_id;
     cm.replica.set_known(known);
@@ -348,7 +372,7 @@ async fn to_master(
     cm: &Arc<ControllerMode>,
     epoch: i32,
     set: &[i64],
-) -> Result<(), String> {
+) -> Result<(), ControllerError> {
     ctx.ha.follow(None);
     // The follower may still be storing a frame: let it finish before reading the end.
     ctx.ha.await_follower_stopped(Duration::from_secs(10)).await;
@@ -358,7 +382,9 @@ async fn to_master(
     let end = ctx.store.log_end();
     if epoch > cm.replica.last_epoch() {
         let c = cm.clone();
-        runtime::spawn_blocking(move || c.replica.begin_term(epoch, end)).await?;
+        runtime::spawn_blocking(move || c.replica.begin_term(epoch, end))
+            .await
+            .map_err(ControllerError::Replica)?;
     }
     // The controllers elect a master with a SyncStateSet of itself, so its whole log is
     // confirmed: what its old master had not confirmed is dispatched before sends come
@@ -487,7 +513,7 @@ async fn alter(
     id: i64,
     known: &Known,
     set: BTreeSet<i64>,
-) -> Result<(), String> {
+) -> Result<(), ControllerError> {
     let h = AlterSyncStateSetRequestHeader {
         broker_name: ctx.config.broker_name.clone(),
         master_broker_id: id,
@@ -504,11 +530,13 @@ async fn alter(
     if resp.response_code() != ResponseCode::Success {
         // A stale epoch: the next role sync brings the controller's view.
         cm.replica.notified.notify(1);
-        return Err(failed("CONTROLLER_ALTER_SYNC_STATE_SET", &resp));
+        return Err(ControllerError::refused(
+            "CONTROLLER_ALTER_SYNC_STATE_SET",
+            &resp,
+        ));
     }
     let epoch = resp
-        .decode_header::<AlterSyncStateSetResponseHeader>()
-        .map_err(|e| e.to_string())?
+        .decode_header::<AlterSyncStateSetResponseHeader>()?
         .new_sync_state_set_epoch;
     log::info!(
         "SyncStateSet of {} is now {:?} (epoch {epoch})",

@@ -19,6 +19,7 @@ use std::path::Path;
 
 pub mod client;
 pub mod epoch;
+mod error;
 pub mod handshake;
 mod in_sync;
 pub mod manager;
@@ -26,6 +27,7 @@ pub mod replica;
 pub mod requests;
 pub mod settings;
 
+pub use error::ControllerError;
 pub use settings::ControllerSettings;
 
 /// A broker in controller mode: what it knows, and how it reaches the controllers.

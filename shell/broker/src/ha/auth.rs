@@ -20,8 +20,9 @@ use std::time::Duration;
 use async_std::io::{ReadExt, WriteExt};
 use tern_shell::acl::guard::Acl;
 use tern_shell::acl::{SessionCredentials, random_bytes, tag, verify_tag};
-use tern_shell::runtime;
 use tern_shell::tls::SharedStream;
+
+use super::error::{HaError, timed};
 
 /// The slave's first bytes when it signs in (negative as an i64 report).
 pub const HELLO: [u8; 8] = *b"\xffTERNHA1";
@@ -40,42 +41,47 @@ pub(crate) async fn read(
     mut stream: &SharedStream,
     buf: &mut [u8],
     what: &str,
-) -> Result<(), String> {
-    match runtime::timeout(AUTH_TIMEOUT, stream.read_exact(buf)).await {
-        Err(_) => Err(format!("no {what} within {AUTH_TIMEOUT:?}")),
-        Ok(Err(e)) => Err(format!("reading the {what}: {e}")),
-        Ok(Ok(())) => Ok(()),
-    }
+) -> Result<(), HaError> {
+    timed(
+        AUTH_TIMEOUT,
+        stream.read_exact(buf),
+        || format!("no {what} within {AUTH_TIMEOUT:?}"),
+        format!("reading the {what}"),
+    )
+    .await
 }
 
 /// Writes and flushes `buf` within [`AUTH_TIMEOUT`].
-pub(crate) async fn write(mut stream: &SharedStream, buf: &[u8], what: &str) -> Result<(), String> {
-    // Flushed: over TLS a write may stay in the session's buffer otherwise.
-    let sent = async {
-        stream.write_all(buf).await?;
-        stream.flush().await
-    };
-    match runtime::timeout(AUTH_TIMEOUT, sent).await {
-        Err(_) => Err(format!("sending the {what} took over {AUTH_TIMEOUT:?}")),
-        Ok(Err(e)) => Err(format!("sending the {what}: {e}")),
-        Ok(Ok(())) => Ok(()),
-    }
+pub(crate) async fn write(stream: &SharedStream, buf: &[u8], what: &str) -> Result<(), HaError> {
+    timed(
+        AUTH_TIMEOUT,
+        send(stream, buf),
+        || format!("sending the {what} took over {AUTH_TIMEOUT:?}"),
+        format!("sending the {what}"),
+    )
+    .await
+}
+
+/// Writes and flushes `buf`: over TLS a write may stay in the session's buffer otherwise.
+pub(crate) async fn send(mut stream: &SharedStream, buf: &[u8]) -> std::io::Result<()> {
+    stream.write_all(buf).await?;
+    stream.flush().await
 }
 
 /// The master's side, run first on every connection: `Ok(Some(offset))` when the slave
 /// skipped the exchange and sent its first report (only without `acl`), `Ok(None)` when
 /// it signed in (and, with `acl`, proved an admin account), `Err` why it is refused.
-pub async fn admit(stream: &SharedStream, acl: Option<&Acl>) -> Result<Option<[u8; 8]>, String> {
+pub async fn admit(stream: &SharedStream, acl: Option<&Acl>) -> Result<Option<[u8; 8]>, HaError> {
     let mut first = [0u8; 8];
     read(stream, &mut first, "first report or HELLO").await?;
     if first != HELLO {
         return match acl {
             None => Ok(Some(first)),
-            Some(_) => Err(
+            Some(_) => Err(HaError::Protocol(
                 "not signed in: aclEnable is on and the slave sent no HELLO (give it \
                  innerClientAuthenticationCredentials of an admin account)"
                     .into(),
-            ),
+            )),
         };
     }
     let nonce: [u8; NONCE] = random_bytes();
@@ -87,7 +93,7 @@ pub async fn admit(stream: &SharedStream, acl: Option<&Acl>) -> Result<Option<[u
     read(stream, &mut len, "answer").await?;
     let len = usize::from(u16::from_be_bytes(len));
     if len == 0 || len > MAX_KEY {
-        return Err(format!("an access key of {len} bytes"));
+        return Err(HaError::Protocol(format!("an access key of {len} bytes")));
     }
     let mut key = vec![0u8; len];
     read(stream, &mut key, "answer").await?;
@@ -96,32 +102,38 @@ pub async fn admit(stream: &SharedStream, acl: Option<&Acl>) -> Result<Option<[u
     let Some(acl) = acl else {
         return Ok(None);
     };
-    let key = String::from_utf8(key).map_err(|_| "an access key that is not UTF-8".to_owned())?;
+    let key = String::from_utf8(key)
+        .map_err(|_| HaError::Protocol("an access key that is not UTF-8".into()))?;
     let rules = acl.rules();
     let Some(account) = rules.accounts.get(&key) else {
-        return Err(format!("No acl config for {key}"));
+        return Err(HaError::Protocol(format!("No acl config for {key}")));
     };
     if !verify_tag(
         &account.secret_key,
         &[&HELLO, &nonce, key.as_bytes()],
         &sent,
     ) {
-        return Err(format!("Check signature failed for accessKey={key}"));
+        return Err(HaError::Protocol(format!(
+            "Check signature failed for accessKey={key}"
+        )));
     }
     if !account.admin {
-        return Err(format!(
+        return Err(HaError::Protocol(format!(
             "accessKey={key} is not admin: a slave reads every topic, so it needs an admin account"
-        ));
+        )));
     }
     log::info!("slave signed in as {key}");
     Ok(None)
 }
 
 /// The slave's side, right after connecting, when it has credentials.
-pub async fn sign_in(stream: &SharedStream, creds: &SessionCredentials) -> Result<(), String> {
+pub async fn sign_in(stream: &SharedStream, creds: &SessionCredentials) -> Result<(), HaError> {
     let key = creds.access_key.as_bytes();
     if key.is_empty() || key.len() > MAX_KEY {
-        return Err(format!("an access key of {} bytes", key.len()));
+        return Err(HaError::Local(format!(
+            "an access key of {} bytes",
+            key.len()
+        )));
     }
     write(stream, &HELLO, "HELLO").await?;
     let mut challenge = [0u8; 8 + NONCE];
@@ -132,7 +144,9 @@ pub async fn sign_in(stream: &SharedStream, creds: &SessionCredentials) -> Resul
     )
     .await?;
     if challenge[..8] != HELLO {
-        return Err("the master answered HELLO with something else".into());
+        return Err(HaError::Protocol(
+            "the master answered HELLO with something else".into(),
+        ));
     }
     let mut nonce = [0u8; NONCE];
     nonce.copy_from_slice(&challenge[8..]);

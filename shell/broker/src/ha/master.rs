@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_std::io::{ReadExt, WriteExt};
+use async_std::io::ReadExt;
 use async_std::net::TcpListener;
 use event_listener::Event;
 use tern_shell::runtime;
 use tern_shell::tls::{Refused, ServerTls, SharedStream, Stream};
 
-use super::{FRAME_CONFIRM, FRAME_HEADER, REPORT};
+use super::error::timed;
+use super::{FRAME_CONFIRM, FRAME_HEADER, HaError, REPORT};
 use crate::BrokerCtx;
 
 /// Binds the HA port. `haListenPort` must be bound as given. Without it: the remoting
@@ -138,10 +139,10 @@ impl Drop for Member<'_> {
     }
 }
 
-async fn serve(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> {
+async fn serve(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), HaError> {
     let first = super::auth::admit(stream, ctx.acl.as_deref())
         .await
-        .map_err(|e| format!("refused before streaming: {e}"))?;
+        .map_err(|e| e.within("refused before streaming"))?;
     // A slave that skipped the sign-in already sent its first eight bytes.
     let first = match first {
         Some(b) => b,
@@ -149,11 +150,14 @@ async fn serve(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), String> {
             let silence = ctx.config.ha_housekeeping_interval;
             let mut b = [0u8; REPORT];
             let mut s = stream;
-            match runtime::timeout(silence, s.read_exact(&mut b)).await {
-                Err(_) => return Err(format!("the slave sent no offset in {silence:?}")),
-                Ok(Err(e)) => return Err(format!("reading the first report: {e}")),
-                Ok(Ok(())) => b,
-            }
+            timed(
+                silence,
+                s.read_exact(&mut b),
+                || format!("the slave sent no offset in {silence:?}"),
+                "reading the first report",
+            )
+            .await?;
+            b
         }
     };
     let (member, first) = if first == crate::controller::handshake::HELLO {
@@ -185,15 +189,20 @@ async fn read_reports(
     ctx: &BrokerCtx,
     mut stream: &SharedStream,
     link: &Link,
-) -> Result<(), String> {
+) -> Result<(), HaError> {
     let silence = ctx.config.ha_housekeeping_interval;
     let mut buf = [0u8; REPORT];
     loop {
-        match runtime::timeout(silence, stream.read_exact(&mut buf)).await {
-            Err(_) => return Err(format!("no report from the slave in {silence:?}")),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(Err(e)) => return Err(format!("reading a report: {e}")),
-            Ok(Ok(())) => {}
+        let read = timed(
+            silence,
+            stream.read_exact(&mut buf),
+            || format!("no report from the slave in {silence:?}"),
+            "reading a report",
+        );
+        match read.await {
+            // The slave closed the connection: it ended, not failed.
+            Err(HaError::Io(std::io::ErrorKind::UnexpectedEof, _)) => return Ok(()),
+            r => r?,
         }
         let offset = first_offset(buf)?;
         let first = link.reported.swap(offset, Ordering::AcqRel) == u64::MAX;
@@ -211,42 +220,45 @@ async fn read_reports(
 }
 
 /// A report's offset.
-fn first_offset(report: [u8; REPORT]) -> Result<u64, String> {
+fn first_offset(report: [u8; REPORT]) -> Result<u64, HaError> {
     let offset = i64::from_be_bytes(report);
-    u64::try_from(offset).map_err(|_| format!("negative offset {offset} reported"))
+    u64::try_from(offset)
+        .map_err(|_| HaError::Protocol(format!("negative offset {offset} reported")))
 }
 
 /// Where streaming starts for a slave's first report (RocketMQ's rule: a slave with an
 /// empty log gets the start of the master's newest segment).
-fn start_for(ctx: &BrokerCtx, reported: u64) -> Result<u64, String> {
+fn start_for(ctx: &BrokerCtx, reported: u64) -> Result<u64, HaError> {
     let (min, end, seg) = ctx.store.log_span();
     if reported == 0 {
         return Ok(end - end % seg);
     }
     if reported > end {
-        return Err(format!(
+        return Err(HaError::Protocol(format!(
             "the slave's log ends at {reported}, past this master's end {end}: it holds records \
              this master does not (a tail lost in a crash?); remove the slave's store to resync it"
-        ));
+        )));
     }
     if reported < min {
-        return Err(format!(
+        return Err(HaError::Protocol(format!(
             "the slave's log ends at {reported}, before this master's oldest record at {min} \
              (deleted by retention); remove the slave's store to resync it"
-        ));
+        )));
     }
     Ok(reported)
 }
 
 /// Streams the log from the slave's first report on; an empty frame when idle.
-async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> Result<(), String> {
+async fn write_log(ctx: &BrokerCtx, stream: &SharedStream, link: &Link) -> Result<(), HaError> {
     let silence = ctx.config.ha_housekeeping_interval;
     let mut reported = link.reported.load(Ordering::Acquire);
     while reported == u64::MAX {
         let listener = link.report_arrived.listen();
         reported = link.reported.load(Ordering::Acquire);
         if reported == u64::MAX && runtime::timeout(silence, listener).await.is_err() {
-            return Err(format!("the slave sent no offset in {silence:?}"));
+            return Err(HaError::Timeout(format!(
+                "the slave sent no offset in {silence:?}"
+            )));
         }
         reported = link.reported.load(Ordering::Acquire);
     }
@@ -276,12 +288,18 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
             // Deposed, or a new term began: the slave must hear the new epochs first.
             let term = ctx.controller.as_ref().map(|cm| cm.replica.last_epoch());
             if ctx.role.is_slave() || term != Some(epoch) {
-                return Err(format!("no longer the master of epoch {epoch}"));
+                return Err(HaError::Local(format!(
+                    "no longer the master of epoch {epoch}"
+                )));
             }
         }
         let appended = ctx.store.listen_appended();
         let end_now = ctx.store.log_end();
-        let bytes = ctx.store.log_bytes_off_executor(next, batch).await?;
+        let bytes = ctx
+            .store
+            .log_bytes_off_executor(next, batch)
+            .await
+            .map_err(HaError::Local)?;
         // Read after the bytes: it never covers more than the master held then.
         let confirm = ctx.store.confirm_offset();
         let confirm_moved = link.member.is_some() && confirm != confirm_sent;
@@ -300,16 +318,13 @@ async fn write_log(ctx: &BrokerCtx, mut stream: &SharedStream, link: &Link) -> R
             confirm_sent = confirm;
         }
         frame.extend_from_slice(&bytes);
-        // Flushed: over TLS a frame may stay in the session's buffer otherwise.
-        let sent = async {
-            stream.write_all(&frame).await?;
-            stream.flush().await
-        };
-        match runtime::timeout(silence, sent).await {
-            Err(_) => return Err(format!("the slave took no data for {silence:?}")),
-            Ok(Err(e)) => return Err(format!("writing to the slave: {e}")),
-            Ok(Ok(())) => {}
-        }
+        timed(
+            silence,
+            super::auth::send(stream, &frame),
+            || format!("the slave took no data for {silence:?}"),
+            "writing to the slave",
+        )
+        .await?;
         next += bytes.len() as u64;
         link.sent_to.store(next, Ordering::Release);
         link.end_at_send.store(end_now, Ordering::Release);

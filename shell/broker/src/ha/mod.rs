@@ -22,8 +22,11 @@ use event_listener::Event;
 use tern_shell::runtime;
 
 pub mod auth;
+mod error;
 pub mod master;
 pub mod slave;
+
+pub use error::HaError;
 
 /// Bytes of a master frame's header: log offset (i64) and length (i32), big-endian.
 pub const FRAME_HEADER: usize = 12;

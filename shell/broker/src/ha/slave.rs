@@ -10,13 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_std::io::{ReadExt, WriteExt};
+use async_std::io::ReadExt;
 use async_std::net::TcpStream;
 use event_listener::Event;
 use tern_shell::runtime;
 use tern_shell::tls::{ClientTls, SharedStream, Stream};
 
-use super::{FRAME_CONFIRM, FRAME_HEADER, MAX_FRAME_BODY};
+use super::error::timed;
+use super::{FRAME_CONFIRM, FRAME_HEADER, HaError, MAX_FRAME_BODY};
 use crate::BrokerCtx;
 use crate::store::PutError;
 
@@ -55,24 +56,24 @@ pub async fn run(ctx: Arc<BrokerCtx>, tls: Option<ClientTls>) {
 }
 
 /// One connection to the master; `Ok` at shutdown.
-async fn follow(ctx: &BrokerCtx, ha: &str, tls: Option<&ClientTls>) -> Result<(), String> {
+async fn follow(ctx: &BrokerCtx, ha: &str, tls: Option<&ClientTls>) -> Result<(), HaError> {
     let stream = runtime::timeout(CONNECT_TIMEOUT, async {
         let tcp = TcpStream::connect(ha)
             .await
-            .map_err(|e| format!("connecting: {e}"))?;
+            .map_err(|e| HaError::io("connecting", &e))?;
         let _ = tcp.set_nodelay(true);
         match tls {
             None => Ok(Stream::Plain(tcp)),
-            Some(tls) => tls.connect(tcp, ha).await,
+            Some(tls) => tls.connect(tcp, ha).await.map_err(HaError::Protocol),
         }
     })
     .await
-    .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))??
+    .map_err(|_| HaError::Timeout(format!("no connection within {CONNECT_TIMEOUT:?}")))??
     .shared();
     if let Some(creds) = &ctx.config.inner_credentials {
         super::auth::sign_in(&stream, creds)
             .await
-            .map_err(|e| format!("signing in as {}: {e}", creds.access_key))?;
+            .map_err(|e| e.within(format_args!("signing in as {}", creds.access_key)))?;
     }
     ctx.ha.follower_started();
     let _following = Following(&ctx.ha);
@@ -109,25 +110,25 @@ impl Drop for Following<'_> {
 }
 
 /// Sends the log end at connect, after each store that moved it, and every heartbeat.
-async fn report(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> Result<(), String> {
+async fn report(ctx: &BrokerCtx, stream: &SharedStream, stored: &Event) -> Result<(), HaError> {
     let heartbeat = ctx.config.ha_heartbeat_interval;
     loop {
         let listener = stored.listen();
         let end = ctx.store.log_end();
-        // Flushed: over TLS a write may stay in the session's buffer otherwise.
-        let sent = async {
-            stream.write_all(&(end as i64).to_be_bytes()).await?;
-            stream.flush().await
-        };
-        sent.await
-            .map_err(|e| format!("reporting offset {end}: {e}"))?;
+        super::auth::send(stream, &(end as i64).to_be_bytes())
+            .await
+            .map_err(|e| HaError::io(format_args!("reporting offset {end}"), &e))?;
         ctx.ha.set_reported(end);
         let _ = runtime::timeout(heartbeat, listener).await;
     }
 }
 
 /// Reads frames and stores their records.
-async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> Result<(), String> {
+async fn receive(
+    ctx: &BrokerCtx,
+    mut stream: &SharedStream,
+    stored: &Event,
+) -> Result<(), HaError> {
     let silence = ctx.config.ha_housekeeping_interval;
     let mut pending: Vec<u8> = Vec::new();
     let mut pending_at = ctx.store.log_end();
@@ -154,9 +155,9 @@ async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> 
         let expected = pending_at + pending.len() as u64;
         if offset != expected {
             if !(may_start_anywhere && pending.is_empty()) {
-                return Err(format!(
+                return Err(HaError::Protocol(format!(
                     "the master sent offset {offset}, this slave expected {expected}"
-                ));
+                )));
             }
             pending_at = offset;
         }
@@ -167,10 +168,10 @@ async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> 
             // header fields; more means the peer is not sending a log.
             let limit = ctx.config.max_message_size + (1 << 20);
             if start + len > limit {
-                return Err(format!(
+                return Err(HaError::Protocol(format!(
                     "the master sent {} bytes without completing a record (limit {limit})",
                     start + len
-                ));
+                )));
             }
             pending.resize(start + len, 0);
             read(&mut stream, &mut pending[start..], silence).await?;
@@ -183,54 +184,66 @@ async fn receive(ctx: &BrokerCtx, mut stream: &SharedStream, stored: &Event) -> 
     }
 }
 
-async fn read(stream: &mut &SharedStream, buf: &mut [u8], silence: Duration) -> Result<(), String> {
-    match runtime::timeout(silence, stream.read_exact(buf)).await {
-        Err(_) => Err(format!("nothing from the master in {silence:?}")),
-        Ok(Err(e)) => Err(format!("reading from the master: {e}")),
-        Ok(Ok(())) => Ok(()),
-    }
+async fn read(
+    stream: &mut &SharedStream,
+    buf: &mut [u8],
+    silence: Duration,
+) -> Result<(), HaError> {
+    timed(
+        silence,
+        stream.read_exact(buf),
+        || format!("nothing from the master in {silence:?}"),
+        "reading from the master",
+    )
+    .await
 }
 
 /// The confirm offset a controller-mode master put after the classic header.
-fn parse_confirm(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<u64, String> {
+fn parse_confirm(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<u64, HaError> {
     let mut confirm = [0u8; FRAME_CONFIRM];
     confirm.copy_from_slice(&h[FRAME_HEADER..]);
     let confirm = i64::from_be_bytes(confirm);
-    u64::try_from(confirm).map_err(|_| format!("negative confirm offset {confirm}"))
+    u64::try_from(confirm)
+        .map_err(|_| HaError::Protocol(format!("negative confirm offset {confirm}")))
 }
 
-fn parse_header(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<(u64, usize), String> {
+fn parse_header(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<(u64, usize), HaError> {
     let mut offset = [0u8; 8];
     offset.copy_from_slice(&h[..8]);
     let offset = i64::from_be_bytes(offset);
     let len = i32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-    let offset = u64::try_from(offset).map_err(|_| format!("negative frame offset {offset}"))?;
+    let offset = u64::try_from(offset)
+        .map_err(|_| HaError::Protocol(format!("negative frame offset {offset}")))?;
     match usize::try_from(len) {
         Ok(n) if n <= MAX_FRAME_BODY => Ok((offset, n)),
-        _ => Err(format!(
+        _ => Err(HaError::Protocol(format!(
             "frame length {len} is outside 0..={MAX_FRAME_BODY}"
-        )),
+        ))),
     }
 }
 
 /// Stores whole records from `bytes` (at log offset `at`); returns the offset consumed to.
-async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, String> {
+async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, HaError> {
     match ctx.store.append_replicated(at, bytes) {
         Ok(to) => Ok(to),
         Err(PutError::DiskFull | PutError::OverBudget) => {
             // The master keeps the data; try again once space is freed.
             runtime::sleep(RETRY).await;
-            Err("the disk is full: replication paused".into())
+            Err(HaError::Local(
+                "the disk is full: replication paused".into(),
+            ))
         }
         Err(PutError::ShuttingDown) => {
             ctx.shutdown.wait().await;
             Ok(at)
         }
-        Err(PutError::Illegal(why) | PutError::Refused(_, why)) => {
-            Err(format!("the master's log at {at} is refused: {why}"))
-        }
-        Err(PutError::Store(e)) => Err(format!("storing the master's log at {at}: {e}")),
-        Err(PutError::Failed(why)) => Err(format!("the store failed: {why}")),
+        Err(PutError::Illegal(why) | PutError::Refused(_, why)) => Err(HaError::Protocol(format!(
+            "the master's log at {at} is refused: {why}"
+        ))),
+        Err(PutError::Store(e)) => Err(HaError::Local(format!(
+            "storing the master's log at {at}: {e}"
+        ))),
+        Err(PutError::Failed(why)) => Err(HaError::Local(format!("the store failed: {why}"))),
     }
 }
 
@@ -244,16 +257,31 @@ mod tests {
         h[FRAME_HEADER..].copy_from_slice(&4096i64.to_be_bytes());
         assert_eq!(parse_confirm(&h), Ok(4096));
         h[FRAME_HEADER..].copy_from_slice(&(-1i64).to_be_bytes());
-        assert!(parse_confirm(&h).unwrap_err().contains("negative"));
+        assert!(
+            parse_confirm(&h)
+                .unwrap_err()
+                .to_string()
+                .contains("negative")
+        );
         h[..8].copy_from_slice(&77i64.to_be_bytes());
         h[8..FRAME_HEADER].copy_from_slice(&5i32.to_be_bytes());
         assert_eq!(parse_header(&h), Ok((77, 5)));
         h[8..FRAME_HEADER].copy_from_slice(&(-1i32).to_be_bytes());
-        assert!(parse_header(&h).unwrap_err().contains("length -1"));
+        assert!(
+            parse_header(&h)
+                .unwrap_err()
+                .to_string()
+                .contains("length -1")
+        );
         h[8..FRAME_HEADER].copy_from_slice(&(MAX_FRAME_BODY as i32 + 1).to_be_bytes());
         assert!(parse_header(&h).is_err());
         h[..8].copy_from_slice(&(-3i64).to_be_bytes());
         h[8..FRAME_HEADER].copy_from_slice(&0i32.to_be_bytes());
-        assert!(parse_header(&h).unwrap_err().contains("negative"));
+        assert!(
+            parse_header(&h)
+                .unwrap_err()
+                .to_string()
+                .contains("negative")
+        );
     }
 }

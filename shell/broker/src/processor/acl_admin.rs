@@ -59,7 +59,7 @@ pub fn update_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     };
     answer(
         req,
-        acl.change(|path| edit::update_account(path, &u, now_ms())),
+        edit::change(acl, |path| edit::update_account(path, &u, now_ms())),
     )
 }
 
@@ -69,7 +69,9 @@ pub fn delete_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: DeleteAccessConfigRequestHeader = req.decode_header()?;
     answer(
         req,
-        acl.change(|path| edit::delete_account(path, &h.access_key, now_ms())),
+        edit::change(acl, |path| {
+            edit::delete_account(path, &h.access_key, now_ms())
+        }),
     )
 }
 
@@ -80,14 +82,14 @@ pub fn update_global_white(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let addrs = split(h.global_white_addrs.as_deref().unwrap_or_default());
     answer(
         req,
-        acl.change(|path| edit::set_global_white(path, &addrs, now_ms())),
+        edit::change(acl, |path| edit::set_global_white(path, &addrs, now_ms())),
     )
 }
 
 fn read_doc(acl: &Acl) -> Result<Yaml, Refusal> {
     edit::read(acl.path())
         .map(Yaml::Hash)
-        .map_err(|why| Refusal::new(ResponseCode::SystemError, why))
+        .map_err(|why| Refusal::new(ResponseCode::SystemError, why.to_string()))
 }
 
 /// GET_BROKER_CLUSTER_ACL_INFO: the file's version, as RocketMQ's `DataVersion` JSON.

@@ -18,9 +18,7 @@ const MAX_QUEUES: i32 = 1024;
 /// show it.
 pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: CreateTopicRequestHeader = req.decode_header()?;
-    if let Err(e) = validate_topic(&h.topic) {
-        return Err(Refusal::new(ResponseCode::SystemError, e));
-    }
+    validate_topic(&h.topic)?;
     if h.topic == h.default_topic
         && h.topic != crate::topics::AUTO_CREATE_TOPIC
         && h.topic == ctx.config.cluster_name
@@ -94,9 +92,7 @@ pub async fn create_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
 /// only records their topic's queues still hold.
 pub async fn delete_topic(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: TopicRequestHeader = req.decode_header()?;
-    if let Err(e) = validate_topic(&h.topic) {
-        return Err(Refusal::new(ResponseCode::SystemError, e));
-    }
+    validate_topic(&h.topic)?;
     ctx.topics.delete(&h.topic);
     ctx.offsets.delete_topic(&h.topic);
     ctx.topics.persisted().await;

@@ -80,7 +80,7 @@ fn topic_for_send(
     ctx: &BrokerCtx,
     h: &SendMessageRequestHeader,
 ) -> Result<tern_shell::body::TopicConfig, Refusal> {
-    validate_topic(&h.topic).map_err(|e| Refusal::new(ResponseCode::SystemError, e))?;
+    validate_topic(&h.topic)?;
     // The broker's own bookkeeping topics, as RocketMQ's TopicValidator lists them: a
     // record sent there directly would be taken for a delayed or half message.
     // The POP revive topic too: a forged checkpoint would make the revive service copy

@@ -47,25 +47,25 @@ impl Handle {
     }
 
     /// Reads a handle, as strictly as RocketMQ: URL-safe base64 (padding optional),
-    /// UTF-8, `v1` and at least four fields after it.
-    pub fn decode(handle: &str) -> Result<Handle, String> {
-        const INVALID: &str = "recall handle is invalid";
+    /// UTF-8, `v1` and at least four fields after it; `None` for anything else (RocketMQ
+    /// gives one reason for all: the handle is invalid).
+    pub fn decode(handle: &str) -> Option<Handle> {
         if handle.is_empty() || handle.len() > MAX_HANDLE_LEN {
-            return Err(INVALID.into());
+            return None;
         }
         let bytes = URL_SAFE
             .decode(handle)
             .or_else(|_| URL_SAFE_NO_PAD.decode(handle))
-            .map_err(|_| INVALID.to_owned())?;
-        let text = String::from_utf8(bytes).map_err(|_| INVALID.to_owned())?;
+            .ok()?;
+        let text = String::from_utf8(bytes).ok()?;
         let items: Vec<&str> = text.split(' ').collect();
         if items.len() < 5 || items[0] != "v1" {
-            return Err(INVALID.into());
+            return None;
         }
-        Ok(Handle {
+        Some(Handle {
             topic: items[1].to_owned(),
             broker_name: items[2].to_owned(),
-            timestamp_ms: items[3].parse().map_err(|_| INVALID.to_owned())?,
+            timestamp_ms: items[3].parse().ok()?,
             uniq_key: items[4].to_owned(),
         })
     }
@@ -93,9 +93,8 @@ pub async fn recall(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand
             &format!("recall failed, the topic[{}] not exist", h.topic),
         );
     }
-    let handle = match Handle::decode(&h.recall_handle) {
-        Ok(handle) => handle,
-        Err(why) => return refuse(ResponseCode::IllegalOperation, &why),
+    let Some(handle) = Handle::decode(&h.recall_handle) else {
+        return refuse(ResponseCode::IllegalOperation, "recall handle is invalid");
     };
     if handle.topic != h.topic {
         return refuse(
@@ -201,7 +200,7 @@ mod tests {
             URL_SAFE.encode([0xff, 0xfe]),
             "A".repeat(MAX_HANDLE_LEN + 1),
         ] {
-            assert!(Handle::decode(&h).is_err(), "{h}");
+            assert!(Handle::decode(&h).is_none(), "{h}");
         }
     }
 }
