@@ -29,7 +29,7 @@ use tern_shell::headers::{
     RegisterBrokerToControllerRequestHeader,
 };
 use tern_shell::runtime::{self, now_ms};
-use tern_shell::{RemotingCommand, ResponseCode};
+use tern_shell::{RemotingCommand, ResponseCode, ToExtFields};
 
 use super::replica::Known;
 use super::{ControllerError, ControllerMode};
@@ -90,6 +90,28 @@ pub async fn run(ctx: Arc<BrokerCtx>, cm: Arc<ControllerMode>) {
     cm.client.close().await;
 }
 
+/// Sends the request `code` with header `h`, signed, to the controller leader.
+async fn call(
+    ctx: &BrokerCtx,
+    cm: &ControllerMode,
+    code: RequestCode,
+    h: &impl ToExtFields,
+) -> Result<RemotingCommand, ControllerError> {
+    cm.client
+        .call(ctx.signed(RemotingCommand::request(code, h)))
+        .await
+}
+
+/// `resp` when it is SUCCESS; otherwise the controller refused `request` (RocketMQ's
+/// name for it).
+fn succeeded(request: &str, resp: RemotingCommand) -> Result<RemotingCommand, ControllerError> {
+    if resp.response_code() == ResponseCode::Success {
+        Ok(resp)
+    } else {
+        Err(ControllerError::refused(request, &resp))
+    }
+}
+
 /// Sleeps `d` unless the broker stops first; true when it stops.
 async fn pause(ctx: &BrokerCtx, d: Duration) -> bool {
     let _ = runtime::race(runtime::sleep(d), ctx.shutdown.wait()).await;
@@ -114,19 +136,8 @@ async fn register(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64,
         broker_address: ctx.store_host.to_string(),
         invoke_time: Some(now_ms() as i64),
     };
-    let resp = cm
-        .client
-        .call(ctx.signed(RemotingCommand::request(
-            RequestCode::ControllerRegisterBroker,
-            &h,
-        )))
-        .await?;
-    if resp.response_code() != ResponseCode::Success {
-        return Err(ControllerError::refused(
-            "CONTROLLER_REGISTER_BROKER",
-            &resp,
-        ));
-    }
+    let resp = call(ctx, cm, RequestCode::ControllerRegisterBroker, &h).await?;
+    succeeded("CONTROLLER_REGISTER_BROKER", resp)?;
     Ok(id)
 }
 
@@ -151,20 +162,8 @@ async fn apply_for_id(
             cluster_name: Some(cluster.clone()),
             broker_name: name.clone(),
         };
-        let resp = cm
-            .client
-            .call(ctx.signed(RemotingCommand::request(
-                RequestCode::ControllerGetNextBrokerId,
-                &h,
-            )))
-            .await?;
-        if resp.response_code() != ResponseCode::Success {
-            return Err(ControllerError::refused(
-                "CONTROLLER_GET_NEXT_BROKER_ID",
-                &resp,
-            ));
-        }
-        let next = resp
+        let resp = call(ctx, cm, RequestCode::ControllerGetNextBrokerId, &h).await?;
+        let next = succeeded("CONTROLLER_GET_NEXT_BROKER_ID", resp)?
             .decode_header::<GetNextBrokerIdResponseHeader>()?
             .next_broker_id
             .ok_or_else(|| {
@@ -198,13 +197,7 @@ async fn apply(
         applied_broker_id: id,
         register_check_code: code.to_owned(),
     };
-    let resp = cm
-        .client
-        .call(ctx.signed(RemotingCommand::request(
-            RequestCode::ControllerApplyBrokerId,
-            &h,
-        )))
-        .await?;
+    let resp = call(ctx, cm, RequestCode::ControllerApplyBrokerId, &h).await?;
     if resp.response_code() != ResponseCode::Success {
         log::info!(
             "{}",
@@ -239,28 +232,16 @@ async fn sync_role(
     cm: &Arc<ControllerMode>,
     id: i64,
 ) -> Result<(), ControllerError> {
-    let name = &ctx.config.broker_name;
-    let req = RemotingCommand::request(
-        RequestCode::ControllerGetReplicaInfo,
-        &GetReplicaInfoRequestHeader {
-            broker_name: name.clone(),
-        },
-    );
-    let resp = cm.client.call(ctx.signed(req)).await?;
-    match resp.response_code() {
-        ResponseCode::Success => {}
-        ResponseCode::ControllerBrokerMetadataNotExist => {
-            // The controllers forgot this set (cleanBrokerMetadata): register again.
-            register(ctx, cm).await?;
-            return Ok(());
-        }
-        _ => {
-            return Err(ControllerError::refused(
-                "CONTROLLER_GET_REPLICA_INFO",
-                &resp,
-            ));
-        }
+    let h = GetReplicaInfoRequestHeader {
+        broker_name: ctx.config.broker_name.clone(),
+    };
+    let resp = call(ctx, cm, RequestCode::ControllerGetReplicaInfo, &h).await?;
+    if resp.response_code() == ResponseCode::ControllerBrokerMetadataNotExist {
+        // The controllers forgot this set (cleanBrokerMetadata): register again.
+        register(ctx, cm).await?;
+        return Ok(());
     }
+    let resp = succeeded("CONTROLLER_GET_REPLICA_INFO", resp)?;
     let h = resp.decode_header::<GetReplicaInfoResponseHeader>()?;
     let set: SyncStateSet = from_json(&resp.body)?;
     let mut known = Known {
@@ -290,13 +271,7 @@ async fn elect_self(
         designate_elect: Some(false),
         invoke_time: Some(now_ms() as i64),
     };
-    let resp = cm
-        .client
-        .call(ctx.signed(RemotingCommand::request(
-            RequestCode::ControllerElectMaster,
-            &h,
-        )))
-        .await?;
+    let resp = call(ctx, cm, RequestCode::ControllerElectMaster, &h).await?;
     if !matches!(
         resp.response_code(),
         ResponseCode::Success | ResponseCode::ControllerMasterStillExist
