@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_std::net::{TcpListener, TcpStream};
-use tern_shell::runtime::{Shutdown, block_on, sleep, spawn, timeout};
+use tern_shell::runtime::{Shutdown, block_on, spawn, timeout};
 use tern_shell::{
     Connection, ConnectionConfig, ConnectionCtx, Processor, RemotingCommand, RemotingError,
     RequestCode, ResponseCode, Server, ServerConfig,
 };
+use tern_testkit::wait_until;
 
 const HOLD: RequestCode = RequestCode::Other(9101);
 const ECHO: RequestCode = RequestCode::Other(9102);
@@ -34,14 +35,6 @@ impl Processor for Holder {
             self.release.wait().await;
         }
         Some(RemotingCommand::response_to(&req, ResponseCode::Success))
-    }
-}
-
-async fn wait_until(what: &str, within: Duration, f: impl Fn() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what} not within {within:?}");
-        sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -174,7 +167,7 @@ fn request_bytes_in_flight_past_the_budget_are_answered_system_busy() {
         };
         // Alone, a frame larger than the whole budget is still taken.
         let first = call(hold(budget + (budget >> 1)));
-        wait_until("first held", Duration::from_secs(5), || {
+        wait_until("first held", Duration::from_secs(5), async || {
             p.held.load(Ordering::SeqCst) == 1
         })
         .await;

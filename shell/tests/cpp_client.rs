@@ -2,10 +2,7 @@
 //! built from this crate's encoders. It proves the C++ client accepts our route data, send
 //! responses, pull responses (engine-encoded records) and group bodies.
 //!
-//! Needs a venv with rocketmq==0.4.4 (see tests/support/rocketmq_python.rs).
-
-#[path = "../../tests/support/rocketmq_python.rs"]
-mod rocketmq_python;
+//! Needs a venv with rocketmq==0.4.4 (see tern_testkit::python).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -13,7 +10,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rocketmq_python::python_or_skip;
 use tern_engine::record::{Host, MessageIn, StoreStamp};
 use tern_shell::body::{
     BrokerData, GetConsumerListByGroupResponseBody, HeartbeatData, LockBatchRequestBody,
@@ -28,6 +24,7 @@ use tern_shell::runtime::{block_on, sleep};
 use tern_shell::{
     ConnectionCtx, Processor, RemotingCommand, RequestCode, ResponseCode, Server, ServerConfig,
 };
+use tern_testkit::python::python_or_skip;
 
 const QUEUES: i32 = 2;
 

@@ -10,6 +10,7 @@ use tern_shell::{
     ConnectionConfig, ConnectionCtx, ConnectionPool, Processor, RemotingCommand, RemotingError,
     ResponseCode, Server, ServerConfig,
 };
+use tern_testkit::wait_until;
 
 /// Answers everything with SUCCESS.
 struct Ok200;
@@ -21,14 +22,6 @@ impl Processor for Ok200 {
         req: RemotingCommand,
     ) -> Option<RemotingCommand> {
         Some(RemotingCommand::response_to(&req, ResponseCode::Success))
-    }
-}
-
-async fn wait_until(what: &str, within: Duration, f: impl Fn() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what} not within {within:?}");
-        sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -116,7 +109,7 @@ fn concurrent_callers_for_one_address_share_one_connection() {
         }
         ids.dedup();
         assert_eq!(ids.len(), 1, "one connection for every caller");
-        wait_until("the server sees it", Duration::from_secs(5), || {
+        wait_until("the server sees it", Duration::from_secs(5), async || {
             !server.connections().is_empty()
         })
         .await;
@@ -124,7 +117,7 @@ fn concurrent_callers_for_one_address_share_one_connection() {
         assert_eq!(server.connections().len(), 1, "and only one");
         // A closed connection is replaced by one new one, shared again.
         pool.get(&addr).await.unwrap().close();
-        wait_until("old connection gone", Duration::from_secs(5), || {
+        wait_until("old connection gone", Duration::from_secs(5), async || {
             server.connections().is_empty()
         })
         .await;
@@ -141,7 +134,7 @@ fn concurrent_callers_for_one_address_share_one_connection() {
         new_ids.dedup();
         assert_eq!(new_ids.len(), 1);
         assert_ne!(new_ids[0], ids[0]);
-        wait_until("the server sees it", Duration::from_secs(5), || {
+        wait_until("the server sees it", Duration::from_secs(5), async || {
             !server.connections().is_empty()
         })
         .await;

@@ -15,7 +15,7 @@ use tern_shell::runtime::{self, POOL_THREAD_PREFIX, Runtime};
 #[path = "support/threads.rs"]
 mod threads;
 
-use threads::{process_threads, thread_name};
+use threads::{join_all, process_threads, thread_name};
 
 const THREADS: usize = 3;
 
@@ -73,11 +73,7 @@ fn tasks_spawned_by_one_worker_spread_over_every_worker() {
                     })
                 })
                 .collect();
-            let mut names = Vec::new();
-            for t in tasks {
-                names.push(t.await);
-            }
-            names
+            join_all(tasks).await
         }))
     });
     let mut distinct = names.clone();

@@ -17,7 +17,7 @@ use tern_shell::{
 #[path = "support/threads.rs"]
 mod threads;
 
-use threads::{process_threads, thread_name};
+use threads::{join_all, process_threads, thread_name};
 
 const THREADS: usize = 2;
 
@@ -67,11 +67,7 @@ fn spawned_tasks_run_on_the_smol_executor_threads() {
                 })
             })
             .collect();
-        let mut names = Vec::new();
-        for t in tasks {
-            names.push(t.await);
-        }
-        names
+        join_all(tasks).await
     });
     for n in &names {
         assert!(n.starts_with(SMOL_THREAD_PREFIX), "a task ran on '{n}'");

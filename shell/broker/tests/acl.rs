@@ -32,20 +32,24 @@ accounts:
     admin: true
 ";
 
-fn user() -> SessionCredentials {
+/// The account of both RULES files (acl_resources.rs's too) that is no admin.
+pub fn user() -> SessionCredentials {
     SessionCredentials::new("tern_user", "user_secret")
 }
 
-fn admin() -> SessionCredentials {
+/// The admin account of both RULES files.
+pub fn admin() -> SessionCredentials {
     SessionCredentials::new("tern_admin", "12345678")
 }
 
-fn start_with_rules(dir: &Path) -> BrokerProc {
-    let rules = dir.join("plain_acl.yml");
-    std::fs::write(&rules, RULES).unwrap();
+/// A standalone broker under `dir` checking requests against `rules` (plain_acl.yml),
+/// with `extra` conf lines.
+pub fn start_with_rules(dir: &Path, rules: &str, extra: &str) -> BrokerProc {
+    let file = dir.join("plain_acl.yml");
+    std::fs::write(&file, rules).unwrap();
     let conf = write_conf(
         dir,
-        &format!("aclEnable=true\nplainAclFile={}\n", rules.display()),
+        &format!("aclEnable=true\nplainAclFile={}\n{extra}", file.display()),
     );
     BrokerProc::standalone(dir, &conf)
 }
@@ -53,7 +57,7 @@ fn start_with_rules(dir: &Path) -> BrokerProc {
 #[test]
 fn requests_are_checked_against_accounts_signatures_and_permissions() {
     let dir = tempfile::tempdir().unwrap();
-    let b = start_with_rules(dir.path());
+    let b = start_with_rules(dir.path(), RULES, "");
     run(async {
         let c = Client::connect(&b.addr).await;
         refused(
@@ -134,7 +138,7 @@ fn requests_are_checked_against_accounts_signatures_and_permissions() {
 #[test]
 fn rule_changes_apply_without_a_restart_and_a_bad_edit_keeps_the_old_rules() {
     let dir = tempfile::tempdir().unwrap();
-    let b = start_with_rules(dir.path());
+    let b = start_with_rules(dir.path(), RULES, "");
     let rules = dir.path().join("plain_acl.yml");
     run(async {
         let c = Client::connect(&b.addr).await;

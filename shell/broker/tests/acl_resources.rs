@@ -3,6 +3,7 @@
 //! any valid account send most of these), broker-wide reads and unknown codes need an
 //! admin, and with a replay window a captured request cannot be sent again.
 
+use crate::acl::{admin, start_with_rules, user};
 use crate::common;
 
 use std::path::Path;
@@ -30,27 +31,13 @@ accounts:
     admin: true
 ";
 
-fn user() -> SessionCredentials {
-    SessionCredentials::new("tern_user", "user_secret")
-}
-
-fn admin() -> SessionCredentials {
-    SessionCredentials::new("tern_admin", "12345678")
-}
-
 #[track_caller]
 fn allowed(resp: &RemotingCommand) {
     assert_ne!(resp.response_code(), ResponseCode::NoPermission, "{resp:?}");
 }
 
 fn start(dir: &Path, extra: &str) -> BrokerProc {
-    let rules = dir.join("plain_acl.yml");
-    std::fs::write(&rules, RULES).unwrap();
-    let conf = write_conf(
-        dir,
-        &format!("aclEnable=true\nplainAclFile={}\n{extra}", rules.display()),
-    );
-    BrokerProc::standalone(dir, &conf)
+    start_with_rules(dir, RULES, extra)
 }
 
 /// Sends `req` as `who` and returns the answer's commit-log offset and header.

@@ -11,48 +11,18 @@ use tern_engine::hash::java_string_hash;
 use tern_shell::body::{
     BrokerStatsData, ConsumeStatsList, GroupList, HeartbeatData, ProducerConnection, ProducerData,
     QueryConsumeQueueResponseBody, QueryConsumeTimeSpanBody, SubscriptionGroupConfig, TopicConfig,
-    TopicList, from_json, to_json,
+    TopicList, to_json,
 };
 use tern_shell::headers::{
     CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader,
     GetProducerConnectionListRequestHeader, GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader, QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
-    QueryConsumerOffsetRequestHeader, TopicRequestHeader, UpdateConsumerOffsetRequestHeader,
-    ViewBrokerStatsDataRequestHeader,
+    TopicRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
-async fn commit(c: &Client, group: &str, topic: &str, queue_id: i32, offset: i64) {
-    let h = UpdateConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        commit_offset: offset,
-    };
-    expect_code(
-        &c.call(RemotingCommand::request(
-            RequestCode::UpdateConsumerOffset,
-            &h,
-        ))
-        .await,
-        ResponseCode::Success,
-    );
-}
-
 async fn committed(c: &Client, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
-    let h = QueryConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        // Absent offsets answer QUERY_NOT_FOUND instead of 0.
-        set_zero_if_not_found: Some(false),
-    };
-    let resp = c
-        .call(RemotingCommand::request(
-            RequestCode::QueryConsumerOffset,
-            &h,
-        ))
-        .await;
+    let resp = c.call(stored_offset_req(group, topic, queue_id)).await;
     (resp.response_code() == ResponseCode::Success).then(|| offset_of(&resp))
 }
 
@@ -65,14 +35,6 @@ async fn send_n(c: &Client, topic: &str, queue_id: i32, tags: &[&str]) {
 
 async fn max_offset(c: &Client, topic: &str, queue_id: i32) -> i64 {
     offset_of(&c.call(max_offset_req(topic, queue_id)).await)
-}
-
-async fn ok_body<T: serde::de::DeserializeOwned>(c: &Client, req: RemotingCommand) -> T {
-    let resp = c.call(req).await;
-    expect_code(&resp, ResponseCode::Success);
-    from_json(&resp.body).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&resp.body));
-    })
 }
 
 #[track_caller]

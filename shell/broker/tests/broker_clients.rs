@@ -13,8 +13,7 @@ use tern_shell::body::{
 };
 use tern_shell::headers::{
     ConsumerGroupRequestHeader, GetEarliestMsgStoretimeResponseHeader,
-    QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
-    pull_sys_flag,
+    QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader, pull_sys_flag,
 };
 use tern_shell::message::Message;
 use tern_shell::runtime;
@@ -49,27 +48,10 @@ fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
         };
         // A new group on a queue that starts at 0: 0.
         assert_eq!(offset_of(&c.call(query("G_NEW", 2)).await), 0);
-        let update = RemotingCommand::request(
-            RequestCode::UpdateConsumerOffset,
-            &UpdateConsumerOffsetRequestHeader {
-                consumer_group: "G_OFF".into(),
-                topic: topic.into(),
-                queue_id: 2,
-                commit_offset: 4,
-            },
-        );
-        expect_code(&c.call(update).await, ResponseCode::Success);
+        commit(&c, "G_OFF", topic, 2, 4).await;
         assert_eq!(offset_of(&c.call(query("G_OFF", 2)).await), 4);
         // Java sends the update oneway: no answer, still stored.
-        let oneway = RemotingCommand::request(
-            RequestCode::UpdateConsumerOffset,
-            &UpdateConsumerOffsetRequestHeader {
-                consumer_group: "G_ONEWAY".into(),
-                topic: topic.into(),
-                queue_id: 2,
-                commit_offset: 5,
-            },
-        );
+        let oneway = commit_req("G_ONEWAY", topic, 2, 5);
         c.conn.oneway(oneway).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(2);
         while offset_of(&c.call(query("G_ONEWAY", 2)).await) != 5 {

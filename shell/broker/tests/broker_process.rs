@@ -292,7 +292,7 @@ fn bad_config_values_exit_non_zero_naming_key_and_line() {
 #[test]
 fn broker_with_name_server_down_still_serves_and_warns() {
     let dir = tempfile::tempdir().unwrap();
-    let port = closed_port();
+    let port = tern_testkit::free_port();
     let conf = write_conf(
         dir.path(),
         &format!("storePathRootDir={}\n", dir.path().join("store").display()),

@@ -18,9 +18,6 @@
 //! every message its producer had acknowledged before the kill is consumed by its push
 //! consumer from the new master, and a new producer sends to the new master.
 
-#[allow(dead_code)]
-#[path = "../../../tests/support/binaries.rs"]
-mod binaries;
 #[path = "failover/cluster.rs"]
 mod cluster;
 mod common;
@@ -61,7 +58,7 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
     for round in 0..kills {
         // Let sends flow, then kill the master mid-stream.
         let before = sender.acked().len();
-        eventually(Duration::from_secs(20), "sends to the master", || {
+        eventually("sends to the master", Duration::from_secs(20), || {
             (sender.acked().len() >= before + 500).then_some(())
         });
         let r = replica_info(&c.controllers).unwrap();
@@ -75,7 +72,7 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
             Vec::new()
         };
         for i in &frozen {
-            c.brokers[*i].as_ref().unwrap().signal("-STOP");
+            c.brokers[*i].as_ref().unwrap().signal("STOP");
         }
         if !frozen.is_empty() {
             std::thread::sleep(Duration::from_secs(1));
@@ -90,17 +87,17 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
             c.kill9_controller(l);
         }
         for i in &frozen {
-            c.brokers[*i].as_ref().unwrap().signal("-CONT");
+            c.brokers[*i].as_ref().unwrap().signal("CONT");
         }
-        let r2 = eventually(Duration::from_secs(20), "a new master", || {
+        let r2 = eventually("a new master", Duration::from_secs(20), || {
             replica_info(&c.controllers)
                 .filter(|n| n.master.is_some() && n.master != r.master && n.epoch > r.epoch)
         });
         assert!(r2.epoch > epoch, "epochs only grow: {epoch} then {r2:?}");
         epoch = r2.epoch;
         let first_ok = eventually(
-            Duration::from_secs(20),
             "a send acknowledged after the kill",
+            Duration::from_secs(20),
             || {
                 sender
                     .acked()
@@ -113,8 +110,8 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
         // Tern's producer: the name server names the new master once it registered, and
         // the client asks at once after a failed send.
         let client_ok = eventually(
-            Duration::from_secs(20),
             "Tern's producer acknowledged after the kill",
+            Duration::from_secs(20),
             || {
                 client
                     .acked()
@@ -163,8 +160,8 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
         // The old master comes back as a slave and rejoins the set.
         c.start_broker(old);
         eventually(
-            Duration::from_secs(30),
             "the restarted broker back in the set",
+            Duration::from_secs(30),
             || replica_info(&c.controllers).filter(|r| r.set.len() == 3 && r.epoch == epoch),
         );
         let log = c.broker_log(old);
@@ -176,14 +173,14 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
     let r = replica_info(&c.controllers).unwrap();
     let frozen_addr = r.master.clone().unwrap();
     let frozen = c.index_of(&frozen_addr);
-    c.brokers[frozen].as_ref().unwrap().signal("-STOP");
+    c.brokers[frozen].as_ref().unwrap().signal("STOP");
     let r2 = eventually(
-        Duration::from_secs(20),
         "a master replacing the frozen one",
+        Duration::from_secs(20),
         || replica_info(&c.controllers).filter(|n| n.master.is_some() && n.master != r.master),
     );
     assert!(r2.epoch > epoch, "{r2:?}");
-    c.brokers[frozen].as_ref().unwrap().signal("-CONT");
+    c.brokers[frozen].as_ref().unwrap().signal("CONT");
     let mut late = Vec::new();
     run(async {
         if let Ok(conn) = Connection::connect(
@@ -203,8 +200,8 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
         }
     });
     eventually(
-        Duration::from_secs(10),
         "the woken master steps down",
+        Duration::from_secs(10),
         || {
             c.broker_log(frozen)
                 .contains(&format!("now a slave of {SET} (epoch {}", r2.epoch))
@@ -274,7 +271,7 @@ fn cpp_client_messages_acknowledged_before_a_failover_are_consumed_from_the_new_
         &mut || c.kill9(old),
         CPP_RESUME_LIMIT,
     );
-    let r2 = eventually(Duration::from_secs(20), "a new master", || {
+    let r2 = eventually("a new master", Duration::from_secs(20), || {
         replica_info(&c.controllers).filter(|n| n.master.is_some() && n.master != r.master)
     });
     // The send in flight at the kill waits out its timeout (3 s; the C++ client does not
@@ -314,8 +311,8 @@ fn sends_are_refused_while_the_sync_state_set_is_smaller_than_min_in_sync_replic
         c.kill9(*i);
     }
     eventually(
-        Duration::from_secs(30),
         "a SyncStateSet of the master alone",
+        Duration::from_secs(30),
         || replica_info(&c.controllers).filter(|r| r.set.len() == 1),
     );
     let refused = answer(2);
@@ -330,10 +327,10 @@ fn sends_are_refused_while_the_sync_state_set_is_smaller_than_min_in_sync_replic
     );
     // One slave back and caught up: two in sync, sends are taken again.
     c.start_broker(slaves[0]);
-    eventually(Duration::from_secs(30), "the slave back in the set", || {
+    eventually("the slave back in the set", Duration::from_secs(30), || {
         replica_info(&c.controllers).filter(|r| r.set.len() == 2)
     });
-    let taken = eventually(Duration::from_secs(10), "a send taken again", || {
+    let taken = eventually("a send taken again", Duration::from_secs(10), || {
         let r = answer(3);
         (r.response_code() == ResponseCode::Success).then_some(r)
     });
@@ -370,11 +367,11 @@ fn records_not_every_member_holds_are_shown_to_no_reader_until_they_do() {
             .then_some(())
     };
     assert!(answers(0..10).iter().all(|c| *c == ResponseCode::Success));
-    eventually(Duration::from_secs(10), "10 queued on all three", || {
+    eventually("10 queued on all three", Duration::from_secs(10), || {
         queued_everywhere(10)
     });
 
-    c.brokers[frozen].as_ref().unwrap().signal("-STOP");
+    c.brokers[frozen].as_ref().unwrap().signal("STOP");
     let codes = answers(100..110);
     assert!(
         codes.iter().all(|c| *c == ResponseCode::FlushSlaveTimeout),
@@ -385,8 +382,8 @@ fn records_not_every_member_holds_are_shown_to_no_reader_until_they_do() {
         info["commitLogMaxOffset"].parse().unwrap()
     };
     eventually(
-        Duration::from_secs(10),
         "the live slave holding them",
+        Duration::from_secs(10),
         || (log_end(live) == log_end(m)).then_some(()),
     );
     // Given time to go wrong: reput runs within milliseconds of an append.
@@ -405,8 +402,8 @@ fn records_not_every_member_holds_are_shown_to_no_reader_until_they_do() {
         );
     }
 
-    c.brokers[frozen].as_ref().unwrap().signal("-CONT");
-    eventually(Duration::from_secs(20), "20 queued on all three", || {
+    c.brokers[frozen].as_ref().unwrap().signal("CONT");
+    eventually("20 queued on all three", Duration::from_secs(20), || {
         queued_everywhere(20)
     });
     let all: BTreeSet<u64> = (0..10).chain(100..110).collect();
@@ -454,8 +451,8 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
         );
     }
     eventually(
-        Duration::from_secs(20),
         "the early timer messages delivered",
+        Duration::from_secs(20),
         || {
             let held = key_counts(&master);
             early.iter().all(|k| held.contains_key(k)).then_some(())
@@ -474,14 +471,14 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
     }
     let old = c.index_of(&master);
     c.kill9(old);
-    let r2 = eventually(Duration::from_secs(20), "a new master", || {
+    let r2 = eventually("a new master", Duration::from_secs(20), || {
         replica_info(&c.controllers)
             .filter(|r| r.master.is_some() && r.master.as_deref() != Some(&master))
     });
     let new_master = r2.master.unwrap();
     let counts = eventually(
-        Duration::from_secs(30),
         "the late timer messages delivered",
+        Duration::from_secs(30),
         || {
             let held = key_counts(&new_master);
             late.iter().all(|k| held.contains_key(k)).then_some(held)
@@ -533,7 +530,7 @@ fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_whe
     //    still takes what fits in its buffers, so 24 MiB of filler go first: the timer
     //    messages after them stay in A's tail alone, filed by A's timer.
     for i in &others {
-        c.brokers[*i].as_ref().unwrap().signal("-STOP");
+        c.brokers[*i].as_ref().unwrap().signal("STOP");
     }
     run(async {
         let conn =
@@ -564,16 +561,16 @@ fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_whe
     // 2. A dies; the slaves wake and one of them, B, is elected.
     c.kill9(a);
     for i in &others {
-        c.brokers[*i].as_ref().unwrap().signal("-CONT");
+        c.brokers[*i].as_ref().unwrap().signal("CONT");
     }
-    let b_addr = eventually(Duration::from_secs(20), "a new master", || {
+    let b_addr = eventually("a new master", Duration::from_secs(20), || {
         replica_info(&c.controllers)
             .and_then(|r| r.master)
             .filter(|m| *m != a_addr)
     });
     // 3. Timer messages B acknowledges take the timer-queue offsets of A's cut tail (once
     //    B takes sends: its new set must hold them first).
-    eventually(Duration::from_secs(20), "B acknowledging sends", || {
+    eventually("B acknowledging sends", Duration::from_secs(20), || {
         run(async {
             let conn =
                 Connection::connect(&b_addr, ConnectionConfig::default(), Duration::from_secs(2))
@@ -592,7 +589,7 @@ fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_whe
     // 4. A restarts, cuts its tail (marking its timer for a rebuild) and rejoins; it copies
     //    B's timer checkpoint on its next metadata sync (10 s).
     c.start_broker(a);
-    eventually(Duration::from_secs(30), "A back in the set", || {
+    eventually("A back in the set", Duration::from_secs(30), || {
         replica_info(&c.controllers).filter(|r| r.set.len() == 3)
     });
     assert!(
@@ -605,13 +602,13 @@ fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_whe
     for i in others {
         c.kill9(i);
     }
-    eventually(Duration::from_secs(30), "A master again", || {
+    eventually("A master again", Duration::from_secs(30), || {
         replica_info(&c.controllers).filter(|r| r.master.as_deref() == Some(a_addr.as_str()))
     });
     // 6. Each timer message B acknowledged is delivered once, by A.
     eventually(
-        Duration::from_secs(60),
         "B's timer messages delivered by A",
+        Duration::from_secs(60),
         || {
             let held = key_counts(&a_addr);
             acked.iter().all(|k| held.contains_key(k)).then_some(())

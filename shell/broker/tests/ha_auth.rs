@@ -64,7 +64,7 @@ fn only_slaves_signed_in_as_admins_are_streamed_the_log() {
         tempfile::tempdir().unwrap(),
         [(); 3].map(|_| tempfile::tempdir().unwrap()),
     );
-    let ha_port = closed_port();
+    let ha_port = tern_testkit::free_port();
     let conf = write_conf(
         md.path(),
         &format!(

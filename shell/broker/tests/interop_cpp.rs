@@ -38,7 +38,7 @@ fn cpp_client_scenarios_against_standalone_broker() {
         Some(&conf),
         scratch.path("broker.log"),
     );
-    let mut run = Script::spawn(
+    let mut run = Script::start(
         &py,
         &scratch,
         &[
@@ -64,7 +64,7 @@ fn a_running_cpp_consumer_reset_to_a_time_consumes_again_from_there() {
     };
     let scratch = Scratch::new("reset");
     let mut broker = Broker::start(&scratch.path("data"), None, scratch.path("broker.log"));
-    let mut run = Script::spawn(
+    let mut run = Script::start(
         &py,
         &scratch,
         &[
@@ -90,7 +90,7 @@ fn cpp_client_uses_topic_precreated_with_update_and_create_topic() {
     let scratch = Scratch::new("precreated");
     let mut broker = Broker::start(&scratch.path("data"), None, scratch.path("broker.log"));
     create_topic(&broker.addr, "TernPre-sync", 8);
-    let mut run = Script::spawn(
+    let mut run = Script::start(
         &py,
         &scratch,
         &[
@@ -126,7 +126,7 @@ fn a_cpp_message_sent_again_with_its_uniq_key_is_stored_once() {
         Some(&conf),
         scratch.path("broker.log"),
     );
-    let mut run = Script::spawn(
+    let mut run = Script::start(
         &py,
         &scratch,
         &[
@@ -219,7 +219,7 @@ fn cpp_client_works_against_a_permissive_tls_broker() {
         Some(&conf),
         scratch.path("broker.log"),
     );
-    let mut run = Script::spawn(
+    let mut run = Script::start(
         &py,
         &scratch,
         &[

@@ -108,7 +108,7 @@ fn cpp_client_signs_its_requests_for_an_acl_broker() {
     );
     consume_acked(&py, &scratch, &broker.namesrv, "TernAcl", &acked, &signed);
 
-    let mut run = Script::spawn(
+    let mut run = Script::start(
         &py,
         &scratch,
         &[

@@ -24,9 +24,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use common::{BrokerProc, write_conf};
-use grpc_script::rocketmq_python::python_or_skip;
-use grpc_script::rocketmq_python_grpc::grpc_python_or_skip;
-use grpc_script::{Script, Target, parse_verdict, serial};
+use grpc_script::{GrpcScript, Target, parse_verdict, script, script_with_env, serial};
+use tern_testkit::python::{grpc_python_or_skip, python_or_skip};
 
 /// A standalone broker with `extra` conf lines; the gRPC endpoint is on an ephemeral port
 /// (`grpcServerPort=0` is in the harness's GEOMETRY).
@@ -77,7 +76,7 @@ fn scenario_in(
     let mut args = vec!["--prefix", &prefix, "--scenario", name];
     args.extend_from_slice(extra_args);
     let target = Target::of(&broker);
-    let mut run = Script::spawn_with_env(&py, &dir.path().join("home"), &target, &args, env);
+    let mut run = script_with_env(&py, &dir.path().join("home"), &target, &args, env);
     run.assert_passed(name, expect, || broker.stderr_text());
     let status = broker.stop();
     assert!(
@@ -314,14 +313,6 @@ fn grpc_and_cpp_clients_read_each_others_messages() {
     );
 }
 
-/// `N` distinct free ports (all bound at once, then released).
-fn free_ports<const N: usize>() -> [u16; N] {
-    let ls: Vec<std::net::TcpListener> = (0..N)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    std::array::from_fn(|i| ls[i].local_addr().unwrap().port())
-}
-
 /// The restart scenario: the broker on fixed ports (the clients reconnect to the same
 /// endpoint), stopped with SIGTERM or `kill -9` when the script says `RESTART-NOW` and
 /// started again on the same data; the script goes on with the same client objects.
@@ -331,7 +322,7 @@ fn restart(test: &str, kill9: bool) {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let [remoting, namesrv, grpc] = free_ports::<3>();
+    let [remoting, namesrv, grpc] = <[u16; 3]>::try_from(tern_testkit::free_ports(3)).unwrap();
     // No metrics listeners: on port 0 they took an ephemeral port, which could be one of
     // these three just released (a CI run saw the gRPC port taken so).
     let conf = write_conf(
@@ -351,7 +342,7 @@ fn restart(test: &str, kill9: bool) {
     ];
     let mut broker = BrokerProc::start(&args);
     let kind = if kill9 { "kill" } else { "term" };
-    let mut run = Script::spawn(
+    let mut run = script(
         &py,
         &dir.path().join("home"),
         &Target::of(&broker),

@@ -4,47 +4,20 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use common::*;
-use tern_shell::headers::UpdateConsumerOffsetRequestHeader;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+use tern_testkit::metrics::{http, sample};
 
-/// GETs `path` from `addr`; returns the status code and body.
-fn get(addr: &str, request: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    s.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
-    (status, body)
-}
-
+/// The endpoint's OpenMetrics text, which must end with `# EOF`.
 fn scrape(addr: &str) -> String {
-    let (status, body) = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(status, 200, "{body}");
+    let body = tern_testkit::metrics::scrape(addr);
     assert!(
         body.ends_with("# EOF\n"),
         "OpenMetrics text ends with # EOF"
     );
     body
-}
-
-/// The value of the sample of `name` whose labels include every one of `labels`.
-fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .find(|l| labels.iter().all(|x| l.contains(x)))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 #[test]
@@ -80,16 +53,7 @@ fn metrics_count_what_was_sent_and_consumed_under_rocketmqs_names() {
             read += got.len();
             offset = pull_offsets(&resp).0;
         }
-        let update = RemotingCommand::request(
-            RequestCode::UpdateConsumerOffset,
-            &UpdateConsumerOffsetRequestHeader {
-                consumer_group: "MeterGroup".into(),
-                topic: "Metered".into(),
-                queue_id: 0,
-                commit_offset: 20,
-            },
-        );
-        expect_code(&c.call(update).await, ResponseCode::Success);
+        commit(&c, "MeterGroup", "Metered", 0, 20).await;
 
         let text = scrape(&addr);
         let base = [
@@ -184,12 +148,12 @@ fn metrics_count_what_was_sent_and_consumed_under_rocketmqs_names() {
         assert!(text.contains("# TYPE rocketmq_messages_in counter"));
         assert!(text.contains("# TYPE rocketmq_message_size histogram"));
     });
-    let (status, _) = get(&addr, "GET /nothing HTTP/1.1\r\n\r\n");
+    let (status, _) = http(&addr, "GET /nothing HTTP/1.1\r\n\r\n");
     assert_eq!(status, 404);
-    let (status, _) = get(&addr, "POST /metrics HTTP/1.1\r\n\r\n");
+    let (status, _) = http(&addr, "POST /metrics HTTP/1.1\r\n\r\n");
     assert_eq!(status, 405);
     let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
-    let (status, _) = get(&addr, &huge);
+    let (status, _) = http(&addr, &huge);
     assert_eq!(status, 431);
     // Still serving after all that.
     scrape(&addr);
@@ -308,16 +272,7 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
                     .len();
                 offset = pull_offsets(&resp).0;
             }
-            let commit = RemotingCommand::request(
-                RequestCode::UpdateConsumerOffset,
-                &UpdateConsumerOffsetRequestHeader {
-                    consumer_group: "LoadGroup".into(),
-                    topic: "Loaded".into(),
-                    queue_id: q,
-                    commit_offset: ends[q as usize] / 2,
-                },
-            );
-            expect_code(&c.call(commit).await, ResponseCode::Success);
+            commit(&c, "LoadGroup", "Loaded", q, ends[q as usize] / 2).await;
         }
         assert_eq!(read, SENDERS * EACH);
         // Past one ASYNC_FLUSH interval (500 ms): a flush has been timed.

@@ -6,18 +6,6 @@ use crate::common;
 
 use common::*;
 use tern_shell::ResponseCode;
-use tern_shell::body::{SubscriptionGroupWrapper, from_json};
-use tern_shell::{RemotingCommand, RequestCode};
-
-async fn groups(c: &Client) -> SubscriptionGroupWrapper {
-    let resp = c
-        .call(RemotingCommand::request_code(
-            RequestCode::GetAllSubscriptionGroupConfig,
-        ))
-        .await;
-    expect_code(&resp, ResponseCode::Success);
-    from_json(&resp.body).unwrap()
-}
 
 #[test]
 fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
@@ -38,7 +26,7 @@ fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
             let remark = resp.remark.unwrap_or_default();
             assert!(remark.contains(why), "{group:?}: {remark}");
             assert!(
-                !groups(&c)
+                !all_groups(&c)
                     .await
                     .subscription_group_table
                     .contains_key(group),
@@ -51,7 +39,7 @@ fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
             .await;
         expect_code(&resp, ResponseCode::Success);
         assert!(
-            groups(&c)
+            all_groups(&c)
                 .await
                 .subscription_group_table
                 .contains_key("CID_ok-1")

@@ -13,118 +13,45 @@
 mod common;
 mod grpc_script;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
-use tern_shell::sync::MutexExt;
+use std::process::Command;
+use std::time::Duration;
 
 use common::{BrokerProc, write_conf};
-use grpc_script::binaries::binary_of;
-use grpc_script::rocketmq_python_grpc::grpc_python_or_skip;
-use grpc_script::{Script, Target, admin, serial};
+use grpc_script::{GrpcScript, Target, admin, script, serial};
+use tern_testkit::python::grpc_python_or_skip;
+use tern_testkit::{Proc, binary_of, eventually};
 
 /// A running `tern-proxy`: its gRPC address and its stderr so far.
 struct Proxy {
-    child: Child,
+    proc: Proc,
     addr: String,
-    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Proxy {
     /// Starts `tern-proxy -n namesrv --listen 127.0.0.1:0` and waits for its `ready` line.
     fn start(namesrv: &str) -> Proxy {
-        let mut child = Command::new(binary_of("tern-proxy", "tern-proxy"))
-            .args(["-n", namesrv, "--listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tern-proxy");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        let err = child.stderr.take().unwrap();
-        thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                sink.guard().push(line);
-            }
-        });
-        let (tx, rx) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut p = Proxy {
-            child,
-            addr: String::new(),
-            stderr,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            assert!(
-                Instant::now() < deadline,
-                "tern-proxy not ready within 20 s; stderr:\n{}",
-                p.stderr_text()
-            );
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => {
-                    if let Some(rest) = line.strip_prefix("tern-proxy gRPC endpoint on ") {
-                        p.addr = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    } else if line == "ready" {
-                        break;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!(
-                        "tern-proxy exited during startup; stderr:\n{}",
-                        p.stderr_text()
-                    )
-                }
-            }
-        }
-        assert!(!p.addr.is_empty(), "no `tern-proxy gRPC endpoint on` line");
-        thread::spawn(move || for _ in rx {});
-        p
+        let mut cmd = Command::new(binary_of("tern-proxy", "tern-proxy"));
+        cmd.args(["-n", namesrv, "--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "info");
+        let mut proc = Proc::spawn("tern-proxy", &mut cmd);
+        let addr = proc
+            .wait_ready(Duration::from_secs(20))
+            .iter()
+            .find_map(|l| l.strip_prefix("tern-proxy gRPC endpoint on "))
+            .map(|rest| rest.split_whitespace().next().unwrap_or("").to_owned())
+            .unwrap_or_default();
+        assert!(!addr.is_empty(), "no `tern-proxy gRPC endpoint on` line");
+        Proxy { proc, addr }
     }
 
     fn stderr_text(&self) -> String {
-        self.stderr.guard().join("\n")
+        self.proc.log()
     }
 
     /// SIGTERM, then the exit status.
     fn stop(&mut self) -> std::process::ExitStatus {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -TERM failed");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tern-proxy ignored SIGTERM for 15 s"
-            );
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.proc.signal_and_wait("TERM", Duration::from_secs(15))
     }
 }
 
@@ -176,15 +103,12 @@ impl Cluster {
         let b = BrokerProc::with_conf(&conf_b);
         assert!(a.grpc.is_none() && b.grpc.is_none(), "enableProxy=false");
         // `updateTopic -c DefaultCluster` must find both brokers.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while admin_json(&namesrv, &["clusterList"])
-            .as_array()
-            .map_or(0, Vec::len)
-            < 2
-        {
-            assert!(Instant::now() < deadline, "broker-b never registered");
-            thread::sleep(Duration::from_millis(200));
-        }
+        eventually("broker-b registered", Duration::from_secs(30), || {
+            let brokers = admin_json(&namesrv, &["clusterList"])
+                .as_array()
+                .map_or(0, Vec::len);
+            (brokers >= 2).then_some(())
+        });
         let proxy = Proxy::start(&namesrv);
         Cluster {
             _dir: dir,
@@ -211,7 +135,7 @@ impl Cluster {
             namesrv: &self.namesrv,
         };
         let args = ["--prefix", prefix, "--scenario", name];
-        let mut run = Script::spawn(py, &self._dir.path().join("home"), &target, &args);
+        let mut run = script(py, &self._dir.path().join("home"), &target, &args);
         run.assert_passed(name, expect, || self.stderr());
     }
 

@@ -13,14 +13,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use tern_broker::config::BrokerConfig;
 use tern_broker::{Broker, slave_sync};
-use tern_shell::body::{
-    DelayOffsetSerializeWrapper, SubscriptionGroupConfig, SubscriptionGroupWrapper,
-    TopicConfigSerializeWrapper, from_json, to_json,
-};
+use tern_shell::body::{DelayOffsetSerializeWrapper, SubscriptionGroupConfig, to_json};
 use tern_shell::config::ConfigSource;
-use tern_shell::headers::{
-    PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
-};
+use tern_shell::headers::PullMessageRequestHeader;
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
@@ -82,70 +77,21 @@ async fn start_broker(dir: &Path, extra: &str) -> Broker {
     Broker::start(config).await.unwrap()
 }
 
-async fn all_topics(c: &Client) -> TopicConfigSerializeWrapper {
-    let resp = c
-        .call(RemotingCommand::request_code(
-            RequestCode::GetAllTopicConfig,
-        ))
-        .await;
-    expect_code(&resp, ResponseCode::Success);
-    from_json(&resp.body).unwrap()
-}
-
-async fn all_groups(c: &Client) -> SubscriptionGroupWrapper {
-    let resp = c
-        .call(RemotingCommand::request_code(
-            RequestCode::GetAllSubscriptionGroupConfig,
-        ))
-        .await;
-    expect_code(&resp, ResponseCode::Success);
-    from_json(&resp.body).unwrap()
-}
-
 async fn delay_offsets(c: &Client) -> DelayOffsetSerializeWrapper {
-    let resp = c
-        .call(RemotingCommand::request_code(
-            RequestCode::GetAllDelayOffset,
-        ))
-        .await;
-    expect_code(&resp, ResponseCode::Success);
-    from_json(&resp.body).unwrap()
+    ok_body(
+        c,
+        RemotingCommand::request_code(RequestCode::GetAllDelayOffset),
+    )
+    .await
 }
 
 /// QUERY_CONSUMER_OFFSET without the zero fallback: `None` when nothing is stored.
 async fn stored_offset(c: &Client, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
-    let h = QueryConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        set_zero_if_not_found: Some(false),
-    };
-    let resp = c
-        .call(RemotingCommand::request(
-            RequestCode::QueryConsumerOffset,
-            &h,
-        ))
-        .await;
+    let resp = c.call(stored_offset_req(group, topic, queue_id)).await;
     match resp.response_code() {
         ResponseCode::QueryNotFound => None,
         _ => Some(offset_of(&resp)),
     }
-}
-
-async fn commit(c: &Client, group: &str, topic: &str, queue_id: i32, offset: i64) {
-    let h = UpdateConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        commit_offset: offset,
-    };
-    let resp = c
-        .call(RemotingCommand::request(
-            RequestCode::UpdateConsumerOffset,
-            &h,
-        ))
-        .await;
-    expect_code(&resp, ResponseCode::Success);
 }
 
 async fn create_group(c: &Client, group: &str, retry_max_times: i32) {
@@ -283,7 +229,7 @@ fn a_master_that_is_down_is_an_error_and_leaves_the_slave_unchanged() {
             e.to_string().contains("GetAllTopicConfig"),
             "the first failure: {e}"
         );
-        let never_up = format!("127.0.0.1:{}", closed_port());
+        let never_up = format!("127.0.0.1:{}", tern_testkit::free_port());
         assert!(
             slave_sync::sync_once(slave_broker.ctx(), &never_up)
                 .await

@@ -9,10 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
-use tern_shell::body::{
-    CheckClientRequestBody, ConsumeType, ConsumerData, HeartbeatData, MessageModel,
-    SubscriptionData, to_json,
-};
+use tern_shell::body::{CheckClientRequestBody, SubscriptionData, to_json};
 use tern_shell::headers::pull_sys_flag;
 use tern_shell::message::{Message, decode_pulled};
 use tern_shell::runtime;
@@ -30,24 +27,14 @@ fn sql_pull(group: &str, topic: &str, offset: i64, expr: &str) -> RemotingComman
 
 /// A HEART_BEAT registering `group` on `topic` with an SQL92 subscription.
 fn sql_heartbeat(group: &str, topic: &str, expr: &str) -> RemotingCommand {
-    let hb = HeartbeatData {
-        client_id: "127.0.0.1@sqltest".into(),
-        consumer_data_set: vec![ConsumerData {
-            group_name: group.into(),
-            consume_type: ConsumeType::ConsumePassively,
-            message_model: MessageModel::Clustering,
-            subscription_data_set: vec![SubscriptionData {
-                topic: topic.into(),
-                sub_string: expr.into(),
-                sub_version: 1,
-                expression_type: "SQL92".into(),
-                ..SubscriptionData::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
+    let sub = SubscriptionData {
+        topic: topic.into(),
+        sub_string: expr.into(),
+        sub_version: 1,
+        expression_type: "SQL92".into(),
+        ..SubscriptionData::default()
     };
-    RemotingCommand::request_code(RequestCode::HeartBeat).with_body(to_json(&hb))
+    heartbeat_for("127.0.0.1@sqltest", group, sub)
 }
 
 fn check_client(expr: &str) -> RemotingCommand {

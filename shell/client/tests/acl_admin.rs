@@ -7,6 +7,7 @@ use crate::common;
 
 use std::process::{Command, Output};
 
+use common::cli::succeeded;
 use common::{Broker, run};
 use tern_client::{
     ClientConfig, ClientError, Message, Producer, ProducerConfig, SessionCredentials,
@@ -35,16 +36,6 @@ fn tern_admin(b: &Broker, creds: Option<(&str, &str)>, args: &[&str]) -> Output 
     cmd.output().expect("run tern-admin")
 }
 
-fn ok(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 fn with(b: &Broker, creds: Option<(&str, &str)>) -> ClientConfig {
     let mut c = b.client_config();
     c.credentials = creds.map(|(ak, sk)| SessionCredentials::new(ak, sk));
@@ -71,7 +62,7 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
     let adm = Some(("ops_admin", "ops_secret"));
     let new = Some(("newuser1", "newsecret1"));
     run(async {
-        ok(&tern_admin(
+        succeeded(&tern_admin(
             &b,
             adm,
             &[
@@ -106,7 +97,7 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains("Need admin permission"));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
-        let v0 = ok(&tern_admin(
+        let v0 = succeeded(&tern_admin(
             &b,
             adm,
             &["clusterAclConfigVersion", "-c", "DefaultCluster", "--json"],
@@ -114,7 +105,7 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         let v0: serde_json::Value = serde_json::from_str(&v0).unwrap();
         let counter = |v: &serde_json::Value| v[0]["version"]["counter"].as_i64().unwrap();
         // Created by the admin: the new account sends at once.
-        let out = ok(&tern_admin(
+        let out = succeeded(&tern_admin(
             &b,
             adm,
             &[
@@ -137,7 +128,7 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         );
         send(&b, new, "AclAdm").await.unwrap();
         // Changed: its topic permission goes; the default DENY applies.
-        ok(&tern_admin(
+        succeeded(&tern_admin(
             &b,
             adm,
             &[
@@ -154,14 +145,14 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         ));
         let e = send(&b, new, "AclAdm").await.unwrap_err();
         assert!(matches!(&e, ClientError::Broker { code: 16, .. }), "{e}");
-        let v1 = ok(&tern_admin(
+        let v1 = succeeded(&tern_admin(
             &b,
             adm,
             &["clusterAclConfigVersion", "-c", "DefaultCluster", "--json"],
         ));
         let v1: serde_json::Value = serde_json::from_str(&v1).unwrap();
         assert_eq!(counter(&v1), counter(&v0) + 2, "{v1}");
-        let cfg = ok(&tern_admin(
+        let cfg = succeeded(&tern_admin(
             &b,
             adm,
             &["getAclConfig", "-c", "DefaultCluster", "--json"],
@@ -178,7 +169,7 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         assert_eq!(mine["topicPerms"], serde_json::json!(["Other=PUB"]));
         assert_eq!(mine["defaultTopicPerm"], "DENY");
         // Deleted: refused again.
-        let out = ok(&tern_admin(
+        let out = succeeded(&tern_admin(
             &b,
             adm,
             &["deleteAclConfig", "-c", "DefaultCluster", "-a", "newuser1"],
@@ -194,7 +185,7 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         assert_eq!(out.status.code(), Some(1), "deleting twice");
         // A global white address needs no account at all.
         assert!(send(&b, None, "AclAdm").await.is_err());
-        ok(&tern_admin(
+        succeeded(&tern_admin(
             &b,
             adm,
             &[

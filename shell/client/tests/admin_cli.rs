@@ -5,7 +5,7 @@ use crate::common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::cli::{admin, json, ok};
+use common::cli::{admin, json, make_topic, ok};
 use common::{Broker, run};
 use tern_client::{MessageQueue, PullConsumer};
 
@@ -14,20 +14,7 @@ fn topic_lifecycle_send_consume_and_queries_through_the_cli() {
     let b = Broker::start("");
     let ns = b.namesrv.as_str();
 
-    let out = ok(
-        ns,
-        &[
-            "updateTopic",
-            "-c",
-            "DefaultCluster",
-            "-t",
-            "CliTopic",
-            "-r",
-            "2",
-            "-w",
-            "2",
-        ],
-    );
+    let out = make_topic(ns, "CliTopic", "2");
     assert!(
         out.contains(&format!("create topic to {} success.", b.addr)),
         "{out}"
@@ -155,20 +142,7 @@ fn topic_lifecycle_send_consume_and_queries_through_the_cli() {
 fn consumer_progress_shows_lag_and_connections_list_the_client() {
     let b = Broker::start("");
     let ns = b.namesrv.as_str();
-    ok(
-        ns,
-        &[
-            "updateTopic",
-            "-c",
-            "DefaultCluster",
-            "-t",
-            "Lag",
-            "-r",
-            "1",
-            "-w",
-            "1",
-        ],
-    );
+    make_topic(ns, "Lag", "1");
     ok(
         ns,
         &["updateSubGroup", "-c", "DefaultCluster", "-g", "lag-cg"],
@@ -237,20 +211,7 @@ fn broker_config_is_read_and_changed_with_mqadmins_commands_and_kept_across_a_re
         "{table}"
     );
 
-    ok(
-        ns,
-        &[
-            "updateTopic",
-            "-c",
-            "DefaultCluster",
-            "-t",
-            "CfgTopic",
-            "-r",
-            "1",
-            "-w",
-            "1",
-        ],
-    );
+    make_topic(ns, "CfgTopic", "1");
     let out = ok(
         ns,
         &[

@@ -3,27 +3,9 @@
 
 use crate::common;
 
-use common::cli::{admin, json, ok};
+use common::cli::{admin, json, make_topic, ok};
 use common::{Broker, run};
 use tern_client::{MessageQueue, PullConsumer};
-
-/// Creates `topic` with `queues` queues through the CLI.
-fn make_topic(ns: &str, topic: &str, queues: &str) {
-    ok(
-        ns,
-        &[
-            "updateTopic",
-            "-c",
-            "DefaultCluster",
-            "-t",
-            topic,
-            "-r",
-            queues,
-            "-w",
-            queues,
-        ],
-    );
-}
 
 #[test]
 fn name_server_commands_change_kv_config_write_perm_and_settings() {

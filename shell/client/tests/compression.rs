@@ -19,18 +19,11 @@ use tern_shell::message::{
 };
 use tern_shell::runtime::{now_ms, sleep};
 use tern_shell::{RemotingCommand, RequestCode};
+use tern_testkit::wait_until;
 
 /// A body that compresses well and is over the 4 KiB threshold.
 fn big_body(i: usize) -> Vec<u8> {
     format!("reading {i}: ").repeat(600).into_bytes()
-}
-
-async fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !done() {
-        assert!(t.elapsed() < limit, "timed out after {limit:?}: {what}");
-        sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Stores `body` in queue 0 of `topic` with `sys_flag` as is, the way a producer that
@@ -114,7 +107,7 @@ fn lz4_and_zstd_bodies_are_stored_as_sent_and_read_back_by_every_consumer() {
                 ConsumeStatus::Success
             });
             c.start().await.unwrap();
-            wait_for("20 pushed", Duration::from_secs(30), || {
+            wait_until("20 pushed", Duration::from_secs(30), async || {
                 seen.lock().unwrap().len() >= 20
             })
             .await;
@@ -191,9 +184,11 @@ fn an_undecodable_body_goes_to_the_dlq_and_the_queue_moves_on() {
             ConsumeStatus::Success
         });
         c.start().await.unwrap();
-        wait_for("the good messages pushed", Duration::from_secs(30), || {
-            seen.lock().unwrap().len() >= 2
-        })
+        wait_until(
+            "the good messages pushed",
+            Duration::from_secs(30),
+            async || seen.lock().unwrap().len() >= 2,
+        )
         .await;
         let dlq = format!("%DLQ%{group}");
         let mut in_dlq = Vec::new();

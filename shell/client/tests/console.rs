@@ -8,7 +8,8 @@
 //! Screenshots go to `target/console-screenshots/`.
 
 use crate::common;
-use crate::rocketmq_python::repo_root;
+use tern_testkit::Proc;
+use tern_testkit::python::repo_root;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -58,10 +59,12 @@ fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
 }
 
 /// A `tern-console` whose name server is down: its pages must say so.
-fn dead_console() -> (std::process::Child, String) {
-    let mut cmd = Command::new(common::binary_of("tern-console", "tern-console"));
+fn dead_console() -> (Proc, String) {
+    let mut cmd = Command::new(tern_testkit::binary_of("tern-console", "tern-console"));
     cmd.args(["--listen", "127.0.0.1:0", "-n", "127.0.0.1:1"]);
-    common::spawn_announcing(cmd, "tern-console on ")
+    let mut proc = Proc::spawn("tern-console", &mut cmd);
+    let url = proc.wait_announced("tern-console on ", Duration::from_secs(20));
+    (proc, url)
 }
 
 /// `node` running `script` of the browser folder `dir` against `console`, screenshots to
@@ -254,8 +257,7 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
     if let Some(p) = producer {
         run(p.shutdown());
     }
-    let _ = dead.kill();
-    let _ = dead.wait();
+    dead.kill9();
     assert!(
         status.success(),
         "the browser script failed; broker log:\n{}",

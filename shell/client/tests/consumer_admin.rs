@@ -12,12 +12,14 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::cli::succeeded;
 use common::{Broker, run};
 use tern_client::{
     Admin, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder,
-    MessageExt, Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
+    MessageExt, PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::{now_ms, sleep};
+use tern_testkit::wait_until;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -45,8 +47,7 @@ async fn consumer(b: &Broker, group: &str, topic: &str, log: &Log) -> PushConsum
 
 /// Sends `prefix0..prefixN`; returns the offset msgIds.
 async fn send(b: &Broker, topic: &str, prefix: &str, n: usize) -> Vec<String> {
-    let p = Producer::new(ProducerConfig::new("cadmin-pg"), b.client_config()).unwrap();
-    p.start();
+    let p = b.producer("cadmin-pg");
     let mut ids = Vec::new();
     for i in 0..n {
         let r = p
@@ -65,14 +66,6 @@ fn count(log: &Log, prefix: &str) -> BTreeMap<String, usize> {
         *m.entry(k.clone()).or_insert(0) += 1;
     }
     m
-}
-
-async fn wait_until(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Waits until the group's committed offsets reach the end of every queue.
@@ -108,7 +101,7 @@ fn a_running_group_reset_to_a_time_consumes_again_from_there() {
         let log: Log = Arc::default();
         let c = consumer(&b, "cadm1-cg", "CADM1", &log).await;
         let admin = Admin::new(b.client_config()).unwrap();
-        wait_until(Duration::from_secs(20), "first pass", || {
+        wait_until("first pass", Duration::from_secs(20), async || {
             count(&log, "old").len() == 40 && count(&log, "new").len() == 40
         })
         .await;
@@ -130,9 +123,9 @@ fn a_running_group_reset_to_a_time_consumes_again_from_there() {
             .sum();
         assert_eq!(behind, 40, "{table:?} {progress:?}");
         wait_until(
-            Duration::from_secs(30),
             "second pass of the new batch",
-            || count(&log, "new").values().all(|n| *n == 2) && count(&log, "new").len() == 40,
+            Duration::from_secs(30),
+            async || count(&log, "new").values().all(|n| *n == 2) && count(&log, "new").len() == 40,
         )
         .await;
         sleep(Duration::from_secs(1)).await;
@@ -158,7 +151,7 @@ fn a_stopped_group_is_reset_in_the_broker_and_restarts_there() {
         let log: Log = Arc::default();
         let c = consumer(&b, "cadm2-cg", "CADM2", &log).await;
         let admin = Admin::new(b.client_config()).unwrap();
-        wait_until(Duration::from_secs(20), "first pass", || {
+        wait_until("first pass", Duration::from_secs(20), async || {
             log.lock().unwrap().len() == 80
         })
         .await;
@@ -193,7 +186,7 @@ fn a_stopped_group_is_reset_in_the_broker_and_restarts_there() {
         assert_eq!(progress.diff_total, 40);
         log.lock().unwrap().clear();
         let c = consumer(&b, "cadm2-cg", "CADM2", &log).await;
-        wait_until(Duration::from_secs(20), "the new batch again", || {
+        wait_until("the new batch again", Duration::from_secs(20), async || {
             count(&log, "new").len() == 40
         })
         .await;
@@ -223,23 +216,27 @@ fn offsets_and_running_info_come_from_the_clients() {
         for c in [&c1, &c2] {
             cfg_log.push(c.client().client_id().to_owned());
         }
-        wait_until(Duration::from_secs(20), "consumed", || {
+        wait_until("consumed", Duration::from_secs(20), async || {
             log.lock().unwrap().len() >= 20
         })
         .await;
-        wait_until(Duration::from_secs(20), "each owns two queues", || {
-            c1.assignment()
-                .iter()
-                .filter(|q| q.topic == "CADM3")
-                .count()
-                == 2
-                && c2
-                    .assignment()
+        wait_until(
+            "each owns two queues",
+            Duration::from_secs(20),
+            async || {
+                c1.assignment()
                     .iter()
                     .filter(|q| q.topic == "CADM3")
                     .count()
                     == 2
-        })
+                    && c2
+                        .assignment()
+                        .iter()
+                        .filter(|q| q.topic == "CADM3")
+                        .count()
+                        == 2
+            },
+        )
         .await;
         let admin = Admin::new(b.client_config()).unwrap();
         let status = admin
@@ -283,7 +280,7 @@ fn a_client_consumes_one_message_directly() {
         let c = consumer(&b, "cadm4-cg", "CADM4", &log).await;
         let ok = send(&b, "CADM4", "ok", 1).await;
         let later = send(&b, "CADM4", "later", 1).await;
-        wait_until(Duration::from_secs(20), "consumed", || {
+        wait_until("consumed", Duration::from_secs(20), async || {
             count(&log, "ok").len() == 1
         })
         .await;
@@ -321,16 +318,6 @@ fn tern_admin(ns: &str, args: &[&str]) -> Output {
         .expect("run tern-admin")
 }
 
-fn ok(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn tern_admin_resets_offsets_and_shows_consumer_status() {
     let b = Broker::start("");
@@ -340,14 +327,14 @@ fn tern_admin_resets_offsets_and_shows_consumer_status() {
         let log: Log = Arc::default();
         let c = consumer(&b, "cadm5-cg", "CADM5", &log).await;
         let admin = Admin::new(b.client_config()).unwrap();
-        wait_until(Duration::from_secs(20), "first pass", || {
+        wait_until("first pass", Duration::from_secs(20), async || {
             log.lock().unwrap().len() == 80
         })
         .await;
         wait_caught_up(&admin, "cadm5-cg", "CADM5").await;
         let cid = c.client().client_id().to_owned();
         // consumerStatus: the client's running info, as mqadmin prints it.
-        let out = ok(&tern_admin(
+        let out = succeeded(&tern_admin(
             &ns,
             &["consumerStatus", "-g", "cadm5-cg", "-i", &cid],
         ));
@@ -355,11 +342,11 @@ fn tern_admin_resets_offsets_and_shows_consumer_status() {
             out.contains("#Consumer Properties#") && out.contains("CONSUME_PASSIVELY"),
             "{out}"
         );
-        let out = ok(&tern_admin(&ns, &["consumerStatus", "-g", "cadm5-cg"]));
+        let out = succeeded(&tern_admin(&ns, &["consumerStatus", "-g", "cadm5-cg"]));
         assert!(out.contains("#ClientId") && out.contains(&cid), "{out}");
         // resetOffsetByTime with mqadmin's date form, then the table it prints.
         let when = chrono_like(mark);
-        let out = ok(&tern_admin(
+        let out = succeeded(&tern_admin(
             &ns,
             &[
                 "resetOffsetByTime",
@@ -380,11 +367,11 @@ fn tern_admin_resets_offsets_and_shows_consumer_status() {
             4,
             "{out}"
         );
-        wait_until(Duration::from_secs(30), "the new batch again", || {
+        wait_until("the new batch again", Duration::from_secs(30), async || {
             count(&log, "new").values().all(|n| *n == 2) && count(&log, "new").len() == 40
         })
         .await;
-        let json = ok(&tern_admin(
+        let json = succeeded(&tern_admin(
             &ns,
             &[
                 "resetOffsetByTime",

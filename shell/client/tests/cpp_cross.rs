@@ -6,7 +6,6 @@
 //! `TERN_RMQ_PYTHON`, or `.venv` at the repo root (`scripts/setup-python.sh`).
 
 use crate::common;
-use crate::rocketmq_python;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use rocketmq_python::{python_or_skip, repo_root};
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt, Producer,
-    ProducerConfig, PushConsumer, PushConsumerConfig,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
+    PushConsumer, PushConsumerConfig,
 };
+use tern_testkit::python::{python_or_skip, repo_root};
 
 /// Runs the interop script; returns (success, stdout).
 fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
@@ -165,8 +164,7 @@ fn cpp_client_and_our_push_consumer_exchange_messages_intact() {
         // 2. Our producer sends; the C++ push consumer receives.
         let topic = "RustToCpp";
         b.create_topic(topic, 4).await;
-        let p = Producer::new(ProducerConfig::new("cross-rust-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("cross-rust-pg");
         let keys: Vec<String> = (0..count).map(|i| format!("{topic}-k{i}")).collect();
         for (i, k) in keys.iter().enumerate() {
             let m = Message::new(topic, format!("restart {k}"))

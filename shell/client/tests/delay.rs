@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use common::{Broker, run};
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
-    MessageQueue, Producer, ProducerConfig, PullConsumer, PullStatus, PushConsumer,
-    PushConsumerConfig,
+    MessageQueue, PullConsumer, PullStatus, PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::{now_ms, sleep};
+use tern_testkit::wait_until;
 
 /// How much earlier than due a delivery may be seen (ms rounding of store times).
 const EARLY_MS: i64 = 20;
@@ -66,17 +66,6 @@ fn config(group: &str) -> PushConsumerConfig {
     c
 }
 
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !done() {
-        assert!(
-            t.elapsed() < LATE,
-            "timed out after {LATE:?} waiting for {what}"
-        );
-        sleep(Duration::from_millis(25)).await;
-    }
-}
-
 #[test]
 fn a_delayed_send_reaches_a_push_consumer_after_its_level_with_its_msg_id() {
     let b = Broker::start("messageDelayLevel=1s 2s 3s\n");
@@ -85,8 +74,7 @@ fn a_delayed_send_reaches_a_push_consumer_after_its_level_with_its_msg_id() {
         b.create_topic(topic, 2).await;
         let log = Log::default();
         let c = push_consumer(&b, config("delayed-g"), topic, &log, ConsumeStatus::Success).await;
-        let p = Producer::new(ProducerConfig::new("delayed-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("delayed-pg");
         let mut sent = Vec::new();
         for (key, level) in [("two", 2), ("one", 1)] {
             let m = Message::new(topic, format!("body {key}"))
@@ -98,7 +86,10 @@ fn a_delayed_send_reaches_a_push_consumer_after_its_level_with_its_msg_id() {
             let r = p.send(m.clone()).await.unwrap();
             sent.push((m, r, at, i64::from(level) * 1_000));
         }
-        wait_for("both delayed messages", || log.lock().unwrap().len() >= 2).await;
+        wait_until("both delayed messages", LATE, async || {
+            log.lock().unwrap().len() >= 2
+        })
+        .await;
         sleep(Duration::from_millis(1_500)).await;
         let seen = log.lock().unwrap().clone();
         assert_eq!(seen.len(), 2, "each once: {seen:?}");
@@ -166,13 +157,15 @@ fn reconsume_later_retries_after_each_levels_delay_then_lands_in_the_dlq() {
         let mut cfg = config("flaky-g");
         cfg.max_reconsume_times = Some(2);
         let c = push_consumer(&b, cfg, topic, &log, ConsumeStatus::ReconsumeLater).await;
-        let p = Producer::new(ProducerConfig::new("flaky-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("flaky-pg");
         let r = p
             .send(Message::new(topic, "fails").with_keys(["f1".to_owned()]))
             .await
             .unwrap();
-        wait_for("three deliveries", || log.lock().unwrap().len() >= 3).await;
+        wait_until("three deliveries", LATE, async || {
+            log.lock().unwrap().len() >= 3
+        })
+        .await;
         let dlq = first_in_dlq(&b, "flaky-g").await;
         sleep(Duration::from_millis(1_500)).await;
         let seen = log.lock().unwrap().clone();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::{Broker, run};
 use tern_client::{
     ConsumeFromWhere, LitePullConsumer, LitePullConsumerConfig, Message, MessageBuilder,
-    MessageExt, MessageQueue, Producer, ProducerConfig, PullConsumer,
+    MessageExt, MessageQueue, Producer, PullConsumer,
 };
 
 fn msg(topic: &str, i: usize) -> Message {
@@ -17,12 +17,6 @@ fn msg(topic: &str, i: usize) -> Message {
         .with_keys([format!("key-{i}")])
         .with_property("seq", i.to_string())
         .with_flag(i as i32)
-}
-
-async fn producer(b: &Broker) -> Producer {
-    let p = Producer::new(ProducerConfig::new("lite-pg"), b.client_config()).unwrap();
-    p.start();
-    p
 }
 
 /// Sends `range` and returns them by msg id.
@@ -77,7 +71,7 @@ fn subscribe_and_poll_get_every_message_with_fields_intact() {
     let b = Broker::start("");
     run(async {
         b.create_topic("LiteAll", 4).await;
-        let p = producer(&b).await;
+        let p = b.producer("lite-pg");
         let sent = send(&p, "LiteAll", 0..30).await;
 
         let c = start(&b, config("lite-all"), "LiteAll", "*").await;
@@ -131,7 +125,7 @@ fn two_lite_consumers_split_the_queues_and_together_get_everything() {
             tern_shell::runtime::sleep(Duration::from_millis(50)).await;
         }
 
-        let p = producer(&b).await;
+        let p = b.producer("lite-pg");
         let sent = send(&p, "LiteSplit", 0..40).await;
         let mut got: BTreeMap<String, usize> = BTreeMap::new();
         let mut per_consumer = [0usize; 2];
@@ -164,7 +158,7 @@ fn assign_seek_pause_and_resume() {
     let b = Broker::start("");
     run(async {
         b.create_topic("LiteSeek", 2).await;
-        let p = producer(&b).await;
+        let p = b.producer("lite-pg");
         let mut cfg = config("lite-seek");
         cfg.auto_commit = false;
         let c = LitePullConsumer::new(cfg, b.client_config()).unwrap();
@@ -221,7 +215,7 @@ fn committed_offsets_are_resumed_after_restart() {
     let b = Broker::start("");
     run(async {
         b.create_topic("LiteResume", 4).await;
-        let p = producer(&b).await;
+        let p = b.producer("lite-pg");
         send(&p, "LiteResume", 0..20).await;
 
         let c1 = start(&b, config("lite-resume"), "LiteResume", "*").await;

@@ -45,8 +45,7 @@ fn every_send_mode_round_trips_through_the_pull_consumer_with_fields_intact() {
     let b = Broker::start("");
     run(async {
         b.create_topic("Modes", 4).await;
-        let p = Producer::new(ProducerConfig::new("modes-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("modes-pg");
         let mut sent: BTreeMap<String, Message> = BTreeMap::new();
 
         // Sync.

@@ -5,15 +5,15 @@ use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Broker, run};
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
-    MessageModel, MessageQueue, OrderlyStatus, Producer, ProducerConfig, PushConsumer,
-    PushConsumerConfig,
+    MessageModel, MessageQueue, OrderlyStatus, Producer, PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::sleep;
+use tern_testkit::wait_until;
 
 /// One delivery as a listener saw it.
 #[derive(Debug, Clone)]
@@ -90,17 +90,6 @@ async fn send_range(p: &Producer, topic: &str, range: std::ops::Range<usize>) {
     }
 }
 
-async fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !done() {
-        assert!(
-            t.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn distinct_keys(log: &Log) -> BTreeSet<String> {
     log.lock().unwrap().iter().map(|s| s.key.clone()).collect()
 }
@@ -112,8 +101,7 @@ fn members_join_and_leave_while_10000_messages_flow() {
         let topic = "Rebal";
         b.create_topic(topic, 8).await;
         let log: Log = Log::default();
-        let p = Producer::new(ProducerConfig::new("rebal-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("rebal-pg");
         let mut members = Vec::new();
         for id in 0..3 {
             members.push(Some(
@@ -130,16 +118,18 @@ fn members_join_and_leave_while_10000_messages_flow() {
             concurrent(&b, config("rebal-g"), topic, 3, &log).await,
         ));
         send_range(&p, topic, 6000..10_000).await;
-        wait_for("10,000 distinct messages", Duration::from_secs(60), || {
-            distinct_keys(&log).len() == 10_000
-        })
+        wait_until(
+            "10,000 distinct messages",
+            Duration::from_secs(60),
+            async || distinct_keys(&log).len() == 10_000,
+        )
         .await;
 
         // Assignment settles: every queue of the topic has exactly one owner.
         let live: Vec<&PushConsumer> = members.iter().flatten().collect();
         let all: BTreeSet<i32> = (0..8).collect();
         let mut owners = BTreeMap::new();
-        wait_for("one owner per queue", Duration::from_secs(30), || {
+        wait_until("one owner per queue", Duration::from_secs(30), async || {
             owners = BTreeMap::new();
             let mut count = 0;
             for (i, c) in live.iter().enumerate() {
@@ -198,8 +188,7 @@ fn orderly_consumption_keeps_queue_order_across_a_restart() {
     run(async {
         let topic = "Orderly";
         b.create_topic(topic, 4).await;
-        let p = Producer::new(ProducerConfig::new("ord-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("ord-pg");
         let per_queue = 100;
         for i in 0..per_queue {
             for q in 0..4 {
@@ -237,7 +226,7 @@ fn orderly_consumption_keeps_queue_order_across_a_restart() {
         };
         let a = start(0, log.clone());
         a.start().await.unwrap();
-        wait_for("half the messages", Duration::from_secs(30), || {
+        wait_until("half the messages", Duration::from_secs(30), async || {
             log.lock().unwrap().len() >= 200
         })
         .await;
@@ -245,7 +234,7 @@ fn orderly_consumption_keeps_queue_order_across_a_restart() {
         let after_a = log.lock().unwrap().len();
         let b2 = start(1, log.clone());
         b2.start().await.unwrap();
-        wait_for("every message", Duration::from_secs(30), || {
+        wait_until("every message", Duration::from_secs(30), async || {
             distinct_keys(&log).len() == 400
         })
         .await;
@@ -299,8 +288,7 @@ fn broadcasting_delivers_every_message_to_every_consumer() {
     run(async {
         let topic = "Bcast";
         b.create_topic(topic, 4).await;
-        let p = Producer::new(ProducerConfig::new("bc-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("bc-pg");
         send_range(&p, topic, 0..300).await;
         let log: Log = Log::default();
         let mut cs = Vec::new();
@@ -311,10 +299,10 @@ fn broadcasting_delivers_every_message_to_every_consumer() {
             cs.push(concurrent(&b, cfg, topic, id, &log).await);
         }
         send_range(&p, topic, 300..500).await;
-        wait_for(
+        wait_until(
             "500 messages at each consumer",
             Duration::from_secs(30),
-            || {
+            async || {
                 let l = log.lock().unwrap();
                 (0..2).all(|id| {
                     l.iter()
@@ -348,8 +336,7 @@ fn reconsume_later_comes_back_from_the_retry_topic_with_its_original_topic() {
     run(async {
         let topic = "Retry";
         b.create_topic(topic, 2).await;
-        let p = Producer::new(ProducerConfig::new("rt-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("rt-pg");
         let log: Log = Log::default();
         let c = PushConsumer::new(config("rt-g"), b.client_config()).unwrap();
         c.subscribe(topic, "even || odd").unwrap();
@@ -365,7 +352,7 @@ fn reconsume_later_comes_back_from_the_retry_topic_with_its_original_topic() {
         });
         c.start().await.unwrap();
         send_range(&p, topic, 0..10).await;
-        wait_for("k3 redelivered", Duration::from_secs(30), || {
+        wait_until("k3 redelivered", Duration::from_secs(30), async || {
             log.lock().unwrap().iter().filter(|s| s.key == "k3").count() >= 2
         })
         .await;
@@ -397,8 +384,7 @@ fn start_positions_and_resumption_follow_committed_offsets() {
     run(async {
         let topic = "Pos";
         b.create_topic(topic, 2).await;
-        let p = Producer::new(ProducerConfig::new("pos-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("pos-pg");
         send_range(&p, topic, 0..50).await;
         sleep(Duration::from_millis(300)).await;
         let ts = now_ms();
@@ -411,9 +397,11 @@ fn start_positions_and_resumption_follow_committed_offsets() {
         cfg.consume_from_where = ConsumeFromWhere::ConsumeFromTimestamp;
         cfg.consume_timestamp_ms = Some(ts);
         let c = concurrent(&b, cfg, topic, 0, &log).await;
-        wait_for("the 50 later messages", Duration::from_secs(20), || {
-            distinct_keys(&log).len() >= 50
-        })
+        wait_until(
+            "the 50 later messages",
+            Duration::from_secs(20),
+            async || distinct_keys(&log).len() >= 50,
+        )
         .await;
         sleep(Duration::from_millis(500)).await;
         let keys = distinct_keys(&log);
@@ -426,7 +414,7 @@ fn start_positions_and_resumption_follow_committed_offsets() {
         let mut cfg = config("pos-last");
         cfg.consume_from_where = ConsumeFromWhere::ConsumeFromLastOffset;
         let last = concurrent(&b, cfg, topic, 0, &log_last).await;
-        wait_for("queues owned", Duration::from_secs(10), || {
+        wait_until("queues owned", Duration::from_secs(10), async || {
             last.assignment()
                 .iter()
                 .filter(|q| q.topic == topic)
@@ -438,7 +426,7 @@ fn start_positions_and_resumption_follow_committed_offsets() {
         // A group consumes everything, stops, and resumes exactly after its offsets.
         let log1: Log = Log::default();
         let first = concurrent(&b, config("pos-resume"), topic, 0, &log1).await;
-        wait_for("100 messages", Duration::from_secs(20), || {
+        wait_until("100 messages", Duration::from_secs(20), async || {
             distinct_keys(&log1).len() == 100
         })
         .await;
@@ -446,7 +434,7 @@ fn start_positions_and_resumption_follow_committed_offsets() {
         send_range(&p, topic, 100..130).await;
         let log2: Log = Log::default();
         let second = concurrent(&b, config("pos-resume"), topic, 1, &log2).await;
-        wait_for("30 new messages", Duration::from_secs(20), || {
+        wait_until("30 new messages", Duration::from_secs(20), async || {
             distinct_keys(&log2).len() >= 30
         })
         .await;
@@ -460,10 +448,10 @@ fn start_positions_and_resumption_follow_committed_offsets() {
         assert_eq!(log2.lock().unwrap().len(), 30);
         second.shutdown().await;
 
-        wait_for(
+        wait_until(
             "the 30 new messages at the from-last group",
             Duration::from_secs(20),
-            || distinct_keys(&log_last).len() >= 30,
+            async || distinct_keys(&log_last).len() >= 30,
         )
         .await;
         assert_eq!(distinct_keys(&log_last), expected, "consume-from-last");

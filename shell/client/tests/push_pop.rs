@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use common::{Broker, run};
 use tern_client::admin::RequestMode;
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt, Producer,
-    ProducerConfig, PushConsumer, PushConsumerConfig,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
+    PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::sleep;
+use tern_testkit::wait_until;
 
 /// One delivery as a listener saw it: (consumer, key, reconsume times, when).
 type Log = Arc<Mutex<Vec<(usize, String, i32, Instant)>>>;
@@ -98,8 +99,7 @@ async fn consumer(
 }
 
 async fn send(b: &Broker, topic: &str, range: std::ops::Range<usize>) {
-    let p = Producer::new(ProducerConfig::new("ppop-pg"), b.client_config()).unwrap();
-    p.start();
+    let p = b.producer("ppop-pg");
     for i in range {
         p.send(Message::new(topic, format!("body-{i}")).with_keys([format!("k{i}")]))
             .await
@@ -130,14 +130,6 @@ async fn wait_keys(log: &Log, n: usize, within: Duration, what: &str) {
     }
 }
 
-async fn wait_until(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn pops(c: &PushConsumer) -> bool {
     let a = c.assignment();
     !a.is_empty()
@@ -161,7 +153,7 @@ fn pop_members_share_one_queue_and_every_message_is_acked_once() {
             ConsumeStatus::Success
         })
         .await;
-        wait_until(Duration::from_secs(10), "both members POP", || {
+        wait_until("both members POP", Duration::from_secs(10), async || {
             pops(&c1) && pops(&c2)
         })
         .await;
@@ -203,10 +195,13 @@ fn a_message_to_reconsume_later_is_hidden_for_the_pop_delay_level() {
             }
         })
         .await;
-        wait_until(Duration::from_secs(10), "the member POPs", || pops(&c)).await;
+        wait_until("the member POPs", Duration::from_secs(10), async || {
+            pops(&c)
+        })
+        .await;
         send(&b, "PPOP2", 0..10).await;
         wait_keys(&log, 10, Duration::from_secs(20), "first deliveries").await;
-        wait_until(Duration::from_secs(30), "k3 again", || {
+        wait_until("k3 again", Duration::from_secs(30), async || {
             counts(&log)["k3"] == 2
         })
         .await;
@@ -246,9 +241,12 @@ fn messages_a_stopped_member_never_acked_go_to_another() {
             ConsumeStatus::Success
         })
         .await;
-        wait_until(Duration::from_secs(10), "the member POPs", || pops(&c1)).await;
+        wait_until("the member POPs", Duration::from_secs(10), async || {
+            pops(&c1)
+        })
+        .await;
         send(&b, "PPOP3", 0..20).await;
-        wait_until(Duration::from_secs(20), "c1 holds messages", || {
+        wait_until("c1 holds messages", Duration::from_secs(20), async || {
             !log.lock().unwrap().is_empty()
         })
         .await;
@@ -267,7 +265,7 @@ fn messages_a_stopped_member_never_acked_go_to_another() {
                 .map(|e| e.1.clone())
                 .collect::<std::collections::BTreeSet<_>>()
         };
-        wait_until(Duration::from_secs(40), "c2 gets all 20", || {
+        wait_until("c2 gets all 20", Duration::from_secs(40), async || {
             got_by_2().len() == 20
         })
         .await;
@@ -314,15 +312,18 @@ fn a_group_switches_between_pull_and_pop_while_consuming() {
                 .count()
                 == 4
         };
-        wait_until(Duration::from_secs(10), "PULL assignment", || pulls(&c)).await;
+        wait_until("PULL assignment", Duration::from_secs(10), async || {
+            pulls(&c)
+        })
+        .await;
         send(&b, "PPOP4", 0..50).await;
         wait_keys(&log, 50, Duration::from_secs(20), "pulled").await;
         set_mode(&b, "PPOP4", "ppop4-cg", RequestMode::Pop).await;
-        wait_until(Duration::from_secs(10), "POP assignment", || pops(&c)).await;
+        wait_until("POP assignment", Duration::from_secs(10), async || pops(&c)).await;
         send(&b, "PPOP4", 50..100).await;
         wait_keys(&log, 100, Duration::from_secs(20), "POPed").await;
         set_mode(&b, "PPOP4", "ppop4-cg", RequestMode::Pull).await;
-        wait_until(Duration::from_secs(10), "PULL again", || pulls(&c)).await;
+        wait_until("PULL again", Duration::from_secs(10), async || pulls(&c)).await;
         send(&b, "PPOP4", 100..150).await;
         wait_keys(&log, 150, Duration::from_secs(20), "pulled again").await;
         c.shutdown().await;

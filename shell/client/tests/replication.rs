@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{Broker, NameSrv, run};
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt, Producer,
-    ProducerConfig, PushConsumer, PushConsumerConfig, SendStatus,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
+    PushConsumer, PushConsumerConfig, SendStatus,
 };
 use tern_shell::runtime::sleep;
 
@@ -54,8 +54,7 @@ fn acknowledged_messages_are_read_from_the_slave_after_the_master_is_killed() {
     );
     let acked = run(async {
         master.create_topic(TOPIC, 4).await;
-        let p = Producer::new(ProducerConfig::new("ha-pg"), master.client_config()).unwrap();
-        p.start();
+        let p = master.producer("ha-pg");
         // Until the slave is connected, sends are stored but not replicated.
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut i = 0;
@@ -122,8 +121,7 @@ pub(crate) fn slave_read_pair(topic: &str, n: usize) -> (NameSrv, Broker, Broker
     );
     let keys = run(async {
         master.create_topic(topic, 2).await;
-        let p = Producer::new(ProducerConfig::new("read-pg"), master.client_config()).unwrap();
-        p.start();
+        let p = master.producer("read-pg");
         // Bodies as the C++ interop script checks them.
         let m =
             |i: usize| Message::new(topic, format!("restart k{i}")).with_keys([format!("k{i}")]);
@@ -164,8 +162,7 @@ fn pulls_go_to_the_slave_a_master_suggests_and_back_when_caught_up() {
         );
         // Caught up, the consumer is back on the master: a new message comes from it.
         let before = messages_served(&admin, &master.addr).await;
-        let p = Producer::new(ProducerConfig::new("read-pg"), master.client_config()).unwrap();
-        p.start();
+        let p = master.producer("read-pg");
         assert_eq!(p.send(msg(1000)).await.unwrap().status, SendStatus::SendOk);
         let deadline = Instant::now() + Duration::from_secs(20);
         while !seen.lock().unwrap().contains("k1000") {

@@ -16,8 +16,7 @@ use tern_client::{
 
 /// A push consumer on `topic` that answers each request with `re:<body>`.
 async fn replier(b: &Broker, topic: &str) -> (PushConsumer, Producer) {
-    let answers = Producer::new(ProducerConfig::new("rr-replier-pg"), b.client_config()).unwrap();
-    answers.start();
+    let answers = b.producer("rr-replier-pg");
     let mut cfg = PushConsumerConfig::new("rr-replier-cg");
     cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
     let c = PushConsumer::new(cfg, b.client_config()).unwrap();

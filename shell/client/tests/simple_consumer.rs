@@ -7,14 +7,10 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use tern_client::{
-    Message, MessageBuilder, MessageSelector, Producer, ProducerConfig, ReceivedMessage,
-    SimpleConsumer,
-};
+use tern_client::{Message, MessageBuilder, MessageSelector, ReceivedMessage, SimpleConsumer};
 
 async fn send(b: &Broker, topic: &str, n: usize, tag: impl Fn(usize) -> &'static str) {
-    let p = Producer::new(ProducerConfig::new("simple-pg"), b.client_config()).unwrap();
-    p.start();
+    let p = b.producer("simple-pg");
     for i in 0..n {
         p.send(Message::new(topic, format!("s{i}")).with_tags(tag(i)))
             .await

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::Broker;
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, ProducerConfig,
-    PushConsumer, PushConsumerConfig, SendStatus,
+    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, PushConsumer,
+    PushConsumerConfig, SendStatus,
 };
 
 #[test]
@@ -17,8 +17,7 @@ fn produce_and_push_consume_under_smol() {
     let b = Broker::start("");
     smol::block_on(async {
         b.create_topic("SmolT", 4).await;
-        let p = Producer::new(ProducerConfig::new("smol-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("smol-pg");
         for i in 0..50 {
             let r = p
                 .send(Message::new("SmolT", format!("sync {i}")))

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::{Broker, run};
 use tern_client::{
     Admin, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, LitePullConsumer,
-    LitePullConsumerConfig, Message, MessageBuilder, MessageExt, MessageSelector, Producer,
-    ProducerConfig, PullConsumer, PushConsumer, PushConsumerConfig,
+    LitePullConsumerConfig, Message, MessageBuilder, MessageExt, MessageSelector, PullConsumer,
+    PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::sleep;
 
@@ -54,8 +54,7 @@ async fn send_all(
     range: std::ops::Range<usize>,
     msg: fn(&str, usize) -> Message,
 ) {
-    let p = Producer::new(ProducerConfig::new("sql-pg"), b.client_config()).unwrap();
-    p.start();
+    let p = b.producer("sql-pg");
     let all: Vec<usize> = range.collect();
     for chunk in all.chunks(64) {
         let futs: Vec<_> = chunk.iter().map(|i| p.send_async(msg(topic, *i))).collect();

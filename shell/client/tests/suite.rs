@@ -6,8 +6,6 @@
 #[path = "../../tests/support/certs.rs"]
 mod certs;
 mod common;
-#[path = "../../../tests/support/rocketmq_python.rs"]
-mod rocketmq_python;
 
 mod acl;
 mod acl_admin;

@@ -8,15 +8,14 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{Broker, run};
-use tern_client::{ClientError, Message, MessageBuilder, Producer, ProducerConfig, PullConsumer};
+use tern_client::{ClientError, Message, MessageBuilder, PullConsumer};
 use tern_shell::runtime::{now_ms, sleep};
 
 #[test]
 fn timer_messages_wait_until_due_and_a_recalled_one_never_comes() {
     let b = Broker::start("recallMessageEnable=true\n");
     run(async {
-        let p = Producer::new(ProducerConfig::new("timer-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("timer-pg");
         let t0 = now_ms();
         let kinds = [
             Message::new("Timed", "sec")

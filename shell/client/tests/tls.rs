@@ -62,8 +62,7 @@ fn clients_and_tern_admin_work_over_tls_against_an_enforcing_broker() {
     let b = Broker::start_tls(&conf, trusting(&ca_file));
     run(async {
         b.create_topic("TlsTopic", 2).await;
-        let p = Producer::new(ProducerConfig::new("tls-pg"), b.client_config()).unwrap();
-        p.start();
+        let p = b.producer("tls-pg");
         for i in 0..10 {
             let r = p
                 .send(Message::new("TlsTopic", format!("secret-{i}")))

@@ -20,7 +20,7 @@ use tern_shell::{
     ResponseCode, Server, ServerConfig,
 };
 
-use crate::common::{Ctl, Group, TIMEOUT, admin, call, eventually};
+use crate::common::{Ctl, Group, TIMEOUT, admin, call, poll};
 
 const NAME: &str = "broker-a";
 const CLUSTER: &str = "DefaultCluster";
@@ -45,7 +45,7 @@ fn metadata(addr: &str) -> Option<(Option<String>, Option<String>, bool, Remotin
 /// Waits until every reachable node in `among` names the same leader, which says it is
 /// the leader; its index.
 fn wait_leader(g: &Group, among: &[usize]) -> usize {
-    eventually(Duration::from_secs(15), || {
+    poll(Duration::from_secs(15), || {
         let views: Vec<_> = among.iter().map(|&i| (i, metadata(&g.addrs[i]))).collect();
         let first = views.first()?.1.as_ref()?.0.clone()?;
         let mut leaders = 0;
@@ -435,7 +435,7 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
     // at once and every live replica is told.
     brokers[1].kill();
     let killed = std::time::Instant::now();
-    let r = eventually(Duration::from_secs(5), || {
+    let r = poll(Duration::from_secs(5), || {
         replica_info(&la).filter(|r| ext(r, "masterEpoch") == Some("3"))
     })
     .expect("a new master within 5 s of the master's connections closing");
@@ -451,7 +451,7 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
         (vec![new_master], 5)
     );
     for b in [&brokers[0], &brokers[2]] {
-        let told = eventually(Duration::from_secs(5), || {
+        let told = poll(Duration::from_secs(5), || {
             b.notes
                 .guard()
                 .contains(&(Some(new_master.to_string()), Some("3".into())))
@@ -521,7 +521,7 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
     let nodes: Vec<Ctl> = (0..3).map(|i| g.start(i, READS)).collect();
     let leader3 = wait_leader(&g, &[0, 1, 2]);
     let la3 = &g.addrs[leader3];
-    let r = eventually(Duration::from_secs(5), || replica_info(la3)).unwrap();
+    let r = poll(Duration::from_secs(5), || replica_info(la3)).unwrap();
     assert_eq!(
         ext(&r, "masterBrokerId"),
         Some(new_master.to_string().as_str())

@@ -43,13 +43,10 @@ fn only_admins_change_the_tables_and_routes_need_a_permission() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("plain_acl.yml");
     std::fs::write(&rules, RULES).unwrap();
-    let conf = dir.path().join("namesrv.conf");
-    std::fs::write(
-        &conf,
-        format!("aclEnable=true\nplainAclFile={}\n", rules.display()),
-    )
-    .unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    let ns = Namesrv::with_conf(
+        dir.path(),
+        &format!("aclEnable=true\nplainAclFile={}\n", rules.display()),
+    );
     let conn = ns.connect();
     let user = SessionCredentials::new("tern_user", "user_secret");
     let admin = SessionCredentials::new("broker_admin", "12345678");

@@ -4,45 +4,21 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use common::*;
 use tern_shell::ResponseCode;
-
-fn scrape(addr: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    s.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned()
-}
-
-/// The value of the sample of `name` whose labels include every one of `labels`.
-fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .find(|l| labels.iter().all(|x| l.contains(x)))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
+use tern_testkit::metrics::{sample, scrape};
 
 #[test]
 fn metrics_count_requests_by_code_and_show_the_route_table() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("namesrv.conf");
-    std::fs::write(
-        &conf,
+    let ns = Namesrv::with_conf(
+        dir.path(),
         "metricsExporterType=PROM\nmetricsPromExporterPort=0\n",
-    )
-    .unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    );
     let mut addr = None;
-    assert!(eventually(Duration::from_secs(5), || {
+    assert!(poll_until(Duration::from_secs(5), || {
         addr = ns
             .stderr()
             .split("metrics on http://")

@@ -95,9 +95,7 @@ fn print_config_prints_sorted_effective_values_and_exits() {
 #[test]
 fn unknown_config_key_is_a_warning_and_the_server_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("namesrv.conf");
-    std::fs::write(&conf, "listenPort=9876\nnoSuchOption=1\n").unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    let ns = Namesrv::with_conf(dir.path(), "listenPort=9876\nnoSuchOption=1\n");
     let err = ns.stderr();
     assert!(err.contains("WARN"), "{err}");
     assert!(
@@ -159,15 +157,10 @@ fn sigterm_and_sigint_shut_down_cleanly() {
 #[test]
 fn an_embedded_controller_serves_beside_the_name_server() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let conf = dir.path().join("namesrv.conf");
-    std::fs::write(
-        &conf,
-        format!(
+    let port = tern_testkit::free_port();
+    let ns = Namesrv::with_conf(
+        dir.path(),
+        &format!(
             "enableControllerInNamesrv = true\n\
              controllerDLegerGroup = embedded\n\
              controllerDLegerPeers = n0-127.0.0.1:{port}\n\
@@ -175,11 +168,9 @@ fn an_embedded_controller_serves_beside_the_name_server() {
              controllerStorePath = {}\n",
             dir.path().join("controller").display()
         ),
-    )
-    .unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    );
     let controller = format!("127.0.0.1:{port}");
-    let led = eventually(std::time::Duration::from_secs(10), || {
+    let led = poll_until(std::time::Duration::from_secs(10), || {
         let c = tern_shell::runtime::block_on(tern_shell::Connection::connect(
             &controller,
             tern_shell::ConnectionConfig::default(),

@@ -298,7 +298,7 @@ fn broker_is_removed_when_its_connection_closes() {
         ResponseCode::Success
     );
     broker.close();
-    assert!(eventually(Duration::from_secs(5), || {
+    assert!(poll_until(Duration::from_secs(5), || {
         call(&client, route_request("T", 401)).response_code() == ResponseCode::TopicNotExist
     }));
 }
@@ -306,13 +306,10 @@ fn broker_is_removed_when_its_connection_closes() {
 #[test]
 fn silent_broker_expires_while_a_heartbeating_one_stays() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("namesrv.conf");
-    std::fs::write(
-        &conf,
+    let ns = Namesrv::with_conf(
+        dir.path(),
         "brokerExpiredMillis=800\nscanNotActiveBrokerInterval=100\n",
-    )
-    .unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &["-c", conf.to_str().unwrap()]);
+    );
     let silent = ns.connect();
     register(&silent, "quiet", "127.0.0.1:10911", 0, &[topic("Q", 4)]);
     let alive = ns.connect();
@@ -325,7 +322,7 @@ fn silent_broker_expires_while_a_heartbeating_one_stays() {
         broker_id: Some(0),
         ..Default::default()
     };
-    let expired = eventually(Duration::from_secs(5), || {
+    let expired = poll_until(Duration::from_secs(5), || {
         tern_shell::runtime::block_on(
             alive.oneway(RemotingCommand::request(RequestCode::BrokerHeartbeat, &hb)),
         )

@@ -138,7 +138,7 @@ fn holder_that_is_gone_does_not_block_a_lower_state_version() {
     register_as(&a, A, 0, Some(3));
     a.close();
     // A's connection closed: the name server forgets it (Java's onChannelDestroy).
-    assert!(eventually(std::time::Duration::from_secs(5), || {
+    assert!(poll_until(std::time::Duration::from_secs(5), || {
         call(&client, route_request("Orders", 401)).response_code() == ResponseCode::TopicNotExist
     }));
     register_as(&b, B, 0, Some(2));

@@ -14,3 +14,12 @@ pub fn process_threads() -> Vec<String> {
         .map(|n| n.trim_end().to_owned())
         .collect()
 }
+
+/// Awaits `tasks` in turn; their results, in order.
+pub async fn join_all<T>(tasks: Vec<impl std::future::Future<Output = T>>) -> Vec<T> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await);
+    }
+    out
+}

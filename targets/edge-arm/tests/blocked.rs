@@ -8,14 +8,11 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Central, Edge, eventually};
+use common::{Central, Edge, run};
 use tern_client::admin::Target;
-use tern_client::{Admin, Message, Producer, ProducerConfig};
+use tern_client::{Admin, Message, Producer};
 use tern_shell::body::TopicConfig;
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tern_client::block_on(f)
-}
+use tern_testkit::wait_until;
 
 /// Readings `range` of `topic`, device `i % 3`'s in order under its sharding key;
 /// returns message id → (device, seq).
@@ -93,11 +90,10 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
         "edgeBlockedRetryMs=1000\nedgeBlockedRetryMaxMs=4000\n",
     );
     run(async {
-        let p = Producer::new(ProducerConfig::new("sensors"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("sensors");
         let mut locked = send(&p, "Locked", 0..15).await;
         let mut open = send(&p, "Open", 0..15).await;
-        eventually(
+        wait_until(
             "both topics forwarded",
             Duration::from_secs(90),
             async || {
@@ -114,13 +110,13 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
             locked.extend(send(&p, "Locked", at..at + 10).await);
             open.extend(send(&p, "Open", at..at + 10).await);
         }
-        eventually(
+        wait_until(
             "the open topic keeps flowing",
             Duration::from_secs(90),
             async || stored(&central, "Open", &open).await == open.len(),
         )
         .await;
-        eventually(
+        wait_until(
             "the blocked topic shown",
             Duration::from_secs(60),
             async || {
@@ -147,7 +143,7 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
         );
 
         set_perm(&central, "Locked", 6).await;
-        eventually(
+        wait_until(
             "the parked messages forwarded",
             Duration::from_secs(120),
             async || stored(&central, "Locked", &locked).await == locked.len(),
@@ -155,7 +151,7 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
         .await;
         // The line follows the forward that drained it; under qemu it can trail the
         // central store by a moment.
-        eventually(
+        wait_until(
             "the flowing-again line",
             Duration::from_secs(10),
             async || edge.log().contains("topic Locked flowing again"),

@@ -10,18 +10,15 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Central, Edge, eventually};
-use tern_client::{Admin, Message, Producer, ProducerConfig};
+use common::{Central, Edge, run};
+use tern_client::{Admin, Message, Producer};
 use tern_engine::record::RecordView;
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{
     PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
 };
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tern_client::block_on(f)
-}
+use tern_testkit::wait_until;
 
 /// RocketMQ 5's sysFlag for a compressed body (bit 0) whose compression type (bits 8-10)
 /// is LZ4 (1), as `MessageSysFlag.COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE`.
@@ -84,7 +81,7 @@ async fn all_arrived(
     ids: &[String],
 ) -> BTreeMap<String, tern_client::MessageExt> {
     let mut got = BTreeMap::new();
-    eventually(
+    wait_until(
         "the other messages forwarded",
         Duration::from_secs(90),
         async || {
@@ -152,8 +149,7 @@ fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     run(async {
-        let p = Producer::new(ProducerConfig::new("mixed"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Packed", 0..5).await;
         let frame = b"\x04\x22\x4d\x18 an lz4 frame".to_vec();
         send_compressed(
@@ -167,7 +163,7 @@ fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
         ids.extend(send_plain(&p, "Packed", 5..10).await);
         ids.push("LZ4-BODY-1".into());
         let mut got = Vec::new();
-        eventually(
+        wait_until(
             "every record forwarded",
             Duration::from_secs(90),
             async || {
@@ -194,8 +190,7 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "metricsExporterType=PROM\n");
     run(async {
-        let p = Producer::new(ProducerConfig::new("mixed"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Mixed", 0..5).await;
         send_compressed(
             &edge,
@@ -211,7 +206,7 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
             !got.contains_key("ODD-BODY-1"),
             "sent without its compression"
         );
-        eventually("the record kept", Duration::from_secs(30), async || {
+        wait_until("the record kept", Duration::from_secs(30), async || {
             edge.dead_letters().len() == 1
         })
         .await;
@@ -226,7 +221,7 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
             Some("0")
         );
         // And in the metrics, beside what the local broker counted.
-        let text = common::scrape(edge.metrics.as_deref().expect("metrics on"));
+        let text = tern_testkit::metrics::scrape(edge.metrics.as_deref().expect("metrics on"));
         let dead = text
             .lines()
             .find(|l| l.starts_with("tern_edge_dead_letters{"))
@@ -268,14 +263,11 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
 
 #[test]
 fn a_message_refused_for_good_is_resent_once_the_cluster_takes_it() {
-    let mut central = Central::reserved();
-    central.extra_conf = "maxMessageSize=2048\n".into();
-    central.start();
+    let mut central = Central::started_with("maxMessageSize=2048\n");
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     run(async {
-        let p = Producer::new(ProducerConfig::new("mixed"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Sized", 0..3).await;
         // Under the producer's 4 KiB compression threshold: it reaches the cluster as is.
         let big = p
@@ -284,7 +276,7 @@ fn a_message_refused_for_good_is_resent_once_the_cluster_takes_it() {
             .unwrap();
         ids.extend(send_plain(&p, "Sized", 3..6).await);
         all_arrived(&central, "Sized", &ids).await;
-        eventually(
+        wait_until(
             "the refused message kept",
             Duration::from_secs(30),
             async || edge.dead_letters().len() == 1,
@@ -299,7 +291,7 @@ fn a_message_refused_for_good_is_resent_once_the_cluster_takes_it() {
         central.extra_conf = String::new();
         central.start();
         let mut out = String::new();
-        eventually(
+        wait_until(
             "the dead letter resent",
             Duration::from_secs(60),
             async || {

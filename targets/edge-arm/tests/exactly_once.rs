@@ -12,16 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Central, Edge, eventually};
+use common::{Central, Edge, run};
 use tern_client::{Message, MessageBuilder, Producer, ProducerConfig, SendStatus};
+use tern_testkit::wait_until;
 
 const TOPIC: &str = "Once";
 /// Gateway kills while producers send and the forwarder forwards.
 const LOOPS: usize = 6;
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tern_client::block_on(f)
-}
 
 fn reading(i: usize) -> Message {
     Message::new(TOPIC, format!("reading {i}")).with_keys([format!("r{i}")])
@@ -84,7 +81,7 @@ fn kill_loop(central: &Central) -> (BTreeSet<String>, usize, usize) {
     let last = send_readings(edge.namesrv.clone(), next, 200, Arc::default());
     assert_eq!(last.len(), 200, "the restarted gateway takes sends");
     acked.extend(last);
-    run(eventually(
+    run(wait_until(
         "every acknowledged message forwarded",
         Duration::from_secs(120),
         async || {
@@ -107,9 +104,7 @@ fn kill_loop(central: &Central) -> (BTreeSet<String>, usize, usize) {
 
 #[test]
 fn with_the_central_window_a_gateway_killed_mid_batch_again_and_again_forwards_each_message_once() {
-    let mut central = Central::reserved();
-    central.extra_conf = "duplicateCheckWindowSeconds=600\n".into();
-    central.start();
+    let central = Central::started_with("duplicateCheckWindowSeconds=600\n");
     let (acked, distinct, total) = kill_loop(&central);
     assert!(acked.len() >= 200);
     assert_eq!(

@@ -5,8 +5,9 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Central, Edge, eventually};
-use tern_client::{Message, Producer, ProducerConfig, SendStatus};
+use common::{Central, Edge};
+use tern_client::{Message, SendStatus};
+use tern_testkit::wait_until;
 
 /// The goal for an idle gateway (issue 11): resident set under 8 MiB.
 const IDLE_RSS_LIMIT_KIB: u64 = 8 * 1024;
@@ -68,8 +69,7 @@ fn rested_after(
 ) -> Edge {
     let edge = Edge::start(dir, &central.namesrv, conf);
     tern_client::block_on(async {
-        let p = Producer::new(ProducerConfig::new("footprint"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("footprint");
         for i in 0..n {
             let mut b = format!("reading {i} ").into_bytes();
             b.resize(body.max(b.len()), b'.');
@@ -77,7 +77,7 @@ fn rested_after(
             assert_eq!(r.status, SendStatus::SendOk);
         }
         p.shutdown().await;
-        eventually("forwarded", Duration::from_secs(60), async || {
+        wait_until("forwarded", Duration::from_secs(60), async || {
             central.messages("Footprint").await.0.len() == n
         })
         .await;

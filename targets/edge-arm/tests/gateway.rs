@@ -9,12 +9,9 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{Central, Edge, eventually};
+use common::{Central, Edge, run};
 use tern_client::{ClientError, Message, MessageBuilder, Producer, ProducerConfig, SendStatus};
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tern_client::block_on(f)
-}
+use tern_testkit::wait_until;
 
 /// Message `i` of device `dev`: a key, a sequence number, a user property.
 fn reading(topic: &str, dev: usize, i: usize) -> Message {
@@ -45,17 +42,11 @@ async fn send(
     sent
 }
 
-fn producer(edge: &Edge, group: &str) -> Producer {
-    let p = Producer::new(ProducerConfig::new(group), edge.client_config()).unwrap();
-    p.start();
-    p
-}
-
 /// Waits until the central cluster holds every message of `sent`; checks bodies and
 /// properties, and that each device's readings are in order in their central queue.
 async fn arrived(central: &Central, topic: &str, sent: &BTreeMap<String, (usize, usize)>) -> usize {
     let mut total = 0;
-    eventually(
+    wait_until(
         "every acknowledged message forwarded",
         Duration::from_secs(90),
         async || {
@@ -145,7 +136,7 @@ fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_id
         assert!(refused.is_err(), "{refused:?}");
         stranger.shutdown().await;
 
-        let p = producer(&edge, "sensors");
+        let p = edge.producer("sensors");
         let sent = send(&p, "Readings", 0..300).await;
         let total = arrived(&central, "Readings", &sent).await;
         assert_eq!(total, 300, "no duplicates without a crash");
@@ -160,7 +151,7 @@ fn an_uplink_that_is_down_and_a_gateway_killed_with_kill_9_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     let mut sent = run(async {
-        let p = producer(&edge, "sensors");
+        let p = edge.producer("sensors");
         let sent = send(&p, "Outage", 0..200).await;
         p.shutdown().await;
         sent
@@ -168,7 +159,7 @@ fn an_uplink_that_is_down_and_a_gateway_killed_with_kill_9_lose_nothing() {
     // Power loss while nothing could be forwarded.
     edge.crash_and_restart();
     run(async {
-        let p = producer(&edge, "sensors");
+        let p = edge.producer("sensors");
         sent.extend(send(&p, "Outage", 200..300).await);
         p.shutdown().await;
     });
@@ -180,7 +171,7 @@ fn an_uplink_that_is_down_and_a_gateway_killed_with_kill_9_lose_nothing() {
     // may go twice (same ids), nothing goes missing.
     edge.crash_and_restart();
     run(async {
-        let p = producer(&edge, "sensors");
+        let p = edge.producer("sensors");
         sent.extend(send(&p, "Outage", 300..350).await);
         p.shutdown().await;
         arrived(&central, "Outage", &sent).await;
@@ -204,7 +195,7 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
         })
         .collect();
     let (sent, refused) = run(async {
-        let p = producer(&edge, "bulk");
+        let p = edge.producer("bulk");
         let mut sent = BTreeSet::new();
         let mut refused = None;
         for i in 0..64 {
@@ -232,7 +223,7 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
     assert!(sent.len() >= 10, "only {} accepted", sent.len());
     central.start();
     run(async {
-        eventually(
+        wait_until(
             "the backlog forwarded",
             Duration::from_secs(90),
             async || {
@@ -242,8 +233,8 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
         )
         .await;
         // Drained: sends are taken again.
-        let p = producer(&edge, "bulk");
-        eventually(
+        let p = edge.producer("bulk");
+        wait_until(
             "sends accepted again",
             Duration::from_secs(30),
             async || {
@@ -260,13 +251,11 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
 
 #[test]
 fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
-    let mut central = Central::reserved();
-    central.extra_conf = "maxMessageSize=2048\n".into();
-    central.start();
+    let central = Central::started_with("maxMessageSize=2048\n");
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     run(async {
-        let p = producer(&edge, "mixed");
+        let p = edge.producer("mixed");
         let mut sent = BTreeMap::new();
         sent.extend(send(&p, "Mixed", 0..20).await);
         // Under the producer's 4 KiB compression threshold: it reaches the cluster as is.
@@ -282,7 +271,7 @@ fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
             !got.contains_key(&big.msg_id),
             "the cluster took a message over its limit"
         );
-        eventually(
+        wait_until(
             "the refused message kept",
             Duration::from_secs(30),
             async || edge.dead_letters().len() == 1,
@@ -304,7 +293,7 @@ fn a_timer_message_is_forwarded_as_sent_and_timed_by_the_central_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     run(async {
-        let p = producer(&edge, "sensors");
+        let p = edge.producer("sensors");
         let sent_at = tern_shell::runtime::now_ms();
         let r = p
             .send(reading("Timed", 0, 0).with_delay_sec(3))

@@ -8,23 +8,20 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Central, Edge, eventually, filler};
+use common::{Central, Edge, filler, run};
 use tern_client::{
-    Admin, ClientConfig, ListenerResult, LocalTransactionState, Message, MessageExt, Producer,
+    Admin, ClientConfig, ListenerResult, LocalTransactionState, Message, MessageExt,
     ProducerConfig, PullConsumer, TransactionListener, TransactionProducer, TransactionSendResult,
 };
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
 use tern_shell::message::decode_offset_msg_id;
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tern_client::block_on(f)
-}
+use tern_testkit::wait_until;
 
 /// Waits until `log` says forwarded segments were deleted while `pending` held some back.
 async fn deleted_while_pending(edge: &Edge, pending: &str) {
-    eventually(
+    wait_until(
         "forwarded segments deleted up to the pending record",
         Duration::from_secs(120),
         async || {
@@ -38,7 +35,7 @@ async fn deleted_while_pending(edge: &Edge, pending: &str) {
 
 async fn central_has(central: &Central, topic: &str, id: &str, within: Duration) -> MessageExt {
     let mut found = None;
-    eventually("the message stored centrally", within, async || {
+    wait_until("the message stored centrally", within, async || {
         found = central.messages(topic).await.0.remove(id);
         found.is_some()
     })
@@ -52,8 +49,7 @@ fn a_delayed_message_outlives_several_segments_of_other_traffic_and_is_forwarded
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     run(async {
-        let p = Producer::new(ProducerConfig::new("sensors"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("sensors");
         // Segments before the delayed message's may go while it waits; its own not.
         filler(&p, "Bulk", 2).await;
         // Level 4: 30 s with RocketMQ's default levels.
@@ -141,8 +137,7 @@ fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled
         )
         .unwrap();
         tp.start().await.unwrap();
-        let p = Producer::new(ProducerConfig::new("bulk"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("bulk");
         filler(&p, "Bulk", 2).await;
         let commit = tp
             .send_in_transaction(Message::new("Payments", "paid"), &())
@@ -181,8 +176,7 @@ fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() 
     let dir = tempfile::tempdir().unwrap();
     let mut edge = Edge::start(dir.path(), &central.namesrv, "");
     run(async {
-        let p = Producer::new(ProducerConfig::new("sensors"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("sensors");
         filler(&p, "Bulk", 2).await;
         // A consumer's send-back lands in its group's one-queue retry topic.
         let retry_queue = tern_client::MessageQueue {
@@ -210,7 +204,7 @@ fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() 
         assert_eq!(m.body, b"retry me");
         // Consumed: it no longer holds the log.
         c.commit_offset(&q, 1).await.unwrap();
-        eventually(
+        wait_until(
             "the retry message released",
             Duration::from_secs(60),
             async || {

@@ -8,14 +8,11 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{Central, CentralBroker, Edge, eventually};
+use common::{Central, CentralBroker, Edge, run};
 use tern_client::admin::Target;
-use tern_client::{Admin, Message, Producer, ProducerConfig};
+use tern_client::{Admin, Message, Producer};
 use tern_shell::body::TopicConfig;
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    tern_client::block_on(f)
-}
+use tern_testkit::wait_until;
 
 const DEVICES: usize = 8;
 
@@ -64,7 +61,7 @@ fn each_key_stays_in_its_central_queue_in_order_while_a_central_broker_leaves_an
             .create_topic(&Target::Cluster("DefaultCluster".into()), &cfg)
             .await
             .unwrap();
-        eventually(
+        wait_until(
             "Keys on both brokers",
             Duration::from_secs(30),
             async || brokers_in_route(&admin).await.len() == 2,
@@ -85,11 +82,10 @@ fn each_key_stays_in_its_central_queue_in_order_while_a_central_broker_leaves_an
             .await
             .unwrap();
         local.shutdown().await;
-        let p = Producer::new(ProducerConfig::new("sensors"), edge.client_config()).unwrap();
-        p.start();
+        let p = edge.producer("sensors");
         let mut sent = BTreeMap::new();
         send(&p, 0..80, &mut sent).await;
-        eventually(
+        wait_until(
             "the first stretch forwarded",
             Duration::from_secs(90),
             async || central.messages("Keys").await.0.len() == 80,
@@ -97,7 +93,7 @@ fn each_key_stays_in_its_central_queue_in_order_while_a_central_broker_leaves_an
         .await;
 
         b.kill9();
-        eventually(
+        wait_until(
             "broker-b out of the route",
             Duration::from_secs(30),
             async || brokers_in_route(&admin).await.len() == 1,
@@ -111,7 +107,7 @@ fn each_key_stays_in_its_central_queue_in_order_while_a_central_broker_leaves_an
         }
         b.start();
         send(&p, 160..240, &mut sent).await;
-        eventually(
+        wait_until(
             "everything forwarded",
             Duration::from_secs(180),
             async || {

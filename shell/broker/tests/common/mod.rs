@@ -9,23 +9,20 @@
 #![allow(dead_code)]
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_shell::sync::MutexExt;
+use std::time::{Duration, Instant};
 
 use tern_shell::{
     Connection, ConnectionConfig, ConnectionCtx, Processor, RemotingCommand, RequestCode,
     ResponseCode,
 };
 
-#[path = "../../../../tests/support/small_store.rs"]
-mod small_store;
-pub use small_store::GEOMETRY;
+pub use tern_shell::runtime::now_ms;
+pub use tern_testkit::GEOMETRY;
+use tern_testkit::Proc;
 
 mod requests;
 pub use requests::*;
@@ -43,13 +40,6 @@ pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tern_shell::runtime::block_on(f)
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Writes `broker.conf` (the geometry plus `extra` lines) into `dir`; returns its path.
 pub fn write_conf(dir: &Path, extra: &str) -> PathBuf {
     let path = dir.join("broker.conf");
@@ -60,7 +50,7 @@ pub fn write_conf(dir: &Path, extra: &str) -> PathBuf {
 /// A running `tern-broker` process.
 #[derive(Debug)]
 pub struct BrokerProc {
-    child: Option<Child>,
+    proc: Proc,
     /// The broker's remoting address (`ip:port`, what message ids encode).
     pub addr: String,
     /// The embedded name server's address (standalone only).
@@ -71,50 +61,6 @@ pub struct BrokerProc {
     pub namesrv_metrics: Option<String>,
     /// The gRPC endpoint's address (`ip:port`, RocketMQ 5.x clients), when it serves one.
     pub grpc: Option<String>,
-    stderr: Arc<Mutex<Vec<String>>>,
-    stderr_done: Option<thread::JoinHandle<()>>,
-}
-
-/// A spawned broker: the child, its stdout lines, its stderr lines so far, and the
-/// thread collecting stderr.
-type Spawned = (
-    Child,
-    mpsc::Receiver<String>,
-    Arc<Mutex<Vec<String>>>,
-    thread::JoinHandle<()>,
-);
-
-/// Spawns `tern-broker` with `args` (and `env` added), capturing stdout and stderr line
-/// by line.
-fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Spawned {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
-    cmd.args(args)
-        .envs(env.iter().copied())
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tern-broker");
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                // Nobody listens any more; keep draining so the broker never blocks.
-            }
-        }
-    });
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    let done = thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            sink.guard().push(line);
-        }
-    });
-    (child, rx, lines, done)
 }
 
 impl BrokerProc {
@@ -172,155 +118,72 @@ impl BrokerProc {
     /// Starts `tern-broker` with `args` and `env` added to its environment (fault
     /// injection) and waits for its `ready` line.
     pub fn start_with_env(args: &[OsString], env: &[(&str, &str)]) -> BrokerProc {
-        let (child, rx, stderr, done) = spawn(args, env);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
+        cmd.args(args)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info");
+        let mut proc = Proc::spawn("tern-broker", &mut cmd);
+        let announced = proc.wait_ready(Duration::from_secs(20));
         let mut p = BrokerProc {
-            child: Some(child),
+            proc,
             addr: String::new(),
             namesrv: None,
             metrics: None,
             namesrv_metrics: None,
             grpc: None,
-            stderr,
-            stderr_done: Some(done),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut ready = false;
-        while !ready {
-            assert!(
-                Instant::now() < deadline,
-                "tern-broker not ready within 20 s; stderr:\n{}",
-                p.stderr_text()
-            );
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => {
-                    if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
-                        p.namesrv = Some(a.trim().to_owned());
-                    } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
-                        p.addr = a.trim().to_owned();
-                    } else if let Some(a) = line.strip_prefix("tern-broker metrics on http://") {
-                        p.metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
-                    } else if let Some(a) = line.strip_prefix("tern-namesrv metrics on http://") {
-                        p.namesrv_metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
-                    } else if let Some(a) = line.strip_prefix("tern-broker gRPC endpoint on ") {
-                        p.grpc = Some(a.trim().to_owned());
-                    } else if line.starts_with("ready") {
-                        ready = true;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    let status = p.child.as_mut().unwrap().wait().unwrap();
-                    p.child = None;
-                    panic!(
-                        "tern-broker exited during startup ({status}); stderr:\n{}",
-                        p.stderr_text()
-                    );
-                }
+        for line in announced {
+            if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+                p.namesrv = Some(a.trim().to_owned());
+            } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+                p.addr = a.trim().to_owned();
+            } else if let Some(a) = line.strip_prefix("tern-broker metrics on http://") {
+                p.metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
+            } else if let Some(a) = line.strip_prefix("tern-namesrv metrics on http://") {
+                p.namesrv_metrics = Some(a.trim().trim_end_matches("/metrics").to_owned());
+            } else if let Some(a) = line.strip_prefix("tern-broker gRPC endpoint on ") {
+                p.grpc = Some(a.trim().to_owned());
             }
         }
         assert!(!p.addr.is_empty(), "no `tern-broker listening on` line");
-        // Keep stdout drained.
-        thread::spawn(move || for _ in rx {});
         p
     }
 
-    /// The process id.
+    /// The process id (0 once it is stopped or killed).
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.proc.pid().unwrap_or(0)
     }
 
     /// Everything the broker logged so far.
     pub fn stderr_text(&self) -> String {
-        self.stderr.guard().join("\n")
+        self.proc.log()
     }
 
     /// Waits up to `within` for a log line containing every one of `needles`.
     pub fn wait_for_log(&self, needles: &[&str], within: Duration) -> Option<String> {
-        let deadline = Instant::now() + within;
-        loop {
-            let found = self
-                .stderr
-                .guard()
-                .iter()
-                .find(|l| needles.iter().all(|n| l.contains(n)))
-                .cloned();
-            if found.is_some() || Instant::now() >= deadline {
-                return found;
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        self.proc.wait_for_log(needles, within)
     }
 
     /// SIGTERM, then waits (up to 20 s) for the exit status.
     pub fn stop(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("broker running");
-        let ok = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -TERM failed");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                if let Some(h) = self.stderr_done.take() {
-                    let _ = h.join();
-                }
-                return status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "tern-broker did not exit within 20 s of SIGTERM; stderr:\n{}",
-                    self.stderr_text()
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.proc.signal_and_wait("TERM", Duration::from_secs(20))
     }
 
     /// SIGSTOP: the process freezes where it is with its sockets open, as a stalled peer
     /// looks from outside. [`Self::resume`] lets it go on.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        self.proc.signal("STOP");
     }
 
     /// SIGCONT after [`Self::pause`].
     pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().expect("broker running").id();
-        let ok = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill {sig} {pid} failed");
+        self.proc.signal("CONT");
     }
 
     /// SIGKILL (`kill -9`), then reaps the process.
     pub fn kill9(&mut self) {
-        let mut child = self.child.take().expect("broker running");
-        child.kill().unwrap();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for BrokerProc {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if thread::panicking() {
-            let text = self.stderr_text();
-            let lines: Vec<&str> = text.lines().collect();
-            eprintln!(
-                "--- tern-broker stderr (last 60 lines) ---\n{}",
-                lines[lines.len().saturating_sub(60)..].join("\n")
-            );
-        }
+        assert!(self.proc.pid().is_some(), "broker running");
+        self.proc.kill9();
     }
 }
 
@@ -437,12 +300,6 @@ impl Client {
             .await
             .unwrap_or_else(|e| panic!("request {code}: {e}"))
     }
-}
-
-/// A TCP port with nothing listening on it (bound, then released).
-pub fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// A standalone broker on a fresh temp dir with `extra_conf` added to the conf.

@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tern_shell::body::{
-    ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData, to_json,
+    ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData,
+    SubscriptionGroupWrapper, TopicConfigSerializeWrapper, from_json, to_json,
 };
 use tern_shell::headers::{
     CreateTopicRequestHeader, GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader,
-    OffsetResponseHeader, PullMessageRequestHeader, SendMessageRequestHeader,
-    SendMessageRequestHeaderV2, SendMessageResponseHeader, TopicQueueRequestHeader,
+    OffsetResponseHeader, PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    TopicQueueRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use tern_shell::message::{Message, MessageExt, decode_pulled};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
@@ -165,22 +167,27 @@ pub fn heartbeat(
     expr: &str,
     code_set: Vec<i32>,
 ) -> RemotingCommand {
-    let tags = SubscriptionData::parse_tags(expr);
+    let sub = SubscriptionData {
+        topic: topic.into(),
+        sub_string: expr.into(),
+        tags_set: SubscriptionData::parse_tags(expr),
+        code_set,
+        sub_version: 1,
+        expression_type: "TAG".into(),
+        class_filter_mode: false,
+    };
+    heartbeat_for(client_id, group, sub)
+}
+
+/// A HEART_BEAT from `client_id` for one consumer group with the one subscription `sub`.
+pub fn heartbeat_for(client_id: &str, group: &str, sub: SubscriptionData) -> RemotingCommand {
     let hb = HeartbeatData {
         client_id: client_id.into(),
         consumer_data_set: vec![ConsumerData {
             group_name: group.into(),
             consume_type: ConsumeType::ConsumePassively,
             message_model: MessageModel::Clustering,
-            subscription_data_set: vec![SubscriptionData {
-                topic: topic.into(),
-                sub_string: expr.into(),
-                tags_set: tags,
-                code_set,
-                sub_version: 1,
-                expression_type: "TAG".into(),
-                class_filter_mode: false,
-            }],
+            subscription_data_set: vec![sub],
             ..Default::default()
         }],
         ..Default::default()
@@ -364,4 +371,57 @@ pub fn refused(resp: &RemotingCommand, why: &str) {
     assert_eq!(resp.response_code(), ResponseCode::NoPermission, "{resp:?}");
     let remark = resp.remark.clone().unwrap_or_default();
     assert!(remark.contains(why), "remark {remark:?} lacks {why:?}");
+}
+
+/// UPDATE_CONSUMER_OFFSET of `group` on `topic`'s queue `queue_id` to `offset`.
+pub fn commit_req(group: &str, topic: &str, queue_id: i32, offset: i64) -> RemotingCommand {
+    let h = UpdateConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        commit_offset: offset,
+    };
+    RemotingCommand::request(RequestCode::UpdateConsumerOffset, &h)
+}
+
+/// Commits `offset` for `group` ([`commit_req`]), which must answer SUCCESS.
+pub async fn commit(c: &Client, group: &str, topic: &str, queue_id: i32, offset: i64) {
+    let resp = c.call(commit_req(group, topic, queue_id, offset)).await;
+    expect_code(&resp, ResponseCode::Success);
+}
+
+/// QUERY_CONSUMER_OFFSET without the zero fallback: an absent offset answers
+/// QUERY_NOT_FOUND instead of 0.
+pub fn stored_offset_req(group: &str, topic: &str, queue_id: i32) -> RemotingCommand {
+    let h = QueryConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        set_zero_if_not_found: Some(false),
+    };
+    RemotingCommand::request(RequestCode::QueryConsumerOffset, &h)
+}
+
+/// The JSON body of the answer to `req`, which must be SUCCESS.
+pub async fn ok_body<T: serde::de::DeserializeOwned>(c: &Client, req: RemotingCommand) -> T {
+    let resp = c.call(req).await;
+    expect_code(&resp, ResponseCode::Success);
+    from_json(&resp.body).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&resp.body));
+    })
+}
+
+/// Every topic's config (GET_ALL_TOPIC_CONFIG).
+pub async fn all_topics(c: &Client) -> TopicConfigSerializeWrapper {
+    ok_body(
+        c,
+        RemotingCommand::request_code(RequestCode::GetAllTopicConfig),
+    )
+    .await
+}
+
+/// Every subscription group's config (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+pub async fn all_groups(c: &Client) -> SubscriptionGroupWrapper {
+    let req = RemotingCommand::request_code(RequestCode::GetAllSubscriptionGroupConfig);
+    ok_body(c, req).await
 }

@@ -4,12 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::binaries;
 use super::common::*;
 use tern_shell::body::{SyncStateSet, from_json};
 use tern_shell::headers::{
@@ -18,94 +17,19 @@ use tern_shell::headers::{
 use tern_shell::message::MessageExt;
 use tern_shell::sync::MutexExt;
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand, RequestCode, ResponseCode};
+pub use tern_testkit::eventually;
+use tern_testkit::{Proc, free_ports};
 
 pub const TOPIC: &str = "FailoverTopic";
 pub const QUEUES: i32 = 2;
 pub const SET: &str = "broker-a";
 
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
-
-/// A process killed on drop, its stderr in a file.
-pub struct Proc {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Proc {
-    pub fn spawn(bin: &Path, args: &[&str], log: PathBuf) -> Proc {
-        let err = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let child = Command::new(bin)
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-        Proc {
-            child: Some(child),
-            log,
-        }
-    }
-
-    pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGSTOP (`resume` = SIGCONT): frozen with its sockets open.
-    pub fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        let ok = Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill {sig} {pid}");
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill9();
-        if std::thread::panicking() {
-            let text = self.log_text();
-            let lines: Vec<&str> = text.lines().collect();
-            eprintln!(
-                "--- {} (last 40 lines) ---\n{}",
-                self.log.display(),
-                lines[lines.len().saturating_sub(40)..].join("\n")
-            );
-        }
-    }
-}
-
-/// Waits for `what` (polled every 100 ms) up to `within`.
-pub fn eventually<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// Starts `bin` with `args` (the log at info), its stderr appended to `log`.
+fn spawn(bin: &Path, args: &[&str], log: PathBuf) -> Proc {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).env("RUST_LOG", "info");
+    let name = bin.file_name().map_or("", |n| n.to_str().unwrap_or(""));
+    Proc::spawn_logging_to(name, &mut cmd, &log)
 }
 
 pub struct Cluster {
@@ -134,7 +58,7 @@ impl Cluster {
             .map(|(i, a)| format!("n{i}-{a}"))
             .collect::<Vec<_>>()
             .join(";");
-        let ctl_bin = binaries::binary_of("tern-controller", "tern-controller");
+        let ctl_bin = tern_testkit::binary_of("tern-controller", "tern-controller");
         let ctl = (0..3)
             .map(|i| {
                 Some({
@@ -153,7 +77,7 @@ impl Cluster {
                         ),
                     )
                     .unwrap();
-                    Proc::spawn(
+                    spawn(
                         &ctl_bin,
                         &["-c", conf.to_str().unwrap()],
                         dir.join("stderr.log"),
@@ -162,8 +86,8 @@ impl Cluster {
             })
             .collect();
         let namesrv = format!("127.0.0.1:{}", ports[3]);
-        let ns = Proc::spawn(
-            &binaries::binary_of("tern-namesrv", "tern-namesrv"),
+        let ns = spawn(
+            &tern_testkit::binary_of("tern-namesrv", "tern-namesrv"),
             &["--listen", &namesrv],
             root.join("namesrv.log"),
         );
@@ -198,7 +122,7 @@ impl Cluster {
             ),
         );
         let listen = format!("127.0.0.1:{}", self.broker_ports[i]);
-        let p = Proc::spawn(
+        let p = spawn(
             Path::new(env!("CARGO_BIN_EXE_tern-broker")),
             &["--listen", &listen, "-c", conf.to_str().unwrap()],
             dir.join("stderr.log"),
@@ -210,7 +134,7 @@ impl Cluster {
     /// on it, then brokers 1 and 2; returns once all three are in the SyncStateSet.
     pub fn start_set(&mut self, topic: &str, queues: i32) {
         self.start_broker(0);
-        let r = eventually(Duration::from_secs(30), "a first master", || {
+        let r = eventually("a first master", Duration::from_secs(30), || {
             replica_info(&self.controllers).filter(|r| r.master.is_some())
         });
         assert_eq!(r.master.as_deref(), Some(self.addr(0).as_str()), "{r:?}");
@@ -223,8 +147,8 @@ impl Cluster {
         self.start_broker(1);
         self.start_broker(2);
         eventually(
-            Duration::from_secs(30),
             "all three in the SyncStateSet",
+            Duration::from_secs(30),
             || replica_info(&self.controllers).filter(|r| r.set.len() == 3),
         );
     }
@@ -238,7 +162,7 @@ impl Cluster {
     pub fn restart_controller(&mut self, i: usize) {
         let dir = self.root.join(format!("ctl{i}"));
         let conf = dir.join("controller.conf");
-        self.ctl[i] = Some(Proc::spawn(
+        self.ctl[i] = Some(spawn(
             &self.ctl_bin,
             &["-c", conf.to_str().unwrap()],
             dir.join("stderr.log"),

@@ -3,7 +3,7 @@
 //! their logs in a scratch folder, runs `tests/interop/cpp_interop.py` (repo root) with
 //! Apache's C++ client, streams its output and checks its verdict.
 //!
-//! Needs a venv with rocketmq (tests/support/rocketmq_python.rs finds it; made by
+//! Needs a venv with rocketmq (tern_testkit::python finds it; made by
 //! `scripts/setup-python.sh`, which `./test.sh` runs). Without one each test prints a SKIP
 //! line and passes, unless TERN_REQUIRE_INTEROP is set (test.sh sets it). On failure the
 //! scratch folder (broker logs, data dirs, C++ client logs under home/logs/rocketmq-cpp)
@@ -11,21 +11,20 @@
 
 #![allow(dead_code)]
 
-#[path = "../../../../tests/support/rocketmq_python.rs"]
-pub mod rocketmq_python;
-
+use std::ffi::OsString;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::process::{Command, ExitStatus};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tern_shell::sync::MutexExt;
 
-pub use rocketmq_python::{python_or_skip, repo_root};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tern_testkit::Proc;
+use tern_testkit::python::Reached;
+pub use tern_testkit::python::{Script, parse_verdict, python_or_skip, repo_root};
 
 /// The C++ client and the broker are heavy on 2 cores: run these tests one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -72,15 +71,10 @@ impl Drop for Scratch {
     }
 }
 
-fn tail(path: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// A running `tern-broker --standalone`: embedded name server plus broker.
+/// A running `tern-broker --standalone`: embedded name server plus broker, its log in
+/// the scratch folder.
 pub struct Broker {
-    child: Child,
+    proc: Proc,
     pub namesrv: String,
     pub addr: String,
     pub log: PathBuf,
@@ -98,11 +92,6 @@ impl Broker {
     }
 
     fn launch(data: &Path, conf: Option<&Path>, log: PathBuf, join: Option<&str>) -> Broker {
-        let log_file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
         match join {
             None => cmd.arg("--standalone").arg("--data-dir").arg(data).args([
@@ -125,60 +114,23 @@ impl Broker {
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log_file))
-            .spawn()
-            .expect("spawn tern-broker");
-        let pid = child.id();
-        let lines = lines_of(child.stdout.take().unwrap());
-        let (mut namesrv, mut addr, mut ready) = (None, None, false);
-        let start = Instant::now();
-        while !ready && start.elapsed() < Duration::from_secs(30) {
-            match lines.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) => {
-                    eprintln!("  broker[{pid}]| {line}");
-                    if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
-                        namesrv = Some(a.trim().to_string());
-                    } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
-                        addr = Some(a.trim().to_string());
-                    } else if line.starts_with("ready") {
-                        ready = true;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Ok(Some(status)) = child.try_wait() {
-                        panic!(
-                            "tern-broker exited during startup with {status}; log:\n{}",
-                            tail(&log, 80)
-                        );
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
+        let mut proc = Proc::spawn_logging_to("tern-broker", &mut cmd, &log);
+        let pid = proc.pid().unwrap_or(0);
+        let (mut namesrv, mut addr) = (join.map(str::to_owned), None);
+        for line in proc.wait_ready(Duration::from_secs(30)) {
+            eprintln!("  broker[{pid}]| {line}");
+            if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
+                namesrv = Some(a.trim().to_string());
+            } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
+                addr = Some(a.trim().to_string());
             }
         }
-        let namesrv = namesrv.or(join.map(str::to_owned));
         let (Some(namesrv), Some(addr)) = (namesrv, addr) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "tern-broker did not print both listening addresses within 30 s; log:\n{}",
-                tail(&log, 80)
-            );
+            panic!("tern-broker did not print both listening addresses");
         };
-        if !ready {
-            eprintln!("note: tern-broker printed its addresses but no `ready` line");
-        }
-        // Keep draining stdout so the broker never blocks on a full pipe.
-        thread::spawn(move || {
-            for line in lines {
-                eprintln!("  broker[{pid}]| {line}");
-            }
-        });
         eprintln!("tern-broker pid {pid}: name server {namesrv}, broker {addr}");
         Broker {
-            child,
+            proc,
             namesrv,
             addr,
             log,
@@ -187,29 +139,12 @@ impl Broker {
 
     /// SIGTERM, then waits (30 s at most) and returns the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -TERM {pid} failed");
-        match wait_timeout(&mut self.child, Duration::from_secs(30)) {
-            Some(status) => status,
-            None => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "tern-broker did not exit within 30 s of SIGTERM; log:\n{}",
-                    tail(&self.log, 80)
-                );
-            }
-        }
+        self.proc.signal_and_wait("TERM", Duration::from_secs(30))
     }
 
     /// `kill -9`: a crash.
     pub fn crash(&mut self) {
-        self.child.kill().expect("SIGKILL tern-broker");
-        let _ = self.child.wait();
+        self.proc.kill9();
     }
 
     pub fn stop_cleanly(&mut self) {
@@ -217,135 +152,44 @@ impl Broker {
         assert!(
             status.success(),
             "tern-broker exited with {status} after SIGTERM (want 0); log:\n{}",
-            tail(&self.log, 80)
+            self.proc.log()
         );
     }
 }
 
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if thread::panicking() {
-            eprintln!(
-                "--- broker log tail ({}):\n{}",
-                self.log.display(),
-                tail(&self.log, 60)
-            );
-        }
-    }
-}
-
-fn lines_of(r: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let start = Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        if start.elapsed() >= limit {
-            return None;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The interop script as a child: HOME in the scratch folder, stderr streamed, stdout
-/// streamed and collected.
-pub struct Script {
-    child: Child,
-    stdout: Receiver<String>,
-    pub lines: Vec<String>,
-}
-
-impl Script {
-    pub fn spawn(py: &Path, scratch: &Scratch, args: &[&str]) -> Script {
-        eprintln!(
-            "$ {} {} {}",
-            py.display(),
-            script().display(),
-            args.join(" ")
-        );
-        let mut child = Command::new(py)
-            .arg(script())
-            .args(args)
-            .env("HOME", scratch.path("home"))
-            .env("PYTHONUNBUFFERED", "1")
-            .current_dir(repo_root())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn python");
-        let err = lines_of(child.stderr.take().unwrap());
-        thread::spawn(move || {
-            for line in err {
-                eprintln!("  py| {line}");
-            }
-        });
-        let stdout = lines_of(child.stdout.take().unwrap());
-        Script {
-            child,
-            stdout,
-            lines: Vec::new(),
-        }
-    }
-
-    /// The next stdout line (echoed), None at EOF or after `limit`.
-    pub fn next_line(&mut self, limit: Duration) -> Option<String> {
-        let line = self.stdout.recv_timeout(limit).ok()?;
-        eprintln!("  py> {line}");
-        self.lines.push(line.clone());
-        Some(line)
-    }
+/// `tests/interop/cpp_interop.py` run on a [`Script`]: HOME in the scratch folder,
+/// stderr streamed, stdout streamed and collected.
+pub trait CppScript: Sized {
+    /// Starts the script with `args`.
+    fn start(py: &Path, scratch: &Scratch, args: &[&str]) -> Self;
 
     /// Reads everything up to EOF and waits for the exit (`limit` in all).
-    pub fn finish(&mut self, limit: Duration) -> ExitStatus {
+    fn finish(&mut self, limit: Duration) -> ExitStatus;
+
+    /// Asserts exit 0 and a last line `N passed, 0 failed` with N > 0.
+    fn assert_passed(&mut self, what: &str, limit: Duration);
+}
+
+impl CppScript for Script {
+    fn start(py: &Path, scratch: &Scratch, args: &[&str]) -> Script {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        Script::spawn(py, &script(), &args, &scratch.path("home"), &[], false)
+    }
+
+    fn finish(&mut self, limit: Duration) -> ExitStatus {
         let end = Instant::now() + limit;
-        loop {
-            match self.stdout.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) => {
-                    eprintln!("  py> {line}");
-                    self.lines.push(line);
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            if Instant::now() >= end {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("interop script still running after {limit:?}: killed");
-            }
+        if self.read_until(None, limit) != Reached::End {
+            self.kill();
+            panic!("interop script still running after {limit:?}: killed");
         }
         let left = end.saturating_duration_since(Instant::now()) + Duration::from_secs(5);
-        wait_timeout(&mut self.child, left).unwrap_or_else(|| {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        self.wait_exit(left).unwrap_or_else(|| {
+            self.kill();
             panic!("interop script closed stdout but did not exit");
         })
     }
 
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Asserts exit 0 and a last line `N passed, 0 failed` with N > 0.
-    pub fn assert_passed(&mut self, what: &str, limit: Duration) {
+    fn assert_passed(&mut self, what: &str, limit: Duration) {
         let status = self.finish(limit);
         let last = self.lines.last().cloned().unwrap_or_default();
         let failed: Vec<&String> = self
@@ -365,21 +209,6 @@ impl Script {
         );
         eprintln!("{what}: {last}");
     }
-}
-
-impl Drop for Script {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.kill();
-        }
-    }
-}
-
-/// `N passed, M failed` → (N, M).
-pub fn parse_verdict(line: &str) -> Option<(u32, u32)> {
-    let (p, rest) = line.trim().split_once(" passed, ")?;
-    let m = rest.strip_suffix(" failed")?;
-    Some((p.parse().ok()?, m.parse().ok()?))
 }
 
 /// UPDATE_AND_CREATE_TOPIC (17) to the broker, as mqadmin updateTopic sends it (JSON
@@ -435,7 +264,7 @@ pub fn send_acked(
     if crash.is_some() {
         args.push("--stop-on-error");
     }
-    let mut run = Script::spawn(py, scratch, &args);
+    let mut run = Script::start(py, scratch, &args);
     let mut acked = Vec::new();
     let ack = |line: &str, acked: &mut Vec<String>| acked.extend(acked_key(line));
     match crash.as_mut() {
@@ -531,7 +360,7 @@ pub fn send_through_crash(
         "--send-timeout-ms",
         "3000",
     ]);
-    let mut run = Script::spawn(py, scratch, &args);
+    let mut run = Script::start(py, scratch, &args);
     let mut acked = Vec::new();
     let end = Instant::now() + Duration::from_secs(120);
     while acked.len() < kill_after {
@@ -584,7 +413,7 @@ pub fn consume_acked(
         "TernRestart",
     ];
     args.extend_from_slice(extra);
-    let mut run = Script::spawn(py, scratch, &args);
+    let mut run = Script::start(py, scratch, &args);
     run.assert_passed(
         &format!(
             "{} acknowledged messages of {topic} consumed after restart",

@@ -27,6 +27,35 @@ pub fn ok(ns: &str, args: &[&str]) -> String {
     stdout
 }
 
+/// Creates `topic` with `queues` queues through the CLI; its stdout.
+pub fn make_topic(ns: &str, topic: &str, queues: &str) -> String {
+    ok(
+        ns,
+        &[
+            "updateTopic",
+            "-c",
+            "DefaultCluster",
+            "-t",
+            topic,
+            "-r",
+            queues,
+            "-w",
+            queues,
+        ],
+    )
+}
+
+/// The stdout of a command that must have succeeded (else its output in the panic).
+pub fn succeeded(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Runs a `--json` command; its stdout must parse as JSON.
 pub fn json(ns: &str, args: &[&str]) -> Value {
     let mut a = args.to_vec();

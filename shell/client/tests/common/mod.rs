@@ -1,71 +1,26 @@
 //! Test harness: runs the real `tern-broker --standalone` on ephemeral ports with the
-//! small store geometry, and finds (or builds) its binary next to this test's.
+//! small store geometry, its binary found (or built) by tern-testkit.
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::thread;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-use tern_shell::sync::MutexExt;
 
-use tern_client::ClientConfig;
+use tern_client::{ClientConfig, Producer, ProducerConfig};
 
 pub mod cli;
 
-#[path = "../../../../tests/support/binaries.rs"]
-mod binaries;
-pub use binaries::{binary, binary_of};
+use tern_testkit::{GEOMETRY, Proc, binary};
 
-#[path = "../../../../tests/support/small_store.rs"]
-mod small_store;
-pub use small_store::GEOMETRY;
-
-/// The `tern-broker` binary: in this test's target profile directory, built on demand
-/// (`cargo build -p tern-broker` into the same target directory) when absent.
-pub fn broker_binary() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| binary("tern-broker")).clone()
-}
-
-/// The `tern-namesrv` binary, found or built like [`broker_binary`].
-pub fn namesrv_binary() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| binary("tern-namesrv")).clone()
-}
-
-/// Spawns `cmd` (stdout piped, stderr dropped) and waits for its stdout line starting
-/// with `prefix`; returns the child and the rest of that line (an address).
-pub fn spawn_announcing(mut cmd: Command, prefix: &str) -> (Child, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let found = loop {
-        let line = lines
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_else(|| panic!("{cmd:?} ended before printing {prefix:?}"));
-        if let Some(rest) = line.strip_prefix(prefix) {
-            break rest.trim().to_owned();
-        }
-    };
-    thread::spawn(move || for _ in lines {});
-    (child, found)
-}
+/// How long a started process may take to say where it listens.
+const START: Duration = Duration::from_secs(20);
 
 /// A `tern-namesrv` process of its own (brokers in a test can die without it); killed
 /// on drop.
 #[derive(Debug)]
 pub struct NameSrv {
-    child: Child,
+    _proc: Proc,
     /// Its address.
     pub addr: String,
     _home: tempfile::TempDir,
@@ -75,22 +30,16 @@ impl NameSrv {
     /// Starts `tern-namesrv` on an ephemeral port.
     pub fn start() -> NameSrv {
         let dir = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(namesrv_binary());
+        let mut cmd = Command::new(binary("tern-namesrv"));
         cmd.args(["--listen", "127.0.0.1:0", "--home"])
             .arg(dir.path());
-        let (child, addr) = spawn_announcing(cmd, "tern-namesrv listening on ");
+        let mut proc = Proc::spawn("tern-namesrv", &mut cmd);
+        let addr = proc.wait_announced("tern-namesrv listening on ", START);
         NameSrv {
-            child,
+            _proc: proc,
             addr,
             _home: dir,
         }
-    }
-}
-
-impl Drop for NameSrv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -104,10 +53,9 @@ enum NameServer<'a> {
 }
 
 /// Spawns `tern-broker` with `dir/broker.conf` (which names the store under `dir`) and
-/// waits for `ready`; returns the child, its broker and name-server addresses, and its
-/// stderr lines.
+/// waits for `ready`; returns the process and its broker and name-server addresses.
 fn launch(dir: &Path, listen: &str, ns: NameServer<'_>) -> Launched {
-    let mut cmd = Command::new(broker_binary());
+    let mut cmd = Command::new(binary("tern-broker"));
     match ns {
         // The embedded name server keeps its KV file under the data dir: in the temp
         // dir, not in the crate's folder (the default `./data`).
@@ -116,84 +64,51 @@ fn launch(dir: &Path, listen: &str, ns: NameServer<'_>) -> Launched {
             .arg(dir.join("data")),
         NameServer::Join(addr) => cmd.args(["-n", addr]),
     };
-    let mut child = cmd
-        .args(["--listen", listen, "-c"])
+    cmd.args(["--listen", listen, "-c"])
         .arg(dir.join("broker.conf"))
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tern-broker");
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.guard().push(line);
-        }
-    });
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+        .env("RUST_LOG", "info");
+    let mut proc = Proc::spawn("tern-broker", &mut cmd);
     let mut addr = String::new();
     let mut namesrv = match ns {
         NameServer::Join(a) => a.to_owned(),
         NameServer::Embedded(_) => String::new(),
     };
     let mut console = None;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
-            panic!(
-                "tern-broker not ready; stderr:\n{}",
-                lines.lock().unwrap().join("\n")
-            )
-        });
+    for line in proc.wait_ready(START) {
         if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
             namesrv = a.trim().to_owned();
         } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
             addr = a.trim().to_owned();
         } else if let Some(a) = line.strip_prefix("tern-console on ") {
             console = Some(a.trim().to_owned());
-        } else if line.starts_with("ready") {
-            break;
         }
     }
     Launched {
-        child,
+        proc,
         addr,
         namesrv,
-        stderr: lines,
         console,
     }
 }
 
 /// A started broker's process and what it printed.
 struct Launched {
-    child: Child,
+    proc: Proc,
     addr: String,
     namesrv: String,
-    stderr: Arc<Mutex<Vec<String>>>,
     console: Option<String>,
 }
 
 /// A running standalone broker; killed on drop.
 #[derive(Debug)]
 pub struct Broker {
-    child: Child,
+    proc: Proc,
     /// The broker's remoting address.
     pub addr: String,
     /// The embedded name server's address.
     pub namesrv: String,
     /// The web console's URL (`http://...`), when the broker started one.
     pub console: Option<String>,
-    stderr: Arc<Mutex<Vec<String>>>,
     /// The data dir and config, kept for [`Broker::restart`].
     dir: tempfile::TempDir,
     /// Registered with another broker's name server rather than its own.
@@ -256,18 +171,16 @@ impl Broker {
         );
         std::fs::write(dir.path().join("broker.conf"), conf).unwrap();
         let Launched {
-            child,
+            proc,
             addr,
             namesrv,
-            stderr,
             console,
         } = launch(dir.path(), "127.0.0.1:0", ns);
         let b = Broker {
-            child,
+            proc,
             addr,
             namesrv,
             console,
-            stderr,
             dir,
             joined: matches!(ns, NameServer::Join(_)),
             tls,
@@ -278,8 +191,7 @@ impl Broker {
 
     /// Kills the broker with SIGKILL (`kill -9`): no flush, no clean close.
     pub fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.kill9();
     }
 
     /// Starts the broker again on the same store, config and ports (clients keep their
@@ -293,10 +205,9 @@ impl Broker {
         };
         let l = launch(self.dir.path(), &self.addr, ns);
         assert_eq!(l.addr, self.addr, "restarted on another address");
-        self.child = l.child;
+        self.proc = l.proc;
         self.console = l.console;
         self.namesrv = l.namesrv;
-        self.stderr = l.stderr;
         self.wait_registered();
     }
 
@@ -322,6 +233,13 @@ impl Broker {
         });
     }
 
+    /// A started producer of `group` on this broker's cluster.
+    pub fn producer(&self, group: &str) -> Producer {
+        let p = Producer::new(ProducerConfig::new(group), self.client_config()).unwrap();
+        p.start();
+        p
+    }
+
     /// A client config pointing at the embedded name server.
     pub fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new(&self.namesrv);
@@ -331,14 +249,7 @@ impl Broker {
 
     /// The broker's log so far.
     pub fn log(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.log()
     }
 }
 

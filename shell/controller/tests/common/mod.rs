@@ -2,28 +2,18 @@
 //! remoting frames (the codes and headers RocketMQ's brokers and mqadmin send).
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use tern_shell::runtime::block_on;
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
+use tern_testkit::Proc;
+use tern_testkit::free_ports;
+pub use tern_testkit::poll;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tern-controller");
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// `n` loopback ports free right now (bound together, then released).
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
 
 /// A controller group's addresses and the config each node starts with.
 #[derive(Debug, Clone)]
@@ -83,7 +73,7 @@ impl Group {
 
 /// A running controller process, killed on drop.
 pub struct Ctl {
-    child: Option<Child>,
+    proc: Proc,
     pub addr: String,
     pub stderr_path: PathBuf,
 }
@@ -91,55 +81,26 @@ pub struct Ctl {
 impl Ctl {
     pub fn start(conf: &Path, addr: &str) -> Self {
         let stderr_path = conf.with_extension(format!("{}.stderr", std::process::id()));
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&stderr_path)
-            .unwrap();
-        let mut child = Command::new(BIN)
-            .arg("-c")
-            .arg(conf)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
+        let mut cmd = Command::new(BIN);
+        cmd.arg("-c").arg(conf).env("RUST_LOG", "info");
+        let mut proc = Proc::spawn_logging_to("tern-controller", &mut cmd, &stderr_path);
+        proc.wait_stdout("its banner", Duration::from_secs(20), |line| {
+            line.contains("listening on").then_some(())
         });
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
-        assert!(
-            line.contains("listening on"),
-            "no banner, got {line:?}; stderr: {}",
-            std::fs::read_to_string(&stderr_path).unwrap_or_default()
-        );
         Self {
-            child: Some(child),
+            proc,
             addr: addr.to_owned(),
             stderr_path,
         }
     }
 
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        self.proc.log()
     }
 
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Ctl {
-    fn drop(&mut self) {
-        self.kill9();
+        self.proc.kill9();
     }
 }
 
@@ -164,13 +125,10 @@ pub fn call(addr: &str, cmd: RemotingCommand) -> Option<RemotingCommand> {
     })
 }
 
-#[path = "../../../../tests/support/binaries.rs"]
-mod binaries;
-
 /// Runs `tern-admin` (found or built beside this test) with `args`: (success, stdout,
 /// stderr).
 pub fn admin(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(binaries::binary_of("tern-client", "tern-admin"))
+    let out = Command::new(tern_testkit::binary_of("tern-client", "tern-admin"))
         .args(args)
         .env_remove("NAMESRV_ADDR")
         .output()
@@ -180,17 +138,4 @@ pub fn admin(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-pub fn eventually<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -1,23 +1,23 @@
 //! Starts the real `tern-namesrv` binary on an ephemeral port and talks to it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 use tern_shell::body::{DataVersion, RegisterBrokerBody, TopicConfig};
 use tern_shell::headers::RegisterBrokerRequestHeader;
 use tern_shell::runtime::block_on;
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand, RequestCode};
+use tern_testkit::Proc;
+pub use tern_testkit::poll_until;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tern-namesrv");
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running name server process, killed on drop.
 pub struct Namesrv {
-    child: Option<Child>,
+    proc: Proc,
     pub addr: String,
     pub stderr_path: PathBuf,
 }
@@ -27,47 +27,35 @@ impl Namesrv {
     pub fn start(home: &Path, extra: &[&str]) -> Self {
         std::fs::create_dir_all(home).unwrap();
         let stderr_path = home.with_extension("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut child = Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--home"])
+        // Each start's log alone: a restart on the same home begins a new file.
+        let _ = std::fs::remove_file(&stderr_path);
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--listen", "127.0.0.1:0", "--home"])
             .arg(home)
             .args(extra)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
-        let addr = line
-            .trim()
-            .strip_prefix("tern-namesrv listening on ")
-            .unwrap_or_else(|| {
-                panic!(
-                    "no banner, got {line:?}; stderr: {}",
-                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
-                )
-            })
-            .to_owned();
+            .env("RUST_LOG", "debug");
+        let mut proc = Proc::spawn_logging_to("tern-namesrv", &mut cmd, &stderr_path);
+        let addr = proc.wait_announced("tern-namesrv listening on ", Duration::from_secs(20));
         Self {
-            child: Some(child),
+            proc,
             addr,
             stderr_path,
         }
     }
 
+    /// Starts with `dir/home` and `conf` written to `dir/namesrv.conf`.
+    pub fn with_conf(dir: &Path, conf: &str) -> Self {
+        let path = dir.join("namesrv.conf");
+        std::fs::write(&path, conf).unwrap();
+        Self::start(&dir.join("home"), &["-c", path.to_str().unwrap()])
+    }
+
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        self.proc.log()
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
+        self.proc.pid().unwrap()
     }
 
     pub fn connect(&self) -> Connection {
@@ -81,33 +69,7 @@ impl Namesrv {
 
     /// Sends `signal` (e.g. "TERM") and waits for the exit.
     pub fn signal_and_wait(mut self, signal: &str) -> ExitStatus {
-        let pid = self.pid().to_string();
-        let ok = Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        let mut child = self.child.take().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("name server did not exit after SIG{signal}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Namesrv {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.proc.signal_and_wait(signal, Duration::from_secs(15))
     }
 }
 
@@ -192,16 +154,4 @@ pub fn route_request(topic: &str, version: i32) -> RemotingCommand {
     );
     cmd.version = version;
     cmd
-}
-
-/// Polls `f` until it is true or `within` passes.
-pub fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
 }

@@ -9,164 +9,27 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use tern_client::{ClientConfig, MessageExt, PullConsumer};
+use tern_client::{ClientConfig, MessageExt, Producer, ProducerConfig, PullConsumer};
 
-#[path = "../../../../tests/support/binaries.rs"]
-mod binaries;
+use tern_testkit::{GEOMETRY, Proc, binary, restartable_port};
 
-#[path = "../../../../tests/support/small_store.rs"]
-mod small_store;
-pub use small_store::GEOMETRY;
+/// How long a started process may take to print `ready`: qemu-user runs the gateway
+/// several times slower, so a generous budget.
+const START: Duration = Duration::from_secs(60);
 
-/// A free TCP port for a process that must come back at the same address after a
-/// restart, so it cannot simply bind port 0.
-///
-/// Taken from below the kernel's ephemeral range: a port released there is never
-/// handed out again by a `bind(0)` or an outgoing connection's source port, so the only
-/// other takers are tests choosing the same way, and each test process starts its walk
-/// at its own pid-derived offset. (A port from the ephemeral range raced: another test's
-/// connection took it between our check and the broker's bind.) Ports come in blocks of
-/// eight because a broker on port P also binds P - 2 (the VIP channel) and P + 1 (HA).
-pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const BLOCK: u32 = 8;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let low = ephemeral_low().clamp(12_000, 65_535);
-    let base = 10_000_u32;
-    let blocks = (low - base) / BLOCK;
-    let start = std::process::id().wrapping_mul(7919) % blocks;
-    let free = |p: u32| TcpListener::bind(("127.0.0.1", p as u16)).is_ok();
-    // Bounded: a whole walk of the range finds nothing only if every block is taken.
-    for _ in 0..blocks {
-        let block = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % blocks;
-        let port = base + block * BLOCK + 4;
-        if free(port - 2) && free(port) && free(port + 1) {
-            return port as u16;
-        }
-    }
-    panic!("no free port below the ephemeral range ({low})");
-}
+/// How long the gateway may take to exit after SIGTERM.
+const STOP: Duration = Duration::from_secs(60);
 
-/// The first port of the kernel's ephemeral range (32768 when it cannot be read).
-fn ephemeral_low() -> u32 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32768)
-}
-
-/// A child process whose stdout announces its addresses and whose stderr is kept.
-#[derive(Debug)]
-struct Proc {
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Proc {
-    /// Spawns `cmd` and waits for a stdout line starting with `ready`; returns the
-    /// process and every stdout line before it.
-    fn spawn(mut cmd: Command, what: &str) -> (Proc, Vec<String>) {
-        let mut child = cmd
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(l);
-            }
-        });
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let mut seen = Vec::new();
-        // qemu-user runs the gateway several times slower: a generous start budget.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) if l.starts_with("ready") => break,
-                Ok(l) => seen.push(l),
-                Err(_) => panic!(
-                    "{what} not ready; stderr:\n{}",
-                    lines.lock().unwrap().join("\n")
-                ),
-            }
-        }
-        thread::spawn(move || for _ in rx {});
-        (
-            Proc {
-                child,
-                stderr: lines,
-            },
-            seen,
-        )
-    }
-
-    fn log(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .join("\n")
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn stop(&mut self) -> std::process::ExitStatus {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -TERM failed");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no exit after SIGTERM:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if thread::panicking() {
-            let text = self.log();
-            let lines: Vec<&str> = text.lines().collect();
-            eprintln!(
-                "--- stderr (last 40 lines) ---\n{}",
-                lines[lines.len().saturating_sub(40)..].join("\n")
-            );
-        }
-    }
+/// Spawns `cmd` (its log at info) and waits for its `ready` line; returns the process
+/// and every stdout line before it.
+fn spawn(mut cmd: Command, what: &str) -> (Proc, Vec<String>) {
+    let mut proc = Proc::spawn(what, cmd.env("RUST_LOG", "info"));
+    let lines = proc.wait_ready(START);
+    (proc, lines)
 }
 
 /// The central cluster: a standalone Tern on fixed ports under its own dir.
@@ -193,15 +56,21 @@ impl Central {
             extra_conf: String::new(),
             credentials: None,
             trust: None,
-            namesrv: format!("127.0.0.1:{}", free_port()),
-            broker_port: free_port(),
+            namesrv: format!("127.0.0.1:{}", restartable_port()),
+            broker_port: restartable_port(),
             dir: tempfile::tempdir().unwrap(),
         }
     }
 
     /// Starts it now.
     pub fn started() -> Central {
+        Central::started_with("")
+    }
+
+    /// Starts it now with `extra_conf` lines in its `broker.conf`.
+    pub fn started_with(extra_conf: &str) -> Central {
         let mut c = Central::reserved();
+        c.extra_conf = extra_conf.to_owned();
         c.start();
         c
     }
@@ -210,7 +79,7 @@ impl Central {
     pub fn start(&mut self) {
         let conf = self.dir.path().join("broker.conf");
         std::fs::write(&conf, format!("{GEOMETRY}{}", self.extra_conf)).unwrap();
-        let mut cmd = Command::new(binaries::binary("tern-broker"));
+        let mut cmd = Command::new(binary("tern-broker"));
         cmd.arg("--standalone")
             .arg("--data-dir")
             .arg(self.dir.path().join("data"))
@@ -218,7 +87,7 @@ impl Central {
             .args(["--namesrv-listen", &self.namesrv])
             .arg("-c")
             .arg(conf);
-        self.proc = Some(Proc::spawn(cmd, "central tern-broker").0);
+        self.proc = Some(spawn(cmd, "central tern-broker").0);
     }
 
     /// `kill -9`.
@@ -292,7 +161,7 @@ impl CentralBroker {
             proc: None,
             name: name.to_owned(),
             namesrv: central.namesrv.clone(),
-            port: free_port(),
+            port: restartable_port(),
             dir: tempfile::tempdir().unwrap(),
         };
         b.start();
@@ -308,16 +177,16 @@ impl CentralBroker {
                 "{GEOMETRY}brokerName={}\nstorePathRootDir={}\nhaListenPort={}\n",
                 self.name,
                 self.dir.path().join("store").display(),
-                free_port()
+                restartable_port()
             ),
         )
         .unwrap();
-        let mut cmd = Command::new(binaries::binary("tern-broker"));
+        let mut cmd = Command::new(binary("tern-broker"));
         cmd.arg("-c")
             .arg(conf)
             .args(["-n", &self.namesrv])
             .args(["--listen", &format!("127.0.0.1:{}", self.port)]);
-        self.proc = Some(Proc::spawn(cmd, "central tern-broker (second)").0);
+        self.proc = Some(spawn(cmd, "central tern-broker (second)").0);
     }
 
     /// Its address.
@@ -348,19 +217,6 @@ pub struct Edge {
     pub metrics: Option<String>,
 }
 
-/// A GET of `/metrics` from `addr`: the body.
-pub fn scrape(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: edge\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    out.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned()
-}
-
 /// The command that runs `tern-edge`: native, or `TERN_EDGE_RUNNER TERN_EDGE_BIN`.
 fn edge_command() -> Command {
     match std::env::var("TERN_EDGE_BIN") {
@@ -382,7 +238,7 @@ impl Edge {
     pub fn start(dir: &Path, upstream: &str, extra: &str) -> Edge {
         let mut e = Edge {
             proc: None,
-            namesrv: format!("127.0.0.1:{}", free_port()),
+            namesrv: format!("127.0.0.1:{}", restartable_port()),
             upstream: upstream.to_owned(),
             dir: dir.to_owned(),
             extra: extra.to_owned(),
@@ -403,7 +259,7 @@ impl Edge {
             .args(["--listen", "127.0.0.1:0", "--namesrv-listen", &self.namesrv])
             .arg("-c")
             .arg(conf);
-        let (proc, lines) = Proc::spawn(cmd, "tern-edge");
+        let (proc, lines) = spawn(cmd, "tern-edge");
         if let Some(addr) = lines
             .iter()
             .find_map(|l| l.strip_prefix("tern-edge broker on "))
@@ -442,7 +298,7 @@ impl Edge {
     /// SIGTERM; the exit must be clean.
     pub fn stop(&mut self) {
         if let Some(mut p) = self.proc.take() {
-            let status = p.stop();
+            let status = p.signal_and_wait("TERM", STOP);
             assert!(
                 status.success(),
                 "tern-edge exited with {status}:\n{}",
@@ -456,10 +312,17 @@ impl Edge {
         ClientConfig::new(&self.namesrv)
     }
 
+    /// A started producer of `group` sending through the gateway.
+    pub fn producer(&self, group: &str) -> Producer {
+        let p = Producer::new(ProducerConfig::new(group), self.client_config()).unwrap();
+        p.start();
+        p
+    }
+
     /// The id of its process (under qemu-user, qemu's, which runs the gateway's threads
     /// as its own), while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.proc.as_ref().map(|p| p.child.id())
+        self.proc.as_ref().and_then(Proc::pid)
     }
 
     /// Its log so far.
@@ -500,16 +363,9 @@ impl Edge {
     }
 }
 
-/// Polls `check` every 100 ms until it holds or `within` passes.
-pub async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?}: {what}"
-        );
-        tern_shell::runtime::sleep(Duration::from_millis(100)).await;
-    }
+/// Runs an async test body.
+pub fn run<F: std::future::Future>(f: F) -> F::Output {
+    tern_client::block_on(f)
 }
 
 /// Sends `mib` MiB of 10 KiB messages to `topic` through the gateway, in batches: other

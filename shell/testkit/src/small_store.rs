@@ -1,5 +1,5 @@
 //! The small store geometry every process test gives its brokers (fast to create, light
-//! on disk), included with `#[path]` by each crate's test harness.
+//! on disk).
 
 /// `broker.conf` lines: 1 MiB log segments, 300-entry queue files, a small index, a
 /// timer wheel of two hours of 1 s slots (230 KB, not RocketMQ's 38.7 MB) and 64 KiB

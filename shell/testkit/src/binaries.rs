@@ -1,5 +1,5 @@
-//! Finds (or builds) a workspace binary for tests of a crate that does not own it,
-//! included with `#[path]` by the client's and the edge gateway's test harnesses.
+//! Finds (or builds) a workspace binary for tests of a crate that does not own it (a
+//! crate's own binaries are `env!("CARGO_BIN_EXE_<name>")`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
