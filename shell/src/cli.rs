@@ -1,17 +1,29 @@
-//! Command-line flags as the server binaries take them: `-x VALUE`, `--long VALUE` and
-//! `--long=VALUE`. Each binary matches flag names itself; this only walks the arguments.
+//! Command-line flags as the server binaries take them (`-x VALUE`, `--long VALUE`,
+//! `--long=VALUE`), and the start they share: arguments, logger, configuration, signals.
+//! Each binary matches its own flags; the ones every server takes are read here once.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::config::{Config, ConfigSource};
+use crate::signal::TerminationSignals;
 
 /// Walks arguments, splitting `--flag=value` and fetching a flag's value on request.
 #[derive(Debug)]
-pub struct Flags<I: Iterator<Item = String>> {
-    args: I,
+pub struct Flags {
+    args: std::vec::IntoIter<String>,
     inline: Option<String>,
 }
 
-impl<I: Iterator<Item = String>> Flags<I> {
+impl Flags {
     /// Flags from `args` (without the program name).
-    pub fn new(args: I) -> Self {
-        Self { args, inline: None }
+    pub fn new(args: impl IntoIterator<Item = String>) -> Self {
+        let args: Vec<String> = args.into_iter().collect();
+        Self {
+            args: args.into_iter(),
+            inline: None,
+        }
     }
 
     /// The next flag's name, or `None` at the end.
@@ -38,6 +50,71 @@ impl<I: Iterator<Item = String>> Flags<I> {
     }
 }
 
+/// The flags every server binary takes alike.
+#[derive(Debug, Default)]
+pub struct Common {
+    /// The configuration file (`-c`/`--config`; tern-proxy's `-pc`/`--proxy-config`).
+    pub config_file: Option<PathBuf>,
+    /// `-p`/`--print-config`: print the effective configuration and exit.
+    pub print_config: bool,
+    /// `--log-level`: overrides `RUST_LOG`.
+    pub log_level: Option<String>,
+}
+
+impl Common {
+    /// The configuration file read by `load` (key=value or JSON), or an empty source
+    /// without one: what the flags are then set over.
+    pub fn file_source<E: Display>(
+        &self,
+        load: impl FnOnce(&Path) -> Result<ConfigSource, E>,
+    ) -> Result<ConfigSource, String> {
+        match &self.config_file {
+            Some(path) => load(path).map_err(|e| e.to_string()),
+            None => Ok(ConfigSource::new()),
+        }
+    }
+}
+
+/// A server's command line: the shared flags, and its own in `A`.
+#[derive(Debug, Default)]
+pub struct Args<A> {
+    /// The flags every server takes.
+    pub common: Common,
+    /// The binary's own.
+    pub own: A,
+}
+
+/// The configuration file's flag as RocketMQ's servers name it (its proxy says `-pc`).
+pub const CONFIG_FLAG: [&str; 2] = ["-c", "--config"];
+
+/// Parses a command line (without the program name): the shared flags, with `config` the
+/// configuration file's names, and the rest through `own`, which answers false for a flag
+/// it does not know (a usage error). `None` for `-h`/`--help`.
+pub fn parse<A: Default>(
+    args: impl IntoIterator<Item = String>,
+    config: [&str; 2],
+    mut own: impl FnMut(&mut A, &str, &mut Flags) -> Result<bool, String>,
+) -> Result<Option<Args<A>>, String> {
+    let mut a = Args::<A>::default();
+    let mut f = Flags::new(args);
+    while let Some(flag) = f.next_flag() {
+        match flag.as_str() {
+            name if config.contains(&name) => {
+                a.common.config_file = Some(PathBuf::from(f.value(&flag)?));
+            }
+            "-p" | "--print-config" => a.common.print_config = true,
+            "--log-level" => a.common.log_level = Some(f.value(&flag)?),
+            "-h" | "--help" => return Ok(None),
+            other => {
+                if !own(&mut a.own, other, &mut f)? {
+                    return Err(format!("unknown argument '{other}'"));
+                }
+            }
+        }
+    }
+    Ok(Some(a))
+}
+
 /// Splits a `HOST:PORT` flag value (`[v6]:port` too); errors name the flag.
 pub fn split_host_port(flag: &str, addr: &str) -> Result<(String, String), String> {
     let (host, port) = addr
@@ -51,16 +128,29 @@ pub fn split_host_port(flag: &str, addr: &str) -> Result<(String, String), Strin
     ))
 }
 
+/// Sets `keys` (the host's, the port's) from the `HOST:PORT` value of `flag`, which
+/// they are then said to come from.
+pub fn set_host_port(
+    src: &mut ConfigSource,
+    flag: &str,
+    addr: &str,
+    [host_key, port_key]: [&str; 2],
+) -> Result<(), String> {
+    let (host, port) = split_host_port(flag, addr)?;
+    let origin = crate::config::Origin::Flag(flag.into());
+    src.set(host_key, host, origin.clone());
+    src.set(port_key, port, origin);
+    Ok(())
+}
+
 /// The start every binary shares: the parsed arguments, or the exit for `--help` (the
 /// usage on stdout, success) and for a usage error (the reason and the usage on stderr,
-/// status 2); then the logger, from `--log-level` as `log_level` finds it.
+/// status 2); then the logger, from `--log-level`.
 pub fn args_or_exit<A>(
     name: &str,
     usage: &str,
-    parsed: Result<Option<A>, String>,
-    log_level: impl FnOnce(&A) -> Option<&str>,
-) -> Result<A, std::process::ExitCode> {
-    use std::process::ExitCode;
+    parsed: Result<Option<Args<A>>, String>,
+) -> Result<Args<A>, ExitCode> {
     let args = match parsed {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -72,7 +162,7 @@ pub fn args_or_exit<A>(
             return Err(ExitCode::from(2));
         }
     };
-    if let Err(e) = crate::logger::init_from_flag(log_level(&args)) {
+    if let Err(e) = crate::logger::init_from_flag(args.common.log_level.as_deref()) {
         eprintln!("{name}: {e}");
         return Err(ExitCode::from(2));
     }
@@ -82,12 +172,11 @@ pub fn args_or_exit<A>(
 /// The configuration the servers share the loading of: `source` (the file, then flags over
 /// it) read as `C`, its warnings logged; the exit for a bad value (the reason on stderr,
 /// failure) and for `-p` (the effective configuration on stdout, success).
-pub fn config_or_exit<C: crate::config::Config>(
+pub fn config_or_exit<C: Config>(
     name: &str,
-    source: Result<crate::config::ConfigSource, String>,
+    source: Result<ConfigSource, String>,
     print_config: bool,
-) -> Result<crate::config::Loaded<C>, std::process::ExitCode> {
-    use std::process::ExitCode;
+) -> Result<crate::config::Loaded<C>, ExitCode> {
     let loaded =
         match source.and_then(|src| crate::config::load::<C>(&src).map_err(|e| e.to_string())) {
             Ok(l) => l,
@@ -108,13 +197,56 @@ pub fn config_or_exit<C: crate::config::Config>(
 
 /// SIGTERM and SIGINT, installed before a server announces readiness (a SIGTERM right
 /// after the banner must shut it down cleanly); the exit when they cannot be.
-pub fn signals_or_exit(
-    name: &str,
-) -> Result<crate::signal::TerminationSignals, std::process::ExitCode> {
-    crate::signal::TerminationSignals::install().map_err(|e| {
+fn signals_or_exit(name: &str) -> Result<TerminationSignals, ExitCode> {
+    TerminationSignals::install().map_err(|e| {
         eprintln!("{name}: cannot install signal handlers: {e}");
-        std::process::ExitCode::FAILURE
+        ExitCode::FAILURE
     })
+}
+
+/// A server ready to start: its configuration, and the signal handlers already in place.
+#[derive(Debug)]
+pub struct Ready<C> {
+    /// The effective configuration.
+    pub config: C,
+    /// SIGTERM and SIGINT, installed.
+    pub signals: TerminationSignals,
+}
+
+/// The start the servers share, in order: the arguments (or the exit for `-h` and a
+/// usage error), the logger, the configuration `source` makes of them read as `C` (or the
+/// exit for a bad value and `-p`), then the signal handlers.
+pub fn start<A, C: Config>(
+    name: &str,
+    usage: &str,
+    parsed: Result<Option<Args<A>>, String>,
+    source: impl FnOnce(&Args<A>) -> Result<ConfigSource, String>,
+) -> Result<Ready<C>, ExitCode> {
+    let args = args_or_exit(name, usage, parsed)?;
+    let loaded = config_or_exit::<C>(name, source(&args), args.common.print_config)?;
+    Ok(Ready {
+        config: loaded.config,
+        signals: signals_or_exit(name)?,
+    })
+}
+
+/// Waits for SIGTERM or SIGINT, then logs that the server stops.
+pub async fn until_signal(signals: &mut TerminationSignals) {
+    let sig = signals.wait().await;
+    log::info!("{sig:?} received, shutting down");
+}
+
+/// `started`'s server, or the exit for its error (the reason on stderr, failure).
+pub fn started<S, E: Display>(name: &str, started: Result<S, E>) -> Result<S, ExitCode> {
+    started.map_err(|e| {
+        eprintln!("{name}: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+/// The status a server's run ends with.
+pub fn exit(run: Result<(), ExitCode>) -> ExitCode {
+    run.err().unwrap_or(ExitCode::SUCCESS)
 }
 
 /// Writes `line` to stdout and flushes it: the address lines a server prints for whoever
@@ -133,11 +265,7 @@ mod tests {
 
     #[test]
     fn splits_inline_values_and_fetches_separate_ones() {
-        let mut f = Flags::new(
-            ["--listen=a:1", "-c", "x.conf", "-p", "--home"]
-                .map(String::from)
-                .into_iter(),
-        );
+        let mut f = Flags::new(["--listen=a:1", "-c", "x.conf", "-p", "--home"].map(String::from));
         assert_eq!(f.next_flag().as_deref(), Some("--listen"));
         assert_eq!(f.value("--listen").as_deref(), Ok("a:1"));
         assert_eq!(f.next_flag().as_deref(), Some("-c"));
@@ -146,6 +274,42 @@ mod tests {
         assert_eq!(f.next_flag().as_deref(), Some("--home"));
         assert_eq!(f.value("--home"), Err("--home needs a value".into()));
         assert_eq!(f.next_flag(), None);
+    }
+
+    #[test]
+    fn parse_reads_the_shared_flags_and_hands_on_the_rest() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let own = |a: &mut Option<String>, flag: &str, f: &mut Flags| {
+            if flag != "--home" {
+                return Ok(false);
+            }
+            *a = Some(f.value(flag)?);
+            Ok(true)
+        };
+        let a = parse(
+            argv(&["-pc", "x.json", "-p", "--home=h", "--log-level", "debug"]),
+            ["-pc", "--proxy-config"],
+            own,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.common.config_file, Some(PathBuf::from("x.json")));
+        assert!(a.common.print_config);
+        assert_eq!(a.common.log_level.as_deref(), Some("debug"));
+        assert_eq!(a.own.as_deref(), Some("h"));
+        assert_eq!(
+            parse(argv(&["-c", "x.conf"]), ["-pc", "--proxy-config"], own).unwrap_err(),
+            "unknown argument '-c'"
+        );
+        assert!(
+            parse(argv(&["--home", "h", "-h"]), CONFIG_FLAG, own)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            parse(argv(&["--home"]), CONFIG_FLAG, own).unwrap_err(),
+            "--home needs a value"
+        );
     }
 
     #[test]

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 use tern_broker::Broker;
 use tern_broker::config::BrokerConfig;
 use tern_namesrv::{NameServer, NamesrvConfig};
-use tern_shell::cli::{self, Flags, split_host_port};
+use tern_shell::cli::{self, Args, split_host_port};
 use tern_shell::config::{self, ConfigSource, Origin};
 use tern_shell::runtime;
 use tern_shell::signal::TerminationSignals;
+
+const NAME: &str = "tern-broker";
 
 const USAGE: &str = "\
 usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--enable-proxy] [--log-level LEVEL]
@@ -33,59 +35,52 @@ usage: tern-broker [-c FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--enable-prox
   -h, --help               this text
 ";
 
+/// The broker's own flags.
 #[derive(Debug, Default)]
-struct Args {
-    config_file: Option<PathBuf>,
+struct Own {
     namesrv: Option<String>,
-    print_config: bool,
     listen: Option<String>,
     standalone: bool,
     enable_proxy: bool,
     data_dir: Option<PathBuf>,
     namesrv_listen: Option<String>,
-    log_level: Option<String>,
 }
 
-fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a = Args::default();
-    let mut f = Flags::new(it);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
-            "-c" | "--config" => a.config_file = Some(PathBuf::from(f.value(&flag)?)),
-            "-n" | "--namesrv" => a.namesrv = Some(f.value(&flag)?),
-            "-p" | "--print-config" => a.print_config = true,
-            "--listen" => a.listen = Some(f.value(&flag)?),
+fn parse_args(it: impl IntoIterator<Item = String>) -> Result<Option<Args<Own>>, String> {
+    let parsed = cli::parse(it, cli::CONFIG_FLAG, |a: &mut Own, flag, f| {
+        match flag {
+            "-n" | "--namesrv" => a.namesrv = Some(f.value(flag)?),
+            "--listen" => a.listen = Some(f.value(flag)?),
             "--standalone" => a.standalone = true,
             "--enable-proxy" => a.enable_proxy = true,
-            "--data-dir" => a.data_dir = Some(PathBuf::from(f.value(&flag)?)),
-            "--namesrv-listen" => a.namesrv_listen = Some(f.value(&flag)?),
-            "--log-level" => a.log_level = Some(f.value(&flag)?),
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument '{other}'")),
+            "--data-dir" => a.data_dir = Some(PathBuf::from(f.value(flag)?)),
+            "--namesrv-listen" => a.namesrv_listen = Some(f.value(flag)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    })?;
+    if let Some(a) = &parsed {
+        if !a.own.standalone && (a.own.data_dir.is_some() || a.own.namesrv_listen.is_some()) {
+            return Err("--data-dir and --namesrv-listen need --standalone".into());
         }
     }
-    if !a.standalone && (a.data_dir.is_some() || a.namesrv_listen.is_some()) {
-        return Err("--data-dir and --namesrv-listen need --standalone".into());
-    }
-    Ok(Some(a))
+    Ok(parsed)
 }
 
 /// The file first, then flags over it; standalone fills in what a one-command start needs.
-fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource, String> {
-    let mut src = match &args.config_file {
-        Some(path) => ConfigSource::load_file(path).map_err(|e| e.to_string())?,
-        None => ConfigSource::new(),
-    };
+fn broker_source(args: &Args<Own>, namesrv_addr: Option<&str>) -> Result<ConfigSource, String> {
+    let mut src = args.common.file_source(ConfigSource::load_file)?;
     // UPDATE_BROKER_CONFIG writes changes back to the file read, as RocketMQ does.
-    if let (Some(path), None) = (&args.config_file, src.get("brokerConfigPath")) {
+    if let (Some(path), None) = (&args.common.config_file, src.get("brokerConfigPath")) {
         src.set(
             "brokerConfigPath",
             path.display().to_string(),
             Origin::Flag("-c".into()),
         );
     }
-    if args.standalone {
+    if args.own.standalone {
         let data = args
+            .own
             .data_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("data"));
@@ -113,17 +108,14 @@ fn broker_source(args: &Args, namesrv_addr: Option<&str>) -> Result<ConfigSource
             );
         }
     }
-    if args.enable_proxy {
+    if args.own.enable_proxy {
         src.set("enableProxy", "true", Origin::Flag("--enable-proxy".into()));
     }
-    if let Some(n) = &args.namesrv {
+    if let Some(n) = &args.own.namesrv {
         src.set("namesrvAddr", n.clone(), Origin::Flag("-n".into()));
     }
-    if let Some(listen) = &args.listen {
-        let (host, port) = split_host_port("--listen", listen)?;
-        let origin = Origin::Flag("--listen".into());
-        src.set("listenAddr", host, origin.clone());
-        src.set("listenPort", port, origin);
+    if let Some(listen) = &args.own.listen {
+        cli::set_host_port(&mut src, "--listen", listen, ["listenAddr", "listenPort"])?;
     }
     Ok(src)
 }
@@ -177,7 +169,7 @@ async fn start_console(mut src: ConfigSource, namesrv: &str) -> Option<ConsoleHa
     }
     match tern_console::Console::start(loaded.config).await {
         Ok(c) => {
-            tern_shell::cli::announce(format_args!("tern-console on http://{}", c.local_addr()));
+            cli::announce(format_args!("tern-console on http://{}", c.local_addr()));
             Some(c)
         }
         Err(e) => {
@@ -197,43 +189,30 @@ async fn start_console(src: ConfigSource, _namesrv: &str) -> Option<ConsoleHandl
 
 fn main() -> ExitCode {
     let parsed = parse_args(std::env::args().skip(1));
-    let args = match cli::args_or_exit("tern-broker", USAGE, parsed, |a| a.log_level.as_deref()) {
+    let args = match cli::args_or_exit(NAME, USAGE, parsed) {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if args.print_config {
-        return match broker_source(&args, None)
-            .and_then(|s| config::load::<BrokerConfig>(&s).map_err(|e| e.to_string()))
-        {
-            Ok(l) => {
-                print!("{}", l.render());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("tern-broker: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if args.common.print_config {
+        // The configuration without a started name server: -p exits before anything runs.
+        let source = broker_source(&args, None);
+        return cli::exit(cli::config_or_exit::<BrokerConfig>(NAME, source, true).map(drop));
     }
-    match runtime::block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("tern-broker: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::exit(cli::started(NAME, runtime::block_on(run(args))))
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args<Own>) -> Result<(), String> {
     // Signals first: one that arrives while starting must stop us cleanly, not kill us.
     let mut signals =
         TerminationSignals::install().map_err(|e| format!("installing signal handlers: {e}"))?;
-    let namesrv = if args.standalone {
+    let namesrv = if args.own.standalone {
         let data = args
+            .own
             .data_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("data"));
         let listen = args
+            .own
             .namesrv_listen
             .clone()
             .unwrap_or_else(|| "127.0.0.1:9876".into());
@@ -279,12 +258,12 @@ async fn run(args: Args) -> Result<(), String> {
         let ns = NameServer::start(cfg)
             .await
             .map_err(|e| format!("starting the name server: {e}"))?;
-        tern_shell::cli::announce(format_args!(
+        cli::announce(format_args!(
             "tern-namesrv listening on {}",
             ns.local_addr()
         ));
         if let Some(m) = ns.metrics_addr() {
-            tern_shell::cli::announce(format_args!("tern-namesrv metrics on http://{m}/metrics"));
+            cli::announce(format_args!("tern-namesrv metrics on http://{m}/metrics"));
         }
         Some(ns)
     } else {
@@ -293,7 +272,7 @@ async fn run(args: Args) -> Result<(), String> {
     let ns_addr = namesrv.as_ref().map(|n| n.local_addr().to_string());
     let source = broker_source(&args, ns_addr.as_deref())?;
     // Without --standalone there is no console: its keys stay to be warned of as unknown.
-    let (source, console_source) = if args.standalone {
+    let (source, console_source) = if args.own.standalone {
         split_console(source)
     } else {
         (source, ConfigSource::new())
@@ -309,24 +288,24 @@ async fn run(args: Args) -> Result<(), String> {
         );
     }
     let broker = Broker::start(cfg).await?;
-    tern_shell::cli::announce(format_args!(
+    cli::announce(format_args!(
         "tern-broker listening on {}",
         broker.store_host()
     ));
     if let Some(m) = broker.metrics_addr() {
-        tern_shell::cli::announce(format_args!("tern-broker metrics on http://{m}/metrics"));
+        cli::announce(format_args!("tern-broker metrics on http://{m}/metrics"));
     }
     if let Some(g) = broker.grpc_addr() {
-        tern_shell::cli::announce(format_args!("tern-broker gRPC endpoint on {g}"));
+        cli::announce(format_args!("tern-broker gRPC endpoint on {g}"));
     }
     let console = match &ns_addr {
         Some(ns) => start_console(console_source, ns).await,
         None => None,
     };
     if let Some(ns) = &ns_addr {
-        tern_shell::cli::announce(format_args!("ready: clients use name server {ns}"));
+        cli::announce(format_args!("ready: clients use name server {ns}"));
     } else {
-        tern_shell::cli::announce("ready");
+        cli::announce("ready");
     }
     let sig = signals.wait().await;
     log::info!("{sig:?}: shutting down");

@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 use tern_namesrv::config::kv_path_in_home;
 use tern_namesrv::{NameServer, NamesrvConfig};
-use tern_shell::cli::{self, Flags, split_host_port};
+use tern_shell::cli::{self, Args};
 use tern_shell::config::{ConfigSource, Origin};
 use tern_shell::runtime;
+
+const NAME: &str = "tern-namesrv";
 
 const USAGE: &str = "\
 usage: tern-namesrv [-c FILE] [-p] [--listen HOST:PORT] [--home DIR] [--log-level LEVEL]
@@ -21,46 +23,31 @@ usage: tern-namesrv [-c FILE] [-p] [--listen HOST:PORT] [--home DIR] [--log-leve
   -h, --help            this text
 ";
 
-/// Parsed command line.
+/// The name server's own flags.
 #[derive(Debug, Default)]
-struct Args {
-    config_file: Option<PathBuf>,
-    print_config: bool,
+struct Own {
     listen: Option<String>,
     home: Option<PathBuf>,
-    log_level: Option<String>,
 }
 
-fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a = Args::default();
-    let mut f = Flags::new(it);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
-            "-c" | "--config" => a.config_file = Some(PathBuf::from(f.value(&flag)?)),
-            "-p" | "--print-config" => a.print_config = true,
-            "--listen" => a.listen = Some(f.value(&flag)?),
-            "--home" => a.home = Some(PathBuf::from(f.value(&flag)?)),
-            "--log-level" => a.log_level = Some(f.value(&flag)?),
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument '{other}'")),
+fn parse_args(it: impl IntoIterator<Item = String>) -> Result<Option<Args<Own>>, String> {
+    cli::parse(it, cli::CONFIG_FLAG, |a: &mut Own, flag, f| {
+        match flag {
+            "--listen" => a.listen = Some(f.value(flag)?),
+            "--home" => a.home = Some(PathBuf::from(f.value(flag)?)),
+            _ => return Ok(false),
         }
-    }
-    Ok(Some(a))
+        Ok(true)
+    })
 }
 
 /// File first, then flags over it.
-fn config_source(args: &Args) -> Result<ConfigSource, String> {
-    let mut src = match &args.config_file {
-        Some(path) => ConfigSource::load_file(path).map_err(|e| e.to_string())?,
-        None => ConfigSource::new(),
-    };
-    if let Some(listen) = &args.listen {
-        let (host, port) = split_host_port("--listen", listen)?;
-        let origin = Origin::Flag("--listen".into());
-        src.set("bindAddress", host, origin.clone());
-        src.set("listenPort", port, origin);
+fn config_source(args: &Args<Own>) -> Result<ConfigSource, String> {
+    let mut src = args.common.file_source(ConfigSource::load_file)?;
+    if let Some(listen) = &args.own.listen {
+        cli::set_host_port(&mut src, "--listen", listen, ["bindAddress", "listenPort"])?;
     }
-    if let Some(home) = &args.home {
+    if let Some(home) = &args.own.home {
         let path = kv_path_in_home(home);
         src.set(
             "kvConfigPath",
@@ -72,45 +59,29 @@ fn config_source(args: &Args) -> Result<ConfigSource, String> {
 }
 
 fn main() -> ExitCode {
-    let parsed = parse_args(std::env::args().skip(1));
-    let args = match cli::args_or_exit("tern-namesrv", USAGE, parsed, |a| a.log_level.as_deref()) {
-        Ok(a) => a,
-        Err(code) => return code,
-    };
+    cli::exit(run())
+}
 
-    let loaded = match cli::config_or_exit::<NamesrvConfig>(
-        "tern-namesrv",
-        config_source(&args),
-        args.print_config,
-    ) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let mut signals = match cli::signals_or_exit("tern-namesrv") {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+fn run() -> Result<(), ExitCode> {
+    let parsed = parse_args(std::env::args().skip(1));
+    let cli::Ready {
+        config,
+        mut signals,
+    } = cli::start::<_, NamesrvConfig>(NAME, USAGE, parsed, config_source)?;
     runtime::block_on(async move {
-        let ns = match NameServer::start(loaded.config).await {
-            Ok(ns) => ns,
-            Err(e) => {
-                eprintln!("tern-namesrv: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        tern_shell::cli::announce(format_args!(
+        let ns = cli::started(NAME, NameServer::start(config).await)?;
+        cli::announce(format_args!(
             "tern-namesrv listening on {}",
             ns.local_addr()
         ));
         if let Some(c) = ns.controller_addr() {
-            tern_shell::cli::announce(format_args!("tern-namesrv controller on {c}"));
+            cli::announce(format_args!("tern-namesrv controller on {c}"));
         }
         if let Some(m) = ns.metrics_addr() {
-            tern_shell::cli::announce(format_args!("tern-namesrv metrics on http://{m}/metrics"));
+            cli::announce(format_args!("tern-namesrv metrics on http://{m}/metrics"));
         }
-        let sig = signals.wait().await;
-        log::info!("{sig:?} received, shutting down");
+        cli::until_signal(&mut signals).await;
         ns.shutdown().await;
-        ExitCode::SUCCESS
+        Ok(())
     })
 }

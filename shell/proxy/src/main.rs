@@ -3,16 +3,17 @@
 //! file and logging here; the endpoint is [`tern_proxy::Endpoint`], the cluster
 //! [`tern_proxy::cluster::Cluster`].
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use tern_proxy::cluster::Cluster;
 use tern_proxy::config::ClusterConfig;
 use tern_proxy::{Endpoint, Upstream};
-use tern_shell::cli::{self, Flags, split_host_port};
+use tern_shell::cli::{self, Args};
 use tern_shell::config::{ConfigSource, Origin};
 use tern_shell::runtime::{self, Shutdown};
+
+const NAME: &str = "tern-proxy";
 
 const USAGE: &str = "\
 usage: tern-proxy [-pc FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--log-level LEVEL]
@@ -27,92 +28,66 @@ usage: tern-proxy [-pc FILE] [-n ADDRS] [-p] [--listen HOST:PORT] [--log-level L
   -h, --help                this text
 ";
 
-/// Parsed command line.
+/// The proxy's own flags.
 #[derive(Debug, Default)]
-struct Args {
-    config_file: Option<PathBuf>,
+struct Own {
     namesrv: Option<String>,
-    print_config: bool,
     listen: Option<String>,
-    log_level: Option<String>,
 }
 
-fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a = Args::default();
-    let mut f = Flags::new(it);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
-            "-pc" | "--proxy-config" => a.config_file = Some(PathBuf::from(f.value(&flag)?)),
-            "-n" | "--namesrv-addr" => a.namesrv = Some(f.value(&flag)?),
-            "-p" | "--print-config" => a.print_config = true,
-            "--listen" => a.listen = Some(f.value(&flag)?),
-            "--log-level" => a.log_level = Some(f.value(&flag)?),
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument '{other}'")),
+fn parse_args(it: impl IntoIterator<Item = String>) -> Result<Option<Args<Own>>, String> {
+    cli::parse(it, ["-pc", "--proxy-config"], |a: &mut Own, flag, f| {
+        match flag {
+            "-n" | "--namesrv-addr" => a.namesrv = Some(f.value(flag)?),
+            "--listen" => a.listen = Some(f.value(flag)?),
+            _ => return Ok(false),
         }
-    }
-    Ok(Some(a))
+        Ok(true)
+    })
 }
 
 /// File first, then flags over it.
-fn config_source(args: &Args) -> Result<ConfigSource, String> {
-    let mut src = match &args.config_file {
-        Some(path) => ConfigSource::load_json_file(path).map_err(|e| e.to_string())?,
-        None => ConfigSource::new(),
-    };
-    if let Some(n) = &args.namesrv {
+fn config_source(args: &Args<Own>) -> Result<ConfigSource, String> {
+    let mut src = args.common.file_source(ConfigSource::load_json_file)?;
+    if let Some(n) = &args.own.namesrv {
         src.set("namesrvAddr", n.clone(), Origin::Flag("-n".into()));
     }
-    if let Some(listen) = &args.listen {
-        let (host, port) = split_host_port("--listen", listen)?;
-        let origin = Origin::Flag("--listen".into());
-        src.set("listenAddr", host, origin.clone());
-        src.set("grpcServerPort", port, origin);
+    if let Some(listen) = &args.own.listen {
+        cli::set_host_port(
+            &mut src,
+            "--listen",
+            listen,
+            ["listenAddr", "grpcServerPort"],
+        )?;
     }
     Ok(src)
 }
 
 fn main() -> ExitCode {
+    cli::exit(run())
+}
+
+fn run() -> Result<(), ExitCode> {
     let parsed = parse_args(std::env::args().skip(1));
-    let args = match cli::args_or_exit("tern-proxy", USAGE, parsed, |a| a.log_level.as_deref()) {
-        Ok(a) => a,
-        Err(code) => return code,
-    };
-    let loaded = match cli::config_or_exit::<ClusterConfig>(
-        "tern-proxy",
-        config_source(&args),
-        args.print_config,
-    ) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let mut signals = match cli::signals_or_exit("tern-proxy") {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let cli::Ready {
+        config: cfg,
+        mut signals,
+    } = cli::start::<_, ClusterConfig>(NAME, USAGE, parsed, config_source)?;
     runtime::block_on(async move {
-        let cfg = loaded.config;
         let stop = Shutdown::new();
-        let (endpoint, cluster) = match start(&cfg, &stop) {
-            Ok(started) => started,
-            Err(e) => {
-                eprintln!("tern-proxy: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+        let (endpoint, cluster) = cli::started(NAME, start(&cfg, &stop))?;
         cli::announce(format_args!(
             "tern-proxy gRPC endpoint on {} (CLUSTER mode, name servers {})",
             endpoint.local_addr(),
             cfg.namesrv_addrs.join(";")
         ));
         cli::announce("ready");
-        let sig = signals.wait().await;
-        log::info!("{sig:?} received, shutting down");
+        cli::until_signal(&mut signals).await;
         stop.trigger();
         // The endpoint's shutdown joins its own runtime's thread: not on this executor.
         let _ = runtime::spawn_blocking(move || endpoint.shutdown()).await;
         cluster.shutdown().await;
-        ExitCode::SUCCESS
+        Ok(())
     })
 }
 
@@ -148,9 +123,10 @@ fn start(cfg: &ClusterConfig, stop: &Shutdown) -> Result<(Endpoint, Arc<Cluster>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use tern_shell::config;
 
-    fn args(v: &[&str]) -> Result<Option<Args>, String> {
+    fn args(v: &[&str]) -> Result<Option<Args<Own>>, String> {
         parse_args(v.iter().map(|s| s.to_string()))
     }
 
@@ -165,9 +141,9 @@ mod tests {
         ])
         .unwrap()
         .unwrap();
-        assert_eq!(a.config_file, Some(PathBuf::from("rmq-proxy.json")));
+        assert_eq!(a.common.config_file, Some(PathBuf::from("rmq-proxy.json")));
         let mut a = a;
-        a.config_file = None;
+        a.common.config_file = None;
         let src = config_source(&a).unwrap();
         let cfg = config::load::<ClusterConfig>(&src).unwrap().config;
         assert_eq!(cfg.namesrv_addrs, vec!["a:9876", "b:9876"]);
