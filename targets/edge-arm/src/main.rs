@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tern_edge::{EdgeConfig, Gateway};
-use tern_shell::cli::{self, Flags, split_host_port};
-use tern_shell::config::{self, Origin};
+use tern_shell::cli::{self, Args, split_host_port};
+use tern_shell::config::{ConfigSource, Origin};
 use tern_shell::runtime::{self, Runtime};
 use tern_shell::signal::TerminationSignals;
+
+const NAME: &str = "tern-edge";
 
 const USAGE: &str = "\
 usage: tern-edge --upstream ADDRS [-c FILE] [--data-dir DIR] [--listen HOST:PORT]
@@ -34,23 +36,21 @@ usage: tern-edge --upstream ADDRS [-c FILE] [--data-dir DIR] [--listen HOST:PORT
   -h, --help                this text
 ";
 
+/// The gateway's own flags.
 #[derive(Debug, Default)]
-struct Args {
+struct Own {
     /// `dead-letters ACTION [OFFSET|--all]`.
     dead_letters: Option<(tern_edge::cli::Action, tern_edge::cli::Which)>,
-    config_file: Option<PathBuf>,
     upstream: Option<String>,
     data_dir: Option<PathBuf>,
     listen: Option<String>,
     namesrv_listen: Option<String>,
     budget: Option<String>,
-    print_config: bool,
-    log_level: Option<String>,
 }
 
-fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a = Args::default();
+fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args<Own>>, String> {
     let mut it = it.peekable();
+    let mut dead_letters = None;
     if it.peek().is_some_and(|s| s == "dead-letters") {
         it.next();
         let action = it
@@ -59,106 +59,76 @@ fn parse_args(it: impl Iterator<Item = String>) -> Result<Option<Args>, String> 
         let which = it
             .next_if(|s| s == "--all" || !s.starts_with('-'))
             .filter(|_| action != "list");
-        a.dead_letters = Some(tern_edge::cli::parse(&action, which.as_deref())?);
+        dead_letters = Some(tern_edge::cli::parse(&action, which.as_deref())?);
     }
-    let mut f = Flags::new(it);
-    while let Some(flag) = f.next_flag() {
-        match flag.as_str() {
-            "-c" | "--config" => a.config_file = Some(PathBuf::from(f.value(&flag)?)),
-            "-u" | "--upstream" => a.upstream = Some(f.value(&flag)?),
-            "--data-dir" => a.data_dir = Some(PathBuf::from(f.value(&flag)?)),
-            "--listen" => a.listen = Some(f.value(&flag)?),
-            "--namesrv-listen" => a.namesrv_listen = Some(f.value(&flag)?),
-            "--budget" => a.budget = Some(f.value(&flag)?),
-            "-p" | "--print-config" => a.print_config = true,
-            "--log-level" => a.log_level = Some(f.value(&flag)?),
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument '{other}'")),
+    let parsed = cli::parse(it, cli::CONFIG_FLAG, |a: &mut Own, flag, f| {
+        match flag {
+            "-u" | "--upstream" => a.upstream = Some(f.value(flag)?),
+            "--data-dir" => a.data_dir = Some(PathBuf::from(f.value(flag)?)),
+            "--listen" => a.listen = Some(f.value(flag)?),
+            "--namesrv-listen" => a.namesrv_listen = Some(f.value(flag)?),
+            "--budget" => a.budget = Some(f.value(flag)?),
+            _ => return Ok(false),
         }
-    }
-    Ok(Some(a))
+        Ok(true)
+    })?;
+    Ok(parsed.map(|mut a| {
+        a.own.dead_letters = dead_letters;
+        a
+    }))
 }
 
-fn load(a: &Args) -> Result<config::Loaded<EdgeConfig>, String> {
+fn source(a: &Args<Own>) -> Result<ConfigSource, String> {
     let data = a
+        .own
         .data_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("edge-data"));
-    let mut src =
-        tern_edge::config::source(a.config_file.as_deref(), &data).map_err(|e| e.to_string())?;
-    if let Some(u) = &a.upstream {
+    let mut src = tern_edge::config::source(a.common.config_file.as_deref(), &data)
+        .map_err(|e| e.to_string())?;
+    if let Some(u) = &a.own.upstream {
         src.set(
             "edgeUpstreamNamesrv",
             u.clone(),
             Origin::Flag("--upstream".into()),
         );
     }
-    if let Some(b) = &a.budget {
+    if let Some(b) = &a.own.budget {
         src.set(
             "edgeBacklogBudget",
             b.clone(),
             Origin::Flag("--budget".into()),
         );
     }
-    if let Some(listen) = &a.listen {
-        let (host, port) = split_host_port("--listen", listen)?;
-        let origin = Origin::Flag("--listen".into());
-        src.set("listenAddr", host, origin.clone());
-        src.set("listenPort", port, origin);
+    if let Some(listen) = &a.own.listen {
+        cli::set_host_port(&mut src, "--listen", listen, ["listenAddr", "listenPort"])?;
     }
-    config::load::<EdgeConfig>(&src).map_err(|e| e.to_string())
+    Ok(src)
 }
 
 fn main() -> ExitCode {
+    cli::exit(start())
+}
+
+fn start() -> Result<(), ExitCode> {
     let parsed = parse_args(std::env::args().skip(1));
-    let args = match cli::args_or_exit("tern-edge", USAGE, parsed, |a| a.log_level.as_deref()) {
-        Ok(a) => a,
-        Err(code) => return code,
-    };
-    let loaded = match load(&args) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tern-edge: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if args.print_config {
-        print!("{}", loaded.render());
-        return ExitCode::SUCCESS;
-    }
-    for w in &loaded.warnings {
-        log::warn!("{w}");
-    }
+    let args = cli::args_or_exit(NAME, USAGE, parsed)?;
+    let config =
+        cli::config_or_exit::<EdgeConfig>(NAME, source(&args), args.common.print_config)?.config;
     // The gateway runs on smol (design.md): a thread or two for a small device, where
     // async-std would start one per core. Chosen before anything spawns; the
     // dead-letter commands' client runs on it too.
-    let threads = loaded.config.executor_threads;
-    if let Err(e) = runtime::install(Runtime::Smol { threads }) {
-        eprintln!("tern-edge: {e}");
-        return ExitCode::FAILURE;
+    let threads = config.executor_threads;
+    cli::started(NAME, runtime::install(Runtime::Smol { threads }))?;
+    if let Some((action, which)) = args.own.dead_letters {
+        let out = runtime::block_on(tern_edge::cli::run(&config, action, which));
+        print!("{}", cli::started(NAME, out)?);
+        return Ok(());
     }
-    if let Some((action, which)) = args.dead_letters {
-        return match runtime::block_on(tern_edge::cli::run(&loaded.config, action, which)) {
-            Ok(out) => {
-                print!("{out}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("tern-edge: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    match runtime::block_on(run(args, loaded.config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("tern-edge: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::started(NAME, runtime::block_on(run(args.own, config)))
 }
 
-async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
+async fn run(args: Own, cfg: EdgeConfig) -> Result<(), String> {
     let mut signals =
         TerminationSignals::install().map_err(|e| format!("installing signal handlers: {e}"))?;
     let listen = args
@@ -170,22 +140,21 @@ async fn run(args: Args, cfg: EdgeConfig) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("--namesrv-listen {listen}: {e}"))?;
     let gw = Gateway::start(cfg, ns).await?;
-    tern_shell::cli::announce(format_args!(
+    cli::announce(format_args!(
         "tern-edge {} on {}",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH
     ));
-    tern_shell::cli::announce(format_args!(
+    cli::announce(format_args!(
         "tern-edge name server on {}",
         gw.namesrv_addr()
     ));
-    tern_shell::cli::announce(format_args!("tern-edge broker on {}", gw.broker_addr()));
+    cli::announce(format_args!("tern-edge broker on {}", gw.broker_addr()));
     if let Some(m) = gw.metrics_addr() {
-        tern_shell::cli::announce(format_args!("tern-edge metrics on http://{m}/metrics"));
+        cli::announce(format_args!("tern-edge metrics on http://{m}/metrics"));
     }
-    tern_shell::cli::announce("ready");
-    let sig = signals.wait().await;
-    log::info!("{sig:?}: shutting down");
+    cli::announce("ready");
+    cli::until_signal(&mut signals).await;
     let stats = gw.shutdown().await?;
     log::info!(
         "stopped: {} message(s) forwarded, {} failed attempt(s), {} dead letter(s)",
