@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tern_engine::index::IndexConfig;
 use tern_engine::properties::{append, key};
-use tern_engine::record::{Host, MessageIn};
+use tern_engine::record::MessageIn;
 use tern_engine::store::StoreConfig;
 use tern_engine_fs::{FsStore, FsStoreError};
 
@@ -160,24 +160,10 @@ impl Messages {
     }
 
     fn get(&self, i: u64) -> MessageIn<'_> {
+        let queue_id = (i % QUEUES as u64) as i32;
         MessageIn {
-            topic: "BenchTopic",
-            queue_id: (i % QUEUES as u64) as i32,
-            flag: 0,
-            sys_flag: 0,
             born_timestamp: STORE_TIME_MS,
-            born_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 50_000,
-            },
-            store_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 10_911,
-            },
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: &self.body,
-            properties: &self.props,
+            ..tern_engine::testkit::message("BenchTopic", queue_id, &self.body, &self.props)
         }
     }
 

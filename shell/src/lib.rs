@@ -14,6 +14,8 @@
 #![forbid(unsafe_code)]
 
 pub mod acl;
+/// UTC dates from day counts, the engine's: one calendar for file names and printed times.
+pub use tern_engine::calendar;
 pub mod allocate;
 pub mod answer;
 pub mod attributes;

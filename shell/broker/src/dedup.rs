@@ -509,28 +509,9 @@ impl Drop for Claim<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_engine::record::Host;
 
     fn msg<'a>(topic: &'a str, props: &'a [u8]) -> MessageIn<'a> {
-        MessageIn {
-            topic,
-            queue_id: 2,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 1,
-            },
-            store_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 2,
-            },
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b"b",
-            properties: props,
-        }
+        tern_engine::testkit::message(topic, 2, b"b", props)
     }
 
     fn stored(offset: u64, queue_offset: u64) -> Stored {

@@ -145,18 +145,11 @@ impl UniqIdGenerator {
     }
 }
 
-/// Start of the UTC month containing `ms` (civil-from-days arithmetic, no calendar crate).
+/// Start of the UTC month containing `ms`.
 fn month_start_utc_ms(ms: i64) -> i64 {
     let days = ms.div_euclid(86_400_000);
-    // Howard Hinnant's civil_from_days, then back to the first of that month.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day_of_month = doy - (153 * mp + 2) / 5; // 0-based
-    (days - day_of_month) * 86_400_000
+    let (_, _, day_of_month) = crate::calendar::civil_from_days(days);
+    (days - (day_of_month - 1)) * 86_400_000
 }
 
 #[cfg(test)]

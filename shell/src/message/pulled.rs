@@ -197,6 +197,7 @@ mod tests {
     use super::*;
     use crate::message::{Compression, SYSFLAG_COMPRESSED, compress_body, property};
     use tern_engine::record::{MessageIn, StoreStamp};
+    use tern_engine::testkit;
 
     fn record(body: &[u8], sys_flag: i32, offset: i64) -> Vec<u8> {
         let props = format!(
@@ -205,23 +206,8 @@ mod tests {
             property::UNIQ_KEY
         );
         let m = MessageIn {
-            topic: "T",
-            queue_id: 1,
-            flag: 0,
             sys_flag,
-            born_timestamp: 5,
-            born_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 5555,
-            },
-            store_host: Host::V4 {
-                ip: [127, 0, 0, 1],
-                port: 10911,
-            },
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body,
-            properties: props.as_bytes(),
+            ..testkit::message("T", 1, body, props.as_bytes())
         };
         let mut out = vec![0u8; m.encoded_len().unwrap()];
         let stamp = StoreStamp {

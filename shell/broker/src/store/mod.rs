@@ -667,24 +667,8 @@ async fn until_appended(
 /// How often a task waiting in [`until_appended`] looks again though nothing woke it.
 const APPENDED_TICK: Duration = Duration::from_millis(200);
 
-/// A message to queue 0 of `T`, from and to 127.0.0.1:1, for the store's tests.
+/// A message to queue 0 of `T`, for the store's tests.
 #[cfg(test)]
 pub(crate) fn test_message<'a>(body: &'a [u8], properties: &'a [u8]) -> MessageIn<'a> {
-    let host = tern_engine::record::Host::V4 {
-        ip: [127, 0, 0, 1],
-        port: 1,
-    };
-    MessageIn {
-        topic: "T",
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1,
-        born_host: host,
-        store_host: host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body,
-        properties,
-    }
+    tern_engine::testkit::message("T", 0, body, properties)
 }
