@@ -12,7 +12,7 @@
 //!    and a recall marker is never delivered.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use tern_engine::Error;
 use tern_engine::faulty::{FaultPlan, FaultyMedia};
@@ -91,8 +91,10 @@ pub fn open(parts: TimerParts<'_>, log_end: u64, now: i64, seed: u64) -> Driver<
 pub struct TimerModel {
     /// The simulated clock, ms; it only moves forward, across crashes too.
     pub clock: i64,
-    /// The due time asked for, per `UNIQ_KEY` of each timer message put.
-    due: HashMap<String, i64>,
+    /// The due time asked for, per `UNIQ_KEY` of each timer message put; in key order, so
+    /// that the pending timer a recall picks depends on the seed alone, not on the
+    /// process's hash seed: a replayed case is the same case.
+    due: BTreeMap<String, i64>,
     /// The latest due time put.
     max_due: i64,
     /// Numbers the timer messages' `UNIQ_KEY`s, across crashes.
@@ -106,7 +108,7 @@ impl TimerModel {
     pub fn new(clock: i64) -> Self {
         TimerModel {
             clock,
-            due: HashMap::new(),
+            due: BTreeMap::new(),
             max_due: clock,
             next_id: 0,
             in_time: HashSet::new(),
@@ -361,7 +363,7 @@ pub fn drain(
 struct Host<'s, 'a> {
     store: RefCell<&'s mut TestStore<'a>>,
     sent: RefCell<&'s mut Vec<Sent>>,
-    due: &'s HashMap<String, i64>,
+    due: &'s BTreeMap<String, i64>,
     clock: i64,
     /// The store refused a copy: the round ends with it.
     failed: RefCell<Option<Error<RamError>>>,
