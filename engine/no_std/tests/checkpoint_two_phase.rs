@@ -105,7 +105,7 @@ fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
             "claims begin's offset"
         );
         parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).expect("recovery");
+        let store = parts.open(CONFIG, true).expect("recovery");
         assert_all(&store, &sent);
     });
 }

@@ -30,7 +30,7 @@ use tern_engine::faulty::FaultPlan;
 /// media its own way.
 fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
     let mut p = Parts::from_store(store);
-    p.crash_each(rng, process);
+    crash_each(&mut p, rng, process);
     p
 }
 
@@ -196,7 +196,7 @@ fn run_case(seed: u64) {
     let mut rng = Rng(seed);
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
-    let mut store = open(arena.parts(&plan), false).unwrap();
+    let mut store = arena.parts(&plan).open(CONFIG, false).unwrap();
     let defer_rolls = seed % 2 == 1;
     store.defer_index_rolls(defer_rolls);
     let mut model = Model {
@@ -286,7 +286,8 @@ fn run_case(seed: u64) {
             // The log's end moves to the cut at the commit point, not before.
             let committed = offset < end && store.log().max_offset() == offset;
             let _ = straddling; // Never finished: the store is failed.
-            let mut reopened = open(crash(store, &mut rng, process), true)
+            let mut reopened = crash(store, &mut rng, process)
+                .open(CONFIG, true)
                 .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
             reopened.defer_index_rolls(defer_rolls);
             let found = check(&reopened, &model.sent, seed);
@@ -342,7 +343,8 @@ fn run_case(seed: u64) {
                 "seed {seed}: the cut made everything below it durable"
             );
             let total = model.sent.len();
-            let reopened = open(crash(store, &mut rng, process), true)
+            let reopened = crash(store, &mut rng, process)
+                .open(CONFIG, true)
                 .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
             store = reopened;
             store.defer_index_rolls(defer_rolls);
@@ -364,7 +366,10 @@ fn run_case(seed: u64) {
     random_ops(&mut store, &mut model, &mut rng, ops);
     store.dispatch(&mut [], &mut |_| {}).unwrap();
     assert_eq!(check(&store, &model.sent, seed), model.sent.len());
-    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
+    let store = Parts::from_closed(store)
+        .unwrap()
+        .open(CONFIG, false)
+        .unwrap();
     assert_eq!(
         check(&store, &model.sent, seed),
         model.sent.len(),

@@ -362,12 +362,11 @@ fn crash<'a>(
     process: bool,
 ) -> (Parts<'a>, timers::TimerParts<'a>) {
     let mut parts = Parts::from_store(store);
-    parts.crash_each(rng, process);
+    crash_each(&mut parts, rng, process);
     let (mut wheel, mut timer_log, mut timer_cp) = driver.into_timer().into_parts();
     crash_dir(&mut timer_log, rng, process);
     for m in [&mut wheel, &mut timer_cp] {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
+        crash_media(m, rng, process);
     }
     (parts, (wheel, timer_log, timer_cp))
 }
@@ -377,7 +376,7 @@ fn run_case(seed: u64) {
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
     let mut timer_arena = timers::TimerArena::new();
-    let mut store = open(arena.parts(&plan), false).unwrap();
+    let mut store = arena.parts(&plan).open(CONFIG, false).unwrap();
     // Half the seeds roll the index as the broker does: after a checkpoint flushed it.
     let defer_rolls = seed % 2 == 1;
     store.defer_index_rolls(defer_rolls);
@@ -420,7 +419,9 @@ fn run_case(seed: u64) {
         let process = !out_of_fuel && rng.chance(15);
         stats::add(&stats::PROCESS_CRASHES, u64::from(process));
         let (parts, timer_parts) = crash(store, timer.driver, &mut rng, process);
-        store = open(parts, true).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
+        store = parts
+            .open(CONFIG, true)
+            .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
         store.defer_index_rolls(defer_rolls);
         let found = verify(&store, &model, process, seed);
         model.sent.truncate(found);
@@ -448,7 +449,10 @@ fn run_case(seed: u64) {
     );
     timers::close(&mut store, &mut timer.driver)
         .unwrap_or_else(|e| panic!("seed {seed}: closing the timer: {e:?}"));
-    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
+    let store = Parts::from_closed(store)
+        .unwrap()
+        .open(CONFIG, false)
+        .unwrap();
     model.flushed = u64::MAX;
     let found = verify(&store, &model, true, seed);
     assert_eq!(
