@@ -203,25 +203,30 @@ impl MessageIn<'_> {
         if self.properties.len() > MAX_PROPERTIES_LEN {
             return Err(RecordError::PropertiesTooLong);
         }
-        let topic_len_bytes = if self.topic.len() > V1_MAX_TOPIC_LEN {
-            2
-        } else {
-            1
-        };
-        let len = 48
-            + self.born_host.stored_len()
-            + 8
-            + self.store_host.stored_len()
-            + 16
-            + self.body.len()
-            + topic_len_bytes
-            + self.topic.len()
-            + 2
-            + self.properties.len();
+        let len = self.len_unchecked();
         if len > i32::MAX as usize {
             return Err(RecordError::BodyTooLong);
         }
         Ok(len)
+    }
+
+    /// Whether the topic needs the v2 layout (a 2-byte topic length), as RocketMQ decides.
+    fn is_v2(&self) -> bool {
+        self.topic.len() > V1_MAX_TOPIC_LEN
+    }
+
+    /// Bytes the record takes, its parts in layout order, without the limits
+    /// [`MessageIn::encoded_len`] checks first.
+    fn len_unchecked(&self) -> usize {
+        48 + self.born_host.stored_len()
+            + 8
+            + self.store_host.stored_len()
+            + 16
+            + self.body.len()
+            + if self.is_v2() { 2 } else { 1 }
+            + self.topic.len()
+            + 2
+            + self.properties.len()
     }
 
     /// Encodes the record into the front of `out`, returning its length.
@@ -258,17 +263,8 @@ impl MessageIn<'_> {
         crc: i32,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), X>,
     ) -> Result<(), X> {
-        let v2 = self.topic.len() > V1_MAX_TOPIC_LEN;
-        let len = 48
-            + self.born_host.stored_len()
-            + 8
-            + self.store_host.stored_len()
-            + 16
-            + self.body.len()
-            + if v2 { 2 } else { 1 }
-            + self.topic.len()
-            + 2
-            + self.properties.len();
+        let v2 = self.is_v2();
+        let len = self.len_unchecked();
         let mut sys_flag = self.sys_flag & !(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6);
         if matches!(self.born_host, Host::V6 { .. }) {
             sys_flag |= SYSFLAG_BORNHOST_V6;
