@@ -1,12 +1,17 @@
 //! What the engine's tests, the fuzz targets and the firmware image share (the `testkit`
-//! feature; the engine's own unit tests always have it): a sample message to store, and a
-//! store wholly in memory with the parts it is opened from ([`RamParts`]).
+//! feature; the engine's own unit tests always have it): a sample message to store, a
+//! store wholly in memory with the parts it is opened from ([`RamParts`]), and a timer
+//! wholly in memory ([`timer_parts`], [`SMALL_TIMER`]).
 
 use crate::error::Error;
 use crate::faulty::{Crash, FaultPlan, FaultyMedia};
 use crate::ram::{RamDir, RamError, RamQueues};
 use crate::record::{Host, MessageIn, V1_MAX_TOPIC_LEN};
 use crate::store::{Store, StoreConfig};
+use crate::timer::checkpoint::FILE_SIZE as TIMER_CHECKPOINT_SIZE;
+use crate::timer::log::{BLANK_SIZE, UNIT_SIZE};
+use crate::timer::wheel::SLOT_SIZE;
+use crate::timer::{Timer, TimerConfig};
 
 /// When every sample message was born (2023-11-14, a fixed clock).
 pub const BORN_TIMESTAMP: i64 = 1_700_000_000_000;
@@ -178,4 +183,42 @@ impl<'a, const SEGS: usize, const QUEUE_SEGS: usize, const QUEUES: usize, const 
     pub fn crash(&mut self, kind: Crash) {
         self.for_each_media(|m| m.crash(kind));
     }
+}
+
+/// A timer wholly in memory: the wheel, a timer log of up to `SEGS` segments and the timer
+/// checkpoint page, all on fault-injecting media.
+pub type RamTimer<'a, const SEGS: usize> =
+    Timer<FaultyMedia<'a>, RamDir<'a, SEGS>, FaultyMedia<'a>>;
+
+/// What a [`RamTimer`] is opened from (`Timer::open`'s first three arguments) and gives
+/// back (`Timer::into_parts`): wheel, timer log, checkpoint.
+pub type RamTimerParts<'a, const SEGS: usize> =
+    (FaultyMedia<'a>, RamDir<'a, SEGS>, FaultyMedia<'a>);
+
+/// A timer small enough to fill and wrap in a test: 128 one-second slots, a 10 s roll
+/// window, timer-log segments of eight units (and the blank that ends a segment).
+pub const SMALL_TIMER: TimerConfig = TimerConfig {
+    slots: 128,
+    precision_ms: 1_000,
+    roll_window_ms: 10_000,
+    log_segment_size: 8 * UNIT_SIZE + BLANK_SIZE,
+};
+
+/// An empty wheel of `slots` slots, timer log and timer checkpoint page over the caller's
+/// buffers, each twice its media (current and durable image), all drawing on `plan`:
+/// `wheel` `2 × slots ×` [`SLOT_SIZE`] bytes, `checkpoint` twice the checkpoint's
+/// [`FILE_SIZE`](TIMER_CHECKPOINT_SIZE), `log` one buffer per segment.
+pub fn timer_parts<'a, const SEGS: usize, B: AsMut<[u8]> + ?Sized + 'a>(
+    plan: &'a FaultPlan,
+    slots: u32,
+    wheel: &'a mut [u8],
+    log: impl IntoIterator<Item = &'a mut B>,
+    checkpoint: &'a mut [u8],
+) -> Result<RamTimerParts<'a, SEGS>, RamError> {
+    let wheel_len = slots as usize * SLOT_SIZE as usize;
+    Ok((
+        FaultyMedia::new(wheel, wheel_len, plan)?,
+        RamDir::with_buffers(plan, log)?,
+        FaultyMedia::new(checkpoint, TIMER_CHECKPOINT_SIZE as usize, plan)?,
+    ))
 }

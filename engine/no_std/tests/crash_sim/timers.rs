@@ -19,6 +19,7 @@ use tern_engine::faulty::{FaultPlan, FaultyMedia};
 use tern_engine::properties::{self, Properties, key};
 use tern_engine::ram::{RamDir, RamError};
 use tern_engine::record::{MessageIn, RecordView};
+use tern_engine::testkit::{RamTimerParts, timer_parts};
 use tern_engine::timer::driver::{Failure, Put, QueueEntry, Refusal, Unreadable};
 use tern_engine::timer::log::UNIT_SIZE;
 use tern_engine::timer::{
@@ -48,7 +49,7 @@ const TIMER_SEGS: usize = 48;
 
 pub type TimerDir<'a> = RamDir<'a, TIMER_SEGS>;
 pub type Driver<'a> = TimerDriver<FaultyMedia<'a>, TimerDir<'a>, FaultyMedia<'a>>;
-pub type TimerParts<'a> = (FaultyMedia<'a>, TimerDir<'a>, FaultyMedia<'a>);
+pub type TimerParts<'a> = RamTimerParts<'a, TIMER_SEGS>;
 
 /// The timer's buffers, each twice its media (current and durable image).
 pub struct TimerArena {
@@ -70,10 +71,14 @@ impl TimerArena {
 
     /// An empty wheel, log and checkpoint over these buffers.
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> TimerParts<'a> {
-        let wheel = FaultyMedia::new(&mut self.wheel, SLOTS as usize * 32, plan).unwrap();
-        let cp = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
-        let dir = RamDir::with_buffers(plan, &mut self.log).unwrap();
-        (wheel, dir, cp)
+        timer_parts(
+            plan,
+            SLOTS,
+            &mut self.wheel,
+            &mut self.log,
+            &mut self.checkpoint,
+        )
+        .unwrap()
     }
 }
 
