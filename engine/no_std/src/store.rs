@@ -160,16 +160,15 @@ pub struct Stored {
     pub queue_offset: u64,
 }
 
-/// Commit log, consume queues, index and checkpoint over the caller's directories.
+/// Commit log, consume queues, index and checkpoint over the caller's directories: `L`
+/// the log's, `I` the index's, `Q` the table of queues (a [`QueueTable`]), `C` the
+/// checkpoint's media, all with one error type.
+///
+/// The struct asks of them only what its fields need; the bounds that make it a store
+/// are stated once per `impl` block (here and in `dispatch`, `truncate`, `two_phase`),
+/// where the compiler needs them, rather than once more here.
 #[derive(Debug)]
-pub struct Store<L, I, Q, C>
-where
-    L: Directory,
-    I: Directory<Error = L::Error>,
-    Q: QueueTable,
-    Q::Dir: Directory<Error = L::Error>,
-    C: Media<Error = L::Error>,
-{
+pub struct Store<L: Directory, I: Directory, Q, C> {
     config: StoreConfig,
     log: CommitLog<L>,
     index: Index<I>,
