@@ -29,7 +29,7 @@ use tern_engine::media::{Directory, Media};
 use tern_engine::properties::{self, key};
 use tern_engine::record::{Host, MessageIn, StoreStamp};
 use tern_engine::store::{QueueTable, StoreConfig};
-use tern_engine::testkit::{self, RamParts, RamStore};
+use tern_engine::testkit::{self, RamParts, RamEngine};
 
 #[path = "recovery/build.rs"]
 mod build;
@@ -64,7 +64,7 @@ const BASE_TS: i64 = 1_700_000_000_000;
 
 /// The store over memory, with the caller's queue table the engine's fixed one, as a
 /// device keeps it, each queue's directory over `BUFS_PER_QUEUE` buffers.
-type TestStore<'a> = RamStore<'a, SEGS, BUFS_PER_QUEUE, QUEUES, TOPIC_BYTES>;
+type TestEngine<'a> = RamEngine<'a, SEGS, BUFS_PER_QUEUE, QUEUES, TOPIC_BYTES>;
 /// What it is opened from and gives back.
 type Parts<'a> = RamParts<'a, SEGS, BUFS_PER_QUEUE, QUEUES, TOPIC_BYTES>;
 
@@ -266,7 +266,7 @@ fn check(p: Parts<'_>, crashed: bool) {
 
 /// Walks the log from its start to its end. From `verified_from` on, every record must
 /// be whole, CRC-checked and at its own offset, and the walk must end exactly at the end.
-fn walk(store: &TestStore<'_>, verified_from: u64) {
+fn walk(store: &TestEngine<'_>, verified_from: u64) {
     let log = store.log();
     let (min, max) = (log.min_offset(), log.max_offset());
     assert!(min <= max);
@@ -324,7 +324,7 @@ fn walk(store: &TestStore<'_>, verified_from: u64) {
 
 /// What a broker does next with a recovered store: read queues, look up by time and key.
 /// Errors are fine; panics are not.
-fn read_around(store: &TestStore<'_>) {
+fn read_around(store: &TestEngine<'_>) {
     for (t, q) in [("T", 0), ("T", 1), ("U", 0)] {
         let Some(cq) = store.queue(t, q) else {
             continue;

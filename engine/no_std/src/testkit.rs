@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::faulty::{Crash, FaultPlan, FaultyMedia};
 use crate::ram::{RamDir, RamError, RamQueues};
 use crate::record::{Host, MessageIn, V1_MAX_TOPIC_LEN};
-use crate::store::{Store, StoreConfig};
+use crate::store::{Engine, StoreConfig};
 use crate::timer::checkpoint::FILE_SIZE as TIMER_CHECKPOINT_SIZE;
 use crate::timer::log::{BLANK_SIZE, UNIT_SIZE};
 use crate::timer::wheel::SLOT_SIZE;
@@ -54,21 +54,21 @@ pub fn message<'a>(
 /// log and index directories of up to `SEGS` segments each, a fixed table of up to
 /// `QUEUES` queues of up to `QUEUE_SEGS` files each (topic names up to `TOPIC` bytes), and
 /// the checkpoint page, all on fault-injecting media.
-pub type RamStore<
+pub type RamEngine<
     'a,
     const SEGS: usize,
     const QUEUE_SEGS: usize,
     const QUEUES: usize,
     const TOPIC: usize = V1_MAX_TOPIC_LEN,
-> = Store<
+> = Engine<
     RamDir<'a, SEGS>,
     RamDir<'a, SEGS>,
     RamQueues<RamDir<'a, QUEUE_SEGS>, QUEUES, TOPIC>,
     FaultyMedia<'a>,
 >;
 
-/// What a [`RamStore`] is opened from and gives back between runs (`Store::open` takes
-/// them, `Store::into_parts` and `Store::close` return them): named, so that a test can
+/// What a [`RamEngine`] is opened from and gives back between runs (`Engine::open` takes
+/// them, `Engine::into_parts` and `Engine::close` return them): named, so that a test can
 /// cut power under them or rot their bits between a stop and the next open.
 #[derive(Debug)]
 pub struct RamParts<
@@ -117,8 +117,8 @@ impl<'a, const SEGS: usize, const QUEUE_SEGS: usize, const QUEUES: usize, const 
         self,
         config: StoreConfig,
         crashed: bool,
-    ) -> Result<RamStore<'a, SEGS, QUEUE_SEGS, QUEUES, TOPIC>, Error<RamError>> {
-        let (store, _) = Store::open(
+    ) -> Result<RamEngine<'a, SEGS, QUEUE_SEGS, QUEUES, TOPIC>, Error<RamError>> {
+        let (store, _) = Engine::open(
             config,
             self.log,
             self.index,
@@ -132,13 +132,13 @@ impl<'a, const SEGS: usize, const QUEUE_SEGS: usize, const QUEUES: usize, const 
 
     /// What a stopped store gives back, flushing nothing (as a crash would); its queues
     /// parked so that the next open finds them.
-    pub fn from_store(store: RamStore<'a, SEGS, QUEUE_SEGS, QUEUES, TOPIC>) -> Self {
+    pub fn from_store(store: RamEngine<'a, SEGS, QUEUE_SEGS, QUEUES, TOPIC>) -> Self {
         Self::parked(store.into_parts())
     }
 
     /// What a store closed cleanly gives back; its queues parked.
     pub fn from_closed(
-        store: RamStore<'a, SEGS, QUEUE_SEGS, QUEUES, TOPIC>,
+        store: RamEngine<'a, SEGS, QUEUE_SEGS, QUEUES, TOPIC>,
     ) -> Result<Self, Error<RamError>> {
         Ok(Self::parked(store.close(&mut [])?))
     }

@@ -106,7 +106,7 @@ struct Timers<'a> {
 
 /// What the random operations run on and against; each takes all of it.
 struct Ops<'r, 'a> {
-    store: &'r mut TestStore<'a>,
+    store: &'r mut TestEngine<'a>,
     timer: &'r mut Timers<'a>,
     rng: &'r mut Rng,
     plan: &'r FaultPlan,
@@ -257,7 +257,7 @@ fn two_phase_checkpoint(o: &mut Ops<'_, '_>) -> Result<Flow, Error<RamError>> {
 
 /// After a failed flush the store refuses writes and checkpoints, and after a failed log
 /// flush the log's flushed offset no longer moves.
-fn check_refusals(store: &mut TestStore<'_>, rng: &mut Rng, model: &Model) {
+fn check_refusals(store: &mut TestEngine<'_>, rng: &mut Rng, model: &Model) {
     let flushed = store.log().flushed_offset();
     assert!(flushed >= model.flushed);
     let mut s = new_message(rng, u64::MAX);
@@ -273,7 +273,7 @@ fn check_refusals(store: &mut TestStore<'_>, rng: &mut Rng, model: &Model) {
 
 /// Checks the recovered store against the model; returns how many sent messages survived
 /// (those below the log's start, deleted by retention, count as survived).
-fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) -> usize {
+fn verify(store: &TestEngine<'_>, model: &Model, process_crash: bool, seed: u64) -> usize {
     let (sent, acked) = (&model.sent, model.acked());
     // 1. The log is a prefix of what was sent (after what retention deleted), at least as
     //    long as what was acknowledged.
@@ -352,7 +352,7 @@ fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) 
 /// Cuts power (or kills the process) under a stopped store and its timer, each media
 /// its own way.
 fn crash<'a>(
-    store: TestStore<'a>,
+    store: TestEngine<'a>,
     driver: timers::Driver<'a>,
     rng: &mut Rng,
     process: bool,

@@ -27,7 +27,7 @@ use tern_engine::timer::{
     classify,
 };
 
-use crate::support::{Rng, Sent, TOPICS, TestStore};
+use crate::support::{Rng, Sent, TOPICS, TestEngine};
 use crate::{Model, stats};
 
 pub const PRECISION: i64 = 1_000;
@@ -154,7 +154,7 @@ fn static_topic(t: &str) -> Option<&'static str> {
 
 /// One timer operation.
 pub fn op(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     driver: &mut Driver<'_>,
     rng: &mut Rng,
     model: &mut Model,
@@ -178,7 +178,7 @@ pub fn op(
 /// Puts a timer message, a message asking for a past time (stored as it is), or a
 /// recall marker for a pending timer at least two slots from due.
 fn put(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     rng: &mut Rng,
     model: &mut Model,
     tm: &mut TimerModel,
@@ -296,7 +296,7 @@ fn put(
 
 /// A driver round at the clock's time, storing its copies in `store`.
 pub fn round(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     driver: &mut Driver<'_>,
     model: &mut Model,
     tm: &mut TimerModel,
@@ -338,7 +338,7 @@ pub fn round(
 /// Moves the clock a slot at a time past every due time, flushing and running rounds,
 /// until every timer-queue entry is filed and every slot due is read.
 pub fn drain(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     driver: &mut Driver<'_>,
     model: &mut Model,
     tm: &mut TimerModel,
@@ -346,7 +346,7 @@ pub fn drain(
 ) {
     let end = tm.max_due + 2 * PRECISION;
     for i in 0.. {
-        let mut step = |store: &mut TestStore<'_>, model: &mut Model, tm: &mut TimerModel| {
+        let mut step = |store: &mut TestEngine<'_>, model: &mut Model, tm: &mut TimerModel| {
             store.dispatch(&mut [], &mut |_| {})?;
             model.flushed = store.flush_log()?;
             round(store, driver, model, tm, i % 4 == 0)
@@ -366,7 +366,7 @@ pub fn drain(
 /// The driver's view of the store, and where its copies go. The driver reads a record
 /// and stores its copy in one go, so the record is copied out first.
 struct Host<'s, 'a> {
-    store: RefCell<&'s mut TestStore<'a>>,
+    store: RefCell<&'s mut TestEngine<'a>>,
     sent: RefCell<&'s mut Vec<Sent>>,
     due: &'s BTreeMap<String, i64>,
     clock: i64,
@@ -565,7 +565,7 @@ pub fn check(model: &Model, tm: &TimerModel, seed: u64) {
 }
 
 /// The last timer checkpoint, once the store made every copy durable (a clean stop).
-pub fn close(store: &mut TestStore<'_>, driver: &mut Driver<'_>) -> Result<(), Error<RamError>> {
+pub fn close(store: &mut TestEngine<'_>, driver: &mut Driver<'_>) -> Result<(), Error<RamError>> {
     let end = store.flush_log()?;
     driver.close(end).map_err(|f| match f {
         Failure::File(e)

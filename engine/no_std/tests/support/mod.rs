@@ -12,7 +12,7 @@ use tern_engine::properties;
 use tern_engine::ram::{RamDir, RamError, RamQueues};
 use tern_engine::record::MessageIn;
 use tern_engine::store::StoreConfig;
-use tern_engine::testkit::{self, RamParts, RamStore};
+use tern_engine::testkit::{self, RamEngine, RamParts};
 
 pub const LOG_SEG: u64 = 2048;
 pub const CQ_ENTRIES: u64 = 16;
@@ -40,7 +40,7 @@ pub const QUEUE_FILES: usize = 24;
 pub const QUEUES: usize = 7;
 pub type QueueDir<'a> = RamDir<'a, QUEUE_FILES>;
 pub type Table<'a> = RamQueues<QueueDir<'a>, QUEUES>;
-pub type TestStore<'a> = RamStore<'a, DIR_SEGS, QUEUE_FILES, QUEUES>;
+pub type TestEngine<'a> = RamEngine<'a, DIR_SEGS, QUEUE_FILES, QUEUES>;
 /// The parts a store is opened from and given back as.
 pub type Parts<'a> = RamParts<'a, DIR_SEGS, QUEUE_FILES, QUEUES>;
 
@@ -184,7 +184,7 @@ impl Arena {
 
 /// Runs `f` on a big stack with a new, empty store over a new arena, and the fault plan
 /// its media share.
-pub fn with_store(f: impl for<'a> FnOnce(TestStore<'a>, &'a FaultPlan) + Send + 'static) {
+pub fn with_store(f: impl for<'a> FnOnce(TestEngine<'a>, &'a FaultPlan) + Send + 'static) {
     in_big_stack(|| {
         let plan = FaultPlan::none();
         let mut arena = Arena::new();
@@ -195,7 +195,7 @@ pub fn with_store(f: impl for<'a> FnOnce(TestStore<'a>, &'a FaultPlan) + Send + 
 }
 
 /// Stops `store` as a crash of `kind` would (every media the same way) and recovers it.
-pub fn recover<'a>(store: TestStore<'a>, kind: Crash) -> Result<TestStore<'a>, Error<RamError>> {
+pub fn recover<'a>(store: TestEngine<'a>, kind: Crash) -> Result<TestEngine<'a>, Error<RamError>> {
     let mut parts = Parts::from_store(store);
     parts.crash(kind);
     parts.open(CONFIG, true)
@@ -235,7 +235,7 @@ pub fn run_seeds(prefix: &str, cases: u64, base: u64, what: &str, case: fn(u64))
 }
 
 /// Every record of the log, in order, as (offset, body); each one's CRC checked.
-pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
+pub fn log_records(store: &TestEngine<'_>) -> Vec<(u64, Vec<u8>)> {
     use tern_engine::commitlog::Slot;
     let log = store.log();
     let mut out = Vec::new();
@@ -260,7 +260,7 @@ pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// Each message's consume-queue entry points at its record.
-pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
+pub fn assert_queued(store: &TestEngine<'_>, sent: &[Sent]) {
     for s in sent {
         let q = store.queue(s.topic, s.queue_id).unwrap();
         assert_eq!(
@@ -271,7 +271,7 @@ pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
 }
 
 /// Appends `s` and records where it went.
-pub fn put(store: &mut TestStore<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
+pub fn put(store: &mut TestEngine<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
     let stored = store.put(&message(s), ts)?;
     s.offset = stored.at.offset;
     s.queue_offset = stored.queue_offset;
@@ -286,7 +286,7 @@ pub fn acked(sent: &[Sent], flushed: u64) -> usize {
 
 /// Appends a new message, number `sent.len()`, stored at `TS + sent.len()`, and records it
 /// in `sent`.
-pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
+pub fn put_next(store: &mut TestEngine<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
     let mut s = new_message(rng, sent.len() as u64);
     put(store, &mut s, TS + sent.len() as i64).unwrap();
     sent.push(s);
@@ -295,7 +295,7 @@ pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) 
 /// Each queue of the tests (every topic, ids 0 and 1) holds exactly its messages of
 /// `survivors`, at consecutive queue offsets from 0; an entry is checked for each one at
 /// or above the log's start `min` (retention took the others' records).
-pub fn assert_queues_hold(store: &TestStore<'_>, survivors: &[Sent], min: u64, seed: u64) {
+pub fn assert_queues_hold(store: &TestEngine<'_>, survivors: &[Sent], min: u64, seed: u64) {
     let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
     for s in survivors {
         per_queue.entry((s.topic, s.queue_id)).or_default().push(s);
