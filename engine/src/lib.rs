@@ -34,6 +34,7 @@ pub mod error;
 pub mod fs_store;
 pub mod layout;
 pub mod lock;
+pub mod locks;
 pub mod mapped;
 pub mod meta;
 pub mod prealloc;
