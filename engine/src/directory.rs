@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tern_engine::media::Directory;
 
 use crate::error::{FsError, FsOp, StoreError};
+use crate::locks::MutexExt;
 use crate::mapped::{Access, MappedFile, allocate, create_temp};
 use crate::prealloc::{NextSegment, Taken};
 use crate::reader::SegmentFiles;
@@ -78,14 +79,14 @@ type Removed = (PathBuf, Option<MappedFile>);
 
 impl Reclaim {
     fn push(&self, path: PathBuf, media: Option<MappedFile>) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.pending.guard();
         pending.push((path, media));
     }
 
     /// Unmaps and deletes every segment removed since the last run, then syncs their
     /// folders. Returns how many files went.
     pub fn run(&self) -> Result<usize, FsError> {
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let pending = std::mem::take(&mut *self.pending.guard());
         let count = pending.len();
         let mut folders: Vec<PathBuf> = Vec::new();
         for (path, media) in pending {

@@ -1,4 +1,4 @@
-//! [`FsStore`]: the engine's [`Store`] on files, as the broker opens it.
+//! [`FsStore`]: the [`Engine`] on files, as the broker opens it.
 //!
 //! The engine does the storage work (append, dispatch, recovery); this module only wires
 //! it to a store directory: the lock and abort marker ([`StoreDir`]), the commit log and
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use tern_engine::Error;
 use tern_engine::error::Corruption;
-use tern_engine::store::{OpenReport, QueueSlot, QueueTable, Store, StoreConfig};
+use tern_engine::store::{Engine, OpenReport, QueueSlot, QueueTable, StoreConfig};
 
 use crate::directory::{
     FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS, Reclaim, segment_name,
@@ -34,9 +34,9 @@ use crate::reader::SegmentFiles;
 use crate::spare::Spares;
 use crate::store::{StoreDir, open_queue_dir};
 
-/// The engine's store over files: commit log and index folders, the queue table, and the
+/// The engine over files: commit log and index folders, the queue table, and the
 /// mapped checkpoint page.
-pub type EngineStore = Store<FileDirectory, FileDirectory, FsQueues, MappedFile>;
+pub type FileEngine = Engine<FileDirectory, FileDirectory, FsQueues, MappedFile>;
 
 /// An engine error with the media's error of this crate.
 pub type EngineError = Error<FsError>;
@@ -221,7 +221,7 @@ impl QueueTable for FsQueues {
 #[derive(Debug)]
 pub struct FsStore {
     /// The engine over this store's files.
-    store: EngineStore,
+    store: FileEngine,
     /// Lock and abort marker, released and removed by `close`.
     dir: StoreDir,
     /// The commit log's segment files, for reading without the store's lock.
@@ -261,7 +261,7 @@ impl FsStore {
         let checkpoint = dir.checkpoint_media()?;
         let queues = FsQueues::new(dir.layout().clone(), reclaim.clone(), spares.clone());
         let crashed = dir.abort_existed();
-        let opened = Store::open(
+        let opened = Engine::open(
             config,
             log,
             index,
@@ -411,15 +411,15 @@ impl FsStore {
         self.next_segment.clone()
     }
 
-    /// The engine's store, for reads: `log()`, `queue(topic, id)`, `index()`.
-    pub fn store(&self) -> &EngineStore {
+    /// The engine, for reads: `log()`, `queue(topic, id)`, `index()`.
+    pub fn store(&self) -> &FileEngine {
         &self.store
     }
 
     /// The engine's store, for writes: `put`, `put_batch`, `dispatch`, `flush_log`,
     /// `checkpoint`, `delete_before`. Scratch for `dispatch` may be empty (`&mut []`):
     /// segments are mappings, read in place.
-    pub fn store_mut(&mut self) -> &mut EngineStore {
+    pub fn store_mut(&mut self) -> &mut FileEngine {
         &mut self.store
     }
 
@@ -448,7 +448,7 @@ impl FsStore {
     }
 
     /// Cuts the log at `offset` and everything that points past it (the engine's
-    /// [`Store::truncate_log`], which says what a crash leaves), with this store's files:
+    /// [`Engine::truncate_log`], which says what a crash leaves), with this store's files:
     ///
     /// - what was appended is dispatched first and the folders spare files went into are
     ///   synced, so the engine's closing checkpoint claims no entry in a file whose name

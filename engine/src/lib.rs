@@ -10,7 +10,7 @@
 //! - [`StoreLayout`] (`layout`): RocketMQ's store paths, and the consume queues present;
 //! - [`StoreLock`] (`lock`): the exclusive `flock` that keeps a second process out;
 //! - [`StoreDir`] (`store`): an opened store directory: lock, abort marker, checkpoint;
-//! - [`FsStore`] (`fs_store`): the engine's `Store` on all of the above, as the broker
+//! - [`FsStore`] (`fs_store`): the [`Engine`] on all of the above, as the broker
 //!   opens it;
 //! - [`SegmentFiles`] (`reader`): a directory's segment files, shared, so published
 //!   bytes can be read (`pread`) without the owner's lock;
@@ -34,6 +34,7 @@ pub mod error;
 pub mod fs_store;
 pub mod layout;
 pub mod lock;
+pub mod locks;
 pub mod mapped;
 pub mod meta;
 pub mod prealloc;
@@ -46,7 +47,7 @@ pub mod timer_files;
 pub use directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS};
 pub use disk::{DiskUsage, disk_usage};
 pub use error::{FsError, FsOp, StoreError};
-pub use fs_store::{EngineError, EngineStore, FsQueues, FsStore, FsStoreError};
+pub use fs_store::{EngineError, FileEngine, FsQueues, FsStore, FsStoreError};
 pub use layout::StoreLayout;
 pub use lock::StoreLock;
 pub use mapped::{Access, MappedFile};

@@ -24,6 +24,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::error::FsError;
+use crate::locks::{self, MutexExt};
 
 /// How long `create` waits for a segment the task is making before making it itself
 /// (a stuck task must not stop appends for good).
@@ -67,7 +68,7 @@ pub(crate) enum Taken {
 
 impl NextSegment {
     fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.guard()
     }
 
     /// The current generation: a preparing task reads it before it reads the log's end
@@ -150,11 +151,7 @@ impl NextSegment {
                 log::warn!("a commit-log segment still being made after {WAIT_FOR_TASK:?}");
                 break;
             }
-            slot = self
-                .changed
-                .wait_timeout(slot, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            slot = locks::wait_timeout(&self.changed, slot, left);
         }
         slot.generation += 1;
         if let State::Made { .. } = slot.state {
@@ -180,11 +177,7 @@ impl NextSegment {
                         );
                         return Taken::NotPrepared;
                     }
-                    slot = self
-                        .changed
-                        .wait_timeout(slot, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    slot = locks::wait_timeout(&self.changed, slot, left);
                 }
                 State::Made {
                     base: b, len: l, ..

@@ -26,6 +26,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, RwLock};
 
 use crate::error::{FsError, FsOp};
+use crate::locks::RwLockExt;
 
 /// The open files of one structure's segments, keyed by base offset; cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -89,26 +90,23 @@ impl SegmentFiles {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<u64, Arc<File>>> {
         // The map is consistent between operations (each is one insert or remove).
-        self.files.write().unwrap_or_else(|p| p.into_inner())
+        self.files.write_guard()
     }
 
     /// The file of the segment at `base`, if it is open.
     pub fn file(&self, base: u64) -> Option<Arc<File>> {
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = self.files.read_guard();
         files.get(&base).cloned()
     }
 
     /// Whether no segment is open.
     pub fn is_empty(&self) -> bool {
-        self.files
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
+        self.files.read_guard().is_empty()
     }
 
     /// Every open segment as `(base, file)`, ascending, from `from_base` on.
     pub fn files_from(&self, from_base: u64) -> Vec<(u64, Arc<File>)> {
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = self.files.read_guard();
         files
             .range(from_base..)
             .map(|(&b, f)| (b, f.clone()))

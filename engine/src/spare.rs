@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::directory::{make_segment_file, rename_no_replace, sync_dir};
 use crate::error::{FsError, FsOp, StoreError};
+use crate::locks::MutexExt;
 
 /// Most spare files of one size kept (a burst of new queues takes them all; the task
 /// refills).
@@ -61,7 +62,7 @@ impl Spares {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.guard()
     }
 
     /// How many spares of `len` bytes are ready.

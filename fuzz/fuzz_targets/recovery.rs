@@ -19,7 +19,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_engine::Error;
 use tern_engine::checkpoint::Checkpoint;
 use tern_engine::commitlog::Slot;
 use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
@@ -28,10 +27,9 @@ use tern_engine::index::{IndexConfig, file_stamp};
 use tern_engine::layout::MAGIC_BLANK;
 use tern_engine::media::{Directory, Media};
 use tern_engine::properties::{self, key};
-use tern_engine::ram::{RamDir, RamError, RamQueues};
 use tern_engine::record::{Host, MessageIn, StoreStamp};
-use tern_engine::store::{QueueTable, Store, StoreConfig};
-use tern_engine::testkit;
+use tern_engine::store::{QueueTable, StoreConfig};
+use tern_engine::testkit::{self, RamParts, RamEngine};
 
 #[path = "recovery/build.rs"]
 mod build;
@@ -64,11 +62,11 @@ const CHECKPOINT_LEN: usize = 4096;
 const MAX_OPS: usize = 64;
 const BASE_TS: i64 = 1_700_000_000_000;
 
-type Dir<'a> = RamDir<'a, SEGS>;
-/// The caller's queue table: the engine's fixed one, as a device keeps it, each queue's
-/// directory over `BUFS_PER_QUEUE` buffers.
-type Table<'a> = RamQueues<RamDir<'a, BUFS_PER_QUEUE>, QUEUES, TOPIC_BYTES>;
-type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
+/// The store over memory, with the caller's queue table the engine's fixed one, as a
+/// device keeps it, each queue's directory over `BUFS_PER_QUEUE` buffers.
+type TestEngine<'a> = RamEngine<'a, SEGS, BUFS_PER_QUEUE, QUEUES, TOPIC_BYTES>;
+/// What it is opened from and gives back.
+type Parts<'a> = RamParts<'a, SEGS, BUFS_PER_QUEUE, QUEUES, TOPIC_BYTES>;
 
 fuzz_target!(|data: &[u8]| {
     run(data, true);
@@ -120,26 +118,6 @@ impl Arena {
             queues: vec![vec![0; 2 * CQ_FILE as usize]; QUEUE_BUFS],
             checkpoint: vec![0; 2 * CHECKPOINT_LEN],
         }
-    }
-}
-
-struct Parts<'a> {
-    log: Dir<'a>,
-    index: Dir<'a>,
-    table: Table<'a>,
-    checkpoint: FaultyMedia<'a>,
-}
-
-fn parts<'a>(arena: &'a mut Arena, plan: &'a FaultPlan) -> Parts<'a> {
-    let log = RamDir::with_buffers(plan, &mut arena.log).unwrap();
-    let index = RamDir::with_buffers(plan, &mut arena.index).unwrap();
-    let table = Table::with_buffers(plan, &mut arena.queues).unwrap();
-    let checkpoint = FaultyMedia::new(&mut arena.checkpoint, CHECKPOINT_LEN, plan).unwrap();
-    Parts {
-        log,
-        index,
-        table,
-        checkpoint,
     }
 }
 
@@ -223,7 +201,15 @@ fn run(data: &[u8], crashed: bool) {
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
     let mut inp = Input(data);
-    let p = parts(&mut arena, &plan);
+    let p = Parts::with_buffers(
+        &plan,
+        &mut arena.log,
+        &mut arena.index,
+        &mut arena.queues,
+        &mut arena.checkpoint,
+        CHECKPOINT_LEN,
+    )
+    .unwrap();
     let p = if inp.byte() & 1 == 0 {
         build_raw(&mut inp, p)
     } else {
@@ -234,19 +220,6 @@ fn run(data: &[u8], crashed: bool) {
     }
 }
 
-fn open<'a>(p: Parts<'a>, crashed: bool) -> Result<TestStore<'a>, Error<RamError>> {
-    Store::open(
-        CONFIG,
-        p.log,
-        p.index,
-        p.table,
-        p.checkpoint,
-        crashed,
-        &mut [],
-    )
-    .map(|(s, _)| s)
-}
-
 fn check(p: Parts<'_>, crashed: bool) {
     // Where recovery will scan from, as the store decides it: after a clean shutdown it
     // trusts the log; after a crash it verifies from the segment holding the
@@ -254,7 +227,7 @@ fn check(p: Parts<'_>, crashed: bool) {
     let ckpt = Checkpoint::read(&p.checkpoint).ok().flatten();
     let trusted = !crashed && ckpt.is_some_and(|c| c.clean_end.is_some());
     let scan_from = ckpt.map_or(0, |c| c.dispatched_offset.min(c.flushed_offset));
-    let Ok(mut store) = open(p, crashed) else {
+    let Ok(mut store) = p.open(CONFIG, crashed) else {
         return;
     };
     let verified_from = match store.log().segment_span() {
@@ -281,17 +254,10 @@ fn check(p: Parts<'_>, crashed: bool) {
     };
     let _ = store.put(&m.message(), BASE_TS + 10_000);
     let _ = store.dispatch(&mut [], &mut |_| {});
-    let Ok((log, index, mut table, checkpoint)) = store.close(&mut []) else {
+    let Ok(parts) = Parts::from_closed(store) else {
         return;
     };
-    table.park();
-    let parts = Parts {
-        log,
-        index,
-        table,
-        checkpoint,
-    };
-    let Ok(store) = open(parts, false) else {
+    let Ok(store) = parts.open(CONFIG, false) else {
         return;
     };
     walk(&store, verified_from);
@@ -300,7 +266,7 @@ fn check(p: Parts<'_>, crashed: bool) {
 
 /// Walks the log from its start to its end. From `verified_from` on, every record must
 /// be whole, CRC-checked and at its own offset, and the walk must end exactly at the end.
-fn walk(store: &TestStore<'_>, verified_from: u64) {
+fn walk(store: &TestEngine<'_>, verified_from: u64) {
     let log = store.log();
     let (min, max) = (log.min_offset(), log.max_offset());
     assert!(min <= max);
@@ -358,7 +324,7 @@ fn walk(store: &TestStore<'_>, verified_from: u64) {
 
 /// What a broker does next with a recovered store: read queues, look up by time and key.
 /// Errors are fine; panics are not.
-fn read_around(store: &TestStore<'_>) {
+fn read_around(store: &TestEngine<'_>) {
     for (t, q) in [("T", 0), ("T", 1), ("U", 0)] {
         let Some(cq) = store.queue(t, q) else {
             continue;

@@ -5,28 +5,28 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_engine::faulty::{FaultPlan, FaultyMedia};
-use tern_engine::ram::RamDir;
+use tern_engine::faulty::FaultPlan;
+use tern_engine::testkit::{RamTimerParts, SMALL_TIMER, timer_parts};
+use tern_engine::timer::wheel::SLOT_SIZE;
 use tern_engine::timer::{Filing, SlotUnit, Timer, TimerConfig};
 
-const SLOTS: u32 = 128;
-const SEG: u64 = 8 * 52 + 16;
+/// The tests' small timer, with a roll window of 30 slots.
 const CFG: TimerConfig = TimerConfig {
-    slots: SLOTS,
-    precision_ms: 1000,
     roll_window_ms: 30_000,
-    log_segment_size: SEG,
+    ..SMALL_TIMER
 };
+const SLOTS: u32 = CFG.slots;
+const SEG: u64 = CFG.log_segment_size;
 const NOW: i64 = 1_000_000;
 
 fuzz_target!(|data: &[u8]| {
     let plan = FaultPlan::none();
-    let wheel_len = SLOTS as usize * 32;
+    let wheel_len = (u64::from(SLOTS) * SLOT_SIZE) as usize;
     let mut wheel_buf = vec![0u8; 2 * wheel_len];
     let mut cp_buf = vec![0u8; 2 * 4096];
     let mut seg_bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 2 * SEG as usize]).collect();
-    let mut wheel = FaultyMedia::new(&mut wheel_buf, wheel_len, &plan).unwrap();
-    let mut cp = FaultyMedia::new(&mut cp_buf, 4096, &plan).unwrap();
+    let (mut wheel, mut dir, mut cp): RamTimerParts<'_, 4> =
+        timer_parts(&plan, SLOTS, &mut wheel_buf, &mut seg_bufs, &mut cp_buf).unwrap();
     // The input, spread over the checkpoint page, the wheel and up to three log segments.
     let mut rest = data;
     fn take<'a>(rest: &mut &'a [u8], n: usize) -> &'a [u8] {
@@ -37,7 +37,6 @@ fuzz_target!(|data: &[u8]| {
     use tern_engine::media::{Directory, Media};
     cp.write_at(0, take(&mut rest, 256)).unwrap();
     wheel.write_at(0, take(&mut rest, wheel_len)).unwrap();
-    let mut dir: RamDir<'_, 4> = RamDir::with_buffers(&plan, &mut seg_bufs).unwrap();
     let mut base = 0;
     while !rest.is_empty() && base < 3 * SEG {
         dir.create(base, SEG).unwrap();

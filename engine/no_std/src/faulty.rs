@@ -22,7 +22,7 @@ use core::cell::Cell;
 use core::ops::Range;
 
 use crate::media::Media;
-use crate::ram::{RamError, span};
+use crate::ram::{RamError, read_image, span};
 
 /// Writes remembered between flushes. When more accumulate, the oldest is written back to
 /// the durable image, as a kernel's write-back would do.
@@ -304,9 +304,7 @@ impl Media for FaultyMedia<'_> {
     type Error = RamError;
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RamError> {
-        let r = span(offset, buf.len(), self.len)?;
-        buf.copy_from_slice(&self.buf[r]);
-        Ok(())
+        read_image(self.current(), offset, buf)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), RamError> {

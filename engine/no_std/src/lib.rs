@@ -23,7 +23,7 @@
 //!
 //! # What recovery guarantees
 //!
-//! After [`store::Store::open`], for every state above:
+//! After [`store::Engine::open`], for every state above:
 //! - every record whose bytes were flushed is present, intact, and in its original order;
 //! - nothing that was never written appears: the log ends at the first record that fails
 //!   its magic, size, position or CRC check, and everything after it is zeroed;

@@ -91,7 +91,7 @@ pub trait Directory {
 // Borrowed storage works as owned storage: a store may run over directories and media the
 // caller keeps (a device's statics), so opening, closing and recovering move a pointer,
 // not the directory's tables (on a Cortex-M that was a 191 KB stack frame in
-// `Store::open`).
+// `Engine::open`).
 
 impl<M: Media + ?Sized> Media for &mut M {
     type Error = M::Error;

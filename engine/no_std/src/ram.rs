@@ -66,13 +66,19 @@ pub(crate) fn span(offset: u64, len: usize, media_len: usize) -> Result<Range<us
     Ok(start..end)
 }
 
+/// Copies the `buf.len()` bytes at `offset` of `image` (what reads of a memory media see)
+/// into `buf`: the read of both memory media, [`RamMedia`] and [`FaultyMedia`].
+pub(crate) fn read_image(image: &[u8], offset: u64, buf: &mut [u8]) -> Result<(), RamError> {
+    let r = span(offset, buf.len(), image.len())?;
+    buf.copy_from_slice(&image[r]);
+    Ok(())
+}
+
 impl Media for RamMedia<'_> {
     type Error = RamError;
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RamError> {
-        let r = span(offset, buf.len(), self.len)?;
-        buf.copy_from_slice(&self.buf[r]);
-        Ok(())
+        read_image(self.bytes(), offset, buf)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), RamError> {

@@ -203,25 +203,30 @@ impl MessageIn<'_> {
         if self.properties.len() > MAX_PROPERTIES_LEN {
             return Err(RecordError::PropertiesTooLong);
         }
-        let topic_len_bytes = if self.topic.len() > V1_MAX_TOPIC_LEN {
-            2
-        } else {
-            1
-        };
-        let len = 48
-            + self.born_host.stored_len()
-            + 8
-            + self.store_host.stored_len()
-            + 16
-            + self.body.len()
-            + topic_len_bytes
-            + self.topic.len()
-            + 2
-            + self.properties.len();
+        let len = self.len_unchecked();
         if len > i32::MAX as usize {
             return Err(RecordError::BodyTooLong);
         }
         Ok(len)
+    }
+
+    /// Whether the topic needs the v2 layout (a 2-byte topic length), as RocketMQ decides.
+    fn is_v2(&self) -> bool {
+        self.topic.len() > V1_MAX_TOPIC_LEN
+    }
+
+    /// Bytes the record takes, its parts in layout order, without the limits
+    /// [`MessageIn::encoded_len`] checks first.
+    fn len_unchecked(&self) -> usize {
+        48 + self.born_host.stored_len()
+            + 8
+            + self.store_host.stored_len()
+            + 16
+            + self.body.len()
+            + if self.is_v2() { 2 } else { 1 }
+            + self.topic.len()
+            + 2
+            + self.properties.len()
     }
 
     /// Encodes the record into the front of `out`, returning its length.
@@ -258,17 +263,8 @@ impl MessageIn<'_> {
         crc: i32,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), X>,
     ) -> Result<(), X> {
-        let v2 = self.topic.len() > V1_MAX_TOPIC_LEN;
-        let len = 48
-            + self.born_host.stored_len()
-            + 8
-            + self.store_host.stored_len()
-            + 16
-            + self.body.len()
-            + if v2 { 2 } else { 1 }
-            + self.topic.len()
-            + 2
-            + self.properties.len();
+        let v2 = self.is_v2();
+        let len = self.len_unchecked();
         let mut sys_flag = self.sys_flag & !(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6);
         if matches!(self.born_host, Host::V6 { .. }) {
             sys_flag |= SYSFLAG_BORNHOST_V6;
@@ -342,6 +338,25 @@ fn read_u16(bytes: &[u8], at: usize) -> Result<usize, RecordError> {
     Ok(u16::from_be_bytes([b[0], b[1]]) as usize)
 }
 
+/// Bytes a host takes in a record whose sysFlag has `v6_bit` set or clear: what
+/// [`Host::stored_len`] says of the host the flag describes.
+fn host_len(sys_flag: i32, v6_bit: i32) -> usize {
+    if sys_flag & v6_bit != 0 { 20 } else { 8 }
+}
+
+/// Accessors of the fields of the record's fixed head: each reads its big-endian field in
+/// place, under the field's own name, so the head's layout is declared once (`layout.rs`).
+macro_rules! head_fields {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self) -> $ty {
+                self.head.$name.get()
+            }
+        )*
+    };
+}
+
 impl<'a> RecordView<'a> {
     /// Validates the record at the start of `bytes`: magic, and every part's size against
     /// the declared total. The body CRC is checked by [`RecordView::verify_crc`] only, so
@@ -360,16 +375,8 @@ impl<'a> RecordView<'a> {
         }
         let bytes = bytes.get(..total as usize).ok_or(RecordError::Truncated)?;
         let sys_flag = head.sys_flag.get();
-        let born_host_len = if sys_flag & SYSFLAG_BORNHOST_V6 != 0 {
-            20
-        } else {
-            8
-        };
-        let store_host_len = if sys_flag & SYSFLAG_STOREHOST_V6 != 0 {
-            20
-        } else {
-            8
-        };
+        let born_host_len = host_len(sys_flag, SYSFLAG_BORNHOST_V6);
+        let store_host_len = host_len(sys_flag, SYSFLAG_STOREHOST_V6);
         let mid_at = 48 + born_host_len + 8 + store_host_len;
         let (mid, _) =
             RecordMid::ref_from_prefix(bytes.get(mid_at..).ok_or(RecordError::Truncated)?)
@@ -428,37 +435,23 @@ impl<'a> RecordView<'a> {
     pub fn total_size(&self) -> u32 {
         self.bytes.len() as u32
     }
-    /// The stored magic (v1 or v2).
-    pub fn magic(&self) -> u32 {
-        self.head.magic.get()
-    }
-    /// Stored body CRC.
-    pub fn body_crc(&self) -> i32 {
-        self.head.body_crc.get()
-    }
-    /// Queue id.
-    pub fn queue_id(&self) -> i32 {
-        self.head.queue_id.get()
-    }
-    /// User flag.
-    pub fn flag(&self) -> i32 {
-        self.head.flag.get()
-    }
-    /// Consume-queue position.
-    pub fn queue_offset(&self) -> i64 {
-        self.head.queue_offset.get()
-    }
-    /// Commit-log position.
-    pub fn physical_offset(&self) -> i64 {
-        self.head.physical_offset.get()
-    }
-    /// sysFlag bits.
-    pub fn sys_flag(&self) -> i32 {
-        self.head.sys_flag.get()
-    }
-    /// When the producer made it.
-    pub fn born_timestamp(&self) -> i64 {
-        self.head.born_timestamp.get()
+    head_fields! {
+        /// The stored magic (v1 or v2).
+        magic: u32;
+        /// Stored body CRC.
+        body_crc: i32;
+        /// Queue id.
+        queue_id: i32;
+        /// User flag.
+        flag: i32;
+        /// Consume-queue position.
+        queue_offset: i64;
+        /// Commit-log position.
+        physical_offset: i64;
+        /// sysFlag bits.
+        sys_flag: i32;
+        /// When the producer made it.
+        born_timestamp: i64;
     }
     /// The producer's address.
     pub fn born_host(&self) -> Host {

@@ -1,4 +1,4 @@
-//! The store: commit log, consume queues and index together, and recovery.
+//! The engine ([`Engine`]): commit log, consume queues and index together, and recovery.
 //!
 //! Recovery, in the order it runs, for every state the media promises allow:
 //! 1. Read the checkpoint. A torn or missing one means "nothing is known": scan from 0.
@@ -23,18 +23,18 @@
 //! A checkpoint claims that queues and index hold every record below its dispatched
 //! offset durably, so recovery keeps them and dispatches only from there. It may claim
 //! only what a flush that returned `Ok` covered, and never more than the log's flushed
-//! offset. [`Store::checkpoint`] flushes everything itself, in the caller's lock. An owner
-//! that would rather sync outside its lock uses two phases: [`Store::checkpoint_begin`]
+//! offset. [`Engine::checkpoint`] flushes everything itself, in the caller's lock. An owner
+//! that would rather sync outside its lock uses two phases: [`Engine::checkpoint_begin`]
 //! (under the lock) hands out every region written since the last checkpoint and fixes
 //! what may be claimed; the owner syncs them (`fdatasync` on duplicated handles) without
-//! the lock while appends and dispatch go on; [`Store::checkpoint_finish`] (under the lock
+//! the lock while appends and dispatch go on; [`Engine::checkpoint_finish`] (under the lock
 //! again) marks them flushed and writes the checkpoint, claiming nothing done in between.
 //! Retention deletes nothing above the last checkpoint's claim.
 //!
 //! # Failed flushes
 //!
 //! Fail-stop (see the crate docs): after any failed flush, or one the owner reports with
-//! [`Store::mark_failed`], writes and checkpoints are refused with
+//! [`Engine::mark_failed`], writes and checkpoints are refused with
 //! [`Error::FlushFailed`] until the store is reopened.
 
 use crate::checkpoint::Checkpoint;
@@ -160,16 +160,15 @@ pub struct Stored {
     pub queue_offset: u64,
 }
 
-/// Commit log, consume queues, index and checkpoint over the caller's directories.
+/// Commit log, consume queues, index and checkpoint over the caller's directories: `L`
+/// the log's, `I` the index's, `Q` the table of queues (a [`QueueTable`]), `C` the
+/// checkpoint's media, all with one error type.
+///
+/// The struct asks of them only what its fields need; the bounds that make it a store
+/// are stated once per `impl` block (here and in `dispatch`, `truncate`, `two_phase`),
+/// where the compiler needs them, rather than once more here.
 #[derive(Debug)]
-pub struct Store<L, I, Q, C>
-where
-    L: Directory,
-    I: Directory<Error = L::Error>,
-    Q: QueueTable,
-    Q::Dir: Directory<Error = L::Error>,
-    C: Media<Error = L::Error>,
-{
+pub struct Engine<L: Directory, I: Directory, Q, C> {
     config: StoreConfig,
     log: CommitLog<L>,
     index: Index<I>,
@@ -187,11 +186,11 @@ where
     /// marking queues (their targets were moved by the newer begin).
     checkpoint_epoch: u64,
     /// A flush of queues, index or checkpoint failed, or the owner's own sync did
-    /// ([`Store::mark_failed`]): nothing written since can be claimed durable, so writes
+    /// ([`Engine::mark_failed`]): nothing written since can be claimed durable, so writes
     /// and checkpoints are refused until the store is reopened.
     failed: bool,
     /// Dispatch stops before an index roll that would flush under the owner's lock
-    /// ([`Store::defer_index_rolls`]).
+    /// ([`Engine::defer_index_rolls`]).
     defer_index_rolls: bool,
 }
 
@@ -204,7 +203,7 @@ pub use dispatch::{DISPATCH_PASS_RECORDS, Dispatched};
 pub use truncate::Truncated;
 pub use two_phase::{CheckpointPlan, CheckpointWritten, Part};
 
-impl<L, I, Q, C> Store<L, I, Q, C>
+impl<L, I, Q, C> Engine<L, I, Q, C>
 where
     L: Directory,
     I: Directory<Error = L::Error>,
@@ -293,7 +292,7 @@ where
         self.put_with_crc(msg, crate::hash::body_crc(msg.body), store_timestamp)
     }
 
-    /// Like [`Store::put`] with the body CRC computed by the caller, before it took
+    /// Like [`Engine::put`] with the body CRC computed by the caller, before it took
     /// whatever lock serialises the store (hashing a 4 MiB body takes a millisecond).
     pub fn put_with_crc(
         &mut self,
@@ -332,7 +331,7 @@ where
         self.put_batch_with(msgs, &crc, store_timestamp, landed)
     }
 
-    /// Like [`Store::put_batch`] with each body CRC given by `crc(i, m)`, computed by the
+    /// Like [`Engine::put_batch`] with each body CRC given by `crc(i, m)`, computed by the
     /// caller before whatever lock serialises the store.
     pub fn put_batch_with(
         &mut self,
@@ -400,7 +399,7 @@ where
 
     /// Flushes queues and index, then records in the checkpoint how far recovery may
     /// trust them. A failed flush of any of them is fail-stop, as the log's is: the store
-    /// refuses writes and checkpoints from then on ([`Store::is_failed`]).
+    /// refuses writes and checkpoints from then on ([`Engine::is_failed`]).
     pub fn checkpoint(&mut self) -> Res<(), L::Error> {
         self.refuse_if_failed()?;
         self.flush_log()?;
@@ -423,7 +422,7 @@ where
     }
 
     /// Whether a flush failed since the store was opened (its own, its log's, its
-    /// index's, or one reported by [`Store::mark_failed`]). Reads and dispatch go on;
+    /// index's, or one reported by [`Engine::mark_failed`]). Reads and dispatch go on;
     /// `put`, `put_batch`, `append_replicated`, `checkpoint` and `seal` return
     /// [`Error::FlushFailed`].
     pub fn is_failed(&self) -> bool {
@@ -469,7 +468,7 @@ where
         Ok(self.into_parts())
     }
 
-    /// Everything [`Store::close`] makes durable, without giving the parts back: the next
+    /// Everything [`Engine::close`] makes durable, without giving the parts back: the next
     /// open skips the scan. Nothing may be appended after it (the checkpoint names the
     /// end); callers that cannot hand the store over refuse writes from then on.
     pub fn seal(&mut self, scratch: &mut [u8]) -> Res<(), L::Error> {
@@ -519,7 +518,7 @@ where
     }
 
     /// The dispatched offset the last durable checkpoint claims: retention deletes no
-    /// segment past it without checkpointing first ([`Store::delete_before`]).
+    /// segment past it without checkpointing first ([`Engine::delete_before`]).
     pub fn checkpointed(&self) -> u64 {
         self.checkpointed
     }

@@ -12,7 +12,7 @@ use tern_engine::ram::RamError;
 use tern_engine::store::{CheckpointPlan, Part};
 
 fn put_n(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     rng: &mut Rng,
     sent: &mut Vec<Sent>,
     n: usize,
@@ -40,7 +40,7 @@ fn put_n(
 }
 
 /// Begins a checkpoint and syncs every region as the owner would, counting them by part.
-fn begin_and_sync(store: &mut TestStore<'_>) -> (CheckpointPlan, [usize; 3]) {
+fn begin_and_sync(store: &mut TestEngine<'_>) -> (CheckpointPlan, [usize; 3]) {
     let mut parts = [0usize; 3];
     let plan = store
         .checkpoint_begin(&mut |part, m: &FaultyMedia<'_>, r| {
@@ -53,7 +53,7 @@ fn begin_and_sync(store: &mut TestStore<'_>) -> (CheckpointPlan, [usize; 3]) {
 
 /// Every message is in the log, its queue and the index.
 #[track_caller]
-fn assert_all(store: &TestStore<'_>, sent: &[Sent]) {
+fn assert_all(store: &TestEngine<'_>, sent: &[Sent]) {
     assert_eq!(log_records(store).len(), sent.len(), "log");
     for s in sent {
         let q = store.queue(s.topic, s.queue_id).expect("queue");
@@ -105,7 +105,7 @@ fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
             "claims begin's offset"
         );
         parts.crash(Crash::DropUnflushed);
-        let store = open(parts, true).expect("recovery");
+        let store = parts.open(CONFIG, true).expect("recovery");
         assert_all(&store, &sent);
     });
 }

@@ -131,7 +131,7 @@ fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
             sent.push(s);
         }
         let mut seen = Vec::new();
-        let pass = |store: &mut TestStore, below: u64, seen: &mut Vec<u64>| {
+        let pass = |store: &mut TestEngine, below: u64, seen: &mut Vec<u64>| {
             store
                 .dispatch_some(&mut [], 1000, below, &mut |r| seen.push(r.offset))
                 .unwrap()

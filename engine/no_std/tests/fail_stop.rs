@@ -11,7 +11,7 @@ use tern_engine::faulty::Crash;
 use tern_engine::ram::RamError;
 
 /// `n` new messages, appended.
-fn put_n(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, n: usize) {
+fn put_n(store: &mut TestEngine<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, n: usize) {
     for _ in 0..n {
         put_next(store, rng, sent);
     }
@@ -19,7 +19,7 @@ fn put_n(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, n: usiz
 
 /// The log holds exactly `sent`, in order.
 #[track_caller]
-fn assert_log(store: &TestStore<'_>, sent: &[Sent]) {
+fn assert_log(store: &TestEngine<'_>, sent: &[Sent]) {
     let found = log_records(store);
     let offsets: Vec<u64> = found.iter().map(|(o, _)| *o).collect();
     let want: Vec<u64> = sent.iter().map(|s| s.offset).collect();

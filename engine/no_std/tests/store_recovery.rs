@@ -6,7 +6,7 @@ mod support;
 use support::*;
 use tern_engine::faulty::Crash;
 
-fn put_until(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, end: u64) {
+fn put_until(store: &mut TestEngine<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, end: u64) {
     while store.log().max_offset() < end {
         put_next(store, rng, sent);
     }
@@ -15,7 +15,7 @@ fn put_until(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, end
 /// Every message at or after the log's start is in its queue at its queue offset, and
 /// each queue ends after its last message.
 #[track_caller]
-fn assert_queues(store: &TestStore<'_>, sent: &[Sent]) {
+fn assert_queues(store: &TestEngine<'_>, sent: &[Sent]) {
     for s in sent {
         let q = store.queue(s.topic, s.queue_id).expect("queue");
         assert!(q.max_offset() > s.queue_offset);

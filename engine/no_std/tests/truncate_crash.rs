@@ -1,4 +1,4 @@
-//! Truncation at a consistent point ([`Store::truncate_log`]) under crashes: random
+//! Truncation at a consistent point ([`Engine::truncate_log`]) under crashes: random
 //! appends, flushes, dispatch passes, checkpoints and retention; a cut at a random record
 //! boundary (sometimes with a two-phase checkpoint begun before it and finished after);
 //! the media running out part way through the truncation, or a crash after it with more
@@ -18,7 +18,7 @@
 //! `TERN_TRUNCATE_SEED=<seed> cargo test -p tern-engine --test truncate_crash`;
 //! `TERN_TRUNCATE_CASES` sets how many run (default 400).
 //!
-//! [`Store::truncate_log`]: tern_engine::store::Store::truncate_log
+//! [`Engine::truncate_log`]: tern_engine::store::Engine::truncate_log
 
 mod support;
 
@@ -28,9 +28,9 @@ use tern_engine::faulty::FaultPlan;
 
 /// Stops the store as a crash would and cuts power (or kills the process) under each
 /// media its own way.
-fn crash<'a>(store: TestStore<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
+fn crash<'a>(store: TestEngine<'a>, rng: &mut Rng, process: bool) -> Parts<'a> {
     let mut p = Parts::from_store(store);
-    p.crash_each(rng, process);
+    crash_each(&mut p, rng, process);
     p
 }
 
@@ -51,7 +51,7 @@ impl Model {
 
     fn put(
         &mut self,
-        store: &mut TestStore<'_>,
+        store: &mut TestEngine<'_>,
         rng: &mut Rng,
     ) -> Result<(), Error<tern_engine::ram::RamError>> {
         let mut s = new_message(rng, self.serial);
@@ -64,7 +64,7 @@ impl Model {
 
 /// Checks the store against `sent`: returns how many of them it holds (a prefix). Keys of
 /// the records past that prefix must not be found where those records were.
-fn check(store: &TestStore<'_>, sent: &[Sent], seed: u64) -> usize {
+fn check(store: &TestEngine<'_>, sent: &[Sent], seed: u64) -> usize {
     let log = store.log();
     let min = log.min_offset();
     let first = sent
@@ -130,7 +130,7 @@ fn check(store: &TestStore<'_>, sent: &[Sent], seed: u64) -> usize {
 }
 
 /// Prints each queue's offsets and end, for TERN_TRUNCATE_DEBUG.
-fn eprint_queues(store: &TestStore<'_>) {
+fn eprint_queues(store: &TestEngine<'_>) {
     for t in TOPICS {
         for q in 0..2 {
             if let Some(cq) = store.queue(t, q) {
@@ -147,7 +147,7 @@ fn eprint_queues(store: &TestStore<'_>) {
 
 /// Appends a few records after recovery: the first lands at the log's end (or, when it
 /// does not fit the segment, at the next one) with its queue's next offset.
-fn append_after(store: &mut TestStore<'_>, model: &mut Model, rng: &mut Rng, seed: u64) {
+fn append_after(store: &mut TestEngine<'_>, model: &mut Model, rng: &mut Rng, seed: u64) {
     for _ in 0..1 + rng.below(8) {
         let end = store.log().max_offset();
         let next_segment = end - end % LOG_SEG + LOG_SEG;
@@ -173,7 +173,7 @@ fn append_after(store: &mut TestStore<'_>, model: &mut Model, rng: &mut Rng, see
     }
 }
 
-fn random_ops(store: &mut TestStore<'_>, model: &mut Model, rng: &mut Rng, ops: u64) {
+fn random_ops(store: &mut TestEngine<'_>, model: &mut Model, rng: &mut Rng, ops: u64) {
     for _ in 0..ops {
         match rng.below(20) {
             0..=13 => model.put(store, rng).unwrap(),
@@ -196,7 +196,7 @@ fn run_case(seed: u64) {
     let mut rng = Rng(seed);
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
-    let mut store = open(arena.parts(&plan), false).unwrap();
+    let mut store = arena.parts(&plan).open(CONFIG, false).unwrap();
     let defer_rolls = seed % 2 == 1;
     store.defer_index_rolls(defer_rolls);
     let mut model = Model {
@@ -286,7 +286,8 @@ fn run_case(seed: u64) {
             // The log's end moves to the cut at the commit point, not before.
             let committed = offset < end && store.log().max_offset() == offset;
             let _ = straddling; // Never finished: the store is failed.
-            let mut reopened = open(crash(store, &mut rng, process), true)
+            let mut reopened = crash(store, &mut rng, process)
+                .open(CONFIG, true)
                 .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
             reopened.defer_index_rolls(defer_rolls);
             let found = check(&reopened, &model.sent, seed);
@@ -342,7 +343,8 @@ fn run_case(seed: u64) {
                 "seed {seed}: the cut made everything below it durable"
             );
             let total = model.sent.len();
-            let reopened = open(crash(store, &mut rng, process), true)
+            let reopened = crash(store, &mut rng, process)
+                .open(CONFIG, true)
                 .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
             store = reopened;
             store.defer_index_rolls(defer_rolls);
@@ -364,7 +366,10 @@ fn run_case(seed: u64) {
     random_ops(&mut store, &mut model, &mut rng, ops);
     store.dispatch(&mut [], &mut |_| {}).unwrap();
     assert_eq!(check(&store, &model.sent, seed), model.sent.len());
-    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
+    let store = Parts::from_closed(store)
+        .unwrap()
+        .open(CONFIG, false)
+        .unwrap();
     assert_eq!(
         check(&store, &model.sent, seed),
         model.sent.len(),

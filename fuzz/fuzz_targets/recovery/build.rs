@@ -273,7 +273,7 @@ fn build_index(inp: &mut Input<'_>, p: &mut Parts<'_>, placed: &[Placed]) -> Opt
 /// The history builder: a real store, real operations, then a clean close or a crash,
 /// then rot.
 pub(super) fn build_history<'a>(inp: &mut Input<'_>, p: Parts<'a>) -> Option<Parts<'a>> {
-    let mut store = open(p, false).ok()?;
+    let mut store = p.open(CONFIG, false).ok()?;
     let mut ts = BASE_TS;
     for n in 0..MAX_OPS {
         if inp.is_empty() {
@@ -312,53 +312,34 @@ pub(super) fn build_history<'a>(inp: &mut Input<'_>, p: Parts<'a>) -> Option<Par
         }
     }
     let how = inp.byte();
-    let (mut log, mut index, mut table, mut checkpoint) = if how & 1 == 0 {
-        store.close(&mut []).ok()?
+    let mut p = if how & 1 == 0 {
+        Parts::from_closed(store).ok()?
     } else {
-        let (mut log, mut index, mut table, mut checkpoint) = store.into_parts();
-        table.park();
-        for (_, m) in log.segments_mut() {
-            m.crash(crash_kind(inp, m.pending_writes()));
-        }
-        for (_, m) in index.segments_mut() {
-            m.crash(crash_kind(inp, m.pending_writes()));
-        }
-        for d in table.parked_mut() {
-            for (_, m) in d.segments_mut() {
-                m.crash(crash_kind(inp, m.pending_writes()));
-            }
-        }
-        let kind = crash_kind(inp, checkpoint.pending_writes());
-        checkpoint.crash(kind);
-        (log, index, table, checkpoint)
+        let mut p = Parts::from_store(store);
+        p.for_each_media(|m| m.crash(crash_kind(inp, m.pending_writes())));
+        p
     };
-    table.park();
     // Rot: bits flipped in durable bytes.
     for _ in 0..inp.byte() % 4 {
         let (which, nth, at, bit) = (inp.byte(), inp.byte() as usize, inp.u16(), inp.byte());
         let media: Option<&mut FaultyMedia<'_>> = match which % 4 {
-            0 => log.segments_mut().nth(nth % SEGS).map(|(_, m)| m),
-            1 => index.segments_mut().nth(nth % SEGS).map(|(_, m)| m),
+            0 => p.log.segments_mut().nth(nth % SEGS).map(|(_, m)| m),
+            1 => p.index.segments_mut().nth(nth % SEGS).map(|(_, m)| m),
             2 => {
-                let n = table.parked_mut().count().max(1);
-                table
+                let n = p.table.parked_mut().count().max(1);
+                p.table
                     .parked_mut()
                     .nth(nth % n)
                     .and_then(|d| d.segments_mut().nth(nth / n % SEGS).map(|(_, m)| m))
             }
-            _ => Some(&mut checkpoint),
+            _ => Some(&mut p.checkpoint),
         };
         if let Some(m) = media {
             let len = m.len().max(1);
             m.flip_bit(u64::from(at) % len, bit);
         }
     }
-    Some(Parts {
-        log,
-        index,
-        table,
-        checkpoint,
-    })
+    Some(p)
 }
 
 fn crash_kind(inp: &mut Input<'_>, pending: usize) -> Crash {

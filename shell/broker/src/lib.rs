@@ -74,10 +74,8 @@ pub struct BrokerCtx {
     pub(crate) filters: filter::Filters,
     /// `brokerIP1:port`: what clients dial, and what message ids encode.
     pub(crate) store_host: SocketAddr,
-    /// Wakes the registration task (topics changed).
-    pub(crate) register_now: event_listener::Event,
-    /// Set when topics changed since the last registration began.
-    pub(crate) register_pending: std::sync::atomic::AtomicBool,
+    /// Wakes the registration task (topics changed since its last registration began).
+    pub(crate) register_wanted: runtime::Wakeup,
     /// When the broker started.
     pub(crate) started: Instant,
     /// Triggered at shutdown; held pulls answer at once.
@@ -169,9 +167,7 @@ impl BrokerCtx {
     /// Asks for a registration with every name server soon (topics changed). A request
     /// that arrives while one is running is not lost: the flag makes the task go again.
     pub fn request_registration(&self) {
-        self.register_pending
-            .store(true, std::sync::atomic::Ordering::Release);
-        self.register_now.notify(1);
+        self.register_wanted.wake();
     }
 
     /// Appends one message: the one way processors, send-backs and transaction commits
@@ -396,8 +392,7 @@ impl Broker {
             timer,
             filters: filter::Filters::default(),
             store_host: config.advertised_addr(port),
-            register_now: event_listener::Event::new(),
-            register_pending: std::sync::atomic::AtomicBool::new(false),
+            register_wanted: runtime::Wakeup::new(),
             started,
             shutdown: Shutdown::new(),
             namesrv: tern_shell::ConnectionPool::new(outbound.clone(), Duration::from_secs(3)),

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tern_shell::body::RegisterBrokerBody;
@@ -209,22 +208,19 @@ pub async fn unregister_all(ctx: &Arc<BrokerCtx>) {
 /// The registration task: the first registration happened at start; then every period,
 /// or at once when topics change.
 pub async fn run(ctx: Arc<BrokerCtx>) {
+    let mut asked = ctx.register_wanted.next();
     loop {
-        let asked = ctx.register_now.listen();
-        if !ctx.register_pending.load(Ordering::Acquire) {
-            let period = ctx.config.register_period;
-            let _ = runtime::race(
-                async {
-                    let _ = runtime::timeout(period, asked).await;
-                },
-                ctx.shutdown.wait(),
-            )
-            .await;
-        }
+        let period = ctx.config.register_period;
+        let _ = runtime::race(
+            runtime::race(runtime::sleep(period), asked.wait()),
+            ctx.shutdown.wait(),
+        )
+        .await;
         if ctx.shutdown.is_triggered() {
             break;
         }
-        ctx.register_pending.store(false, Ordering::Release);
+        // Taken before the registration: a change while it runs wakes the next wait.
+        asked = ctx.register_wanted.next();
         register_all(&ctx).await;
     }
 }

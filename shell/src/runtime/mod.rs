@@ -323,6 +323,42 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// A wake-up for a task that loops: [`Self::wake`] fires the signal the task holds, and
+/// [`Self::next`] hands out a fresh one once that fired. A task that takes `next()` before
+/// its work and waits on it after never misses a wake that came during the work (the
+/// re-armable notify of the rebalance loops, the lite consumer's poll and the broker's
+/// registration task).
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    /// The signal, and whether a waiter has taken it: a wake before anyone took the
+    /// signal is still owed to the first taker.
+    current: std::sync::Mutex<(Shutdown, bool)>,
+}
+
+impl Wakeup {
+    /// A wake-up with nothing pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wakes whoever waits on the current signal, or the next wait if none does yet.
+    pub fn wake(&self) {
+        self.current.guard().0.trigger();
+    }
+
+    /// The signal to wait on next: the current one, or a fresh one if it fired after a
+    /// waiter took it (that wake was for the round that took it).
+    pub fn next(&self) -> Shutdown {
+        let mut current = self.current.guard();
+        let (signal, taken) = &mut *current;
+        if *taken && signal.is_triggered() {
+            *signal = Shutdown::new();
+        }
+        *taken = true;
+        signal.clone()
+    }
+}
+
 /// A one-shot signal every task can wait on: triggering it wakes all waiters, now and later.
 ///
 /// Cloning shares the signal. It is a closed channel underneath, so waiting costs nothing
@@ -382,6 +418,21 @@ impl Shutdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wakeup_is_owed_to_the_next_wait_and_spent_by_it() {
+        let w = Wakeup::new();
+        // A wake before anyone waited is kept for the first taker.
+        w.wake();
+        assert!(w.next().is_triggered());
+        // Spent by that round: the next round gets a fresh signal...
+        let round = w.next();
+        assert!(!round.is_triggered());
+        // ...which a wake during the round's work fires.
+        w.wake();
+        assert!(round.is_triggered());
+        assert!(!w.next().is_triggered());
+    }
 
     #[test]
     fn shutdown_wakes_waiters_before_and_after_trigger() {

@@ -3,7 +3,7 @@
 use tern_engine::commitlog::Slot;
 use tern_engine::index::MAX_QUERY_RESULTS;
 
-use crate::FwStore;
+use crate::FwEngine;
 use crate::report::{ensure, must};
 use crate::workload::{self, BODY_MAX_BYTES, QUEUES, Sent};
 
@@ -22,7 +22,7 @@ pub struct Verified {
 /// (each intact, in order, at the offsets the puts returned), that every queue holds
 /// entries for exactly those messages at contiguous offsets from 0, and that the index finds
 /// each by its keys. Fails the run on the first difference.
-pub fn verify(store: &FwStore<'_>, sent: &[Sent], durable: usize) -> Verified {
+pub fn verify(store: &FwEngine<'_>, sent: &[Sent], durable: usize) -> Verified {
     let records = verify_log(store, sent, durable);
     let sent = &sent[..records];
     let queues = verify_queues(store, sent);
@@ -35,7 +35,7 @@ pub fn verify(store: &FwStore<'_>, sent: &[Sent], durable: usize) -> Verified {
 }
 
 /// Walks the log; returns how many records it holds.
-fn verify_log(store: &FwStore<'_>, sent: &[Sent], durable: usize) -> usize {
+fn verify_log(store: &FwEngine<'_>, sent: &[Sent], durable: usize) -> usize {
     let log = store.log();
     let mut pos = log.min_offset();
     let mut found = 0usize;
@@ -105,7 +105,7 @@ fn verify_log(store: &FwStore<'_>, sent: &[Sent], durable: usize) -> usize {
 }
 
 /// Every queue holds exactly its surviving messages, at offsets 0, 1, 2, …
-fn verify_queues(store: &FwStore<'_>, sent: &[Sent]) -> usize {
+fn verify_queues(store: &FwEngine<'_>, sent: &[Sent]) -> usize {
     let log = store.log();
     for (qi, &(topic, queue_id)) in QUEUES.iter().enumerate() {
         let mut want = sent.iter().filter(|s| usize::from(s.queue) == qi);
@@ -158,7 +158,7 @@ fn verify_queues(store: &FwStore<'_>, sent: &[Sent]) -> usize {
 }
 
 /// Every surviving message is found by its UNIQ_KEY and, when it has one, its KEYS.
-fn verify_index(store: &FwStore<'_>, sent: &[Sent]) -> usize {
+fn verify_index(store: &FwEngine<'_>, sent: &[Sent]) -> usize {
     let mut hits = 0;
     for s in sent {
         let topic = QUEUES[usize::from(s.queue)].0;
@@ -180,7 +180,7 @@ fn verify_index(store: &FwStore<'_>, sent: &[Sent]) -> usize {
 }
 
 /// Whether looking `key` up in `topic` returns `offset` among its hits.
-fn finds(store: &FwStore<'_>, topic: &str, key: &str, offset: u64) -> bool {
+fn finds(store: &FwEngine<'_>, topic: &str, key: &str, offset: u64) -> bool {
     let mut found = false;
     must!(
         store
@@ -196,7 +196,7 @@ fn finds(store: &FwStore<'_>, topic: &str, key: &str, offset: u64) -> bool {
 /// Messages a power cut took must leave no trace: the index finds none of their unique
 /// keys (every hit would point at a record that is not theirs). Returns how many were
 /// checked.
-pub fn verify_lost(store: &FwStore<'_>, lost: &[Sent]) -> usize {
+pub fn verify_lost(store: &FwEngine<'_>, lost: &[Sent]) -> usize {
     for s in lost {
         let topic = QUEUES[usize::from(s.queue)].0;
         let uniq = workload::uniq_key(s.seq);

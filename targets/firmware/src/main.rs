@@ -37,7 +37,7 @@ use tern_engine::faulty::{Crash, FaultPlan, FaultyMedia};
 use tern_engine::index::{self, IndexConfig};
 use tern_engine::layout::CHECKPOINT_FILE_SIZE;
 use tern_engine::ram::{RamDir, RamQueues};
-use tern_engine::store::{OpenReport, Store, StoreConfig};
+use tern_engine::store::{OpenReport, Engine, StoreConfig};
 
 use crate::report::{ensure, must, say};
 use crate::workload::Model;
@@ -100,8 +100,8 @@ type QueueDir<'a> = RamDir<'a, FILES_PER_QUEUE>;
 type Queues<'a> = RamQueues<&'a mut QueueDir<'a>, MAX_QUEUES, MAX_TOPIC_BYTES>;
 /// The store as the device runs it: every structure over fault-injecting RAM media, held
 /// borrowed from the statics that own them (the engine takes `&mut` storage as storage).
-pub type FwStore<'a> =
-    Store<&'a mut LogDir<'a>, &'a mut IndexDir<'a>, Queues<'a>, &'a mut FaultyMedia<'a>>;
+pub type FwEngine<'a> =
+    Engine<&'a mut LogDir<'a>, &'a mut IndexDir<'a>, Queues<'a>, &'a mut FaultyMedia<'a>>;
 
 /// Every byte the store's media hold. Each segment's buffer is twice its size: the fault
 /// model keeps what reads see and what is durable side by side.
@@ -140,7 +140,7 @@ const DIRECTORY_BYTES: usize = size_of::<LogDir<'static>>()
     + MAX_QUEUES * size_of::<QueueDir<'static>>()
     + size_of::<FaultyMedia<'static>>();
 
-/// The store's parts between runs: what `Store::open` takes and `into_parts` gives back.
+/// The store's parts between runs: what `Engine::open` takes and `into_parts` gives back.
 struct Parts<'a> {
     log: &'a mut LogDir<'a>,
     index: &'a mut IndexDir<'a>,
@@ -183,7 +183,7 @@ impl Parts<'static> {
 }
 
 impl<'a> Parts<'a> {
-    fn of(store: FwStore<'a>) -> Self {
+    fn of(store: FwEngine<'a>) -> Self {
         let (log, index, queues, checkpoint) = store.into_parts();
         Parts {
             log,
@@ -193,11 +193,11 @@ impl<'a> Parts<'a> {
         }
     }
 
-    fn open(mut self, crashed: bool) -> (FwStore<'a>, OpenReport) {
+    fn open(mut self, crashed: bool) -> (FwEngine<'a>, OpenReport) {
         // Queues a previous store held come back as directories for `open_existing`.
         self.queues.park();
         must!(
-            Store::open(
+            Engine::open(
                 CONFIG,
                 self.log,
                 self.index,
@@ -327,7 +327,7 @@ fn cut_and_recover<'a>(
     mut parts: Parts<'a>,
     model: &mut Model,
     before: BeforeCut,
-) -> (FwStore<'a>, check::Verified) {
+) -> (FwEngine<'a>, check::Verified) {
     let pending = parts.power_cut(before.flushed_offset);
     ensure!(
         Checkpoint::read(&parts.checkpoint).is_ok_and(|c| c.is_some()),
@@ -360,7 +360,7 @@ fn cut_and_recover<'a>(
 /// Phase 5: the recovered store goes on (new messages continue every queue's offsets),
 /// closes cleanly, and reopens trusting the clean end instead of scanning.
 #[inline(never)]
-fn go_on_and_reopen(mut store: FwStore<'_>, model: &mut Model) -> check::Verified {
+fn go_on_and_reopen(mut store: FwEngine<'_>, model: &mut Model) -> check::Verified {
     workload::put(&mut store, model, PUTS_AFTER_RECOVERY);
     let (log, index, queues, checkpoint) = must!(store.close(&mut []), "close");
     let parts = Parts {
@@ -412,7 +412,7 @@ fn main() -> ! {
         "memory: media buffers {} KiB (each twice its media: the fault model keeps two images), directories {} B, store struct {} B, model {} B, stack peak {} B",
         size_of::<MediaBuffers>() / 1024,
         DIRECTORY_BYTES,
-        size_of::<FwStore<'_>>(),
+        size_of::<FwEngine<'_>>(),
         size_of::<Model>(),
         stack_peak_bytes()
     );

@@ -11,7 +11,7 @@ use tern_engine::properties::{self, key};
 use tern_engine::record::{Host, MessageIn};
 use tern_engine::testkit;
 
-use crate::FwStore;
+use crate::FwEngine;
 use crate::report::{ensure, must};
 
 /// The queues messages go to: three topics, four queues, as a gateway's uplink might
@@ -190,7 +190,7 @@ impl Encoded {
 
 /// Puts `count` more messages: single puts, and telemetry in batches of up to
 /// [`BATCH_MAX`] (cut short so exactly `count` are put). Records each in the model.
-pub fn put(store: &mut FwStore<'_>, model: &mut Model, count: usize) {
+pub fn put(store: &mut FwEngine<'_>, model: &mut Model, count: usize) {
     let mut left = count;
     while left > 0 {
         let seq = model.next_seq;

@@ -71,7 +71,7 @@ impl<D: Directory, const N: usize, const TOPIC: usize> RamQueues<D, N, TOPIC> {
     }
 
     /// Takes every queue back from a store that is gone (closed, or "crashed" by
-    /// `Store::into_parts`), so the next `Store::open` finds them in `open_existing`.
+    /// `Engine::into_parts`), so the next `Engine::open` finds them in `open_existing`.
     pub fn park(&mut self) {
         for q in self.queues.iter_mut() {
             if !matches!(q.state, State::Open(_)) {
@@ -93,7 +93,7 @@ impl<D: Directory, const N: usize, const TOPIC: usize> RamQueues<D, N, TOPIC> {
     }
 
     /// Adds a queue whose files `dir` already holds (written outside a store), parked:
-    /// the next `Store::open` opens it.
+    /// the next `Engine::open` opens it.
     pub fn insert_parked(
         &mut self,
         topic: &str,

@@ -1,8 +1,8 @@
 //! Dispatch: following the log into consume queues and the index, in bounded passes an
-//! owner can run one per hold of its lock ([`Store::dispatch_some`]), or all at once
-//! ([`Store::dispatch`]).
+//! owner can run one per hold of its lock ([`Engine::dispatch_some`]), or all at once
+//! ([`Engine::dispatch`]).
 
-use super::{QueueSlot, QueueTable, Res, Store};
+use super::{Engine, QueueSlot, QueueTable, Res};
 use crate::commitlog::Slot;
 use crate::consumequeue::{ConsumeQueue, Entry, Put};
 use crate::dispatch::DispatchRecord;
@@ -11,7 +11,7 @@ use crate::index::RecordKeys;
 use crate::media::{Directory, Media};
 use crate::record::RecordError;
 
-/// Records [`Store::dispatch`] hands to one [`Store::dispatch_some`] pass.
+/// Records [`Engine::dispatch`] hands to one [`Engine::dispatch_some`] pass.
 pub const DISPATCH_PASS_RECORDS: u64 = 1024;
 
 /// What one bounded dispatch pass did.
@@ -25,7 +25,7 @@ pub struct Dispatched {
     /// until the owner raises the bound. `more` is false then.
     pub limited: bool,
     /// The pass stopped before a record whose index roll waits for the newest index
-    /// file to be flushed (only with [`Store::defer_index_rolls`]): flush it, outside
+    /// file to be flushed (only with [`Engine::defer_index_rolls`]): flush it, outside
     /// the owner's lock (a checkpoint), then call again. `more` is false then.
     pub index_flush: bool,
 }
@@ -40,7 +40,7 @@ enum Step {
     WaitIndexFlush,
 }
 
-impl<L, I, Q, C> Store<L, I, Q, C>
+impl<L, I, Q, C> Engine<L, I, Q, C>
 where
     L: Directory,
     I: Directory<Error = L::Error>,
@@ -52,7 +52,7 @@ where
     /// its consume queue and the index, and telling `on_record` (the broker wakes waiting
     /// pulls). Returns how many records were dispatched. No bound: recovery and a cut
     /// dispatch every record the log holds. A loop over
-    /// [`Store::dispatch_some`]; owners that hold a lock around it should call that
+    /// [`Engine::dispatch_some`]; owners that hold a lock around it should call that
     /// instead, one bounded pass per lock hold.
     pub fn dispatch(
         &mut self,
@@ -75,7 +75,7 @@ where
         }
     }
 
-    /// With `on`, [`Store::dispatch_some`] stops before a record whose index roll would
+    /// With `on`, [`Engine::dispatch_some`] stops before a record whose index roll would
     /// flush the newest index file (a 420 MB mapping's dirty pages at RocketMQ's
     /// geometry) inside the pass, and says so (`Dispatched::index_flush`): an owner that
     /// holds a lock around each pass flushes it outside the lock and dispatches again, so
@@ -86,7 +86,7 @@ where
     }
 
     /// Dispatches at most `max_records` records from the last dispatched offset (see
-    /// [`Store::dispatch`]), none that ends past `below` (`u64::MAX`: no bound). The bound
+    /// [`Engine::dispatch`]), none that ends past `below` (`u64::MAX`: no bound). The bound
     /// is the owner's confirm offset: a replicated broker shows readers only what every
     /// replica that may be elected holds, and a record the bound cuts waits whole.
     /// `more` says records remain below the log's end and the bound; `limited` that the

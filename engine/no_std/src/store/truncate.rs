@@ -22,15 +22,15 @@
 //! 5. Dispatch what was below the cut but not yet dispatched, then checkpoint (everything
 //!    flushed): the store is as if it had been opened on a log ending at the cut.
 //!
-//! A failure after step 1 fails the store ([`Store::is_failed`]): reopening recovers it
+//! A failure after step 1 fails the store ([`Engine::is_failed`]): reopening recovers it
 //! to one of the two stores above.
 
-use super::{QueueTable, Res, Store};
+use super::{Engine, QueueTable, Res};
 use crate::checkpoint::Checkpoint;
 use crate::error::Error;
 use crate::media::{Directory, Media};
 
-/// What [`Store::truncate_log`] did.
+/// What [`Engine::truncate_log`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Truncated {
@@ -40,7 +40,7 @@ pub struct Truncated {
     pub redispatched: u64,
 }
 
-impl<L, I, Q, C> Store<L, I, Q, C>
+impl<L, I, Q, C> Engine<L, I, Q, C>
 where
     L: Directory,
     I: Directory<Error = L::Error>,
@@ -55,7 +55,7 @@ where
     /// [`Error::OutOfRange`] outside them, [`Error::NotRecordBoundary`] inside but between
     /// records, and the store is untouched then. On return every record below `offset` is
     /// durable and the cut is too; see the module docs for what a crash leaves. `scratch`
-    /// is for dispatch, as in [`Store::dispatch`].
+    /// is for dispatch, as in [`Engine::dispatch`].
     ///
     /// Flushes log, queues and index in the caller's lock: a rare operation (a role
     /// change), made before appends resume.

@@ -1,15 +1,15 @@
 //! The two-phase checkpoint: an owner that syncs files itself, outside the lock that
-//! serialises the store, asks [`Store::checkpoint_begin`] which regions to sync, syncs
-//! them, then records the result with [`Store::checkpoint_finish`].
+//! serialises the store, asks [`Engine::checkpoint_begin`] which regions to sync, syncs
+//! them, then records the result with [`Engine::checkpoint_finish`].
 
-use super::{QueueTable, Res, Store};
+use super::{Engine, QueueTable, Res};
 use crate::checkpoint::Checkpoint;
 use crate::error::MediaResult;
 use crate::layout::CHECKPOINT_FILE_SIZE;
 use crate::media::{Directory, Media};
 
 /// Which structure a region of a two-phase checkpoint belongs to
-/// ([`Store::checkpoint_begin`]).
+/// ([`Engine::checkpoint_begin`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Part {
@@ -21,7 +21,7 @@ pub enum Part {
     Index,
 }
 
-/// What [`Store::checkpoint_finish`] may claim: fixed by [`Store::checkpoint_begin`], so
+/// What [`Engine::checkpoint_finish`] may claim: fixed by [`Engine::checkpoint_begin`], so
 /// appends and dispatches made between the two phases are not claimed. The queues' own
 /// targets live in the queues (a plan holds no table).
 #[derive(Debug)]
@@ -45,7 +45,7 @@ pub struct CheckpointPlan {
     index_target: Option<u64>,
 }
 
-impl<L, I, Q, C> Store<L, I, Q, C>
+impl<L, I, Q, C> Engine<L, I, Q, C>
 where
     L: Directory,
     I: Directory<Error = L::Error>,
@@ -57,8 +57,8 @@ where
     /// (an fdatasync of duplicated file handles). Under the lock: calls `region` for every
     /// media holding bytes written since the last checkpoint (the log's unflushed tail per
     /// segment, each queue's unflushed files, the newest index file if it changed), with
-    /// the byte range within that media, and fixes what [`Store::checkpoint_finish`] may
-    /// then claim. If the owner's sync fails, it calls [`Store::mark_failed`] and drops
+    /// the byte range within that media, and fixes what [`Engine::checkpoint_finish`] may
+    /// then claim. If the owner's sync fails, it calls [`Engine::mark_failed`] and drops
     /// the plan.
     #[allow(clippy::type_complexity)]
     pub fn checkpoint_begin(
@@ -96,7 +96,7 @@ where
 
     /// Second phase, after the owner made every region of `plan` durable: marks them
     /// flushed and writes and flushes the checkpoint record. It claims the dispatched
-    /// offset as of [`Store::checkpoint_begin`] (capped by the log's flushed offset, and
+    /// offset as of [`Engine::checkpoint_begin`] (capped by the log's flushed offset, and
     /// never below what the last checkpoint claimed); appends and dispatches made between
     /// the phases are not claimed. A plan superseded by a newer begin still finishes
     /// correctly, without marking queues.
@@ -108,10 +108,10 @@ where
         Ok(())
     }
 
-    /// [`Store::checkpoint_finish`] for an owner that also syncs the checkpoint file
+    /// [`Engine::checkpoint_finish`] for an owner that also syncs the checkpoint file
     /// itself, outside its lock: marks the plan's regions flushed and writes the record
-    /// without flushing it. Once the owner made [`Store::checkpoint_media`] durable it
-    /// hands the result to [`Store::checkpoint_synced`]; until then nothing relies on the
+    /// without flushing it. Once the owner made [`Engine::checkpoint_media`] durable it
+    /// hands the result to [`Engine::checkpoint_synced`]; until then nothing relies on the
     /// new record (retention keeps what the previous one needs), and a crash finds the
     /// previous record or the new one, each true.
     pub fn checkpoint_write(&mut self, plan: CheckpointPlan) -> Res<CheckpointWritten, L::Error> {
@@ -154,7 +154,7 @@ where
         })
     }
 
-    /// The record of a [`Store::checkpoint_write`] is durable: retention may rely on it.
+    /// The record of a [`Engine::checkpoint_write`] is durable: retention may rely on it.
     /// Nothing changes on a failed store.
     pub fn checkpoint_synced(&mut self, written: CheckpointWritten) {
         if !self.is_failed() {
@@ -168,7 +168,7 @@ where
     }
 }
 
-/// A checkpoint record written but not yet durable ([`Store::checkpoint_write`]).
+/// A checkpoint record written but not yet durable ([`Engine::checkpoint_write`]).
 #[derive(Debug)]
 #[must_use = "retention goes on relying on the previous checkpoint until checkpoint_synced"]
 pub struct CheckpointWritten {

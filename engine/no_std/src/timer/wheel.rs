@@ -207,6 +207,15 @@ mod tests {
         Wheel::open(RamMedia::new(buf, 0).unwrap(), 8, 1000).unwrap()
     }
 
+    /// A slot holding the single unit at `pos`.
+    fn one_unit(pos: u64) -> SlotRead {
+        SlotRead::Filled {
+            first_pos: pos,
+            last_pos: pos,
+            num: 1,
+        }
+    }
+
     #[test]
     fn units_link_newest_last_and_a_replay_changes_nothing() {
         let mut buf = vec![0u8; 8 * 32];
@@ -236,14 +245,7 @@ mod tests {
         // 8 slots of 1 s later: the same slot, the next turn.
         assert_eq!(w.get(11_000).unwrap(), SlotRead::Empty);
         w.link(11_000, 208, 1).unwrap();
-        assert_eq!(
-            w.get(11_000).unwrap(),
-            SlotRead::Filled {
-                first_pos: 208,
-                last_pos: 208,
-                num: 1
-            }
-        );
+        assert_eq!(w.get(11_000).unwrap(), one_unit(208));
         assert_eq!(w.get(3_000).unwrap(), SlotRead::Empty);
     }
 
@@ -258,14 +260,7 @@ mod tests {
         w.media.write_at(2 * 32, &slot).unwrap();
         assert_eq!(w.get(2_000).unwrap(), SlotRead::Rotted);
         w.link(2_000, 104, 1).unwrap();
-        assert_eq!(
-            w.get(2_000).unwrap(),
-            SlotRead::Filled {
-                first_pos: 104,
-                last_pos: 104,
-                num: 1
-            }
-        );
+        assert_eq!(w.get(2_000).unwrap(), one_unit(104));
     }
 
     #[test]

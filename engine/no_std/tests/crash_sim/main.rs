@@ -104,24 +104,26 @@ struct Timers<'a> {
     model: timers::TimerModel,
 }
 
-/// Runs random operations until `ops` are done or one fails. With `faults`, an operation
-/// may also make the next flush fail (Linux style).
-fn run_ops(
-    store: &mut TestStore<'_>,
-    timer: &mut Timers<'_>,
-    rng: &mut Rng,
-    plan: &FaultPlan,
-    model: &mut Model,
-    ops: u64,
+/// What the random operations run on and against; each takes all of it.
+struct Ops<'r, 'a> {
+    store: &'r mut TestEngine<'a>,
+    timer: &'r mut Timers<'a>,
+    rng: &'r mut Rng,
+    plan: &'r FaultPlan,
+    model: &'r mut Model,
+    /// An operation may also make the next flush fail (Linux style).
     faults: bool,
-) -> Result<(), Error<RamError>> {
+}
+
+/// Runs random operations until `ops` are done or one fails.
+fn run_ops(o: &mut Ops<'_, '_>, ops: u64) -> Result<(), Error<RamError>> {
     for _ in 0..ops {
-        match one_op(store, timer, rng, plan, model, faults, false) {
+        match one_op(o, false) {
             Ok(Flow::Go) => {}
             Ok(Flow::Crash) => return Ok(()),
             Err(e) => {
-                if store.is_failed() {
-                    check_refusals(store, rng, model);
+                if o.store.is_failed() {
+                    check_refusals(o.store, o.rng, o.model);
                 }
                 return Err(e);
             }
@@ -137,15 +139,15 @@ enum Flow {
     Crash,
 }
 
-fn one_op(
-    store: &mut TestStore<'_>,
-    timer: &mut Timers<'_>,
-    rng: &mut Rng,
-    plan: &FaultPlan,
-    model: &mut Model,
-    faults: bool,
-    in_checkpoint: bool,
-) -> Result<Flow, Error<RamError>> {
+fn one_op(o: &mut Ops<'_, '_>, in_checkpoint: bool) -> Result<Flow, Error<RamError>> {
+    let Ops {
+        store,
+        timer,
+        rng,
+        plan,
+        model,
+        faults,
+    } = o;
     if rng.chance(15) {
         timers::op(store, &mut timer.driver, rng, model, &mut timer.model)?;
         return Ok(Flow::Go);
@@ -207,9 +209,9 @@ fn one_op(
             let min = store.log().min_offset();
             timer.driver.timer_mut().delete_before(min)?;
         }
-        198..=199 if faults => plan.fail_flushes(1),
+        198..=199 if *faults => plan.fail_flushes(1),
         188..=191 if !in_checkpoint => {
-            return two_phase_checkpoint(store, timer, rng, plan, model, faults);
+            return two_phase_checkpoint(o);
         }
         _ => {
             store.dispatch(&mut [], &mut |_| {})?;
@@ -223,14 +225,8 @@ fn one_op(
 /// A checkpoint as a broker makes it outside its lock: begin, sync every region handed
 /// out through the media (an fdatasync of a duplicated handle), maybe a few operations
 /// in between, finish. Sometimes the crash comes between the phases.
-fn two_phase_checkpoint(
-    store: &mut TestStore<'_>,
-    timer: &mut Timers<'_>,
-    rng: &mut Rng,
-    plan: &FaultPlan,
-    model: &mut Model,
-    faults: bool,
-) -> Result<Flow, Error<RamError>> {
+fn two_phase_checkpoint(o: &mut Ops<'_, '_>) -> Result<Flow, Error<RamError>> {
+    let store = &mut *o.store;
     store.dispatch(&mut [], &mut |_| {})?;
     let mut sync_error = None;
     let cp = store.checkpoint_begin(&mut |_, m, range| {
@@ -244,24 +240,24 @@ fn two_phase_checkpoint(
         drop(cp);
         return Err(Error::Media(e));
     }
-    for _ in 0..rng.below(4) {
-        if let Flow::Crash = one_op(store, timer, rng, plan, model, faults, true)? {
+    for _ in 0..o.rng.below(4) {
+        if let Flow::Crash = one_op(o, true)? {
             return Ok(Flow::Crash);
         }
     }
-    if rng.chance(10) {
+    if o.rng.chance(10) {
         stats::add(&stats::CRASHED_BETWEEN_PHASES, 1);
         return Ok(Flow::Crash);
     }
-    store.checkpoint_finish(cp)?;
+    o.store.checkpoint_finish(cp)?;
     stats::add(&stats::TWO_PHASE_FINISHED, 1);
-    model.flushed = store.log().flushed_offset();
+    o.model.flushed = o.store.log().flushed_offset();
     Ok(Flow::Go)
 }
 
 /// After a failed flush the store refuses writes and checkpoints, and after a failed log
 /// flush the log's flushed offset no longer moves.
-fn check_refusals(store: &mut TestStore<'_>, rng: &mut Rng, model: &Model) {
+fn check_refusals(store: &mut TestEngine<'_>, rng: &mut Rng, model: &Model) {
     let flushed = store.log().flushed_offset();
     assert!(flushed >= model.flushed);
     let mut s = new_message(rng, u64::MAX);
@@ -277,7 +273,7 @@ fn check_refusals(store: &mut TestStore<'_>, rng: &mut Rng, model: &Model) {
 
 /// Checks the recovered store against the model; returns how many sent messages survived
 /// (those below the log's start, deleted by retention, count as survived).
-fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) -> usize {
+fn verify(store: &TestEngine<'_>, model: &Model, process_crash: bool, seed: u64) -> usize {
     let (sent, acked) = (&model.sent, model.acked());
     // 1. The log is a prefix of what was sent (after what retention deleted), at least as
     //    long as what was acknowledged.
@@ -356,18 +352,17 @@ fn verify(store: &TestStore<'_>, model: &Model, process_crash: bool, seed: u64) 
 /// Cuts power (or kills the process) under a stopped store and its timer, each media
 /// its own way.
 fn crash<'a>(
-    store: TestStore<'a>,
+    store: TestEngine<'a>,
     driver: timers::Driver<'a>,
     rng: &mut Rng,
     process: bool,
 ) -> (Parts<'a>, timers::TimerParts<'a>) {
     let mut parts = Parts::from_store(store);
-    parts.crash_each(rng, process);
+    crash_each(&mut parts, rng, process);
     let (mut wheel, mut timer_log, mut timer_cp) = driver.into_timer().into_parts();
     crash_dir(&mut timer_log, rng, process);
     for m in [&mut wheel, &mut timer_cp] {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
+        crash_media(m, rng, process);
     }
     (parts, (wheel, timer_log, timer_cp))
 }
@@ -377,7 +372,7 @@ fn run_case(seed: u64) {
     let plan = FaultPlan::none();
     let mut arena = Arena::new();
     let mut timer_arena = timers::TimerArena::new();
-    let mut store = open(arena.parts(&plan), false).unwrap();
+    let mut store = arena.parts(&plan).open(CONFIG, false).unwrap();
     // Half the seeds roll the index as the broker does: after a checkpoint flushed it.
     let defer_rolls = seed % 2 == 1;
     store.defer_index_rolls(defer_rolls);
@@ -401,9 +396,15 @@ fn run_case(seed: u64) {
         }
         let faults = rng.chance(50);
         let ops = 20 + rng.below(120);
-        let _ = run_ops(
-            &mut store, &mut timer, &mut rng, &plan, &mut model, ops, faults,
-        );
+        let mut o = Ops {
+            store: &mut store,
+            timer: &mut timer,
+            rng: &mut rng,
+            plan: &plan,
+            model: &mut model,
+            faults,
+        };
+        let _ = run_ops(&mut o, ops);
         let out_of_fuel = plan.fuel() == 0;
         plan.refuel(u64::MAX);
         plan.fail_flushes(0);
@@ -420,7 +421,9 @@ fn run_case(seed: u64) {
         let process = !out_of_fuel && rng.chance(15);
         stats::add(&stats::PROCESS_CRASHES, u64::from(process));
         let (parts, timer_parts) = crash(store, timer.driver, &mut rng, process);
-        store = open(parts, true).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
+        store = parts
+            .open(CONFIG, true)
+            .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e:?}"));
         store.defer_index_rolls(defer_rolls);
         let found = verify(&store, &model, process, seed);
         model.sent.truncate(found);
@@ -434,10 +437,15 @@ fn run_case(seed: u64) {
 
     // The store goes on: new messages get the next queue offsets, and a clean close and
     // reopen keeps everything.
-    run_ops(
-        &mut store, &mut timer, &mut rng, &plan, &mut model, 30, false,
-    )
-    .unwrap_or_else(|e| panic!("seed {seed}: after recovery: {e:?}"));
+    let mut o = Ops {
+        store: &mut store,
+        timer: &mut timer,
+        rng: &mut rng,
+        plan: &plan,
+        model: &mut model,
+        faults: false,
+    };
+    run_ops(&mut o, 30).unwrap_or_else(|e| panic!("seed {seed}: after recovery: {e:?}"));
     // The clock passes every due time; then a clean stop.
     timers::drain(
         &mut store,
@@ -448,7 +456,10 @@ fn run_case(seed: u64) {
     );
     timers::close(&mut store, &mut timer.driver)
         .unwrap_or_else(|e| panic!("seed {seed}: closing the timer: {e:?}"));
-    let store = open(Parts::from_closed(store).unwrap(), false).unwrap();
+    let store = Parts::from_closed(store)
+        .unwrap()
+        .open(CONFIG, false)
+        .unwrap();
     model.flushed = u64::MAX;
     let found = verify(&store, &model, true, seed);
     assert_eq!(

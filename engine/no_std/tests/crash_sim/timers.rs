@@ -12,13 +12,14 @@
 //!    and a recall marker is never delivered.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use tern_engine::Error;
 use tern_engine::faulty::{FaultPlan, FaultyMedia};
 use tern_engine::properties::{self, Properties, key};
 use tern_engine::ram::{RamDir, RamError};
 use tern_engine::record::{MessageIn, RecordView};
+use tern_engine::testkit::{RamTimerParts, timer_parts};
 use tern_engine::timer::driver::{Failure, Put, QueueEntry, Refusal, Unreadable};
 use tern_engine::timer::log::UNIT_SIZE;
 use tern_engine::timer::{
@@ -26,7 +27,7 @@ use tern_engine::timer::{
     classify,
 };
 
-use crate::support::{Rng, Sent, TOPICS, TestStore};
+use crate::support::{Rng, Sent, TOPICS, TestEngine};
 use crate::{Model, stats};
 
 pub const PRECISION: i64 = 1_000;
@@ -48,7 +49,7 @@ const TIMER_SEGS: usize = 48;
 
 pub type TimerDir<'a> = RamDir<'a, TIMER_SEGS>;
 pub type Driver<'a> = TimerDriver<FaultyMedia<'a>, TimerDir<'a>, FaultyMedia<'a>>;
-pub type TimerParts<'a> = (FaultyMedia<'a>, TimerDir<'a>, FaultyMedia<'a>);
+pub type TimerParts<'a> = RamTimerParts<'a, TIMER_SEGS>;
 
 /// The timer's buffers, each twice its media (current and durable image).
 pub struct TimerArena {
@@ -70,10 +71,14 @@ impl TimerArena {
 
     /// An empty wheel, log and checkpoint over these buffers.
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> TimerParts<'a> {
-        let wheel = FaultyMedia::new(&mut self.wheel, SLOTS as usize * 32, plan).unwrap();
-        let cp = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
-        let dir = RamDir::with_buffers(plan, &mut self.log).unwrap();
-        (wheel, dir, cp)
+        timer_parts(
+            plan,
+            SLOTS,
+            &mut self.wheel,
+            &mut self.log,
+            &mut self.checkpoint,
+        )
+        .unwrap()
     }
 }
 
@@ -91,8 +96,10 @@ pub fn open(parts: TimerParts<'_>, log_end: u64, now: i64, seed: u64) -> Driver<
 pub struct TimerModel {
     /// The simulated clock, ms; it only moves forward, across crashes too.
     pub clock: i64,
-    /// The due time asked for, per `UNIQ_KEY` of each timer message put.
-    due: HashMap<String, i64>,
+    /// The due time asked for, per `UNIQ_KEY` of each timer message put; in key order, so
+    /// that the pending timer a recall picks depends on the seed alone, not on the
+    /// process's hash seed: a replayed case is the same case.
+    due: BTreeMap<String, i64>,
     /// The latest due time put.
     max_due: i64,
     /// Numbers the timer messages' `UNIQ_KEY`s, across crashes.
@@ -106,7 +113,7 @@ impl TimerModel {
     pub fn new(clock: i64) -> Self {
         TimerModel {
             clock,
-            due: HashMap::new(),
+            due: BTreeMap::new(),
             max_due: clock,
             next_id: 0,
             in_time: HashSet::new(),
@@ -147,7 +154,7 @@ fn static_topic(t: &str) -> Option<&'static str> {
 
 /// One timer operation.
 pub fn op(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     driver: &mut Driver<'_>,
     rng: &mut Rng,
     model: &mut Model,
@@ -171,7 +178,7 @@ pub fn op(
 /// Puts a timer message, a message asking for a past time (stored as it is), or a
 /// recall marker for a pending timer at least two slots from due.
 fn put(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     rng: &mut Rng,
     model: &mut Model,
     tm: &mut TimerModel,
@@ -289,7 +296,7 @@ fn put(
 
 /// A driver round at the clock's time, storing its copies in `store`.
 pub fn round(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     driver: &mut Driver<'_>,
     model: &mut Model,
     tm: &mut TimerModel,
@@ -331,7 +338,7 @@ pub fn round(
 /// Moves the clock a slot at a time past every due time, flushing and running rounds,
 /// until every timer-queue entry is filed and every slot due is read.
 pub fn drain(
-    store: &mut TestStore<'_>,
+    store: &mut TestEngine<'_>,
     driver: &mut Driver<'_>,
     model: &mut Model,
     tm: &mut TimerModel,
@@ -339,7 +346,7 @@ pub fn drain(
 ) {
     let end = tm.max_due + 2 * PRECISION;
     for i in 0.. {
-        let mut step = |store: &mut TestStore<'_>, model: &mut Model, tm: &mut TimerModel| {
+        let mut step = |store: &mut TestEngine<'_>, model: &mut Model, tm: &mut TimerModel| {
             store.dispatch(&mut [], &mut |_| {})?;
             model.flushed = store.flush_log()?;
             round(store, driver, model, tm, i % 4 == 0)
@@ -359,9 +366,9 @@ pub fn drain(
 /// The driver's view of the store, and where its copies go. The driver reads a record
 /// and stores its copy in one go, so the record is copied out first.
 struct Host<'s, 'a> {
-    store: RefCell<&'s mut TestStore<'a>>,
+    store: RefCell<&'s mut TestEngine<'a>>,
     sent: RefCell<&'s mut Vec<Sent>>,
-    due: &'s HashMap<String, i64>,
+    due: &'s BTreeMap<String, i64>,
     clock: i64,
     /// The store refused a copy: the round ends with it.
     failed: RefCell<Option<Error<RamError>>>,
@@ -558,7 +565,7 @@ pub fn check(model: &Model, tm: &TimerModel, seed: u64) {
 }
 
 /// The last timer checkpoint, once the store made every copy durable (a clean stop).
-pub fn close(store: &mut TestStore<'_>, driver: &mut Driver<'_>) -> Result<(), Error<RamError>> {
+pub fn close(store: &mut TestEngine<'_>, driver: &mut Driver<'_>) -> Result<(), Error<RamError>> {
     let end = store.flush_log()?;
     driver.close(end).map_err(|f| match f {
         Failure::File(e)

@@ -11,8 +11,8 @@ use tern_engine::index::IndexConfig;
 use tern_engine::properties;
 use tern_engine::ram::{RamDir, RamError, RamQueues};
 use tern_engine::record::MessageIn;
-use tern_engine::store::{Store, StoreConfig};
-use tern_engine::testkit;
+use tern_engine::store::StoreConfig;
+use tern_engine::testkit::{self, RamEngine, RamParts};
 
 pub const LOG_SEG: u64 = 2048;
 pub const CQ_ENTRIES: u64 = 16;
@@ -29,7 +29,8 @@ pub const TOPICS: [&str; 3] = ["orders", "%RETRY%g", "audit-log"];
 /// Store time of the tests' first message.
 pub const TS: i64 = 1_700_000_000_000;
 
-pub type Dir<'a> = RamDir<'a, 128>;
+/// Segments the log's and the index's directory each hold.
+pub const DIR_SEGS: usize = 128;
 
 /// Buffers of the arena, per structure. Each queue takes `QUEUE_FILES`.
 pub const LOG_FILES: usize = 96;
@@ -39,7 +40,9 @@ pub const QUEUE_FILES: usize = 24;
 pub const QUEUES: usize = 7;
 pub type QueueDir<'a> = RamDir<'a, QUEUE_FILES>;
 pub type Table<'a> = RamQueues<QueueDir<'a>, QUEUES>;
-pub type TestStore<'a> = Store<Dir<'a>, Dir<'a>, Table<'a>, FaultyMedia<'a>>;
+pub type TestEngine<'a> = RamEngine<'a, DIR_SEGS, QUEUE_FILES, QUEUES>;
+/// The parts a store is opened from and given back as.
+pub type Parts<'a> = RamParts<'a, DIR_SEGS, QUEUE_FILES, QUEUES>;
 
 /// SplitMix64: small, fast, and the same on every machine.
 pub struct Rng(pub u64);
@@ -121,81 +124,23 @@ pub fn crash_kind(rng: &mut Rng, pending: usize, process: bool) -> Crash {
     }
 }
 
+/// Crashes one media its own way ([`crash_kind`]).
+pub fn crash_media(m: &mut FaultyMedia<'_>, rng: &mut Rng, process: bool) {
+    let kind = crash_kind(rng, m.pending_writes(), process);
+    m.crash(kind);
+}
+
 /// Crashes every segment of `d`, each its own way.
 pub fn crash_dir<const N: usize>(d: &mut RamDir<'_, N>, rng: &mut Rng, process: bool) {
     for (_, m) in d.segments_mut() {
-        let kind = crash_kind(rng, m.pending_writes(), process);
-        m.crash(kind);
+        crash_media(m, rng, process);
     }
 }
 
-/// The parts a store is opened from and given back as.
-pub struct Parts<'a> {
-    pub log: Dir<'a>,
-    pub index: Dir<'a>,
-    pub table: Table<'a>,
-    pub checkpoint: FaultyMedia<'a>,
-}
-
-impl<'a> Parts<'a> {
-    /// What a stopped store gives back; its queues closed.
-    pub fn from_store(store: TestStore<'a>) -> Self {
-        let (log, index, mut table, checkpoint) = store.into_parts();
-        table.park();
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        }
-    }
-
-    /// What a store closed cleanly gives back; its queues parked.
-    pub fn from_closed(store: TestStore<'a>) -> Result<Self, Error<RamError>> {
-        let (log, index, mut table, checkpoint) = store.close(&mut [])?;
-        table.park();
-        Ok(Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        })
-    }
-
-    /// Cuts power (or kills the process) under every media, each its own way
-    /// ([`crash_kind`]): log, index, queues, checkpoint, in that order.
-    pub fn crash_each(&mut self, rng: &mut Rng, process: bool) {
-        crash_dir(&mut self.log, rng, process);
-        crash_dir(&mut self.index, rng, process);
-        for d in self.table.parked_mut() {
-            crash_dir(d, rng, process);
-        }
-        let kind = crash_kind(rng, self.checkpoint.pending_writes(), process);
-        self.checkpoint.crash(kind);
-    }
-
-    /// Cuts power to every media the same way.
-    pub fn crash(&mut self, kind: Crash) {
-        self.log.crash(kind);
-        self.index.crash(kind);
-        for d in self.table.parked_mut() {
-            d.crash(kind);
-        }
-        self.checkpoint.crash(kind);
-    }
-}
-
-pub fn open<'a>(p: Parts<'a>, crashed: bool) -> Result<TestStore<'a>, Error<RamError>> {
-    Store::open(
-        CONFIG,
-        p.log,
-        p.index,
-        p.table,
-        p.checkpoint,
-        crashed,
-        &mut [],
-    )
-    .map(|(s, _)| s)
+/// Cuts power (or kills the process) under every media of `parts`, each its own way, in
+/// [`RamParts::for_each_media`]'s order: log, index, queues, checkpoint.
+pub fn crash_each(parts: &mut Parts<'_>, rng: &mut Rng, process: bool) {
+    parts.for_each_media(|m| crash_media(m, rng, process));
 }
 
 /// The buffers of one store: log segments, index files, queue files and the checkpoint
@@ -225,36 +170,35 @@ impl Arena {
 
     /// Empty directories and a zeroed checkpoint page over these buffers.
     pub fn parts<'a>(&'a mut self, plan: &'a FaultPlan) -> Parts<'a> {
-        let log = RamDir::with_buffers(plan, &mut self.log).unwrap();
-        let index = RamDir::with_buffers(plan, &mut self.index).unwrap();
-        let table = Table::with_buffers(plan, &mut self.queues).unwrap();
-        let checkpoint = FaultyMedia::new(&mut self.checkpoint, 4096, plan).unwrap();
-        Parts {
-            log,
-            index,
-            table,
-            checkpoint,
-        }
+        Parts::with_buffers(
+            plan,
+            &mut self.log,
+            &mut self.index,
+            &mut self.queues,
+            &mut self.checkpoint,
+            4096,
+        )
+        .unwrap()
     }
 }
 
 /// Runs `f` on a big stack with a new, empty store over a new arena, and the fault plan
 /// its media share.
-pub fn with_store(f: impl for<'a> FnOnce(TestStore<'a>, &'a FaultPlan) + Send + 'static) {
+pub fn with_store(f: impl for<'a> FnOnce(TestEngine<'a>, &'a FaultPlan) + Send + 'static) {
     in_big_stack(|| {
         let plan = FaultPlan::none();
         let mut arena = Arena::new();
-        let store = open(arena.parts(&plan), false).unwrap();
+        let store = arena.parts(&plan).open(CONFIG, false).unwrap();
         f(store, &plan);
     })
     .unwrap();
 }
 
 /// Stops `store` as a crash of `kind` would (every media the same way) and recovers it.
-pub fn recover<'a>(store: TestStore<'a>, kind: Crash) -> Result<TestStore<'a>, Error<RamError>> {
+pub fn recover<'a>(store: TestEngine<'a>, kind: Crash) -> Result<TestEngine<'a>, Error<RamError>> {
     let mut parts = Parts::from_store(store);
     parts.crash(kind);
-    open(parts, true)
+    parts.open(CONFIG, true)
 }
 
 /// Runs `f` on a thread with a big stack: the RAM directories are fixed-capacity tables
@@ -291,7 +235,7 @@ pub fn run_seeds(prefix: &str, cases: u64, base: u64, what: &str, case: fn(u64))
 }
 
 /// Every record of the log, in order, as (offset, body); each one's CRC checked.
-pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
+pub fn log_records(store: &TestEngine<'_>) -> Vec<(u64, Vec<u8>)> {
     use tern_engine::commitlog::Slot;
     let log = store.log();
     let mut out = Vec::new();
@@ -316,7 +260,7 @@ pub fn log_records(store: &TestStore<'_>) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// Each message's consume-queue entry points at its record.
-pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
+pub fn assert_queued(store: &TestEngine<'_>, sent: &[Sent]) {
     for s in sent {
         let q = store.queue(s.topic, s.queue_id).unwrap();
         assert_eq!(
@@ -327,7 +271,7 @@ pub fn assert_queued(store: &TestStore<'_>, sent: &[Sent]) {
 }
 
 /// Appends `s` and records where it went.
-pub fn put(store: &mut TestStore<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
+pub fn put(store: &mut TestEngine<'_>, s: &mut Sent, ts: i64) -> Result<(), Error<RamError>> {
     let stored = store.put(&message(s), ts)?;
     s.offset = stored.at.offset;
     s.queue_offset = stored.queue_offset;
@@ -342,7 +286,7 @@ pub fn acked(sent: &[Sent], flushed: u64) -> usize {
 
 /// Appends a new message, number `sent.len()`, stored at `TS + sent.len()`, and records it
 /// in `sent`.
-pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
+pub fn put_next(store: &mut TestEngine<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) {
     let mut s = new_message(rng, sent.len() as u64);
     put(store, &mut s, TS + sent.len() as i64).unwrap();
     sent.push(s);
@@ -351,7 +295,7 @@ pub fn put_next(store: &mut TestStore<'_>, rng: &mut Rng, sent: &mut Vec<Sent>) 
 /// Each queue of the tests (every topic, ids 0 and 1) holds exactly its messages of
 /// `survivors`, at consecutive queue offsets from 0; an entry is checked for each one at
 /// or above the log's start `min` (retention took the others' records).
-pub fn assert_queues_hold(store: &TestStore<'_>, survivors: &[Sent], min: u64, seed: u64) {
+pub fn assert_queues_hold(store: &TestEngine<'_>, survivors: &[Sent], min: u64, seed: u64) {
     let mut per_queue: HashMap<(&str, i32), Vec<&Sent>> = HashMap::new();
     for s in survivors {
         per_queue.entry((s.topic, s.queue_id)).or_default().push(s);

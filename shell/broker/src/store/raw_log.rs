@@ -24,7 +24,7 @@ pub struct LogRecord {
 
 impl StoreService {
     /// Appends bytes of the master's log, which start at `at` (a slave's replication;
-    /// see `Store::append_replicated`). Returns the offset they were consumed to: an
+    /// see `Engine::append_replicated`). Returns the offset they were consumed to: an
     /// incomplete record after it waits for the caller's next chunk.
     pub fn append_replicated(&self, at: u64, bytes: &[u8]) -> Result<u64, PutError> {
         self.append(0, |s| s.store_mut().append_replicated(at, bytes))

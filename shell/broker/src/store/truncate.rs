@@ -2,7 +2,7 @@
 //! broker-set as a slave, or taking over as master with a torn tail, cuts its log where
 //! its epochs agree with the master's and streams from there).
 //!
-//! The engine does the cut and makes it crash-safe (`Store::truncate_log`); this module
+//! The engine does the cut and makes it crash-safe (`Engine::truncate_log`); this module
 //! makes everything the service published agree with it:
 //!
 //! - the flush and checkpoint tasks are kept out for the whole cut (`sync_gate`): a flush
@@ -142,7 +142,7 @@ impl StoreService {
     /// offset, the segment made ahead. The next append lands at `offset` with the queue
     /// offsets that follow the records kept. The cut is durable when this returns, and a
     /// crash part way leaves either the whole log or exactly the records below `offset`
-    /// (see the engine's `Store::truncate_log`). The disk work runs on the blocking pool.
+    /// (see `Engine::truncate_log`). The disk work runs on the blocking pool.
     pub async fn truncate_log(self: &Arc<Self>, offset: u64) -> Result<(), TruncateError> {
         self.refuse_truncation()?;
         // Reput passes what was appended first, outside the lock; what it has not reached

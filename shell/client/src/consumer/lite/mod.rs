@@ -27,7 +27,7 @@ use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData};
 use tern_shell::message::{MessageExt, Undecodable};
-use tern_shell::runtime::{self, Shutdown};
+use tern_shell::runtime::{self, Shutdown, Wakeup};
 
 use crate::config::ClientConfig;
 use crate::consumer::hook::{Hook, RunningInfo};
@@ -77,9 +77,9 @@ struct Inner {
     /// Messages polled past whose body could not be read, oldest first.
     undecodable: Mutex<VecDeque<Undecodable>>,
     /// Triggered when a batch enters the buffer; replaced once seen triggered.
-    arrived: Mutex<Shutdown>,
+    arrived: Wakeup,
     /// Triggered to wake the rebalance loop; replaced after each wake.
-    kick: Mutex<Shutdown>,
+    kick: Wakeup,
     /// Stops every task.
     shutdown: Shutdown,
     started: AtomicBool,
@@ -138,8 +138,8 @@ impl LitePullConsumer {
                 paused: Mutex::new(HashSet::new()),
                 buffer: Mutex::new(Buffer::default()),
                 undecodable: Mutex::new(VecDeque::new()),
-                arrived: Mutex::new(Shutdown::new()),
-                kick: Mutex::new(Shutdown::new()),
+                arrived: Wakeup::new(),
+                kick: Wakeup::new(),
                 shutdown: Shutdown::new(),
                 started: AtomicBool::new(false),
                 rebalancing: AtomicBool::new(false),
@@ -252,7 +252,7 @@ impl LitePullConsumer {
         let inner = &self.inner;
         let deadline = Instant::now() + timeout;
         loop {
-            let arrived = inner.current_arrived();
+            let arrived = inner.arrived.next();
             if let Some(msgs) = inner.take() {
                 return msgs;
             }
@@ -331,7 +331,7 @@ impl LitePullConsumer {
         }
         drop(p);
         // A poll waiting now may have held-back batches to hand out.
-        self.inner.arrived.guard().trigger();
+        self.inner.arrived.wake();
     }
 
     /// Commits the consume offsets of every owned queue and waits for the brokers;
@@ -430,20 +430,7 @@ impl Inner {
     }
 
     fn kick(&self) {
-        self.kick.guard().trigger();
-    }
-
-    /// The signal to wait on next, fresh if the last one fired.
-    fn fresh(slot: &Mutex<Shutdown>) -> Shutdown {
-        let mut k = slot.guard();
-        if k.is_triggered() {
-            *k = Shutdown::new();
-        }
-        k.clone()
-    }
-
-    fn current_arrived(&self) -> Shutdown {
-        Self::fresh(&self.arrived)
+        self.kick.wake();
     }
 
     async fn commit_loop(self: Arc<Self>) {

@@ -42,7 +42,7 @@ impl Inner {
                 next_offset,
             });
         }
-        self.arrived.guard().trigger();
+        self.arrived.wake();
     }
 
     /// A pull matched nothing up to `next`: if none of the queue's messages wait in the
@@ -232,7 +232,7 @@ impl Inner {
 
     pub(super) async fn rebalance_loop(self: Arc<Self>) {
         loop {
-            let kick = Self::fresh(&self.kick);
+            let kick = self.kick.next();
             let mut complete = true;
             let topics: Vec<String> = self.subs.guard().keys().cloned().collect();
             for topic in topics {

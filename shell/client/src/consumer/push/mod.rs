@@ -38,7 +38,7 @@ use tern_shell::runtime::now_ms;
 use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{ConsumeType, ConsumerData, MessageQueue, QueueKeyMap, SubscriptionData};
-use tern_shell::runtime::{self, Shutdown};
+use tern_shell::runtime::{self, Shutdown, Wakeup};
 
 pub use config::{
     ConsumeFromWhere, MessageModel, POP_DELAY_LEVEL_SECS, PushConsumerConfig, RETRY_PREFIX,
@@ -103,7 +103,7 @@ struct Inner {
     /// Sends retries when CONSUMER_SEND_MSG_BACK fails.
     retry_producer: Producer,
     /// Triggered to wake the rebalance loop; replaced after each wake.
-    kick: Mutex<Shutdown>,
+    kick: Wakeup,
     /// Stops every loop.
     shutdown: Shutdown,
     /// Set at shutdown: queued listener jobs are skipped (their messages stay uncommitted).
@@ -148,7 +148,7 @@ impl PushConsumer {
                 resetting: Mutex::new(BTreeSet::new()),
                 pool: Mutex::new(None),
                 retry_producer,
-                kick: Mutex::new(Shutdown::new()),
+                kick: Wakeup::new(),
                 shutdown: Shutdown::new(),
                 stopping: AtomicBool::new(false),
                 started: AtomicBool::new(false),
@@ -327,16 +327,7 @@ impl Inner {
     }
 
     fn kick(&self) {
-        self.kick.guard().trigger();
-    }
-
-    /// The kick signal to wait on next, fresh if the last one fired.
-    fn current_kick(&self) -> Shutdown {
-        let mut k = self.kick.guard();
-        if k.is_triggered() {
-            *k = Shutdown::new();
-        }
-        k.clone()
+        self.kick.wake();
     }
 
     /// Sleeps `d`; true when shutdown came first.

@@ -32,7 +32,7 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(60);
 impl Inner {
     pub(super) async fn rebalance_loop(self: Arc<Self>) {
         loop {
-            let kick = self.current_kick();
+            let kick = self.kick.next();
             let complete = self.rebalance().await;
             let wait = if complete {
                 self.config.rebalance_interval
