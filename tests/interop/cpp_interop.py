@@ -53,76 +53,34 @@ and for grpc_interop.py's cross scenario (5.x client <-> this 4.x client):
                                          the same, printing each message as `GOT <json>`
                                          (key, tags, body, property, UNIQ_KEY, msg id)
 
-Only the standard library and the rocketmq package are used. Before starting the C++
-client (whose start() blocks ~20 s when no name server answers), the name server is probed
-with a tiny stdlib remoting client, which also reads topic routes.
+Only the standard library, the rocketmq package and interop_harness.py (beside this file:
+the PASS/FAIL lines, the summary and the deadline, shared with grpc_interop.py) are used.
+Before starting the C++ client (whose start() blocks ~20 s when no name server answers), the
+name server is probed with a tiny stdlib remoting client, which also reads topic routes.
 """
 
 import argparse
 import json
 import os
 import re
-import secrets
 import socket
 import struct
 import sys
 import threading
 import time
 
-T0 = time.monotonic()
+# Run as a file, this script's folder is first on sys.path already; put there again for a
+# Python told to leave it out (-P, PYTHONSAFEPATH), as the shared harness lives beside it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from interop_harness import (  # noqa: E402 - after the sys.path line above
+    bounded, check, client_loads, progress, run_main, sample, settle_args,
+)
+
 TAGS = ("TagA", "TagB", "TagC")
 PROP = "interop"
-
-_lock = threading.Lock()
-_results = []  # (name, ok, detail)
-_done = threading.Event()
-
-
-def progress(msg):
-    print("[%6.1fs] %s" % (time.monotonic() - T0, msg), file=sys.stderr, flush=True)
-
-
-def check(name, ok, detail=""):
-    with _lock:
-        _results.append((name, bool(ok), detail))
-    line = ("PASS " + name) if ok else ("FAIL " + name + (": " + detail if detail else ""))
-    print(line, flush=True)
-    return ok
-
-
-def summary_and_exit(extra_fail=None):
-    """Prints the summary line and leaves at once (os._exit: the C++ client's destructors
-    can block at interpreter exit, and a hung consumer must not keep the process alive)."""
-    with _lock:
-        if _done.is_set():
-            return
-        _done.set()
-        if extra_fail:
-            _results.append((extra_fail[0], False, extra_fail[1]))
-            print("FAIL %s: %s" % extra_fail, flush=True)
-        passed = sum(1 for r in _results if r[1])
-        failed = len(_results) - passed
-        if failed:
-            print("failed checks:", file=sys.stderr)
-            for name, ok, detail in _results:
-                if not ok:
-                    print("  - %s: %s" % (name, detail), file=sys.stderr)
-        print("%d passed, %d failed" % (passed, failed), flush=True)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1 if failed else 0)
-
-
-class Deadline:
-    def __init__(self, seconds):
-        self.end = time.monotonic() + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-    def budget(self, want, reserve=10.0):
-        """At most `want` seconds, keeping `reserve` seconds for shutdowns and the report."""
-        return max(0.0, min(want, self.left() - reserve))
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,26 +218,10 @@ def rmq():
     return client
 
 
-def bounded(fn, seconds, what):
-    """Runs fn in a daemon thread; False if it did not return in time (it is abandoned)."""
-    err = []
-
-    def run():
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - reported below
-            err.append(e)
-
-    t = threading.Thread(target=run, daemon=True, name=what)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        progress("%s did not return within %.0fs (abandoned)" % (what, seconds))
-        return False
-    if err:
-        progress("%s raised %r" % (what, err[0]))
-        return False
-    return True
+def finished(fn, seconds, what):
+    """True when fn returned within `seconds` without raising: bounded() less its error text,
+    which it logs and the C++ steps do not report."""
+    return bounded(fn, seconds, what)[0]
 
 
 def with_credentials(args, client):
@@ -293,7 +235,7 @@ def make_producer(args, group):
     p = c.Producer(group, timeout=args.send_timeout_ms)
     p.set_namesrv_addr(args.namesrv)
     with_credentials(args, p)
-    if not bounded(p.start, 30, "producer start"):
+    if not finished(p.start, 30, "producer start"):
         raise RuntimeError("producer %s did not start" % group)
     return p
 
@@ -313,7 +255,7 @@ def cpp_log_tail(lines=40):
 
 
 def stop(obj, what):
-    if bounded(obj.shutdown, 20, what):
+    if finished(obj.shutdown, 20, what):
         return True
     for line in cpp_log_tail().splitlines():
         progress("  cpp-log| " + line)
@@ -401,7 +343,7 @@ def consume(args, dl, topic, group, expression, expected_keys, orderly=False, wa
     progress("consumer %s (%s, %s) on %s: waiting up to %.0fs for %d messages"
              % (group, "orderly" if orderly else "concurrent", expression, topic, wait, len(col.expected)))
     t = time.monotonic()
-    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
+    if not finished(consumer.start, min(30, max(wait, 1)), "consumer start"):
         check("%s: consumer %s starts" % (topic, group), False, "start failed or hung")
         return col
     col.all_arrived.wait(wait)
@@ -416,11 +358,6 @@ def consume(args, dl, topic, group, expression, expected_keys, orderly=False, wa
     if not stop(consumer, "consumer %s shutdown" % group):
         check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
     return col
-
-
-def sample(xs, n=5):
-    xs = list(xs)
-    return "%s%s" % (xs[:n], " ... (%d in all)" % len(xs) if len(xs) > n else "")
 
 
 # ---------------------------------------------------------------------------------------
@@ -777,7 +714,7 @@ def scenario_delay(args, dl, producer):
              % (group, topic, wait, len(sent)))
     progress("the callback raises once for %s on purpose (RECONSUME_LATER); the binding prints "
              "that exception as 'Exception ignored on calling ctypes callback function'" % retry_key)
-    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
+    if not finished(consumer.start, min(30, max(wait, 1)), "consumer start"):
         check("g.delay: consumer %s starts" % group, False, "start failed or hung")
         return
     end = time.monotonic() + wait
@@ -861,7 +798,7 @@ def scenario_timer(args, dl, producer):
     consumer.subscribe(topic, col, "*")
     wait = dl.budget(40)
     progress("consumer %s on %s: waiting up to %.0fs for %d timer messages" % (group, topic, wait, len(sent)))
-    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
+    if not finished(consumer.start, min(30, max(wait, 1)), "consumer start"):
         check("j.timer: consumer %s starts" % group, False, "start failed or hung")
         return
     col.all_arrived.wait(wait)
@@ -924,7 +861,7 @@ def scenario_reset(args, dl, producer):
     consumer.set_namesrv_addr(args.namesrv)
     consumer.set_instance_name(group)
     consumer.subscribe(topic, col, "*")
-    if not bounded(consumer.start, 30, "consumer start"):
+    if not finished(consumer.start, 30, "consumer start"):
         check("k.reset: consumer %s starts" % group, False, "start failed or hung")
         return
     col.all_arrived.wait(dl.budget(40))
@@ -1212,40 +1149,21 @@ def parse_args(argv):
     if not args.ns_list or any(":" not in a for a in args.ns_list):
         ap.error("--namesrv wants host:port[;host:port...]")
     args.namesrv = ";".join(args.ns_list)  # the C++ client's separator
-    args.run = secrets.token_hex(3)
-    if args.prefix is None:
-        args.prefix = "TernIT%s" % args.run
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", args.prefix):
-        ap.error("--prefix must match [A-Za-z0-9_-]{1,100}")
     if args.count is None:
         args.count = 200 if args.send_only else 1000
     if args.count < 1:
         ap.error("--count must be at least 1")
     args.scenario_list = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = [s for s in args.scenario_list if s not in SCENARIOS]
-    if unknown:
-        ap.error("unknown scenario(s) %s; known: %s" % (unknown, ",".join(SCENARIOS)))
+    settle_args(ap, args, "TernIT", 100, SCENARIOS)
     if (args.send_only or args.consume_only or args.dump_only) and not args.topic:
         ap.error("--send-only/--consume-only/--dump-only need --topic")
-    if bool(args.access_key) != bool(args.secret_key):
-        ap.error("--access-key and --secret-key go together")
     if (args.consume_only or args.dump_only) and not args.expect_keys:
         ap.error("--consume-only/--dump-only need --expect-keys FILE")
     return args
 
 
-def main(argv):
-    args = parse_args(argv)
-    dl = Deadline(args.deadline)
-
-    def on_deadline():
-        progress("GLOBAL DEADLINE (%.0fs) passed" % args.deadline)
-        summary_and_exit(("global deadline", "still running after %.0fs" % args.deadline))
-
-    timer = threading.Timer(args.deadline, on_deadline)
-    timer.daemon = True
-    timer.start()
-
+def run(args, dl):
+    """The run proper (run_main parsed the arguments before and prints the summary after)."""
     progress("C++ client logs go to %s/logs/rocketmq-cpp" % os.environ.get("HOME", "?"))
     progress("name server(s) %s, prefix %s, run %s" % (args.namesrv, args.prefix, args.run))
 
@@ -1255,17 +1173,12 @@ def main(argv):
         tbw = get_route(args.ns_list, probe_topic)
     except RemotingError as e:
         check("name server answers GET_ROUTEINFO_BY_TOPIC", False, str(e))
-        summary_and_exit()
         return
     check("name server answers GET_ROUTEINFO_BY_TOPIC", True)
     if not args.precreated and not args.consume_only and not args.dump_only:
         check("name server has a TBW102 route (needed for auto-creation)", route_ok(tbw), route_summary(tbw))
 
-    try:
-        rmq()
-    except Exception as e:  # noqa: BLE001
-        check("import rocketmq (C++ client)", False, repr(e))
-        summary_and_exit()
+    if not client_loads(rmq, "C++ client"):
         return
 
     try:
@@ -1295,8 +1208,7 @@ def main(argv):
         import traceback
         traceback.print_exc()
         check("harness", False, repr(e))
-    summary_and_exit()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(parse_args, run, sys.argv[1:])

@@ -67,95 +67,30 @@ import copy
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-T0 = time.monotonic()
+# Run as a file, this script's folder is first on sys.path already; put there again for a
+# Python told to leave it out (-P, PYTHONSAFEPATH), as the shared harness lives beside it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from interop_harness import (  # noqa: E402 - after the sys.path line above
+    bounded, client_loads, progress, run_main, sample, settle_args,
+)
+from interop_harness import check as harness_check  # noqa: E402
+
 PROP = "interop"  # the user property every scenario sets (cpp_interop.py's name too)
-
-_lock = threading.Lock()
-_results = []  # (name, ok, detail)
-_done = threading.Event()
-
-
-def progress(msg):
-    print("[%6.1fs] %s" % (time.monotonic() - T0, msg), file=sys.stderr, flush=True)
 
 
 def check(name, ok, detail=""):
-    detail = " ".join(str(detail).split())  # one line per check, whatever the error text
-    with _lock:
-        _results.append((name, bool(ok), detail))
-    line = ("PASS " + name) if ok else ("FAIL " + name + (": " + detail if detail else ""))
-    print(line, flush=True)
-    return ok
-
-
-def summary_and_exit(extra_fail=None):
-    """Prints the summary line and leaves at once (os._exit: the client's gRPC threads and
-    schedulers must not keep a failed run alive)."""
-    with _lock:
-        if _done.is_set():
-            return
-        _done.set()
-        if extra_fail:
-            _results.append((extra_fail[0], False, extra_fail[1]))
-            print("FAIL %s: %s" % extra_fail, flush=True)
-        passed = sum(1 for r in _results if r[1])
-        failed = len(_results) - passed
-        if failed:
-            print("failed checks:", file=sys.stderr)
-            for name, ok, detail in _results:
-                if not ok:
-                    print("  - %s: %s" % (name, detail), file=sys.stderr)
-        print("%d passed, %d failed" % (passed, failed), flush=True)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1 if failed else 0)
-
-
-class Deadline:
-    def __init__(self, seconds):
-        self.end = time.monotonic() + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-    def budget(self, want, reserve=10.0):
-        """At most `want` seconds, keeping `reserve` seconds for shutdowns and the report."""
-        return max(0.0, min(want, self.left() - reserve))
-
-
-def sample(xs, n=5):
-    xs = list(xs)
-    return "%s%s" % (xs[:n], " ... (%d in all)" % len(xs) if len(xs) > n else "")
-
-
-def bounded(fn, seconds, what):
-    """Runs fn in a daemon thread; (True, result) or (False, error text) if it raised or did
-    not return in time (then it is abandoned)."""
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except Exception as e:  # noqa: BLE001 - reported by the caller
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True, name=what)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        progress("%s did not return within %.0fs (abandoned)" % (what, seconds))
-        return False, "did not return within %.0fs" % seconds
-    if "error" in out:
-        progress("%s raised %s: %s" % (what, type(out["error"]).__name__, out["error"]))
-        return False, "%s: %s" % (type(out["error"]).__name__, out["error"])
-    return True, out.get("value")
+    """interop_harness.check with its detail on one line: tern-admin's output and the
+    client's error texts can span lines, and a check is one line of the report."""
+    return harness_check(name, ok, " ".join(str(detail).split()))
 
 
 # ---------------------------------------------------------------------------------------
@@ -758,7 +693,7 @@ def scenario_push_retry_dlq(args, dl):
 
 
 def cpp_script():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp_interop.py")
+    return os.path.join(_HERE, "cpp_interop.py")
 
 
 def run_cpp(args, argv, seconds):
@@ -1159,40 +1094,18 @@ def parse_args(argv):
     ap.add_argument("--deadline", type=float, default=240.0,
                     help="global deadline in seconds; past it, report and exit 1")
     args = ap.parse_args(argv)
-    args.run = secrets.token_hex(3)
-    if args.prefix is None:
-        args.prefix = "TernGrpc%s" % args.run
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", args.prefix):
-        ap.error("--prefix must match [A-Za-z0-9_-]{1,80}")
     args.scenario_list = [s.strip() for arg in (args.scenario or [DEFAULT]) for s in arg.split(",") if s.strip()]
-    unknown = [s for s in args.scenario_list if s not in SCENARIOS]
-    if unknown:
-        ap.error("unknown scenario(s) %s; known: %s" % (unknown, ",".join(SCENARIOS)))
+    settle_args(ap, args, "TernGrpc", 80, SCENARIOS)
     if args.invisible < 10:
         ap.error("--invisible must be at least 10 (the proxy's minInvisibleTimeMillsForRecv)")
-    if bool(args.access_key) != bool(args.secret_key):
-        ap.error("--access-key and --secret-key go together")
     return args
 
 
-def main(argv):
-    args = parse_args(argv)
-    dl = Deadline(args.deadline)
-
-    def on_deadline():
-        progress("GLOBAL DEADLINE (%.0fs) passed" % args.deadline)
-        summary_and_exit(("global deadline", "still running after %.0fs" % args.deadline))
-
-    timer = threading.Timer(args.deadline, on_deadline)
-    timer.daemon = True
-    timer.start()
+def run(args, dl):
+    """The run proper (run_main parsed the arguments before and prints the summary after)."""
     progress("client logs go to %s/logs/rocketmq_python" % os.environ.get("HOME", "?"))
     progress("endpoint %s, name server %s, prefix %s" % (args.endpoint, args.namesrv, args.prefix))
-    try:
-        rmq()
-    except Exception as e:  # noqa: BLE001
-        check("import rocketmq (rocketmq-python-client)", False, repr(e))
-        summary_and_exit()
+    if not client_loads(rmq, "rocketmq-python-client"):
         return
     for name in args.scenario_list:
         if dl.left() < 20:
@@ -1207,8 +1120,7 @@ def main(argv):
             traceback.print_exc()
             check("%s: scenario ran to the end" % name, False, "%s: %s" % (type(e).__name__, e))
         progress("--- scenario %s took %.1fs" % (name, time.monotonic() - t))
-    summary_and_exit()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(parse_args, run, sys.argv[1:])
