@@ -8,44 +8,16 @@
 #   bash scripts/setup-python.sh          # then: .venv/bin/python tests/interop/cpp_interop.py -h
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
-venv="$root/.venv"
-py="$venv/bin/python"
-
-log() { printf 'setup-python: %s\n' "$*" >&2; }
-
-# apt_install PKG...: Debian packages, with sudo when not root (scripts/apt.sh).
-source scripts/apt.sh
+# root, venv, py, log, apt_install and the steps both interop venvs share (make_venv, ...).
+source scripts/lib-python-venv.sh setup-python .venv
 
 # The client imports cleanly only when librocketmq.so and everything it links resolve.
-client_ok() {
-  [[ -x $py ]] && HOME="${TMPDIR:-/tmp}" "$py" -c 'import rocketmq.client' >/dev/null 2>&1
-}
+probe='import rocketmq.client'
+client_ok() { probe_ok; }
+client_about() { echo "rocketmq $("$py" -m pip show rocketmq 2>/dev/null | sed -n 's/^Version: //p')"; }
 
-if client_ok; then
-  log "venv ok ($("$py" -c 'import sys; print(sys.version.split()[0])'), rocketmq $("$py" -m pip show rocketmq 2>/dev/null | sed -n 's/^Version: //p'))"
-  echo "$py"
-  exit 0
-fi
-
-# 1. A python3 that can make venvs (Debian splits ensurepip into python3-venv).
-if ! command -v python3 >/dev/null 2>&1; then
-  apt_install python3 python3-venv
-fi
-if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
-  apt_install python3-venv
-fi
-
-# 2. The venv (a half-made one from an interrupted run is rebuilt).
-if [[ ! -x $py ]] || ! "$py" -m pip --version >/dev/null 2>&1; then
-  rm -rf "$venv"
-  log "python3 -m venv $venv"
-  if ! python3 -m venv "$venv" >&2; then
-    rm -rf "$venv"
-    apt_install python3-venv
-    python3 -m venv "$venv" >&2
-  fi
-fi
+exit_if_ready
+make_venv
 
 # 3. The client.
 if ! "$py" -m pip show rocketmq 2>/dev/null | grep -qx 'Version: 0.4.4'; then
@@ -91,10 +63,4 @@ if [[ -n $missing ]]; then
   fi
 fi
 
-if ! client_ok; then
-  log "venv built but 'import rocketmq.client' fails:"
-  HOME="${TMPDIR:-/tmp}" "$py" -c 'import rocketmq.client' >&2 || true
-  exit 1
-fi
-log "venv ready"
-echo "$py"
+finish_venv

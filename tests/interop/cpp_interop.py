@@ -53,76 +53,34 @@ and for grpc_interop.py's cross scenario (5.x client <-> this 4.x client):
                                          the same, printing each message as `GOT <json>`
                                          (key, tags, body, property, UNIQ_KEY, msg id)
 
-Only the standard library and the rocketmq package are used. Before starting the C++
-client (whose start() blocks ~20 s when no name server answers), the name server is probed
-with a tiny stdlib remoting client, which also reads topic routes.
+Only the standard library, the rocketmq package and interop_harness.py (beside this file:
+the PASS/FAIL lines, the summary and the deadline, shared with grpc_interop.py) are used.
+Before starting the C++ client (whose start() blocks ~20 s when no name server answers), the
+name server is probed with a tiny stdlib remoting client, which also reads topic routes.
 """
 
 import argparse
 import json
 import os
 import re
-import secrets
 import socket
 import struct
 import sys
 import threading
 import time
 
-T0 = time.monotonic()
+# Run as a file, this script's folder is first on sys.path already; put there again for a
+# Python told to leave it out (-P, PYTHONSAFEPATH), as the shared harness lives beside it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from interop_harness import (  # noqa: E402 - after the sys.path line above
+    bounded, check, client_loads, progress, run_main, sample, settle_args,
+)
+
 TAGS = ("TagA", "TagB", "TagC")
 PROP = "interop"
-
-_lock = threading.Lock()
-_results = []  # (name, ok, detail)
-_done = threading.Event()
-
-
-def progress(msg):
-    print("[%6.1fs] %s" % (time.monotonic() - T0, msg), file=sys.stderr, flush=True)
-
-
-def check(name, ok, detail=""):
-    with _lock:
-        _results.append((name, bool(ok), detail))
-    line = ("PASS " + name) if ok else ("FAIL " + name + (": " + detail if detail else ""))
-    print(line, flush=True)
-    return ok
-
-
-def summary_and_exit(extra_fail=None):
-    """Prints the summary line and leaves at once (os._exit: the C++ client's destructors
-    can block at interpreter exit, and a hung consumer must not keep the process alive)."""
-    with _lock:
-        if _done.is_set():
-            return
-        _done.set()
-        if extra_fail:
-            _results.append((extra_fail[0], False, extra_fail[1]))
-            print("FAIL %s: %s" % extra_fail, flush=True)
-        passed = sum(1 for r in _results if r[1])
-        failed = len(_results) - passed
-        if failed:
-            print("failed checks:", file=sys.stderr)
-            for name, ok, detail in _results:
-                if not ok:
-                    print("  - %s: %s" % (name, detail), file=sys.stderr)
-        print("%d passed, %d failed" % (passed, failed), flush=True)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1 if failed else 0)
-
-
-class Deadline:
-    def __init__(self, seconds):
-        self.end = time.monotonic() + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-    def budget(self, want, reserve=10.0):
-        """At most `want` seconds, keeping `reserve` seconds for shutdowns and the report."""
-        return max(0.0, min(want, self.left() - reserve))
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,6 +205,14 @@ def wait_route(namesrvs, topic, seconds, readable_only=False):
         time.sleep(0.2)
 
 
+def routed(args, dl, topic, name, seconds=15, readable_only=False):
+    """Waits up to `seconds` (of the deadline's budget) for `topic`'s route and checks that it
+    serves (route_ok); `name` is the check's, %s in it the topic. Returns the route."""
+    route = wait_route(args.ns_list, topic, dl.budget(seconds), readable_only)
+    check(name % topic, route_ok(route, readable_only), route_summary(route))
+    return route
+
+
 def queue_count(route):
     return sum(q.get("readQueueNums", 0) for q in (route or {}).get("queueDatas") or [])
 
@@ -260,26 +226,10 @@ def rmq():
     return client
 
 
-def bounded(fn, seconds, what):
-    """Runs fn in a daemon thread; False if it did not return in time (it is abandoned)."""
-    err = []
-
-    def run():
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - reported below
-            err.append(e)
-
-    t = threading.Thread(target=run, daemon=True, name=what)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        progress("%s did not return within %.0fs (abandoned)" % (what, seconds))
-        return False
-    if err:
-        progress("%s raised %r" % (what, err[0]))
-        return False
-    return True
+def finished(fn, seconds, what):
+    """True when fn returned within `seconds` without raising: bounded() less its error text,
+    which it logs and the C++ steps do not report."""
+    return bounded(fn, seconds, what)[0]
 
 
 def with_credentials(args, client):
@@ -293,7 +243,7 @@ def make_producer(args, group):
     p = c.Producer(group, timeout=args.send_timeout_ms)
     p.set_namesrv_addr(args.namesrv)
     with_credentials(args, p)
-    if not bounded(p.start, 30, "producer start"):
+    if not finished(p.start, 30, "producer start"):
         raise RuntimeError("producer %s did not start" % group)
     return p
 
@@ -313,7 +263,7 @@ def cpp_log_tail(lines=40):
 
 
 def stop(obj, what):
-    if bounded(obj.shutdown, 20, what):
+    if finished(obj.shutdown, 20, what):
         return True
     for line in cpp_log_tail().splitlines():
         progress("  cpp-log| " + line)
@@ -374,6 +324,12 @@ class Collector:
         with self.lock:
             return sorted(self.expected - set(self.by_key), key=_natural)
 
+    def check_all_arrived(self, name, also=True, shown=5):
+        """The check `name`: every expected key arrived (and `also` holds); the detail lists
+        (`shown` of) the missing ones."""
+        missing = self.missing()
+        check(name, not missing and also, "missing %d: %s" % (len(missing), sample(missing, shown)))
+
     def duplicates(self):
         with self.lock:
             return sum(len(v) - 1 for v in self.by_key.values() if len(v) > 1)
@@ -383,26 +339,47 @@ def _natural(s):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s or "")]
 
 
-def consume(args, dl, topic, group, expression, expected_keys, orderly=False, want=None, instance=None,
-            threads=None):
-    """Starts a push consumer, waits until every expected key arrived (or the budget runs
-    out), plus a short grace to catch strays, then shuts it down. Returns the Collector.
-    `threads` sets the client's consume threads (default: one per CPU)."""
+def push_consumer(args, topic, group, listener, expression="*", orderly=False, instance=None, threads=None):
+    """A CLUSTERING push consumer of `group` on `topic`, calling `listener`, not started:
+    signed when --access-key was given, in a client instance of its own (`instance`, default
+    the group's name), with `threads` consume threads (default: one per CPU)."""
     c = rmq()
-    col = Collector(expected_keys)
     consumer = c.PushConsumer(group, orderly=orderly, message_model=c.MessageModel.CLUSTERING)
     consumer.set_namesrv_addr(args.namesrv)
     with_credentials(args, consumer)
     consumer.set_instance_name(instance or group)  # own client instance: no shared state
     if threads:
         consumer.set_thread_count(threads)
-    consumer.subscribe(topic, col, expression)
+    consumer.subscribe(topic, listener, expression)
+    return consumer
+
+
+def start_consumer(consumer, seconds, label, group):
+    """Starts a push consumer within `seconds`; False after a failed check (`label`: ...)."""
+    if finished(consumer.start, seconds, "consumer start"):
+        return True
+    check("%s: consumer %s starts" % (label, group), False, "start failed or hung")
+    return False
+
+
+def stop_consumer(consumer, topic, group):
+    """Shuts a push consumer down; a failed check when that hangs or fails."""
+    if not stop(consumer, "consumer %s shutdown" % group):
+        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+
+
+def consume(args, dl, topic, group, expression, expected_keys, orderly=False, want=None, instance=None,
+            threads=None):
+    """Starts a push consumer, waits until every expected key arrived (or the budget runs
+    out), plus a short grace to catch strays, then shuts it down. Returns the Collector.
+    `threads` sets the client's consume threads (default: one per CPU)."""
+    col = Collector(expected_keys)
+    consumer = push_consumer(args, topic, group, col, expression, orderly, instance, threads)
     wait = dl.budget(want if want is not None else args.consume_timeout)
     progress("consumer %s (%s, %s) on %s: waiting up to %.0fs for %d messages"
              % (group, "orderly" if orderly else "concurrent", expression, topic, wait, len(col.expected)))
     t = time.monotonic()
-    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
-        check("%s: consumer %s starts" % (topic, group), False, "start failed or hung")
+    if not start_consumer(consumer, min(30, max(wait, 1)), topic, group):
         return col
     col.all_arrived.wait(wait)
     took = time.monotonic() - t
@@ -413,19 +390,22 @@ def consume(args, dl, topic, group, expression, expected_keys, orderly=False, wa
     else:
         progress("consumer %s: %d of %d after %.1fs" % (group, len(col.expected) - len(col.missing()),
                                                          len(col.expected), took))
-    if not stop(consumer, "consumer %s shutdown" % group):
-        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+    stop_consumer(consumer, topic, group)
     return col
-
-
-def sample(xs, n=5):
-    xs = list(xs)
-    return "%s%s" % (xs[:n], " ... (%d in all)" % len(xs) if len(xs) > n else "")
 
 
 # ---------------------------------------------------------------------------------------
 # Scenarios
 # ---------------------------------------------------------------------------------------
+
+def scenario_topic(args, dl, name, label):
+    """The topic of scenario `name`, PREFIX-name; with --precreated, first checked (check
+    names start with `label`) to have a route already."""
+    topic = "%s-%s" % (args.prefix, name)
+    if args.precreated:
+        routed(args, dl, topic, label + ": precreated topic %s has a route", 10)
+    return topic
+
 
 def make_msg(topic, key, tag, body, props):
     m = rmq().Message(topic)
@@ -436,6 +416,20 @@ def make_msg(topic, key, tag, body, props):
     for k, v in props.items():
         m.set_property(k, v)
     return m
+
+
+def sync_sent(producer, msg, key, failures):
+    """send_sync of the message `key`: the result when SEND_OK, else None after adding why to
+    `failures`."""
+    try:
+        r = producer.send_sync(msg)
+    except Exception as e:  # noqa: BLE001 - the caller's check reports the failures
+        failures.append("%s: %s" % (key, e))
+        return None
+    if int(r.status) != 0:
+        failures.append("%s: status=%s" % (key, r.status))
+        return None
+    return r
 
 
 def sync_body(i):
@@ -487,9 +481,8 @@ def scenario_sync(args, dl, producer):
     first_ok = send(0)
     check("a.create: first send to %s is SEND_OK%s" % (topic, "" if args.precreated else " (auto-created via TBW102)"),
           first_ok, failures[0] if failures else "")
-    route = wait_route(args.ns_list, topic, dl.budget(15 if first_ok else 2))
-    check("a.create: name server has a readable+writable route for %s" % topic, route_ok(route),
-          route_summary(route))
+    route = routed(args, dl, topic, "a.create: name server has a readable+writable route for %s",
+                   15 if first_ok else 2)
     progress("route %s: %s" % (topic, route_summary(route)))
     if not first_ok:
         check("b.sync: %d sends" % n, False, "skipped: the first send failed")
@@ -526,9 +519,7 @@ def scenario_sync(args, dl, producer):
     # offset last, and the client then commits it at shutdown: a redelivery the broker
     # cannot prevent. One thread runs the batches one after the other.
     col = consume(args, dl, topic, group, "TagA || TagB", want, threads=1)
-    missing = col.missing()
-    check("c.consume: all %d TagA/TagB messages received by `TagA || TagB`" % len(want), not missing,
-          "missing %d: %s" % (len(missing), sample(missing)))
+    col.check_all_arrived("c.consume: all %d TagA/TagB messages received by `TagA || TagB`" % len(want))
     tag_c = [r["key"] for r in col.seen if r["tags"] == "TagC"]
     check("c.consume: no TagC message delivered", not tag_c, "%d TagC: %s" % (len(tag_c), sample(tag_c)))
     bad = []
@@ -567,20 +558,16 @@ def scenario_sync(args, dl, producer):
         except Exception as e:  # noqa: BLE001
             progress("resume send %d failed: %s" % (j, e))
     col2 = consume(args, dl, topic, group, "TagA || TagB", fresh, instance=group + "-again")
-    missing = col2.missing()
-    check("c.resume: restarted group %s gets the %d messages sent since" % (group, len(fresh)),
-          fresh and not missing, "missing %d: %s" % (len(missing), sample(missing)))
+    col2.check_all_arrived("c.resume: restarted group %s gets the %d messages sent since" % (group, len(fresh)),
+                           also=fresh)
     again = sorted({r["key"] for r in col2.seen if r["key"] in want}, key=_natural)
     check("c.resume: restarted group gets none it had consumed (offsets committed)", not again,
           "%d redelivered: %s" % (len(again), sample(again)))
 
 
 def scenario_oneway(args, dl, producer):
-    topic = args.prefix + "-oneway"
+    topic = scenario_topic(args, dl, "oneway", "d.oneway")
     n = args.oneway_count
-    if args.precreated:
-        r = wait_route(args.ns_list, topic, dl.budget(10))
-        check("d.oneway: precreated topic %s has a route" % topic, route_ok(r), route_summary(r))
     keys = []
     errors = []
     for i in range(n):
@@ -593,25 +580,18 @@ def scenario_oneway(args, dl, producer):
             if len(errors) >= 5:
                 break
     check("d.oneway: %d oneway sends accepted by the client" % n, not errors, sample(errors, 3))
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("d.oneway: %s has a route after oneway sends" % topic, route_ok(route), route_summary(route))
+    routed(args, dl, topic, "d.oneway: %s has a route after oneway sends")
     col = consume(args, dl, topic, "%s_%s_oneway" % (args.prefix, args.run), "*", keys)
-    missing = col.missing()
-    check("d.oneway: all %d oneway messages landed and were consumed" % len(keys), not missing and keys,
-          "missing %d: %s" % (len(missing), sample(missing)))
+    col.check_all_arrived("d.oneway: all %d oneway messages landed and were consumed" % len(keys), also=keys)
     bad = [r["key"] for r in col.seen
            if r["key"] in col.expected and r["body"] != ("oneway %s" % r["key"].rsplit("-k", 1)[1]).encode()]
     check("d.oneway: bodies intact", not bad, sample(bad))
 
 
 def scenario_orderly(args, dl, producer):
-    topic = args.prefix + "-orderly"
+    topic = scenario_topic(args, dl, "orderly", "e.orderly")
     n, shards = args.orderly_count, args.shards
-    if args.precreated:
-        r = wait_route(args.ns_list, topic, dl.budget(10))
-        check("e.orderly: precreated topic %s has a route" % topic, route_ok(r), route_summary(r))
-    keys = []
-    failures = []
+    keys, failures = [], []
     for i in range(n):
         if dl.left() < 30:
             failures.append("stopped at #%d: global deadline near" % i)
@@ -633,12 +613,9 @@ def scenario_orderly(args, dl, producer):
         keys.append(key)
     check("e.orderly: %d send_orderly (%d shards) return SEND_OK" % (n, shards), len(keys) == n and not failures,
           "%d ok; %s" % (len(keys), sample(failures, 3)))
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("e.orderly: %s has a route" % topic, route_ok(route), route_summary(route))
+    routed(args, dl, topic, "e.orderly: %s has a route")
     col = consume(args, dl, topic, "%s_%s_orderly" % (args.prefix, args.run), "*", keys, orderly=True)
-    missing = col.missing()
-    check("e.orderly: all %d orderly messages consumed" % len(keys), not missing and keys,
-          "missing %d: %s" % (len(missing), sample(missing)))
+    col.check_all_arrived("e.orderly: all %d orderly messages consumed" % len(keys), also=keys)
     per_queue = {}
     shard_queues = {}
     bad_fields = []
@@ -670,13 +647,9 @@ def scenario_orderly(args, dl, producer):
 
 
 def scenario_batch(args, dl, producer):
-    topic = args.prefix + "-batch"
+    topic = scenario_topic(args, dl, "batch", "f.batch")
     batches, size = args.batches, args.batch_size
-    if args.precreated:
-        r = wait_route(args.ns_list, topic, dl.budget(10))
-        check("f.batch: precreated topic %s has a route" % topic, route_ok(r), route_summary(r))
-    keys = []
-    failures = []
+    keys, failures = [], []
     for b in range(batches):
         msgs, bkeys = [], []
         for j in range(size):
@@ -698,12 +671,9 @@ def scenario_batch(args, dl, producer):
             continue
         keys.extend(bkeys)
     check("f.batch: %d send_batch of %d return SEND_OK" % (batches, size), not failures, sample(failures, 3))
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("f.batch: %s has a route" % topic, route_ok(route), route_summary(route))
+    routed(args, dl, topic, "f.batch: %s has a route")
     col = consume(args, dl, topic, "%s_%s_batch" % (args.prefix, args.run), "*", keys)
-    missing = col.missing()
-    check("f.batch: all %d batched messages consumed" % len(keys), not missing and keys,
-          "missing %d: %s" % (len(missing), sample(missing)))
+    col.check_all_arrived("f.batch: all %d batched messages consumed" % len(keys), also=keys)
     bad = [r["key"] for r in col.seen if r["key"] in col.expected and
            (r["body"] != ("batch %s" % r["key"].rsplit("-k", 1)[1]).encode()
             or r["prop"] != "b-%s" % r["key"].rsplit("-k", 1)[1] or r["tags"] != "TagB")]
@@ -750,46 +720,31 @@ def scenario_delay(args, dl, producer):
         m = make_msg(topic, key, "TagD", "delay %d" % i, {PROP: "d-%d" % i})
         m.set_delay_time_level(level)
         t = time.time()
-        try:
-            r = producer.send_sync(m)
-        except Exception as e:  # noqa: BLE001
-            failures.append("%s: %s" % (key, e))
-            continue
-        if int(r.status) != 0:
-            failures.append("%s: status=%s" % (key, r.status))
-            continue
-        sent[key] = (t, r.msg_id)
+        r = sync_sent(producer, m, key, failures)
+        if r is not None:
+            sent[key] = (t, r.msg_id)
     check("g.delay: %d sends at delay level %d (%ds) return SEND_OK" % (args.delay_count, level, levels[level - 1]),
           len(sent) == args.delay_count and not failures, sample(failures, 3))
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("g.delay: %s has a route" % topic, route_ok(route), route_summary(route))
+    routed(args, dl, topic, "g.delay: %s has a route")
     retry_key = "%s-k0" % topic
-    c = rmq()
     col = RetryOnce(sent.keys(), [retry_key])
     group = "%s_%s_delay" % (args.prefix, args.run)
-    consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
-    consumer.set_namesrv_addr(args.namesrv)
-    consumer.set_instance_name(group)
-    consumer.subscribe(topic, col, "*")
+    consumer = push_consumer(args, topic, group, col)
     want = levels[level - 1] + levels[retry_level - 1] + 30
     wait = dl.budget(want)
     progress("consumer %s on %s: waiting up to %.0fs for %d delayed messages and one retry"
              % (group, topic, wait, len(sent)))
     progress("the callback raises once for %s on purpose (RECONSUME_LATER); the binding prints "
              "that exception as 'Exception ignored on calling ctypes callback function'" % retry_key)
-    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
-        check("g.delay: consumer %s starts" % group, False, "start failed or hung")
+    if not start_consumer(consumer, min(30, max(wait, 1)), "g.delay", group):
         return
     end = time.monotonic() + wait
     col.all_arrived.wait(max(0, end - time.monotonic()))
     col.retried.wait(max(0, end - time.monotonic()))
     time.sleep(min(args.grace, max(0, dl.left() - 10)))
-    if not stop(consumer, "consumer %s shutdown" % group):
-        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+    stop_consumer(consumer, topic, group)
 
-    missing = col.missing()
-    check("g.delay: all %d delayed messages consumed" % len(sent), not missing and sent,
-          "missing %d: %s" % (len(missing), sample(missing)))
+    col.check_all_arrived("g.delay: all %d delayed messages consumed" % len(sent), also=sent)
     with col.lock:
         firsts = {k: v[0] for k, v in col.by_key.items() if k in sent}
         by_key = {k: list(v) for k, v in col.by_key.items()}
@@ -839,38 +794,23 @@ def scenario_timer(args, dl, producer):
             at_ms = int(t * 1000) + 5000
             props, due = {"TIMER_DELIVER_MS": str(at_ms)}, at_ms / 1000.0
         props[PROP] = "t-%d" % i
-        try:
-            r = producer.send_sync(make_msg(topic, key, "TagT", body, props))
-        except Exception as e:  # noqa: BLE001
-            failures.append("%s: %s" % (key, e))
-            continue
-        if int(r.status) != 0:
-            failures.append("%s: status=%s" % (key, r.status))
-            continue
-        sent[key] = (due, r.msg_id, body)
+        r = sync_sent(producer, make_msg(topic, key, "TagT", body, props), key, failures)
+        if r is not None:
+            sent[key] = (due, r.msg_id, body)
     check("j.timer: %d timer sends (TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS) return SEND_OK" % n,
           len(sent) == n and not failures, sample(failures, 3))
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("j.timer: %s has a route" % topic, route_ok(route), route_summary(route))
-    c = rmq()
+    routed(args, dl, topic, "j.timer: %s has a route")
     col = Collector(sent.keys())
     group = "%s_%s_timer" % (args.prefix, args.run)
-    consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
-    consumer.set_namesrv_addr(args.namesrv)
-    consumer.set_instance_name(group)
-    consumer.subscribe(topic, col, "*")
+    consumer = push_consumer(args, topic, group, col)
     wait = dl.budget(40)
     progress("consumer %s on %s: waiting up to %.0fs for %d timer messages" % (group, topic, wait, len(sent)))
-    if not bounded(consumer.start, min(30, max(wait, 1)), "consumer start"):
-        check("j.timer: consumer %s starts" % group, False, "start failed or hung")
+    if not start_consumer(consumer, min(30, max(wait, 1)), "j.timer", group):
         return
     col.all_arrived.wait(wait)
     time.sleep(min(args.grace, max(0, dl.left() - 10)))
-    if not stop(consumer, "consumer %s shutdown" % group):
-        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
-    missing = col.missing()
-    check("j.timer: all %d timer messages consumed" % len(sent), not missing and sent,
-          "missing %d: %s" % (len(missing), sample(missing)))
+    stop_consumer(consumer, topic, group)
+    col.check_all_arrived("j.timer: all %d timer messages consumed" % len(sent), also=sent)
     with col.lock:
         firsts = {k: v[0] for k, v in col.by_key.items() if k in sent}
         dups = {k: len(v) for k, v in col.by_key.items() if len(v) > 1}
@@ -915,17 +855,11 @@ def scenario_reset(args, dl, producer):
             if int(r.status) == 0:
                 keys[batch].append(key)
     check("k.reset: %d sends return SEND_OK" % (2 * n), len(keys["old"]) + len(keys["new"]) == 2 * n)
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("k.reset: %s has a route" % topic, route_ok(route), route_summary(route))
-    c = rmq()
+    route = routed(args, dl, topic, "k.reset: %s has a route")
     col = Collector(keys["old"] + keys["new"])
     group = "%s_%s_reset" % (args.prefix, args.run)
-    consumer = c.PushConsumer(group, message_model=c.MessageModel.CLUSTERING)
-    consumer.set_namesrv_addr(args.namesrv)
-    consumer.set_instance_name(group)
-    consumer.subscribe(topic, col, "*")
-    if not bounded(consumer.start, 30, "consumer start"):
-        check("k.reset: consumer %s starts" % group, False, "start failed or hung")
+    consumer = push_consumer(args, topic, group, col)
+    if not start_consumer(consumer, 30, "k.reset", group):
         return
     col.all_arrived.wait(dl.budget(40))
     check("k.reset: first pass consumed all %d" % (2 * n), not col.missing(), sample(col.missing()))
@@ -971,8 +905,7 @@ def scenario_reset(args, dl, producer):
         left = behind()
     check("k.reset: the group's committed offsets reach the end of every queue again", left == 0,
           "still %s behind" % left)
-    if not stop(consumer, "consumer %s shutdown" % group):
-        check("%s: consumer %s shuts down" % (topic, group), False, "shutdown hung or failed")
+    stop_consumer(consumer, topic, group)
 
 
 GET_MAX_OFFSET = 30
@@ -1035,8 +968,7 @@ def scenario_dedup(args, dl, producer):
             continue
         first[key] = (r.msg_id, r.offset)
     check("i.dedup: %d C++ sends SEND_OK" % n, not problems and len(first) == n, sample(problems, 3))
-    route = wait_route(args.ns_list, topic, dl.budget(15))
-    check("i.dedup: %s has a route" % topic, route_ok(route), route_summary(route))
+    route = routed(args, dl, topic, "i.dedup: %s has a route")
     if not route_ok(route):
         return
     for i, (key, (uniq, offset)) in enumerate(sorted(first.items(), key=lambda kv: _natural(kv[0]))):
@@ -1057,11 +989,10 @@ def scenario_dedup(args, dl, producer):
         return
     check("i.dedup: the broker stored %d messages, one per UNIQ_KEY" % n, stored == n, "stored %d" % stored)
     col = consume(args, dl, topic, "%s_%s_dedup" % (args.prefix, args.run), "*", list(first))
-    missing = col.missing()
     bodies_ok = all(r["body"] == ("dedup %s attempt 0" % r["key"].rsplit("-k", 1)[1]).encode()
                     for r in col.seen if r["key"] in col.expected)
-    check("i.dedup: the C++ consumer gets every message, the first attempt's body",
-          not missing and bodies_ok, "missing %d: %s" % (len(missing), sample(missing)))
+    col.check_all_arrived("i.dedup: the C++ consumer gets every message, the first attempt's body",
+                          also=bodies_ok)
 
 
 SCENARIOS = {
@@ -1125,14 +1056,11 @@ def consume_only(args, dl):
     with open(args.expect_keys) as f:
         keys = [line.strip() for line in f if line.strip()]
     # Reading needs no master: after a master dies its slave serves the queues.
-    route = wait_route(args.ns_list, topic, dl.budget(20), readable_only=True)
-    check("consume-only: %s has a readable route" % topic, route_ok(route, True), route_summary(route))
+    route = routed(args, dl, topic, "consume-only: %s has a readable route", 20, readable_only=True)
     progress("route %s: %s" % (topic, route_summary(route)))
     group = args.group or "%s_%s_restart" % (args.prefix, args.run)
     col = consume(args, dl, topic, group, "*", keys)
-    missing = col.missing()
-    check("consume-only: all %d acknowledged messages of %s consumed" % (len(keys), topic), not missing,
-          "missing %d: %s" % (len(missing), sample(missing, 10)))
+    col.check_all_arrived("consume-only: all %d acknowledged messages of %s consumed" % (len(keys), topic), shown=10)
     bad = [r["key"] for r in col.seen if r["key"] in col.expected and r["body"] != restart_body(r["key"]).encode()]
     check("consume-only: bodies intact", not bad, sample(bad))
     print("CONSUMED %d distinct, %d deliveries" % (len(col.by_key), len(col.seen)), flush=True)
@@ -1145,12 +1073,9 @@ def dump_only(args, dl):
     message)."""
     with open(args.expect_keys) as f:
         keys = [line.strip() for line in f if line.strip()]
-    route = wait_route(args.ns_list, args.topic, dl.budget(20), readable_only=True)
-    check("dump-only: %s has a readable route" % args.topic, route_ok(route, True), route_summary(route))
+    routed(args, dl, args.topic, "dump-only: %s has a readable route", 20, readable_only=True)
     col = consume(args, dl, args.topic, args.group or "%s_%s_dump" % (args.prefix, args.run), "*", keys)
-    missing = col.missing()
-    check("dump-only: all %d keys of %s consumed" % (len(keys), args.topic), not missing,
-          "missing %d: %s" % (len(missing), sample(missing, 10)))
+    col.check_all_arrived("dump-only: all %d keys of %s consumed" % (len(keys), args.topic), shown=10)
     for r in col.seen:
         print("GOT " + json.dumps({"key": r["key"], "tags": r["tags"], "body": decode(r["body"]),
                                    "prop": r["prop"], "uniq": r["UNIQ_KEY"], "msg_id": r["msg_id"],
@@ -1212,40 +1137,21 @@ def parse_args(argv):
     if not args.ns_list or any(":" not in a for a in args.ns_list):
         ap.error("--namesrv wants host:port[;host:port...]")
     args.namesrv = ";".join(args.ns_list)  # the C++ client's separator
-    args.run = secrets.token_hex(3)
-    if args.prefix is None:
-        args.prefix = "TernIT%s" % args.run
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", args.prefix):
-        ap.error("--prefix must match [A-Za-z0-9_-]{1,100}")
     if args.count is None:
         args.count = 200 if args.send_only else 1000
     if args.count < 1:
         ap.error("--count must be at least 1")
     args.scenario_list = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = [s for s in args.scenario_list if s not in SCENARIOS]
-    if unknown:
-        ap.error("unknown scenario(s) %s; known: %s" % (unknown, ",".join(SCENARIOS)))
+    settle_args(ap, args, "TernIT", 100, SCENARIOS)
     if (args.send_only or args.consume_only or args.dump_only) and not args.topic:
         ap.error("--send-only/--consume-only/--dump-only need --topic")
-    if bool(args.access_key) != bool(args.secret_key):
-        ap.error("--access-key and --secret-key go together")
     if (args.consume_only or args.dump_only) and not args.expect_keys:
         ap.error("--consume-only/--dump-only need --expect-keys FILE")
     return args
 
 
-def main(argv):
-    args = parse_args(argv)
-    dl = Deadline(args.deadline)
-
-    def on_deadline():
-        progress("GLOBAL DEADLINE (%.0fs) passed" % args.deadline)
-        summary_and_exit(("global deadline", "still running after %.0fs" % args.deadline))
-
-    timer = threading.Timer(args.deadline, on_deadline)
-    timer.daemon = True
-    timer.start()
-
+def run(args, dl):
+    """The run proper (run_main parsed the arguments before and prints the summary after)."""
     progress("C++ client logs go to %s/logs/rocketmq-cpp" % os.environ.get("HOME", "?"))
     progress("name server(s) %s, prefix %s, run %s" % (args.namesrv, args.prefix, args.run))
 
@@ -1255,17 +1161,12 @@ def main(argv):
         tbw = get_route(args.ns_list, probe_topic)
     except RemotingError as e:
         check("name server answers GET_ROUTEINFO_BY_TOPIC", False, str(e))
-        summary_and_exit()
         return
     check("name server answers GET_ROUTEINFO_BY_TOPIC", True)
     if not args.precreated and not args.consume_only and not args.dump_only:
         check("name server has a TBW102 route (needed for auto-creation)", route_ok(tbw), route_summary(tbw))
 
-    try:
-        rmq()
-    except Exception as e:  # noqa: BLE001
-        check("import rocketmq (C++ client)", False, repr(e))
-        summary_and_exit()
+    if not client_loads(rmq, "C++ client"):
         return
 
     try:
@@ -1295,8 +1196,7 @@ def main(argv):
         import traceback
         traceback.print_exc()
         check("harness", False, repr(e))
-    summary_and_exit()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(parse_args, run, sys.argv[1:])

@@ -67,95 +67,30 @@ import copy
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-T0 = time.monotonic()
+# Run as a file, this script's folder is first on sys.path already; put there again for a
+# Python told to leave it out (-P, PYTHONSAFEPATH), as the shared harness lives beside it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from interop_harness import (  # noqa: E402 - after the sys.path line above
+    bounded, client_loads, progress, run_main, sample, settle_args,
+)
+from interop_harness import check as harness_check  # noqa: E402
+
 PROP = "interop"  # the user property every scenario sets (cpp_interop.py's name too)
-
-_lock = threading.Lock()
-_results = []  # (name, ok, detail)
-_done = threading.Event()
-
-
-def progress(msg):
-    print("[%6.1fs] %s" % (time.monotonic() - T0, msg), file=sys.stderr, flush=True)
 
 
 def check(name, ok, detail=""):
-    detail = " ".join(str(detail).split())  # one line per check, whatever the error text
-    with _lock:
-        _results.append((name, bool(ok), detail))
-    line = ("PASS " + name) if ok else ("FAIL " + name + (": " + detail if detail else ""))
-    print(line, flush=True)
-    return ok
-
-
-def summary_and_exit(extra_fail=None):
-    """Prints the summary line and leaves at once (os._exit: the client's gRPC threads and
-    schedulers must not keep a failed run alive)."""
-    with _lock:
-        if _done.is_set():
-            return
-        _done.set()
-        if extra_fail:
-            _results.append((extra_fail[0], False, extra_fail[1]))
-            print("FAIL %s: %s" % extra_fail, flush=True)
-        passed = sum(1 for r in _results if r[1])
-        failed = len(_results) - passed
-        if failed:
-            print("failed checks:", file=sys.stderr)
-            for name, ok, detail in _results:
-                if not ok:
-                    print("  - %s: %s" % (name, detail), file=sys.stderr)
-        print("%d passed, %d failed" % (passed, failed), flush=True)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1 if failed else 0)
-
-
-class Deadline:
-    def __init__(self, seconds):
-        self.end = time.monotonic() + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-    def budget(self, want, reserve=10.0):
-        """At most `want` seconds, keeping `reserve` seconds for shutdowns and the report."""
-        return max(0.0, min(want, self.left() - reserve))
-
-
-def sample(xs, n=5):
-    xs = list(xs)
-    return "%s%s" % (xs[:n], " ... (%d in all)" % len(xs) if len(xs) > n else "")
-
-
-def bounded(fn, seconds, what):
-    """Runs fn in a daemon thread; (True, result) or (False, error text) if it raised or did
-    not return in time (then it is abandoned)."""
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except Exception as e:  # noqa: BLE001 - reported by the caller
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True, name=what)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        progress("%s did not return within %.0fs (abandoned)" % (what, seconds))
-        return False, "did not return within %.0fs" % seconds
-    if "error" in out:
-        progress("%s raised %s: %s" % (what, type(out["error"]).__name__, out["error"]))
-        return False, "%s: %s" % (type(out["error"]).__name__, out["error"])
-    return True, out.get("value")
+    """interop_harness.check with its detail on one line: tern-admin's output and the
+    client's error texts can span lines, and a check is one line of the report."""
+    return harness_check(name, ok, " ".join(str(detail).split()))
 
 
 # ---------------------------------------------------------------------------------------
@@ -212,9 +147,12 @@ def exc_types():
     return client_exception
 
 
-def config(args):
+def config(args, access_key=None, secret_key=None):
+    """The clients' configuration, signed as --access-key (or, given, another account)."""
     r = rmq()
-    return r.ClientConfiguration(args.endpoint, r.Credentials(args.access_key or "", args.secret_key or ""),
+    if access_key is None:
+        access_key, secret_key = args.access_key or "", args.secret_key or ""
+    return r.ClientConfiguration(args.endpoint, r.Credentials(access_key, secret_key),
                                  request_timeout=args.request_timeout)
 
 
@@ -267,6 +205,41 @@ def send(p, m, what):
         check(what, False, r)
         return None
     return r
+
+
+def consumer_and_producer(args, name, topic, kind, queues=8, checker=None):
+    """The start of scenario `name`, which sends to `topic` and receives with a SimpleConsumer:
+    the topic (message.type `kind`) and the group `topic`-g made with tern-admin, the consumer
+    (every tag) and a Producer started, then an empty receive that fixes the group's position
+    before anything is sent. (consumer, producer), or (None, None) when either did not start."""
+    group = topic + "-g"
+    create_topic(args, topic, kind, queues=queues)
+    create_group(args, group)
+    c = simple_consumer(args, group, {topic: "*"}, "%s: SimpleConsumer" % name)
+    p = producer(args, [topic], "%s: Producer" % name, checker=checker)
+    if not (c and p):
+        return None, None
+    receive(c, None, 0.1)
+    return c, p
+
+
+def stop_both(name, c, p):
+    """The end of scenario `name` begun with consumer_and_producer: both shut down."""
+    stop(p, "%s: Producer" % name)
+    stop(c, "%s: SimpleConsumer" % name)
+
+
+def query_route(client, topic):
+    """The QueryRoute request `client`'s route manager makes for `topic`, signed by the client
+    and its answer judged by the client's own result checker, so a refusal raises the status's
+    exception (the route manager itself turns it into a plain "failed to fetch topic route")."""
+    from rocketmq.v5.util.messaging_result_checker import MessagingResultChecker
+    req = client.route_manager._ClientRouteManager__topic_route_req(topic)
+    res = client.rpc_client.query_topic_route_async(client.client_configuration.rpc_endpoints, req,
+                                                    metadata=client.sign(),
+                                                    timeout=client.client_configuration.request_timeout).result()
+    MessagingResultChecker.check(res.status)
+    return res
 
 
 def record(m):
@@ -511,14 +484,9 @@ def scenario_fifo(args, dl):
 
 def scenario_delay(args, dl):
     topic = args.prefix + "-delay"
-    group = topic + "-g"
-    create_topic(args, topic, "DELAY")
-    create_group(args, group)
-    c = simple_consumer(args, group, {topic: "*"}, "delay: SimpleConsumer")
-    p = producer(args, [topic], "delay: Producer")
-    if not (c and p):
+    c, p = consumer_and_producer(args, "delay", topic, "DELAY")
+    if not c:
         return
-    receive(c, None, 0.1)
     n, sent = args.delay_count, {}
     for i in range(n):
         due = int(time.time()) + 4
@@ -559,16 +527,12 @@ def scenario_delay(args, dl):
     check("delay: each received within 10 s of due", not late, sample(late))
     check("delay: each delivered once", not duplicates(got), sample(duplicates(got)))
     check("delay: receive and ack raised nothing", not errs, sample(errs, 3))
-    stop(p, "delay: Producer")
-    stop(c, "delay: SimpleConsumer")
+    stop_both("delay", c, p)
 
 
 def scenario_transaction(args, dl):
     r = rmq()
     topic = args.prefix + "-tx"
-    group = topic + "-g"
-    create_topic(args, topic, "TRANSACTION")
-    create_group(args, group)
     checks = []  # (message id, when)
     lock = threading.Lock()
 
@@ -578,11 +542,9 @@ def scenario_transaction(args, dl):
                 checks.append((m.message_id, time.time(), m.body))
             return r.TransactionResolution.COMMIT
 
-    c = simple_consumer(args, group, {topic: "*"}, "transaction: SimpleConsumer")
-    p = producer(args, [topic], "transaction: Producer", checker=Checker())
-    if not (c and p):
+    c, p = consumer_and_producer(args, "transaction", topic, "TRANSACTION", checker=Checker())
+    if not c:
         return
-    receive(c, None, 0.1)
     ids = {}
     for kind in ("commit", "rollback", "unresolved"):
         tx = p.begin_transaction()
@@ -627,20 +589,14 @@ def scenario_transaction(args, dl):
     if by_id.get(u):
         progress("transaction: unresolved delivered %.1fs after sending" % (by_id[u][0]["at"] - sent_at))
     check("transaction: receive and ack raised nothing", not errs, sample(errs, 3))
-    stop(p, "transaction: Producer")
-    stop(c, "transaction: SimpleConsumer")
+    stop_both("transaction", c, p)
 
 
 def scenario_simple(args, dl):
     topic = args.prefix + "-simple"
-    group = topic + "-g"
-    create_topic(args, topic, "NORMAL")
-    create_group(args, group)
-    c = simple_consumer(args, group, {topic: "*"}, "simple: SimpleConsumer")
-    p = producer(args, [topic], "simple: Producer")
-    if not (c and p):
+    c, p = consumer_and_producer(args, "simple", topic, "NORMAL")
+    if not c:
         return
-    receive(c, None, 0.1)
     ids = {}
     for kind in ("acked", "unacked", "changed"):
         r = send(p, message(topic, "simple %s" % kind, "TagS", "%s-%s" % (topic, kind), {PROP: "grpc"}),
@@ -692,8 +648,7 @@ def scenario_simple(args, dl):
         ok, err = bounded(lambda: c.ack(bogus), 15, "ack garbage")
         check("simple: an ack with a garbage receipt handle raises BadRequestException",
               not ok and "BadRequestException" in str(err), "answered OK" if ok else err)
-    stop(p, "simple: Producer")
-    stop(c, "simple: SimpleConsumer")
+    stop_both("simple", c, p)
 
 
 def scenario_push_retry_dlq(args, dl):
@@ -758,7 +713,7 @@ def scenario_push_retry_dlq(args, dl):
 
 
 def cpp_script():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp_interop.py")
+    return os.path.join(_HERE, "cpp_interop.py")
 
 
 def run_cpp(args, argv, seconds):
@@ -865,22 +820,13 @@ def scenario_errors(args, dl):
         return
     missing_topic = args.prefix + "-no-such-topic"
     # The client's route manager logs the QueryRoute status and raises a plain Exception of
-    # its own, so the status is read twice: the send fails, and the same QueryRoute request
-    # the route manager makes, checked with the client's own result checker, raises
-    # NotFoundException (TOPIC_NOT_FOUND).
+    # its own, so the status is read twice: the send fails, and query_route (the same
+    # request, checked with the client's own result checker) raises NotFoundException
+    # (TOPIC_NOT_FOUND).
     ok, err = bounded(lambda: p.send(message(missing_topic, "x")), 30, "errors: unknown topic")
     check("errors: a send to an unknown topic fails (no route)",
           not ok and "failed to fetch topic" in str(err), "sent" if ok else err)
-
-    def query_route():
-        from rocketmq.v5.util.messaging_result_checker import MessagingResultChecker
-        req = p.route_manager._ClientRouteManager__topic_route_req(missing_topic)
-        res = p.rpc_client.query_topic_route_async(p.client_configuration.rpc_endpoints, req,
-                                                   metadata=p.sign(),
-                                                   timeout=p.client_configuration.request_timeout).result()
-        MessagingResultChecker.check(res.status)
-        return res
-    ok, err = bounded(query_route, 30, "errors: QueryRoute of an unknown topic")
+    ok, err = bounded(lambda: query_route(p, missing_topic), 30, "errors: QueryRoute of an unknown topic")
     check("errors: QueryRoute of an unknown topic raises NotFoundException (40402 TOPIC_NOT_FOUND)",
           not ok and "NotFoundException" in str(err) and "40402" in str(err), "answered %s" % err if ok else err)
     try:
@@ -926,22 +872,11 @@ def scenario_acl(args, dl):
 
     def route_refused(access_key, secret_key, what):
         # The client's startup turns a refused QueryRoute into a plain "failed to fetch
-        # topic route"; the same request, signed by the client itself and checked with its
-        # own result checker, shows the status (as in the errors scenario).
-        from rocketmq.v5.util.messaging_result_checker import MessagingResultChecker
-        cfg = r.ClientConfiguration(args.endpoint, r.Credentials(access_key, secret_key),
-                                    request_timeout=args.request_timeout)
-        q = r.Producer(cfg, (topic,))
+        # topic route"; query_route shows the status (as in the errors scenario).
+        q = r.Producer(config(args, access_key, secret_key), (topic,))
         # Its startup logs the refused route and goes on (the send would then fail).
         bounded(q.startup, 30, what + " startup")
-
-        def query_route():
-            req = q.route_manager._ClientRouteManager__topic_route_req(topic)
-            res = q.rpc_client.query_topic_route_async(q.client_configuration.rpc_endpoints, req,
-                                                       metadata=q.sign(),
-                                                       timeout=q.client_configuration.request_timeout).result()
-            MessagingResultChecker.check(res.status)
-        ok, err = bounded(query_route, 30, what + " QueryRoute")
+        ok, err = bounded(lambda: query_route(q, topic), 30, what + " QueryRoute")
         bounded(q.shutdown, 20, what + " shutdown")
         return ok, err
     ok, err = route_refused(args.access_key, "not-the-secret", "acl: a wrong secret key")
@@ -952,9 +887,7 @@ def scenario_acl(args, dl):
           not ok and "UnauthorizedException" in str(err) and "40100" in str(err), "answered" if ok else err)
 
     def attempt(access_key, secret_key, what):
-        cfg = r.ClientConfiguration(args.endpoint, r.Credentials(access_key, secret_key),
-                                    request_timeout=args.request_timeout)
-        q = r.Producer(cfg, (topic,))
+        q = r.Producer(config(args, access_key, secret_key), (topic,))
         ok, err = bounded(q.startup, 30, what + " startup")
         if ok:
             ok, err = bounded(lambda: q.send(message(topic, "refused?")), 30, what)
@@ -963,9 +896,8 @@ def scenario_acl(args, dl):
     ok, err = attempt("ACL_READER", "reader_secret", "acl: a SUB-only account")
     check("acl: an account with only SUB on the topic cannot send",
           not ok and ("Unauthorized" in str(err) or "40100" in str(err)), "sent" if ok else err)
-    cfg = r.ClientConfiguration(args.endpoint, r.Credentials("ACL_READER", "reader_secret"),
-                                request_timeout=args.request_timeout)
-    rc = r.SimpleConsumer(cfg, group + "-reader", {topic: r.FilterExpression("*")}, await_duration=3)
+    rc = r.SimpleConsumer(config(args, "ACL_READER", "reader_secret"), group + "-reader",
+                          {topic: r.FilterExpression("*")}, await_duration=3)
     if start(rc, "acl: SimpleConsumer with the SUB-only account"):
         got, _, _ = receive(rc, 2, 20)
         check("acl: the SUB-only account receives", len(got) >= 1, sample(got))
@@ -1002,14 +934,10 @@ def scenario_tls(args, dl):
 
 def scenario_restart(args, dl):
     topic = args.prefix + "-restart"
-    group = topic + "-g"
-    create_topic(args, topic, "NORMAL", queues=4)
-    create_group(args, group)
-    c = simple_consumer(args, group, {topic: "*"}, "restart: SimpleConsumer")
-    p = producer(args, [topic], "restart: Producer")
-    if not (c and p):
+    group = topic + "-g"  # consumer_and_producer's; a new consumer of it after the restart
+    c, p = consumer_and_producer(args, "restart", topic, "NORMAL", queues=4)
+    if not c:
         return
-    receive(c, None, 0.1)
     n, invisible = 100, 20
     sent = {}
     for i in range(n):
@@ -1110,8 +1038,7 @@ def scenario_restart(args, dl):
     stray = [i for i in t_after if i not in sent]
     check("restart: nothing that was not sent", not stray, sample(stray))
     progress("restart: back %.1fs after the driver's line" % (time.time() - t_back))
-    stop(p, "restart: Producer")
-    stop(c, "restart: SimpleConsumer")
+    stop_both("restart", c, p)
 
 
 SCENARIOS = {
@@ -1159,40 +1086,18 @@ def parse_args(argv):
     ap.add_argument("--deadline", type=float, default=240.0,
                     help="global deadline in seconds; past it, report and exit 1")
     args = ap.parse_args(argv)
-    args.run = secrets.token_hex(3)
-    if args.prefix is None:
-        args.prefix = "TernGrpc%s" % args.run
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", args.prefix):
-        ap.error("--prefix must match [A-Za-z0-9_-]{1,80}")
     args.scenario_list = [s.strip() for arg in (args.scenario or [DEFAULT]) for s in arg.split(",") if s.strip()]
-    unknown = [s for s in args.scenario_list if s not in SCENARIOS]
-    if unknown:
-        ap.error("unknown scenario(s) %s; known: %s" % (unknown, ",".join(SCENARIOS)))
+    settle_args(ap, args, "TernGrpc", 80, SCENARIOS)
     if args.invisible < 10:
         ap.error("--invisible must be at least 10 (the proxy's minInvisibleTimeMillsForRecv)")
-    if bool(args.access_key) != bool(args.secret_key):
-        ap.error("--access-key and --secret-key go together")
     return args
 
 
-def main(argv):
-    args = parse_args(argv)
-    dl = Deadline(args.deadline)
-
-    def on_deadline():
-        progress("GLOBAL DEADLINE (%.0fs) passed" % args.deadline)
-        summary_and_exit(("global deadline", "still running after %.0fs" % args.deadline))
-
-    timer = threading.Timer(args.deadline, on_deadline)
-    timer.daemon = True
-    timer.start()
+def run(args, dl):
+    """The run proper (run_main parsed the arguments before and prints the summary after)."""
     progress("client logs go to %s/logs/rocketmq_python" % os.environ.get("HOME", "?"))
     progress("endpoint %s, name server %s, prefix %s" % (args.endpoint, args.namesrv, args.prefix))
-    try:
-        rmq()
-    except Exception as e:  # noqa: BLE001
-        check("import rocketmq (rocketmq-python-client)", False, repr(e))
-        summary_and_exit()
+    if not client_loads(rmq, "rocketmq-python-client"):
         return
     for name in args.scenario_list:
         if dl.left() < 20:
@@ -1207,8 +1112,7 @@ def main(argv):
             traceback.print_exc()
             check("%s: scenario ran to the end" % name, False, "%s: %s" % (type(e).__name__, e))
         progress("--- scenario %s took %.1fs" % (name, time.monotonic() - t))
-    summary_and_exit()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(parse_args, run, sys.argv[1:])
