@@ -303,7 +303,7 @@ fn engine_append(
     let start = Instant::now();
     for i in 0..n {
         store
-            .store_mut()
+            .engine_mut()
             .put(&msgs.get(i), STORE_TIME_MS)
             .map_err(|e| store.error("put", e))?;
     }
@@ -343,13 +343,13 @@ fn engine_flushed(
     while start.elapsed() < p.flush_time {
         for _ in 0..group {
             store
-                .store_mut()
+                .engine_mut()
                 .put(&msgs.get(i), STORE_TIME_MS)
                 .map_err(|e| store.error("put", e))?;
             i += 1;
         }
         store
-            .store_mut()
+            .engine_mut()
             .flush_log()
             .map_err(|e| store.error("flush", e))?;
     }

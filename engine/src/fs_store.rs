@@ -7,7 +7,7 @@
 //! Whether the last run crashed is the abort marker's answer, passed to the engine's
 //! recovery as `crashed`.
 //!
-//! The broker calls the engine's operations itself ([`FsStore::store_mut`]: `put`,
+//! The broker calls the engine's operations itself ([`FsStore::engine_mut`]: `put`,
 //! `put_batch`, `dispatch`, `flush_log`, `checkpoint`, `delete_before`, `queue`, `log`),
 //! so this layer adds nothing to the append path. Engine errors are small and `Copy`
 //! and carry no path; [`FsStore::error`] turns one into an [`FsStoreError`] that names the
@@ -221,7 +221,7 @@ impl QueueTable for FsQueues {
 #[derive(Debug)]
 pub struct FsStore {
     /// The engine over this store's files.
-    store: FileEngine,
+    engine: FileEngine,
     /// Lock and abort marker, released and removed by `close`.
     dir: StoreDir,
     /// The commit log's segment files, for reading without the store's lock.
@@ -271,9 +271,9 @@ impl FsStore {
             &mut [0u8; NO_SCRATCH],
         );
         match opened {
-            Ok((store, report)) => Ok((
+            Ok((engine, report)) => Ok((
                 FsStore {
-                    store,
+                    engine,
                     dir,
                     log_files,
                     index_files,
@@ -292,7 +292,7 @@ impl FsStore {
     /// abort marker and releases the lock.
     pub fn close(self) -> Result<(), FsStoreError> {
         let FsStore {
-            store,
+            engine: store,
             dir,
             reclaim,
             spares,
@@ -324,8 +324,8 @@ impl FsStore {
         if let Err(e) = self.spares.sync_dirty() {
             return Err(FsStoreError::Dir(StoreError::io(self.root(), e)));
         }
-        let config = *self.store.config();
-        if let Err(error) = self.store.seal(&mut [0u8; NO_SCRATCH]) {
+        let config = *self.engine.config();
+        if let Err(error) = self.engine.seal(&mut [0u8; NO_SCRATCH]) {
             return Err(engine_error(self.dir.layout(), &config, "close", error));
         }
         Ok(self.dir.remove_abort()?)
@@ -337,7 +337,7 @@ impl FsStore {
     /// `log_mut().mark_flushed(to)`) and a warmer can read pages ahead of the writer.
     /// Segments not created yet are left out.
     pub fn log_files(&self, from: u64, to: u64) -> Result<Vec<(u64, std::fs::File)>, FsStoreError> {
-        let log = self.store.log();
+        let log = self.engine.log();
         let size = log.segment_size();
         let mut files = Vec::new();
         let mut base = from - from % size;
@@ -412,15 +412,15 @@ impl FsStore {
     }
 
     /// The engine, for reads: `log()`, `queue(topic, id)`, `index()`.
-    pub fn store(&self) -> &FileEngine {
-        &self.store
+    pub fn engine(&self) -> &FileEngine {
+        &self.engine
     }
 
-    /// The engine's store, for writes: `put`, `put_batch`, `dispatch`, `flush_log`,
+    /// The engine, for writes: `put`, `put_batch`, `dispatch`, `flush_log`,
     /// `checkpoint`, `delete_before`. Scratch for `dispatch` may be empty (`&mut []`):
     /// segments are mappings, read in place.
-    pub fn store_mut(&mut self) -> &mut FileEngine {
-        &mut self.store
+    pub fn engine_mut(&mut self) -> &mut FileEngine {
+        &mut self.engine
     }
 
     /// Dispatches at most `max_records` of the records appended since the last dispatch
@@ -431,7 +431,7 @@ impl FsStore {
         below: u64,
         on_record: &mut dyn FnMut(&tern_engine::dispatch::DispatchRecord<'_>),
     ) -> Result<tern_engine::store::Dispatched, FsStoreError> {
-        self.store
+        self.engine
             .dispatch_some(&mut [0u8; NO_SCRATCH], max_records, below, on_record)
             .map_err(|e| self.error("dispatch", e))
     }
@@ -442,7 +442,7 @@ impl FsStore {
         &mut self,
         on_record: &mut dyn FnMut(&tern_engine::dispatch::DispatchRecord<'_>),
     ) -> Result<u64, FsStoreError> {
-        self.store
+        self.engine
             .dispatch(&mut [0u8; NO_SCRATCH], on_record)
             .map_err(|e| self.error("dispatch", e))
     }
@@ -465,17 +465,17 @@ impl FsStore {
         offset: u64,
     ) -> Result<tern_engine::store::Truncated, FsStoreError> {
         let scratch = &mut [0u8; NO_SCRATCH];
-        self.store
+        self.engine
             .dispatch(scratch, &mut |_| {})
             .map_err(|e| self.error("truncate", e))?;
         if let Err(e) = self.spares.sync_dirty() {
             return Err(FsStoreError::Dir(StoreError::io(self.root(), e)));
         }
         let done = self
-            .store
+            .engine
             .truncate_log(offset, scratch)
             .map_err(|e| self.error("truncate", e))?;
-        let log = self.store.log();
+        let log = self.engine.log();
         let size = log.segment_size();
         let last = log
             .segment_span()
@@ -506,7 +506,7 @@ impl FsStore {
     /// Explains an engine error of operation `op` (`"put"`, `"flush"`, ...) on this store:
     /// names the segment file when the error says which, else the store's root.
     pub fn error(&self, op: &'static str, error: EngineError) -> FsStoreError {
-        engine_error(self.dir.layout(), self.store.config(), op, error)
+        engine_error(self.dir.layout(), self.engine.config(), op, error)
     }
 }
 

@@ -83,7 +83,7 @@ struct Sent {
 fn put(store: &mut FsStore, i: u64) -> Sent {
     let m = msg(i);
     let stored = store
-        .store_mut()
+        .engine_mut()
         .put(&message_in(&m), BASE_TIME_MS + i as i64)
         .unwrap_or_else(|e| panic!("{}", store.error("put", e)));
     Sent {
@@ -107,7 +107,7 @@ fn open(root: &Path) -> (FsStore, tern_engine::store::OpenReport) {
 /// no others, each queue holds its messages at their queue offsets, the index finds every
 /// key, and the keys in `gone` are found nowhere.
 fn verify(store: &FsStore, sent: &[Sent], gone: &[u64]) {
-    let s = store.store();
+    let s = store.engine();
     let log = s.log();
     // The log, front to back: exactly the messages sent, in order.
     let mut pos = log.min_offset();
@@ -164,7 +164,7 @@ fn query(store: &FsStore, i: u64) -> Vec<u64> {
     let m = msg(i);
     let mut found = Vec::new();
     store
-        .store()
+        .engine()
         .index()
         .query(m.topic, &m.key, 64, 0, i64::MAX, &mut |o| found.push(o))
         .unwrap();
@@ -174,7 +174,7 @@ fn query(store: &FsStore, i: u64) -> Vec<u64> {
 /// The record at `x` is message `x.i`, whole: topic, queue, offsets, body, CRC.
 fn check_record(store: &FsStore, x: &Sent) {
     let m = msg(x.i);
-    let log = store.store().log();
+    let log = store.engine().log();
     log.with_record(x.at.offset, x.at.size, &mut [], |v| {
         let v = v?;
         v.verify_crc()?;
@@ -191,7 +191,7 @@ fn check_record(store: &FsStore, x: &Sent) {
 
 /// Appends after recovery continue where the log and each queue end.
 fn append_more_and_check(store: &mut FsStore, sent: &mut Vec<Sent>, from: u64, count: u64) {
-    let log_end = store.store().log().max_offset();
+    let log_end = store.engine().log().max_offset();
     let mut next_in_queue = BTreeMap::new();
     for x in sent.iter() {
         let m = msg(x.i);
@@ -228,9 +228,9 @@ fn clean_restart_keeps_every_message_and_continues_offsets() {
     let mut sent = Vec::new();
     put_range(&mut store, 0..2_000, &mut sent);
     store.dispatch(&mut |_| {}).unwrap();
-    store.store_mut().flush_log().unwrap();
+    store.engine_mut().flush_log().unwrap();
     assert!(
-        store.store().log().segment_span().unwrap().1 > 0,
+        store.engine().log().segment_span().unwrap().1 > 0,
         "several segments"
     );
     store.close().unwrap();
@@ -270,7 +270,7 @@ fn schedule_entries_hold_the_delivery_time_and_recovery_recomputes_it() {
         ..CONFIG
     };
     let tag_codes = |store: &FsStore, topic: &str, queue_id: i32| -> Vec<i64> {
-        let q = store.store().queue(topic, queue_id).expect("queue exists");
+        let q = store.engine().queue(topic, queue_id).expect("queue exists");
         (q.min_offset()..q.max_offset())
             .map(|i| q.get(i).unwrap().unwrap().tag_code)
             .collect()
@@ -279,7 +279,7 @@ fn schedule_entries_hold_the_delivery_time_and_recovery_recomputes_it() {
     let (mut store, _) = FsStore::open(tmp.path(), with_levels("1s 5s 10s")).unwrap();
     for (i, m) in [&delayed, &plain, &delayed].into_iter().enumerate() {
         store
-            .store_mut()
+            .engine_mut()
             .put(&message_in(m), BASE_TIME_MS + i as i64)
             .unwrap();
     }
@@ -324,10 +324,10 @@ fn crash_damage_and_recover(damage: Damage) {
     let mut sent = Vec::new();
     put_range(&mut store, 0..800, &mut sent);
     store.dispatch(&mut |_| {}).unwrap();
-    store.store_mut().checkpoint().unwrap();
+    store.engine_mut().checkpoint().unwrap();
     put_range(&mut store, 800..1_500, &mut sent);
     store.dispatch(&mut |_| {}).unwrap();
-    let flushed = store.store_mut().flush_log().unwrap();
+    let flushed = store.engine_mut().flush_log().unwrap();
     let flushed_count = sent.len();
     // Unflushed, but dispatched: queues and index point at them when the crash comes.
     put_range(&mut store, 1_500..2_100, &mut sent);
@@ -376,7 +376,7 @@ fn crash_damage_and_recover(damage: Damage) {
         report.log.cut,
         "{damage:?}: the bytes after the end were cut"
     );
-    assert_eq!(store.store().log().max_offset(), end);
+    assert_eq!(store.engine().log().max_offset(), end);
     verify(&store, &kept, &gone);
     let mut sent = kept;
     append_more_and_check(&mut store, &mut sent, 10_000, 400);
@@ -483,7 +483,7 @@ fn kill_9_child() {
     for i in start..start + CHILD_MAX_MESSAGES {
         group.push(put(&mut store, i));
         if group.len() as u64 == CHILD_GROUP {
-            store.store_mut().flush_log().unwrap();
+            store.engine_mut().flush_log().unwrap();
             for x in group.drain(..) {
                 writeln!(
                     out,
@@ -498,7 +498,7 @@ fn kill_9_child() {
             store.dispatch(&mut |_| {}).unwrap();
         }
         if i % 250 == 249 {
-            store.store_mut().checkpoint().unwrap();
+            store.engine_mut().checkpoint().unwrap();
         }
     }
 }
@@ -542,7 +542,7 @@ fn run_child_and_kill(root: &Path, start: u64, acks: u64) -> Vec<Sent> {
 /// children append messages 0, 1, 2, ... so position is identity.
 fn scan_log(store: &FsStore) -> Vec<Sent> {
     let mut all = Vec::new();
-    let log = store.store().log();
+    let log = store.engine().log();
     let mut pos = log.min_offset();
     while pos < log.max_offset() {
         match log.slot_at(pos).unwrap() {
@@ -576,7 +576,7 @@ fn acknowledged_messages_survive_kill_9() {
         for x in &acked {
             check_record(&store, x);
             let m = msg(x.i);
-            let q = store.store().queue(m.topic, m.queue_id).expect("queue");
+            let q = store.engine().queue(m.topic, m.queue_id).expect("queue");
             let e = q
                 .get(x.queue_offset)
                 .unwrap()

@@ -30,7 +30,7 @@ fn put(store: &mut FsStore, i: u64) -> (u64, i32, u64) {
     let queue_id = (i % 3) as i32;
     let msg = testkit::message("TwoPhase", queue_id, &body, &props);
     let stored = store
-        .store_mut()
+        .engine_mut()
         .put(&msg, 1_700_000_000_000 + i as i64)
         .unwrap();
     (stored.at.offset, queue_id, stored.queue_offset)
@@ -47,28 +47,28 @@ fn a_checkpoint_synced_outside_the_lock_claims_what_was_dispatched_at_begin() {
     let root = tmp.path();
     let (mut store, _) = FsStore::open(root, CONFIG).unwrap();
     let mut sent: Vec<_> = (0..300).map(|i| put(&mut store, i)).collect();
-    store.store_mut().dispatch(&mut [], &mut |_| {}).unwrap();
+    store.engine_mut().dispatch(&mut [], &mut |_| {}).unwrap();
 
     // Under the lock: handles on every region.
     let mut files: Vec<(Part, File)> = Vec::new();
     let plan = store
-        .store_mut()
+        .engine_mut()
         .checkpoint_begin(&mut |part, media: &MappedFile, _range| {
             files.push((part, media.file().try_clone().unwrap()));
         })
         .unwrap();
-    let dispatched_at_begin = store.store().dispatched_offset();
+    let dispatched_at_begin = store.engine().dispatched_offset();
     for part in [Part::Log, Part::Queue, Part::Index] {
         assert!(files.iter().any(|(p, _)| *p == part), "{part:?} handed out");
     }
     // Outside it: appends and dispatch go on while the files are synced.
     sent.extend((300..400).map(|i| put(&mut store, i)));
-    store.store_mut().dispatch(&mut [], &mut |_| {}).unwrap();
+    store.engine_mut().dispatch(&mut [], &mut |_| {}).unwrap();
     for (_, f) in &files {
         f.sync_data().unwrap();
     }
-    store.store_mut().checkpoint_finish(plan).unwrap();
-    assert!(store.store().log().flushed_offset() >= sent[299].0);
+    store.engine_mut().checkpoint_finish(plan).unwrap();
+    assert!(store.engine().log().flushed_offset() >= sent[299].0);
     let c = read_checkpoint(root);
     assert_eq!(c.dispatched_offset, dispatched_at_begin);
     assert_eq!(c.clean_end, None);
@@ -78,7 +78,7 @@ fn a_checkpoint_synced_outside_the_lock_claims_what_was_dispatched_at_begin() {
     let (store, report) = FsStore::open(root, CONFIG).unwrap();
     assert!(report.crashed);
     for (offset, queue_id, queue_offset) in &sent {
-        let q = store.store().queue("TwoPhase", *queue_id).unwrap();
+        let q = store.engine().queue("TwoPhase", *queue_id).unwrap();
         assert_eq!(
             q.get(*queue_offset).unwrap().unwrap().physical_offset,
             *offset

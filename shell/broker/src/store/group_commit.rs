@@ -155,7 +155,7 @@ impl StoreService {
         let _gate = self.sync_gate.read_guard();
         let (from, to, rewinds) = {
             let s = self.lock();
-            let log = s.store().log();
+            let log = s.engine().log();
             let (from, to) = log.unflushed();
             (from, to, log.rewinds())
         };
@@ -166,10 +166,10 @@ impl StoreService {
         let mut s = self.lock();
         // The end moved back meanwhile (a replica's reset): the range synced may not
         // cover what is there now.
-        if s.store().log().rewinds() == rewinds {
-            s.store_mut().log_mut().mark_flushed(to);
+        if s.engine().log().rewinds() == rewinds {
+            s.engine_mut().log_mut().mark_flushed(to);
         }
-        let flushed = s.store().log().flushed_offset();
+        let flushed = s.engine().log().flushed_offset();
         if self.release_flushed.load(Ordering::Acquire) {
             // Below what reput has read too, so it does not fault them back in; whole
             // pages, so the next pass starts where this one stopped.
@@ -180,7 +180,7 @@ impl StoreService {
                 .load(Ordering::Acquire)
                 .max(self.log_min.load(Ordering::Acquire));
             if upto > from {
-                s.store()
+                s.engine()
                     .log()
                     .regions(from, upto, &mut |m, r| m.release(r));
                 self.released.store(upto, Ordering::Release);

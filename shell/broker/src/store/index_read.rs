@@ -54,7 +54,7 @@ impl IndexView {
     pub(crate) fn publish(&self, store: &FsStore) -> Result<(), String> {
         let mut heads = Vec::new();
         store
-            .store()
+            .engine()
             .index()
             .for_each_file(&mut |base, h| heads.push((base, h)))
             .map_err(|e| format!("{e:?}"))?;
@@ -231,7 +231,7 @@ mod tests {
         append(&mut props, &mut len, key::KEYS, keys).unwrap();
         let m = super::super::test_message(b"x", &props[..len]);
         let offsets = (0..n)
-            .map(|_| s.store_mut().put(&m, 1_700_000_000_000).unwrap().at.offset)
+            .map(|_| s.engine_mut().put(&m, 1_700_000_000_000).unwrap().at.offset)
             .collect();
         s.dispatch(&mut |_| {}).unwrap();
         offsets

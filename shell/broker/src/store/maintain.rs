@@ -48,14 +48,14 @@ impl StoreService {
         {
             let mut s = self.lock();
             let held = Instant::now();
-            let log_min = s.store().log().min_offset();
+            let log_min = s.engine().log().min_offset();
             let chosen: Vec<(String, i32)> = s
-                .store()
+                .engine()
                 .queues()
                 .keys()
                 .into_iter()
                 .filter(|(t, q)| {
-                    s.store().queue(t, *q).is_some_and(|cq| {
+                    s.engine().queue(t, *q).is_some_and(|cq| {
                         pick(
                             t,
                             *q,
@@ -70,7 +70,7 @@ impl StoreService {
                 })
                 .collect();
             for (topic, queue_id) in chosen {
-                let Some(slot) = s.store_mut().queues_mut().remove(&topic, queue_id) else {
+                let Some(slot) = s.engine_mut().queues_mut().remove(&topic, queue_id) else {
                     continue;
                 };
                 self.views.remove(&topic, queue_id);

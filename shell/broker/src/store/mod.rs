@@ -257,7 +257,7 @@ impl StoreService {
         let started = Instant::now();
         let (mut store, report) = FsStore::open(&config.store_root, geometry)?;
         // An index roll's flush runs in the checkpoint, outside the lock (run_reput).
-        store.store_mut().defer_index_rolls(true);
+        store.engine_mut().defer_index_rolls(true);
         log::info!(
             "store {} opened in {:?}: {}, log end {}, {} records re-dispatched",
             config.store_root.display(),
@@ -267,17 +267,17 @@ impl StoreService {
             } else {
                 "clean"
             },
-            store.store().log().max_offset(),
+            store.engine().log().max_offset(),
             report.redispatched,
         );
-        let log = store.store().log();
+        let log = store.engine().log();
         let (end, min) = (log.max_offset(), log.min_offset());
-        let dispatched = store.store().dispatched_offset();
+        let dispatched = store.engine().dispatched_offset();
         let views = QueueViews::default();
-        for (topic, queue_id) in store.store().queues().keys() {
+        for (topic, queue_id) in store.engine().queues().keys() {
             if let (Some(q), Some(files)) = (
-                store.store().queue(&topic, queue_id),
-                store.store().queues().files_of(&topic, queue_id),
+                store.engine().queue(&topic, queue_id),
+                store.engine().queues().files_of(&topic, queue_id),
             ) {
                 views.insert(
                     &topic,
@@ -347,7 +347,7 @@ impl StoreService {
                 "{why}: the store is failed: writes are refused and SYNC_FLUSH senders get \
                  errors until the broker is restarted (recovery re-verifies the log's tail)"
             );
-            self.lock().store_mut().mark_failed();
+            self.lock().engine_mut().mark_failed();
         }
         self.flush_done.notify(usize::MAX);
     }
@@ -457,7 +457,7 @@ impl StoreService {
             let r = write(&mut s).map_err(|e| self.map_err(&s, e))?;
             // Release: a reader that sees the new end sees the bytes below it.
             self.written
-                .store(s.store().log().max_offset(), Ordering::Release);
+                .store(s.engine().log().max_offset(), Ordering::Release);
             note_slow_hold("append", held);
             r
         };
@@ -485,7 +485,7 @@ impl StoreService {
     pub fn put(&self, msg: &MessageIn<'_>) -> Result<Stored, PutError> {
         // Hashed before the lock, as RocketMQ does before its putMessageLock.
         let crc = tern_engine::hash::body_crc(msg.body);
-        self.append(1, |s| s.store_mut().put_with_crc(msg, crc, now_ms()))
+        self.append(1, |s| s.engine_mut().put_with_crc(msg, crc, now_ms()))
     }
 
     /// Appends a batch to one queue; returns where each record went.
@@ -497,7 +497,7 @@ impl StoreService {
         let crc = |i: usize, _: &MessageIn<'_>| crcs[i];
         let mut out = Vec::with_capacity(msgs.len());
         self.append(msgs.len() as u64, |s| {
-            s.store_mut()
+            s.engine_mut()
                 .put_batch_with(msgs, &crc, now_ms(), &mut |st| out.push(st))
         })?;
         Ok(out)

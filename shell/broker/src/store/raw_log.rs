@@ -27,7 +27,7 @@ impl StoreService {
     /// see `Engine::append_replicated`). Returns the offset they were consumed to: an
     /// incomplete record after it waits for the caller's next chunk.
     pub fn append_replicated(&self, at: u64, bytes: &[u8]) -> Result<u64, PutError> {
-        self.append(0, |s| s.store_mut().append_replicated(at, bytes))
+        self.append(0, |s| s.engine_mut().append_replicated(at, bytes))
     }
 
     /// Where the log ends now.
@@ -161,12 +161,12 @@ impl StoreService {
         let held = Instant::now();
         // Past the last checkpoint the engine would checkpoint first, flushing under the
         // lock; those segments wait for the checkpoint task instead (a second at most).
-        let offset = offset.min(s.store().checkpointed());
-        let r = s.store_mut().delete_before(offset);
+        let offset = offset.min(s.engine().checkpointed());
+        let r = s.engine_mut().delete_before(offset);
         let r = r.map_err(|e| s.error("delete", e).to_string());
         self.log_min
-            .store(s.store().log().min_offset(), Ordering::Release);
-        for (topic, queue_id) in s.store().queues().keys() {
+            .store(s.engine().log().min_offset(), Ordering::Release);
+        for (topic, queue_id) in s.engine().queues().keys() {
             self.publish_queue(&s, &topic, queue_id);
         }
         self.publish_index(&s);

@@ -45,7 +45,7 @@ impl StoreService {
             let mut s = self.lock();
             let held = Instant::now();
             let plan = s
-                .store_mut()
+                .engine_mut()
                 .checkpoint_begin(&mut |part, media, range| {
                     if !range.is_empty() {
                         files.push((part, media.shared_file()));
@@ -77,11 +77,15 @@ impl StoreService {
         let (written, flushed, page) = {
             let mut s = self.lock();
             let held = Instant::now();
-            let r = s.store_mut().checkpoint_write(plan);
+            let r = s.engine_mut().checkpoint_write(plan);
             note_slow_hold("checkpoint (write)", held);
             let written = r.map_err(|e| s.error("checkpoint", e).to_string())?;
-            let flushed = s.store().log().flushed_offset();
-            (written, flushed, s.store().checkpoint_media().shared_file())
+            let flushed = s.engine().log().flushed_offset();
+            (
+                written,
+                flushed,
+                s.engine().checkpoint_media().shared_file(),
+            )
         };
         // The log's flushed offset moved with the plan's regions, already durable.
         self.flushed.fetch_max(flushed, Ordering::AcqRel);
@@ -92,7 +96,7 @@ impl StoreService {
                 self.root.display()
             )
         })?;
-        self.lock().store_mut().checkpoint_synced(written);
+        self.lock().engine_mut().checkpoint_synced(written);
         Ok(())
     }
 
@@ -142,7 +146,7 @@ impl StoreService {
         }
         // Before the dispatched offset: a query that waited for it must find the keys.
         self.publish_index(&s);
-        let dispatched = s.store().dispatched_offset();
+        let dispatched = s.engine().dispatched_offset();
         self.dispatched.store(dispatched, Ordering::Release);
         // Before `dispatch_done` wakes anyone: a pass with nothing more it may do says
         // how far that is, the bound it stopped at or the end it reached.
@@ -157,14 +161,14 @@ impl StoreService {
 
     /// Publishes the bounds of (topic, queue id) to readers, making its view if new.
     pub(super) fn publish_queue(&self, s: &FsStore, topic: &str, queue_id: i32) {
-        let Some(q) = s.store().queue(topic, queue_id) else {
+        let Some(q) = s.engine().queue(topic, queue_id) else {
             return;
         };
         let (min, max) = (q.min_offset(), q.max_offset());
         match self.views.get(topic, queue_id) {
             Some(view) => view.publish(min, max),
             None => {
-                if let Some(files) = s.store().queues().files_of(topic, queue_id) {
+                if let Some(files) = s.engine().queues().files_of(topic, queue_id) {
                     self.views
                         .insert(topic, queue_id, QueueView::new(files, min, max));
                 }

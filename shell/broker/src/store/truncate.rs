@@ -171,7 +171,7 @@ impl StoreService {
         let _gate = self.sync_gate.write_guard();
         let mut s = self.lock();
         self.refuse_truncation()?;
-        let log = s.store().log();
+        let log = s.engine().log();
         let (min, end) = (log.min_offset(), log.max_offset());
         if offset < min || offset > end {
             return Err(TruncateError::OutOfRange { offset, min, end });
@@ -189,22 +189,22 @@ impl StoreService {
         let r = s.truncate_log(offset);
         // Publish what the store holds now, whether the cut succeeded or not: on failure
         // the store is failed and the next start recovers it.
-        let log = s.store().log();
+        let log = s.engine().log();
         let (end, flushed) = (log.max_offset(), log.flushed_offset());
         self.written.store(end, Ordering::Release);
         // Stored, not raised: the watermark moves back with the log. No flush runs now.
         self.flushed.store(flushed.min(end), Ordering::Release);
         self.dispatched
-            .store(s.store().dispatched_offset(), Ordering::Release);
-        self.note_reached(s.store().dispatched_offset());
+            .store(s.engine().dispatched_offset(), Ordering::Release);
+        self.note_reached(s.engine().dispatched_offset());
         let page = rustix::param::page_size() as u64;
         self.released.fetch_min(end / page * page, Ordering::AcqRel);
-        for (topic, queue_id) in s.store().queues().keys() {
+        for (topic, queue_id) in s.engine().queues().keys() {
             self.publish_queue(&s, &topic, queue_id);
         }
         self.publish_index(&s);
         self.cut_fence.end();
-        let failed = s.store().is_failed();
+        let failed = s.engine().is_failed();
         drop(s);
         super::note_slow_hold("truncation", held);
         // Tasks and waiters look again: reput at the new end, the preparer at the new
