@@ -377,7 +377,7 @@ async fn query(admin: &Admin, addr: &str, topic: &str, key: &str) -> Result<bool
             let hit = msgs.iter().any(|m| {
                 m.properties
                     .get(property::KEYS)
-                    .is_some_and(|ks| ks.split(' ').any(|k| k == key))
+                    .is_some_and(|ks| tern_engine::properties::has_key(ks, key))
             });
             if hit {
                 Ok(true)
