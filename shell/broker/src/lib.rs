@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tern_shell::body::MessageQueue;
 use tern_shell::runtime::{self, JoinHandle, Shutdown};
 use tern_shell::{RemotingCommand, Server, ServerConfig};
 
@@ -142,6 +143,11 @@ impl BrokerCtx {
     /// Extra GET_BROKER_RUNTIME_INFO entries an embedding process adds.
     pub fn extra_stats(&self) -> &status::ExtraStats {
         &self.extra_stats
+    }
+
+    /// Queue `queue_id` of `topic` on this broker, as answers name it.
+    pub(crate) fn queue(&self, topic: &str, queue_id: i32) -> MessageQueue {
+        MessageQueue::new(topic, self.config.broker_name.clone(), queue_id)
     }
 
     /// The id this broker registers with the name servers under: `brokerId`, or in
