@@ -150,6 +150,31 @@ impl BrokerCtx {
         MessageQueue::new(topic, self.config.broker_name.clone(), queue_id)
     }
 
+    /// A record the broker writes for itself (a POP checkpoint or ack, a transaction
+    /// op): born and stored here, now, with no flags.
+    pub(crate) fn own_record<'a>(
+        &self,
+        topic: &'a str,
+        queue_id: i32,
+        body: &'a [u8],
+        properties: &'a [u8],
+    ) -> tern_engine::record::MessageIn<'a> {
+        let me = processor::send::host(self.store_host);
+        tern_engine::record::MessageIn {
+            topic,
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: runtime::now_ms(),
+            born_host: me,
+            store_host: me,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties,
+        }
+    }
+
     /// The id this broker registers with the name servers under: `brokerId`, or in
     /// controller mode 0 as master and the controller's id as slave.
     pub(crate) fn broker_id(&self) -> i64 {
