@@ -180,12 +180,7 @@ fn last_update(ctx: &BrokerCtx, topic: &str, queue_id: i32, max: u64) -> i64 {
 /// GET_TOPIC_STATS_INFO: min/max offsets of every queue of a topic.
 pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: TopicRequestHeader = req.decode_header()?;
-    let Some(topic) = ctx.topics.get(&h.topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", h.topic),
-        ));
-    };
+    let topic = ctx.topics.existing(&h.topic)?;
     let mut table = BTreeMap::new();
     for q in 0..topic.write_queue_nums.max(topic.read_queue_nums) {
         let (min, max) = ctx.store.queue_bounds(&h.topic, q);

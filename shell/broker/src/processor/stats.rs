@@ -91,12 +91,7 @@ pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
 /// store time of the group's last consumed message and how long its next one has waited.
 pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: QueryConsumeTimeSpanRequestHeader = req.decode_header()?;
-    let Some(cfg) = ctx.topics.get(&h.topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", h.topic),
-        ));
-    };
+    let cfg = ctx.topics.existing(&h.topic)?;
     let mut set = Vec::new();
     for q in 0..cfg.write_queue_nums {
         let (min, max) = ctx.store.queue_bounds(&h.topic, q);
