@@ -57,13 +57,11 @@ pub(super) async fn hold(
     if left.is_zero() {
         return false;
     }
-    let _ = runtime::race(
-        async {
+    ctx.shutdown
+        .until(async {
             let _ = runtime::timeout(left, woken).await;
-        },
-        ctx.shutdown.wait(),
-    )
-    .await;
+        })
+        .await;
     true
 }
 /// Longest wait for reput before a read (see [`crate::processor::pull`]).

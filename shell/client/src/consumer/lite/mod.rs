@@ -434,28 +434,10 @@ impl Inner {
     }
 
     async fn commit_loop(self: Arc<Self>) {
-        while !self
-            .sleep_or_stop(runtime::sleep(self.config.auto_commit_interval))
-            .await
-        {
+        while !self.shutdown.sleep(self.config.auto_commit_interval).await {
             let mqs: Vec<MessageQueue> = self.queues.guard().keys().cloned().collect();
             self.offsets.persist_all(&mqs, false).await;
         }
-    }
-
-    /// Awaits `wait`; true when shutdown came first.
-    async fn sleep_or_stop(&self, wait: impl std::future::Future<Output = ()>) -> bool {
-        runtime::race(
-            async {
-                wait.await;
-                false
-            },
-            async {
-                self.shutdown.wait().await;
-                true
-            },
-        )
-        .await
     }
 }
 

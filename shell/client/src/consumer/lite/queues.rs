@@ -258,7 +258,8 @@ impl Inner {
                 RETRY_INCOMPLETE
             };
             if self
-                .sleep_or_stop(runtime::race(runtime::sleep(wait), kick.wait()))
+                .shutdown
+                .until(runtime::race(runtime::sleep(wait), kick.wait()))
                 .await
             {
                 return;

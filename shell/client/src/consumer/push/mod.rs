@@ -330,24 +330,10 @@ impl Inner {
         self.kick.wake();
     }
 
-    /// Sleeps `d`; true when shutdown came first.
-    async fn sleep_or_stop(&self, d: Duration) -> bool {
-        runtime::race(
-            async {
-                runtime::sleep(d).await;
-                false
-            },
-            async {
-                self.shutdown.wait().await;
-                true
-            },
-        )
-        .await
-    }
-
     async fn persist_loop(self: Arc<Self>) {
         while !self
-            .sleep_or_stop(self.config.persist_offset_interval)
+            .shutdown
+            .sleep(self.config.persist_offset_interval)
             .await
         {
             let mqs: Vec<MessageQueue> = self.table.guard().keys().cloned().collect();

@@ -39,18 +39,11 @@ impl Inner {
             } else {
                 RETRY_INCOMPLETE
             };
-            let stop = runtime::race(
-                async {
-                    runtime::race(runtime::sleep(wait), kick.wait()).await;
-                    false
-                },
-                async {
-                    self.shutdown.wait().await;
-                    true
-                },
-            )
-            .await;
-            if stop {
+            if self
+                .shutdown
+                .until(runtime::race(runtime::sleep(wait), kick.wait()))
+                .await
+            {
                 return;
             }
         }
@@ -257,7 +250,7 @@ impl Inner {
     }
 
     pub(super) async fn lock_loop(self: Arc<Self>) {
-        while !self.sleep_or_stop(self.config.lock_renew_interval).await {
+        while !self.shutdown.sleep(self.config.lock_renew_interval).await {
             self.lock_all().await;
         }
     }
