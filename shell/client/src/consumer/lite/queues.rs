@@ -15,7 +15,8 @@ use tern_shell::runtime::{self, Shutdown};
 
 use tern_shell::sync::MutexExt;
 
-use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, RETRY_INCOMPLETE, pull_task};
+use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, pull_task};
+use crate::consumer::await_next_rebalance;
 use crate::consumer::push::{allocate_topic, pull_from_where};
 use crate::error::{ClientError, Result};
 
@@ -252,15 +253,13 @@ impl Inner {
                     }
                 }
             }
-            let wait = if complete {
-                self.config.rebalance_interval
-            } else {
-                RETRY_INCOMPLETE
-            };
-            if self
-                .shutdown
-                .until(runtime::race(runtime::sleep(wait), kick.wait()))
-                .await
+            if await_next_rebalance(
+                complete,
+                self.config.rebalance_interval,
+                &kick,
+                &self.shutdown,
+            )
+            .await
             {
                 return;
             }

@@ -331,14 +331,11 @@ impl Inner {
     }
 
     async fn persist_loop(self: Arc<Self>) {
-        while !self
-            .shutdown
-            .sleep(self.config.persist_offset_interval)
-            .await
-        {
-            let mqs: Vec<MessageQueue> = self.table.guard().keys().cloned().collect();
-            self.offsets.persist_all(&mqs, false).await;
-        }
+        let owned = || self.table.guard().keys().cloned().collect();
+        let every = self.config.persist_offset_interval;
+        self.offsets
+            .persist_every(every, &self.shutdown, owned)
+            .await;
     }
 }
 
