@@ -253,14 +253,8 @@ impl Inner {
                     }
                 }
             }
-            if await_next_rebalance(
-                complete,
-                self.config.rebalance_interval,
-                &kick,
-                &self.shutdown,
-            )
-            .await
-            {
+            let interval = self.config.rebalance_interval;
+            if await_next_rebalance(complete, interval, &kick, &self.shutdown).await {
                 return;
             }
         }

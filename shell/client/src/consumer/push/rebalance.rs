@@ -33,14 +33,8 @@ impl Inner {
         loop {
             let kick = self.kick.next();
             let complete = self.rebalance().await;
-            if await_next_rebalance(
-                complete,
-                self.config.rebalance_interval,
-                &kick,
-                &self.shutdown,
-            )
-            .await
-            {
+            let interval = self.config.rebalance_interval;
+            if await_next_rebalance(complete, interval, &kick, &self.shutdown).await {
                 return;
             }
         }
