@@ -32,45 +32,35 @@ fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// `openssl req` making a new unencrypted P-256 key `key` and, for subject `subj`,
+/// `out`: a signing request, or with `-x509` among `extra` a self-signed certificate.
+fn new_key(dir: &Path, extra: &[&str], key: &str, out: &str, subj: &str) -> Result<(), String> {
+    let args = [
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ][..],
+        extra,
+        &["-keyout", key, "-out", out, "-subj", subj],
+    ]
+    .concat();
+    openssl(dir, &args)
+}
+
 /// `ca.pem`, and `server.pem` + `server.key` for 127.0.0.1 signed by it, in `dir`.
 fn make_certs(dir: &Path) -> Result<(), String> {
-    openssl(
+    new_key(
         dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "30",
-            "-subj",
-            "/CN=Tern bench CA",
-        ],
+        &["-x509", "-days", "30"],
+        "ca.key",
+        "ca.pem",
+        "/CN=Tern bench CA",
     )?;
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=tern-broker",
-        ],
-    )?;
+    new_key(dir, &[], "server.key", "server.csr", "/CN=tern-broker")?;
     std::fs::write(
         dir.join("san.ext"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",

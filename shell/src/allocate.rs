@@ -206,11 +206,7 @@ mod tests {
 
     fn mqs(n: i32) -> Vec<MessageQueue> {
         (0..n)
-            .map(|i| MessageQueue {
-                topic: "T".into(),
-                broker_name: "broker-a".into(),
-                queue_id: i,
-            })
+            .map(|i| MessageQueue::new("T", "broker-a", i))
             .collect()
     }
 

@@ -26,26 +26,23 @@ struct Attribute {
     changeable: bool,
 }
 
+/// The values of `message.type` (RocketMQ's `TopicMessageType`).
+const MESSAGE_TYPES: &[&str] = &[
+    "UNSPECIFIED",
+    "NORMAL",
+    "FIFO",
+    "DELAY",
+    "TRANSACTION",
+    "MIXED",
+];
+
 /// RocketMQ's `TopicAttributes.ALL`.
 const ALL: [Attribute; 3] = [
     Attribute {
         key: MESSAGE_TYPE,
-        values: &[
-            "UNSPECIFIED",
-            "NORMAL",
-            "FIFO",
-            "DELAY",
-            "TRANSACTION",
-            "MIXED",
-        ],
-        served: &[
-            "UNSPECIFIED",
-            "NORMAL",
-            "FIFO",
-            "DELAY",
-            "TRANSACTION",
-            "MIXED",
-        ],
+        values: MESSAGE_TYPES,
+        // Tern serves every message type.
+        served: MESSAGE_TYPES,
         changeable: true,
     },
     Attribute {

@@ -384,6 +384,28 @@ impl AckMsg {
         Ok(a)
     }
 
+    /// The ack of the one message at `offset` that receipt handle `extra` names, read by
+    /// `group` from `topic`/`queue_id` (ACK_MESSAGE, and the old handle
+    /// CHANGE_MESSAGE_INVISIBLETIME replaces).
+    pub fn of_handle(
+        extra: &ExtraInfo,
+        group: String,
+        topic: String,
+        queue_id: i32,
+        offset: i64,
+    ) -> Self {
+        Self {
+            ack_offset: offset,
+            start_offset: extra.ck_queue_offset,
+            consumer_group: group,
+            topic,
+            queue_id,
+            pop_time: extra.pop_time,
+            broker_name: extra.broker_name.clone(),
+            ack_offset_list: None,
+        }
+    }
+
     /// The offsets it acks.
     pub fn offsets(&self) -> Vec<i64> {
         match &self.ack_offset_list {

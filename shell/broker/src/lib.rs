@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tern_shell::body::MessageQueue;
 use tern_shell::runtime::{self, JoinHandle, Shutdown};
 use tern_shell::{RemotingCommand, Server, ServerConfig};
 
@@ -142,6 +143,36 @@ impl BrokerCtx {
     /// Extra GET_BROKER_RUNTIME_INFO entries an embedding process adds.
     pub fn extra_stats(&self) -> &status::ExtraStats {
         &self.extra_stats
+    }
+
+    /// Queue `queue_id` of `topic` on this broker, as answers name it.
+    pub(crate) fn queue(&self, topic: &str, queue_id: i32) -> MessageQueue {
+        MessageQueue::new(topic, self.config.broker_name.clone(), queue_id)
+    }
+
+    /// A record the broker writes for itself (a POP checkpoint or ack, a transaction
+    /// op): born and stored here, now, with no flags.
+    pub(crate) fn own_record<'a>(
+        &self,
+        topic: &'a str,
+        queue_id: i32,
+        body: &'a [u8],
+        properties: &'a [u8],
+    ) -> tern_engine::record::MessageIn<'a> {
+        let me = processor::send::host(self.store_host);
+        tern_engine::record::MessageIn {
+            topic,
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: runtime::now_ms(),
+            born_host: me,
+            store_host: me,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties,
+        }
     }
 
     /// The id this broker registers with the name servers under: `brokerId`, or in

@@ -212,6 +212,17 @@ impl Topics {
         self.read().0.get(topic).cloned()
     }
 
+    /// The configuration of `topic`, or TOPIC_NOT_EXIST with RocketMQ's remark for the
+    /// admin and offset requests that name a topic.
+    pub fn existing(&self, topic: &str) -> Result<TopicConfig, tern_shell::Refusal> {
+        self.get(topic).ok_or_else(|| {
+            tern_shell::Refusal::new(
+                tern_shell::ResponseCode::TopicNotExist,
+                format!("topic[{topic}] not exist"),
+            )
+        })
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, Table> {
         read(&self.table)
     }

@@ -119,6 +119,29 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// One account as an admin sends it to be created or updated (RocketMQ's
+/// `PlainAccessConfig`): the admin client builds it, the broker applies it to
+/// `plain_acl.yml`. `None` keeps what the account has.
+#[derive(Debug, Clone, Default)]
+pub struct AccessConfig {
+    /// The account (at least 6 characters).
+    pub access_key: String,
+    /// Its secret (at least 6 characters).
+    pub secret_key: Option<String>,
+    /// Addresses that need no signature.
+    pub white_remote_address: Option<String>,
+    /// Admin account (always sent and written, as RocketMQ does).
+    pub admin: bool,
+    /// Default permission on topics (`DENY`, `PUB`, `SUB`, `PUB|SUB`, `ANY`).
+    pub default_topic_perm: Option<String>,
+    /// Default permission on groups.
+    pub default_group_perm: Option<String>,
+    /// `topic=PERM` entries (replacing the account's list).
+    pub topic_perms: Option<Vec<String>>,
+    /// `group=PERM` entries (replacing the account's list).
+    pub group_perms: Option<Vec<String>>,
+}
+
 /// An account's credentials, as a client holds them.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SessionCredentials {

@@ -24,6 +24,17 @@ pub struct MessageQueue {
     pub queue_id: i32,
 }
 
+impl MessageQueue {
+    /// Queue `queue_id` of `topic` on broker `broker_name`.
+    pub fn new(topic: impl Into<String>, broker_name: impl Into<String>, queue_id: i32) -> Self {
+        Self {
+            topic: topic.into(),
+            broker_name: broker_name.into(),
+            queue_id,
+        }
+    }
+}
+
 /// LOCK_BATCH_MQ / UNLOCK_BATCH_MQ request body (the C++ client omits `onlyThisBroker`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -138,7 +138,7 @@ impl Parser<'_> {
     ) -> Result<Node, SqlError> {
         if !negated {
             if let (Expr::Const(l), Expr::Const(h)) = (&low.e, &high.e) {
-                let (lv, hv) = (const_value(l), const_value(h));
+                let (lv, hv) = (l.value(), h.value());
                 if lv == Value::Null || hv == Value::Null {
                     return Err(self.err(low.at, "the bounds of BETWEEN cannot be NULL"));
                 }
@@ -246,16 +246,5 @@ impl Parser<'_> {
             ));
         }
         Ok(())
-    }
-}
-
-fn const_value(c: &Const) -> Value<'_> {
-    match c {
-        Const::Null => Value::Null,
-        Const::Bool(b) => Value::Bool(*b),
-        Const::Int(i) => Value::Int(*i),
-        Const::Long(l) => Value::Long(*l),
-        Const::Double(d) => Value::Double(*d),
-        Const::Str(s) => Value::Str(s),
     }
 }

@@ -59,6 +59,20 @@ pub(super) enum Const {
     Str(Box<str>),
 }
 
+impl Const {
+    /// The literal as a value.
+    pub(super) fn value(&self) -> Value<'_> {
+        match self {
+            Const::Null => Value::Null,
+            Const::Bool(b) => Value::Bool(*b),
+            Const::Int(i) => Value::Int(*i),
+            Const::Long(l) => Value::Long(*l),
+            Const::Double(d) => Value::Double(*d),
+            Const::Str(s) => Value::Str(s),
+        }
+    }
+}
+
 /// `<`, `<=`, `>`, `>=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum CmpOp {
@@ -127,14 +141,7 @@ impl Expr {
         prop: &dyn Fn(&str) -> Option<&'a str>,
     ) -> Result<Value<'a>, EvalError> {
         Ok(match self {
-            Expr::Const(c) => match c {
-                Const::Null => Value::Null,
-                Const::Bool(b) => Value::Bool(*b),
-                Const::Int(i) => Value::Int(*i),
-                Const::Long(l) => Value::Long(*l),
-                Const::Double(d) => Value::Double(*d),
-                Const::Str(s) => Value::Str(s),
-            },
+            Expr::Const(c) => c.value(),
             Expr::Property(name) => prop(name).map_or(Value::Null, Value::Str),
             Expr::Negate(e) => match e.eval(prop)? {
                 Value::Int(i) => Value::Int(i.wrapping_neg()),

@@ -401,9 +401,15 @@ impl Shutdown {
     /// Sleeps `d`, or less when the signal comes first: true when it did (a periodic
     /// task's "wait for the next round, unless we are stopping").
     pub async fn sleep(&self, d: Duration) -> bool {
+        self.until(sleep(d)).await
+    }
+
+    /// Awaits `fut`, or less when the signal comes first: true when it did (a loop's
+    /// "wait for the next round or a kick, unless we are stopping").
+    pub async fn until(&self, fut: impl Future<Output = ()>) -> bool {
         race(
             async {
-                sleep(d).await;
+                fut.await;
                 false
             },
             async {

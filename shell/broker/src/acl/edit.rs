@@ -13,6 +13,7 @@ use tern_engine_fs::MetaError;
 use yaml_rust2::yaml::Hash;
 use yaml_rust2::{EmitError, ScanError, Yaml, YamlEmitter, YamlLoader};
 
+use tern_shell::acl::AccessConfig;
 use tern_shell::acl::guard::Acl;
 use tern_shell::acl::rules::AclConfig;
 
@@ -68,28 +69,6 @@ pub fn change(
     edit: impl FnOnce(&Path) -> Result<(), AclEditError>,
 ) -> Result<(), String> {
     acl.change(|path| edit(path).map_err(|e| e.to_string()))
-}
-
-/// One account as an admin sends it (`PlainAccessConfig`); `None` keeps what the
-/// account has.
-#[derive(Debug, Clone, Default)]
-pub struct AccountUpdate {
-    /// The account.
-    pub access_key: String,
-    /// Its secret.
-    pub secret_key: Option<String>,
-    /// Addresses that need no signature.
-    pub white_remote_address: Option<String>,
-    /// Admin flag (always written, as RocketMQ does).
-    pub admin: bool,
-    /// Default permission on topics.
-    pub default_topic_perm: Option<String>,
-    /// Default permission on groups.
-    pub default_group_perm: Option<String>,
-    /// `topic=PERM` entries (replacing the account's list).
-    pub topic_perms: Option<Vec<String>>,
-    /// `group=PERM` entries (replacing the account's list).
-    pub group_perms: Option<Vec<String>>,
 }
 
 /// The file's version as RocketMQ keeps it in the file (`dataVersion: [{counter,
@@ -171,7 +150,7 @@ fn access_key_of(a: &Yaml) -> Option<String> {
 }
 
 /// Creates the account or updates the fields given.
-pub fn update_account(path: &Path, u: &AccountUpdate, now_ms: i64) -> Result<(), AclEditError> {
+pub fn update_account(path: &Path, u: &AccessConfig, now_ms: i64) -> Result<(), AclEditError> {
     let mut doc = read(path)?;
     let list = accounts(&mut doc)?;
     let existing = list
@@ -241,11 +220,11 @@ mod tests {
             "globalWhiteRemoteAddresses:\n  - 10.0.0.*\nmine: kept\naccounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    admin: false\n",
         )
         .unwrap();
-        let u = AccountUpdate {
+        let u = AccessConfig {
             access_key: "newuser1".into(),
             secret_key: Some("secret99".into()),
             topic_perms: Some(vec!["T1=PUB".into()]),
-            ..AccountUpdate::default()
+            ..AccessConfig::default()
         };
         update_account(&path, &u, 5).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -255,20 +234,20 @@ mod tests {
         let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
         assert_eq!(data_version(&doc), (1, 5));
         // An update changes only what it names.
-        let u = AccountUpdate {
+        let u = AccessConfig {
             access_key: "RocketMQ".into(),
             admin: true,
-            ..AccountUpdate::default()
+            ..AccessConfig::default()
         };
         update_account(&path, &u, 6).unwrap();
         let cfg = AclConfig::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(cfg.accounts["RocketMQ"].admin);
         assert_eq!(cfg.accounts["RocketMQ"].secret_key, "12345678");
         // What the broker could not load is refused and the file is left as it was.
-        let bad = AccountUpdate {
+        let bad = AccessConfig {
             access_key: "short".into(),
             secret_key: Some("x".into()),
-            ..AccountUpdate::default()
+            ..AccessConfig::default()
         };
         assert!(update_account(&path, &bad, 7).is_err());
         delete_account(&path, "newuser1", 8).unwrap();

@@ -123,16 +123,7 @@ pub async fn ack(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         .await?;
         return Ok(RemotingCommand::response_to(req, ResponseCode::Success));
     }
-    let a = AckMsg {
-        ack_offset: h.offset,
-        start_offset: extra.ck_queue_offset,
-        consumer_group: h.consumer_group,
-        topic: h.topic,
-        queue_id: h.queue_id,
-        pop_time: extra.pop_time,
-        broker_name: extra.broker_name,
-        ack_offset_list: None,
-    };
+    let a = AckMsg::of_handle(&extra, h.consumer_group, h.topic, h.queue_id, h.offset);
     match records::append_ack(ctx, extra.revive_qid, &a) {
         Ok(_) => Ok(RemotingCommand::response_to(req, ResponseCode::Success)),
         // RocketMQ logs a failed put and answers SUCCESS (the message then revives); a
@@ -285,16 +276,7 @@ pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> An
             format!("checkpoint not stored: {e:?}"),
         ));
     }
-    let old = AckMsg {
-        ack_offset: h.offset,
-        start_offset: extra.ck_queue_offset,
-        consumer_group: h.consumer_group,
-        topic: h.topic,
-        queue_id: h.queue_id,
-        pop_time: extra.pop_time,
-        broker_name: extra.broker_name,
-        ack_offset_list: None,
-    };
+    let old = AckMsg::of_handle(&extra, h.consumer_group, h.topic, h.queue_id, h.offset);
     if let Err(e) = records::append_ack(ctx, extra.revive_qid, &old) {
         // The new checkpoint is stored: the message revives at the old time too.
         log::warn!("CHANGE_MESSAGE_INVISIBLETIME: ack of the old handle not stored: {e:?}");

@@ -99,11 +99,7 @@ async fn topic_queues(ctx: &BrokerCtx, topic: &str) -> Option<Vec<MessageQueue>>
     let t = ctx.topics.get(topic).filter(|t| t.perm & PERM_READ != 0)?;
     Some(
         (0..t.read_queue_nums)
-            .map(|i| MessageQueue {
-                topic: topic.to_owned(),
-                broker_name: ctx.config.broker_name.clone(),
-                queue_id: i,
-            })
+            .map(|i| ctx.queue(topic, i))
             .collect(),
     )
 }
@@ -224,13 +220,7 @@ mod tests {
     use super::*;
 
     fn mqs(n: i32) -> Vec<MessageQueue> {
-        (0..n)
-            .map(|i| MessageQueue {
-                topic: "T".into(),
-                broker_name: "b".into(),
-                queue_id: i,
-            })
-            .collect()
+        (0..n).map(|i| MessageQueue::new("T", "b", i)).collect()
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! NOTIFICATION (200054, `NotificationProcessor`): whether a POP would find something,
 //! answered at once or, held like a POP, when a message arrives or the poll time passes.
 
-use std::time::{Duration, Instant};
-
 use tern_shell::Answer;
 use tern_shell::body::TopicConfig;
 use tern_shell::headers::{NotificationRequestHeader, NotificationResponseHeader};
@@ -10,7 +8,7 @@ use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use super::order::Block;
-use super::receive::{BORN_SLACK_MS, CATCH_UP, MAX_HOLD, readable_topic};
+use super::receive::{BORN_SLACK_MS, CATCH_UP, hold, hold_deadline, readable_topic};
 use crate::BrokerCtx;
 
 /// Whether a POP would find something, without reading bodies: some queue (or the
@@ -84,26 +82,16 @@ pub async fn notification(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     };
     // New redeliveries arrive in this one; the others are only read.
     let retry = ctx.config.pop.retry_topic(&h.topic, &h.consumer_group);
-    let deadline = Instant::now()
-        + Duration::from_millis(born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64)
-            .min(MAX_HOLD);
+    let deadline = hold_deadline(born, h.poll_time, now);
     while !ctx.shutdown.is_triggered() {
         let own = ctx.holds.listen(&h.topic, h.queue_id);
         let retried = ctx.holds.listen(&retry, -1);
         if has_message(ctx, &h, &topic, now_ms()) {
             return Ok(answer(true, false));
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if !hold(ctx, runtime::race(own, retried), deadline).await {
             break;
         }
-        let _ = runtime::race(
-            async {
-                let _ = runtime::timeout(left, runtime::race(own, retried)).await;
-            },
-            ctx.shutdown.wait(),
-        )
-        .await;
     }
     Ok(answer(false, false))
 }

@@ -216,14 +216,9 @@ impl OrderTable {
     ) -> OrderAck {
         let mut t = self.table.guard();
         let key = Self::key(topic, group, queue_id);
-        let Some(info) = t.get_mut(&key) else {
-            return OrderAck::Stale;
-        };
-        if info.pop_time != pop_time {
-            return OrderAck::Stale;
-        }
-        let Some(i) = info.offsets.iter().position(|o| *o == offset) else {
-            return OrderAck::NotInBatch;
+        let (info, i) = match in_batch(&mut t, &key, pop_time, offset) {
+            Ok(found) => found,
+            Err(miss) => return miss,
         };
         info.acked |= 1 << i;
         info.last_used = now;
@@ -249,15 +244,10 @@ impl OrderTable {
         next_visible: i64,
     ) -> bool {
         let mut t = self.table.guard();
-        let Some(info) = t.get_mut(&Self::key(topic, group, queue_id)) else {
+        let key = Self::key(topic, group, queue_id);
+        let Ok((info, i)) = in_batch(&mut t, &key, pop_time, offset) else {
             return false;
         };
-        let Some(i) = info.offsets.iter().position(|o| *o == offset) else {
-            return false;
-        };
-        if info.pop_time != pop_time {
-            return false;
-        }
         info.next_visible[i] = next_visible;
         drop(t);
         self.saver.save();
@@ -269,6 +259,27 @@ impl OrderTable {
         self.saver.save();
         self.saver.saved().await;
     }
+}
+
+/// The batch under `key` popped at `pop_time`, and where `offset` stands in it; else
+/// why not: another batch (or none) is in flight ([`OrderAck::Stale`]), or the offset is
+/// not in it ([`OrderAck::NotInBatch`]).
+fn in_batch<'t>(
+    t: &'t mut Table,
+    key: &Key,
+    pop_time: i64,
+    offset: u64,
+) -> Result<(&'t mut OrderInfo, usize), OrderAck> {
+    let Some(info) = t.get_mut(key) else {
+        return Err(OrderAck::Stale);
+    };
+    if info.pop_time != pop_time {
+        return Err(OrderAck::Stale);
+    }
+    let Some(i) = info.offsets.iter().position(|o| *o == offset) else {
+        return Err(OrderAck::NotInBatch);
+    };
+    Ok((info, i))
 }
 
 /// A loaded entry is used only if its vectors agree (a file from a bug is not trusted).

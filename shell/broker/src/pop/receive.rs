@@ -37,6 +37,33 @@ pub(super) const MAX_HOLD: Duration = Duration::from_secs(30);
 /// RocketMQ's `isTimeoutTooMuch` slack: a request older than its poll time plus this is
 /// answered POLLING_TIMEOUT at once.
 pub(super) const BORN_SLACK_MS: i64 = 500;
+
+/// When a POP or NOTIFICATION held from `now` gives up: what is left of the poll time
+/// its client gave, counted from its birth, and at most [`MAX_HOLD`].
+pub(super) fn hold_deadline(born: i64, poll_time: i64, now: i64) -> Instant {
+    let left = born.saturating_add(poll_time).saturating_sub(now).max(0) as u64;
+    Instant::now() + Duration::from_millis(left).min(MAX_HOLD)
+}
+
+/// Holds a POP or NOTIFICATION until `woken` (its listeners, taken before the read that
+/// found nothing) completes, `deadline` passes or the broker shuts down; false at once
+/// when the deadline has already passed.
+pub(super) async fn hold(
+    ctx: &BrokerCtx,
+    woken: impl Future<Output = ()>,
+    deadline: Instant,
+) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return false;
+    }
+    ctx.shutdown
+        .until(async {
+            let _ = runtime::timeout(left, woken).await;
+        })
+        .await;
+    true
+}
 /// Longest wait for reput before a read (see [`crate::processor::pull`]).
 pub(super) const CATCH_UP: Duration = Duration::from_secs(1);
 /// `ConsumeInitMode.MAX`.
@@ -229,17 +256,13 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     ctx.store.await_caught_up(CATCH_UP).await;
     let mut popped = read_once(ctx, &plan).await;
     if popped.count == 0 && h.poll_time > 0 {
-        let hold = Duration::from_millis(
-            born.saturating_add(h.poll_time).saturating_sub(now).max(0) as u64,
-        )
-        .min(MAX_HOLD);
         let key = super::poll_key(&h.topic, &h.consumer_group, h.queue_id);
         let Some(_slot) = ctx.pop.poll_slot(key, cfg) else {
             return Ok(empty(ResponseCode::PollingFull));
         };
         // New redeliveries arrive in this one; the others are only read.
         let retry = cfg.retry_topic(&h.topic, &h.consumer_group);
-        let deadline = Instant::now() + hold;
+        let deadline = hold_deadline(born, h.poll_time, now);
         while popped.count == 0 && !ctx.shutdown.is_triggered() {
             let own = ctx.holds.listen(&h.topic, h.queue_id);
             let retried = ctx.holds.listen(&retry, -1);
@@ -252,17 +275,9 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
             if popped.count > 0 {
                 return Ok(found(req, &plan, popped));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if !hold(ctx, runtime::race(own, retried), deadline).await {
                 break;
             }
-            let _ = runtime::race(
-                async {
-                    let _ = runtime::timeout(left, runtime::race(own, retried)).await;
-                },
-                ctx.shutdown.wait(),
-            )
-            .await;
         }
     }
     if popped.count == 0 {
@@ -365,6 +380,17 @@ fn start_offset(
     init
 }
 
+/// How many messages of a queue holding `[min, max)` lie past the group's committed
+/// offset: what a POP that reads none of them counts as left.
+fn unread(ctx: &BrokerCtx, plan: &Plan<'_>, topic: &str, queue_id: i32, min: u64, max: u64) -> i64 {
+    let at = ctx
+        .offsets
+        .query(plan.group, topic, queue_id)
+        .unwrap_or(0)
+        .max(0) as u64;
+    max.saturating_sub(at.max(min)) as i64
+}
+
 /// Pops from one queue into `out`.
 async fn read_queue(
     ctx: &BrokerCtx,
@@ -377,12 +403,7 @@ async fn read_queue(
     let (min, max) = ctx.store.queue_bounds(topic, queue_id);
     if want == 0 || max == 0 {
         if max > 0 {
-            let at = ctx
-                .offsets
-                .query(plan.group, topic, queue_id)
-                .unwrap_or(0)
-                .max(0) as u64;
-            out.rest += max.saturating_sub(at.max(min)) as i64;
+            out.rest += unread(ctx, plan, topic, queue_id, min, max);
         }
         return;
     }
@@ -393,12 +414,7 @@ async fn read_queue(
     } else if let Some(l) = ctx.pop.try_lock(topic, plan.group, queue_id) {
         Some(l)
     } else {
-        let at = ctx
-            .offsets
-            .query(plan.group, topic, queue_id)
-            .unwrap_or(0)
-            .max(0) as u64;
-        out.rest += max.saturating_sub(at.max(min)) as i64;
+        out.rest += unread(ctx, plan, topic, queue_id, min, max);
         return;
     };
     let mut offset = start_offset(ctx, plan, topic, queue_id, min, max);

@@ -7,14 +7,11 @@
 //! (see the module docs of [`crate::pop`]).
 
 use tern_engine::properties::key;
-use tern_engine::record::MessageIn;
 use tern_engine::store::Stored;
 use tern_shell::body::to_json;
 use tern_shell::pop::{ACK_TAG, AckMsg, BATCH_ACK_TAG, CK_TAG, PopCheckPoint};
-use tern_shell::runtime::now_ms;
 
 use crate::BrokerCtx;
-use crate::processor::send::host;
 use crate::schedule::message::with_properties;
 use crate::store::PutError;
 
@@ -42,20 +39,8 @@ fn append(
 ) -> Result<Stored, PutError> {
     let topic = revive_topic(ctx);
     let props = with_properties(&[], &[(key::TAGS, tag), (key::UNIQ_KEY, uniq)]);
-    let me = host(ctx.store_host);
-    ctx.store.put(&MessageIn {
-        topic: &topic,
-        queue_id: revive_qid,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: now_ms(),
-        born_host: me,
-        store_host: me,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body,
-        properties: &props,
-    })
+    ctx.store
+        .put(&ctx.own_record(&topic, revive_qid, body, &props))
 }
 
 /// Appends a checkpoint to revive queue `revive_qid`.

@@ -18,7 +18,8 @@ use tern_shell::{RemotingCommand, ResponseCode};
 use yaml_rust2::Yaml;
 
 use crate::BrokerCtx;
-use crate::acl::edit::{self, AccountUpdate};
+use crate::acl::edit;
+use tern_shell::acl::AccessConfig;
 use tern_shell::acl::guard::Acl;
 
 fn acl(ctx: &BrokerCtx) -> Result<&Acl, Refusal> {
@@ -47,7 +48,7 @@ fn answer(req: &RemotingCommand, done: Result<(), String>) -> Answer {
 pub fn update_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let acl = acl(ctx)?;
     let h: CreateAccessConfigRequestHeader = req.decode_header()?;
-    let u = AccountUpdate {
+    let u = AccessConfig {
         access_key: h.access_key,
         secret_key: h.secret_key,
         white_remote_address: h.white_remote_address,

@@ -128,14 +128,7 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     };
     let table: BTreeMap<MessageQueue, i64> = targets
         .iter()
-        .map(|(q, o)| {
-            let mq = MessageQueue {
-                topic: h.topic.clone(),
-                broker_name: ctx.config.broker_name.clone(),
-                queue_id: *q,
-            };
-            (mq, *o)
-        })
+        .map(|(q, o)| (ctx.queue(&h.topic, *q), *o))
         .collect();
     let pop = ctx
         .pop

@@ -39,12 +39,7 @@ pub fn query_consumer_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
 /// UPDATE_CONSUMER_OFFSET.
 pub fn update_consumer_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: UpdateConsumerOffsetRequestHeader = req.decode_header()?;
-    let Some(topic) = ctx.topics.get(&h.topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", h.topic),
-        ));
-    };
+    let topic = ctx.topics.existing(&h.topic)?;
     // A peer must not grow the offset table with queues the topic does not have.
     if !crate::offsets::valid_queue_id(h.queue_id, &topic) {
         return Err(Refusal::new(

@@ -6,7 +6,7 @@ use tern_engine::record::RecordView;
 use tern_shell::acl::guard::Access;
 use tern_shell::acl::rules::perm;
 use tern_shell::body::{
-    ConsumeStats, KvTable, MessageQueue, OffsetWrapper, QueueKeyMap, TopicOffset, TopicStatsTable,
+    ConsumeStats, KvTable, OffsetWrapper, QueueKeyMap, TopicOffset, TopicStatsTable,
 };
 use tern_shell::headers::{
     GetConsumeStatsRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
@@ -168,14 +168,6 @@ pub fn runtime_info(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         .with_body(tern_shell::body::to_json(&KvTable { table: t })))
 }
 
-fn mq(ctx: &BrokerCtx, topic: &str, queue_id: i32) -> MessageQueue {
-    MessageQueue {
-        topic: topic.to_owned(),
-        broker_name: ctx.config.broker_name.clone(),
-        queue_id,
-    }
-}
-
 fn last_update(ctx: &BrokerCtx, topic: &str, queue_id: i32, max: u64) -> i64 {
     if max == 0 {
         return 0;
@@ -188,18 +180,13 @@ fn last_update(ctx: &BrokerCtx, topic: &str, queue_id: i32, max: u64) -> i64 {
 /// GET_TOPIC_STATS_INFO: min/max offsets of every queue of a topic.
 pub fn topic_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: TopicRequestHeader = req.decode_header()?;
-    let Some(topic) = ctx.topics.get(&h.topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", h.topic),
-        ));
-    };
+    let topic = ctx.topics.existing(&h.topic)?;
     let mut table = BTreeMap::new();
     for q in 0..topic.write_queue_nums.max(topic.read_queue_nums) {
         let (min, max) = ctx.store.queue_bounds(&h.topic, q);
         let ts = last_update(ctx, &h.topic, q, max);
         table.insert(
-            mq(ctx, &h.topic, q),
+            ctx.queue(&h.topic, q),
             TopicOffset {
                 min_offset: min as i64,
                 max_offset: max as i64,
@@ -252,7 +239,7 @@ pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
                 Err(_) => 0,
             };
             table.insert(
-                mq(ctx, &topic, q),
+                ctx.queue(&topic, q),
                 OffsetWrapper {
                     broker_offset: max as i64,
                     consumer_offset: consumer,

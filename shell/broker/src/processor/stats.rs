@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tern_shell::body::{
     BrokerStatsData, Connection as ConnInfo, ConsumeQueueData, ConsumeStats, ConsumeStatsList,
-    GroupList, MessageQueue, OffsetWrapper, ProducerConnection, QueryConsumeQueueResponseBody,
+    GroupList, OffsetWrapper, ProducerConnection, QueryConsumeQueueResponseBody,
     QueryConsumeTimeSpanBody, QueueKeyMap, QueueTimeSpan, TopicList,
 };
 use tern_shell::headers::{
@@ -29,14 +29,6 @@ pub const MAX_QUERY_CQ_ENTRIES: i32 = 1000;
 fn ok_json<T: serde::Serialize>(req: &RemotingCommand, body: &T) -> RemotingCommand {
     RemotingCommand::response_to(req, ResponseCode::Success)
         .with_body(tern_shell::body::to_json(body))
-}
-
-fn mq(ctx: &BrokerCtx, topic: &str, queue_id: i32) -> MessageQueue {
-    MessageQueue {
-        topic: topic.to_owned(),
-        broker_name: ctx.config.broker_name.clone(),
-        queue_id,
-    }
 }
 
 /// Store time of entry `n`, `-1` when there is none (Java's `getMessageStoreTimeStamp`).
@@ -99,12 +91,7 @@ pub fn topic_consume_by_who(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
 /// store time of the group's last consumed message and how long its next one has waited.
 pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: QueryConsumeTimeSpanRequestHeader = req.decode_header()?;
-    let Some(cfg) = ctx.topics.get(&h.topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", h.topic),
-        ));
-    };
+    let cfg = ctx.topics.existing(&h.topic)?;
     let mut set = Vec::new();
     for q in 0..cfg.write_queue_nums {
         let (min, max) = ctx.store.queue_bounds(&h.topic, q);
@@ -127,7 +114,7 @@ pub fn consume_time_span(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
             0
         };
         set.push(QueueTimeSpan {
-            message_queue: mq(ctx, &h.topic, q),
+            message_queue: ctx.queue(&h.topic, q),
             min_time_stamp: min_time,
             max_time_stamp: store_time(ctx, &h.topic, q, max - 1),
             consume_time_stamp: consume_time,
@@ -203,7 +190,7 @@ pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
                 let consumer = ctx.offsets.query(&group, &topic, q).unwrap_or(0).max(0);
                 let last = store_time(ctx, &topic, q, consumer - 1);
                 table.insert(
-                    mq(ctx, &topic, q),
+                    ctx.queue(&topic, q),
                     OffsetWrapper {
                         broker_offset: max as i64,
                         consumer_offset: consumer,

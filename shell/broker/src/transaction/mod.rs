@@ -24,11 +24,8 @@ use std::sync::{Mutex, MutexGuard};
 use tern_shell::sync::MutexExt;
 
 use tern_engine::properties::{self, key};
-use tern_engine::record::{
-    MessageIn, RecordView, SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK,
-};
+use tern_engine::record::{RecordView, SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK};
 use tern_engine::store::Stored;
-use tern_shell::runtime::now_ms;
 
 use crate::BrokerCtx;
 use crate::processor::send::host;
@@ -278,20 +275,7 @@ fn stored_end(s: &Stored) -> u64 {
 fn write_op(st: &mut State, ctx: &BrokerCtx, half_queue_offset: u64) -> Result<Stored, PutError> {
     let body = half::op_body(&[half_queue_offset]);
     let props = half::op_properties();
-    let me = host(ctx.store_host);
-    let msg = MessageIn {
-        topic: OP_TOPIC,
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: now_ms(),
-        born_host: me,
-        store_host: me,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &props,
-    };
+    let msg = ctx.own_record(OP_TOPIC, 0, &body, &props);
     let stored = ctx.put(&msg)?.stored;
     if half_queue_offset >= st.half_progress {
         st.done.insert(half_queue_offset);

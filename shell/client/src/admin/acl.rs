@@ -2,6 +2,7 @@
 //! and global white addresses in each broker's `plain_acl.yml`, and its version.
 
 use serde_json::Value;
+pub use tern_shell::acl::AccessConfig;
 use tern_shell::headers::{
     CreateAccessConfigRequestHeader, DeleteAccessConfigRequestHeader,
     GetBrokerAclConfigResponseHeader, UpdateGlobalWhiteAddrsConfigRequestHeader,
@@ -10,27 +11,6 @@ use tern_shell::{RemotingCommand, RequestCode};
 
 use super::{Admin, Target};
 use crate::error::{ClientError, Result};
-
-/// One account to create or update (`PlainAccessConfig`); `None` keeps what it has.
-#[derive(Debug, Clone, Default)]
-pub struct AccessConfig {
-    /// The account (at least 6 characters).
-    pub access_key: String,
-    /// Its secret (at least 6 characters).
-    pub secret_key: Option<String>,
-    /// Addresses that need no signature.
-    pub white_remote_address: Option<String>,
-    /// Admin account.
-    pub admin: bool,
-    /// Default permission on topics (`DENY`, `PUB`, `SUB`, `PUB|SUB`, `ANY`).
-    pub default_topic_perm: Option<String>,
-    /// Default permission on groups.
-    pub default_group_perm: Option<String>,
-    /// `topic=PERM` entries.
-    pub topic_perms: Option<Vec<String>>,
-    /// `group=PERM` entries.
-    pub group_perms: Option<Vec<String>>,
-}
 
 impl Admin {
     /// Sends one request to each broker of `target`; returns each broker's answer.

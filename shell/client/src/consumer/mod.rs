@@ -60,6 +60,25 @@ pub(crate) fn readable_queues(
         .collect()
 }
 
+/// Pause before a rebalance that could not finish (no route yet, lock refused...).
+const RETRY_INCOMPLETE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits for a consumer's next rebalance: `interval` after one that finished,
+/// [`RETRY_INCOMPLETE`] after one that did not, sooner on `kick` (taken before the
+/// rebalance, so a kick during it counts); true when `shutdown` came first.
+pub(crate) async fn await_next_rebalance(
+    complete: bool,
+    interval: std::time::Duration,
+    kick: &tern_shell::runtime::Shutdown,
+    shutdown: &tern_shell::runtime::Shutdown,
+) -> bool {
+    use tern_shell::runtime;
+    let wait = if complete { interval } else { RETRY_INCOMPLETE };
+    shutdown
+        .until(runtime::race(runtime::sleep(wait), kick.wait()))
+        .await
+}
+
 /// Refuses a consumer group name Java would refuse (empty, over 120 characters).
 pub(crate) fn check_group(group: &str) -> crate::error::Result<()> {
     if group.is_empty() || group.len() > 120 {

@@ -146,6 +146,19 @@ impl OffsetStore {
         }
     }
 
+    /// Every `interval` until `shutdown`: persists the offsets of the queues `owned`
+    /// lists (a consumer's periodic commit, as Java's `persistAllConsumerOffset` task).
+    pub(crate) async fn persist_every(
+        &self,
+        interval: std::time::Duration,
+        shutdown: &tern_shell::runtime::Shutdown,
+        owned: impl Fn() -> Vec<MessageQueue>,
+    ) {
+        while !shutdown.sleep(interval).await {
+            self.persist_all(&owned(), false).await;
+        }
+    }
+
     /// Persists the offsets of `mqs` (oneway to brokers, as Java's periodic task does,
     /// or answered when `answered`).
     pub async fn persist_all(&self, mqs: &[MessageQueue], answered: bool) {

@@ -168,13 +168,7 @@ async fn receive(
         .backoff_policy
         .as_ref()
         .map_or(17, |b| b.max_attempts.max(1));
-    let broker = mq
-        .broker
-        .as_ref()
-        .map(|b| b.name.clone())
-        .filter(|n| !n.is_empty())
-        .or_else(|| inner.backend.local_broker())
-        .ok_or_else(|| status(Code::BadRequest, "the message queue names no broker"))?;
+    let broker = inner.broker_of(&mq)?;
     let addr = inner.broker_addr(session, &topic, &broker).await?;
     let spec = PopSpec {
         group: &group,

@@ -164,6 +164,16 @@ pub(crate) fn group_need(group: &str) -> Need {
 }
 
 impl Inner {
+    /// The broker `mq` names; the broker this proxy runs beside when it names none.
+    fn broker_of(&self, mq: &MessageQueue) -> Result<String, Status> {
+        mq.broker
+            .as_ref()
+            .map(|b| b.name.clone())
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.backend.local_broker())
+            .ok_or_else(|| status(Code::BadRequest, "the message queue names no broker"))
+    }
+
     /// Reads the call's metadata and finds (or makes) its client's session.
     fn open<T>(&self, req: &Request<T>) -> Result<(CallCtx, Arc<Session>), Status> {
         let ctx = CallCtx::read(req.metadata(), req.remote_addr())?;

@@ -32,13 +32,7 @@ fn remoting_queue(inner: &Inner, mq: Option<&MessageQueue>) -> Result<RemotingQu
             format!("queue id {} is not a queue", mq.id),
         ));
     }
-    let broker_name = mq
-        .broker
-        .as_ref()
-        .map(|b| b.name.clone())
-        .filter(|n| !n.is_empty())
-        .or_else(|| inner.backend.local_broker())
-        .ok_or_else(|| status(Code::BadRequest, "the message queue names no broker"))?;
+    let broker_name = inner.broker_of(mq)?;
     Ok(RemotingQueue {
         topic,
         broker_name,

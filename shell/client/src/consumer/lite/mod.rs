@@ -42,9 +42,6 @@ use crate::processor::ConsumerHook;
 /// Most undecodable messages kept for [`LitePullConsumer::take_undecodable`].
 const MAX_UNDECODABLE: usize = 1024;
 
-/// Pause before a rebalance that could not finish (no route yet...).
-const RETRY_INCOMPLETE: Duration = Duration::from_secs(1);
-
 /// How the consumer's queues are chosen; fixed by the first of subscribe / assign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -434,28 +431,11 @@ impl Inner {
     }
 
     async fn commit_loop(self: Arc<Self>) {
-        while !self
-            .sleep_or_stop(runtime::sleep(self.config.auto_commit_interval))
-            .await
-        {
-            let mqs: Vec<MessageQueue> = self.queues.guard().keys().cloned().collect();
-            self.offsets.persist_all(&mqs, false).await;
-        }
-    }
-
-    /// Awaits `wait`; true when shutdown came first.
-    async fn sleep_or_stop(&self, wait: impl std::future::Future<Output = ()>) -> bool {
-        runtime::race(
-            async {
-                wait.await;
-                false
-            },
-            async {
-                self.shutdown.wait().await;
-                true
-            },
-        )
-        .await
+        let owned = || self.queues.guard().keys().cloned().collect();
+        let every = self.config.auto_commit_interval;
+        self.offsets
+            .persist_every(every, &self.shutdown, owned)
+            .await;
     }
 }
 

@@ -15,7 +15,8 @@ use tern_shell::runtime::{self, Shutdown};
 
 use tern_shell::sync::MutexExt;
 
-use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, RETRY_INCOMPLETE, pull_task};
+use super::{Batch, Inner, MAX_UNDECODABLE, QueueState, pull_task};
+use crate::consumer::await_next_rebalance;
 use crate::consumer::push::{allocate_topic, pull_from_where};
 use crate::error::{ClientError, Result};
 
@@ -252,15 +253,8 @@ impl Inner {
                     }
                 }
             }
-            let wait = if complete {
-                self.config.rebalance_interval
-            } else {
-                RETRY_INCOMPLETE
-            };
-            if self
-                .sleep_or_stop(runtime::race(runtime::sleep(wait), kick.wait()))
-                .await
-            {
+            let interval = self.config.rebalance_interval;
+            if await_next_rebalance(complete, interval, &kick, &self.shutdown).await {
                 return;
             }
         }

@@ -330,29 +330,12 @@ impl Inner {
         self.kick.wake();
     }
 
-    /// Sleeps `d`; true when shutdown came first.
-    async fn sleep_or_stop(&self, d: Duration) -> bool {
-        runtime::race(
-            async {
-                runtime::sleep(d).await;
-                false
-            },
-            async {
-                self.shutdown.wait().await;
-                true
-            },
-        )
-        .await
-    }
-
     async fn persist_loop(self: Arc<Self>) {
-        while !self
-            .sleep_or_stop(self.config.persist_offset_interval)
-            .await
-        {
-            let mqs: Vec<MessageQueue> = self.table.guard().keys().cloned().collect();
-            self.offsets.persist_all(&mqs, false).await;
-        }
+        let owned = || self.table.guard().keys().cloned().collect();
+        let every = self.config.persist_offset_interval;
+        self.offsets
+            .persist_every(every, &self.shutdown, owned)
+            .await;
     }
 }
 

@@ -19,13 +19,12 @@ use tern_shell::sync::MutexExt;
 
 use super::{Inner, pull_task};
 use crate::consumer::allocate::{AllocateStrategy, sort_queues};
+use crate::consumer::await_next_rebalance;
 use crate::consumer::offset_store::OffsetStore;
 use crate::consumer::pull::{OffsetKind, broker_addr, queue_offset};
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 
-/// Pause before a rebalance that could not finish (no route yet, lock refused...).
-const RETRY_INCOMPLETE: Duration = Duration::from_secs(1);
 /// Longest wait for an orderly queue's running listener call before handing it over.
 const HANDOVER_WAIT: Duration = Duration::from_secs(60);
 
@@ -34,23 +33,8 @@ impl Inner {
         loop {
             let kick = self.kick.next();
             let complete = self.rebalance().await;
-            let wait = if complete {
-                self.config.rebalance_interval
-            } else {
-                RETRY_INCOMPLETE
-            };
-            let stop = runtime::race(
-                async {
-                    runtime::race(runtime::sleep(wait), kick.wait()).await;
-                    false
-                },
-                async {
-                    self.shutdown.wait().await;
-                    true
-                },
-            )
-            .await;
-            if stop {
+            let interval = self.config.rebalance_interval;
+            if await_next_rebalance(complete, interval, &kick, &self.shutdown).await {
                 return;
             }
         }
@@ -257,7 +241,7 @@ impl Inner {
     }
 
     pub(super) async fn lock_loop(self: Arc<Self>) {
-        while !self.sleep_or_stop(self.config.lock_renew_interval).await {
+        while !self.shutdown.sleep(self.config.lock_renew_interval).await {
             self.lock_all().await;
         }
     }
