@@ -18,8 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{BrokerProc, write_conf};
-use grpc_script::{GrpcScript, Target, admin, script, serial};
-use tern_testkit::python::grpc_python_or_skip;
+use grpc_script::{GrpcScript, Target, admin, grpc_test, script};
 use tern_testkit::{Proc, binary_of, eventually};
 
 /// A running `tern-proxy`: its gRPC address and its stderr so far.
@@ -166,9 +165,8 @@ impl Cluster {
 
 #[test]
 fn proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back() {
-    let _serial = serial();
     let test = "proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back";
-    let Some(py) = grpc_python_or_skip(test) else {
+    let Some((_serial, py)) = grpc_test(test) else {
         return;
     };
     let c = Cluster::start();
@@ -197,9 +195,8 @@ fn proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back() {
 
 #[test]
 fn proxy_keeps_fifo_order_and_carries_transaction_check_backs() {
-    let _serial = serial();
     let test = "proxy_keeps_fifo_order_and_carries_transaction_check_backs";
-    let Some(py) = grpc_python_or_skip(test) else {
+    let Some((_serial, py)) = grpc_test(test) else {
         return;
     };
     let c = Cluster::start();
