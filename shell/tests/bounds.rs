@@ -44,6 +44,17 @@ fn big_oneway(bytes: usize) -> RemotingCommand {
         .oneway()
 }
 
+/// A connection to `addr` whose writes give up after `write_timeout`.
+async fn connect_with_write_timeout(addr: &str, write_timeout: Duration) -> Connection {
+    let config = ConnectionConfig {
+        write_timeout,
+        ..ConnectionConfig::default()
+    };
+    Connection::connect(addr, config, Duration::from_secs(2))
+        .await
+        .unwrap()
+}
+
 #[test]
 fn writers_to_a_peer_that_stops_reading_fail_within_the_write_timeout_and_close_it() {
     block_on(async {
@@ -51,13 +62,7 @@ fn writers_to_a_peer_that_stops_reading_fail_within_the_write_timeout_and_close_
         let addr = listener.local_addr().unwrap().to_string();
         let accepted = spawn(async move { listener.accept().await.unwrap().0 });
         let write_timeout = Duration::from_millis(300);
-        let config = ConnectionConfig {
-            write_timeout,
-            ..ConnectionConfig::default()
-        };
-        let conn = Connection::connect(&addr, config, Duration::from_secs(2))
-            .await
-            .unwrap();
+        let conn = connect_with_write_timeout(&addr, write_timeout).await;
         // Held open and never read: the socket buffers fill, then nothing moves.
         let _peer: TcpStream = accepted.await;
         let started = Instant::now();
@@ -122,13 +127,7 @@ fn a_slow_reader_that_keeps_reading_is_not_cut_off_by_the_write_timeout() {
             got
         });
         let write_timeout = Duration::from_millis(300);
-        let config = ConnectionConfig {
-            write_timeout,
-            ..ConnectionConfig::default()
-        };
-        let conn = Connection::connect(&addr, config, Duration::from_secs(2))
-            .await
-            .unwrap();
+        let conn = connect_with_write_timeout(&addr, write_timeout).await;
         let started = Instant::now();
         let frame = 1 << 20;
         for i in 0..TOTAL_BYTES / frame {

@@ -45,9 +45,7 @@ fn expect_error(resp: &RemotingCommand, code: ResponseCode, remark: &str) {
 
 #[test]
 fn producer_connections_list_the_members_of_a_group() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_client("", async |c| {
         let hb = HeartbeatData {
             client_id: "10.0.0.1@producer-1".into(),
             producer_data_set: vec![ProducerData {
@@ -68,7 +66,7 @@ fn producer_connections_list_the_members_of_a_group() {
                 },
             )
         };
-        let body: ProducerConnection = ok_body(&c, req("PG_CONN")).await;
+        let body: ProducerConnection = ok_body(c, req("PG_CONN")).await;
         assert_eq!(body.connection_set.len(), 1);
         let conn = &body.connection_set[0];
         assert_eq!(conn.client_id, "10.0.0.1@producer-1");
@@ -154,14 +152,7 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
             group_name: "G_OFFSETS".into(),
             ..Default::default()
         };
-        expect_code(
-            &c.call(
-                RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-                    .with_body(to_json(&group)),
-            )
-            .await,
-            ResponseCode::Success,
-        );
+        create_group(&c, &group).await;
         let stats_req = |is_order| {
             RemotingCommand::request(
                 RequestCode::GetBrokerConsumeStats,
@@ -199,12 +190,10 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
 
 #[test]
 fn system_topics_and_one_topics_and_groups_config() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Configured", 3).await;
+    with_client("", async |c| {
+        create_topic(c, "Configured", 3).await;
         let list: TopicList = ok_body(
-            &c,
+            c,
             RemotingCommand::request_code(RequestCode::GetSystemTopicListFromBroker),
         )
         .await;
@@ -227,7 +216,7 @@ fn system_topics_and_one_topics_and_groups_config() {
                 },
             )
         };
-        let cfg: TopicConfig = ok_body(&c, req("Configured")).await;
+        let cfg: TopicConfig = ok_body(c, req("Configured")).await;
         assert_eq!(cfg.topic_name, "Configured");
         assert_eq!(
             (cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm),
@@ -246,21 +235,14 @@ fn system_topics_and_one_topics_and_groups_config() {
             retry_max_times: 3,
             ..Default::default()
         };
-        expect_code(
-            &c.call(
-                RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-                    .with_body(to_json(&group)),
-            )
-            .await,
-            ResponseCode::Success,
-        );
+        create_group(c, &group).await;
         let req = |g: &str| {
             RemotingCommand::request(
                 RequestCode::GetSubscriptionGroupConfig,
                 &GetSubscriptionGroupConfigRequestHeader { group: g.into() },
             )
         };
-        let got: SubscriptionGroupConfig = ok_body(&c, req("G_CONFIGURED")).await;
+        let got: SubscriptionGroupConfig = ok_body(c, req("G_CONFIGURED")).await;
         assert_eq!(
             (
                 got.group_name.as_str(),
@@ -279,11 +261,9 @@ fn system_topics_and_one_topics_and_groups_config() {
 
 #[test]
 fn broker_stats_count_what_was_put_and_got() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Stats", 1).await;
-        send_n(&c, "Stats", 0, &["x"; 5]).await;
+    with_client("", async |c| {
+        create_topic(c, "Stats", 1).await;
+        send_n(c, "Stats", 0, &["x"; 5]).await;
         let resp = c.call(pull_req("SG", "Stats", 0, 0, Some("*"))).await;
         expect_code(&resp, ResponseCode::Success);
         let view = |name: &str, key: &str| {
@@ -295,21 +275,21 @@ fn broker_stats_count_what_was_put_and_got() {
                 },
             )
         };
-        let put: BrokerStatsData = ok_body(&c, view("TOPIC_PUT_NUMS", "Stats")).await;
+        let put: BrokerStatsData = ok_body(c, view("TOPIC_PUT_NUMS", "Stats")).await;
         assert_eq!(put.stats_minute.sum, 5);
         assert_eq!(put.stats_hour.sum, 5);
         assert_eq!(put.stats_day.sum, 5);
         assert!(put.stats_minute.tps > 0.0);
-        let size: BrokerStatsData = ok_body(&c, view("TOPIC_PUT_SIZE", "Stats")).await;
+        let size: BrokerStatsData = ok_body(c, view("TOPIC_PUT_SIZE", "Stats")).await;
         assert_eq!(size.stats_minute.sum, 10, "five 2-byte bodies");
         assert!((size.stats_minute.avgpt - 2.0).abs() < 1e-9);
-        let got: BrokerStatsData = ok_body(&c, view("GROUP_GET_NUMS", "Stats@SG")).await;
+        let got: BrokerStatsData = ok_body(c, view("GROUP_GET_NUMS", "Stats@SG")).await;
         assert_eq!(got.stats_minute.sum, 5);
         assert!(
             (got.stats_minute.avgpt - 5.0).abs() < 1e-9,
             "5 messages in one pull"
         );
-        let broker: BrokerStatsData = ok_body(&c, view("BROKER_PUT_NUMS", "DefaultCluster")).await;
+        let broker: BrokerStatsData = ok_body(c, view("BROKER_PUT_NUMS", "DefaultCluster")).await;
         assert!(broker.stats_day.sum >= 5);
         expect_error(
             &c.call(view("TOPIC_PUT_NUMS", "NoSuchTopic")).await,
@@ -326,12 +306,10 @@ fn broker_stats_count_what_was_put_and_got() {
 
 #[test]
 fn consume_queue_entries_are_listed_and_evaluated_against_the_subscription() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Cq", 1).await;
-        send_n(&c, "Cq", 0, &["A", "B", "A"]).await;
-        let stored = pull_all(&c, "Cq", 0, 0).await;
+    with_client("", async |c| {
+        create_topic(c, "Cq", 1).await;
+        send_n(c, "Cq", 0, &["A", "B", "A"]).await;
+        let stored = pull_all(c, "Cq", 0, 0).await;
         expect_code(
             &c.call(heartbeat("cid-cq", "CQ_GROUP", "Cq", "A", vec![]))
                 .await,
@@ -349,7 +327,7 @@ fn consume_queue_entries_are_listed_and_evaluated_against_the_subscription() {
                 },
             )
         };
-        let body: QueryConsumeQueueResponseBody = ok_body(&c, req("Cq", 0, Some("CQ_GROUP"))).await;
+        let body: QueryConsumeQueueResponseBody = ok_body(c, req("Cq", 0, Some("CQ_GROUP"))).await;
         assert_eq!((body.min_queue_index, body.max_queue_index), (0, 3));
         assert_eq!(body.queue_data.len(), 3);
         for (entry, m) in body.queue_data.iter().zip(&stored) {
@@ -360,12 +338,11 @@ fn consume_queue_entries_are_listed_and_evaluated_against_the_subscription() {
         }
         assert_eq!(body.subscription_data.unwrap().sub_string, "A");
 
-        let from_one: QueryConsumeQueueResponseBody = ok_body(&c, req("Cq", 1, None)).await;
+        let from_one: QueryConsumeQueueResponseBody = ok_body(c, req("Cq", 1, None)).await;
         assert_eq!(from_one.queue_data.len(), 2);
         assert!(from_one.subscription_data.is_none() && from_one.filter_data.is_none());
 
-        let offline: QueryConsumeQueueResponseBody =
-            ok_body(&c, req("Cq", 0, Some("NOBODY"))).await;
+        let offline: QueryConsumeQueueResponseBody = ok_body(c, req("Cq", 0, Some("NOBODY"))).await;
         assert_eq!(
             offline.filter_data.as_deref(),
             Some("NOBODY@Cq is not online!")
@@ -388,14 +365,12 @@ fn consume_queue_entries_are_listed_and_evaluated_against_the_subscription() {
 
 #[test]
 fn clone_group_offset_copies_every_topic_or_the_one_named() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "CloneA", 2).await;
-        create_topic(&c, "CloneB", 1).await;
-        commit(&c, "SRC", "CloneA", 0, 2).await;
-        commit(&c, "SRC", "CloneA", 1, 1).await;
-        commit(&c, "SRC", "CloneB", 0, 7).await;
+    with_client("", async |c| {
+        create_topic(c, "CloneA", 2).await;
+        create_topic(c, "CloneB", 1).await;
+        commit(c, "SRC", "CloneA", 0, 2).await;
+        commit(c, "SRC", "CloneA", 1, 1).await;
+        commit(c, "SRC", "CloneB", 0, 7).await;
         let clone = |dest: &str, topic: Option<&str>| {
             RemotingCommand::request(
                 RequestCode::CloneGroupOffset,
@@ -411,16 +386,16 @@ fn clone_group_offset_copies_every_topic_or_the_one_named() {
             &c.call(clone("DEST_ALL", None)).await,
             ResponseCode::Success,
         );
-        assert_eq!(committed(&c, "DEST_ALL", "CloneA", 0).await, Some(2));
-        assert_eq!(committed(&c, "DEST_ALL", "CloneA", 1).await, Some(1));
-        assert_eq!(committed(&c, "DEST_ALL", "CloneB", 0).await, Some(7));
+        assert_eq!(committed(c, "DEST_ALL", "CloneA", 0).await, Some(2));
+        assert_eq!(committed(c, "DEST_ALL", "CloneA", 1).await, Some(1));
+        assert_eq!(committed(c, "DEST_ALL", "CloneB", 0).await, Some(7));
 
         expect_code(
             &c.call(clone("DEST_ONE", Some("CloneB"))).await,
             ResponseCode::Success,
         );
-        assert_eq!(committed(&c, "DEST_ONE", "CloneB", 0).await, Some(7));
-        assert_eq!(committed(&c, "DEST_ONE", "CloneA", 0).await, None);
+        assert_eq!(committed(c, "DEST_ONE", "CloneB", 0).await, Some(7));
+        assert_eq!(committed(c, "DEST_ONE", "CloneA", 0).await, None);
     });
 }
 

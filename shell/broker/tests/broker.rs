@@ -167,16 +167,14 @@ fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
 
 #[test]
 fn heartbeat_tag_subscription_filters_pulls_and_skips_the_rest() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_client("", async |c| {
         let topic = "Tagged";
         let tags = [
             "TagC", "TagA", "TagC", "TagC", "TagB", "TagC", "TagA", "TagC", "TagC",
         ];
         for (i, t) in tags.iter().enumerate() {
             send_ok(
-                &c,
+                c,
                 send_v1(&msg(topic, format!("m{i}").as_bytes(), &[("TAGS", t)]), 0),
             )
             .await;
@@ -244,11 +242,9 @@ fn heartbeat_tag_subscription_filters_pulls_and_skips_the_rest() {
 
 #[test]
 fn pull_answers_19_at_max_and_21_out_of_range_with_bounds() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_client("", async |c| {
         let topic = "PullCodes";
-        create_topic(&c, topic, 2).await;
+        create_topic(c, topic, 2).await;
         let pull = |q: i32, offset: i64| pull_req("G_CODES", topic, q, offset, Some("*"));
         // An empty queue: 19 at 0, 21 anywhere else; bounds 0/0.
         let resp = c.call(pull(1, 0)).await;
@@ -259,7 +255,7 @@ fn pull_answers_19_at_max_and_21_out_of_range_with_bounds() {
         assert_eq!(pull_offsets(&resp), (0, 0, 0));
 
         for i in 0..5 {
-            send_ok(&c, send_v1(&msg(topic, format!("p{i}").as_bytes(), &[]), 0)).await;
+            send_ok(c, send_v1(&msg(topic, format!("p{i}").as_bytes(), &[]), 0)).await;
         }
         let resp = c.call(pull(0, 2)).await;
         expect_code(&resp, ResponseCode::Success);

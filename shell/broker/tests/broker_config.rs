@@ -150,12 +150,6 @@ fn broker_config_is_the_effective_one_and_live_keys_change_and_persist() {
     });
 }
 
-async fn create_group(c: &Client, g: tern_shell::body::SubscriptionGroupConfig) {
-    let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-        .with_body(tern_shell::body::to_json(&g));
-    expect_code(&c.call(req).await, ResponseCode::Success);
-}
-
 #[test]
 fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
     let (_dir, b) = start("");
@@ -165,7 +159,7 @@ fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
         send_ok(&c, send_v2(&msg("Guarded", b"m", &[]), 0)).await;
         create_group(
             &c,
-            tern_shell::body::SubscriptionGroupConfig {
+            &tern_shell::body::SubscriptionGroupConfig {
                 group_name: "off-g".into(),
                 consume_enable: false,
                 ..Default::default()
@@ -204,7 +198,7 @@ fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
         // subscription is refused; a clustering group of the same settings is served.
         create_group(
             &c,
-            tern_shell::body::SubscriptionGroupConfig {
+            &tern_shell::body::SubscriptionGroupConfig {
                 group_name: "nobcast-g".into(),
                 consume_broadcast_enable: false,
                 ..Default::default()

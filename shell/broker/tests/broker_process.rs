@@ -436,9 +436,7 @@ fn a_topic_or_group_acknowledged_survives_a_kill_9_right_after_the_answer() {
                 group_name: format!("KeptGroup{round}"),
                 ..Default::default()
             };
-            let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-                .with_body(tern_shell::body::to_json(&group));
-            expect_code(&c.call(req).await, ResponseCode::Success);
+            create_group(&c, &group).await;
         });
         b.kill9();
     }

@@ -213,19 +213,32 @@ async fn all_twenty(addr: &str) -> Vec<MessageExt> {
     }
 }
 
+/// A broker on a fresh folder (its conf `LEVELS`) that
+/// [`send_two_levels_and_wait_for_the_first`] ran on: the folder, the conf to restart
+/// with, the broker, and the keys seen.
+fn pending_delays() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    BrokerProc,
+    Vec<String>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), LEVELS);
+    let b = BrokerProc::standalone(dir.path(), &conf);
+    let before = run(async {
+        let c = Client::connect(&b.addr).await;
+        send_two_levels_and_wait_for_the_first(&c).await
+    });
+    (dir, conf, b, before)
+}
+
 fn keys(got: &[MessageExt]) -> Vec<&str> {
     got.iter().map(key).collect()
 }
 
 #[test]
 fn pending_delayed_messages_are_delivered_once_after_a_clean_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), LEVELS);
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let before = run(async {
-        let c = Client::connect(&b.addr).await;
-        send_two_levels_and_wait_for_the_first(&c).await
-    });
+    let (dir, conf, mut b, before) = pending_delays();
     assert!(b.stop().success());
     let b = BrokerProc::standalone(dir.path(), &conf);
     let got = run(all_twenty(&b.addr));
@@ -240,13 +253,7 @@ fn pending_delayed_messages_are_delivered_once_after_a_clean_restart() {
 
 #[test]
 fn pending_delayed_messages_survive_kill_9_and_only_delivered_ones_may_repeat() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), LEVELS);
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        send_two_levels_and_wait_for_the_first(&c).await
-    });
+    let (dir, conf, mut b, _) = pending_delays();
     b.kill9();
     let killed_at = now_ms();
     let b = BrokerProc::standalone(dir.path(), &conf);
@@ -290,13 +297,7 @@ fn saved_delay_offsets(dir: &std::path::Path) -> BTreeMap<i64, i64> {
 
 #[test]
 fn deliveries_counted_by_saved_offsets_are_not_repeated_after_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), LEVELS);
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let before = run(async {
-        let c = Client::connect(&b.addr).await;
-        send_two_levels_and_wait_for_the_first(&c).await
-    });
+    let (dir, conf, mut b, before) = pending_delays();
     // Offsets reach the disk once the delivered copies are durable (about a second).
     let deadline = Instant::now() + LATE;
     while saved_delay_offsets(dir.path()).get(&1) != Some(&10) {

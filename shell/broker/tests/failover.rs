@@ -248,13 +248,12 @@ fn a_killed_master_is_replaced_within_the_bound_and_no_acknowledged_message_is_l
 
 #[test]
 fn cpp_client_messages_acknowledged_before_a_failover_are_consumed_from_the_new_master() {
-    let _serial = interop::serial();
-    let Some(py) = interop::python_or_skip(
+    let Some((_serial, py, scratch)) = interop::cpp_test(
         "cpp_client_messages_acknowledged_before_a_failover_are_consumed_from_the_new_master",
+        "failover",
     ) else {
         return;
     };
-    let scratch = interop::Scratch::new("failover");
     let mut c = Cluster::start(&scratch.path("cluster"));
     let topic = "TernFailoverCpp";
     c.start_set(topic, 4);

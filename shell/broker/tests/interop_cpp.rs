@@ -23,81 +23,63 @@ use interop::*;
 
 #[test]
 fn cpp_client_scenarios_against_standalone_broker() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("cpp_client_scenarios_against_standalone_broker") else {
+    let Some((_serial, py, scratch)) = cpp_test(
+        "cpp_client_scenarios_against_standalone_broker",
+        "scenarios",
+    ) else {
         return;
     };
-    let scratch = Scratch::new("scenarios");
     // Short delay levels keep the delay scenario to seconds: level 2 (its sends) is 2 s,
     // level 3 (a first retry) 1 s.
     let levels = "1s 2s 1s";
-    let conf = scratch.path("broker.conf");
-    fs::write(&conf, format!("messageDelayLevel={levels}\n")).unwrap();
-    let mut broker = Broker::start(
-        &scratch.path("data"),
-        Some(&conf),
-        scratch.path("broker.log"),
-    );
-    let mut run = Script::start(
+    let mut broker = Broker::start_in(&scratch, Some(&format!("messageDelayLevel={levels}\n")));
+    assert_scenarios_pass(
         &py,
         &scratch,
-        &[
-            "--namesrv",
-            &broker.namesrv,
-            "--prefix",
-            "TernCpp",
-            "--delay-levels",
-            levels,
-        ],
+        &broker.namesrv,
+        "TernCpp",
+        &["--delay-levels", levels],
+        "C++ client scenarios (auto-created topics)",
     );
-    run.assert_passed("C++ client scenarios (auto-created topics)", SCRIPT_LIMIT);
     broker.stop_cleanly();
 }
 
 #[test]
 fn a_running_cpp_consumer_reset_to_a_time_consumes_again_from_there() {
-    let _serial = serial();
-    let Some(py) =
-        python_or_skip("a_running_cpp_consumer_reset_to_a_time_consumes_again_from_there")
-    else {
+    let Some((_serial, py, scratch)) = cpp_test(
+        "a_running_cpp_consumer_reset_to_a_time_consumes_again_from_there",
+        "reset",
+    ) else {
         return;
     };
-    let scratch = Scratch::new("reset");
-    let mut broker = Broker::start(&scratch.path("data"), None, scratch.path("broker.log"));
-    let mut run = Script::start(
+    let mut broker = Broker::start_in(&scratch, None);
+    assert_scenarios_pass(
         &py,
         &scratch,
-        &[
-            "--namesrv",
-            &broker.namesrv,
-            "--prefix",
-            "TernReset",
-            "--scenarios",
-            "reset",
-        ],
+        &broker.namesrv,
+        "TernReset",
+        &["--scenarios", "reset"],
+        "a running C++ consumer reset to a time",
     );
-    run.assert_passed("a running C++ consumer reset to a time", SCRIPT_LIMIT);
     broker.stop_cleanly();
 }
 
 #[test]
 fn cpp_client_uses_topic_precreated_with_update_and_create_topic() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("cpp_client_uses_topic_precreated_with_update_and_create_topic")
-    else {
+    let Some((_serial, py, scratch)) = cpp_test(
+        "cpp_client_uses_topic_precreated_with_update_and_create_topic",
+        "precreated",
+    ) else {
         return;
     };
-    let scratch = Scratch::new("precreated");
-    let mut broker = Broker::start(&scratch.path("data"), None, scratch.path("broker.log"));
+    let mut broker = Broker::start_in(&scratch, None);
     create_topic(&broker.addr, "TernPre-sync", 8);
-    let mut run = Script::start(
+    assert_scenarios_pass(
         &py,
         &scratch,
+        &broker.namesrv,
+        "TernPre",
         &[
-            "--namesrv",
-            &broker.namesrv,
-            "--prefix",
-            "TernPre",
             "--precreated",
             "--expect-queues",
             "8",
@@ -106,50 +88,39 @@ fn cpp_client_uses_topic_precreated_with_update_and_create_topic() {
             "--count",
             "120",
         ],
+        "C++ client on a precreated topic",
     );
-    run.assert_passed("C++ client on a precreated topic", SCRIPT_LIMIT);
     broker.stop_cleanly();
 }
 
 #[test]
 fn a_cpp_message_sent_again_with_its_uniq_key_is_stored_once() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("a_cpp_message_sent_again_with_its_uniq_key_is_stored_once")
-    else {
+    let Some((_serial, py, scratch)) = cpp_test(
+        "a_cpp_message_sent_again_with_its_uniq_key_is_stored_once",
+        "dedup",
+    ) else {
         return;
     };
-    let scratch = Scratch::new("dedup");
-    let conf = scratch.path("broker.conf");
-    fs::write(&conf, "duplicateCheckWindowSeconds=60\n").unwrap();
-    let mut broker = Broker::start(
-        &scratch.path("data"),
-        Some(&conf),
-        scratch.path("broker.log"),
-    );
-    let mut run = Script::start(
+    let mut broker = Broker::start_in(&scratch, Some("duplicateCheckWindowSeconds=60\n"));
+    assert_scenarios_pass(
         &py,
         &scratch,
-        &[
-            "--namesrv",
-            &broker.namesrv,
-            "--prefix",
-            "TernDedup",
-            "--scenarios",
-            "dedup",
-        ],
+        &broker.namesrv,
+        "TernDedup",
+        &["--scenarios", "dedup"],
+        "C++ messages sent again with their UNIQ_KEY",
     );
-    run.assert_passed("C++ messages sent again with their UNIQ_KEY", SCRIPT_LIMIT);
     broker.stop_cleanly();
 }
 
 #[test]
 fn cpp_acknowledged_messages_survive_kill9_and_clean_restart() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("cpp_acknowledged_messages_survive_kill9_and_clean_restart")
-    else {
+    let Some((_serial, py, scratch)) = cpp_test(
+        "cpp_acknowledged_messages_survive_kill9_and_clean_restart",
+        "restart",
+    ) else {
         return;
     };
-    let scratch = Scratch::new("restart");
     let conf = scratch.path("broker.conf");
     fs::write(
         &conf,
@@ -196,44 +167,30 @@ fn verdict_line_parses() {
 /// and a TLS client is served beside it.
 #[test]
 fn cpp_client_works_against_a_permissive_tls_broker() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("cpp_client_works_against_a_permissive_tls_broker") else {
+    let Some((_serial, py, scratch)) =
+        cpp_test("cpp_client_works_against_a_permissive_tls_broker", "tls")
+    else {
         return;
     };
-    let scratch = Scratch::new("tls");
     let ca = certs::Ca::new("Tern interop CA");
     let id = ca.issue(&scratch.path(""), "broker", &["127.0.0.1"], false);
     let ca_file = ca.write(&scratch.path(""), "ca.pem");
-    let conf = scratch.path("broker.conf");
-    fs::write(
-        &conf,
-        format!(
+    let mut broker = Broker::start_in(
+        &scratch,
+        Some(&format!(
             "tls.server.mode=permissive\ntls.server.certPath={}\ntls.server.keyPath={}\n",
             id.cert.display(),
             id.key.display()
-        ),
-    )
-    .unwrap();
-    let mut broker = Broker::start(
-        &scratch.path("data"),
-        Some(&conf),
-        scratch.path("broker.log"),
+        )),
     );
-    let mut run = Script::start(
+    assert_scenarios_pass(
         &py,
         &scratch,
-        &[
-            "--namesrv",
-            &broker.namesrv,
-            "--prefix",
-            "TernTls",
-            "--scenarios",
-            "sync,oneway",
-            "--count",
-            "200",
-        ],
+        &broker.namesrv,
+        "TernTls",
+        &["--scenarios", "sync,oneway", "--count", "200"],
+        "C++ client against a permissive TLS broker",
     );
-    run.assert_passed("C++ client against a permissive TLS broker", SCRIPT_LIMIT);
     // The same ports serve TLS: the name server and the broker, each over a handshake.
     let tls =
         tern_shell::tls::ClientTls::new(&tern_shell::tls::ClientTlsSettings::trusting(&ca_file))

@@ -16,12 +16,12 @@ use interop::*;
 /// finding it through the name server's route as it would a Java slave.
 #[test]
 fn cpp_client_reads_from_the_slave_after_the_master_is_killed() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("cpp_client_reads_from_the_slave_after_the_master_is_killed")
-    else {
+    let Some((_serial, py, scratch)) = cpp_test(
+        "cpp_client_reads_from_the_slave_after_the_master_is_killed",
+        "ha",
+    ) else {
         return;
     };
-    let scratch = Scratch::new("ha");
     // The name server lives in a broker of its own, so killing the master leaves it up.
     let ns_host = Broker::start(&scratch.path("ns"), None, scratch.path("broker-ns.log"));
     let conf = |name: &str, extra: &str| {
@@ -72,11 +72,11 @@ fn cpp_client_reads_from_the_slave_after_the_master_is_killed() {
 /// with a wrong secret gets nothing acknowledged.
 #[test]
 fn cpp_client_signs_its_requests_for_an_acl_broker() {
-    let _serial = serial();
-    let Some(py) = python_or_skip("cpp_client_signs_its_requests_for_an_acl_broker") else {
+    let Some((_serial, py, scratch)) =
+        cpp_test("cpp_client_signs_its_requests_for_an_acl_broker", "acl")
+    else {
         return;
     };
-    let scratch = Scratch::new("acl");
     let rules = scratch.path("plain_acl.yml");
     fs::write(
         &rules,
@@ -85,16 +85,12 @@ fn cpp_client_signs_its_requests_for_an_acl_broker() {
          - TernAcl=PUB|SUB\n      - TBW102=PUB|SUB\n",
     )
     .unwrap();
-    let conf = scratch.path("broker.conf");
-    fs::write(
-        &conf,
-        format!("aclEnable=true\nplainAclFile={}\n", rules.display()),
-    )
-    .unwrap();
-    let mut broker = Broker::start(
-        &scratch.path("data"),
-        Some(&conf),
-        scratch.path("broker.log"),
+    let mut broker = Broker::start_in(
+        &scratch,
+        Some(&format!(
+            "aclEnable=true\nplainAclFile={}\n",
+            rules.display()
+        )),
     );
     let signed = ["--access-key", "cpp_user", "--secret-key", "cpp_secret"];
     let acked = send_acked(

@@ -24,8 +24,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use common::{BrokerProc, write_conf};
-use grpc_script::{GrpcScript, Target, parse_verdict, script, script_with_env, serial};
-use tern_testkit::python::{grpc_python_or_skip, python_or_skip};
+use grpc_script::{GrpcScript, Target, grpc_test, parse_verdict, script, script_with_env};
+use tern_testkit::python::python_or_skip;
 
 /// A standalone broker with `extra` conf lines; the gRPC endpoint is on an ephemeral port
 /// (`grpcServerPort=0` is in the harness's GEOMETRY).
@@ -55,8 +55,7 @@ fn scenario_in(
     env: &[(&str, &str)],
     expect: &[&str],
 ) {
-    let _serial = serial();
-    let Some(py) = grpc_python_or_skip(test) else {
+    let Some((_serial, py)) = grpc_test(test) else {
         return;
     };
     let (dir, mut broker) = match dir {
@@ -317,8 +316,7 @@ fn grpc_and_cpp_clients_read_each_others_messages() {
 /// endpoint), stopped with SIGTERM or `kill -9` when the script says `RESTART-NOW` and
 /// started again on the same data; the script goes on with the same client objects.
 fn restart(test: &str, kill9: bool) {
-    let _serial = serial();
-    let Some(py) = grpc_python_or_skip(test) else {
+    let Some((_serial, py)) = grpc_test(test) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

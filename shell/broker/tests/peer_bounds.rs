@@ -9,10 +9,8 @@ use tern_shell::ResponseCode;
 
 #[test]
 fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Bounds", 1).await;
+    with_client("", async |c| {
+        create_topic(c, "Bounds", 1).await;
         let long = "g".repeat(256);
         for (group, why) in [
             ("bad group", "illegal characters"),
@@ -26,7 +24,7 @@ fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
             let remark = resp.remark.unwrap_or_default();
             assert!(remark.contains(why), "{group:?}: {remark}");
             assert!(
-                !all_groups(&c)
+                !all_groups(c)
                     .await
                     .subscription_group_table
                     .contains_key(group),
@@ -39,7 +37,7 @@ fn heartbeats_naming_groups_rocketmq_rejects_create_nothing() {
             .await;
         expect_code(&resp, ResponseCode::Success);
         assert!(
-            all_groups(&c)
+            all_groups(c)
                 .await
                 .subscription_group_table
                 .contains_key("CID_ok-1")

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
-use tern_shell::body::{SubscriptionGroupConfig, to_json};
+use tern_shell::body::SubscriptionGroupConfig;
 use tern_shell::message::decode_pulled;
 use tern_shell::runtime;
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
@@ -120,17 +120,15 @@ fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
 
 #[test]
 fn unacked_messages_revive_to_the_retry_topic_once_with_reconsume_times_plus_one() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T2", 1).await;
-        send_bodies(&c, "T2", 0, &["a0", "a1", "a2"]).await;
-        let first = pop(&c, pop_req("T2", 0, 32, 2_000, 0)).await;
+    with_client("", async |c| {
+        create_topic(c, "T2", 1).await;
+        send_bodies(c, "T2", 0, &["a0", "a1", "a2"]).await;
+        let first = pop(c, pop_req("T2", 0, 32, 2_000, 0)).await;
         expect_code(&first.resp, ResponseCode::Success);
         let pt = first.num("popTime");
         expect_code(&c.call(first.msgs[0].ack()).await, ResponseCode::Success);
         expect_code(&c.call(first.msgs[2].ack()).await, ResponseCode::Success);
-        let got = pop_until(&c, "T2", 1, 60_000, Duration::from_secs(15)).await;
+        let got = pop_until(c, "T2", 1, 60_000, Duration::from_secs(15)).await;
         assert!(
             now_ms() >= pt + 2_000,
             "revived before its invisible time passed"
@@ -146,7 +144,7 @@ fn unacked_messages_revive_to_the_retry_topic_once_with_reconsume_times_plus_one
         assert!(r.handle.starts_with("0 "), "{}", r.handle);
         expect_code(&c.call(r.ack()).await, ResponseCode::Success);
         // Acked everywhere: nothing more comes.
-        let more = pop_until(&c, "T2", 1, 60_000, Duration::from_secs(6)).await;
+        let more = pop_until(c, "T2", 1, 60_000, Duration::from_secs(6)).await;
         assert!(more.is_empty(), "{more:?}");
     });
 }
@@ -204,10 +202,8 @@ fn batch_ack_and_changed_invisible_time_decide_what_revives() {
 
 #[test]
 fn long_polling_peek_and_notification() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T4", 2).await;
+    with_client("", async |c| {
+        create_topic(c, "T4", 2).await;
         // A held POP of every queue is answered when a message arrives.
         let c2 = c.clone();
         let held = runtime::spawn(async move {
@@ -217,7 +213,7 @@ fn long_polling_peek_and_notification() {
         });
         runtime::sleep(Duration::from_millis(500)).await;
         let sent = Instant::now();
-        send_bodies(&c, "T4", 1, &["late"]).await;
+        send_bodies(c, "T4", 1, &["late"]).await;
         let (p, waited) = held.await;
         expect_code(&p.resp, ResponseCode::Success);
         assert_eq!(p.bodies(), ["late"]);
@@ -229,7 +225,7 @@ fn long_polling_peek_and_notification() {
         assert_eq!(p.field("startOffsetInfo"), "0 1 0");
         // Nothing: held for pollTime, then POLLING_TIMEOUT.
         let t = Instant::now();
-        let none = pop(&c, pop_req("T4", -1, 32, 60_000, 1_000)).await;
+        let none = pop(c, pop_req("T4", -1, 32, 60_000, 1_000)).await;
         expect_code(&none.resp, ResponseCode::PollingTimeout);
         assert!(
             t.elapsed() >= Duration::from_millis(900),
@@ -238,7 +234,7 @@ fn long_polling_peek_and_notification() {
         );
 
         // PEEK shows messages without popping them.
-        send_bodies(&c, "T4", 0, &["p0", "p1"]).await;
+        send_bodies(c, "T4", 0, &["p0", "p1"]).await;
         let peek = |q: i32| {
             RemotingCommand::request_code(RequestCode::PeekMessage)
                 .with_ext("topic", "T4")
@@ -266,7 +262,7 @@ fn long_polling_peek_and_notification() {
         let n = c.call(note(0)).await;
         expect_code(&n, ResponseCode::Success);
         assert_eq!(n.ext_fields["hasMsg"], "true");
-        let p = pop(&c, pop_req("T4", 0, 32, 60_000, 0)).await;
+        let p = pop(c, pop_req("T4", 0, 32, 60_000, 0)).await;
         assert_eq!(p.bodies(), ["p0", "p1"]);
         expect_code(&c.call(peek(0)).await, ResponseCode::PullNotFound);
         // Held NOTIFICATION: woken by a send; and false after its poll time.
@@ -277,7 +273,7 @@ fn long_polling_peek_and_notification() {
         let c3 = c.clone();
         let held = runtime::spawn(async move { c3.call(note(10_000)).await });
         runtime::sleep(Duration::from_millis(300)).await;
-        send_bodies(&c, "T4", 0, &["n0"]).await;
+        send_bodies(c, "T4", 0, &["n0"]).await;
         let n = held.await;
         assert_eq!(n.ext_fields["hasMsg"], "true");
     });
@@ -285,40 +281,38 @@ fn long_polling_peek_and_notification() {
 
 #[test]
 fn orderly_pop_holds_one_batch_per_queue_until_acked_or_invisible() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T5", 1).await;
-        send_bodies(&c, "T5", 0, &["o0", "o1", "o2"]).await;
+    with_client("", async |c| {
+        create_topic(c, "T5", 1).await;
+        send_bodies(c, "T5", 0, &["o0", "o1", "o2"]).await;
         let req = |attempt: &str, max: i32, it: i64| orderly(pop_req("T5", 0, max, it, 0), attempt);
-        let a = pop(&c, req("A", 2, 60_000)).await;
+        let a = pop(c, req("A", 2, 60_000)).await;
         expect_code(&a.resp, ResponseCode::Success);
         assert_eq!(a.bodies(), ["o0", "o1"]);
         assert_eq!(a.num("reviveQid"), 999);
         assert_eq!(a.field("orderCountInfo"), "0 qo0%0 0;0 qo0%1 0;0 0 0");
         // Another attempt finds the queue locked; the same attempt gets the same batch.
         expect_code(
-            &pop(&c, req("B", 2, 60_000)).await.resp,
+            &pop(c, req("B", 2, 60_000)).await.resp,
             ResponseCode::PollingTimeout,
         );
-        let again = pop(&c, req("A", 2, 60_000)).await;
+        let again = pop(c, req("A", 2, 60_000)).await;
         assert_eq!(again.bodies(), ["o0", "o1"]);
         // Acking one of two keeps it locked; a stale handle is ignored.
         expect_code(&c.call(again.msgs[0].ack()).await, ResponseCode::Success);
         expect_code(
-            &pop(&c, req("B", 2, 60_000)).await.resp,
+            &pop(c, req("B", 2, 60_000)).await.resp,
             ResponseCode::PollingTimeout,
         );
         expect_code(&c.call(again.msgs[1].ack()).await, ResponseCode::Success);
-        let next = pop(&c, req("B", 2, 2_500)).await;
+        let next = pop(c, req("B", 2, 2_500)).await;
         assert_eq!(next.bodies(), ["o2"]);
         // Not acked within its invisible time: popped again, counted once more.
         expect_code(
-            &pop(&c, req("C", 2, 1_000)).await.resp,
+            &pop(c, req("C", 2, 1_000)).await.resp,
             ResponseCode::PollingTimeout,
         );
         runtime::sleep(Duration::from_millis(2_700)).await;
-        let redo = pop(&c, req("C", 2, 60_000)).await;
+        let redo = pop(c, req("C", 2, 60_000)).await;
         assert_eq!(redo.bodies(), ["o2"]);
         assert_eq!(redo.field("orderCountInfo"), "0 qo0%2 1;0 0 1");
         // Changing the invisible time of a batch in flight extends the lock.
@@ -326,8 +320,8 @@ fn orderly_pop_holds_one_batch_per_queue_until_acked_or_invisible() {
         expect_code(&r, ResponseCode::Success);
         assert_eq!(r.ext_fields["reviveQid"], "999");
         expect_code(&c.call(redo.msgs[0].ack()).await, ResponseCode::Success);
-        send_bodies(&c, "T5", 0, &["o3"]).await;
-        assert_eq!(pop(&c, req("D", 2, 60_000)).await.bodies(), ["o3"]);
+        send_bodies(c, "T5", 0, &["o3"]).await;
+        assert_eq!(pop(c, req("D", 2, 60_000)).await.bodies(), ["o3"]);
     });
 }
 
@@ -393,9 +387,7 @@ fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
             retry_max_times: 1,
             ..SubscriptionGroupConfig::default()
         };
-        let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-            .with_body(to_json(&g));
-        expect_code(&c.call(req).await, ResponseCode::Success);
+        create_group(&c, &g).await;
         send_bodies(&c, "T7", 0, &["d0"]).await;
         let first = pop_until(&c, "T7", 1, 1_000, Duration::from_secs(5)).await;
         assert_eq!(first.len(), 1);

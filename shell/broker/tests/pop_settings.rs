@@ -82,15 +82,13 @@ fn polling_info_counts_the_pops_held_on_a_queue_key() {
 
 #[test]
 fn with_retry_topic_v2_redeliveries_go_to_group_plus_topic() {
-    let (_dir, b) = start("enableRetryTopicV2=true\n");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "RV2", 1).await;
-        send_bodies(&c, "RV2", 0, &["v0"]).await;
-        let first = pop_until(&c, "RV2", 1, 1_000, Duration::from_secs(5)).await;
+    with_client("enableRetryTopicV2=true\n", async |c| {
+        create_topic(c, "RV2", 1).await;
+        send_bodies(c, "RV2", 0, &["v0"]).await;
+        let first = pop_until(c, "RV2", 1, 1_000, Duration::from_secs(5)).await;
         assert_eq!(first.len(), 1);
         // Not acked: revived after a second into the V2 retry topic.
-        let again = pop_until(&c, "RV2", 1, 60_000, Duration::from_secs(15)).await;
+        let again = pop_until(c, "RV2", 1, 60_000, Duration::from_secs(15)).await;
         assert_eq!(again.len(), 1, "never redelivered");
         let m = &again[0];
         assert_eq!(m.msg.topic, format!("%RETRY%{G}+RV2"));
@@ -99,7 +97,7 @@ fn with_retry_topic_v2_redeliveries_go_to_group_plus_topic() {
         assert_eq!(m.handle.split(' ').nth(4), Some("2"), "{}", m.handle);
         expect_code(&c.call(m.ack()).await, ResponseCode::Success);
         // Acked: nothing comes again.
-        let none = pop_until(&c, "RV2", 1, 60_000, Duration::from_secs(3)).await;
+        let none = pop_until(c, "RV2", 1, 60_000, Duration::from_secs(3)).await;
         assert!(none.is_empty(), "{none:?}");
     });
 }

@@ -13,13 +13,12 @@
 mod common;
 mod grpc_script;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use common::{BrokerProc, write_conf};
-use grpc_script::{GrpcScript, Target, admin, script, serial};
-use tern_testkit::python::grpc_python_or_skip;
+use grpc_script::{GrpcScript, Target, admin, grpc_test, script};
 use tern_testkit::{Proc, binary_of, eventually};
 
 /// A running `tern-proxy`: its gRPC address and its stderr so far.
@@ -128,13 +127,21 @@ impl Cluster {
         )
     }
 
-    /// Runs one scenario of the script against the proxy and checks its PASS lines.
-    fn scenario(&self, py: &Path, prefix: &str, name: &str, expect: &[&str]) {
+    /// [`grpc_test`]'s turn and python, and a started cluster; `None` when the test
+    /// should skip.
+    fn for_test(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf, Cluster)> {
+        let (serial, py) = grpc_test(test)?;
+        Some((serial, py, Cluster::start()))
+    }
+
+    /// Runs one scenario of the script against the proxy (on `TernProxy-` topics) and
+    /// checks its PASS lines.
+    fn scenario(&self, py: &Path, name: &str, expect: &[&str]) {
         let target = Target {
             endpoint: &self.proxy.addr,
             namesrv: &self.namesrv,
         };
-        let args = ["--prefix", prefix, "--scenario", name];
+        let args = ["--prefix", "TernProxy", "--scenario", name];
         let mut run = script(py, &self._dir.path().join("home"), &target, &args);
         run.assert_passed(name, expect, || self.stderr());
     }
@@ -166,15 +173,13 @@ impl Cluster {
 
 #[test]
 fn proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back() {
-    let _serial = serial();
-    let test = "proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back";
-    let Some(py) = grpc_python_or_skip(test) else {
+    let Some((_serial, py, c)) =
+        Cluster::for_test("proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back")
+    else {
         return;
     };
-    let c = Cluster::start();
     c.scenario(
         &py,
-        "TernProxy",
         "normal",
         &[
             "normal: 200 sends answered with a message id each",
@@ -197,15 +202,13 @@ fn proxy_spreads_5x_sends_over_the_cluster_and_reads_them_back() {
 
 #[test]
 fn proxy_keeps_fifo_order_and_carries_transaction_check_backs() {
-    let _serial = serial();
-    let test = "proxy_keeps_fifo_order_and_carries_transaction_check_backs";
-    let Some(py) = grpc_python_or_skip(test) else {
+    let Some((_serial, py, c)) =
+        Cluster::for_test("proxy_keeps_fifo_order_and_carries_transaction_check_backs")
+    else {
         return;
     };
-    let c = Cluster::start();
     c.scenario(
         &py,
-        "TernProxy",
         "fifo",
         &[
             // The group's consumeMessageOrderly, read from a broker by the proxy.
@@ -217,7 +220,6 @@ fn proxy_keeps_fifo_order_and_carries_transaction_check_backs() {
     );
     c.scenario(
         &py,
-        "TernProxy",
         "transaction",
         &[
             "transaction: commit answered OK",

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use tern_broker::config::BrokerConfig;
 use tern_broker::{Broker, slave_sync};
-use tern_shell::body::{DelayOffsetSerializeWrapper, SubscriptionGroupConfig, to_json};
+use tern_shell::body::{DelayOffsetSerializeWrapper, SubscriptionGroupConfig};
 use tern_shell::config::ConfigSource;
 use tern_shell::headers::PullMessageRequestHeader;
 use tern_shell::runtime;
@@ -94,15 +94,13 @@ async fn stored_offset(c: &Client, group: &str, topic: &str, queue_id: i32) -> O
     }
 }
 
-async fn create_group(c: &Client, group: &str, retry_max_times: i32) {
+async fn create_group_retrying(c: &Client, group: &str, retry_max_times: i32) {
     let g = SubscriptionGroupConfig {
         group_name: group.into(),
         retry_max_times,
         ..SubscriptionGroupConfig::default()
     };
-    let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-        .with_body(to_json(&g));
-    expect_code(&c.call(req).await, ResponseCode::Success);
+    create_group(c, &g).await;
 }
 
 /// Sends a level-1 delayed message to `topic` and waits until the master delivered it
@@ -124,7 +122,7 @@ fn a_sync_copies_topics_offsets_groups_and_delay_progress_and_persists_them() {
         let (master, slave) = p.clients().await;
         create_topic(&master, "SyncTopic", 4).await;
         commit(&master, "GroupA", "SyncTopic", 2, 17).await;
-        create_group(&master, "GroupA", 7).await;
+        create_group_retrying(&master, "GroupA", 7).await;
         deliver_one_delayed(&master, "SyncTopic").await;
         assert!(
             !all_topics(&slave)
@@ -169,7 +167,7 @@ fn changes_on_the_master_arrive_on_the_next_sync() {
         let (master, slave) = p.clients().await;
         create_topic(&master, "First", 2).await;
         commit(&master, "GroupB", "First", 0, 5).await;
-        create_group(&master, "GroupB", 3).await;
+        create_group_retrying(&master, "GroupB", 3).await;
         p.sync().await.unwrap();
         // A topic made on the slave alone moves its version: the master's table replaces
         // it at the next sync, as in RocketMQ.
@@ -180,7 +178,7 @@ fn changes_on_the_master_arrive_on_the_next_sync() {
 
         create_topic(&master, "Second", 3).await;
         commit(&master, "GroupB", "First", 0, 42).await;
-        create_group(&master, "GroupB", 9).await;
+        create_group_retrying(&master, "GroupB", 9).await;
         p.sync().await.unwrap();
 
         let s = all_topics(&slave).await;
@@ -206,7 +204,7 @@ fn a_master_that_is_down_is_an_error_and_leaves_the_slave_unchanged() {
         let (master, slave) = p.clients().await;
         create_topic(&master, "Kept", 2).await;
         commit(&master, "GroupC", "Kept", 1, 8).await;
-        create_group(&master, "GroupC", 4).await;
+        create_group_retrying(&master, "GroupC", 4).await;
         p.sync().await.unwrap();
         let before = (
             all_topics(&slave).await,

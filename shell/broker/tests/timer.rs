@@ -74,10 +74,8 @@ fn check_delivered(got: &MessageExt, sent: &Message, due: i64) {
 
 #[test]
 fn timer_messages_arrive_no_earlier_than_due_intact_and_with_their_ids() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Timed", 4).await;
+    with_client("", async |c| {
+        create_topic(c, "Timed", 4).await;
         let mut sent = BTreeMap::new();
         for i in 0..30 {
             let k = format!("t{i}");
@@ -93,7 +91,7 @@ fn timer_messages_arrive_no_earlier_than_due_intact_and_with_their_ids() {
                     )
                 }
             };
-            let h = send_timed(&c, &m).await;
+            let h = send_timed(c, &m).await;
             assert_eq!(h.queue_id, 0, "answered with the queue asked for");
             assert!(
                 h.recall_handle.is_some(),
@@ -102,9 +100,9 @@ fn timer_messages_arrive_no_earlier_than_due_intact_and_with_their_ids() {
             sent.insert(k, (m, due));
         }
         // Nothing in the topic yet: they wait in the timer topic.
-        assert!(pull_all(&c, "Timed", 0, 0).await.is_empty());
-        assert_eq!(pull_all(&c, TIMER_TOPIC, 0, 0).await.len(), 30);
-        let got = arrivals(&c, "Timed", 0, 30, LATE).await;
+        assert!(pull_all(c, "Timed", 0, 0).await.is_empty());
+        assert_eq!(pull_all(c, TIMER_TOPIC, 0, 0).await.len(), 30);
+        let got = arrivals(c, "Timed", 0, 30, LATE).await;
         let mut lateness = Vec::new();
         for (m, seen) in &got {
             let (s, due) = &sent[key(m)];
@@ -117,8 +115,8 @@ fn timer_messages_arrive_no_earlier_than_due_intact_and_with_their_ids() {
             "30 timers: lateness of the stored copy p50 {} ms, max {} ms",
             lateness[15], lateness[29]
         );
-        runtime_wait_nothing_more(&c, "Timed", 30).await;
-        let info = runtime_info(&c).await;
+        runtime_wait_nothing_more(c, "Timed", 30).await;
+        let info = runtime_info(c).await;
         assert_eq!(info["timerDelivered"], "30", "{info:?}");
         assert_eq!(info["timerOffsetBehind"], "0");
     });
@@ -198,14 +196,12 @@ fn a_delay_level_wins_bad_values_are_refused_and_a_past_time_is_delivered_at_onc
 #[test]
 fn a_delay_past_the_roll_window_rolls_and_still_arrives_on_time() {
     // A window of 2 slots: a 7 s delay goes round the timer topic several times.
-    let (_dir, b) = start("timerRollWindowSlot=2\n");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Rolled", 1).await;
+    with_client("timerRollWindowSlot=2\n", async |c| {
+        create_topic(c, "Rolled", 1).await;
         let due = now_ms() + 7_000;
         let m = timed("Rolled", "far", ("TIMER_DELAY_SEC", "7"));
-        send_timed(&c, &m).await;
-        let got = arrivals(&c, "Rolled", 0, 1, LATE).await;
+        send_timed(c, &m).await;
+        let got = arrivals(c, "Rolled", 0, 1, LATE).await;
         check_delivered(&got[0].0, &m, due);
         let rolls: u32 = prop(&got[0].0, "TIMER_ROLL_TIMES")
             .unwrap()
@@ -213,10 +209,10 @@ fn a_delay_past_the_roll_window_rolls_and_still_arrives_on_time() {
             .unwrap();
         assert!(rolls >= 2, "{rolls} rolls");
         assert!(
-            pull_all(&c, TIMER_TOPIC, 0, 0).await.len() > 1,
+            pull_all(c, TIMER_TOPIC, 0, 0).await.len() > 1,
             "re-put legs"
         );
-        runtime_wait_nothing_more(&c, "Rolled", 1).await;
+        runtime_wait_nothing_more(c, "Rolled", 1).await;
     });
 }
 
@@ -281,12 +277,10 @@ fn a_recalled_timer_message_is_never_delivered_even_across_kill_9() {
 
 #[test]
 fn recall_is_refused_while_recallmessageenable_is_off() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Recall", 1).await;
+    with_client("", async |c| {
+        create_topic(c, "Recall", 1).await;
         let m = timed("Recall", "x", ("TIMER_DELAY_SEC", "60"));
-        let handle = send_timed(&c, &m).await.recall_handle.unwrap();
+        let handle = send_timed(c, &m).await.recall_handle.unwrap();
         let resp = c.call(recall_req("Recall", &handle)).await;
         expect_code(&resp, ResponseCode::NoPermission);
         assert_eq!(

@@ -79,12 +79,9 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         ));
         let e = send(&b, new, "AclAdm").await.unwrap_err();
         assert!(e.to_string().contains("No acl config for newuser1"), "{e}");
-        // Not admin: refused, and the file is unchanged.
-        let before = std::fs::read_to_string(&file).unwrap();
-        let out = tern_admin(
-            &b,
-            Some(("app_user", "app_secret")),
-            &[
+        // updateAclConfig of newuser1 as `who`, with `more` options.
+        let update_new_user = |who, more: &[&str]| {
+            let mut args = vec![
                 "updateAclConfig",
                 "-c",
                 "DefaultCluster",
@@ -92,65 +89,38 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
                 "newuser1",
                 "-s",
                 "newsecret1",
-            ],
-        );
+            ];
+            args.extend_from_slice(more);
+            tern_admin(&b, who, &args)
+        };
+        let acl_version = || -> serde_json::Value {
+            let out = succeeded(&tern_admin(
+                &b,
+                adm,
+                &["clusterAclConfigVersion", "-c", "DefaultCluster", "--json"],
+            ));
+            serde_json::from_str(&out).unwrap()
+        };
+        // Not admin: refused, and the file is unchanged.
+        let before = std::fs::read_to_string(&file).unwrap();
+        let out = update_new_user(Some(("app_user", "app_secret")), &[]);
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains("Need admin permission"));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
-        let v0 = succeeded(&tern_admin(
-            &b,
-            adm,
-            &["clusterAclConfigVersion", "-c", "DefaultCluster", "--json"],
-        ));
-        let v0: serde_json::Value = serde_json::from_str(&v0).unwrap();
+        let v0 = acl_version();
         let counter = |v: &serde_json::Value| v[0]["version"]["counter"].as_i64().unwrap();
         // Created by the admin: the new account sends at once.
-        let out = succeeded(&tern_admin(
-            &b,
-            adm,
-            &[
-                "updateAclConfig",
-                "-c",
-                "DefaultCluster",
-                "-a",
-                "newuser1",
-                "-s",
-                "newsecret1",
-                "-i",
-                "DENY",
-                "-t",
-                "AclAdm=PUB",
-            ],
-        ));
+        let out = succeeded(&update_new_user(adm, &["-i", "DENY", "-t", "AclAdm=PUB"]));
         assert!(
             out.contains("create or update plain access config to"),
             "{out}"
         );
         send(&b, new, "AclAdm").await.unwrap();
         // Changed: its topic permission goes; the default DENY applies.
-        succeeded(&tern_admin(
-            &b,
-            adm,
-            &[
-                "updateAclConfig",
-                "-c",
-                "DefaultCluster",
-                "-a",
-                "newuser1",
-                "-s",
-                "newsecret1",
-                "-t",
-                "Other=PUB",
-            ],
-        ));
+        succeeded(&update_new_user(adm, &["-t", "Other=PUB"]));
         let e = send(&b, new, "AclAdm").await.unwrap_err();
         assert!(matches!(&e, ClientError::Broker { code: 16, .. }), "{e}");
-        let v1 = succeeded(&tern_admin(
-            &b,
-            adm,
-            &["clusterAclConfigVersion", "-c", "DefaultCluster", "--json"],
-        ));
-        let v1: serde_json::Value = serde_json::from_str(&v1).unwrap();
+        let v1 = acl_version();
         assert_eq!(counter(&v1), counter(&v0) + 2, "{v1}");
         let cfg = succeeded(&tern_admin(
             &b,

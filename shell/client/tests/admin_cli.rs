@@ -212,18 +212,10 @@ fn broker_config_is_read_and_changed_with_mqadmins_commands_and_kept_across_a_re
     );
 
     make_topic(ns, "CfgTopic", "1");
-    let out = ok(
-        ns,
-        &[
-            "updateBrokerConfig",
-            "-b",
-            &addr,
-            "-k",
-            "fileReservedTime",
-            "-v",
-            "12",
-        ],
-    );
+    // updateBrokerConfig of the broker at `addr`: `key` set to `value`.
+    let set_on_broker =
+        |key, value| -> [&str; 7] { ["updateBrokerConfig", "-b", &addr, "-k", key, "-v", value] };
+    let out = ok(ns, &set_on_broker("fileReservedTime", "12"));
     assert_eq!(out, format!("update broker config success, {addr}\n"));
     let out = json(
         ns,
@@ -242,36 +234,14 @@ fn broker_config_is_read_and_changed_with_mqadmins_commands_and_kept_across_a_re
     assert_eq!(route["queueDatas"][0]["perm"], 4, "{route}");
 
     // Keys Tern reads only at start, and bad values, are refused by name.
-    let out = admin(
-        ns,
-        &[
-            "updateBrokerConfig",
-            "-b",
-            &addr,
-            "-k",
-            "listenPort",
-            "-v",
-            "1",
-        ],
-    );
+    let out = admin(ns, &set_on_broker("listenPort", "1"));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("listenPort") && err.contains("restart"),
         "{err}"
     );
-    let out = admin(
-        ns,
-        &[
-            "updateBrokerConfig",
-            "-b",
-            &addr,
-            "-k",
-            "brokerPermission",
-            "-v",
-            "x",
-        ],
-    );
+    let out = admin(ns, &set_on_broker("brokerPermission", "x"));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("brokerPermission"));
     let out = admin(

@@ -306,9 +306,9 @@ fn message_probe_and_stats_commands_print_what_was_sent() {
     let docs = json(ns, &["printMsg", "-t", "Print"]);
     assert_eq!(docs[0]["messages"].as_array().unwrap().len(), 3);
 
-    let by_tag = ok(
-        ns,
-        &[
+    // printMsgByQueue of Print's queue 0 on broker-a, with `more` options.
+    let by_queue = |more: &[&'static str]| {
+        let mut args = vec![
             "printMsgByQueue",
             "-t",
             "Print",
@@ -316,29 +316,17 @@ fn message_probe_and_stats_commands_print_what_was_sent() {
             "broker-a",
             "-i",
             "0",
-            "-f",
-            "true",
-        ],
-    );
+        ];
+        args.extend_from_slice(more);
+        args
+    };
+    let by_tag = ok(ns, &by_queue(&["-f", "true"]));
     assert!(
         by_tag.contains("Tag: A") && by_tag.contains("Count: 2"),
         "{by_tag}"
     );
     assert!(!by_tag.contains("MSGID"), "-p defaults to false: {by_tag}");
-    let shown = json(
-        ns,
-        &[
-            "printMsgByQueue",
-            "-t",
-            "Print",
-            "-a",
-            "broker-a",
-            "-i",
-            "0",
-            "-p",
-            "true",
-        ],
-    );
+    let shown = json(ns, &by_queue(&["-p", "true"]));
     assert_eq!(shown["messages"].as_array().unwrap().len(), 3);
 
     // statsAll: three messages in today, no consumer yet.

@@ -175,15 +175,13 @@ fn an_undecodable_body_goes_to_the_dlq_and_the_queue_moves_on() {
         let seen: Arc<Mutex<Vec<String>>> = Arc::default();
         let mut cfg = PushConsumerConfig::new(group);
         cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-        let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-        c.subscribe(topic, "*").unwrap();
         let log = seen.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+        let listener = move |msgs: &[MessageExt], _: &mut ConsumeContext| {
             let mut l = log.lock().unwrap();
             l.extend(msgs.iter().map(|m| m.properties["KEYS"].clone()));
             ConsumeStatus::Success
-        });
-        c.start().await.unwrap();
+        };
+        let c = b.push_consumer(cfg, topic, listener).await;
         wait_until(
             "the good messages pushed",
             Duration::from_secs(30),

@@ -27,10 +27,8 @@ async fn consumer(b: &Broker, group: &str, topic: &str, log: &Log) -> PushConsum
     let mut cfg = PushConsumerConfig::new(group);
     cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
     cfg.persist_offset_interval = Duration::from_millis(500);
-    let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-    c.subscribe(topic, "*").unwrap();
     let log = log.clone();
-    c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+    let listener = move |msgs: &[MessageExt], _: &mut ConsumeContext| {
         let mut l = log.lock().unwrap();
         for m in msgs {
             let key = m.properties.get("KEYS").cloned().unwrap_or_default();
@@ -40,9 +38,8 @@ async fn consumer(b: &Broker, group: &str, topic: &str, log: &Log) -> PushConsum
             }
         }
         ConsumeStatus::Success
-    });
-    c.start().await.unwrap();
-    c
+    };
+    b.push_consumer(cfg, topic, listener).await
 }
 
 /// Sends `prefix0..prefixN`; returns the offset msgIds.
@@ -93,19 +90,35 @@ async fn two_batches(b: &Broker, topic: &str) -> i64 {
     mark
 }
 
+/// A group consuming `topic` after [`two_batches`]: returns the mark, the consumer's log,
+/// the running consumer and an admin once `first_pass` holds of the log (20 s at most)
+/// and the group's offsets are committed to the end.
+async fn past_two_batches(
+    b: &Broker,
+    group: &str,
+    topic: &str,
+    first_pass: impl Fn(&Log) -> bool,
+) -> (i64, Log, PushConsumer, Admin) {
+    let mark = two_batches(b, topic).await;
+    let log: Log = Arc::default();
+    let c = consumer(b, group, topic, &log).await;
+    let admin = Admin::new(b.client_config()).unwrap();
+    wait_until("first pass", Duration::from_secs(20), async || {
+        first_pass(&log)
+    })
+    .await;
+    wait_caught_up(&admin, group, topic).await;
+    (mark, log, c, admin)
+}
+
 #[test]
 fn a_running_group_reset_to_a_time_consumes_again_from_there() {
     let b = Broker::start("");
     run(async {
-        let mark = two_batches(&b, "CADM1").await;
-        let log: Log = Arc::default();
-        let c = consumer(&b, "cadm1-cg", "CADM1", &log).await;
-        let admin = Admin::new(b.client_config()).unwrap();
-        wait_until("first pass", Duration::from_secs(20), async || {
-            count(&log, "old").len() == 40 && count(&log, "new").len() == 40
+        let (mark, log, c, admin) = past_two_batches(&b, "cadm1-cg", "CADM1", |log| {
+            count(log, "old").len() == 40 && count(log, "new").len() == 40
         })
         .await;
-        wait_caught_up(&admin, "cadm1-cg", "CADM1").await;
         let table = admin
             .reset_offset_by_time("CADM1", "cadm1-cg", mark, true)
             .await
@@ -147,36 +160,31 @@ fn a_running_group_reset_to_a_time_consumes_again_from_there() {
 fn a_stopped_group_is_reset_in_the_broker_and_restarts_there() {
     let b = Broker::start("");
     run(async {
-        let mark = two_batches(&b, "CADM2").await;
-        let log: Log = Arc::default();
-        let c = consumer(&b, "cadm2-cg", "CADM2", &log).await;
-        let admin = Admin::new(b.client_config()).unwrap();
-        wait_until("first pass", Duration::from_secs(20), async || {
+        let (mark, log, c, admin) = past_two_batches(&b, "cadm2-cg", "CADM2", |log| {
             log.lock().unwrap().len() == 80
         })
         .await;
-        wait_caught_up(&admin, "cadm2-cg", "CADM2").await;
         c.shutdown().await;
         // Without force an offset only moves back: a time past the end changes nothing.
         let ahead = admin
             .reset_offset_by_time("CADM2", "cadm2-cg", now_ms() + 60_000, false)
             .await
             .unwrap();
-        let progress = admin
-            .consume_progress("cadm2-cg", Some("CADM2"))
-            .await
-            .unwrap();
-        for q in &progress.queues {
+        let progress = async || {
+            admin
+                .consume_progress("cadm2-cg", Some("CADM2"))
+                .await
+                .unwrap()
+        };
+        let progress_now = progress().await;
+        for q in &progress_now.queues {
             assert_eq!(ahead[&q.queue], q.broker_offset);
         }
         let table = admin
             .reset_offset_by_time("CADM2", "cadm2-cg", mark, false)
             .await
             .unwrap();
-        let progress = admin
-            .consume_progress("cadm2-cg", Some("CADM2"))
-            .await
-            .unwrap();
+        let progress = progress().await;
         for q in &progress.queues {
             assert_eq!(
                 q.consumer_offset, table[&q.queue],
@@ -323,15 +331,10 @@ fn tern_admin_resets_offsets_and_shows_consumer_status() {
     let b = Broker::start("");
     let ns = b.namesrv.clone();
     run(async {
-        let mark = two_batches(&b, "CADM5").await;
-        let log: Log = Arc::default();
-        let c = consumer(&b, "cadm5-cg", "CADM5", &log).await;
-        let admin = Admin::new(b.client_config()).unwrap();
-        wait_until("first pass", Duration::from_secs(20), async || {
+        let (mark, log, c, admin) = past_two_batches(&b, "cadm5-cg", "CADM5", |log| {
             log.lock().unwrap().len() == 80
         })
         .await;
-        wait_caught_up(&admin, "cadm5-cg", "CADM5").await;
         let cid = c.client().client_id().to_owned();
         // consumerStatus: the client's running info, as mqadmin prints it.
         let out = succeeded(&tern_admin(
@@ -344,20 +347,22 @@ fn tern_admin_resets_offsets_and_shows_consumer_status() {
         );
         let out = succeeded(&tern_admin(&ns, &["consumerStatus", "-g", "cadm5-cg"]));
         assert!(out.contains("#ClientId") && out.contains(&cid), "{out}");
-        // resetOffsetByTime with mqadmin's date form, then the table it prints.
-        let when = chrono_like(mark);
-        let out = succeeded(&tern_admin(
-            &ns,
-            &[
+        // resetOffsetByTime of the group to `when`, with `more` options: its output.
+        let reset = |when: &str, more: &[&str]| {
+            let mut args = vec![
                 "resetOffsetByTime",
                 "-g",
                 "cadm5-cg",
                 "-t",
                 "CADM5",
                 "-s",
-                &when,
-            ],
-        ));
+                when,
+            ];
+            args.extend_from_slice(more);
+            succeeded(&tern_admin(&ns, &args))
+        };
+        // With mqadmin's date form, then the table it prints.
+        let out = reset(&chrono_like(mark), &[]);
         assert!(
             out.contains("#brokerName") && out.contains("#queueId"),
             "{out}"
@@ -371,19 +376,7 @@ fn tern_admin_resets_offsets_and_shows_consumer_status() {
             count(&log, "new").values().all(|n| *n == 2) && count(&log, "new").len() == 40
         })
         .await;
-        let json = succeeded(&tern_admin(
-            &ns,
-            &[
-                "resetOffsetByTime",
-                "-g",
-                "cadm5-cg",
-                "-t",
-                "CADM5",
-                "-s",
-                "now",
-                "--json",
-            ],
-        ));
+        let json = reset("now", &["--json"]);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v.as_array().map(Vec::len), Some(4), "{json}");
         // A bad time is a usage error.

@@ -18,7 +18,7 @@ use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
     PushConsumer, PushConsumerConfig,
 };
-use tern_testkit::python::{python_or_skip, repo_root};
+use tern_testkit::python::{cpp_consume_only_args, python_or_skip, repo_root};
 
 /// Runs the interop script; returns (success, stdout).
 fn script(py: &Path, home: &Path, args: &[&str]) -> (bool, String) {
@@ -49,27 +49,17 @@ fn cpp_consume_keys(
     keys_file: &Path,
     prefix: &str,
 ) -> (bool, String) {
-    script(
-        py,
-        home,
-        &[
-            "--namesrv",
-            namesrv,
-            "--consume-only",
-            "--topic",
-            topic,
-            "--expect-keys",
-            keys_file.to_str().unwrap(),
-            "--prefix",
-            prefix,
-            "--consume-timeout",
-            "40",
-            "--grace",
-            "0.5",
-            "--deadline",
-            "60",
-        ],
-    )
+    let keys_file = keys_file.to_str().unwrap();
+    let mut args = cpp_consume_only_args(namesrv, topic, keys_file, prefix);
+    args.extend_from_slice(&[
+        "--consume-timeout",
+        "40",
+        "--grace",
+        "0.5",
+        "--deadline",
+        "60",
+    ]);
+    script(py, home, &args)
 }
 
 #[test]

@@ -40,10 +40,8 @@ async fn push_consumer(
     log: &Log,
     status: ConsumeStatus,
 ) -> PushConsumer {
-    let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-    c.subscribe(topic, "*").unwrap();
     let log = log.clone();
-    c.register_concurrent(move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
+    let listener = move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
         let mut l = log.lock().unwrap();
         for m in msgs {
             l.push(Seen {
@@ -53,9 +51,8 @@ async fn push_consumer(
             });
         }
         status
-    });
-    c.start().await.unwrap();
-    c
+    };
+    b.push_consumer(cfg, topic, listener).await
 }
 
 fn config(group: &str) -> PushConsumerConfig {

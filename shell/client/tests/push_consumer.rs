@@ -58,18 +58,15 @@ async fn concurrent(
     id: usize,
     log: &Log,
 ) -> PushConsumer {
-    let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-    c.subscribe(topic, "*").unwrap();
     let log = log.clone();
-    c.register_concurrent(move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
+    let listener = move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
         let mut l = log.lock().unwrap();
         for m in msgs {
             l.push(seen(id, m, ctx));
         }
         ConsumeStatus::Success
-    });
-    c.start().await.unwrap();
-    c
+    };
+    b.push_consumer(cfg, topic, listener).await
 }
 
 fn msg(topic: &str, i: usize) -> Message {

@@ -75,11 +75,9 @@ async fn consumer(
     log: &Log,
     status: impl Fn(&str, i32) -> ConsumeStatus + Send + Sync + 'static,
 ) -> PushConsumer {
-    let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-    c.subscribe(topic, "*").unwrap();
     let log = log.clone();
     let subscribed = topic.to_owned();
-    c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+    let listener = move |msgs: &[MessageExt], _: &mut ConsumeContext| {
         let mut out = ConsumeStatus::Success;
         for m in msgs {
             let key = m.properties.get("KEYS").cloned().unwrap_or_default();
@@ -93,9 +91,8 @@ async fn consumer(
             }
         }
         out
-    });
-    c.start().await.unwrap();
-    c
+    };
+    b.push_consumer(cfg, topic, listener).await
 }
 
 async fn send(b: &Broker, topic: &str, range: std::ops::Range<usize>) {

@@ -19,10 +19,8 @@ async fn replier(b: &Broker, topic: &str) -> (PushConsumer, Producer) {
     let answers = b.producer("rr-replier-pg");
     let mut cfg = PushConsumerConfig::new("rr-replier-cg");
     cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-    let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-    c.subscribe(topic, "*").unwrap();
     let p = answers.clone();
-    c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+    let listener = move |msgs: &[MessageExt], _: &mut ConsumeContext| {
         for m in msgs {
             let body = format!("re:{}", String::from_utf8_lossy(&m.body));
             let reply = create_reply(m, body).unwrap();
@@ -31,8 +29,8 @@ async fn replier(b: &Broker, topic: &str) -> (PushConsumer, Producer) {
             }
         }
         ConsumeStatus::Success
-    });
-    c.start().await.unwrap();
+    };
+    let c = b.push_consumer(cfg, topic, listener).await;
     (c, answers)
 }
 

@@ -464,30 +464,24 @@ fn a_group_serves_broker_flows_replaces_a_dead_master_and_keeps_its_state_across
             b.notes.guard()
         );
     }
+    // cleanBrokerMetadata of the replicas `ids` of broker-a.
+    let clean = |ids| {
+        admin(&[
+            "cleanBrokerMetadata",
+            "-a",
+            &fa,
+            "-bn",
+            NAME,
+            "-b",
+            ids,
+            "-c",
+            CLUSTER,
+        ])
+    };
     // The dead replica is forgotten; a live one cannot be.
-    let (ok, _, err) = admin(&[
-        "cleanBrokerMetadata",
-        "-a",
-        &fa,
-        "-bn",
-        NAME,
-        "-b",
-        "1;3",
-        "-c",
-        CLUSTER,
-    ]);
+    let (ok, _, err) = clean("1;3");
     assert!(!ok && err.contains("still alive"), "{err}");
-    let (ok, out, err) = admin(&[
-        "cleanBrokerMetadata",
-        "-a",
-        &fa,
-        "-bn",
-        NAME,
-        "-b",
-        "2",
-        "-c",
-        CLUSTER,
-    ]);
+    let (ok, out, err) = clean("2");
     assert!(
         ok && out.contains("clear broker broker-a metadata from controller success"),
         "{out} {err}"

@@ -7,11 +7,13 @@ use common::*;
 use tern_shell::headers::{KvConfigKeyRequestHeader, PutKvConfigRequestHeader};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
-fn key(ns: &str, k: &str) -> KvConfigKeyRequestHeader {
-    KvConfigKeyRequestHeader {
-        namespace: ns.into(),
-        key: k.into(),
-    }
+/// A KV request (`code`: get or delete) for `key` of the namespace "ns", and its answer.
+fn kv_call(conn: &tern_shell::Connection, code: RequestCode, key: &str) -> RemotingCommand {
+    let header = KvConfigKeyRequestHeader {
+        namespace: "ns".into(),
+        key: key.into(),
+    };
+    call(conn, RemotingCommand::request(code, &header))
 }
 
 #[test]
@@ -33,15 +35,9 @@ fn kv_config_put_get_delete_survive_a_restart() {
             );
             assert_eq!(r.response_code(), ResponseCode::Success);
         }
-        let r = call(
-            &conn,
-            RemotingCommand::request(RequestCode::GetKvConfig, &key("ns", "a")),
-        );
+        let r = kv_call(&conn, RequestCode::GetKvConfig, "a");
         assert_eq!(r.ext_fields.get("value").map(String::as_str), Some("1"));
-        let r = call(
-            &conn,
-            RemotingCommand::request(RequestCode::DeleteKvConfig, &key("ns", "b")),
-        );
+        let r = kv_call(&conn, RequestCode::DeleteKvConfig, "b");
         assert_eq!(r.response_code(), ResponseCode::Success);
         assert_eq!(ns.signal_and_wait("TERM").code(), Some(0));
     }
@@ -49,15 +45,9 @@ fn kv_config_put_get_delete_survive_a_restart() {
     assert_eq!(text, r#"{"configTable":{"ns":{"a":"1"}}}"#);
     let ns = Namesrv::start(&home, &[]);
     let conn = ns.connect();
-    let r = call(
-        &conn,
-        RemotingCommand::request(RequestCode::GetKvConfig, &key("ns", "a")),
-    );
+    let r = kv_call(&conn, RequestCode::GetKvConfig, "a");
     assert_eq!(r.ext_fields.get("value").map(String::as_str), Some("1"));
-    let r = call(
-        &conn,
-        RemotingCommand::request(RequestCode::GetKvConfig, &key("ns", "b")),
-    );
+    let r = kv_call(&conn, RequestCode::GetKvConfig, "b");
     assert_eq!(r.response_code(), ResponseCode::QueryNotFound);
 }
 

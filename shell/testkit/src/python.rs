@@ -239,6 +239,28 @@ fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
+/// The arguments of `tests/interop/cpp_interop.py` that have the C++ push consumer read
+/// `topic` through `namesrv` until every key listed in `keys_file` came, its group named
+/// from `prefix`; shared by the crates whose tests drive the script.
+pub fn cpp_consume_only_args<'a>(
+    namesrv: &'a str,
+    topic: &'a str,
+    keys_file: &'a str,
+    prefix: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--namesrv",
+        namesrv,
+        "--consume-only",
+        "--topic",
+        topic,
+        "--expect-keys",
+        keys_file,
+        "--prefix",
+        prefix,
+    ]
+}
+
 /// `N passed, M failed` (the scripts' verdict line) → (N, M).
 pub fn parse_verdict(line: &str) -> Option<(u32, u32)> {
     let (p, f) = line.trim().split_once(" passed, ")?;

@@ -21,18 +21,10 @@ async fn send(
     topic: &str,
     range: std::ops::Range<usize>,
 ) -> BTreeMap<String, (usize, usize)> {
-    let mut sent = BTreeMap::new();
-    for i in range {
-        let dev = i % 3;
-        let m =
-            Message::new(topic, format!("{topic} {dev} {i}")).with_property("seq", i.to_string());
-        let r = p
-            .send_ordered(m, &format!("device-{dev}"))
-            .await
-            .unwrap_or_else(|e| panic!("{topic} {i}: {e}"));
-        sent.insert(r.msg_id, (dev, i));
-    }
-    sent
+    let message = |dev, i: usize| {
+        Message::new(topic, format!("{topic} {dev} {i}")).with_property("seq", i.to_string())
+    };
+    common::send_by_device(p, range, 3, message, |_| {}).await
 }
 
 /// How many of `sent` are stored centrally; checks each device's order per queue.
@@ -82,10 +74,8 @@ async fn runtime_info(addr: &str) -> BTreeMap<String, String> {
 fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_order_once_allowed()
 {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
     // Seconds instead of minutes between tries of the blocked topic, for the test.
-    let mut edge = Edge::start(
-        dir.path(),
+    let (_dir, mut edge) = Edge::start_in_temp(
         &central.namesrv,
         "edgeBlockedRetryMs=1000\nedgeBlockedRetryMaxMs=4000\n",
     );

@@ -13,11 +13,11 @@ use std::time::Duration;
 use common::{Central, Edge, run};
 use tern_client::{Admin, Message, Producer};
 use tern_engine::record::RecordView;
+use tern_shell::RemotingCommand;
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{
     PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
 };
-use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
 use tern_testkit::wait_until;
 
 /// RocketMQ 5's sysFlag for a compressed body (bit 0) whose compression type (bits 8-10)
@@ -42,13 +42,7 @@ async fn send_compressed(edge: &Edge, topic: &str, uniq: &str, sys_flag: i32, bo
         ..Default::default()
     }
     .into();
-    let conn = Connection::connect(
-        &edge.broker,
-        ConnectionConfig::default(),
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let conn = common::connect(&edge.broker).await;
     let resp = conn
         .request(
             RemotingCommand::request(RequestCode::SendMessageV2, &h).with_body(body.to_vec()),
@@ -103,13 +97,7 @@ async fn runtime_info(addr: &str) -> BTreeMap<String, String> {
 /// Every record stored centrally in `topic`, raw (Tern's own consumer would refuse
 /// to inflate LZ4): (sysFlag, UNIQ_KEY, body).
 async fn central_records(central: &Central, topic: &str) -> Vec<(i32, String, Vec<u8>)> {
-    let conn = Connection::connect(
-        &central.broker_addr(),
-        ConnectionConfig::default(),
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let conn = common::connect(&central.broker_addr()).await;
     let mut out = Vec::new();
     for queue_id in 0..16 {
         let h = PullMessageRequestHeader::new("raw-check", topic, queue_id, 0, 32).filter(
@@ -146,8 +134,7 @@ async fn central_records(central: &Central, topic: &str) -> Vec<(i32, String, Ve
 #[test]
 fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     run(async {
         let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Packed", 0..5).await;
@@ -187,8 +174,7 @@ fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
 #[test]
 fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped() {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "metricsExporterType=PROM\n");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "metricsExporterType=PROM\n");
     run(async {
         let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Mixed", 0..5).await;
@@ -264,8 +250,7 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
 #[test]
 fn a_message_refused_for_good_is_resent_once_the_cluster_takes_it() {
     let mut central = Central::started_with("maxMessageSize=2048\n");
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     run(async {
         let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Sized", 0..3).await;

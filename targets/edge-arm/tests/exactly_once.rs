@@ -52,9 +52,8 @@ fn send_readings(namesrv: String, from: usize, max: usize, stop: Arc<AtomicBool>
 /// Runs the kill loop against `central`; returns the acknowledged ids, and the central
 /// store's distinct ids and total count once everything acknowledged has arrived.
 fn kill_loop(central: &Central) -> (BTreeSet<String>, usize, usize) {
-    let dir = tempfile::tempdir().unwrap();
     // Small batches: more forwards in flight when the kill comes.
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "edgeForwardBatch=16\n");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "edgeForwardBatch=16\n");
     let mut acked = BTreeSet::new();
     let mut next = 0;
     let started = Instant::now();

@@ -29,17 +29,9 @@ async fn send(
     topic: &str,
     range: std::ops::Range<usize>,
 ) -> BTreeMap<String, (usize, usize)> {
-    let mut sent = BTreeMap::new();
-    for i in range {
-        let dev = i % 4;
-        let r = p
-            .send_ordered(reading(topic, dev, i), &format!("device-{dev}"))
-            .await
-            .unwrap_or_else(|e| panic!("reading {i}: {e}"));
-        assert_eq!(r.status, SendStatus::SendOk);
-        sent.insert(r.msg_id, (dev, i));
-    }
-    sent
+    let message = |dev, i| reading(topic, dev, i);
+    let check = |r: &tern_client::SendResult| assert_eq!(r.status, SendStatus::SendOk);
+    common::send_by_device(p, range, 4, message, check).await
 }
 
 /// Waits until the central cluster holds every message of `sent`; checks bodies and
@@ -116,9 +108,7 @@ fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_id
         "admin_secret",
     ));
     central.start();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(
-        dir.path(),
+    let (_dir, mut edge) = Edge::start_in_temp(
         &central.namesrv,
         &format!(
             "innerClientAuthenticationCredentials={{\"accessKey\":\"edge_forwarder\",\"secretKey\":\"edge_secret\"}}\n\
@@ -148,8 +138,7 @@ fn readings_sent_to_the_gateway_reach_the_central_cluster_in_order_with_their_id
 #[test]
 fn an_uplink_that_is_down_and_a_gateway_killed_with_kill_9_lose_nothing() {
     let mut central = Central::reserved();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     let mut sent = run(async {
         let p = edge.producer("sensors");
         let sent = send(&p, "Outage", 0..200).await;
@@ -182,8 +171,7 @@ fn an_uplink_that_is_down_and_a_gateway_killed_with_kill_9_lose_nothing() {
 #[test]
 fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
     let mut central = Central::reserved();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "edgeBacklogBudget=1048576\n");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "edgeBacklogBudget=1048576\n");
     // Incompressible (the producer zips bodies over 4 KiB).
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let body: Vec<u8> = (0..64 * 1024)
@@ -252,8 +240,7 @@ fn a_full_backlog_refuses_sends_until_the_uplink_drains_it() {
 #[test]
 fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
     let central = Central::started_with("maxMessageSize=2048\n");
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     run(async {
         let p = edge.producer("mixed");
         let mut sent = BTreeMap::new();
@@ -290,8 +277,7 @@ fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
 #[test]
 fn a_timer_message_is_forwarded_as_sent_and_timed_by_the_central_cluster() {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     run(async {
         let p = edge.producer("sensors");
         let sent_at = tern_shell::runtime::now_ms();

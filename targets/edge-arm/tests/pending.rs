@@ -13,10 +13,10 @@ use tern_client::{
     Admin, ClientConfig, ListenerResult, LocalTransactionState, Message, MessageExt,
     ProducerConfig, PullConsumer, TransactionListener, TransactionProducer, TransactionSendResult,
 };
+use tern_shell::RemotingCommand;
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{EndTransactionRequestHeader, transaction_state};
 use tern_shell::message::decode_offset_msg_id;
-use tern_shell::{Connection, ConnectionConfig, RemotingCommand};
 use tern_testkit::wait_until;
 
 /// Waits until `log` says forwarded segments were deleted while `pending` held some back.
@@ -46,8 +46,7 @@ async fn central_has(central: &Central, topic: &str, id: &str, within: Duration)
 #[test]
 fn a_delayed_message_outlives_several_segments_of_other_traffic_and_is_forwarded_when_due() {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     run(async {
         let p = edge.producer("sensors");
         // Segments before the delayed message's may go while it waits; its own not.
@@ -101,13 +100,7 @@ async fn end(edge: &Edge, group: &str, topic: &str, half: &TransactionSendResult
         transaction_id: half.send.transaction_id.clone(),
         topic: Some(topic.into()),
     };
-    let conn = Connection::connect(
-        &edge.broker,
-        ConnectionConfig::default(),
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
+    let conn = common::connect(&edge.broker).await;
     let resp = conn
         .request(
             RemotingCommand::request(RequestCode::EndTransaction, &header),
@@ -121,10 +114,8 @@ async fn end(edge: &Edge, group: &str, topic: &str, half: &TransactionSendResult
 #[test]
 fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled_back_one_never() {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
     // No check-back meanwhile: it would store the halves again at the log's end.
-    let mut edge = Edge::start(
-        dir.path(),
+    let (_dir, mut edge) = Edge::start_in_temp(
         &central.namesrv,
         "transactionCheckInterval=3600000\ntransactionTimeOut=3600000\n",
     );
@@ -173,8 +164,7 @@ fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled
 #[test]
 fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() {
     let central = Central::started();
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
     run(async {
         let p = edge.producer("sensors");
         filler(&p, "Bulk", 2).await;

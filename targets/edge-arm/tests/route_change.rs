@@ -46,8 +46,7 @@ async fn brokers_in_route(admin: &Admin) -> BTreeSet<String> {
 fn each_key_stays_in_its_central_queue_in_order_while_a_central_broker_leaves_and_returns() {
     let central = Central::started();
     let mut b = CentralBroker::started(&central, "broker-b");
-    let dir = tempfile::tempdir().unwrap();
-    let mut edge = Edge::start(dir.path(), &central.namesrv, "edgeRetryMaxMs=1000\n");
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "edgeRetryMaxMs=1000\n");
     run(async {
         let admin = Admin::new(central.client_config()).unwrap();
         let cfg = TopicConfig {

@@ -309,3 +309,14 @@ pub fn start(extra_conf: &str) -> (tempfile::TempDir, BrokerProc) {
     let b = BrokerProc::standalone(dir.path(), &conf);
     (dir, b)
 }
+
+/// Runs `f` with a client of a fresh [`start`]ed broker: the usual opening of a test that
+/// needs neither the broker process nor its folder afterwards. The client goes first,
+/// then the broker, then its folder.
+pub fn with_client<R>(extra_conf: &str, f: impl AsyncFnOnce(&Client) -> R) -> R {
+    let (_dir, b) = start(extra_conf);
+    run(async {
+        let c = Client::connect(&b.addr).await;
+        f(&c).await
+    })
+}

@@ -294,6 +294,13 @@ pub async fn create_topic(c: &Client, topic: &str, queues: i32) {
     );
 }
 
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with `g`; panics unless the broker answers SUCCESS.
+pub async fn create_group(c: &Client, g: &tern_shell::body::SubscriptionGroupConfig) {
+    let req = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
+        .with_body(tern_shell::body::to_json(g));
+    expect_code(&c.call(req).await, ResponseCode::Success);
+}
+
 /// Sends one message; returns the decoded send response header.
 pub async fn send_ok(c: &Client, req: RemotingCommand) -> SendMessageResponseHeader {
     let resp = c.call(req).await;

@@ -50,6 +50,15 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.guard()
 }
 
+/// What every 5.x client test starts with: its turn ([`serial`]) and the client's python,
+/// `None` when the test should skip (see
+/// [`grpc_python_or_skip`](tern_testkit::python::grpc_python_or_skip)).
+pub fn grpc_test(test: &str) -> Option<(MutexGuard<'static, ()>, PathBuf)> {
+    let serial = serial();
+    let py = tern_testkit::python::grpc_python_or_skip(test)?;
+    Some((serial, py))
+}
+
 pub fn admin() -> PathBuf {
     tern_testkit::binary_of("tern-client", "tern-admin")
 }

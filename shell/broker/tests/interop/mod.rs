@@ -33,6 +33,16 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.guard()
 }
 
+/// What every C++ interop test starts with: its turn ([`serial`]), the client's python
+/// (`None` when the test should skip, see [`python_or_skip`]) and a [`Scratch`] folder
+/// named `scratch`. Bind as `let Some((_serial, py, scratch)) = ...`: the folder goes
+/// first and the turn last.
+pub fn cpp_test(test: &str, scratch: &str) -> Option<(MutexGuard<'static, ()>, PathBuf, Scratch)> {
+    let serial = serial();
+    let py = python_or_skip(test)?;
+    Some((serial, py, Scratch::new(scratch)))
+}
+
 fn script() -> PathBuf {
     repo_root().join("tests/interop/cpp_interop.py")
 }
@@ -84,6 +94,21 @@ impl Broker {
     /// `tern-broker --standalone` (embedded name server) on `data`.
     pub fn start(data: &Path, conf: Option<&Path>, log: PathBuf) -> Broker {
         Self::launch(data, conf, log, None)
+    }
+
+    /// `tern-broker --standalone` on the scratch folder's `data`, logging to `broker.log`,
+    /// with `conf` (if any) written to its `broker.conf` first.
+    pub fn start_in(scratch: &Scratch, conf: Option<&str>) -> Broker {
+        let conf = conf.map(|text| {
+            let path = scratch.path("broker.conf");
+            fs::write(&path, text).unwrap();
+            path
+        });
+        Self::start(
+            &scratch.path("data"),
+            conf.as_deref(),
+            scratch.path("broker.log"),
+        )
     }
 
     /// `tern-broker` registering with `namesrv`; `conf` must name its store.
@@ -247,6 +272,21 @@ pub fn create_topic(broker: &str, topic: &str, queues: u32) {
 
 pub const SCRIPT_LIMIT: Duration = Duration::from_secs(240);
 
+/// Runs the C++ client's scenarios through `namesrv` on topics named from `prefix`,
+/// `args` choosing which and how, and fails the test (saying `what`) unless all passed.
+pub fn assert_scenarios_pass(
+    py: &Path,
+    scratch: &Scratch,
+    namesrv: &str,
+    prefix: &str,
+    args: &[&str],
+    what: &str,
+) {
+    let mut all = vec!["--namesrv", namesrv, "--prefix", prefix];
+    all.extend_from_slice(args);
+    Script::start(py, scratch, &all).assert_passed(what, SCRIPT_LIMIT);
+}
+
 /// Sends with the C++ producer; once `kill_after` sends are acknowledged, calls `crash`
 /// (if given) while the producer is still sending. Returns the acknowledged keys.
 pub fn send_acked(
@@ -401,17 +441,12 @@ pub fn consume_acked(
 ) {
     let file = scratch.path(&format!("{topic}.keys"));
     fs::write(&file, keys.join("\n") + "\n").unwrap();
-    let mut args = vec![
-        "--namesrv",
+    let mut args = tern_testkit::python::cpp_consume_only_args(
         namesrv,
-        "--consume-only",
-        "--topic",
         topic,
-        "--expect-keys",
         file.to_str().unwrap(),
-        "--prefix",
         "TernRestart",
-    ];
+    );
     args.extend_from_slice(extra);
     let mut run = Script::start(py, scratch, &args);
     run.assert_passed(

@@ -137,6 +137,21 @@ impl Broker {
         admin.shutdown().await;
     }
 
+    /// A started push consumer of every tag of `topic`, `listener` its concurrent
+    /// listener.
+    pub async fn push_consumer(
+        &self,
+        cfg: tern_client::PushConsumerConfig,
+        topic: &str,
+        listener: impl tern_client::ConcurrentListener,
+    ) -> tern_client::PushConsumer {
+        let c = tern_client::PushConsumer::new(cfg, self.client_config()).unwrap();
+        c.subscribe(topic, "*").unwrap();
+        c.register_concurrent(listener);
+        c.start().await.unwrap();
+        c
+    }
+
     /// Starts `tern-broker --standalone` with the small geometry plus `extra_conf` lines.
     pub fn start(extra_conf: &str) -> Broker {
         Self::launch_new(extra_conf, NameServer::Embedded("127.0.0.1:0"))

@@ -249,6 +249,14 @@ impl Edge {
         e
     }
 
+    /// [`Edge::start`] on a fresh temporary folder, returned with it: the folder must
+    /// outlive the gateway, so bind it first (`let (_dir, mut edge) = ...`).
+    pub fn start_in_temp(upstream: &str, extra: &str) -> (tempfile::TempDir, Edge) {
+        let dir = tempfile::tempdir().unwrap();
+        let edge = Edge::start(dir.path(), upstream, extra);
+        (dir, edge)
+    }
+
     fn launch(&mut self) {
         let conf = self.dir.join("edge.conf");
         std::fs::write(&conf, format!("{GEOMETRY}{}", self.extra)).unwrap();
@@ -361,6 +369,40 @@ impl Edge {
         v.sort();
         v
     }
+}
+
+/// A connection to `addr` (5 s to connect), for the raw requests the clients do not make.
+pub async fn connect(addr: &str) -> tern_shell::Connection {
+    tern_shell::Connection::connect(
+        addr,
+        tern_shell::ConnectionConfig::default(),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap()
+}
+
+/// Sends `message(dev, i)` for each `i` of `range`, device `i % devices`'s under the
+/// sharding key `device-{dev}` so that each device's stay in order in one queue; `check`
+/// sees each send's result. Returns message id → (device, i).
+pub async fn send_by_device(
+    p: &Producer,
+    range: std::ops::Range<usize>,
+    devices: usize,
+    message: impl Fn(usize, usize) -> tern_client::Message,
+    check: impl Fn(&tern_client::SendResult),
+) -> BTreeMap<String, (usize, usize)> {
+    let mut sent = BTreeMap::new();
+    for i in range {
+        let dev = i % devices;
+        let r = p
+            .send_ordered(message(dev, i), &format!("device-{dev}"))
+            .await
+            .unwrap_or_else(|e| panic!("message {i} of device {dev}: {e}"));
+        check(&r);
+        sent.insert(r.msg_id, (dev, i));
+    }
+    sent
 }
 
 /// Runs an async test body.
