@@ -421,6 +421,8 @@ async function render(quiet) {
 
 function navigate() {
   clearInterval(timer);
+  // The last page's error is not this page's: gone until this page fails too.
+  showError(null);
   render(false);
   const v = views[parseHash().page];
   if (v && v.refresh) timer = setInterval(() => render(true), v.refresh);

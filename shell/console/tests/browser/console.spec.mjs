@@ -35,6 +35,8 @@ const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 page.on("pageerror", (e) => { log("page error:", e.message); process.exitCode = 1; });
 const shot = (name) => page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
 const errorBanner = () => page.locator("#error");
+// The error banner once it says `re` (a bounded wait: Playwright's default timeout).
+const errorShowing = (re) => page.locator("#error", { hasText: re }).waitFor();
 const text = (sel) => page.locator(sel).innerText();
 
 try {
@@ -184,12 +186,13 @@ try {
   await shot("error-message-id");
   // A broker that refuses: the ACL page of a broker without ACL.
   await page.goto(URL_ + "/#/acl");
-  await errorBanner().waitFor();
+  // Waits for this page's error: the last page's may still show until the hash change runs.
+  await errorShowing(/does not enable acl/);
   assert.match(await errorBanner().innerText(), /does not enable acl/);
   await shot("error-broker-refuses");
   // A name server that is down.
   await page.goto(DEAD + "/#/overview");
-  await errorBanner().waitFor();
+  await errorShowing(/name server/);
   assert.match(await errorBanner().innerText(), /name server/);
   assert.match(await page.locator("#main").innerText(), /could not be loaded/);
   await shot("error-namesrv-down");
