@@ -211,11 +211,9 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
     let mut asked = ctx.register_wanted.next();
     loop {
         let period = ctx.config.register_period;
-        let _ = runtime::race(
-            runtime::race(runtime::sleep(period), asked.wait()),
-            ctx.shutdown.wait(),
-        )
-        .await;
+        ctx.shutdown
+            .until(runtime::race(runtime::sleep(period), asked.wait()))
+            .await;
         if ctx.shutdown.is_triggered() {
             break;
         }
