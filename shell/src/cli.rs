@@ -236,9 +236,10 @@ pub async fn until_signal(signals: &mut TerminationSignals) {
     log::info!("{sig:?} received, shutting down");
 }
 
-/// `started`'s server, or the exit for its error (the reason on stderr, failure).
-pub fn started<S, E: Display>(name: &str, started: Result<S, E>) -> Result<S, ExitCode> {
-    started.map_err(|e| {
+/// `result`'s value (a started server, a runtime installed), or the exit for its error
+/// (the reason on stderr, failure).
+pub fn or_exit<S, E: Display>(name: &str, result: Result<S, E>) -> Result<S, ExitCode> {
+    result.map_err(|e| {
         eprintln!("{name}: {e}");
         ExitCode::FAILURE
     })

@@ -198,7 +198,7 @@ fn main() -> ExitCode {
         let source = broker_source(&args, None);
         return cli::exit(cli::config_or_exit::<BrokerConfig>(NAME, source, true).map(drop));
     }
-    cli::exit(cli::started(NAME, runtime::block_on(run(args))))
+    cli::exit(cli::or_exit(NAME, runtime::block_on(run(args))))
 }
 
 async fn run(args: Args<Own>) -> Result<(), String> {

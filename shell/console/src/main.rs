@@ -65,7 +65,7 @@ fn run() -> Result<(), ExitCode> {
         mut signals,
     } = cli::start::<_, ConsoleConfig>(NAME, USAGE, parsed, source)?;
     runtime::block_on(async {
-        let console = cli::started(NAME, Console::start(config).await)?;
+        let console = cli::or_exit(NAME, Console::start(config).await)?;
         cli::announce(format_args!(
             "tern-console on http://{}",
             console.local_addr()

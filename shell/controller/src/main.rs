@@ -38,7 +38,7 @@ fn run() -> Result<(), ExitCode> {
         a.common.file_source(ConfigSource::load_file)
     })?;
     runtime::block_on(async move {
-        let node = cli::started(NAME, Controller::start(config).await)?;
+        let node = cli::or_exit(NAME, Controller::start(config).await)?;
         cli::announce(format_args!(
             "tern-controller n{} listening on {}",
             node.config().self_id,

@@ -69,7 +69,7 @@ fn run() -> Result<(), ExitCode> {
         mut signals,
     } = cli::start::<_, NamesrvConfig>(NAME, USAGE, parsed, config_source)?;
     runtime::block_on(async move {
-        let ns = cli::started(NAME, NameServer::start(config).await)?;
+        let ns = cli::or_exit(NAME, NameServer::start(config).await)?;
         cli::announce(format_args!(
             "tern-namesrv listening on {}",
             ns.local_addr()

@@ -75,7 +75,7 @@ fn run() -> Result<(), ExitCode> {
     } = cli::start::<_, ClusterConfig>(NAME, USAGE, parsed, config_source)?;
     runtime::block_on(async move {
         let stop = Shutdown::new();
-        let (endpoint, cluster) = cli::started(NAME, start(&cfg, &stop))?;
+        let (endpoint, cluster) = cli::or_exit(NAME, start(&cfg, &stop))?;
         cli::announce(format_args!(
             "tern-proxy gRPC endpoint on {} (CLUSTER mode, name servers {})",
             endpoint.local_addr(),

@@ -119,13 +119,13 @@ fn start() -> Result<(), ExitCode> {
     // async-std would start one per core. Chosen before anything spawns; the
     // dead-letter commands' client runs on it too.
     let threads = config.executor_threads;
-    cli::started(NAME, runtime::install(Runtime::Smol { threads }))?;
+    cli::or_exit(NAME, runtime::install(Runtime::Smol { threads }))?;
     if let Some((action, which)) = args.own.dead_letters {
         let out = runtime::block_on(tern_edge::cli::run(&config, action, which));
-        print!("{}", cli::started(NAME, out)?);
+        print!("{}", cli::or_exit(NAME, out)?);
         return Ok(());
     }
-    cli::started(NAME, runtime::block_on(run(args.own, config)))
+    cli::or_exit(NAME, runtime::block_on(run(args.own, config)))
 }
 
 async fn run(args: Own, cfg: EdgeConfig) -> Result<(), String> {
