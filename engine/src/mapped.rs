@@ -113,8 +113,9 @@ impl MappedFile {
     /// (`madvise(MADV_DONTNEED)`), so they stop counting in its resident set. The bytes
     /// stay in the page cache and in the file: a later access through the mapping (or a
     /// `pread`) sees them unchanged. For ranges nothing will write again, such as the
-    /// commit log below its flushed offset. A hint: a kernel that refuses it keeps the
-    /// pages mapped, and nothing else changes.
+    /// commit log below its dispatched offset; released before their writeback, pages
+    /// need no write-protecting then (no TLB shootdown per page). A hint: a kernel that
+    /// refuses it keeps the pages mapped, and nothing else changes.
     pub fn release(&self, range: Range<u64>) {
         let page = rustix::param::page_size() as u64;
         let start = range.start.div_ceil(page) * page;

@@ -55,9 +55,6 @@ impl Gateway {
                 return Err(e);
             }
         };
-        // A device's memory: the log's pages behind the flush leave the resident set
-        // (docs/tern-edge.md "Memory").
-        broker.ctx().store().set_release_flushed(true);
         let dead = forward::dead_letter::DeadLetters::new(&cfg.broker.store_root);
         let forwarder = match Forwarder::new(broker.ctx().clone(), cfg) {
             Ok(f) => f,

@@ -140,11 +140,19 @@ impl StoreService {
     /// go on during the fdatasync. A failed fdatasync fails the store
     /// ([`StoreService::fail`]): never retried.
     fn flush_once(&self) {
-        if self.failure().is_none()
-            && self.flushed.load(Ordering::Acquire) < self.written.load(Ordering::Acquire)
-            && let Err(e) = self.sync_round()
-        {
-            self.fail(e);
+        if self.failure().is_none() {
+            let page = rustix::param::page_size() as u64;
+            if self.flushed.load(Ordering::Acquire) < self.written.load(Ordering::Acquire) {
+                if let Err(e) = self.sync_round() {
+                    self.fail(e);
+                }
+            } else if self.released.load(Ordering::Acquire) + page
+                <= self.dispatched.load(Ordering::Acquire)
+            {
+                // Nothing to flush (a quiet moment): the pages SYNC_FLUSH rounds left
+                // for a chunk go now, so a quiet store keeps none of its log mapped.
+                self.release_behind(&self.lock(), u64::MAX, 0);
+            }
         }
         self.flush_done.notify(usize::MAX);
     }
@@ -155,9 +163,18 @@ impl StoreService {
         let _gate = self.sync_gate.read_guard();
         let (from, to, rewinds) = {
             let s = self.lock();
-            let log = s.engine().log();
-            let (from, to) = log.unflushed();
-            (from, to, log.rewinds())
+            let (from, to) = s.engine().log().unflushed();
+            // Pages reput has passed leave the mapping before the fdatasync writes them
+            // back: one TLB shootdown for the range, not one per page. A periodic round
+            // (ASYNC_FLUSH) takes whatever reput left; a SYNC_FLUSH round comes per
+            // burst of sends and its few pages are cleaned anyway, so a `madvise` each
+            // would cost more than it saves: those wait for a chunk.
+            let chunk = match self.flush_type {
+                FlushDiskType::Sync => super::RELEASE_CHUNK,
+                FlushDiskType::Async => 0,
+            };
+            self.release_behind(&s, to, chunk);
+            (from, to, s.engine().log().rewinds())
         };
         let started = Instant::now();
         self.sync_log(from, to)?;
@@ -170,22 +187,6 @@ impl StoreService {
             s.engine_mut().log_mut().mark_flushed(to);
         }
         let flushed = s.engine().log().flushed_offset();
-        if self.release_flushed.load(Ordering::Acquire) {
-            // Below what reput has read too, so it does not fault them back in; whole
-            // pages, so the next pass starts where this one stopped.
-            let page = rustix::param::page_size() as u64;
-            let upto = flushed.min(self.dispatched.load(Ordering::Acquire)) / page * page;
-            let from = self
-                .released
-                .load(Ordering::Acquire)
-                .max(self.log_min.load(Ordering::Acquire));
-            if upto > from {
-                s.engine()
-                    .log()
-                    .regions(from, upto, &mut |m, r| m.release(r));
-                self.released.store(upto, Ordering::Release);
-            }
-        }
         drop(s);
         // Under the gate: a truncation cannot move the watermark back in between.
         self.flushed.fetch_max(flushed, Ordering::AcqRel);

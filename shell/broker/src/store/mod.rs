@@ -64,6 +64,10 @@ const MAX_FILTER_SCAN: u64 = 800;
 /// How far past the log end [`StoreService::run_warm`] keeps pages cached: about 40 ms of
 /// appends at 400 MB/s, refilled when half is used.
 const WARM_AHEAD: u64 = 16 << 20;
+/// Bytes of log behind reput gathered before their pages leave the mapping
+/// ([`StoreService::release_behind`]): 64 pages per `madvise` (one TLB shootdown), a
+/// short hold of the lock.
+const RELEASE_CHUNK: u64 = 256 << 10;
 
 /// [`StoreService::set_follower`]: only the replication stream appends.
 const FOLLOWER: u8 = 1;
@@ -215,9 +219,8 @@ pub struct StoreService {
     /// Log offset at which writes stop until the owner moves it (the edge gateway's
     /// forwarded offset plus its budget); `u64::MAX` for none.
     write_limit: AtomicU64,
-    /// Drop the log mapping's pages behind the flush ([`Self::set_release_flushed`]).
-    release_flushed: AtomicBool,
-    /// Log offset below which the mapping's pages were released.
+    /// Log offset below which the mapping's pages were released
+    /// ([`Self::release_behind`]).
     released: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
@@ -316,7 +319,6 @@ impl StoreService {
             warm_below: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
             write_limit: AtomicU64::new(u64::MAX),
-            release_flushed: AtomicBool::new(false),
             released: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
             writer: std::sync::atomic::AtomicU8::new(0),
@@ -385,14 +387,33 @@ impl StoreService {
         }
     }
 
-    /// After each flush, drops the commit-log mapping's pages below the flushed and
-    /// dispatched offsets from the process's resident set (the edge gateway: a device's
-    /// memory). Nothing writes there again and readers `pread` through the page cache,
-    /// so only the resident figure changes: without it every page of the active segment
-    /// and of each segment not yet deleted stays mapped. Off for servers: one `madvise`
-    /// per flush under the append lock, for a figure that page cache counts anyway.
-    pub fn set_release_flushed(&self, on: bool) {
-        self.release_flushed.store(on, Ordering::Release);
+    /// Drops the commit-log mapping's page-table entries for the whole pages below
+    /// `upto` (at most the dispatched offset) not dropped yet, once at least `chunk`
+    /// bytes of them gathered. Called under the store lock (`s`), which keeps the
+    /// mapping in place.
+    ///
+    /// Why: writeback of a page mapped writable must write-protect it first
+    /// (`folio_mkclean`), and with the broker's threads on every core that is a
+    /// TLB-shootdown IPI per page, costly under a hypervisor: in batch sends it was the
+    /// broker's largest cost (16% of its CPU). Unmapped before its flush, a page is
+    /// written back without one, and one `madvise` covers many pages. Only the writer
+    /// and reput touch the mapping (readers `pread` through the page cache), and both
+    /// are past these pages, so nothing faults them back in; the bytes stay in the page
+    /// cache and the file. It also keeps the resident set to the pages near the log's
+    /// end (a device's memory, the edge gateway).
+    pub(super) fn release_behind(&self, s: &FsStore, upto: u64, chunk: u64) {
+        let page = rustix::param::page_size() as u64;
+        let upto = upto.min(self.dispatched.load(Ordering::Acquire)) / page * page;
+        let from = self
+            .released
+            .load(Ordering::Acquire)
+            .max(self.log_min.load(Ordering::Acquire));
+        if upto > from && upto - from >= chunk {
+            s.engine()
+                .log()
+                .regions(from, upto, &mut |m, r| m.release(r));
+            self.released.store(upto, Ordering::Release);
+        }
     }
 
     fn check_put(&self) -> Result<(), PutError> {
