@@ -146,7 +146,11 @@ impl StoreService {
                 if let Err(e) = self.sync_round() {
                     self.fail(e);
                 }
-            } else if self.released.load(Ordering::Acquire) + page
+            } else if self
+                .released
+                .load(Ordering::Acquire)
+                .max(self.log_min.load(Ordering::Acquire))
+                + page
                 <= self.dispatched.load(Ordering::Acquire)
             {
                 // Nothing to flush (a quiet moment): the pages SYNC_FLUSH rounds left

@@ -435,8 +435,8 @@ impl StoreService {
         let want = max_msgs.clamp(1, MAX_PULL_MSGS);
         let mut blocked = false;
         let mut matched = 0u32;
-        let mut last_taken = None;
-        let mut byte_stop = false;
+        // The entry that did not fit: the next pull starts there.
+        let mut byte_stop = None;
         // Without a filter on the bytes, records that follow each other in the log (a
         // batch's, a queue's sent alone) are read with one `pread` per run: per-record
         // reads were a quarter of the broker's CPU in catch-up (syscall entry, file
@@ -455,7 +455,7 @@ impl StoreService {
                     return true;
                 }
                 if out.body.len() + run.bytes() + e.size as usize > MAX_PULL_BYTES && matched > 0 {
-                    byte_stop = true;
+                    byte_stop = Some(n);
                     return false;
                 }
                 if record_filter.is_none() {
@@ -465,16 +465,16 @@ impl StoreService {
                     }
                     if !run.continues(e.physical_offset) {
                         match self.copy_run(&mut run, &mut out.body, mode) {
-                            Ok(taken) => Self::count_run(taken, &mut matched, &mut last_taken),
+                            Ok(gone) => matched -= gone,
                             Err(WouldBlock) => {
                                 blocked = true;
                                 return false;
                             }
                         }
                     }
-                    run.push(n, e.physical_offset, e.size);
+                    // Counted now, corrected when read if part of it was gone.
+                    run.push(e.physical_offset, e.size);
                     matched += 1;
-                    last_taken = Some(n);
                     return matched < want;
                 }
                 let at = out.body.len();
@@ -492,12 +492,11 @@ impl StoreService {
                     return true;
                 }
                 matched += 1;
-                last_taken = Some(n);
                 matched < want
             },
         );
         match self.copy_run(&mut run, &mut out.body, mode) {
-            Ok(taken) => Self::count_run(taken, &mut matched, &mut last_taken),
+            Ok(gone) => matched -= gone,
             Err(WouldBlock) => blocked = true,
         }
         let scanned_to = match scanned_to {
@@ -513,11 +512,9 @@ impl StoreService {
             return raced();
         }
         out.count = matched;
-        // Stopping for size leaves the entry that did not fit for the next pull.
-        out.next = match last_taken {
-            Some(n) if byte_stop => n + 1,
-            _ => scanned_to,
-        };
+        // Stopping for size leaves the entry that did not fit for the next pull (those
+        // before it were taken, filtered out or gone).
+        out.next = byte_stop.unwrap_or(scanned_to);
         out.all_filtered = matched == 0 && scanned_to > offset;
         Ok(Some(out))
     }

@@ -5,10 +5,10 @@ use tern_engine_fs::{ReadError, ReadMode};
 use super::WouldBlock;
 use crate::store::StoreService;
 
-/// Records of a pull adjacent in the log, not read yet: (queue offset, log offset, size).
+/// Records of a pull adjacent in the log, not read yet: (log offset, size) each.
 #[derive(Debug, Default)]
 pub(super) struct Run {
-    records: Vec<(u64, u64, u32)>,
+    records: Vec<(u64, u32)>,
     /// Their sizes' sum.
     bytes: usize,
 }
@@ -18,11 +18,11 @@ impl Run {
     pub(super) fn continues(&self, at: u64) -> bool {
         self.records
             .last()
-            .is_none_or(|&(_, offset, size)| offset + u64::from(size) == at)
+            .is_none_or(|&(offset, size)| offset + u64::from(size) == at)
     }
 
-    pub(super) fn push(&mut self, n: u64, at: u64, size: u32) {
-        self.records.push((n, at, size));
+    pub(super) fn push(&mut self, at: u64, size: u32) {
+        self.records.push((at, size));
         self.bytes += size as usize;
     }
 
@@ -31,84 +31,43 @@ impl Run {
         self.bytes
     }
 
-    pub(super) fn clear(&mut self) {
+    fn clear(&mut self) {
         self.records.clear();
         self.bytes = 0;
     }
 }
 
-/// What [`StoreService::copy_run`] made of a run.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct RunTaken {
-    /// Records the run held.
-    queued: u32,
-    /// Records copied (the rest were gone).
-    copied: u32,
-    /// Queue offset of the last record copied.
-    last: Option<u64>,
-}
-
 impl StoreService {
     /// Appends the records of `run` (adjacent in the log) to `out` with one read, and
-    /// empties it. Ok says what became of them ([`RunTaken`]); a record deleted by
-    /// retention meanwhile sends the run through [`Self::copy_record_mode`] one record
-    /// at a time, which skips it.
+    /// empties it; returns how many of them were gone. A record deleted by retention
+    /// meanwhile sends the run through [`Self::copy_record_mode`] one record at a
+    /// time, which skips it. On `WouldBlock` nothing of the run is appended.
     pub(super) fn copy_run(
         &self,
         run: &mut Run,
         out: &mut Vec<u8>,
         mode: ReadMode,
-    ) -> Result<RunTaken, WouldBlock> {
-        let Some(&(_, start, _)) = run.records.first() else {
-            return Ok(RunTaken::default());
-        };
-        let taken = RunTaken {
-            queued: run.records.len() as u32,
-            ..RunTaken::default()
+    ) -> Result<u32, WouldBlock> {
+        let Some(&(start, _)) = run.records.first() else {
+            return Ok(0);
         };
         let at = out.len();
         out.resize(at + run.bytes, 0);
-        let read = self.read_log_mode(start, &mut out[at..], mode);
-        let taken = match read {
-            Ok(()) => RunTaken {
-                copied: taken.queued,
-                last: run.records.last().map(|r| r.0),
-                ..taken
-            },
+        let gone = match self.read_log_mode(start, &mut out[at..], mode) {
+            Ok(()) => Ok(0),
             Err(ReadError::WouldBlock) => {
                 out.truncate(at);
-                run.clear();
-                return Err(WouldBlock);
+                Err(WouldBlock)
             }
             Err(_) => {
                 out.truncate(at);
-                let mut t = taken;
-                for &(n, offset, size) in &run.records {
-                    if let Err(e) = self.copy_record_mode(offset, size, out, mode).map(|ok| {
-                        if ok {
-                            t.copied += 1;
-                            t.last = Some(n);
-                        }
-                    }) {
-                        run.clear();
-                        return Err(e);
-                    }
-                }
-                t
+                run.records.iter().try_fold(0, |gone, &(offset, size)| {
+                    let copied = self.copy_record_mode(offset, size, out, mode)?;
+                    Ok(gone + u32::from(!copied))
+                })
             }
         };
         run.clear();
-        Ok(taken)
-    }
-
-    /// Corrects a pull's count and last queue offset taken for a run's records that
-    /// were counted when queued but were gone when read.
-    pub(super) fn count_run(taken: RunTaken, matched: &mut u32, last_taken: &mut Option<u64>) {
-        if taken.copied < taken.queued {
-            *matched -= taken.queued - taken.copied;
-            if taken.last.is_some() || *matched == 0 {
-                *last_taken = taken.last;
-            }
-        }
+        gone
     }
 }

@@ -75,7 +75,19 @@ fn pulls_read_in_runs_return_what_record_by_record_reads_return() {
     let (store, _) = store_with(dir.path(), 0);
     let shutdown = tern_shell::runtime::Shutdown::new();
     let reput = tern_shell::runtime::spawn(store.clone().run_reput(shutdown.clone(), |_, _| {}));
-    let bodies: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 200 + 97 * i as usize]).collect();
+    // Every tenth record is ~50 KB: pulls stop at MAX_PULL_BYTES (256 KiB) too.
+    let bodies: Vec<Vec<u8>> = (0..40u8)
+        .map(|i| {
+            vec![
+                i;
+                if i % 10 == 9 {
+                    50_000
+                } else {
+                    200 + 97 * i as usize
+                }
+            ]
+        })
+        .collect();
     for round in 0..6 {
         for (i, b) in bodies.iter().enumerate() {
             let q = (i + round) as i32 % 2;
@@ -83,8 +95,10 @@ fn pulls_read_in_runs_return_what_record_by_record_reads_return() {
                 .put(&tern_engine::testkit::message("T", q, b, b""))
                 .unwrap();
         }
-        let batch: Vec<_> = bodies[..32]
+        // A batch lies in one segment: its small records only.
+        let batch: Vec<_> = bodies[..24]
             .iter()
+            .filter(|b| b.len() < 50_000)
             .map(|b| tern_engine::testkit::message("T", 0, b, b""))
             .collect();
         store.put_batch(&batch).unwrap();
@@ -94,6 +108,7 @@ fn pulls_read_in_runs_return_what_record_by_record_reads_return() {
         store.await_dispatched(end, std::time::Duration::from_secs(10))
     ));
     let every: &dyn Fn(&[u8]) -> bool = &|_| true;
+    let mut stopped_for_size = false;
     for q in 0..2 {
         let (_, max) = store.queue_bounds("T", q);
         assert!(max > 100, "queue {q} holds {max}");
@@ -112,10 +127,13 @@ fn pulls_read_in_runs_return_what_record_by_record_reads_return() {
                     (one_by_one.count, one_by_one.next, one_by_one.last_physical),
                     "queue {q} from {from}, {want}"
                 );
-                assert_eq!(runs.count, want.min((max - from) as u32));
+                assert!(runs.count >= 1 && runs.count <= want.min((max - from) as u32));
+                assert!(runs.next > from && runs.next <= max);
+                stopped_for_size |= runs.count < want.min((max - from) as u32);
             }
         }
     }
+    assert!(stopped_for_size, "no pull met the byte limit");
     shutdown.trigger();
     tern_shell::runtime::block_on(reput);
 }
