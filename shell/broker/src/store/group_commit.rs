@@ -141,18 +141,11 @@ impl StoreService {
     /// ([`StoreService::fail`]): never retried.
     fn flush_once(&self) {
         if self.failure().is_none() {
-            let page = rustix::param::page_size() as u64;
             if self.flushed.load(Ordering::Acquire) < self.written.load(Ordering::Acquire) {
                 if let Err(e) = self.sync_round() {
                     self.fail(e);
                 }
-            } else if self
-                .released
-                .load(Ordering::Acquire)
-                .max(self.log_min.load(Ordering::Acquire))
-                + page
-                <= self.dispatched.load(Ordering::Acquire)
-            {
+            } else if self.unreleased(u64::MAX, 0).is_some() {
                 // Nothing to flush (a quiet moment): the pages SYNC_FLUSH rounds left
                 // for a chunk go now, so a quiet store keeps none of its log mapped.
                 self.release_behind(&self.lock(), u64::MAX, 0);

@@ -21,6 +21,7 @@
 //! on every sender that waits for durability gets an error, writes are refused, and only
 //! a restart (whose recovery re-verifies the tail) brings the store back.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -402,18 +403,24 @@ impl StoreService {
     /// cache and the file. It also keeps the resident set to the pages near the log's
     /// end (a device's memory, the edge gateway).
     pub(super) fn release_behind(&self, s: &FsStore, upto: u64, chunk: u64) {
+        if let Some(pages) = self.unreleased(upto, chunk) {
+            s.engine()
+                .log()
+                .regions(pages.start, pages.end, &mut |m, r| m.release(r));
+            self.released.store(pages.end, Ordering::Release);
+        }
+    }
+
+    /// The whole pages below `upto` and the dispatched offset still mapped, when they
+    /// are at least `chunk` bytes ([`Self::release_behind`]).
+    fn unreleased(&self, upto: u64, chunk: u64) -> Option<Range<u64>> {
         let page = rustix::param::page_size() as u64;
         let upto = upto.min(self.dispatched.load(Ordering::Acquire)) / page * page;
         let from = self
             .released
             .load(Ordering::Acquire)
             .max(self.log_min.load(Ordering::Acquire));
-        if upto > from && upto - from >= chunk {
-            s.engine()
-                .log()
-                .regions(from, upto, &mut |m, r| m.release(r));
-            self.released.store(upto, Ordering::Release);
-        }
+        (upto > from && upto - from >= chunk).then_some(from..upto)
     }
 
     fn check_put(&self) -> Result<(), PutError> {
