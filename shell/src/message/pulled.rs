@@ -93,13 +93,12 @@ impl MessageExt {
 
     /// Builds the owned form from a validated record view, its body decompressed.
     pub fn from_view(view: &RecordView<'_>) -> Result<Self, PulledError> {
-        let mut m = Self::stored(view);
-        m.body = decompressed(view)?;
-        Ok(m)
+        Ok(Self::stored(view, decompressed(view)?))
     }
 
-    /// The owned form with the body as stored (compressed or not).
-    fn stored(view: &RecordView<'_>) -> Self {
+    /// The owned form with `body` (the record's, inflated or as stored): the body is
+    /// the bulk of a record, so it is copied once, by the caller.
+    fn stored(view: &RecordView<'_>, body: Vec<u8>) -> Self {
         let store_host = socket_addr(view.store_host());
         Self {
             topic: String::from_utf8_lossy(view.topic()).into_owned(),
@@ -116,7 +115,7 @@ impl MessageExt {
             prepared_transaction_offset: view.prepared_transaction_offset(),
             body_crc: view.body_crc(),
             store_size: view.total_size(),
-            body: view.body().to_vec(),
+            body,
             properties: string_to_properties(view.properties()),
             offset_msg_id: offset_msg_id(store_host, view.physical_offset()),
         }
@@ -179,13 +178,12 @@ pub fn decode_pulled_each(
         if verify_crc {
             view.verify_crc().map_err(PulledError::Record)?;
         }
-        let mut m = MessageExt::stored(&view);
         out.push(match decompressed(&view) {
-            Ok(b) => {
-                m.body = b;
-                Ok(m)
-            }
-            Err(error) => Err(Undecodable { message: m, error }),
+            Ok(body) => Ok(MessageExt::stored(&view, body)),
+            Err(error) => Err(Undecodable {
+                message: MessageExt::stored(&view, view.body().to_vec()),
+                error,
+            }),
         });
         body = body.get(view.total_size() as usize..).unwrap_or_default();
     }
