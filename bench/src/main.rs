@@ -300,6 +300,11 @@ fn run(a: &Args) -> Result<(), String> {
     result
 }
 
+/// The broker's allocator (shell/broker/src/main.rs says why), so that Tern's client in
+/// this process, and the peers' clients beside it, do not pay glibc's malloc either.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,

@@ -187,6 +187,14 @@ async fn start_console(src: ConfigSource, _namesrv: &str) -> Option<ConsoleHandl
     None
 }
 
+/// mimalloc rather than glibc's malloc: a request's header fields, properties and
+/// bodies are many small allocations freed soon after, and a profile of sends showed
+/// glibc's malloc, free and fastbin consolidation (a request of 1 KiB or more, such as a
+/// body, first sweeps the fastbins) at ~22% of the broker's CPU. Redis links jemalloc for the same reason.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let parsed = parse_args(std::env::args().skip(1));
     let args = match cli::args_or_exit(NAME, USAGE, parsed) {
