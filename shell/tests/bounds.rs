@@ -38,7 +38,8 @@ impl Processor for Holder {
     }
 }
 
-fn big_oneway(bytes: usize) -> RemotingCommand {
+/// A oneway ECHO with a body of `bytes`.
+fn oneway_of(bytes: usize) -> RemotingCommand {
     RemotingCommand::request_code(ECHO)
         .with_body(vec![7u8; bytes])
         .oneway()
@@ -55,8 +56,16 @@ async fn connect_with_write_timeout(addr: &str, write_timeout: Duration) -> Conn
         .unwrap()
 }
 
+/// Large frames (written from where their bodies lie) and small ones (copied behind their
+/// header, many writers queued on the lock) alike.
 #[test]
 fn writers_to_a_peer_that_stops_reading_fail_within_the_write_timeout_and_close_it() {
+    for (writers, frame) in [(4, 1 << 20), (64, 2 << 10)] {
+        writers_to_a_stalled_peer_fail(writers, frame);
+    }
+}
+
+fn writers_to_a_stalled_peer_fail(writers: usize, frame: usize) {
     block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -66,12 +75,12 @@ fn writers_to_a_peer_that_stops_reading_fail_within_the_write_timeout_and_close_
         // Held open and never read: the socket buffers fill, then nothing moves.
         let _peer: TcpStream = accepted.await;
         let started = Instant::now();
-        let writers: Vec<_> = (0..4)
+        let writers: Vec<_> = (0..writers)
             .map(|_| {
                 let c = conn.clone();
                 spawn(async move {
                     loop {
-                        if let Err(e) = c.oneway(big_oneway(1 << 20)).await {
+                        if let Err(e) = c.oneway(oneway_of(frame)).await {
                             return e;
                         }
                     }
@@ -131,7 +140,7 @@ fn a_slow_reader_that_keeps_reading_is_not_cut_off_by_the_write_timeout() {
         let started = Instant::now();
         let frame = 1 << 20;
         for i in 0..TOTAL_BYTES / frame {
-            if let Err(e) = conn.oneway(big_oneway(frame - 64)).await {
+            if let Err(e) = conn.oneway(oneway_of(frame - 64)).await {
                 panic!("frame {i} after {:?}: {e}", started.elapsed());
             }
         }
