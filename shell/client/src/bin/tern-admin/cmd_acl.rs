@@ -6,11 +6,9 @@ use tern_client::Admin;
 use tern_client::admin::AccessConfig;
 
 use crate::cmd_topic::target;
-use crate::out::{Table, fmt_time, print_json};
+use crate::opts::{UPDATE_BROKER, UPDATE_CLUSTER};
+use crate::out::{Table, fmt_time, print_json, print_listing};
 use crate::{Args, CliError, Command, Opt, val, wait};
-
-const BROKER: crate::Opt = val('b', "brokerAddr", false, "update which broker");
-const CLUSTER: crate::Opt = val('c', "clusterName", false, "update which cluster");
 
 /// `a,b` → `[a, b]`.
 fn list(s: &str) -> Vec<String> {
@@ -25,8 +23,8 @@ pub const UPDATE_ACL_CONFIG: Command = Command {
     name: "updateAclConfig",
     desc: "Update acl config yaml file in broker",
     opts: &[
-        BROKER,
-        CLUSTER,
+        UPDATE_BROKER,
+        UPDATE_CLUSTER,
         val('a', "accessKey", true, "set accessKey in acl config file"),
         val('s', "secretKey", true, "set secretKey in acl config file"),
         val(
@@ -132,8 +130,8 @@ pub const UPDATE_GLOBAL_WHITE_ADDR: Command = Command {
     name: "updateGlobalWhiteAddr",
     desc: "Update global white address for acl Config File in broker",
     opts: &[
-        BROKER,
-        CLUSTER,
+        UPDATE_BROKER,
+        UPDATE_CLUSTER,
         val(
             'g',
             "globalWhiteRemoteAddresses",
@@ -195,27 +193,28 @@ fn cluster_acl_config_version(admin: &Admin, args: &Args) -> Result<(), CliError
             (addr, v, row)
         })
         .collect();
-    if args.json {
-        print_json(&Value::Array(parsed.into_iter().map(|p| p.2).collect()));
-        return Ok(());
-    }
-    let mut t = Table::new(&[
+    let head = [
         "Cluster Name",
         "Broker Name",
         "Broker Addr",
         "AclConfigVersionNum",
         "AclLastUpdateTime",
-    ]);
-    for (addr, v, row) in &parsed {
-        t.row(vec![
-            row["clusterName"].as_str().unwrap_or_default().to_owned(),
-            row["brokerName"].as_str().unwrap_or_default().to_owned(),
-            addr.clone(),
-            v["counter"].as_i64().unwrap_or(0).to_string(),
-            fmt_time(v["timestamp"].as_i64().unwrap_or(0)),
-        ]);
-    }
-    print!("{}", t.render());
+    ];
+    print_listing(
+        args.json,
+        || Value::Array(parsed.iter().map(|p| p.2.clone()).collect()),
+        || {
+            Table::of(&head, &parsed, |(addr, v, row)| {
+                vec![
+                    row["clusterName"].as_str().unwrap_or_default().to_owned(),
+                    row["brokerName"].as_str().unwrap_or_default().to_owned(),
+                    addr.clone(),
+                    v["counter"].as_i64().unwrap_or(0).to_string(),
+                    fmt_time(v["timestamp"].as_i64().unwrap_or(0)),
+                ]
+            })
+        },
+    );
     Ok(())
 }
 

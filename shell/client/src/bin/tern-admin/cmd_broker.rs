@@ -4,18 +4,16 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tern_client::admin::Target;
+use tern_client::admin::QueueProgress;
 use tern_client::{Admin, ClientError};
 use tern_shell::RequestCode;
 use tern_shell::body::BrokerStatsData;
 
-use crate::out::{Table, fmt_time, print_json};
+use crate::cmd_topic::{progress_table, target};
+use crate::opts::{BROKER_ADDR, TOPIC};
+use crate::out::{Table, print_json, print_listing, to_value};
 use crate::progress::Progress;
 use crate::{Args, CliError, Command, flag, val, wait};
-
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
 
 pub const BROKER_CONSUME_STATS: Command = Command {
     name: "brokerConsumeStats",
@@ -51,7 +49,14 @@ fn broker_consume_stats(admin: &Admin, args: &Args) -> Result<(), CliError> {
                     if diff < level || o.last_timestamp <= 0 {
                         continue;
                     }
-                    rows.push((mq.clone(), group.clone(), o.clone(), diff));
+                    let q = QueueProgress {
+                        queue: mq.clone(),
+                        broker_offset: o.broker_offset,
+                        consumer_offset: o.consumer_offset,
+                        diff,
+                        last_timestamp: o.last_timestamp,
+                    };
+                    rows.push((q, group.clone()));
                 }
             }
         }
@@ -59,12 +64,12 @@ fn broker_consume_stats(admin: &Admin, args: &Args) -> Result<(), CliError> {
     if args.json {
         let queues: Vec<Value> = rows
             .iter()
-            .map(|(mq, g, o, diff)| {
+            .map(|(q, g)| {
                 json!({
-                    "topic": mq.topic, "group": g, "brokerName": mq.broker_name,
-                    "queueId": mq.queue_id, "brokerOffset": o.broker_offset,
-                    "consumerOffset": o.consumer_offset, "diff": diff,
-                    "lastTimestamp": o.last_timestamp,
+                    "topic": q.queue.topic, "group": g, "brokerName": q.queue.broker_name,
+                    "queueId": q.queue.queue_id, "brokerOffset": q.broker_offset,
+                    "consumerOffset": q.consumer_offset, "diff": q.diff,
+                    "lastTimestamp": q.last_timestamp,
                 })
             })
             .collect();
@@ -74,45 +79,16 @@ fn broker_consume_stats(admin: &Admin, args: &Args) -> Result<(), CliError> {
         }));
         return Ok(());
     }
-    let mut t = Table::new(&[
-        "Topic",
-        "Group",
-        "Broker Name",
-        "QID",
-        "Broker Offset",
-        "Consumer Offset",
-        "Diff",
-        "LastTime",
-    ]);
-    for (mq, group, o, diff) in rows {
-        t.row(vec![
-            mq.topic,
-            group,
-            mq.broker_name,
-            mq.queue_id.to_string(),
-            o.broker_offset.to_string(),
-            o.consumer_offset.to_string(),
-            diff.to_string(),
-            fmt_time(o.last_timestamp),
-        ]);
-    }
-    print!("{}", t.render());
+    progress_table(rows.iter().map(|(q, g)| (q, Some(g.as_str()))), true).print();
     println!();
     println!("Diff Total: {}", stats.total_diff);
     Ok(())
 }
 
-/// `-b` one broker, `-c` one cluster's masters, neither: every master.
-fn maintenance_target(args: &Args) -> Option<Target> {
-    match (args.get('b'), args.get('c')) {
-        (Some(b), _) => Some(Target::Broker(b.to_owned())),
-        (None, Some(c)) => Some(Target::Cluster(c.to_owned())),
-        (None, None) => None,
-    }
-}
-
+/// Sends `code` to the masters `-b`/`-c` name (`-b` one broker, `-c` one cluster's
+/// masters, neither: every master) and reports each answer.
 fn on_brokers(admin: &Admin, args: &Args, code: RequestCode) -> Result<(), CliError> {
-    let addrs = wait(admin.masters_of(maintenance_target(args).as_ref()))?;
+    let addrs = wait(admin.masters_of(target(args).ok().as_ref()))?;
     if addrs.is_empty() {
         return Err(ClientError::NotFound("no master broker found".into()).into());
     }
@@ -146,10 +122,7 @@ fn on_brokers(admin: &Admin, args: &Args, code: RequestCode) -> Result<(), CliEr
 pub const CLEAN_EXPIRED_CQ: Command = Command {
     name: "cleanExpiredCQ",
     desc: "Clean expired ConsumeQueue on broker",
-    opts: &[
-        val('b', "brokerAddr", false, "Broker address"),
-        val('c', "cluster", false, "clustername"),
-    ],
+    opts: &[BROKER_ADDR, val('c', "cluster", false, "clustername")],
     run: clean_expired_cq,
 };
 
@@ -160,10 +133,7 @@ fn clean_expired_cq(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const CLEAN_UNUSED_TOPIC: Command = Command {
     name: "cleanUnusedTopic",
     desc: "Clean unused topic on broker",
-    opts: &[
-        val('b', "brokerAddr", false, "Broker address"),
-        val('c', "cluster", false, "cluster name"),
-    ],
+    opts: &[BROKER_ADDR, val('c', "cluster", false, "cluster name")],
     run: clean_unused_topic,
 };
 
@@ -175,7 +145,7 @@ pub const QUERY_CQ: Command = Command {
     name: "queryCq",
     desc: "Query cq command",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val('q', "queue", true, "queue num, ie. 1"),
         val('i', "index", true, "start queue index."),
         val('c', "count", false, "how many. (default 10)"),
@@ -314,41 +284,31 @@ fn stats_all(admin: &Admin, args: &Args) -> Result<(), CliError> {
         bar.advance(1);
     }
     bar.finish();
-    if args.json {
-        print_json(&json!({ "stats": rows }));
-        return Ok(());
-    }
-    let mut t = Table::new(&[
-        "Topic",
-        "Consumer Group",
-        "Accumulation",
-        "InTPS",
-        "OutTPS",
-        "InMsg24Hour",
-        "OutMsg24Hour",
-    ]);
+    // Each column's heading and the key of the row's JSON it shows.
+    let columns = [
+        ("Topic", "topic"),
+        ("Consumer Group", "consumerGroup"),
+        ("Accumulation", "accumulation"),
+        ("InTPS", "inTps"),
+        ("OutTPS", "outTps"),
+        ("InMsg24Hour", "inMsg24Hour"),
+        ("OutMsg24Hour", "outMsg24Hour"),
+    ];
     let text = |v: &Value| match v {
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
         Value::Number(n) if n.is_f64() => format!("{:.2}", n.as_f64().unwrap_or(0.0)),
         other => other.to_string(),
     };
-    for r in &rows {
-        t.row(
-            [
-                "topic",
-                "consumerGroup",
-                "accumulation",
-                "inTps",
-                "outTps",
-                "inMsg24Hour",
-                "outMsg24Hour",
-            ]
-            .iter()
-            .map(|k| text(&r[*k]))
-            .collect(),
-        );
-    }
-    print!("{}", t.render());
+    let head: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    print_listing(
+        args.json,
+        || json!({ "stats": rows }),
+        || {
+            Table::of(&head, &rows, |r| {
+                columns.iter().map(|(_, k)| text(&r[*k])).collect()
+            })
+        },
+    );
     Ok(())
 }

@@ -2,8 +2,10 @@
 
 use serde_json::{Map, Value, json};
 use tern_client::Admin;
-use tern_client::admin::BrokerAddr;
+use tern_client::admin::{BrokerAddr, Target};
 
+use crate::cmd_topic::target;
+use crate::opts::{CONFIG_KEY, CONFIG_VALUE, UPDATE_BROKER, UPDATE_CLUSTER};
 use crate::out::print_json;
 use crate::{Args, CliError, Command, val, wait};
 
@@ -20,15 +22,11 @@ pub const GET_BROKER_CONFIG: Command = Command {
 /// The brokers `-b` or `-c` name, each with mqadmin's heading line; `all` includes the
 /// slaves of a cluster.
 fn brokers(admin: &Admin, args: &Args, all: bool) -> Result<Vec<(String, String)>, CliError> {
-    if let Some(b) = args.get('b') {
-        return Ok(vec![(b.to_owned(), format!("============{b}============"))]);
-    }
-    let Some(cluster) = args.get('c') else {
-        return Err(CliError::Usage(
-            "give a broker address (-b) or a cluster name (-c)".into(),
-        ));
+    let cluster = match target(args)? {
+        Target::Broker(b) => return Ok(vec![(b.clone(), format!("============{b}============"))]),
+        Target::Cluster(c) => c,
     };
-    let list: Vec<BrokerAddr> = wait(admin.cluster_brokers(cluster))?;
+    let list: Vec<BrokerAddr> = wait(admin.cluster_brokers(&cluster))?;
     let master_of = |name: &str| {
         list.iter()
             .find(|b| b.broker_name == name && b.broker_id == 0)
@@ -75,16 +73,16 @@ pub const UPDATE_BROKER_CONFIG: Command = Command {
     name: "updateBrokerConfig",
     desc: "Update broker's config",
     opts: &[
-        val('b', "brokerAddr", false, "update which broker"),
-        val('c', "clusterName", false, "update which cluster"),
+        UPDATE_BROKER,
+        UPDATE_CLUSTER,
         val(
             'a',
             "updateAllBroker",
             false,
             "update all brokers include slave (with -c)",
         ),
-        val('k', "key", true, "config key"),
-        val('v', "value", true, "config value"),
+        CONFIG_KEY,
+        CONFIG_VALUE,
     ],
     run: update_broker_config,
 };

@@ -10,6 +10,7 @@ use tern_shell::runtime::now_ms;
 
 use crate::cmd_message::parse_time;
 use crate::cmd_topic::{SUB_GROUP_BROKER, SUB_GROUP_CLUSTER, target};
+use crate::opts::{CONSUMER_GROUP, GROUP_NAME};
 use crate::out::{Table, print_json};
 use crate::{Args, CliError, Command, val, wait};
 
@@ -56,15 +57,10 @@ fn reset_offset_by_time(admin: &Admin, args: &Args) -> Result<(), CliError> {
     println!(
         "start reset consumer offset by specified, group[{group}], topic[{topic}], force[{force}], timestamp(string)[{when}], timestamp(long)[{ts}]"
     );
-    let mut t = Table::new(&["brokerName", "queueId", "offset"]);
-    for (q, o) in &table {
-        t.row(vec![
-            q.broker_name.clone(),
-            q.queue_id.to_string(),
-            o.to_string(),
-        ]);
-    }
-    print!("{}", t.render());
+    Table::of(&["brokerName", "queueId", "offset"], &table, |(q, o)| {
+        vec![q.broker_name.clone(), q.queue_id.to_string(), o.to_string()]
+    })
+    .print();
     Ok(())
 }
 
@@ -72,7 +68,7 @@ pub const CONSUMER_STATUS: Command = Command {
     name: "consumerStatus",
     desc: "Query consumer's internal data structure.",
     opts: &[
-        val('g', "consumerGroup", true, "consumer group name"),
+        CONSUMER_GROUP,
         val('i', "clientId", false, "The consumer's client id"),
         val(
             'b',
@@ -99,8 +95,8 @@ fn consumer_status(admin: &Admin, args: &Args) -> Result<(), CliError> {
     }
     let conns = wait(admin.consumer_connection(group))?;
     let mut infos = BTreeMap::new();
-    let mut t = Table::new(&["Index", "ClientId", "Version", "Status"]);
-    for (i, c) in conns.connection_set.iter().enumerate() {
+    let head = ["Index", "ClientId", "Version", "Status"];
+    let t = Table::of(&head, conns.connection_set.iter().enumerate(), |(i, c)| {
         let status = match wait(admin.consumer_running_info(group, &c.client_id, jstack)) {
             Ok(info) => {
                 infos.insert(c.client_id.clone(), info);
@@ -109,18 +105,18 @@ fn consumer_status(admin: &Admin, args: &Args) -> Result<(), CliError> {
             // RocketMQ's C++ client answers only some of it; a client may also just leave.
             Err(e) => format!("no running info: {e}"),
         };
-        t.row(vec![
+        vec![
             (i + 1).to_string(),
             c.client_id.clone(),
             c.version.to_string(),
             status,
-        ]);
-    }
+        ]
+    });
     if args.json {
         print_json(&json!(infos));
         return Ok(());
     }
-    print!("{}", t.render());
+    t.print();
     println!();
     let subs: BTreeSet<String> = infos
         .values()
@@ -193,7 +189,7 @@ pub const SET_CONSUME_MODE: Command = Command {
         SUB_GROUP_BROKER,
         SUB_GROUP_CLUSTER,
         val('t', "topicName", true, "topic name"),
-        val('g', "groupName", true, "consumer group name"),
+        GROUP_NAME,
         val('m', "mode", true, "consume mode. PULL/POP"),
         val(
             'q',

@@ -8,8 +8,9 @@ use tern_client::admin::{BrokerEpochs, BrokerSets};
 use tern_client::{Admin, ClientError};
 use tern_shell::body::{EpochEntryCache, ReplicaIdentity};
 
-use crate::out::print_json;
-use crate::{Args, CliError, Command, flag, val, val_alias, wait};
+use crate::opts::CLUSTER_NAME;
+use crate::out::{print_json, to_value};
+use crate::{Args, CliError, Command, Opt, flag, val, val_alias, wait};
 
 /// Whether `command` with `args` needs a name server: the controller commands talk to the
 /// controller named by `-a`, except getSyncStateSet of a whole cluster (`-c`), whose
@@ -22,15 +23,25 @@ pub fn needs_name_server(command: &str, args: &Args) -> bool {
     }
 }
 
+/// `-a` of the two queries (mqadmin's lower-case help).
+const CONTROLLER: Opt = val('a', "controllerAddress", true, "the address of controller");
+/// `-a` of the two changes (electMaster, cleanBrokerMetadata).
+const TO_CONTROLLER: Opt = val('a', "controllerAddress", true, "The address of controller");
+/// `-b` of getSyncStateSet and getBrokerEpoch: the broker set, by name (see [`broker_sets`]).
+const BROKER_SET: Opt = val('b', "brokerName", false, "which broker to fetch");
+/// `-bn` of the two changes: the broker set they act on.
+const REPLICAS_BROKER_NAME: Opt = val_alias(
+    "bn",
+    'β',
+    "brokerName",
+    true,
+    "The broker name of the replicas that require to be manipulated",
+);
+
 pub const GET_CONTROLLER_META_DATA: Command = Command {
     name: "getControllerMetaData",
     desc: "get controller cluster's metadata",
-    opts: &[val(
-        'a',
-        "controllerAddress",
-        true,
-        "the address of controller",
-    )],
+    opts: &[CONTROLLER],
     run: get_controller_metadata,
 };
 
@@ -47,10 +58,12 @@ fn get_controller_metadata(admin: &Admin, args: &Args) -> Result<(), CliError> {
         }));
         return Ok(());
     }
-    let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-    print!("\n#ControllerGroup\t{}", shown(&m.group));
-    print!("\n#ControllerLeaderId\t{}", shown(&m.leader_id));
-    print!("\n#ControllerLeaderAddress\t{}", shown(&m.leader_addr));
+    print!("\n#ControllerGroup\t{}", or_null(m.group.as_ref()));
+    print!("\n#ControllerLeaderId\t{}", or_null(m.leader_id.as_ref()));
+    print!(
+        "\n#ControllerLeaderAddress\t{}",
+        or_null(m.leader_addr.as_ref())
+    );
     for p in &m.peers {
         print!("\n#Peer:\t{p}");
     }
@@ -61,13 +74,14 @@ fn get_controller_metadata(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const GET_SYNC_STATE_SET: Command = Command {
     name: "getSyncStateSet",
     desc: "Fetch syncStateSet for target brokers",
-    opts: &[
-        val('a', "controllerAddress", true, "the address of controller"),
-        val('c', "clusterName", false, "which cluster"),
-        val('b', "brokerName", false, "which broker to fetch"),
-    ],
+    opts: &[CONTROLLER, CLUSTER_NAME, BROKER_SET],
     run: get_sync_state_set,
 };
+
+/// A value as Java's `String.valueOf` prints it: `null` when absent.
+fn or_null<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "null".into(), |v| v.to_string())
+}
 
 fn replica(r: &ReplicaIdentity) -> String {
     format!(
@@ -105,7 +119,7 @@ fn get_sync_state_set(admin: &Admin, args: &Args) -> Result<(), CliError> {
     };
     let info = wait(admin.sync_state_data(controller, &names))?;
     if args.json {
-        print_json(&serde_json::to_value(&info).unwrap_or_default());
+        print_json(&to_value(&info));
         return Ok(());
     }
     for (name, r) in &info.replicas_info_table {
@@ -130,8 +144,8 @@ pub const GET_BROKER_EPOCH: Command = Command {
     name: "getBrokerEpoch",
     desc: "Fetch broker epoch entries",
     opts: &[
-        val('c', "clusterName", false, "which cluster"),
-        val('b', "brokerName", false, "which broker to fetch"),
+        CLUSTER_NAME,
+        BROKER_SET,
         val('i', "interval", false, "the interval(second) of get info"),
     ],
     run: get_broker_epoch,
@@ -179,10 +193,7 @@ fn print_epoch_round(round: &[BrokerEpochs], as_json: bool) -> Result<(), CliErr
                 if !as_json {
                     print!("{}", epoch_text(&r.addr, cache));
                 }
-                answered.insert(
-                    r.addr.clone(),
-                    serde_json::to_value(cache).unwrap_or_default(),
-                );
+                answered.insert(r.addr.clone(), to_value(cache));
             }
             Err(e) => eprintln!(
                 "tern-admin getBrokerEpoch: {} ({}, brokerId {}): {e}",
@@ -229,20 +240,14 @@ pub const ELECT_MASTER: Command = Command {
     name: "electMaster",
     desc: "Re-elect the specified broker as master",
     opts: &[
-        val('a', "controllerAddress", true, "The address of controller"),
+        TO_CONTROLLER,
         val(
             'b',
             "brokerId",
             true,
             "The id of the broker which requires to become master",
         ),
-        val_alias(
-            "bn",
-            'β',
-            "brokerName",
-            true,
-            "The broker name of the replicas that require to be manipulated",
-        ),
+        REPLICAS_BROKER_NAME,
         val('c', "clusterName", true, "the clusterName of broker"),
     ],
     run: elect_master,
@@ -269,17 +274,13 @@ fn elect_master(admin: &Admin, args: &Args) -> Result<(), CliError> {
         }));
         return Ok(());
     }
-    let shown = |v: Option<String>| v.unwrap_or_else(|| "null".into());
     print!("\n#ClusterName\t{cluster}");
     print!("\n#BrokerName\t{name}");
-    print!("\n#BrokerMasterAddr\t{}", shown(e.header.master_address));
-    print!(
-        "\n#MasterEpoch\t{}",
-        shown(e.header.master_epoch.map(|v| v.to_string()))
-    );
+    print!("\n#BrokerMasterAddr\t{}", or_null(e.header.master_address));
+    print!("\n#MasterEpoch\t{}", or_null(e.header.master_epoch));
     println!(
         "\n#SyncStateSetEpoch\t{}",
-        shown(e.header.sync_state_set_epoch.map(|v| v.to_string()))
+        or_null(e.header.sync_state_set_epoch)
     );
     if let Some(g) = &e.body.broker_member_group {
         for (id, addr) in &g.broker_addrs.0 {
@@ -293,20 +294,14 @@ pub const CLEAN_BROKER_METADATA: Command = Command {
     name: "cleanBrokerMetadata",
     desc: "clean metadata of broker on controller",
     opts: &[
-        val('a', "controllerAddress", true, "The address of controller"),
+        TO_CONTROLLER,
         val(
             'b',
             "brokerControllerIdsToClean",
             false,
             "The brokerController id list which requires to clean metadata. eg: 1;2;3, means that clean broker-1, broker-2 and broker-3",
         ),
-        val_alias(
-            "bn",
-            'β',
-            "brokerName",
-            true,
-            "The broker name of the replicas that require to be manipulated",
-        ),
+        REPLICAS_BROKER_NAME,
         val('c', "clusterName", false, "the clusterName of broker"),
         flag(
             'l',

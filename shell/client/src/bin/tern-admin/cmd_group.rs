@@ -2,12 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tern_client::admin::Target;
 use tern_client::consumer::AllocateStrategy;
 use tern_client::{Admin, MessageQueue};
 
-use crate::out::{Table, print_json};
+use crate::cmd_topic::{connection_table, route_queues, target};
+use crate::opts::TOPIC;
+use crate::out::{print_json, print_listing, to_value};
 use crate::{Args, CliError, Command, val, wait};
 
 pub const PRODUCER_CONNECTION: Command = Command {
@@ -15,28 +17,18 @@ pub const PRODUCER_CONNECTION: Command = Command {
     desc: "Query producer's socket connection and client version",
     opts: &[
         val('g', "producerGroup", true, "producer group name"),
-        val('t', "topic", true, "topic name"),
+        TOPIC,
     ],
     run: producer_connection,
 };
 
 fn producer_connection(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let pc = wait(admin.producer_connection(args.req('g')?, args.req('t')?))?;
-    if args.json {
-        print_json(&serde_json::to_value(&pc).unwrap_or(Value::Null));
-        return Ok(());
-    }
-    let mut t = Table::new(&["ID", "ClientId", "ClientAddr", "Language", "Version"]);
-    for (i, c) in pc.connection_set.iter().enumerate() {
-        t.row(vec![
-            format!("{:04}", i + 1),
-            c.client_id.clone(),
-            c.client_addr.clone(),
-            c.language.name().to_owned(),
-            c.version.to_string(),
-        ]);
-    }
-    print!("{}", t.render());
+    print_listing(
+        args.json,
+        || to_value(&pc),
+        || connection_table(&pc.connection_set, true),
+    );
     Ok(())
 }
 
@@ -90,14 +82,10 @@ pub const DELETE_SUB_GROUP: Command = Command {
 fn delete_sub_group(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let group = args.req('g')?;
     let clean = args.bool('r', false)?;
-    let (target, cluster) = match (args.get('b'), args.get('c')) {
-        (Some(b), _) => (Target::Broker(b.to_owned()), None),
-        (None, Some(c)) => (Target::Cluster(c.to_owned()), Some(c)),
-        (None, None) => {
-            return Err(CliError::Usage(
-                "give a broker address (-b) or a cluster name (-c)".into(),
-            ));
-        }
+    let target = target(args)?;
+    let cluster = match &target {
+        Target::Cluster(c) => Some(c.as_str()),
+        Target::Broker(_) => None,
     };
     let done = wait(admin.delete_subscription_group(&target, group, clean))?;
     // mqadmin drops the group's retry and dead-letter topics with a cluster-wide delete.
@@ -128,7 +116,7 @@ fn delete_sub_group(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const TOPIC_CLUSTER_LIST: Command = Command {
     name: "topicClusterList",
     desc: "Get cluster info for topic",
-    opts: &[val('t', "topic", true, "topic name")],
+    opts: &[TOPIC],
     run: topic_cluster_list,
 };
 
@@ -147,32 +135,15 @@ fn topic_cluster_list(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const ALLOCATE_MQ: Command = Command {
     name: "allocateMQ",
     desc: "Allocate MQ",
-    opts: &[
-        val('t', "topic", true, "topic name"),
-        val('i', "ipList", true, "ipList"),
-    ],
+    opts: &[TOPIC, val('i', "ipList", true, "ipList")],
     run: allocate_mq,
 };
-
-/// Read permission of a topic's queues.
-const PERM_READ: i32 = 4;
 
 fn allocate_mq(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let topic = args.req('t')?;
     let ips: Vec<String> = args.req('i')?.split(',').map(str::to_owned).collect();
     let route = wait(admin.topic_route(topic))?;
-    let mut mqs: Vec<MessageQueue> = route
-        .queue_datas
-        .iter()
-        .filter(|q| q.perm & PERM_READ != 0)
-        .flat_map(|q| {
-            (0..q.read_queue_nums.max(0)).map(|id| MessageQueue {
-                topic: topic.to_owned(),
-                broker_name: q.broker_name.clone(),
-                queue_id: id,
-            })
-        })
-        .collect();
+    let mut mqs = route_queues(&route, topic, false);
     mqs.sort();
     // As mqadmin: each address in the order given is a client of the averaging strategy.
     let result: BTreeMap<&str, Vec<MessageQueue>> = ips

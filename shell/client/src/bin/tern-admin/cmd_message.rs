@@ -10,14 +10,20 @@ use tern_client::{
 };
 use tern_shell::runtime::now_ms;
 
-use crate::out::{Table, message_detail, message_json, print_json};
+use crate::opts::TOPIC;
+use crate::out::{
+    Table, body_text, message_detail, message_json, print_json, print_listing, queue_text, to_value,
+};
 use crate::{Args, CliError, Command, Opt, flag, val, wait};
+
+/// `-t` of sendMessage and consumeMessage (mqadmin capitalises it there).
+const MESSAGE_TOPIC: Opt = val('t', "topic", true, "Topic name");
 
 pub const SEND_MESSAGE: Command = Command {
     name: "sendMessage",
     desc: "Send a message",
     opts: &[
-        val('t', "topic", true, "Topic name"),
+        MESSAGE_TOPIC,
         val('p', "body", true, "UTF-8 string format of the message body"),
         val('k', "key", false, "Message keys"),
         val('c', "tags", false, "Message tags"),
@@ -57,17 +63,19 @@ fn send_message(admin: &Admin, args: &Args) -> Result<(), CliError> {
         None => wait(producer.send(msg))?,
     };
     if args.json {
-        print_json(&serde_json::to_value(&result).unwrap_or(Value::Null));
+        print_json(&to_value(&result));
         return Ok(());
     }
-    let mut t = Table::new(&["Broker Name", "QID", "Send Result", "MsgId"]);
-    t.row(vec![
-        result.queue.broker_name.clone(),
-        result.queue.queue_id.to_string(),
-        result.status.name().to_owned(),
-        result.msg_id.clone(),
-    ]);
-    print!("{}", t.render());
+    let head = ["Broker Name", "QID", "Send Result", "MsgId"];
+    Table::of(&head, [&result], |r| {
+        vec![
+            r.queue.broker_name.clone(),
+            r.queue.queue_id.to_string(),
+            r.status.name().to_owned(),
+            r.msg_id.clone(),
+        ]
+    })
+    .print();
     println!("OffsetMsgId: {}", result.offset_msg_id);
     println!("QueueOffset: {}", result.queue_offset);
     Ok(())
@@ -77,7 +85,7 @@ pub const CONSUME_MESSAGE: Command = Command {
     name: "consumeMessage",
     desc: "Consume message",
     opts: &[
-        val('t', "topic", true, "Topic name"),
+        MESSAGE_TOPIC,
         val('b', "brokerName", false, "Broker name"),
         val('i', "queueId", false, "Queue Id"),
         val('o', "offset", false, "Queue offset"),
@@ -210,10 +218,7 @@ fn pull_queue(
         return Ok(out);
     }
     let mut offset = start;
-    let name = format!(
-        "MessageQueue [topic={}, brokerName={}, queueId={}]",
-        q.topic, q.broker_name, q.queue_id
-    );
+    let name = queue_text(q);
     while *left > 0 && offset < stop {
         let max = (*left).min(stop - offset).min(32) as i32;
         let r = wait(c.pull(q, offset, max))?;
@@ -260,7 +265,7 @@ fn print_line(m: &MessageExt) {
         m.queue_offset,
         m.tags().unwrap_or(""),
         m.properties.get(property::KEYS).map_or("", |s| s),
-        String::from_utf8_lossy(&m.body)
+        body_text(m)
     );
 }
 
@@ -345,7 +350,7 @@ pub const QUERY_MSG_BY_KEY: Command = Command {
     name: "queryMsgByKey",
     desc: "Query Message by Key",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val('k', "msgKey", true, "Message Key"),
         val('b', "beginTimestamp", false, "Begin timestamp (ms)"),
         val('e', "endTimestamp", false, "End timestamp (ms)"),
@@ -365,19 +370,19 @@ fn query_msg_by_key(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let end = args.num('e', i64::MAX)?;
     let max = args.num('c', 64i32)?;
     let msgs = wait(admin.query_by_key(topic, key, max, begin, end))?;
-    if args.json {
-        print_json(&Value::Array(msgs.iter().map(message_json).collect()));
-        return Ok(());
-    }
-    let mut t = Table::new(&["Message ID", "QID", "Offset"]);
-    for m in &msgs {
-        t.row(vec![
-            m.msg_id().to_owned(),
-            m.queue_id.to_string(),
-            m.queue_offset.to_string(),
-        ]);
-    }
-    print!("{}", t.render());
+    print_listing(
+        args.json,
+        || Value::Array(msgs.iter().map(message_json).collect()),
+        || {
+            Table::of(&["Message ID", "QID", "Offset"], &msgs, |m| {
+                vec![
+                    m.msg_id().to_owned(),
+                    m.queue_id.to_string(),
+                    m.queue_offset.to_string(),
+                ]
+            })
+        },
+    );
     Ok(())
 }
 
@@ -385,7 +390,7 @@ pub const QUERY_MSG_BY_OFFSET: Command = Command {
     name: "queryMsgByOffset",
     desc: "Query Message by offset",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val('b', "brokerName", true, "Broker Name"),
         val('i', "queueId", true, "Queue Id"),
         val('o', "offset", true, "Queue Offset"),

@@ -3,18 +3,24 @@
 use serde_json::json;
 use tern_client::Admin;
 
+use crate::opts::{CONFIG_KEY, CONFIG_VALUE, TOPIC};
 use crate::out::{Table, print_json};
-use crate::{Args, CliError, Command, val, wait};
+use crate::{Args, CliError, Command, Opt, val, wait};
 
 /// KV namespace of ordered topics' queue layout (`NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
+
+/// `-s` of the KV commands.
+const KV_NAMESPACE: Opt = val('s', "namespace", true, "set the namespace");
+/// `-k` of the KV commands.
+const KV_KEY: Opt = val('k', "key", true, "set the key name");
 
 pub const UPDATE_KV_CONFIG: Command = Command {
     name: "updateKvConfig",
     desc: "Create or update KV config",
     opts: &[
-        val('s', "namespace", true, "set the namespace"),
-        val('k', "key", true, "set the key name"),
+        KV_NAMESPACE,
+        KV_KEY,
         val('v', "value", true, "set the key value"),
     ],
     run: update_kv_config,
@@ -34,10 +40,7 @@ fn update_kv_config(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const DELETE_KV_CONFIG: Command = Command {
     name: "deleteKvConfig",
     desc: "Delete KV config",
-    opts: &[
-        val('s', "namespace", true, "set the namespace"),
-        val('k', "key", true, "set the key name"),
-    ],
+    opts: &[KV_NAMESPACE, KV_KEY],
     run: delete_kv_config,
 };
 
@@ -56,7 +59,7 @@ pub const UPDATE_ORDER_CONF: Command = Command {
     name: "updateOrderConf",
     desc: "Create or update or delete order conf",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val(
             'v',
             "orderConf",
@@ -113,6 +116,9 @@ fn update_order_conf(admin: &Admin, args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `-b` of wipeWritePerm and addWritePerm.
+const PERM_BROKER: Opt = val('b', "brokerName", true, "broker name");
+
 fn write_perm(admin: &Admin, args: &Args, writable: bool) -> Result<(), CliError> {
     let broker = args.req('b')?;
     let done = wait(admin.set_write_perm(broker, writable))?;
@@ -142,14 +148,14 @@ fn add_write_perm(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const WIPE_WRITE_PERM: Command = Command {
     name: "wipeWritePerm",
     desc: "Wipe write perm of broker in all name server you defined in the -n param",
-    opts: &[val('b', "brokerName", true, "broker name")],
+    opts: &[PERM_BROKER],
     run: wipe_write_perm,
 };
 
 pub const ADD_WRITE_PERM: Command = Command {
     name: "addWritePerm",
     desc: "Add write perm of broker in all name server you defined in the -n param",
-    opts: &[val('b', "brokerName", true, "broker name")],
+    opts: &[PERM_BROKER],
     run: add_write_perm,
 };
 
@@ -169,11 +175,7 @@ fn get_namesrv_config(admin: &Admin, args: &Args) -> Result<(), CliError> {
     }
     for (ns, table) in all {
         println!("============{ns}============");
-        let mut t = Table::new(&["Key", "Value"]);
-        for (k, v) in table {
-            t.row(vec![k, v]);
-        }
-        print!("{}", t.render());
+        Table::of(&["Key", "Value"], table, |(k, v)| vec![k, v]).print();
     }
     Ok(())
 }
@@ -181,10 +183,7 @@ fn get_namesrv_config(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const UPDATE_NAMESRV_CONFIG: Command = Command {
     name: "updateNamesrvConfig",
     desc: "Update configs of name server",
-    opts: &[
-        val('k', "key", true, "config key"),
-        val('v', "value", true, "config value"),
-    ],
+    opts: &[CONFIG_KEY, CONFIG_VALUE],
     run: update_namesrv_config,
 };
 

@@ -10,7 +10,8 @@ use tern_client::message::property;
 use tern_client::{Admin, MessageExt, MessageQueue, PullConsumer};
 
 use crate::cmd_message::{BEGIN_TIMESTAMP_HELP, END_TIMESTAMP, parse_time};
-use crate::out::{message_json, print_json};
+use crate::opts::TOPIC;
+use crate::out::{body_text, message_json, print_json, queue_text};
 use crate::progress::Progress;
 use crate::{Args, CliError, Command, Opt, val, wait};
 
@@ -27,13 +28,6 @@ fn check_charset(args: &Args) -> Result<(), CliError> {
     }
 }
 
-fn queue_name(q: &MessageQueue) -> String {
-    format!(
-        "MessageQueue [topic={}, brokerName={}, queueId={}]",
-        q.topic, q.broker_name, q.queue_id
-    )
-}
-
 fn message_line(m: &MessageExt, body: bool) -> String {
     format!(
         "MSGID: {} MessageExt [queueId={}, queueOffset={}, storeTimestamp={}, tags={}, keys={}] BODY: {}",
@@ -44,7 +38,7 @@ fn message_line(m: &MessageExt, body: bool) -> String {
         m.tags().unwrap_or(""),
         m.properties.get(property::KEYS).map_or("", |s| s),
         if body {
-            String::from_utf8_lossy(&m.body).into_owned()
+            body_text(m)
         } else {
             "NOT PRINT BODY".into()
         }
@@ -107,15 +101,16 @@ const SUB_EXPRESSION: Opt = val(
     false,
     "Subscribe Expression(eg: TagA || TagB)",
 );
+const BEGIN_TIMESTAMP: Opt = val('b', "beginTimestamp", false, BEGIN_TIMESTAMP_HELP);
 
 pub const PRINT_MSG: Command = Command {
     name: "printMsg",
     desc: "Print Message Detail",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         CHARSET,
         SUB_EXPRESSION,
-        val('b', "beginTimestamp", false, BEGIN_TIMESTAMP_HELP),
+        BEGIN_TIMESTAMP,
         END_TIMESTAMP,
         val('d', "printBody", false, "print body (default true)"),
         val(
@@ -153,7 +148,7 @@ fn print_msg(admin: &Admin, args: &Args) -> Result<(), CliError> {
                 "minOffset={}, maxOffset={}, {}",
                 r.0,
                 r.1,
-                queue_name(q)
+                queue_text(q)
             ));
         }
         let mut msgs = Vec::new();
@@ -172,7 +167,7 @@ fn print_msg(admin: &Admin, args: &Args) -> Result<(), CliError> {
             if let Some(s) = status {
                 bar.println(&format!(
                     "{} print msg finished. status={s:?}, offset={offset}",
-                    queue_name(q)
+                    queue_text(q)
                 ));
             }
             bar.println("--------------------------------------------------------");
@@ -189,12 +184,12 @@ pub const PRINT_MSG_BY_QUEUE: Command = Command {
     name: "printMsgByQueue",
     desc: "Print Message Detail by queueId",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val('a', "brokerName", true, "broker name"),
         val('i', "queueId", true, "queue id"),
         CHARSET,
         SUB_EXPRESSION,
-        val('b', "beginTimestamp", false, BEGIN_TIMESTAMP_HELP),
+        BEGIN_TIMESTAMP,
         END_TIMESTAMP,
         val(
             'p',

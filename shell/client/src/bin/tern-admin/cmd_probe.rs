@@ -4,14 +4,13 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tern_client::{Admin, Message, MessageQueue, Producer, ProducerConfig, SendResult};
+use tern_client::{Admin, Message, Producer, ProducerConfig, SendResult};
 use tern_shell::runtime::now_ms;
 
-use crate::out::{Table, print_json};
-use crate::{Args, CliError, Command, val, wait};
-
-/// Write permission of a topic's queues.
-const PERM_WRITE: i32 = 2;
+use crate::cmd_topic::route_queues;
+use crate::opts::TOPIC;
+use crate::out::{Table, print_json, queue_text, to_value};
+use crate::{Args, CliError, Command, Opt, val, wait};
 
 /// A body of about `size` bytes (mqadmin repeats "hello jodie").
 fn body_of(size: usize) -> Vec<u8> {
@@ -25,13 +24,11 @@ fn producer(admin: &Admin, group: String) -> Producer {
 
 fn result_text(r: &SendResult) -> String {
     format!(
-        "SendResult [sendStatus={}, msgId={}, offsetMsgId={}, messageQueue=MessageQueue [topic={}, brokerName={}, queueId={}], queueOffset={}]",
+        "SendResult [sendStatus={}, msgId={}, offsetMsgId={}, messageQueue={}, queueOffset={}]",
         r.status.name(),
         r.msg_id,
         r.offset_msg_id,
-        r.queue.topic,
-        r.queue.broker_name,
-        r.queue.queue_id,
+        queue_text(&r.queue),
         r.queue_offset
     )
 }
@@ -45,6 +42,11 @@ fn positive(args: &Args, c: char, default: usize) -> Result<usize, CliError> {
     }
     Ok(n)
 }
+
+/// `-a` of the two RT probes.
+const AMOUNT: Opt = val('a', "amount", false, "message amount | default 100");
+/// `-s` of the two RT probes.
+const SIZE: Opt = val('s', "size", false, "message size | default 128 Byte");
 
 pub const SEND_MSG_STATUS: Command = Command {
     name: "sendMsgStatus",
@@ -76,7 +78,7 @@ fn send_msg_status(admin: &Admin, args: &Args) -> Result<(), CliError> {
         let r = wait(p.send(Message::new(topic, body_of(size))))?;
         let rt = begin.elapsed().as_millis();
         if args.json {
-            rows.push(json!({ "rtMs": rt, "sendResult": serde_json::to_value(&r).unwrap_or(Value::Null) }));
+            rows.push(json!({ "rtMs": rt, "sendResult": to_value(&r) }));
         } else {
             println!("rt={rt}ms, {}", result_text(&r));
         }
@@ -90,11 +92,7 @@ fn send_msg_status(admin: &Admin, args: &Args) -> Result<(), CliError> {
 pub const CHECK_MSG_SEND_RT: Command = Command {
     name: "checkMsgSendRT",
     desc: "Check message send response time",
-    opts: &[
-        val('t', "topic", true, "topic name"),
-        val('a', "amount", false, "message amount | default 100"),
-        val('s', "size", false, "message size | default 128 Byte"),
-    ],
+    opts: &[TOPIC, AMOUNT, SIZE],
     run: check_msg_send_rt,
 };
 
@@ -104,18 +102,7 @@ fn check_msg_send_rt(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let size = positive(args, 's', 128)?;
     let route = wait(admin.topic_route(topic))?;
     // The topic's writable queues in route order; send `i` goes to queue `i % n`.
-    let queues: Vec<MessageQueue> = route
-        .queue_datas
-        .iter()
-        .filter(|q| q.perm & PERM_WRITE != 0)
-        .flat_map(|q| {
-            (0..q.write_queue_nums.max(0)).map(|id| MessageQueue {
-                topic: topic.to_owned(),
-                broker_name: q.broker_name.clone(),
-                queue_id: id,
-            })
-        })
-        .collect();
+    let queues = route_queues(&route, topic, true);
     if queues.is_empty() {
         return Err(CliError::Usage(format!(
             "topic {topic} has no writable queue"
@@ -149,11 +136,12 @@ fn check_msg_send_rt(admin: &Admin, args: &Args) -> Result<(), CliError> {
         print_json(&json!({ "sends": sends, "avgRtMs": avg }));
         return Ok(());
     }
-    let mut t = Table::new(&["Broker Name", "QID", "Send Result", "RT"]);
-    for (b, q, ok, rt) in rows {
-        t.row(vec![b, q.to_string(), ok.to_string(), rt.to_string()]);
-    }
-    print!("{}", t.render());
+    Table::of(
+        &["Broker Name", "QID", "Send Result", "RT"],
+        rows,
+        |(b, q, ok, rt)| vec![b, q.to_string(), ok.to_string(), rt.to_string()],
+    )
+    .print();
     println!("Avg RT: {avg:.2}");
     Ok(())
 }
@@ -162,8 +150,8 @@ pub const CLUSTER_RT: Command = Command {
     name: "clusterRT",
     desc: "List All clusters Message Send RT",
     opts: &[
-        val('a', "amount", false, "message amount | default 100"),
-        val('s', "size", false, "message size | default 128 Byte"),
+        AMOUNT,
+        SIZE,
         val(
             'c',
             "cluster",
@@ -203,14 +191,14 @@ fn cluster_rt(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let p = producer(admin, now_ms().to_string());
     let body = body_of(size);
     if !tlog && !args.json {
-        let t = Table::new(&[
+        Table::new(&[
             "Cluster Name",
             "Broker Name",
             "RT",
             "successCount",
             "failCount",
-        ]);
-        print!("{}", t.render());
+        ])
+        .print();
     }
     loop {
         let mut round = Vec::new();

@@ -1,11 +1,16 @@
 //! Topic, cluster, broker and group commands.
 
-use serde_json::{Value, json};
-use tern_client::Admin;
-use tern_client::admin::Target;
-use tern_shell::body::{SubscriptionGroupConfig, TopicConfig};
+use std::collections::BTreeMap;
 
-use crate::out::{Table, fmt_time, print_json};
+use serde_json::{Value, json};
+use tern_client::admin::{QueueProgress, Target};
+use tern_client::{Admin, MessageQueue};
+use tern_shell::body::{
+    Connection, QueueData, SubscriptionGroupConfig, TopicConfig, TopicRouteData,
+};
+
+use crate::opts::{BROKER_ADDR, CLUSTER_NAME, CONSUMER_GROUP, GROUP_NAME, TOPIC};
+use crate::out::{Table, fmt_time, print_json, print_listing, to_value};
 use crate::{Args, CliError, Command, Opt, flag, val, wait};
 
 /// `-b` broker or `-c` cluster, one of them required.
@@ -19,17 +24,13 @@ pub fn target(args: &Args) -> Result<Target, CliError> {
     }
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
 pub const UPDATE_TOPIC: Command = Command {
     name: "updateTopic",
     desc: "Update or create topic",
     opts: &[
         val('b', "brokerAddr", false, "create topic to which broker"),
         val('c', "clusterName", false, "create topic to which cluster"),
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val(
             'r',
             "readQueueNums",
@@ -112,7 +113,7 @@ fn update_topic(admin: &Admin, args: &Args) -> Result<(), CliError> {
 
 /// `-a`'s `+a=b,+c=d,-e` as mqadmin's `AttributeParser.parseToMap` reads it: each key
 /// keeps its sign; the broker checks keys and values.
-fn signed_attributes(text: &str) -> std::collections::BTreeMap<String, String> {
+fn signed_attributes(text: &str) -> BTreeMap<String, String> {
     text.split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
@@ -123,19 +124,51 @@ fn signed_attributes(text: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// Permission bits of a topic's queues (`PermName`).
+const PERM_READ: i32 = 4;
+const PERM_WRITE: i32 = 2;
+const PERM_INHERIT: i32 = 1;
+
 fn perm_name(perm: i32) -> String {
     let mut s = String::new();
-    s.push(if perm & 4 != 0 { 'R' } else { '-' });
-    s.push(if perm & 2 != 0 { 'W' } else { '-' });
-    s.push(if perm & 1 != 0 { 'X' } else { '-' });
+    s.push(if perm & PERM_READ != 0 { 'R' } else { '-' });
+    s.push(if perm & PERM_WRITE != 0 { 'W' } else { '-' });
+    s.push(if perm & PERM_INHERIT != 0 { 'X' } else { '-' });
     s
+}
+
+/// The queues of `topic` a client may write (`for_write`) or read, in route order: each
+/// broker with that permission and its write or read queue count (as the Java client
+/// makes its publish and subscribe lists from a route).
+pub(crate) fn route_queues(
+    route: &TopicRouteData,
+    topic: &str,
+    for_write: bool,
+) -> Vec<MessageQueue> {
+    let (perm, count): (i32, fn(&QueueData) -> i32) = if for_write {
+        (PERM_WRITE, |q| q.write_queue_nums)
+    } else {
+        (PERM_READ, |q| q.read_queue_nums)
+    };
+    route
+        .queue_datas
+        .iter()
+        .filter(|q| q.perm & perm != 0)
+        .flat_map(|q| {
+            (0..count(q).max(0)).map(|id| MessageQueue {
+                topic: topic.to_owned(),
+                broker_name: q.broker_name.clone(),
+                queue_id: id,
+            })
+        })
+        .collect()
 }
 
 pub const DELETE_TOPIC: Command = Command {
     name: "deleteTopic",
     desc: "Delete topic from broker and NameServer",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val('c', "clusterName", true, "delete topic from which cluster"),
     ],
     run: delete_topic,
@@ -185,47 +218,42 @@ fn topic_list(admin: &Admin, args: &Args) -> Result<(), CliError> {
         };
         rows.push((clusters, t));
     }
-    if args.json {
-        let v: Vec<Value> = rows
-            .iter()
-            .map(|(c, t)| json!({ "cluster": c, "topic": t }))
-            .collect();
-        print_json(&Value::Array(v));
-    } else {
-        let mut table = Table::new(&["Cluster Name", "Topic"]);
-        for (c, t) in rows {
-            table.row(vec![c, t]);
-        }
-        print!("{}", table.render());
-    }
+    print_listing(
+        args.json,
+        || {
+            Value::Array(
+                rows.iter()
+                    .map(|(c, t)| json!({ "cluster": c, "topic": t }))
+                    .collect(),
+            )
+        },
+        || {
+            Table::of(&["Cluster Name", "Topic"], &rows, |(c, t)| {
+                vec![c.clone(), t.clone()]
+            })
+        },
+    );
     Ok(())
 }
 
 pub const TOPIC_ROUTE: Command = Command {
     name: "topicRoute",
     desc: "Examine topic route info",
-    opts: &[
-        val('t', "topic", true, "topic name"),
-        flag('l', "list", "use list format to print data"),
-    ],
+    opts: &[TOPIC, flag('l', "list", "use list format to print data")],
     run: topic_route,
 };
 
 fn topic_route(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let route = wait(admin.topic_route(args.req('t')?))?;
-    if args.json {
-        print_json(&to_value(&route));
-        return Ok(());
-    }
-    let mut table = Table::new(&[
+    let head = [
         "ClusterName",
         "BrokerName",
         "BrokerAddrs",
         "ReadQueueNums",
         "WriteQueueNums",
         "Perm",
-    ]);
-    for q in &route.queue_datas {
+    ];
+    let row = |q: &QueueData| {
         let b = route
             .broker_datas
             .iter()
@@ -240,16 +268,20 @@ fn topic_route(admin: &Admin, args: &Args) -> Result<(), CliError> {
                     .join(",")
             })
             .unwrap_or_default();
-        table.row(vec![
+        vec![
             b.map(|b| b.cluster.clone()).unwrap_or_default(),
             q.broker_name.clone(),
             addrs,
             q.read_queue_nums.to_string(),
             q.write_queue_nums.to_string(),
             perm_name(q.perm),
-        ]);
-    }
-    print!("{}", table.render());
+        ]
+    };
+    print_listing(
+        args.json,
+        || to_value(&route),
+        || Table::of(&head, &route.queue_datas, row),
+    );
     Ok(())
 }
 
@@ -257,7 +289,7 @@ pub const TOPIC_STATUS: Command = Command {
     name: "topicStatus",
     desc: "Examine topic Status info",
     opts: &[
-        val('t', "topic", true, "topic name"),
+        TOPIC,
         val(
             'c',
             "cluster",
@@ -270,41 +302,37 @@ pub const TOPIC_STATUS: Command = Command {
 
 fn topic_status(admin: &Admin, args: &Args) -> Result<(), CliError> {
     let stats = wait(admin.topic_stats(args.req('t')?))?;
-    if args.json {
-        let v: Vec<Value> = stats
+    let doc = || {
+        let rows = stats
             .iter()
-            .map(|(q, o)| json!({ "queue": to_value(q), "minOffset": o.min_offset, "maxOffset": o.max_offset, "lastUpdateTimestamp": o.last_update_timestamp }))
-            .collect();
-        print_json(&Value::Array(v));
-        return Ok(());
-    }
-    let mut t = Table::new(&[
+            .map(|(q, o)| json!({ "queue": to_value(q), "minOffset": o.min_offset, "maxOffset": o.max_offset, "lastUpdateTimestamp": o.last_update_timestamp }));
+        Value::Array(rows.collect())
+    };
+    let head = [
         "Broker Name",
         "QID",
         "Min Offset",
         "Max Offset",
         "Last Updated",
-    ]);
-    for (q, o) in &stats {
-        t.row(vec![
-            q.broker_name.clone(),
-            q.queue_id.to_string(),
-            o.min_offset.to_string(),
-            o.max_offset.to_string(),
-            fmt_time(o.last_update_timestamp),
-        ]);
-    }
-    print!("{}", t.render());
+    ];
+    print_listing(args.json, doc, || {
+        Table::of(&head, &stats, |(q, o)| {
+            vec![
+                q.broker_name.clone(),
+                q.queue_id.to_string(),
+                o.min_offset.to_string(),
+                o.max_offset.to_string(),
+                fmt_time(o.last_update_timestamp),
+            ]
+        })
+    });
     Ok(())
 }
 
 pub const CLUSTER_LIST: Command = Command {
     name: "clusterList",
     desc: "List cluster infos",
-    opts: &[
-        flag('m', "moreStats", "print more stats"),
-        val('c', "clusterName", false, "which cluster"),
-    ],
+    opts: &[flag('m', "moreStats", "print more stats"), CLUSTER_NAME],
     run: cluster_list,
 };
 
@@ -327,50 +355,51 @@ fn cluster_list(admin: &Admin, args: &Args) -> Result<(), CliError> {
             }
         }
     }
-    if args.json {
-        let v: Vec<Value> = rows
+    let doc = || {
+        let docs = rows
             .iter()
-            .map(|(c, n, id, a, rt)| json!({ "cluster": c, "brokerName": n, "brokerId": id, "addr": a, "runtime": rt }))
-            .collect();
-        print_json(&Value::Array(v));
-        return Ok(());
-    }
+            .map(|(c, n, id, a, rt)| json!({ "cluster": c, "brokerName": n, "brokerId": id, "addr": a, "runtime": rt }));
+        Value::Array(docs.collect())
+    };
     let more = args.has('m');
     let mut head = vec!["Cluster Name", "Broker Name", "BID", "Addr", "Version"];
     if more {
         head.extend(["Put Today", "CommitLog Max", "Boot Time"]);
     }
-    let mut t = Table::new(&head);
-    for (c, n, id, a, rt) in rows {
-        let get = |k: &str| rt.get(k).cloned().unwrap_or_else(|| "-".into());
-        let mut row = vec![c, n, id.to_string(), a, get("brokerVersionDesc")];
-        if more {
-            let boot = rt
-                .get("bootTimestamp")
-                .and_then(|s| s.parse().ok())
-                .map_or("-".into(), fmt_time);
-            // mqadmin's InTotalToday: the total now less the total at midnight.
-            let num = |k: &str| rt.get(k).and_then(|s| s.parse::<u64>().ok());
-            let today = match (num("msgPutTotalTodayNow"), num("msgPutTotalTodayMorning")) {
-                (Some(now), Some(morning)) => now.saturating_sub(morning).to_string(),
-                (Some(now), None) => now.to_string(),
-                _ => "-".into(),
-            };
-            row.extend([today, get("commitLogMaxOffset"), boot]);
-        }
-        t.row(row);
-    }
-    print!("{}", t.render());
+    print_listing(args.json, doc, || {
+        Table::of(&head, &rows, |(c, n, id, a, rt)| {
+            let get = |k: &str| rt.get(k).cloned().unwrap_or_else(|| "-".into());
+            let mut row = vec![
+                c.clone(),
+                n.clone(),
+                id.to_string(),
+                a.clone(),
+                get("brokerVersionDesc"),
+            ];
+            if more {
+                let boot = rt
+                    .get("bootTimestamp")
+                    .and_then(|s| s.parse().ok())
+                    .map_or("-".into(), fmt_time);
+                // mqadmin's InTotalToday: the total now less the total at midnight.
+                let num = |k: &str| rt.get(k).and_then(|s| s.parse::<u64>().ok());
+                let today = match (num("msgPutTotalTodayNow"), num("msgPutTotalTodayMorning")) {
+                    (Some(now), Some(morning)) => now.saturating_sub(morning).to_string(),
+                    (Some(now), None) => now.to_string(),
+                    _ => "-".into(),
+                };
+                row.extend([today, get("commitLogMaxOffset"), boot]);
+            }
+            row
+        })
+    });
     Ok(())
 }
 
 pub const BROKER_STATUS: Command = Command {
     name: "brokerStatus",
     desc: "Fetch broker runtime status data",
-    opts: &[
-        val('b', "brokerAddr", false, "Broker address"),
-        val('c', "clusterName", false, "which cluster"),
-    ],
+    opts: &[BROKER_ADDR, CLUSTER_NAME],
     run: broker_status,
 };
 
@@ -424,7 +453,7 @@ pub const UPDATE_SUB_GROUP: Command = Command {
     opts: &[
         SUB_GROUP_BROKER,
         SUB_GROUP_CLUSTER,
-        val('g', "groupName", true, "consumer group name"),
+        GROUP_NAME,
         val('s', "consumeEnable", false, "consume enable (true|false)"),
         val(
             'm',
@@ -495,7 +524,7 @@ pub const CONSUMER_PROGRESS: Command = Command {
     name: "consumerProgress",
     desc: "Query consumer's progress, speed",
     opts: &[
-        val('g', "groupName", true, "consumer group name"),
+        GROUP_NAME,
         val('t', "topicName", false, "topic name"),
         flag(
             's',
@@ -518,8 +547,24 @@ fn consumer_progress(admin: &Admin, args: &Args) -> Result<(), CliError> {
         print_json(&to_value(&p));
         return Ok(());
     }
-    let mut t = Table::new(&[
-        "Topic",
+    progress_table(p.queues.iter().map(|q| (q, None)), false).print();
+    println!();
+    println!("Consume TPS: {:.2}", p.consume_tps);
+    println!("Diff Total: {}", p.diff_total);
+    Ok(())
+}
+
+/// A group's progress queue by queue, as consumerProgress prints it; brokerConsumeStats
+/// prints the same with a Group column after Topic (`group_column`, each row's group).
+pub(crate) fn progress_table<'a>(
+    queues: impl IntoIterator<Item = (&'a QueueProgress, Option<&'a str>)>,
+    group_column: bool,
+) -> Table {
+    let mut head = vec!["Topic"];
+    if group_column {
+        head.push("Group");
+    }
+    head.extend([
         "Broker Name",
         "QID",
         "Broker Offset",
@@ -527,9 +572,10 @@ fn consumer_progress(admin: &Admin, args: &Args) -> Result<(), CliError> {
         "Diff",
         "LastTime",
     ]);
-    for q in &p.queues {
-        t.row(vec![
-            q.queue.topic.clone(),
+    Table::of(&head, queues, |(q, group)| {
+        let mut row = vec![q.queue.topic.clone()];
+        row.extend(group.map(str::to_owned));
+        row.extend([
             q.queue.broker_name.clone(),
             q.queue.queue_id.to_string(),
             q.broker_offset.to_string(),
@@ -537,19 +583,37 @@ fn consumer_progress(admin: &Admin, args: &Args) -> Result<(), CliError> {
             q.diff.to_string(),
             fmt_time(q.last_timestamp),
         ]);
+        row
+    })
+}
+
+/// A group's client connections as consumerConnection prints them; producerConnection
+/// numbers them first (`numbered`).
+pub(crate) fn connection_table(conns: &[Connection], numbered: bool) -> Table {
+    let mut head = vec!["ClientId", "ClientAddr", "Language", "Version"];
+    if numbered {
+        head.insert(0, "ID");
     }
-    print!("{}", t.render());
-    println!();
-    println!("Consume TPS: {:.2}", p.consume_tps);
-    println!("Diff Total: {}", p.diff_total);
-    Ok(())
+    Table::of(&head, conns.iter().enumerate(), |(i, c)| {
+        let mut row = Vec::new();
+        if numbered {
+            row.push(format!("{:04}", i + 1));
+        }
+        row.extend([
+            c.client_id.clone(),
+            c.client_addr.clone(),
+            c.language.name().to_owned(),
+            c.version.to_string(),
+        ]);
+        row
+    })
 }
 
 pub const CONSUMER_CONNECTION: Command = Command {
     name: "consumerConnection",
     desc: "Query consumer's socket connection, client version and subscription",
     opts: &[
-        val('g', "consumerGroup", true, "consumer group name"),
+        CONSUMER_GROUP,
         val(
             'b',
             "brokerAddr",
@@ -566,23 +630,15 @@ fn consumer_connection(admin: &Admin, args: &Args) -> Result<(), CliError> {
         print_json(&to_value(&c));
         return Ok(());
     }
-    let mut t = Table::new(&["ClientId", "ClientAddr", "Language", "Version"]);
-    for conn in &c.connection_set {
-        t.row(vec![
-            conn.client_id.clone(),
-            conn.client_addr.clone(),
-            conn.language.name().to_owned(),
-            conn.version.to_string(),
-        ]);
-    }
-    print!("{}", t.render());
+    connection_table(&c.connection_set, false).print();
     println!();
     println!("Below is subscription:");
-    let mut s = Table::new(&["Topic", "SubExpression"]);
-    for (topic, sub) in &c.subscription_table {
-        s.row(vec![topic.clone(), sub.sub_string.clone()]);
-    }
-    print!("{}", s.render());
+    Table::of(
+        &["Topic", "SubExpression"],
+        &c.subscription_table,
+        |(topic, sub)| vec![topic.clone(), sub.sub_string.clone()],
+    )
+    .print();
     println!();
     println!("ConsumeType: {}", c.consume_type.name());
     println!("MessageModel: {}", c.message_model.name());

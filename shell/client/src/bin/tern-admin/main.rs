@@ -13,6 +13,7 @@ mod cmd_namesrv;
 mod cmd_print;
 mod cmd_probe;
 mod cmd_topic;
+mod opts;
 mod out;
 mod progress;
 

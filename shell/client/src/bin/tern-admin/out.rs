@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use tern_client::MessageExt;
 use tern_client::message::property;
+use tern_client::{MessageExt, MessageQueue};
 
 /// A table printed with columns padded to their widest cell, headers prefixed with `#`.
 #[derive(Debug, Default)]
@@ -22,9 +22,21 @@ impl Table {
         }
     }
 
-    /// Adds a row.
-    pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+    /// A table with these column names and one row per item, `row` making its cells (so
+    /// the columns and what fills them are written side by side).
+    pub fn of<T>(
+        header: &[&str],
+        items: impl IntoIterator<Item = T>,
+        row: impl FnMut(T) -> Vec<String>,
+    ) -> Self {
+        let mut t = Self::new(header);
+        t.rows.extend(items.into_iter().map(row));
+        t
+    }
+
+    /// Prints the table on stdout.
+    pub fn print(&self) {
+        print!("{}", self.render());
     }
 
     /// The table as text, one line per row, columns two spaces apart.
@@ -67,6 +79,20 @@ pub fn print_json(v: &Value) {
     );
 }
 
+/// A reply body as JSON (`null` if it cannot be one).
+pub fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A listing's output: `doc` with `--json`, else `table` (only the one asked for is built).
+pub fn print_listing(json: bool, doc: impl FnOnce() -> Value, table: impl FnOnce() -> Table) {
+    if json {
+        print_json(&doc());
+    } else {
+        table().print();
+    }
+}
+
 /// `YYYY-MM-DD HH:MM:SS.mmm` (UTC) for a ms timestamp; `-` for 0.
 pub fn fmt_time(ms: i64) -> String {
     if ms <= 0 {
@@ -81,6 +107,14 @@ pub fn fmt_time(ms: i64) -> String {
         rem / 60_000 % 60,
         rem / 1000 % 60,
         rem % 1000
+    )
+}
+
+/// A queue as Java's `MessageQueue.toString` prints it.
+pub fn queue_text(q: &MessageQueue) -> String {
+    format!(
+        "MessageQueue [topic={}, brokerName={}, queueId={}]",
+        q.topic, q.broker_name, q.queue_id
     )
 }
 
@@ -165,8 +199,7 @@ mod tests {
 
     #[test]
     fn tables_pad_columns_to_the_widest_cell() {
-        let mut t = Table::new(&["A", "Bee"]);
-        t.row(vec!["long-cell".into(), "x".into()]);
+        let t = Table::of(&["A", "Bee"], ["long-cell"], |a| vec![a.into(), "x".into()]);
         assert_eq!(t.render(), "#A         #Bee\nlong-cell  x\n");
     }
 }
