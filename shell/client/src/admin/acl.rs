@@ -9,24 +9,10 @@ use tern_shell::headers::{
 };
 use tern_shell::{RemotingCommand, RequestCode};
 
-use super::{Admin, Target};
+use super::{Admin, Target, decode};
 use crate::error::{ClientError, Result};
 
 impl Admin {
-    /// Sends one request to each broker of `target`; returns each broker's answer.
-    async fn each_broker(
-        &self,
-        target: &Target,
-        cmd: impl Fn() -> RemotingCommand,
-    ) -> Result<Vec<(String, RemotingCommand)>> {
-        let mut out = Vec::new();
-        for addr in self.target_addrs(target).await? {
-            let resp = self.client.invoke_ok(&addr, cmd()).await?;
-            out.push((addr, resp));
-        }
-        Ok(out)
-    }
-
     /// UPDATE_AND_CREATE_ACL_CONFIG on each broker of `target`.
     pub async fn update_acl_account(
         &self,
@@ -43,12 +29,9 @@ impl Admin {
             topic_perms: c.topic_perms.as_ref().map(|v| v.join(",")),
             group_perms: c.group_perms.as_ref().map(|v| v.join(",")),
         };
-        let done = self
-            .each_broker(target, || {
-                RemotingCommand::request(RequestCode::UpdateAndCreateAclConfig, &h)
-            })
-            .await?;
-        Ok(done.into_iter().map(|(a, _)| a).collect())
+        let addrs = self.target_addrs(target).await?;
+        self.request_each(addrs, RequestCode::UpdateAndCreateAclConfig, &h)
+            .await
     }
 
     /// DELETE_ACL_CONFIG on each broker of `target`.
@@ -60,12 +43,9 @@ impl Admin {
         let h = DeleteAccessConfigRequestHeader {
             access_key: access_key.to_owned(),
         };
-        let done = self
-            .each_broker(target, || {
-                RemotingCommand::request(RequestCode::DeleteAclConfig, &h)
-            })
-            .await?;
-        Ok(done.into_iter().map(|(a, _)| a).collect())
+        let addrs = self.target_addrs(target).await?;
+        self.request_each(addrs, RequestCode::DeleteAclConfig, &h)
+            .await
     }
 
     /// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG on each broker of `target`: these address
@@ -79,12 +59,9 @@ impl Admin {
             global_white_addrs: Some(addrs.join(",")),
             acl_file_full_path: None,
         };
-        let done = self
-            .each_broker(target, || {
-                RemotingCommand::request(RequestCode::UpdateGlobalWhiteAddrsConfig, &h)
-            })
-            .await?;
-        Ok(done.into_iter().map(|(a, _)| a).collect())
+        let addrs = self.target_addrs(target).await?;
+        self.request_each(addrs, RequestCode::UpdateGlobalWhiteAddrsConfig, &h)
+            .await
     }
 
     /// GET_BROKER_CLUSTER_ACL_INFO of each broker of `target`.
@@ -92,8 +69,9 @@ impl Admin {
         &self,
         target: &Target,
     ) -> Result<Vec<(String, GetBrokerAclConfigResponseHeader)>> {
+        let addrs = self.target_addrs(target).await?;
         let answers = self
-            .each_broker(target, || {
+            .invoke_each(addrs, || {
                 RemotingCommand::request_code(RequestCode::GetBrokerClusterAclInfo)
             })
             .await?;
@@ -111,18 +89,15 @@ impl Admin {
     /// GET_BROKER_CLUSTER_ACL_CONFIG of each broker of `target`: RocketMQ's `AclConfig`
     /// JSON (`globalWhiteAddrs`, `plainAccessConfigs`).
     pub async fn acl_configs(&self, target: &Target) -> Result<Vec<(String, Value)>> {
+        let addrs = self.target_addrs(target).await?;
         let answers = self
-            .each_broker(target, || {
+            .invoke_each(addrs, || {
                 RemotingCommand::request_code(RequestCode::GetBrokerClusterAclConfig)
             })
             .await?;
         answers
             .into_iter()
-            .map(|(addr, resp)| {
-                let v = tern_shell::body::from_json(&resp.body)
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                Ok((addr, v))
-            })
+            .map(|(addr, resp)| Ok((addr, decode(&resp.body)?)))
             .collect()
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tern_shell::body::{
     ConsumeMessageDirectlyResult, GetConsumerStatusBody, MessageQueue, ResetOffsetBody,
-    SetMessageRequestModeRequestBody, from_json, to_json,
+    SetMessageRequestModeRequestBody, to_json,
 };
 use tern_shell::headers::{
     ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader,
@@ -14,7 +14,7 @@ use tern_shell::headers::{
 };
 use tern_shell::{RemotingCommand, RequestCode};
 
-use super::{Admin, Target};
+use super::{Admin, Target, decode};
 use crate::error::{ClientError, Result};
 
 /// How long a broker may take to reach a group's client for the admin (RocketMQ's
@@ -70,14 +70,12 @@ impl Admin {
             mode: mode.name().to_owned(),
             pop_share_queue_num,
         };
-        let mut done = Vec::new();
-        for addr in self.target_addrs(target).await? {
-            let cmd = RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
-                .with_body(to_json(&body));
-            self.client.invoke_ok(&addr, cmd).await?;
-            done.push(addr);
-        }
-        Ok(done)
+        let addrs = self.target_addrs(target).await?;
+        self.invoke_all(addrs, || {
+            RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
+                .with_body(to_json(&body))
+        })
+        .await
     }
 
     /// INVOKE_BROKER_TO_RESET_OFFSET on every broker of `topic`'s route: `group`'s
@@ -91,7 +89,6 @@ impl Admin {
         timestamp_ms: i64,
         force: bool,
     ) -> Result<BTreeMap<MessageQueue, i64>> {
-        let route = self.topic_route(topic).await?;
         let header = ResetOffsetRequestHeader {
             topic: topic.to_owned(),
             group: group.to_owned(),
@@ -100,18 +97,10 @@ impl Admin {
             queue_id: None,
             offset: None,
         };
-        let mut out = BTreeMap::new();
-        for b in &route.broker_datas {
-            let Some(addr) = b.master_addr() else {
-                continue;
-            };
-            let cmd = RemotingCommand::request(RequestCode::InvokeBrokerToResetOffset, &header);
-            let resp = self.client.invoke_ok(addr, cmd).await?;
-            let body: ResetOffsetBody =
-                from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-            out.extend(body.offset_table.0);
-        }
-        Ok(out)
+        let bodies: Vec<ResetOffsetBody> = self
+            .ask_topic_masters(topic, RequestCode::InvokeBrokerToResetOffset, &header)
+            .await?;
+        Ok(bodies.into_iter().flat_map(|b| b.offset_table.0).collect())
     }
 
     /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS at the first broker of `topic`'s route (as
@@ -136,8 +125,7 @@ impl Admin {
         };
         let cmd = RemotingCommand::request(RequestCode::InvokeBrokerToGetConsumerStatus, &header);
         let resp = crate::instance::ok(self.client.invoke(addr, cmd, VIA_CLIENT_TIMEOUT).await?)?;
-        let body: GetConsumerStatusBody =
-            from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let body: GetConsumerStatusBody = decode(&resp.body)?;
         Ok(body
             .consumer_table
             .into_iter()
@@ -156,8 +144,7 @@ impl Admin {
             let Ok(resp) = self.client.invoke_ok(&addr, cmd).await else {
                 continue;
             };
-            let conns: tern_shell::body::ConsumerConnection =
-                from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let conns: tern_shell::body::ConsumerConnection = decode(&resp.body)?;
             if conns
                 .connection_set
                 .iter()
@@ -187,7 +174,7 @@ impl Admin {
         };
         let cmd = RemotingCommand::request(RequestCode::GetConsumerRunningInfo, &h);
         let resp = crate::instance::ok(self.client.invoke(&addr, cmd, VIA_CLIENT_TIMEOUT).await?)?;
-        tern_shell::body::from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+        decode(&resp.body)
     }
 
     /// CONSUME_MESSAGE_DIRECTLY: client `client_id` of `group` runs its listener on the
@@ -212,6 +199,6 @@ impl Admin {
         let cmd = RemotingCommand::request(RequestCode::ConsumeMessageDirectly, &h);
         let addr = id.store_host.to_string();
         let resp = crate::instance::ok(self.client.invoke(&addr, cmd, VIA_CLIENT_TIMEOUT).await?)?;
-        from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+        decode(&resp.body)
     }
 }

@@ -28,11 +28,16 @@ use tern_shell::headers::{
     ConsumerGroupRequestHeader, CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader,
     GetConsumeStatsRequestHeader, TopicRequestHeader,
 };
-use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
+use tern_shell::{RemotingCommand, RequestCode, ResponseCode, ToExtFields};
 
 use crate::config::{AUTO_CREATE_TOPIC_KEY, ClientConfig};
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientInstance, ok};
+
+/// Decodes a JSON answer body; one that does not parse is a protocol error.
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+    from_json(body).map_err(|e| ClientError::Protocol(e.to_string()))
+}
 
 /// Where a create/update goes: one broker, or every master of a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +109,7 @@ impl Admin {
     pub async fn cluster_info(&self) -> Result<ClusterInfo> {
         let cmd = RemotingCommand::request_code(RequestCode::GetBrokerClusterInfo);
         let resp = ok(self.client.invoke_namesrv(cmd).await?)?;
-        from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+        decode(&resp.body)
     }
 
     /// `(brokerName, master address)` of every master in `cluster`, sorted by name.
@@ -133,6 +138,59 @@ impl Admin {
             .iter()
             .filter_map(|(n, b)| Some((n.clone(), b.master_addr()?.to_owned())))
             .collect())
+    }
+
+    /// Sends `cmd()` to each of `addrs` in turn, failing on the first that refuses; each
+    /// answer with its address.
+    pub(crate) async fn invoke_each(
+        &self,
+        addrs: Vec<String>,
+        cmd: impl Fn() -> RemotingCommand,
+    ) -> Result<Vec<(String, RemotingCommand)>> {
+        let mut out = Vec::new();
+        for addr in addrs {
+            let resp = self.client.invoke_ok(&addr, cmd()).await?;
+            out.push((addr, resp));
+        }
+        Ok(out)
+    }
+
+    /// Request `code` with header `h` to each of `addrs`, failing on the first that
+    /// refuses; the addresses done.
+    pub(crate) async fn request_each(
+        &self,
+        addrs: Vec<String>,
+        code: RequestCode,
+        h: &impl ToExtFields,
+    ) -> Result<Vec<String>> {
+        self.invoke_all(addrs, || RemotingCommand::request(code, h))
+            .await
+    }
+
+    /// Request `code` with header `h` to every master serving `topic`; their JSON
+    /// answers.
+    pub(crate) async fn ask_topic_masters<T: serde::de::DeserializeOwned>(
+        &self,
+        topic: &str,
+        code: RequestCode,
+        h: &impl ToExtFields,
+    ) -> Result<Vec<T>> {
+        let masters = self.topic_masters(topic).await?;
+        let answers = self
+            .invoke_each(masters, || RemotingCommand::request(code, h))
+            .await?;
+        answers.iter().map(|(_, resp)| decode(&resp.body)).collect()
+    }
+
+    /// [`Admin::invoke_each`] for a request whose answer says nothing more: the
+    /// addresses done.
+    pub(crate) async fn invoke_all(
+        &self,
+        addrs: Vec<String>,
+        cmd: impl Fn() -> RemotingCommand,
+    ) -> Result<Vec<String>> {
+        let done = self.invoke_each(addrs, cmd).await?;
+        Ok(done.into_iter().map(|(addr, _)| addr).collect())
     }
 
     pub(crate) async fn target_addrs(&self, target: &Target) -> Result<Vec<String>> {
@@ -165,11 +223,8 @@ impl Admin {
                 .then(|| tern_shell::attributes::modification_text(&cfg.attributes)),
             force: None,
         };
-        for addr in &addrs {
-            let cmd = RemotingCommand::request(RequestCode::UpdateAndCreateTopic, &h);
-            self.client.invoke_ok(addr, cmd).await?;
-        }
-        Ok(addrs)
+        self.request_each(addrs, RequestCode::UpdateAndCreateTopic, &h)
+            .await
     }
 
     /// Deletes a topic from every master of `cluster`, then from every name server.
@@ -204,8 +259,7 @@ impl Admin {
     pub async fn topic_list(&self) -> Result<Vec<String>> {
         let cmd = RemotingCommand::request_code(RequestCode::GetAllTopicListFromNameserver);
         let resp = ok(self.client.invoke_namesrv(cmd).await?)?;
-        let list: TopicList =
-            from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let list: TopicList = decode(&resp.body)?;
         let mut topics = list.topic_list;
         topics.sort();
         Ok(topics)
@@ -218,29 +272,20 @@ impl Admin {
 
     /// Min/max offsets per queue of a topic (GET_TOPIC_STATS_INFO on every broker).
     pub async fn topic_stats(&self, topic: &str) -> Result<BTreeMap<MessageQueue, TopicOffset>> {
-        let route = self.topic_route(topic).await?;
-        let mut out = BTreeMap::new();
-        for b in &route.broker_datas {
-            let Some(addr) = b.master_addr() else {
-                continue;
-            };
-            let h = TopicRequestHeader {
-                topic: topic.to_owned(),
-            };
-            let cmd = RemotingCommand::request(RequestCode::GetTopicStatsInfo, &h);
-            let resp = self.client.invoke_ok(addr, cmd).await?;
-            let t: TopicStatsTable =
-                from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-            out.extend(t.offset_table.0);
-        }
-        Ok(out)
+        let h = TopicRequestHeader {
+            topic: topic.to_owned(),
+        };
+        let tables: Vec<TopicStatsTable> = self
+            .ask_topic_masters(topic, RequestCode::GetTopicStatsInfo, &h)
+            .await?;
+        Ok(tables.into_iter().flat_map(|t| t.offset_table.0).collect())
     }
 
     /// A broker's runtime statistics (GET_BROKER_RUNTIME_INFO).
     pub async fn broker_runtime_info(&self, addr: &str) -> Result<BTreeMap<String, String>> {
         let cmd = RemotingCommand::request_code(RequestCode::GetBrokerRuntimeInfo);
         let resp = self.client.invoke_ok(addr, cmd).await?;
-        let t: KvTable = from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let t: KvTable = decode(&resp.body)?;
         Ok(t.table)
     }
 
@@ -251,12 +296,11 @@ impl Admin {
         cfg: &SubscriptionGroupConfig,
     ) -> Result<Vec<String>> {
         let addrs = self.target_addrs(target).await?;
-        for addr in &addrs {
-            let cmd = RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
-                .with_body(to_json(cfg));
-            self.client.invoke_ok(addr, cmd).await?;
-        }
-        Ok(addrs)
+        self.invoke_all(addrs, || {
+            RemotingCommand::request_code(RequestCode::UpdateAndCreateSubscriptionGroup)
+                .with_body(to_json(cfg))
+        })
+        .await
     }
 
     /// A group's committed offsets and lag per queue, from every master (GET_CONSUME_STATS).
@@ -283,8 +327,7 @@ impl Admin {
                 log::debug!("consume stats of {group} at {addr}: {}", resp.code);
                 continue;
             }
-            let s: ConsumeStats =
-                from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let s: ConsumeStats = decode(&resp.body)?;
             tps += s.consume_tps;
             for (q, w) in s.offset_table.0 {
                 queues.push(QueueProgress {
@@ -316,7 +359,7 @@ impl Admin {
             let cmd = RemotingCommand::request(RequestCode::GetConsumerConnectionList, &h);
             match self.client.invoke_ok(&addr, cmd).await {
                 Ok(resp) => {
-                    return from_json(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()));
+                    return decode(&resp.body);
                 }
                 Err(e) => last = Some(e),
             }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tern_shell::body::{
     BrokerStatsData, ConsumeStatsList, GroupList, ProducerConnection,
-    QueryConsumeQueueResponseBody, SubscriptionGroupConfig, SubscriptionGroupWrapper, from_json,
+    QueryConsumeQueueResponseBody, SubscriptionGroupConfig, SubscriptionGroupWrapper,
 };
 use tern_shell::headers::{
     AddWritePermOfBrokerResponseHeader, BrokerNameRequestHeader, CloneGroupOffsetRequestHeader,
@@ -17,12 +17,8 @@ use tern_shell::headers::{
 };
 use tern_shell::{RemotingCommand, RequestCode};
 
-use super::{Admin, Target};
+use super::{Admin, Target, decode};
 use crate::error::{ClientError, Result};
-
-fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
-    from_json(body).map_err(|e| ClientError::Protocol(e.to_string()))
-}
 
 impl Admin {
     /// Master addresses of the brokers serving `topic`, from its route.
@@ -89,11 +85,8 @@ impl Admin {
             offline: Some(offline),
         };
         let addrs = self.topic_masters(topic).await?;
-        for addr in &addrs {
-            let cmd = RemotingCommand::request(RequestCode::CloneGroupOffset, &h);
-            self.client.invoke_ok(addr, cmd).await?;
-        }
-        Ok(addrs)
+        self.request_each(addrs, RequestCode::CloneGroupOffset, &h)
+            .await
     }
 
     /// Every subscription group's consume stats on one broker (GET_BROKER_CONSUME_STATS).
@@ -225,11 +218,8 @@ impl Admin {
             clean_offset: Some(clean_offset),
         };
         let addrs = self.target_addrs(target).await?;
-        for addr in &addrs {
-            let cmd = RemotingCommand::request(RequestCode::DeleteSubscriptionGroup, &h);
-            self.client.invoke_ok(addr, cmd).await?;
-        }
-        Ok(addrs)
+        self.request_each(addrs, RequestCode::DeleteSubscriptionGroup, &h)
+            .await
     }
 
     /// Name server addresses, as configured.
