@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, acl_conf, run, write_acl};
 use tern_client::{
     ClientConfig, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message,
     MessageExt, Producer, ProducerConfig, PushConsumer, PushConsumerConfig, SessionCredentials,
@@ -41,12 +41,8 @@ fn no_permission(e: &ClientError, what: &str) -> bool {
 #[test]
 fn signed_clients_pass_and_unsigned_or_unpermitted_ones_are_refused() {
     let rules = tempfile::tempdir().unwrap();
-    let file = rules.path().join("plain_acl.yml");
-    std::fs::write(&file, RULES).unwrap();
-    let b = Broker::start(&format!(
-        "aclEnable=true\nplainAclFile={}\n",
-        file.display()
-    ));
+    let file = write_acl(rules.path(), RULES);
+    let b = Broker::start(&acl_conf(&file));
     let admin = |args: &[&str], creds: Option<(&str, &str)>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-admin"));
         cmd.args(args).args(["-n", &b.namesrv]);

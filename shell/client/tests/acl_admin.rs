@@ -8,7 +8,7 @@ use crate::common;
 use std::process::{Command, Output};
 
 use common::cli::succeeded;
-use common::{Broker, run};
+use common::{Broker, acl_conf, run, write_acl};
 use tern_client::{
     ClientConfig, ClientError, Message, Producer, ProducerConfig, SessionCredentials,
 };
@@ -53,12 +53,8 @@ async fn send(b: &Broker, creds: Option<(&str, &str)>, topic: &str) -> Result<()
 #[test]
 fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("plain_acl.yml");
-    std::fs::write(&file, RULES).unwrap();
-    let b = Broker::start(&format!(
-        "aclEnable=true\nplainAclFile={}\n",
-        file.display()
-    ));
+    let file = write_acl(dir.path(), RULES);
+    let b = Broker::start(&acl_conf(&file));
     let adm = Some(("ops_admin", "ops_secret"));
     let new = Some(("newuser1", "newsecret1"));
     run(async {
@@ -175,9 +171,6 @@ fn an_admin_manages_accounts_and_white_addresses_through_tern_admin() {
         );
     });
     drop(b);
-    let b = Broker::start(&format!(
-        "aclEnable=true\nplainAclFile={}\n",
-        file.display()
-    ));
+    let b = Broker::start(&acl_conf(&file));
     run(async { send(&b, None, "AclAdm").await.unwrap() });
 }

@@ -5,7 +5,7 @@ use crate::common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::cli::{admin, json, make_topic, ok};
+use common::cli::{admin, json, make_group, make_topic, ok};
 use common::{Broker, run};
 use tern_client::{MessageQueue, PullConsumer};
 
@@ -143,10 +143,7 @@ fn consumer_progress_shows_lag_and_connections_list_the_client() {
     let b = Broker::start("");
     let ns = b.namesrv.as_str();
     make_topic(ns, "Lag", "1");
-    ok(
-        ns,
-        &["updateSubGroup", "-c", "DefaultCluster", "-g", "lag-cg"],
-    );
+    make_group(ns, "lag-cg");
     for i in 0..5 {
         ok(ns, &["sendMessage", "-t", "Lag", "-p", &format!("m{i}")]);
     }

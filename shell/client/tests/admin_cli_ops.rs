@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::cli::{admin, json, make_topic, ok};
+use common::cli::{admin, json, make_group, make_topic, ok};
 use common::{Broker, run};
 use tern_client::{MessageQueue, PullConsumer};
 
@@ -127,14 +127,8 @@ fn group_and_queue_commands_show_producers_offsets_and_consume_queues() {
     let b = Broker::start("");
     let ns = b.namesrv.as_str();
     make_topic(ns, "Ops", "2");
-    ok(
-        ns,
-        &["updateSubGroup", "-c", "DefaultCluster", "-g", "ops-src"],
-    );
-    ok(
-        ns,
-        &["updateSubGroup", "-c", "DefaultCluster", "-g", "ops-dst"],
-    );
+    make_group(ns, "ops-src");
+    make_group(ns, "ops-dst");
 
     let producer = tern_client::Producer::new(
         tern_client::ProducerConfig::new("ops-pg"),

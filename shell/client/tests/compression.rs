@@ -4,20 +4,18 @@
 
 use crate::common;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, Sink, recorder, run, wait_for};
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, LitePullConsumer, LitePullConsumerConfig,
-    Message, MessageBuilder, MessageExt, MessageQueue, Producer, ProducerConfig, PullConsumer,
-    PushConsumer, PushConsumerConfig,
+    ConsumeFromWhere, LitePullConsumer, LitePullConsumerConfig, Message, MessageBuilder,
+    MessageQueue, Producer, ProducerConfig, PullConsumer, PushConsumerConfig,
 };
 use tern_shell::headers::SendMessageRequestHeaderV2;
 use tern_shell::message::{
     Compression, PulledError, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK,
 };
-use tern_shell::runtime::{now_ms, sleep};
+use tern_shell::runtime::now_ms;
 use tern_shell::{RemotingCommand, RequestCode};
 use tern_testkit::wait_until;
 
@@ -94,19 +92,11 @@ fn lz4_and_zstd_bodies_are_stored_as_sent_and_read_back_by_every_consumer() {
             pull.shutdown().await;
 
             // A push consumer gets the same bodies, decompressed.
-            let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+            let seen: Sink<Vec<u8>> = Sink::default();
             let mut cfg = PushConsumerConfig::new(format!("compression-push-{}", kind.name()));
             cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-            let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-            c.subscribe(&topic, "*").unwrap();
-            let log = seen.clone();
-            c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-                log.lock()
-                    .unwrap()
-                    .extend(msgs.iter().map(|m| m.body.clone()));
-                ConsumeStatus::Success
-            });
-            c.start().await.unwrap();
+            let listener = recorder(&seen, |m, _| m.body.clone());
+            let c = b.push_consumer(cfg, &topic, listener).await;
             wait_until("20 pushed", Duration::from_secs(30), async || {
                 seen.lock().unwrap().len() >= 20
             })
@@ -172,15 +162,10 @@ fn an_undecodable_body_goes_to_the_dlq_and_the_queue_moves_on() {
         // A push consumer consumes the good ones, the bad ones go to its DLQ as stored,
         // and its offset moves past all four.
         let group = "undecodable-push";
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen: Sink<String> = Sink::default();
         let mut cfg = PushConsumerConfig::new(group);
         cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-        let log = seen.clone();
-        let listener = move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            let mut l = log.lock().unwrap();
-            l.extend(msgs.iter().map(|m| m.properties["KEYS"].clone()));
-            ConsumeStatus::Success
-        };
+        let listener = recorder(&seen, |m, _| m.properties["KEYS"].clone());
         let c = b.push_consumer(cfg, topic, listener).await;
         wait_until(
             "the good messages pushed",
@@ -189,14 +174,9 @@ fn an_undecodable_body_goes_to_the_dlq_and_the_queue_moves_on() {
         )
         .await;
         let dlq = format!("%DLQ%{group}");
-        let mut in_dlq = Vec::new();
-        let t = Instant::now();
-        while in_dlq.len() < 2 {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "DLQ holds {in_dlq:?}"
-            );
-            in_dlq.clear();
+        let within = Duration::from_secs(30);
+        let mut in_dlq = wait_for("both undecodable in the DLQ", within, async || {
+            let mut in_dlq = Vec::new();
             if let Ok(queues) = pull.fetch_queues(&dlq).await {
                 for mq in queues {
                     let r = pull.pull(&mq, 0, 32).await.unwrap();
@@ -216,8 +196,13 @@ fn an_undecodable_body_goes_to_the_dlq_and_the_queue_moves_on() {
                     }
                 }
             }
-            sleep(Duration::from_millis(100)).await;
-        }
+            if in_dlq.len() < 2 {
+                Err(in_dlq)
+            } else {
+                Ok(in_dlq)
+            }
+        })
+        .await;
         in_dlq.sort();
         assert_eq!(in_dlq, ["bad", "cut"]);
         let mut got = seen.lock().unwrap().clone();
@@ -225,15 +210,13 @@ fn an_undecodable_body_goes_to_the_dlq_and_the_queue_moves_on() {
         assert_eq!(got, ["after", "before"]);
         // The group's offset passes the bad ones: nothing is stuck behind them.
         let probe = PullConsumer::new(group, b.client_config()).unwrap();
-        let committed = Instant::now();
-        loop {
-            let o = probe.query_offset(&q0).await.ok().flatten().unwrap_or(-1);
-            if o == 4 {
-                break;
+        wait_for("the offset past all four", within, async || {
+            match probe.query_offset(&q0).await.ok().flatten().unwrap_or(-1) {
+                4 => Ok(()),
+                o => Err(format!("offset {o}")),
             }
-            assert!(committed.elapsed() < Duration::from_secs(30), "offset {o}");
-            sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await;
         c.shutdown().await;
         probe.shutdown().await;
 

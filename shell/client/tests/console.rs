@@ -18,10 +18,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, acl_conf, run, write_acl};
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, ProducerConfig,
-    PushConsumer, PushConsumerConfig,
+    PushConsumerConfig,
 };
 
 const TOPIC: &str = "ConsoleOrders";
@@ -101,12 +101,11 @@ fn the_console_logs_in_and_edits_acl_accounts_with_admin_credentials() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let rules = tmp.path().join("plain_acl.yml");
-    std::fs::write(&rules, crate::acl_admin::RULES).unwrap();
+    let rules = write_acl(tmp.path(), crate::acl_admin::RULES);
     let b = Broker::start(&format!(
-        "aclEnable=true\nplainAclFile={}\nconsoleUser=operator\nconsolePassword=console-pw-1\n\
+        "{}consoleUser=operator\nconsolePassword=console-pw-1\n\
          consoleAccessKey=ops_admin\nconsoleSecretKey=ops_secret\n",
-        rules.display()
+        acl_conf(&rules)
     ));
     let console = b
         .console
@@ -190,18 +189,16 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
             sent = n.parse().unwrap();
             let mut cfg = PushConsumerConfig::new(GROUP);
             cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-            let c = PushConsumer::new(cfg, b.client_config()).unwrap();
-            c.subscribe(TOPIC, "*").unwrap();
             let seen = received.clone();
-            c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
+            let listener = move |msgs: &[MessageExt], _: &mut ConsumeContext| {
                 let mut seen = seen.lock().unwrap();
                 for m in msgs {
                     let k = m.properties.get("KEYS").cloned().unwrap_or_default();
                     *seen.entry(k).or_default() += 1;
                 }
                 ConsumeStatus::Success
-            });
-            run(c.start()).unwrap();
+            };
+            let c = run(b.push_consumer(cfg, TOPIC, listener));
             consumer = Some(c);
             // A producer that stays connected, for the Producers page (it sends to a topic
             // of its own: the script counts what reached its topic).

@@ -10,10 +10,10 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cli::succeeded;
-use common::{Broker, run};
+use common::{Broker, run, wait_progress};
 use tern_client::{
     Admin, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder,
     MessageExt, PushConsumer, PushConsumerConfig,
@@ -67,15 +67,10 @@ fn count(log: &Log, prefix: &str) -> BTreeMap<String, usize> {
 
 /// Waits until the group's committed offsets reach the end of every queue.
 async fn wait_caught_up(admin: &Admin, group: &str, topic: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let p = admin.consume_progress(group, Some(topic)).await.unwrap();
-        if !p.queues.is_empty() && p.diff_total == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never caught up: {p:?}");
-        sleep(Duration::from_millis(100)).await;
-    }
+    wait_progress(admin, group, topic, Duration::from_secs(20), |p| {
+        !p.queues.is_empty() && p.diff_total == 0
+    })
+    .await
 }
 
 /// Sends `old` messages, marks the time, sends `new` ones: what a reset to the mark

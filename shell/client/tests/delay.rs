@@ -7,13 +7,12 @@
 
 use crate::common;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Broker, run};
+use common::{Broker, Sink, recorder, run, wait_for};
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
-    MessageQueue, PullConsumer, PullStatus, PushConsumer, PushConsumerConfig,
+    ConcurrentListener, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder,
+    MessageExt, MessageQueue, PullConsumer, PullStatus, PushConsumer, PushConsumerConfig,
 };
 use tern_shell::runtime::{now_ms, sleep};
 use tern_testkit::wait_until;
@@ -31,7 +30,7 @@ struct Seen {
     at: i64,
 }
 
-type Log = Arc<Mutex<Vec<Seen>>>;
+type Log = Sink<Seen>;
 
 async fn push_consumer(
     b: &Broker,
@@ -40,16 +39,13 @@ async fn push_consumer(
     log: &Log,
     status: ConsumeStatus,
 ) -> PushConsumer {
-    let log = log.clone();
+    let record = recorder(log, |m, ctx| Seen {
+        msg: m.clone(),
+        queue_topic: ctx.queue.topic.clone(),
+        at: now_ms(),
+    });
     let listener = move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
-        let mut l = log.lock().unwrap();
-        for m in msgs {
-            l.push(Seen {
-                msg: m.clone(),
-                queue_topic: ctx.queue.topic.clone(),
-                at: now_ms(),
-            });
-        }
+        record.consume(msgs, ctx);
         status
     };
     b.push_consumer(cfg, topic, listener).await
@@ -129,16 +125,13 @@ async fn first_in_dlq(b: &Broker, group: &str) -> MessageExt {
         broker_name: "broker-a".into(),
         queue_id: 0,
     };
-    let t = Instant::now();
-    let m = loop {
-        if let Ok(r) = c.pull(&q, 0, 32).await {
-            if r.status == PullStatus::Found {
-                break r.messages.into_iter().next().unwrap();
-            }
+    let m = wait_for("a message in the DLQ", LATE, async || {
+        match c.pull(&q, 0, 32).await {
+            Ok(r) if r.status == PullStatus::Found => Ok(r.messages.into_iter().next().unwrap()),
+            _ => Err(format!("nothing in {}", q.topic)),
         }
-        assert!(t.elapsed() < LATE, "nothing in {}", q.topic);
-        sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
     c.shutdown().await;
     m
 }

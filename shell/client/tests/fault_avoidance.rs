@@ -2,8 +2,8 @@
 
 use crate::common;
 
-use common::{Broker, run};
-use tern_client::{Message, Producer, ProducerConfig, SendStatus};
+use common::{Broker, run, send_ok};
+use tern_client::{Message, Producer, ProducerConfig};
 
 #[test]
 fn sends_record_latency_and_fall_back_when_every_broker_is_unavailable() {
@@ -14,13 +14,7 @@ fn sends_record_latency_and_fall_back_when_every_broker_is_unavailable() {
         cfg.send_latency_fault_enable = true;
         let p = Producer::new(cfg, b.client_config()).unwrap();
         p.start();
-        for i in 0..5 {
-            let r = p
-                .send(Message::new("FaultT", format!("m{i}")))
-                .await
-                .unwrap();
-            assert_eq!(r.status, SendStatus::SendOk);
-        }
+        send_ok(&p, "FaultT", 5, |i| format!("m{i}")).await;
         let faults = p.latency_faults();
         assert!(faults.is_available("broker-a"), "fast local sends");
         // The only broker put aside: sends still go to it rather than failing.

@@ -5,7 +5,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, run, wait_for};
 use tern_client::{
     ConsumeFromWhere, LitePullConsumer, LitePullConsumerConfig, Message, MessageBuilder,
     MessageExt, MessageQueue, Producer, PullConsumer,
@@ -114,16 +114,16 @@ fn two_lite_consumers_split_the_queues_and_together_get_everything() {
         b.create_topic("LiteSplit", 4).await;
         let c1 = start(&b, config("lite-split"), "LiteSplit", "*").await;
         let c2 = start(&b, config("lite-split"), "LiteSplit", "*").await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
+        wait_for("two queues each", Duration::from_secs(20), async || {
             let (a1, a2) = (c1.assignment(), c2.assignment());
             let union: BTreeSet<&MessageQueue> = a1.iter().chain(&a2).collect();
             if a1.len() == 2 && a2.len() == 2 && union.len() == 4 {
-                break;
+                Ok(())
+            } else {
+                Err(format!("no split: {a1:?} / {a2:?}"))
             }
-            assert!(Instant::now() < deadline, "no split: {a1:?} / {a2:?}");
-            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
 
         let p = b.producer("lite-pg");
         let sent = send(&p, "LiteSplit", 0..40).await;

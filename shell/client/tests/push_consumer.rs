@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{Broker, run};
+use common::{Broker, Sink, recorder, run, send_in_flight};
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
     MessageModel, MessageQueue, OrderlyStatus, Producer, PushConsumer, PushConsumerConfig,
@@ -26,7 +26,7 @@ struct Seen {
     reconsume_times: i32,
 }
 
-type Log = Arc<Mutex<Vec<Seen>>>;
+type Log = Sink<Seen>;
 
 fn seen(consumer: usize, m: &MessageExt, ctx: &ConsumeContext) -> Seen {
     Seen {
@@ -58,14 +58,7 @@ async fn concurrent(
     id: usize,
     log: &Log,
 ) -> PushConsumer {
-    let log = log.clone();
-    let listener = move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
-        let mut l = log.lock().unwrap();
-        for m in msgs {
-            l.push(seen(id, m, ctx));
-        }
-        ConsumeStatus::Success
-    };
+    let listener = recorder(log, move |m, ctx| seen(id, m, ctx));
     b.push_consumer(cfg, topic, listener).await
 }
 
@@ -78,13 +71,7 @@ fn msg(topic: &str, i: usize) -> Message {
 
 /// Sends `range` with up to 64 sends in flight.
 async fn send_range(p: &Producer, topic: &str, range: std::ops::Range<usize>) {
-    let all: Vec<usize> = range.collect();
-    for chunk in all.chunks(64) {
-        let futs: Vec<_> = chunk.iter().map(|i| p.send_async(msg(topic, *i))).collect();
-        for f in futs {
-            f.await.unwrap();
-        }
-    }
+    send_in_flight(p, range.map(|i| msg(topic, i))).await;
 }
 
 fn distinct_keys(log: &Log) -> BTreeSet<String> {
@@ -335,10 +322,8 @@ fn reconsume_later_comes_back_from_the_retry_topic_with_its_original_topic() {
         b.create_topic(topic, 2).await;
         let p = b.producer("rt-pg");
         let log: Log = Log::default();
-        let c = PushConsumer::new(config("rt-g"), b.client_config()).unwrap();
-        c.subscribe(topic, "even || odd").unwrap();
         let l2 = log.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
+        let listener = move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
             let m = &msgs[0];
             l2.lock().unwrap().push(seen(0, m, ctx));
             if m.properties["KEYS"] == "k3" && m.reconsume_times == 0 {
@@ -346,7 +331,8 @@ fn reconsume_later_comes_back_from_the_retry_topic_with_its_original_topic() {
             } else {
                 ConsumeStatus::Success
             }
-        });
+        };
+        let c = b.subscribed(config("rt-g"), topic, "even || odd", listener);
         c.start().await.unwrap();
         send_range(&p, topic, 0..10).await;
         wait_until("k3 redelivered", Duration::from_secs(30), async || {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, run, wait_for};
 use tern_client::admin::RequestMode;
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
@@ -116,15 +116,25 @@ fn counts(log: &Log) -> BTreeMap<String, usize> {
 
 /// Waits until `n` distinct keys were delivered.
 async fn wait_keys(log: &Log, n: usize, within: Duration, what: &str) {
-    let deadline = Instant::now() + within;
-    while counts(log).len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {} of {n} keys delivered",
-            counts(log).len()
-        );
-        sleep(Duration::from_millis(50)).await;
-    }
+    wait_for(what, within, async || match counts(log).len() {
+        got if got >= n => Ok(()),
+        got => Err(format!("{got} of {n} keys delivered")),
+    })
+    .await
+}
+
+/// A [`consumer`] of `group` with the [`config`] that consumes everything.
+async fn acking(b: &Broker, group: &str, topic: &str, id: usize, log: &Log) -> PushConsumer {
+    consumer(b, config(group), topic, id, log, |_, _| {
+        ConsumeStatus::Success
+    })
+    .await
+}
+
+/// Creates `topic` with `queues` queues and sets `group` to POP it.
+async fn pop_topic(b: &Broker, topic: &str, queues: i32, group: &str) {
+    b.create_topic(topic, queues).await;
+    set_mode(b, topic, group, RequestMode::Pop).await;
 }
 
 fn pops(c: &PushConsumer) -> bool {
@@ -139,17 +149,10 @@ fn pop_members_share_one_queue_and_every_message_is_acked_once() {
     let b = Broker::start("");
     run(async {
         // One queue: pulled, only one member could consume it.
-        b.create_topic("PPOP1", 1).await;
-        set_mode(&b, "PPOP1", "ppop1-cg", RequestMode::Pop).await;
+        pop_topic(&b, "PPOP1", 1, "ppop1-cg").await;
         let log: Log = Arc::default();
-        let c1 = consumer(&b, config("ppop1-cg"), "PPOP1", 1, &log, |_, _| {
-            ConsumeStatus::Success
-        })
-        .await;
-        let c2 = consumer(&b, config("ppop1-cg"), "PPOP1", 2, &log, |_, _| {
-            ConsumeStatus::Success
-        })
-        .await;
+        let c1 = acking(&b, "ppop1-cg", "PPOP1", 1, &log).await;
+        let c2 = acking(&b, "ppop1-cg", "PPOP1", 2, &log).await;
         wait_until("both members POP", Duration::from_secs(10), async || {
             pops(&c1) && pops(&c2)
         })
@@ -181,8 +184,7 @@ fn pop_members_share_one_queue_and_every_message_is_acked_once() {
 fn a_message_to_reconsume_later_is_hidden_for_the_pop_delay_level() {
     let b = Broker::start("");
     run(async {
-        b.create_topic("PPOP2", 2).await;
-        set_mode(&b, "PPOP2", "ppop2-cg", RequestMode::Pop).await;
+        pop_topic(&b, "PPOP2", 2, "ppop2-cg").await;
         let log: Log = Arc::default();
         let c = consumer(&b, config("ppop2-cg"), "PPOP2", 1, &log, |k, times| {
             if k == "k3" && times == 0 {
@@ -223,8 +225,7 @@ fn a_message_to_reconsume_later_is_hidden_for_the_pop_delay_level() {
 fn messages_a_stopped_member_never_acked_go_to_another() {
     let b = Broker::start("");
     run(async {
-        b.create_topic("PPOP3", 2).await;
-        set_mode(&b, "PPOP3", "ppop3-cg", RequestMode::Pop).await;
+        pop_topic(&b, "PPOP3", 2, "ppop3-cg").await;
         let log: Log = Arc::default();
         let release = Arc::new(AtomicBool::new(false));
         let mut cfg = config("ppop3-cg");
@@ -250,10 +251,7 @@ fn messages_a_stopped_member_never_acked_go_to_another() {
         let stopped = Instant::now();
         c1.shutdown().await;
         release.store(true, Ordering::Release);
-        let c2 = consumer(&b, config("ppop3-cg"), "PPOP3", 2, &log, |_, _| {
-            ConsumeStatus::Success
-        })
-        .await;
+        let c2 = acking(&b, "ppop3-cg", "PPOP3", 2, &log).await;
         let got_by_2 = || {
             log.lock()
                 .unwrap()
@@ -297,10 +295,7 @@ fn a_group_switches_between_pull_and_pop_while_consuming() {
     run(async {
         b.create_topic("PPOP4", 4).await;
         let log: Log = Arc::default();
-        let c = consumer(&b, config("ppop4-cg"), "PPOP4", 1, &log, |_, _| {
-            ConsumeStatus::Success
-        })
-        .await;
+        let c = acking(&b, "ppop4-cg", "PPOP4", 1, &log).await;
         // No mode set: the broker divides and says PULL.
         let pulls = |c: &PushConsumer| {
             let a = c.assignment();

@@ -6,15 +6,14 @@
 use crate::common;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, NameSrv, run};
+use common::{Broker, LogOf, NameSrv, Sink, recorder, run, wait_for};
 use tern_client::{
-    ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageBuilder, MessageExt,
-    PushConsumer, PushConsumerConfig, SendStatus,
+    ConsumeFromWhere, Message, MessageBuilder, PushConsumer, PushConsumerConfig, SendStatus,
 };
 use tern_shell::runtime::sleep;
+use tern_testkit::wait_until;
 
 const TOPIC: &str = "HaTopic";
 
@@ -27,21 +26,18 @@ fn msg(i: usize) -> Message {
 async fn keys_consumer(
     mut cfg: PushConsumerConfig,
     broker: &Broker,
-) -> (PushConsumer, Arc<Mutex<BTreeSet<String>>>) {
+) -> (PushConsumer, Sink<String>) {
     cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let c = PushConsumer::new(cfg, broker.client_config()).unwrap();
-    c.subscribe(TOPIC, "*").unwrap();
-    let log = seen.clone();
-    c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-        let mut l = log.lock().unwrap();
-        for m in msgs {
-            l.insert(m.properties.get("KEYS").cloned().unwrap_or_default());
-        }
-        ConsumeStatus::Success
+    let seen: Sink<String> = Sink::default();
+    let listener = recorder(&seen, |m, _| {
+        m.properties.get("KEYS").cloned().unwrap_or_default()
     });
-    c.start().await.unwrap();
-    (c, seen)
+    (broker.push_consumer(cfg, TOPIC, listener).await, seen)
+}
+
+/// The distinct keys in `seen`.
+fn distinct(seen: &Sink<String>) -> BTreeSet<String> {
+    seen.lock().unwrap().iter().cloned().collect()
 }
 
 #[test]
@@ -81,17 +77,16 @@ fn acknowledged_messages_are_read_from_the_slave_after_the_master_is_killed() {
 
     run(async {
         let (c, seen) = keys_consumer(PushConsumerConfig::new("ha-cg"), &slave).await;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !acked.is_subset(&seen.lock().unwrap()) {
-            assert!(
-                Instant::now() < deadline,
-                "{} of {} acknowledged messages read from the slave; slave log:\n{}",
-                acked.intersection(&seen.lock().unwrap()).count(),
-                acked.len(),
-                slave.log()
-            );
-            sleep(Duration::from_millis(100)).await;
-        }
+        let what = "every acknowledged message read from the slave";
+        wait_for(what, Duration::from_secs(60), async || {
+            let got = distinct(&seen);
+            if acked.is_subset(&got) {
+                return Ok(());
+            }
+            let read = acked.intersection(&got).count();
+            Err((read, acked.len(), LogOf(&slave)))
+        })
+        .await;
         c.shutdown().await;
     });
 }
@@ -149,11 +144,12 @@ fn pulls_go_to_the_slave_a_master_suggests_and_back_when_caught_up() {
         let mut cfg = PushConsumerConfig::new("read-cg");
         cfg.pull_batch_size = 8;
         let (c, seen) = keys_consumer(cfg, &master).await;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !sent.is_subset(&seen.lock().unwrap()) {
-            assert!(Instant::now() < deadline, "not every message consumed");
-            sleep(Duration::from_millis(100)).await;
-        }
+        wait_until(
+            "every message consumed",
+            Duration::from_secs(60),
+            async || sent.is_subset(&distinct(&seen)),
+        )
+        .await;
         let from_slave = messages_served(&admin, &slave.addr).await - slave_before;
         let from_master = messages_served(&admin, &master.addr).await;
         assert!(
@@ -164,11 +160,10 @@ fn pulls_go_to_the_slave_a_master_suggests_and_back_when_caught_up() {
         let before = messages_served(&admin, &master.addr).await;
         let p = master.producer("read-pg");
         assert_eq!(p.send(msg(1000)).await.unwrap().status, SendStatus::SendOk);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !seen.lock().unwrap().contains("k1000") {
-            assert!(Instant::now() < deadline, "k1000 not consumed");
-            sleep(Duration::from_millis(50)).await;
-        }
+        wait_until("k1000 consumed", Duration::from_secs(20), async || {
+            distinct(&seen).contains("k1000")
+        })
+        .await;
         assert!(
             messages_served(&admin, &master.addr).await > before,
             "a caught-up reader pulls from the master"

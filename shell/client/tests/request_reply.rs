@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, run, wait_for};
 use tern_client::{
     Admin, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
     Producer, ProducerConfig, PushConsumer, PushConsumerConfig, create_reply,
@@ -76,19 +76,18 @@ fn a_request_gets_the_reply_its_consumer_sends() {
         // its requester once appended; topic stats count what reput has dispatched to the
         // queues, which can be a pass behind the last reply.
         let admin = Admin::new(b.client_config()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
+        let within = Duration::from_secs(5);
+        wait_for("the 18 replies stored", within, async || {
             let stats = admin
                 .topic_stats("DefaultCluster_REPLY_TOPIC")
                 .await
                 .unwrap();
-            let stored: i64 = stats.values().map(|o| o.max_offset).sum();
-            if stored == 18 || Instant::now() > deadline {
-                assert_eq!(stored, 18);
-                break;
+            match stats.values().map(|o| o.max_offset).sum::<i64>() {
+                18 => Ok(()),
+                stored => Err(stored),
             }
-            tern_shell::runtime::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await;
         admin.shutdown().await;
         requester.shutdown().await;
         c.shutdown().await;

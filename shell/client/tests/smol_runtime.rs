@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Broker;
+use common::{Broker, send_ok};
 use tern_client::{
     ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, PushConsumer,
     PushConsumerConfig, SendStatus,
@@ -18,13 +18,7 @@ fn produce_and_push_consume_under_smol() {
     smol::block_on(async {
         b.create_topic("SmolT", 4).await;
         let p = b.producer("smol-pg");
-        for i in 0..50 {
-            let r = p
-                .send(Message::new("SmolT", format!("sync {i}")))
-                .await
-                .unwrap();
-            assert_eq!(r.status, SendStatus::SendOk);
-        }
+        send_ok(&p, "SmolT", 50, |i| format!("sync {i}")).await;
         let pending: Vec<_> = (0..50)
             .map(|i| p.send_async(Message::new("SmolT", format!("async {i}"))))
             .collect();

@@ -7,16 +7,14 @@
 use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, Sink, recorder, run, send_in_flight, wait_progress};
 use tern_client::{
     Admin, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, LitePullConsumer,
     LitePullConsumerConfig, Message, MessageBuilder, MessageExt, MessageSelector, PullConsumer,
     PushConsumer, PushConsumerConfig,
 };
-use tern_shell::runtime::sleep;
 
 const EXPR: &str = "a BETWEEN 3 AND 6 AND TAGS IN ('A','B')";
 
@@ -55,14 +53,13 @@ async fn send_all(
     msg: fn(&str, usize) -> Message,
 ) {
     let p = b.producer("sql-pg");
-    let all: Vec<usize> = range.collect();
-    for chunk in all.chunks(64) {
-        let futs: Vec<_> = chunk.iter().map(|i| p.send_async(msg(topic, *i))).collect();
-        for f in futs {
-            f.await.unwrap();
-        }
-    }
+    send_in_flight(&p, range.map(|i| msg(topic, i))).await;
     p.shutdown().await;
+}
+
+/// A listener that consumes everything it is given.
+fn ack(_: &[MessageExt], _: &mut ConsumeContext) -> ConsumeStatus {
+    ConsumeStatus::Success
 }
 
 fn push_config(group: &str) -> PushConsumerConfig {
@@ -76,18 +73,10 @@ fn push_config(group: &str) -> PushConsumerConfig {
 /// Waits until the group's committed offsets reach the end of all `queues` of `topic`.
 async fn wait_consumed_to_end(b: &Broker, group: &str, topic: &str, queues: usize) {
     let admin = Admin::new(b.client_config()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let p = admin.consume_progress(group, Some(topic)).await.unwrap();
-        if p.queues.len() == queues && p.diff_total == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{group} never reached the end: {p:?}"
-        );
-        sleep(Duration::from_millis(200)).await;
-    }
+    wait_progress(&admin, group, topic, Duration::from_secs(90), |p| {
+        p.queues.len() == queues && p.diff_total == 0
+    })
+    .await;
     admin.shutdown().await;
 }
 
@@ -99,15 +88,10 @@ fn push_consumer_gets_exactly_the_matching_messages_of_a_mixed_stream() {
         b.create_topic(topic, 4).await;
         send_all(&b, topic, 0..1000, mixed).await;
 
-        let got: Arc<Mutex<Vec<usize>>> = Arc::default();
-        let c = PushConsumer::new(push_config("sql-push"), b.client_config()).unwrap();
-        c.subscribe(topic, MessageSelector::sql(EXPR)).unwrap();
-        let log = got.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            let mut l = log.lock().unwrap();
-            l.extend(msgs.iter().map(check));
-            ConsumeStatus::Success
-        });
+        let got: Sink<usize> = Sink::default();
+        let sql = MessageSelector::sql(EXPR);
+        let listener = recorder(&got, |m, _| check(m));
+        let c = b.subscribed(push_config("sql-push"), topic, sql, listener);
         c.start().await.unwrap();
         // Offsets at the end of every queue: everything was pulled, filtered, consumed.
         wait_consumed_to_end(&b, "sql-push", topic, 4).await;
@@ -156,21 +140,16 @@ fn a_queue_where_nothing_matches_is_consumed_to_its_end() {
         let topic = "SqlNone";
         b.create_topic(topic, 2).await;
         send_all(&b, topic, 0..1000, mixed).await;
-        let delivered = Arc::new(Mutex::new(0usize));
-        let c = PushConsumer::new(push_config("sql-none"), b.client_config()).unwrap();
-        c.subscribe(topic, MessageSelector::sql("seq IS NULL OR a > 100"))
-            .unwrap();
-        let d = delivered.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            *d.lock().unwrap() += msgs.len();
-            ConsumeStatus::Success
-        });
+        let delivered: Sink<String> = Sink::default();
+        let sql = MessageSelector::sql("seq IS NULL OR a > 100");
+        let listener = recorder(&delivered, |m, _| m.msg_id().to_owned());
+        let c = b.subscribed(push_config("sql-none"), topic, sql, listener);
         c.start().await.unwrap();
         wait_consumed_to_end(&b, "sql-none", topic, 2).await;
         // More of them later: the held pulls step over them and the offsets follow.
         send_all(&b, topic, 1000..1300, mixed).await;
         wait_consumed_to_end(&b, "sql-none", topic, 2).await;
-        assert_eq!(*delivered.lock().unwrap(), 0);
+        assert_eq!(*delivered.lock().unwrap(), Vec::<String>::new());
         c.shutdown().await;
     });
 }
@@ -187,15 +166,10 @@ fn a_bad_expression_fails_start_and_pulls_with_the_column() {
                 if remark.contains(&format!("column {col}")) && remark.contains("SQL92"))
         };
 
-        let c = PushConsumer::new(push_config("sql-bad"), b.client_config()).unwrap();
-        c.subscribe(topic, MessageSelector::sql("a BETWEEN 3 AND"))
-            .unwrap();
-        let consumed = Arc::new(Mutex::new(0usize));
-        let n = consumed.clone();
-        c.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            *n.lock().unwrap() += msgs.len();
-            ConsumeStatus::Success
-        });
+        let consumed: Sink<String> = Sink::default();
+        let sql = MessageSelector::sql("a BETWEEN 3 AND");
+        let listener = recorder(&consumed, |m, _| m.msg_id().to_owned());
+        let c = b.subscribed(push_config("sql-bad"), topic, sql, listener);
         let e = c.start().await.unwrap_err();
         assert!(is_23_at_column(&e, "16"), "{e}");
         assert!(e.to_string().contains("a BETWEEN 3 AND"), "{e}");
@@ -240,7 +214,7 @@ fn a_bad_expression_fails_start_and_pulls_with_the_column() {
         late.subscribe(topic, MessageSelector::sql("a ==")).unwrap();
         assert!(late.poll(Duration::from_secs(3)).await.is_empty());
         late.shutdown().await;
-        assert_eq!(*consumed.lock().unwrap(), 0);
+        assert_eq!(*consumed.lock().unwrap(), Vec::<String>::new());
         // An empty SQL92 expression is refused before anything is sent, as in Java.
         let empty = PushConsumer::new(push_config("sql-empty"), b.client_config()).unwrap();
         assert!(empty.subscribe(topic, MessageSelector::sql("  ")).is_err());
@@ -253,9 +227,8 @@ fn a_broker_without_property_filtering_refuses_at_start() {
     run(async {
         let topic = "SqlOff";
         b.create_topic(topic, 2).await;
-        let c = PushConsumer::new(push_config("sql-off"), b.client_config()).unwrap();
-        c.subscribe(topic, MessageSelector::sql(EXPR)).unwrap();
-        c.register_concurrent(|_: &[MessageExt], _: &mut ConsumeContext| ConsumeStatus::Success);
+        let sql = MessageSelector::sql(EXPR);
+        let c = b.subscribed(push_config("sql-off"), topic, sql, ack);
         let e = c.start().await.unwrap_err();
         assert_eq!(
             e,
@@ -266,9 +239,7 @@ fn a_broker_without_property_filtering_refuses_at_start() {
         );
         c.shutdown().await;
         // Tag subscriptions start as before.
-        let t = PushConsumer::new(push_config("sql-off-tag"), b.client_config()).unwrap();
-        t.subscribe(topic, "A || B").unwrap();
-        t.register_concurrent(|_: &[MessageExt], _: &mut ConsumeContext| ConsumeStatus::Success);
+        let t = b.subscribed(push_config("sql-off-tag"), topic, "A || B", ack);
         t.start().await.unwrap();
         t.shutdown().await;
     });

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use certs::{Ca, Issued};
 use common::cli::admin;
-use common::{Broker, run};
+use common::{Broker, run, send_ok};
 use tern_client::{
     ClientConfig, ClientTls, ClientTlsSettings, Message, Producer, ProducerConfig, PullConsumer,
-    PullStatus, SendStatus,
+    PullStatus,
 };
 
 fn server_conf(mode: &str, id: &Issued) -> String {
@@ -32,6 +32,14 @@ fn trusting(ca: &Path) -> ClientTls {
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `tern-admin clusterList` trusting `ca`, which must fail (exit 1); its stderr.
+fn refused_trusting(b: &Broker, ca: &Path) -> String {
+    let ca = ca.display().to_string();
+    let out = admin(&b.namesrv, &["clusterList", "--tls-trust-cert", &ca]);
+    assert_eq!(out.status.code(), Some(1));
+    stderr(&out)
 }
 
 /// Waits (5 s at most) for the broker to log a line holding every one of `parts`.
@@ -63,13 +71,7 @@ fn clients_and_tern_admin_work_over_tls_against_an_enforcing_broker() {
     run(async {
         b.create_topic("TlsTopic", 2).await;
         let p = b.producer("tls-pg");
-        for i in 0..10 {
-            let r = p
-                .send(Message::new("TlsTopic", format!("secret-{i}")))
-                .await
-                .unwrap();
-            assert_eq!(r.status, SendStatus::SendOk);
-        }
+        send_ok(&p, "TlsTopic", 10, |i| format!("secret-{i}")).await;
         p.shutdown().await;
         let c = PullConsumer::new("tls-cg", b.client_config()).unwrap();
         let mut bodies = Vec::new();
@@ -135,19 +137,10 @@ fn clients_and_tern_admin_work_over_tls_against_an_enforcing_broker() {
 
     // A CA that did not issue the broker's certificate: refused on both sides.
     let rogue = Ca::new("Rogue CA").write(dir.path(), "rogue-ca.pem");
-    let out = admin(
-        &b.namesrv,
-        &[
-            "clusterList",
-            "--tls-trust-cert",
-            &rogue.display().to_string(),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
+    let err = refused_trusting(&b, &rogue);
     assert!(
-        stderr(&out).contains("UnknownIssuer") && stderr(&out).contains("rogue-ca.pem"),
-        "{}",
-        stderr(&out)
+        err.contains("UnknownIssuer") && err.contains("rogue-ca.pem"),
+        "{err}"
     );
     logged(
         &b,
@@ -167,20 +160,8 @@ fn an_expired_broker_certificate_is_refused_and_both_sides_say_so() {
     let ca_file = ca.write(dir.path(), "ca.pem");
     // Permissive: the broker registers in plaintext; TLS clients meet the old certificate.
     let b = Broker::start(&server_conf("permissive", &old));
-    let out = admin(
-        &b.namesrv,
-        &[
-            "clusterList",
-            "--tls-trust-cert",
-            &ca_file.display().to_string(),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).to_lowercase().contains("expired"),
-        "{}",
-        stderr(&out)
-    );
+    let err = refused_trusting(&b, &ca_file);
+    assert!(err.to_lowercase().contains("expired"), "{err}");
     logged(&b, &["CertificateExpired", "old-broker.pem"]);
     // Plaintext still works under permissive.
     let out = admin(&b.namesrv, &["clusterList"]);

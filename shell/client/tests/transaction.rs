@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Broker, run};
+use common::{Broker, LogOf, Sink, recorder, run, wait_for};
 use tern_client::{
-    ClientConfig, ConsumeContext, ConsumeFromWhere, ConsumeStatus, ListenerResult,
-    LocalTransactionState, Message, MessageBuilder, MessageExt, ProducerConfig, PullConsumer,
-    PullStatus, PushConsumer, PushConsumerConfig, SendStatus, TransactionListener,
-    TransactionProducer,
+    ClientConfig, ConsumeFromWhere, ListenerResult, LocalTransactionState, Message, MessageBuilder,
+    MessageExt, ProducerConfig, PullConsumer, PullStatus, PushConsumerConfig, SendStatus,
+    TransactionListener, TransactionProducer,
 };
 use tern_shell::message::{
     SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, decode_offset_msg_id,
@@ -180,32 +179,32 @@ async fn wait_stored(
     b: &Broker,
     done: impl Fn(&[MessageExt]) -> bool,
 ) -> Vec<MessageExt> {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
+    wait_for(what, DEADLINE, async || {
         let got = stored(c, topic).await;
         if done(&got) {
-            return got;
+            Ok(got)
+        } else {
+            Err((counts(&got), LogOf(b)))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: got {:?}\nbroker log:\n{}",
-            counts(&got),
-            b.log()
-        );
-        sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
+}
+
+/// What `topic` holds after [`SETTLE`], time for a duplicate to show up.
+async fn settled(c: &PullConsumer, topic: &str) -> Vec<MessageExt> {
+    sleep(SETTLE).await;
+    stored(c, topic).await
 }
 
 async fn wait_until(what: &str, b: &Broker, f: impl Fn() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}\nbroker log:\n{}",
-            b.log()
-        );
-        sleep(Duration::from_millis(50)).await;
-    }
+    wait_for(
+        what,
+        DEADLINE,
+        async || {
+            if f() { Ok(()) } else { Err(LogOf(b)) }
+        },
+    )
+    .await
 }
 
 #[test]
@@ -234,8 +233,7 @@ fn commit_delivers_once_with_every_field_intact() {
 
         let c = PullConsumer::new("tx-commit-cg", b.client_config()).unwrap();
         wait_stored(&c, "TxCommit", "all six committed", &b, |g| g.len() >= 6).await;
-        sleep(SETTLE).await;
-        let got = stored(&c, "TxCommit").await;
+        let got = settled(&c, "TxCommit").await;
         let n = counts(&got);
         assert_eq!(n.len(), 6, "{n:?}");
         assert!(
@@ -291,30 +289,25 @@ fn rolled_back_and_failed_transactions_are_never_delivered() {
         b.create_topic("TxRollback", 2).await;
         let script = Script::new(Verdict::Say(Rollback), Verdict::Say(Rollback));
         let p = producer(&b, "tx-rollback-pg", &script).await;
+        // Three rolled back; then a failing and a panicking listener, which count as
+        // Unknown, and the check-back says rollback.
+        let verdicts = [
+            (Verdict::Say(Rollback), Rollback),
+            (Verdict::Say(Rollback), Rollback),
+            (Verdict::Say(Rollback), Rollback),
+            (Verdict::Fail, Unknown),
+            (Verdict::Panic, Unknown),
+        ];
         let mut rolled = Vec::new();
-        for i in 0..3 {
+        for (i, (verdict, state)) in verdicts.into_iter().enumerate() {
+            *script.execute.lock().unwrap() = verdict;
             let r = p
                 .send_in_transaction(msg("TxRollback", i), &0)
                 .await
                 .unwrap();
-            assert_eq!(r.local_state, Rollback);
+            assert_eq!(r.local_state, state);
             rolled.push(r.send.msg_id);
         }
-        // A failing listener counts as Unknown; the check-back then says rollback.
-        *script.execute.lock().unwrap() = Verdict::Fail;
-        let r = p
-            .send_in_transaction(msg("TxRollback", 3), &0)
-            .await
-            .unwrap();
-        assert_eq!(r.local_state, Unknown);
-        rolled.push(r.send.msg_id);
-        *script.execute.lock().unwrap() = Verdict::Panic;
-        let r = p
-            .send_in_transaction(msg("TxRollback", 4), &0)
-            .await
-            .unwrap();
-        assert_eq!(r.local_state, Unknown);
-        rolled.push(r.send.msg_id);
         // A committed marker after them.
         *script.execute.lock().unwrap() = Verdict::Say(Commit);
         let marker = p
@@ -331,8 +324,7 @@ fn rolled_back_and_failed_transactions_are_never_delivered() {
             script.checks() >= 2
         })
         .await;
-        sleep(SETTLE).await;
-        let n = counts(&stored(&c, "TxRollback").await);
+        let n = counts(&settled(&c, "TxRollback").await);
         assert_eq!(n.get(&marker.send.msg_id), Some(&1), "{n:?}");
         for id in &rolled {
             assert!(!n.contains_key(id), "rolled-back {id} delivered: {n:?}");
@@ -366,8 +358,7 @@ fn unknown_then_check_back_commit_delivers_once() {
             !g.is_empty()
         })
         .await;
-        sleep(SETTLE).await;
-        let got = stored(&c, "TxCheck").await;
+        let got = settled(&c, "TxCheck").await;
         assert_eq!(got.len(), 1, "{:?}", counts(&got));
         assert_eq!(got[0].msg_id(), r.send.msg_id);
         assert_eq!(got[0].body, b"tx-body-1");
@@ -420,8 +411,7 @@ fn check_back_goes_to_another_producer_of_the_group_when_the_first_is_gone() {
         .await;
         assert!(second.checks() >= 1);
         assert_eq!(second.checked.lock().unwrap()[0].msg_id(), r.send.msg_id);
-        sleep(SETTLE).await;
-        assert_eq!(stored(&c, "TxFailover").await.len(), 1);
+        assert_eq!(settled(&c, "TxFailover").await.len(), 1);
         p2.shutdown().await;
     });
 }
@@ -474,17 +464,11 @@ fn push_consumers_receive_committed_messages_with_the_commit_sysflag() {
     let b = Broker::start(TX_CONF);
     run(async {
         b.create_topic("TxPush", 2).await;
-        let seen: Arc<Mutex<Vec<MessageExt>>> = Arc::default();
+        let seen: Sink<MessageExt> = Sink::default();
         let mut cfg = PushConsumerConfig::new("tx-push-cg");
         cfg.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
-        let consumer = PushConsumer::new(cfg, b.client_config()).unwrap();
-        consumer.subscribe("TxPush", "*").unwrap();
-        let sink = seen.clone();
-        consumer.register_concurrent(move |msgs: &[MessageExt], _: &mut ConsumeContext| {
-            sink.lock().unwrap().extend(msgs.iter().cloned());
-            ConsumeStatus::Success
-        });
-        consumer.start().await.unwrap();
+        let listener = recorder(&seen, |m, _| m.clone());
+        let consumer = b.push_consumer(cfg, "TxPush", listener).await;
 
         let script = Script::new(Verdict::Say(Commit), Verdict::Say(Commit));
         let p = producer(&b, "tx-push-pg", &script).await;
@@ -518,8 +502,7 @@ fn a_late_commit_after_a_check_back_commit_is_not_delivered_twice() {
         assert!(script.checks() >= 1);
         let c = PullConsumer::new("tx-late-cg", b.client_config()).unwrap();
         wait_stored(&c, "TxLate", "committed", &b, |g| !g.is_empty()).await;
-        sleep(SETTLE).await;
-        let got = stored(&c, "TxLate").await;
+        let got = settled(&c, "TxLate").await;
         assert_eq!(got.len(), 1, "delivered twice: {:?}", counts(&got));
         // Both verdicts reached the broker: the second was recognised, not just lost.
         wait_until("the duplicate commit seen", &b, || {
@@ -570,8 +553,7 @@ fn after_kill_9_a_committed_transaction_is_delivered_once() {
             |g| g.len() >= 3,
         )
         .await;
-        sleep(SETTLE).await;
-        let n = counts(&stored(&c, "TxCrashCommit").await);
+        let n = counts(&settled(&c, "TxCrashCommit").await);
         assert_eq!(n.len(), 3, "{n:?}");
         assert!(
             n.values().all(|c| *c == 1),
@@ -613,8 +595,7 @@ fn after_kill_9_an_unresolved_transaction_is_checked_back() {
         })
         .await;
         assert_eq!(got[0].msg_id(), id);
-        sleep(SETTLE).await;
-        assert_eq!(stored(&c, "TxCrashOpen").await.len(), 1);
+        assert_eq!(settled(&c, "TxCrashOpen").await.len(), 1);
         p.shutdown().await;
     });
 }

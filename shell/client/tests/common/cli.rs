@@ -45,6 +45,11 @@ pub fn make_topic(ns: &str, topic: &str, queues: &str) -> String {
     )
 }
 
+/// Creates subscription group `group` on every master through the CLI; its stdout.
+pub fn make_group(ns: &str, group: &str) -> String {
+    ok(ns, &["updateSubGroup", "-c", "DefaultCluster", "-g", group])
+}
+
 /// The stdout of a command that must have succeeded (else its output in the panic).
 pub fn succeeded(out: &Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -3,15 +3,21 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tern_client::{ClientConfig, Producer, ProducerConfig};
+use tern_client::{
+    Admin, ClientConfig, ConcurrentListener, ConsumeContext, ConsumeProgress, ConsumeStatus,
+    Message, MessageExt, MessageSelector, Producer, ProducerConfig, PushConsumer,
+    PushConsumerConfig, SendStatus,
+};
 
 pub mod cli;
 
-use tern_testkit::{GEOMETRY, Proc, binary};
+use tern_testkit::{EVERY, GEOMETRY, Proc, binary};
 
 /// How long a started process may take to say where it listens.
 const START: Duration = Duration::from_secs(20);
@@ -141,14 +147,27 @@ impl Broker {
     /// listener.
     pub async fn push_consumer(
         &self,
-        cfg: tern_client::PushConsumerConfig,
+        cfg: PushConsumerConfig,
         topic: &str,
-        listener: impl tern_client::ConcurrentListener,
-    ) -> tern_client::PushConsumer {
-        let c = tern_client::PushConsumer::new(cfg, self.client_config()).unwrap();
-        c.subscribe(topic, "*").unwrap();
-        c.register_concurrent(listener);
+        listener: impl ConcurrentListener,
+    ) -> PushConsumer {
+        let c = self.subscribed(cfg, topic, "*", listener);
         c.start().await.unwrap();
+        c
+    }
+
+    /// A push consumer of `topic` by `selector`, `listener` registered, not started yet
+    /// (for tests of what `start` answers).
+    pub fn subscribed(
+        &self,
+        cfg: PushConsumerConfig,
+        topic: &str,
+        selector: impl Into<MessageSelector>,
+        listener: impl ConcurrentListener,
+    ) -> PushConsumer {
+        let c = PushConsumer::new(cfg, self.client_config()).unwrap();
+        c.subscribe(topic, selector).unwrap();
+        c.register_concurrent(listener);
         c
     }
 
@@ -230,22 +249,19 @@ impl Broker {
     /// registration has landed (see the report on the broker).
     fn wait_registered(&self) {
         let admin = tern_client::Admin::new(self.client_config()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
         let listed = |info: &tern_shell::body::ClusterInfo| {
             info.broker_addr_table
                 .values()
                 .any(|b| b.broker_addrs.0.values().any(|a| *a == self.addr))
         };
-        run(async {
-            while !admin.cluster_info().await.is_ok_and(|i| listed(&i)) {
-                assert!(
-                    Instant::now() < deadline,
-                    "broker never registered:\n{}",
-                    self.log()
-                );
-                tern_shell::runtime::sleep(Duration::from_millis(20)).await;
-            }
-        });
+        run(wait_for(
+            "the broker registered",
+            Duration::from_secs(10),
+            async || match admin.cluster_info().await {
+                Ok(i) if listed(&i) => Ok(()),
+                _ => Err(LogOf(self)),
+            },
+        ));
     }
 
     /// A started producer of `group` on this broker's cluster.
@@ -271,4 +287,101 @@ impl Broker {
 /// Runs an async test body.
 pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tern_client::block_on(f)
+}
+
+/// Awaits `check` until it gives `Ok`, looking again every [`EVERY`]; at `within` panics
+/// naming `what` with the last `Err`.
+pub async fn wait_for<T, E: Debug>(
+    what: &str,
+    within: Duration,
+    mut check: impl AsyncFnMut() -> Result<T, E>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        let miss = match check().await {
+            Ok(v) => return v,
+            Err(e) => e,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "not within {within:?}: {what}: {miss:?}"
+        );
+        tern_shell::runtime::sleep(EVERY).await;
+    }
+}
+
+/// A broker's log, read when shown (in the panic of a [`wait_for`] that failed).
+pub struct LogOf<'a>(pub &'a Broker);
+
+impl Debug for LogOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "broker log:\n{}", self.0.log())
+    }
+}
+
+/// Waits until `done` holds of `group`'s consume progress on `topic`; at `within` panics
+/// with the last progress seen.
+pub async fn wait_progress(
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+    within: Duration,
+    done: impl Fn(&ConsumeProgress) -> bool,
+) {
+    let what = format!("{group}'s progress on {topic}");
+    wait_for(&what, within, async || {
+        let p = admin.consume_progress(group, Some(topic)).await.unwrap();
+        if done(&p) { Ok(()) } else { Err(p) }
+    })
+    .await
+}
+
+/// What a push listener was given, shared with the test.
+pub type Sink<T> = Arc<Mutex<Vec<T>>>;
+
+/// A concurrent listener that keeps `each(message, context)` in `sink` and answers
+/// success.
+pub fn recorder<T: Send + 'static>(
+    sink: &Sink<T>,
+    each: impl Fn(&MessageExt, &ConsumeContext) -> T + Send + Sync + 'static,
+) -> impl ConcurrentListener {
+    let sink = sink.clone();
+    move |msgs: &[MessageExt], ctx: &mut ConsumeContext| {
+        sink.lock()
+            .unwrap()
+            .extend(msgs.iter().map(|m| each(m, ctx)));
+        ConsumeStatus::Success
+    }
+}
+
+/// Sends `n` messages with bodies `body(i)` to `topic`, one after another; each must be
+/// stored (SEND_OK).
+pub async fn send_ok(p: &Producer, topic: &str, n: usize, body: impl Fn(usize) -> String) {
+    for i in 0..n {
+        let r = p.send(Message::new(topic, body(i))).await.unwrap();
+        assert_eq!(r.status, SendStatus::SendOk);
+    }
+}
+
+/// Writes `rules` as the `plain_acl.yml` of `dir`; its path.
+pub fn write_acl(dir: &Path, rules: &str) -> PathBuf {
+    let file = dir.join("plain_acl.yml");
+    std::fs::write(&file, rules).unwrap();
+    file
+}
+
+/// The config lines of a broker with the plain ACL on, its rules in `file`.
+pub fn acl_conf(file: &Path) -> String {
+    format!("aclEnable=true\nplainAclFile={}\n", file.display())
+}
+
+/// Sends `msgs` with up to 64 sends in flight; each must succeed.
+pub async fn send_in_flight(p: &Producer, msgs: impl IntoIterator<Item = Message>) {
+    let mut msgs = msgs.into_iter().peekable();
+    while msgs.peek().is_some() {
+        let futs: Vec<_> = msgs.by_ref().take(64).map(|m| p.send_async(m)).collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+    }
 }
