@@ -167,6 +167,15 @@ impl Admin {
             .await
     }
 
+    /// Sends `cmd` to `addr`; its JSON answer.
+    pub(crate) async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        addr: &str,
+        cmd: RemotingCommand,
+    ) -> Result<T> {
+        decode(&self.client.invoke_ok(addr, cmd).await?.body)
+    }
+
     /// Request `code` with header `h` to every master serving `topic`; their JSON
     /// answers.
     pub(crate) async fn ask_topic_masters<T: serde::de::DeserializeOwned>(
@@ -229,13 +238,13 @@ impl Admin {
 
     /// Deletes a topic from every master of `cluster`, then from every name server.
     pub async fn delete_topic(&self, cluster: &str, topic: &str) -> Result<()> {
-        for (_, addr) in self.cluster_masters(cluster).await? {
-            let h = TopicRequestHeader {
-                topic: topic.to_owned(),
-            };
-            let cmd = RemotingCommand::request(RequestCode::DeleteTopicInBroker, &h);
-            self.client.invoke_ok(&addr, cmd).await?;
-        }
+        let h = TopicRequestHeader {
+            topic: topic.to_owned(),
+        };
+        let masters = self.cluster_masters(cluster).await?;
+        let addrs = masters.into_iter().map(|(_, addr)| addr).collect();
+        self.request_each(addrs, RequestCode::DeleteTopicInBroker, &h)
+            .await?;
         let h = DeleteTopicFromNamesrvRequestHeader {
             topic: topic.to_owned(),
             cluster_name: Some(cluster.to_owned()),
@@ -284,8 +293,7 @@ impl Admin {
     /// A broker's runtime statistics (GET_BROKER_RUNTIME_INFO).
     pub async fn broker_runtime_info(&self, addr: &str) -> Result<BTreeMap<String, String>> {
         let cmd = RemotingCommand::request_code(RequestCode::GetBrokerRuntimeInfo);
-        let resp = self.client.invoke_ok(addr, cmd).await?;
-        let t: KvTable = decode(&resp.body)?;
+        let t: KvTable = self.ask(addr, cmd).await?;
         Ok(t.table)
     }
 

@@ -144,7 +144,7 @@ impl Admin {
             stats_key: key.to_owned(),
         };
         let cmd = RemotingCommand::request(RequestCode::ViewBrokerStatsData, &h);
-        decode(&self.client.invoke_ok(addr, cmd).await?.body)
+        self.ask(addr, cmd).await
     }
 
     /// Groups consuming `topic` on any of its brokers (QUERY_TOPIC_CONSUME_BY_WHO), sorted.
@@ -152,12 +152,10 @@ impl Admin {
         let h = TopicRequestHeader {
             topic: topic.to_owned(),
         };
-        let mut groups = BTreeSet::new();
-        for addr in self.topic_masters(topic).await? {
-            let cmd = RemotingCommand::request(RequestCode::QueryTopicConsumeByWho, &h);
-            let list: GroupList = decode(&self.client.invoke_ok(&addr, cmd).await?.body)?;
-            groups.extend(list.group_list);
-        }
+        let lists: Vec<GroupList> = self
+            .ask_topic_masters(topic, RequestCode::QueryTopicConsumeByWho, &h)
+            .await?;
+        let groups: BTreeSet<String> = lists.into_iter().flat_map(|l| l.group_list).collect();
         Ok(groups.into_iter().collect())
     }
 
@@ -201,8 +199,7 @@ impl Admin {
         addr: &str,
     ) -> Result<BTreeMap<String, SubscriptionGroupConfig>> {
         let cmd = RemotingCommand::request_code(RequestCode::GetAllSubscriptionGroupConfig);
-        let resp = self.client.invoke_ok(addr, cmd).await?;
-        let w: SubscriptionGroupWrapper = decode(&resp.body)?;
+        let w: SubscriptionGroupWrapper = self.ask(addr, cmd).await?;
         Ok(w.subscription_group_table)
     }
 
@@ -232,12 +229,7 @@ impl Admin {
         &self,
         cmd: &RemotingCommand,
     ) -> Result<Vec<(String, RemotingCommand)>> {
-        let mut out = Vec::new();
-        for ns in self.namesrv_addrs() {
-            let resp = self.client.invoke_ok(&ns, cmd.clone()).await?;
-            out.push((ns, resp));
-        }
-        Ok(out)
+        self.invoke_each(self.namesrv_addrs(), || cmd.clone()).await
     }
 
     /// Puts a KV config entry on every name server (PUT_KV_CONFIG).
