@@ -58,8 +58,7 @@ pub fn start_with_rules(dir: &Path, rules: &str, extra: &str) -> BrokerProc {
 fn requests_are_checked_against_accounts_signatures_and_permissions() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_with_rules(dir.path(), RULES, "");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         refused(
             &c.call(max_offset_req("Allowed", 0)).await,
             "No accessKey is configured",
@@ -140,8 +139,7 @@ fn rule_changes_apply_without_a_restart_and_a_bad_edit_keeps_the_old_rules() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_with_rules(dir.path(), RULES, "");
     let rules = dir.path().join("plain_acl.yml");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         refused(&c.call(max_offset_req("T", 0)).await, "No accessKey");
         // Everybody on this host is white-listed from now on.
         std::fs::write(&rules, RULES.replace("10.10.103.*", "127.0.0.1")).unwrap();

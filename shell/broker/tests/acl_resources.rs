@@ -108,16 +108,15 @@ fn consumer_offset(group: &str, topic: &str) -> RemotingCommand {
 fn each_request_is_checked_against_what_it_touches() {
     let dir = tempfile::tempdir().unwrap();
     let b = start(dir.path(), "");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         for t in ["Mine", "Secret"] {
             expect_code(
                 &c.call(signed(create_topic_req(t, 1), &admin())).await,
                 ResponseCode::Success,
             );
         }
-        let (secret_at, _) = sent_at(&c, send_v2(&msg("Secret", b"s", &[]), 0), &admin()).await;
-        let (mine_at, _) = sent_at(&c, send_v2(&msg("Mine", b"m", &[]), 0), &user()).await;
+        let (secret_at, _) = sent_at(c, send_v2(&msg("Secret", b"s", &[]), 0), &admin()).await;
+        let (mine_at, _) = sent_at(c, send_v2(&msg("Mine", b"m", &[]), 0), &user()).await;
 
         // A message by offset: only with SUB on its topic.
         refused(
@@ -134,13 +133,13 @@ fn each_request_is_checked_against_what_it_touches() {
         );
 
         // Ending a transaction: PUB on the half's real topic, not on the half topic.
-        let (secret_half, secret_sent) = sent_at(&c, half("Secret"), &admin()).await;
+        let (secret_half, secret_sent) = sent_at(c, half("Secret"), &admin()).await;
         refused(
             &c.call(signed(end(secret_half, &secret_sent), &user()))
                 .await,
             "topic Secret",
         );
-        let (mine_half, mine_sent) = sent_at(&c, half("Mine"), &user()).await;
+        let (mine_half, mine_sent) = sent_at(c, half("Mine"), &user()).await;
         expect_code(
             &c.call(signed(end(mine_half, &mine_sent), &user())).await,
             ResponseCode::Success,
@@ -214,8 +213,7 @@ fn each_request_is_checked_against_what_it_touches() {
 fn with_a_replay_window_a_request_is_accepted_once_and_only_while_fresh() {
     let dir = tempfile::tempdir().unwrap();
     let b = start(dir.path(), "aclReplayWindowSeconds=30\n");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         let once = signed(max_offset_req("Mine", 0), &user());
         expect_code(&c.call(once.clone()).await, ResponseCode::Success);
         refused(&c.call(once).await, "Replayed request");

@@ -85,14 +85,12 @@ fn producer_connections_list_the_members_of_a_group() {
 
 #[test]
 fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Spans", 2).await;
-        send_n(&c, "Spans", 0, &["a", "b", "c"]).await;
-        let stored = pull_all(&c, "Spans", 0, 0).await;
+    with_broker("", async |b, c| {
+        create_topic(c, "Spans", 2).await;
+        send_n(c, "Spans", 0, &["a", "b", "c"]).await;
+        let stored = pull_all(c, "Spans", 0, 0).await;
         assert_eq!(stored.len(), 3);
-        commit(&c, "G_OFFSETS", "Spans", 0, 1).await;
+        commit(c, "G_OFFSETS", "Spans", 0, 1).await;
         expect_code(
             &c.call(heartbeat("cid-online", "G_ONLINE", "Spans", "*", vec![]))
                 .await,
@@ -101,7 +99,7 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
 
         // QUERY_TOPIC_CONSUME_BY_WHO: the online subscriber and the group with offsets.
         let who: GroupList = ok_body(
-            &c,
+            c,
             RemotingCommand::request(
                 RequestCode::QueryTopicConsumeByWho,
                 &TopicRequestHeader {
@@ -124,7 +122,7 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
                 },
             )
         };
-        let spans: QueryConsumeTimeSpanBody = ok_body(&c, span_req("Spans")).await;
+        let spans: QueryConsumeTimeSpanBody = ok_body(c, span_req("Spans")).await;
         let set = &spans.consume_time_span_set;
         assert_eq!(set.len(), 2);
         assert_eq!(set[0].message_queue.queue_id, 0);
@@ -152,14 +150,14 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
             group_name: "G_OFFSETS".into(),
             ..Default::default()
         };
-        create_group(&c, &group).await;
+        create_group(c, &group).await;
         let stats_req = |is_order| {
             RemotingCommand::request(
                 RequestCode::GetBrokerConsumeStats,
                 &GetConsumeStatsInBrokerHeader { is_order },
             )
         };
-        let all: ConsumeStatsList = ok_body(&c, stats_req(false)).await;
+        let all: ConsumeStatsList = ok_body(c, stats_req(false)).await;
         assert_eq!(all.broker_addr, b.addr);
         let mine = all
             .consume_stats_list
@@ -178,7 +176,7 @@ fn consumers_of_a_topic_their_time_spans_and_the_broker_wide_consume_stats() {
         assert_eq!(q0.last_timestamp, stored[0].store_timestamp);
         assert!(all.total_diff >= 2, "{}", all.total_diff);
         // Only ordered topics: Spans is not one.
-        let ordered: ConsumeStatsList = ok_body(&c, stats_req(true)).await;
+        let ordered: ConsumeStatsList = ok_body(c, stats_req(true)).await;
         let mine = ordered
             .consume_stats_list
             .iter()
@@ -403,13 +401,12 @@ fn clone_group_offset_copies_every_topic_or_the_one_named() {
 fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
     let (dir, mut b) = start("");
     let cq = dir.path().join("data/store/consumequeue");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Gone", 1).await;
-        create_topic(&c, "Kept", 1).await;
-        send_n(&c, "Gone", 0, &["x", "y"]).await;
-        send_n(&c, "Kept", 0, &["z"]).await;
-        assert_eq!(pull_all(&c, "Gone", 0, 0).await.len(), 2);
+    b.with_client(async |c| {
+        create_topic(c, "Gone", 1).await;
+        create_topic(c, "Kept", 1).await;
+        send_n(c, "Gone", 0, &["x", "y"]).await;
+        send_n(c, "Kept", 0, &["z"]).await;
+        assert_eq!(pull_all(c, "Gone", 0, 0).await.len(), 2);
     });
     // DELETE_TOPIC_IN_BROKER removes its queues itself; queues outlive their topic when
     // the topic table is lost (restored from an old copy, a slave's table...): here
@@ -422,9 +419,8 @@ fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
         }
     }
     let b = BrokerProc::standalone(dir.path(), &dir.path().join("broker.conf"));
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Kept", 1).await;
+    b.with_client(async |c| {
+        create_topic(c, "Kept", 1).await;
         assert!(cq.join("Gone/0").exists(), "the orphaned queue is there");
         expect_code(
             &c.call(RemotingCommand::request_code(RequestCode::CleanUnusedTopic))
@@ -444,14 +440,14 @@ fn clean_unused_topic_removes_the_queues_of_deleted_topics_only() {
                 .any(|_| true),
             "removed folders are deleted"
         );
-        assert_eq!(max_offset(&c, "Kept", 0).await, 1);
+        assert_eq!(max_offset(c, "Kept", 0).await, 1);
         // Made again, the topic starts empty: none of the old messages come back.
-        create_topic(&c, "Gone", 1).await;
-        assert_eq!(max_offset(&c, "Gone", 0).await, 0);
-        assert!(pull_all(&c, "Gone", 0, 0).await.is_empty());
-        let h = send_ok(&c, send_v2(&msg("Gone", b"new", &[]), 0)).await;
+        create_topic(c, "Gone", 1).await;
+        assert_eq!(max_offset(c, "Gone", 0).await, 0);
+        assert!(pull_all(c, "Gone", 0, 0).await.is_empty());
+        let h = send_ok(c, send_v2(&msg("Gone", b"new", &[]), 0)).await;
         assert_eq!(h.queue_offset, 0);
-        let after = pull_all(&c, "Gone", 0, 0).await;
+        let after = pull_all(c, "Gone", 0, 0).await;
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].body, b"new");
     });
@@ -465,14 +461,13 @@ fn clean_expired_consume_queue_drops_queues_whose_records_left_the_log() {
         every_hour.join(";")
     ));
     let cq = dir.path().join("data/store/consumequeue");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Old", 1).await;
-        create_topic(&c, "Filler", 1).await;
-        send_n(&c, "Old", 0, &["o", "o"]).await;
+    b.with_client(async |c| {
+        create_topic(c, "Old", 1).await;
+        create_topic(c, "Filler", 1).await;
+        send_n(c, "Old", 0, &["o", "o"]).await;
         // 12 × 300 KiB fills four 1 MiB segments; retention deletes all but the active.
         for i in 0..12u8 {
-            send_ok(&c, send_v2(&msg("Filler", &vec![i; 300 * 1024], &[]), 0)).await;
+            send_ok(c, send_v2(&msg("Filler", &vec![i; 300 * 1024], &[]), 0)).await;
         }
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -505,7 +500,7 @@ fn clean_expired_consume_queue_drops_queues_whose_records_left_the_log() {
             "a queue pointing at nothing is removed"
         );
         assert!(cq.join("Filler/0").exists(), "a queue with records stays");
-        assert_eq!(max_offset(&c, "Old", 0).await, 0);
-        assert_eq!(max_offset(&c, "Filler", 0).await, 12);
+        assert_eq!(max_offset(c, "Old", 0).await, 0);
+        assert_eq!(max_offset(c, "Filler", 0).await, 12);
     });
 }

@@ -62,9 +62,7 @@ fn route_lists_broker_for_tbw102_and_new_topic_at_once() {
 
 #[test]
 fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("", async |b, c| {
         let topic = "RoundTrip";
         let mk = |i: usize| {
             let mut m = msg(
@@ -84,24 +82,24 @@ fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
         // (msgId, queueOffset) per message, in send order.
         let mut acks = Vec::new();
         for m in &sent[0..3] {
-            let h = send_ok(&c, send_v1(m, 1)).await;
+            let h = send_ok(c, send_v1(m, 1)).await;
             acks.push((h.msg_id, h.queue_offset, h.queue_id));
         }
         for m in &sent[3..6] {
-            let h = send_ok(&c, send_v2(m, 1)).await;
+            let h = send_ok(c, send_v2(m, 1)).await;
             acks.push((h.msg_id, h.queue_offset, h.queue_id));
         }
-        let h = send_ok(&c, send_batch(&sent[6..10], 1)).await;
+        let h = send_ok(c, send_batch(&sent[6..10], 1)).await;
         let ids: Vec<&str> = h.msg_id.split(',').collect();
         assert_eq!(ids.len(), 4, "batch msgIds: {}", h.msg_id);
         for (i, id) in ids.iter().enumerate() {
             acks.push((id.to_string(), h.queue_offset + i as i64, h.queue_id));
         }
 
-        let got = pull_all(&c, topic, 1, 0).await;
+        let got = pull_all(c, topic, 1, 0).await;
         assert_eq!(got.len(), sent.len(), "exactly the records sent");
         for (i, (g, m)) in got.iter().zip(&sent).enumerate() {
-            check_record(g, m, 1, &b, &c);
+            check_record(g, m, 1, b, c);
             assert_eq!(g.queue_offset, i as i64, "queue offsets are consecutive");
             let (id, qoff, qid) = &acks[i];
             assert_eq!((*qoff, *qid), (g.queue_offset, 1));
@@ -123,7 +121,7 @@ fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
             assert_eq!(decode_pulled(&view.body, true).unwrap(), vec![g.clone()]);
         }
         // Other queues got nothing.
-        assert!(pull_all(&c, topic, 0, 0).await.is_empty());
+        assert!(pull_all(c, topic, 0, 0).await.is_empty());
 
         // QUERY_MESSAGE by key (the index follows the log asynchronously: allow a moment).
         let query = |key: &str| query_req(topic, key, 32);
@@ -286,11 +284,9 @@ fn pull_answers_19_at_max_and_21_out_of_range_with_bounds() {
 
 #[test]
 fn long_poll_is_answered_on_arrival_and_with_19_after_timeout() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("", async |b, c| {
         let topic = "LongPoll";
-        send_ok(&c, send_v1(&msg(topic, b"first", &[]), 0)).await;
+        send_ok(c, send_v1(&msg(topic, b"first", &[]), 0)).await;
         let suspend = pull_sys_flag::SUSPEND;
 
         // Held at max offset; answered as soon as a message arrives.
@@ -308,7 +304,7 @@ fn long_poll_is_answered_on_arrival_and_with_19_after_timeout() {
             (r, Instant::now())
         });
         runtime::sleep(Duration::from_millis(400)).await;
-        send_ok(&c, send_v1(&msg(topic, b"second", &[]), 0)).await;
+        send_ok(c, send_v1(&msg(topic, b"second", &[]), 0)).await;
         let sent_at = Instant::now();
         let (resp, answered_at) = held.await;
         expect_code(&resp, ResponseCode::Success);
@@ -357,7 +353,7 @@ fn long_poll_is_answered_on_arrival_and_with_19_after_timeout() {
         });
         runtime::sleep(Duration::from_millis(300)).await;
         let t0 = Instant::now();
-        send_ok(&c, send_v1(&msg(topic, b"q3", &[]), 3)).await;
+        send_ok(c, send_v1(&msg(topic, b"q3", &[]), 3)).await;
         let resp = held.await;
         expect_code(&resp, ResponseCode::Success);
         assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());

@@ -21,17 +21,14 @@ use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
 #[test]
 fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (dir, mut b) = start("");
     let topic = "Offsets";
-    let stamps = run(async {
-        let c = Client::connect(&b.addr).await;
+    let stamps = b.with_client(async |c| {
         for i in 0..6 {
-            send_ok(&c, send_v1(&msg(topic, format!("o{i}").as_bytes(), &[]), 2)).await;
+            send_ok(c, send_v1(&msg(topic, format!("o{i}").as_bytes(), &[]), 2)).await;
             runtime::sleep(Duration::from_millis(15)).await;
         }
-        let got = pull_all(&c, topic, 2, 0).await;
+        let got = pull_all(c, topic, 2, 0).await;
         let stamps: Vec<i64> = got.iter().map(|m| m.store_timestamp).collect();
         assert_eq!(stamps.len(), 6);
 
@@ -48,7 +45,7 @@ fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
         };
         // A new group on a queue that starts at 0: 0.
         assert_eq!(offset_of(&c.call(query("G_NEW", 2)).await), 0);
-        commit(&c, "G_OFF", topic, 2, 4).await;
+        commit(c, "G_OFF", topic, 2, 4).await;
         assert_eq!(offset_of(&c.call(query("G_OFF", 2)).await), 4);
         // Java sends the update oneway: no answer, still stored.
         let oneway = commit_req("G_ONEWAY", topic, 2, 5);
@@ -151,9 +148,8 @@ fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
     if let Ok(resp) = held.join().unwrap() {
         expect_code(&resp, ResponseCode::PullNotFound);
     }
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let mut b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
         let q = RemotingCommand::request(
             RequestCode::QueryConsumerOffset,
             &QueryConsumerOffsetRequestHeader {
@@ -165,7 +161,7 @@ fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
         );
         assert_eq!(offset_of(&c.call(q).await), 4, "committed offset survived");
         assert_eq!(offset_of(&c.call(max_offset_req(topic, 2)).await), 6);
-        let got = pull_all(&c, topic, 2, 0).await;
+        let got = pull_all(c, topic, 2, 0).await;
         assert_eq!(
             got.iter().map(|m| m.store_timestamp).collect::<Vec<_>>(),
             stamps
@@ -292,15 +288,13 @@ fn group_members_are_listed_notified_of_changes_and_lock_queues_exclusively() {
 
 #[test]
 fn bad_requests_get_clear_errors_and_nothing_stored_is_lost() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("", async |b, c| {
         let topic = "Errors";
         let good: Vec<Message> = (0..3)
             .map(|i| msg(topic, format!("good{i}").as_bytes(), &[("TAGS", "T")]))
             .collect();
         for m in &good[..2] {
-            send_ok(&c, send_v2(m, 0)).await;
+            send_ok(c, send_v2(m, 0)).await;
         }
         let remark = |r: &RemotingCommand| r.remark.clone().unwrap_or_default();
 
@@ -355,11 +349,11 @@ fn bad_requests_get_clear_errors_and_nothing_stored_is_lost() {
         assert!(remark(&resp).contains("queueOffset"), "{resp:?}");
 
         // Still serving, and nothing lost.
-        send_ok(&c, send_v1(&good[2], 0)).await;
-        let got = pull_all(&c, topic, 0, 0).await;
+        send_ok(c, send_v1(&good[2], 0)).await;
+        let got = pull_all(c, topic, 0, 0).await;
         assert_eq!(got.len(), 3, "exactly the good messages");
         for (g, m) in got.iter().zip(&good) {
-            check_record(g, m, 0, &b, &c);
+            check_record(g, m, 0, b, c);
         }
         assert_eq!(
             offset_of(&c.call(max_offset_req("%RETRY%G_ERR", 0)).await),

@@ -46,9 +46,8 @@ fn broker_config_is_the_effective_one_and_live_keys_change_and_persist() {
         "# operator's comment\nflushDiskType=SYNC_FLUSH\nfileReservedTime=48\nbrokerClusterName=Cfg\n",
     );
     let mut b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = broker_config(&c).await;
+    b.with_client(async |c| {
+        let got = broker_config(c).await;
         for (k, v) in [
             ("brokerClusterName", "Cfg"),
             ("brokerName", "broker-a"),
@@ -74,47 +73,47 @@ fn broker_config_is_the_effective_one_and_live_keys_change_and_persist() {
         assert!(got.len() > 60, "{} keys: {got:?}", got.len());
 
         let ns = Client::connect(b.namesrv.as_deref().unwrap()).await;
-        create_topic(&c, "Cfg", 1).await;
-        send_ok(&c, send_v2(&msg("Cfg", b"one", &[]), 0)).await;
+        create_topic(c, "Cfg", 1).await;
+        send_ok(c, send_v2(&msg("Cfg", b"one", &[]), 0)).await;
         assert_eq!(route_perm(&ns, "Cfg").await, 6);
 
         // A key read only at start refuses the whole update, naming it.
-        let resp = update(&c, "fileReservedTime=12\nlistenPort=1\n").await;
+        let resp = update(c, "fileReservedTime=12\nlistenPort=1\n").await;
         expect_code(&resp, ResponseCode::NoPermission);
         let remark = resp.remark.clone().unwrap_or_default();
         assert!(
             remark.contains("listenPort") && remark.contains("restart"),
             "{remark}"
         );
-        let resp = update(&c, "brokerConfigPath=/tmp/elsewhere\n").await;
+        let resp = update(c, "brokerConfigPath=/tmp/elsewhere\n").await;
         expect_code(&resp, ResponseCode::NoPermission);
         assert_eq!(
             resp.remark.as_deref(),
             Some("Can not update config in black list.")
         );
-        let resp = update(&c, "brokerPermission=12\n").await;
+        let resp = update(c, "brokerPermission=12\n").await;
         expect_code(&resp, ResponseCode::InvalidParameter);
         assert!(
             resp.remark.unwrap_or_default().contains("brokerPermission"),
             "the remark names the key"
         );
-        let resp = update(&c, "noSuchKey=1\n").await;
+        let resp = update(c, "noSuchKey=1\n").await;
         expect_code(&resp, ResponseCode::InvalidParameter);
         assert_eq!(
-            broker_config(&c).await.get("fileReservedTime").unwrap(),
+            broker_config(c).await.get("fileReservedTime").unwrap(),
             "48"
         );
 
         // Read only: registered at once, pulls refused as RocketMQ refuses them.
-        let resp = update(&c, "brokerPermission=4\nfileReservedTime=12\n").await;
+        let resp = update(c, "brokerPermission=4\nfileReservedTime=12\n").await;
         expect_code(&resp, ResponseCode::Success);
         assert_eq!(route_perm(&ns, "Cfg").await, 4);
-        let now = broker_config(&c).await;
+        let now = broker_config(c).await;
         assert_eq!(now["brokerPermission"], "4");
         assert_eq!(now["fileReservedTime"], "12");
         // Write only: pulls refused with RocketMQ's code and remark.
         expect_code(
-            &update(&c, "brokerPermission=2\n").await,
+            &update(c, "brokerPermission=2\n").await,
             ResponseCode::Success,
         );
         let resp = c.call(pull_req("cfg-g", "Cfg", 0, 0, Some("*"))).await;
@@ -134,15 +133,14 @@ fn broker_config_is_the_effective_one_and_live_keys_change_and_persist() {
 
     b.stop();
     let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = broker_config(&c).await;
+    b.with_client(async |c| {
+        let got = broker_config(c).await;
         assert_eq!(got["brokerPermission"], "2");
         assert_eq!(got["fileReservedTime"], "12");
         let resp = c.call(pull_req("cfg-g", "Cfg", 0, 0, Some("*"))).await;
         expect_code(&resp, ResponseCode::NoPermission);
         expect_code(
-            &update(&c, "brokerPermission=6\n").await,
+            &update(c, "brokerPermission=6\n").await,
             ResponseCode::Success,
         );
         let resp = c.call(pull_req("cfg-g", "Cfg", 0, 0, Some("*"))).await;
@@ -152,13 +150,11 @@ fn broker_config_is_the_effective_one_and_live_keys_change_and_persist() {
 
 #[test]
 fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Guarded", 1).await;
-        send_ok(&c, send_v2(&msg("Guarded", b"m", &[]), 0)).await;
+    with_client("", async |c| {
+        create_topic(c, "Guarded", 1).await;
+        send_ok(c, send_v2(&msg("Guarded", b"m", &[]), 0)).await;
         create_group(
-            &c,
+            c,
             &tern_shell::body::SubscriptionGroupConfig {
                 group_name: "off-g".into(),
                 consume_enable: false,
@@ -197,7 +193,7 @@ fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
         // Broadcasting off: a broadcasting member's pull by its heartbeat's
         // subscription is refused; a clustering group of the same settings is served.
         create_group(
-            &c,
+            c,
             &tern_shell::body::SubscriptionGroupConfig {
                 group_name: "nobcast-g".into(),
                 consume_broadcast_enable: false,
@@ -242,9 +238,8 @@ fn store_paths_under_the_root_are_accepted_elsewhere_refused_and_trace_topic_mad
         ),
     );
     let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = broker_config(&c).await;
+    b.with_client(async |c| {
+        let got = broker_config(c).await;
         assert_eq!(
             got["storePathConsumeQueue"],
             root.join("consumequeue").display().to_string()

@@ -180,9 +180,8 @@ fn sync_flush_acknowledged_messages_survive_kill_9_and_a_clean_stop() {
     }
     all.extend(more.lock().unwrap().iter().cloned());
     let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let n = run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = pull_all(&c, "Durable", 0, 0).await;
+    let n = b.with_client(async |c| {
+        let got = pull_all(c, "Durable", 0, 0).await;
         assert_eq!(
             got.len(),
             all.len(),
@@ -246,8 +245,7 @@ fn unknown_config_key_starts_with_a_warning_naming_it() {
     let at = format!("broker.conf:{}", GEOMETRY.lines().count() + 1);
     assert!(line.contains(&at), "{line}");
     assert!(line.to_ascii_lowercase().contains("warn"), "{line}");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         let resp = c.call(send_v1(&msg("Warned", b"ok", &[]), 0)).await;
         expect_code(&resp, ResponseCode::Success);
     });
@@ -306,8 +304,7 @@ fn broker_with_name_server_down_still_serves_and_warns() {
         t0.elapsed()
     );
     assert!(b.namesrv.is_none());
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         let m = msg("NoNamesrv", b"still works", &[("TAGS", "x")]);
         let t0 = Instant::now();
         let resp = c.call(send_v1(&m, 0)).await;
@@ -316,7 +313,7 @@ fn broker_with_name_server_down_still_serves_and_warns() {
             t0.elapsed() < Duration::from_secs(2),
             "send not delayed by the name server"
         );
-        let got = pull_all(&c, "NoNamesrv", 0, 0).await;
+        let got = pull_all(c, "NoNamesrv", 0, 0).await;
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].body, m.body);
         let resp = c.call(pull_req("G", "NoNamesrv", 0, 0, Some("*"))).await;
@@ -408,8 +405,7 @@ fn a_topic_or_group_acknowledged_survives_a_kill_9_right_after_the_answer() {
     let conf = write_conf(dir.path(), "");
     for round in 0..6 {
         let mut b = BrokerProc::standalone(dir.path(), &conf);
-        run(async {
-            let c = Client::connect(&b.addr).await;
+        b.with_client(async |c| {
             let topics = c
                 .call(RemotingCommand::request_code(
                     RequestCode::GetAllTopicConfig,
@@ -431,12 +427,12 @@ fn a_topic_or_group_acknowledged_survives_a_kill_9_right_after_the_answer() {
                 assert!(topics.contains(&t), "{t} lost to kill -9: {topics}");
                 assert!(groups.contains(&g), "{g} lost to kill -9: {groups}");
             }
-            create_topic(&c, &format!("Kept{round}"), 2).await;
+            create_topic(c, &format!("Kept{round}"), 2).await;
             let group = tern_shell::body::SubscriptionGroupConfig {
                 group_name: format!("KeptGroup{round}"),
                 ..Default::default()
             };
-            create_group(&c, &group).await;
+            create_group(c, &group).await;
         });
         b.kill9();
     }

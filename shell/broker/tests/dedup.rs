@@ -53,53 +53,49 @@ async fn stored_keys(c: &Client, topic: &str, queues: i32) -> (BTreeMap<String, 
 
 #[test]
 fn a_resent_key_is_answered_with_the_first_copy_and_stored_once() {
-    let (_dir, b) = start(WINDOW_ON);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Dedup", 4).await;
+    with_client(WINDOW_ON, async |c| {
+        create_topic(c, "Dedup", 4).await;
         let m = keyed("Dedup", "K-ONE", "first");
-        let first = answer(&send_ok(&c, send_v2(&m, 1)).await);
+        let first = answer(&send_ok(c, send_v2(&m, 1)).await);
         // Again on each send code, and to another queue (a producer retrying elsewhere):
         // the first copy's msgId, queue and offset each time.
-        assert_eq!(answer(&send_ok(&c, send_v2(&m, 1)).await), first);
-        assert_eq!(answer(&send_ok(&c, send_v1(&m, 1)).await), first);
-        assert_eq!(answer(&send_ok(&c, send_v2(&m, 3)).await), first);
+        assert_eq!(answer(&send_ok(c, send_v2(&m, 1)).await), first);
+        assert_eq!(answer(&send_ok(c, send_v1(&m, 1)).await), first);
+        assert_eq!(answer(&send_ok(c, send_v2(&m, 3)).await), first);
         // A different body with the same key is the same message to the window.
         let changed = keyed("Dedup", "K-ONE", "changed");
-        assert_eq!(answer(&send_ok(&c, send_v2(&changed, 2)).await), first);
+        assert_eq!(answer(&send_ok(c, send_v2(&changed, 2)).await), first);
         // Another key, and the same key in another topic, are new.
-        let other = answer(&send_ok(&c, send_v2(&keyed("Dedup", "K-TWO", "x"), 1)).await);
+        let other = answer(&send_ok(c, send_v2(&keyed("Dedup", "K-TWO", "x"), 1)).await);
         assert_ne!(other.0, first.0);
         assert_eq!(other.2, first.2 + 1);
-        create_topic(&c, "Dedup2", 4).await;
-        send_ok(&c, send_v2(&keyed("Dedup2", "K-ONE", "y"), 0)).await;
+        create_topic(c, "Dedup2", 4).await;
+        send_ok(c, send_v2(&keyed("Dedup2", "K-ONE", "y"), 0)).await;
 
-        let (by_key, total) = stored_keys(&c, "Dedup", 4).await;
+        let (by_key, total) = stored_keys(c, "Dedup", 4).await;
         assert_eq!(total, 2, "{by_key:?}");
         assert_eq!(by_key.get("K-ONE"), Some(&1));
         assert_eq!(by_key.get("K-TWO"), Some(&1));
-        let got = pull_all(&c, "Dedup", 1, 0).await;
+        let got = pull_all(c, "Dedup", 1, 0).await;
         assert_eq!(got[0].body, b"first");
-        assert_eq!(stored_keys(&c, "Dedup2", 4).await.1, 1);
+        assert_eq!(stored_keys(c, "Dedup2", 4).await.1, 1);
     });
 }
 
 #[test]
 fn a_batch_sent_again_is_answered_as_the_first_time_and_stores_only_what_is_new() {
-    let (_dir, b) = start(WINDOW_ON);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "DedupBatch", 4).await;
+    with_client(WINDOW_ON, async |c| {
+        create_topic(c, "DedupBatch", 4).await;
         let batch: Vec<Message> = ["A", "B", "C"]
             .iter()
             .map(|k| keyed("DedupBatch", k, &format!("body {k}")))
             .collect();
-        let first = answer(&send_ok(&c, send_batch(&batch, 2)).await);
+        let first = answer(&send_ok(c, send_batch(&batch, 2)).await);
         assert_eq!(first.0.split(',').count(), 3);
         // The whole batch again (a forwarder that crashed before saving its progress):
         // exactly the first answer, to whichever queue it is sent.
-        assert_eq!(answer(&send_ok(&c, send_batch(&batch, 2)).await), first);
-        assert_eq!(answer(&send_ok(&c, send_batch(&batch, 0)).await), first);
+        assert_eq!(answer(&send_ok(c, send_batch(&batch, 2)).await), first);
+        assert_eq!(answer(&send_ok(c, send_batch(&batch, 0)).await), first);
 
         // Partly new: B is where it was, D and E are stored after C; the answer's queue
         // and offset are its first message's (B's).
@@ -108,7 +104,7 @@ fn a_batch_sent_again_is_answered_as_the_first_time_and_stores_only_what_is_new(
             .iter()
             .map(|(k, body)| keyed("DedupBatch", k, body))
             .collect();
-        let h = answer(&send_ok(&c, send_batch(&mixed, 2)).await);
+        let h = answer(&send_ok(c, send_batch(&mixed, 2)).await);
         let mixed_ids: Vec<&str> = h.0.split(',').collect();
         assert_eq!(mixed_ids.len(), 3);
         assert_eq!(mixed_ids[0], ids[1], "B answered with its first copy");
@@ -121,18 +117,18 @@ fn a_batch_sent_again_is_answered_as_the_first_time_and_stores_only_what_is_new(
             keyed("DedupBatch", "F", "f"),
             keyed("DedupBatch", "G", "g"),
         ];
-        let h = answer(&send_ok(&c, send_batch(&twice, 2)).await);
+        let h = answer(&send_ok(c, send_batch(&twice, 2)).await);
         let twice_ids: Vec<&str> = h.0.split(',').collect();
         assert_eq!(twice_ids[0], twice_ids[1]);
         assert_ne!(twice_ids[1], twice_ids[2]);
 
-        let got = pull_all(&c, "DedupBatch", 2, 0).await;
+        let got = pull_all(c, "DedupBatch", 2, 0).await;
         let keys: Vec<String> = got
             .iter()
             .map(|m| m.properties["UNIQ_KEY"].clone())
             .collect();
         assert_eq!(keys, ["A", "B", "C", "D", "E", "F", "G"]);
-        let (by_key, total) = stored_keys(&c, "DedupBatch", 4).await;
+        let (by_key, total) = stored_keys(c, "DedupBatch", 4).await;
         assert_eq!(total, 7, "{by_key:?}");
     });
 }
@@ -140,18 +136,17 @@ fn a_batch_sent_again_is_answered_as_the_first_time_and_stores_only_what_is_new(
 #[test]
 fn with_the_window_off_a_resend_is_stored_again() {
     let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "NoDedup", 4).await;
+    b.with_client(async |c| {
+        create_topic(c, "NoDedup", 4).await;
         let m = keyed("NoDedup", "K-OFF", "x");
-        let a = answer(&send_ok(&c, send_v2(&m, 0)).await);
-        let again = answer(&send_ok(&c, send_v2(&m, 0)).await);
+        let a = answer(&send_ok(c, send_v2(&m, 0)).await);
+        let again = answer(&send_ok(c, send_v2(&m, 0)).await);
         assert_ne!(a.0, again.0);
         assert_eq!(again.2, a.2 + 1);
         let batch = vec![keyed("NoDedup", "K-B", "b")];
-        send_ok(&c, send_batch(&batch, 0)).await;
-        send_ok(&c, send_batch(&batch, 0)).await;
-        let (by_key, total) = stored_keys(&c, "NoDedup", 4).await;
+        send_ok(c, send_batch(&batch, 0)).await;
+        send_ok(c, send_batch(&batch, 0)).await;
+        let (by_key, total) = stored_keys(c, "NoDedup", 4).await;
         assert_eq!(total, 4);
         assert_eq!(by_key.get("K-OFF"), Some(&2));
     });
@@ -168,12 +163,11 @@ fn survives(restart: impl FnOnce(&mut BrokerProc, &std::path::Path, &std::path::
     let batch: Vec<Message> = (2..5)
         .map(|i| keyed("DedupRestart", &format!("R-{i}"), "batched"))
         .collect();
-    let (a1, ab) = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "DedupRestart", 4).await;
+    let (a1, ab) = b.with_client(async |c| {
+        create_topic(c, "DedupRestart", 4).await;
         (
-            answer(&send_ok(&c, send_v2(&one, 1)).await),
-            answer(&send_ok(&c, send_batch(&batch, 3)).await),
+            answer(&send_ok(c, send_v2(&one, 1)).await),
+            answer(&send_ok(c, send_batch(&batch, 3)).await),
         )
     });
     restart(&mut b, dir.path(), &conf);
@@ -184,13 +178,12 @@ fn survives(restart: impl FnOnce(&mut BrokerProc, &std::path::Path, &std::path::
         )
         .unwrap_or_else(|| panic!("no rebuild line:\n{}", b.stderr_text()));
     eprintln!("{line}");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let again = answer(&send_ok(&c, send_v2(&one, 0)).await);
+    b.with_client(async |c| {
+        let again = answer(&send_ok(c, send_v2(&one, 0)).await);
         assert_eq!(placed(&again), placed(&a1));
-        let again = answer(&send_ok(&c, send_batch(&batch, 3)).await);
+        let again = answer(&send_ok(c, send_batch(&batch, 3)).await);
         assert_eq!(placed(&again), placed(&ab));
-        let (by_key, total) = stored_keys(&c, "DedupRestart", 4).await;
+        let (by_key, total) = stored_keys(c, "DedupRestart", 4).await;
         assert_eq!(total, 4, "{by_key:?}");
         assert!(by_key.values().all(|n| *n == 1), "{by_key:?}");
     });
@@ -226,31 +219,27 @@ async fn filler(c: &Client, n: usize) {
 fn a_key_is_stored_again_once_the_window_has_passed_also_after_a_restart() {
     // 4 s: long enough for a restart inside it, short for the test. 1 MiB segments, so
     // the filler rolls segments and the rebuild has old ones to skip.
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "duplicateCheckWindowSeconds=4\n");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (dir, mut b) = start("duplicateCheckWindowSeconds=4\n");
     let old = keyed("DedupExpiry", "OLD", "old");
     let new = keyed("DedupExpiry", "NEW", "new");
-    let old_first = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "DedupExpiry", 1).await;
-        let a = answer(&send_ok(&c, send_v2(&old, 0)).await);
-        filler(&c, 12).await; // ~1.5 MiB
+    let old_first = b.with_client(async |c| {
+        create_topic(c, "DedupExpiry", 1).await;
+        let a = answer(&send_ok(c, send_v2(&old, 0)).await);
+        filler(c, 12).await; // ~1.5 MiB
         a
     });
     std::thread::sleep(Duration::from_millis(4_300));
-    let new_first = run(async {
-        let c = Client::connect(&b.addr).await;
+    let new_first = b.with_client(async |c| {
         // Past the window: stored again (not answered with the first copy).
-        let again = answer(&send_ok(&c, send_v2(&old, 0)).await);
+        let again = answer(&send_ok(c, send_v2(&old, 0)).await);
         assert_ne!(again.0, old_first.0);
-        let a = answer(&send_ok(&c, send_v2(&new, 0)).await);
-        filler(&c, 10).await;
+        let a = answer(&send_ok(c, send_v2(&new, 0)).await);
+        filler(c, 10).await;
         a
     });
     let sent_new = Instant::now();
     b.kill9();
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let mut b = BrokerProc::again(dir.path());
     let line = b
         .wait_for_log(
             &["duplicate check window", "rebuilt"],
@@ -259,22 +248,20 @@ fn a_key_is_stored_again_once_the_window_has_passed_also_after_a_restart() {
         .unwrap();
     // The scan skipped the first segment, whose records are all older than the window.
     assert!(!line.contains("at log offset 0 "), "{line}");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         assert!(
             sent_new.elapsed() < Duration::from_secs(4),
             "restart too slow for the test"
         );
-        let again = answer(&send_ok(&c, send_v2(&new, 0)).await);
+        let again = answer(&send_ok(c, send_v2(&new, 0)).await);
         assert_eq!(placed(&again), placed(&new_first));
     });
     let left = Duration::from_millis(4_300).saturating_sub(sent_new.elapsed());
     std::thread::sleep(left);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let later = answer(&send_ok(&c, send_v2(&new, 0)).await);
+    b.with_client(async |c| {
+        let later = answer(&send_ok(c, send_v2(&new, 0)).await);
         assert_ne!(placed(&later), placed(&new_first));
-        let (by_key, total) = stored_keys(&c, "DedupExpiry", 1).await;
+        let (by_key, total) = stored_keys(c, "DedupExpiry", 1).await;
         assert_eq!((by_key["OLD"], by_key["NEW"], total), (2, 2, 4));
     });
     assert!(b.stop().success());
@@ -336,31 +323,24 @@ fn two_racing_senders_of_one_key_store_one_copy() {
 
 #[test]
 fn a_delayed_message_sent_again_is_stored_once_also_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(
-        dir.path(),
-        "duplicateCheckWindowSeconds=60\nmessageDelayLevel=1s 2s\n",
-    );
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (dir, mut b) = start("duplicateCheckWindowSeconds=60\nmessageDelayLevel=1s 2s\n");
     let m = msg(
         "DedupDelay",
         b"later",
         &[("UNIQ_KEY", "D-1"), ("DELAY", "1")],
     );
-    let first = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "DedupDelay", 2).await;
-        let first = answer(&send_ok(&c, send_v2(&m, 1)).await);
+    let first = b.with_client(async |c| {
+        create_topic(c, "DedupDelay", 2).await;
+        let first = answer(&send_ok(c, send_v2(&m, 1)).await);
         assert_eq!(first.1, 1, "the queue asked for");
-        assert_eq!(answer(&send_ok(&c, send_v2(&m, 0)).await), first);
+        assert_eq!(answer(&send_ok(c, send_v2(&m, 0)).await), first);
         first
     });
     let delivered = |b: &BrokerProc| {
-        run(async {
-            let c = Client::connect(&b.addr).await;
+        b.with_client(async |c| {
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
-                let (by_key, total) = stored_keys(&c, "DedupDelay", 2).await;
+                let (by_key, total) = stored_keys(c, "DedupDelay", 2).await;
                 if total > 0 || Instant::now() > deadline {
                     return (by_key, total);
                 }
@@ -374,10 +354,9 @@ fn a_delayed_message_sent_again_is_stored_once_also_after_a_restart() {
     // clean stop: after kill -9 the schedule may deliver a message again, at least once
     // by its own design, and the window does not cover deliveries.)
     assert!(b.stop().success());
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let again = answer(&send_ok(&c, send_v2(&m, 1)).await);
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
+        let again = answer(&send_ok(c, send_v2(&m, 1)).await);
         assert_eq!(placed(&again), placed(&first));
     });
     std::thread::sleep(Duration::from_millis(1_500));

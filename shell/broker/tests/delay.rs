@@ -55,17 +55,15 @@ fn delivered_props(m: &Message, queue_id: i32) -> BTreeMap<String, String> {
 
 #[test]
 fn a_delayed_message_waits_for_its_level_then_arrives_once_and_intact() {
-    let (_dir, b) = start(LEVELS);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Later", 2).await;
+    with_broker(LEVELS, async |b, c| {
+        create_topic(c, "Later", 2).await;
         let m = delayed("Later", "k1", "2");
         let sent_at = now_ms();
-        let h = send_ok(&c, send_v2(&m, 1)).await;
+        let h = send_ok(c, send_v2(&m, 1)).await;
         assert_eq!((h.queue_id, h.queue_offset), (1, 0), "the requested queue");
 
         // Waiting in the schedule topic, queue level − 1, its real place saved.
-        let waiting = arrivals(&c, SCHEDULE, 1, 1, LATE).await.remove(0).0;
+        let waiting = arrivals(c, SCHEDULE, 1, 1, LATE).await.remove(0).0;
         assert_eq!(waiting.topic, SCHEDULE);
         let mut expect = stored_props(&m);
         expect.insert("REAL_TOPIC".into(), "Later".into());
@@ -73,7 +71,7 @@ fn a_delayed_message_waits_for_its_level_then_arrives_once_and_intact() {
         assert_eq!(waiting.properties, expect);
         assert_eq!(waiting.body, m.body);
 
-        let (got, seen_at) = arrivals(&c, "Later", 1, 1, LATE).await.remove(0);
+        let (got, seen_at) = arrivals(c, "Later", 1, 1, LATE).await.remove(0);
         assert!(
             seen_at >= sent_at + 2_000 - EARLY_MS,
             "arrived {} ms after the send, level 2 is 2 s",
@@ -93,11 +91,11 @@ fn a_delayed_message_waits_for_its_level_then_arrives_once_and_intact() {
 
         // Once: nothing more arrives, in that queue or the other.
         runtime::sleep(Duration::from_millis(1_500)).await;
-        assert_eq!(pull_all(&c, "Later", 1, 0).await.len(), 1);
-        assert!(pull_all(&c, "Later", 0, 0).await.is_empty());
+        assert_eq!(pull_all(c, "Later", 1, 0).await.len(), 1);
+        assert!(pull_all(c, "Later", 0, 0).await.is_empty());
 
         // The schedule topic answers the admin requests like any other.
-        let info = runtime_info(&c).await;
+        let info = runtime_info(c).await;
         assert_eq!(info["scheduleMessageOffset_2"], "1,1", "{info:?}");
         assert_eq!(info["scheduleMessageOffset_1"], "0,0");
         let stats = c
@@ -135,10 +133,8 @@ fn a_delayed_message_waits_for_its_level_then_arrives_once_and_intact() {
 
 #[test]
 fn levels_deliver_in_due_order_and_a_level_past_the_table_is_the_last() {
-    let (_dir, b) = start(LEVELS);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Mixed", 1).await;
+    with_client(LEVELS, async |c| {
+        create_topic(c, "Mixed", 1).await;
         let sends = [
             ("L3", "3"),
             ("L1a", "1"),
@@ -148,15 +144,15 @@ fn levels_deliver_in_due_order_and_a_level_past_the_table_is_the_last() {
         ];
         let sent_at = now_ms();
         for (k, level) in sends {
-            send_ok(&c, send_v1(&delayed("Mixed", k, level), 0)).await;
+            send_ok(c, send_v1(&delayed("Mixed", k, level), 0)).await;
         }
-        let got = arrivals(&c, "Mixed", 0, sends.len(), LATE).await;
+        let got = arrivals(c, "Mixed", 0, sends.len(), LATE).await;
         let order: Vec<&str> = got.iter().map(|(m, _)| key(m)).collect();
         assert_eq!(order, ["L1a", "L1b", "L2", "L3", "L18"]);
         // Each waited its level's delay after it was stored in the schedule topic.
         let mut waited = BTreeMap::new();
         for q in 0..3 {
-            for m in pull_all(&c, SCHEDULE, q, 0).await {
+            for m in pull_all(c, SCHEDULE, q, 0).await {
                 waited.insert(key(&m).to_owned(), (q, m));
             }
         }
@@ -225,10 +221,7 @@ fn pending_delays() -> (
     let dir = tempfile::tempdir().unwrap();
     let conf = write_conf(dir.path(), LEVELS);
     let b = BrokerProc::standalone(dir.path(), &conf);
-    let before = run(async {
-        let c = Client::connect(&b.addr).await;
-        send_two_levels_and_wait_for_the_first(&c).await
-    });
+    let before = b.with_client(async |c| send_two_levels_and_wait_for_the_first(c).await);
     (dir, conf, b, before)
 }
 
@@ -330,16 +323,14 @@ fn send_back(offset: i64, group: &str, delay_level: i32, max: i32) -> RemotingCo
 
 #[test]
 fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_limit() {
-    let (_dir, b) = start(LEVELS);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_client(LEVELS, async |c| {
         let m = msg(
             "Orig",
             b"try me",
             &[("KEYS", "r1"), ("UNIQ_KEY", "UNIQ-r1")],
         );
-        send_ok(&c, send_v1(&m, 0)).await;
-        let first = arrivals(&c, "Orig", 0, 1, LATE).await.remove(0).0;
+        send_ok(c, send_v1(&m, 0)).await;
+        let first = arrivals(c, "Orig", 0, 1, LATE).await.remove(0).0;
 
         // delayLevel 0: level 3 + reconsumeTimes (0) = 3 s here.
         let at = now_ms();
@@ -347,7 +338,7 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
             &c.call(send_back(first.commit_log_offset, "g1", 0, 2)).await,
             ResponseCode::Success,
         );
-        let (r1, seen) = arrivals(&c, "%RETRY%g1", 0, 1, LATE).await.remove(0);
+        let (r1, seen) = arrivals(c, "%RETRY%g1", 0, 1, LATE).await.remove(0);
         assert!(
             seen >= at + 3_000 - EARLY_MS,
             "retry after {} ms",
@@ -369,7 +360,7 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
             .ext_fields
             .insert("originMsgId".into(), "SECOND-ATTEMPT".into());
         expect_code(&c.call(again).await, ResponseCode::Success);
-        let (r2, seen) = arrivals(&c, "%RETRY%g1", 0, 2, LATE).await.remove(1);
+        let (r2, seen) = arrivals(c, "%RETRY%g1", 0, 2, LATE).await.remove(1);
         assert!(
             seen >= at + 1_000 - EARLY_MS,
             "retry after {} ms",
@@ -383,12 +374,12 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
             &c.call(send_back(r2.commit_log_offset, "g1", 0, 2)).await,
             ResponseCode::Success,
         );
-        let (d, _) = arrivals(&c, "%DLQ%g1", 0, 1, LATE).await.remove(0);
+        let (d, _) = arrivals(c, "%DLQ%g1", 0, 1, LATE).await.remove(0);
         assert_eq!(d.reconsume_times, 3);
         assert_eq!(d.body, m.body);
         assert!(!d.properties.contains_key("DELAY"));
         assert!(
-            pull_all(&c, SCHEDULE, 2, 0).await.len() == 1,
+            pull_all(c, SCHEDULE, 2, 0).await.len() == 1,
             "only the first retry waited at level 3"
         );
 
@@ -399,7 +390,7 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
             ResponseCode::Success,
         );
         assert_eq!(
-            arrivals(&c, "%DLQ%g2", 0, 1, LATE).await[0]
+            arrivals(c, "%DLQ%g2", 0, 1, LATE).await[0]
                 .0
                 .reconsume_times,
             1
@@ -409,9 +400,7 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
 
 #[test]
 fn delayed_messages_are_refused_in_batches_and_a_bad_level_is_illegal() {
-    let (_dir, b) = start(LEVELS);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_client(LEVELS, async |c| {
         let batch = [
             msg("Strict", b"a", &[("UNIQ_KEY", "U1")]),
             msg("Strict", b"b", &[("UNIQ_KEY", "U2"), ("DELAY", "1")]),
@@ -427,9 +416,9 @@ fn delayed_messages_are_refused_in_batches_and_a_bad_level_is_illegal() {
         );
         // Level 0 is no delay.
         let now = msg("Strict", b"d", &[("DELAY", "0")]);
-        send_ok(&c, send_v2(&now, 0)).await;
-        let got = arrivals(&c, "Strict", 0, 1, Duration::from_secs(5)).await;
+        send_ok(c, send_v2(&now, 0)).await;
+        let got = arrivals(c, "Strict", 0, 1, Duration::from_secs(5)).await;
         assert_eq!(got[0].0.body, b"d");
-        assert!(pull_all(&c, SCHEDULE, 0, 0).await.is_empty());
+        assert!(pull_all(c, SCHEDULE, 0, 0).await.is_empty());
     });
 }

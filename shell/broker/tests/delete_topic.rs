@@ -38,17 +38,14 @@ async fn bodies(c: &Client) -> Vec<Vec<u8>> {
 
 #[test]
 fn a_topic_made_again_after_delete_serves_only_new_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Reborn", 2).await;
+    let (dir, mut b) = start("");
+    b.with_client(async |c| {
+        create_topic(c, "Reborn", 2).await;
         for i in 0..6 {
             let m = msg("Reborn", format!("old-{i}").as_bytes(), &[("KEYS", "k1")]);
-            send_ok(&c, send_v2(&m, i % 2)).await;
+            send_ok(c, send_v2(&m, i % 2)).await;
         }
-        assert_eq!(bodies(&c).await.len(), 6);
+        assert_eq!(bodies(c).await.len(), 6);
         expect_code(&c.call(query_by_key("k1")).await, ResponseCode::Success);
 
         let delete = RemotingCommand::request(
@@ -62,7 +59,7 @@ fn a_topic_made_again_after_delete_serves_only_new_messages() {
             !dir.path().join("data/store/consumequeue/Reborn").exists(),
             "the queue folders are gone"
         );
-        create_topic(&c, "Reborn", 2).await;
+        create_topic(c, "Reborn", 2).await;
         let resp = c.call(max_offset_req("Reborn", 0)).await;
         assert_eq!(offset_of(&resp), 0, "the new topic starts empty");
         expect_code(
@@ -71,9 +68,9 @@ fn a_topic_made_again_after_delete_serves_only_new_messages() {
         );
 
         let m = msg("Reborn", b"new-0", &[("KEYS", "k1")]);
-        let sent = send_ok(&c, send_v2(&m, 0)).await;
+        let sent = send_ok(c, send_v2(&m, 0)).await;
         assert_eq!(sent.queue_offset, 0);
-        assert_eq!(bodies(&c).await, vec![b"new-0".to_vec()]);
+        assert_eq!(bodies(c).await, vec![b"new-0".to_vec()]);
         let resp = c.call(query_by_key("k1")).await;
         expect_code(&resp, ResponseCode::Success);
         let found = tern_shell::message::decode_pulled(&resp.body, true).unwrap();
@@ -81,9 +78,8 @@ fn a_topic_made_again_after_delete_serves_only_new_messages() {
         assert_eq!(found[0].body, b"new-0");
     });
     b.stop();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        assert_eq!(bodies(&c).await, vec![b"new-0".to_vec()]);
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
+        assert_eq!(bodies(c).await, vec![b"new-0".to_vec()]);
     });
 }

@@ -27,20 +27,19 @@ fn metrics_count_what_was_sent_and_consumed_under_rocketmqs_names() {
         .metrics
         .clone()
         .expect("a standalone broker serves metrics");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Metered", 1).await;
+    b.with_client(async |c| {
+        create_topic(c, "Metered", 1).await;
         let mut body_bytes = 0;
         for i in 0..40 {
             let body = vec![b'x'; 100 + i * 100];
             body_bytes += body.len();
-            send_ok(&c, send_v2(&msg("Metered", &body, &[("KEYS", "k")]), 0)).await;
+            send_ok(c, send_v2(&msg("Metered", &body, &[("KEYS", "k")]), 0)).await;
         }
         // One big one, past the 4 KiB bucket.
-        send_ok(&c, send_v2(&msg("Metered", &vec![b'y'; 10_000], &[]), 0)).await;
+        send_ok(c, send_v2(&msg("Metered", &vec![b'y'; 10_000], &[]), 0)).await;
         body_bytes += 10_000;
         let timed = msg("Metered", b"later", &[("TIMER_DELAY_SEC", "60")]);
-        send_ok(&c, send_v2(&timed, 0)).await;
+        send_ok(c, send_v2(&timed, 0)).await;
         // A consumer group reads 41 and commits its offset at 20.
         let mut offset = 0;
         let mut read = 0;
@@ -53,7 +52,7 @@ fn metrics_count_what_was_sent_and_consumed_under_rocketmqs_names() {
             read += got.len();
             offset = pull_offsets(&resp).0;
         }
-        commit(&c, "MeterGroup", "Metered", 0, 20).await;
+        commit(c, "MeterGroup", "Metered", 0, 20).await;
 
         let text = scrape(&addr);
         let base = [
@@ -232,9 +231,8 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
             scrapes
         })
     };
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Loaded", QUEUES).await;
+    b.with_client(async |c| {
+        create_topic(c, "Loaded", QUEUES).await;
         let mut senders = Vec::new();
         for s in 0..SENDERS {
             let at = b.addr.clone();
@@ -253,7 +251,7 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
         let mut consumed = 0;
         let mut ends = Vec::new();
         for q in 0..QUEUES {
-            let got = pull_all(&c, "Loaded", q, 0).await;
+            let got = pull_all(c, "Loaded", q, 0).await;
             consumed += got.len();
             ends.push(got.len() as i64);
         }
@@ -272,7 +270,7 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
                     .len();
                 offset = pull_offsets(&resp).0;
             }
-            commit(&c, "LoadGroup", "Loaded", q, ends[q as usize] / 2).await;
+            commit(c, "LoadGroup", "Loaded", q, ends[q as usize] / 2).await;
         }
         assert_eq!(read, SENDERS * EACH);
         // Past one ASYNC_FLUSH interval (500 ms): a flush has been timed.
@@ -329,7 +327,7 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
             tern_shell::body::from_json(&resp.body).unwrap();
         assert!(stats.consume_tps > 0.0, "{stats:?}");
         for (mq, w) in &stats.offset_table.0 {
-            let got = pull_all(&c, "Loaded", mq.queue_id, w.consumer_offset - 1).await;
+            let got = pull_all(c, "Loaded", mq.queue_id, w.consumer_offset - 1).await;
             assert_eq!(w.last_timestamp, got[0].store_timestamp, "{mq:?}");
             assert_eq!(w.broker_offset, ends[mq.queue_id as usize]);
         }
@@ -342,11 +340,10 @@ fn scrapes_under_load_count_what_was_sent_and_consumed_and_consume_stats_are_mea
 fn popped_and_unacked_messages_are_in_flight() {
     let (_dir, b) = start("");
     let addr = b.metrics.clone().expect("standalone serves metrics");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "PopFlight", 1).await;
-        send_bodies(&c, "PopFlight", 0, &["a", "b", "c", "d", "e"]).await;
-        let got = pop_until(&c, "PopFlight", 5, 60_000, Duration::from_secs(5)).await;
+    b.with_client(async |c| {
+        create_topic(c, "PopFlight", 1).await;
+        send_bodies(c, "PopFlight", 0, &["a", "b", "c", "d", "e"]).await;
+        let got = pop_until(c, "PopFlight", 5, 60_000, Duration::from_secs(5)).await;
         assert_eq!(got.len(), 5);
         for m in &got[..2] {
             expect_code(&c.call(m.ack()).await, ResponseCode::Success);
@@ -376,9 +373,8 @@ fn unresolved_half_messages_are_counted_by_topic() {
     use tern_shell::message::{SYSFLAG_TRANSACTION_PREPARED, decode_offset_msg_id};
     let (_dir, b) = start("transactionCheckInterval=300\n");
     let addr = b.metrics.clone().expect("standalone serves metrics");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "TxGauge", 1).await;
+    b.with_client(async |c| {
+        create_topic(c, "TxGauge", 1).await;
         let mut sent = Vec::new();
         for uniq in ["H1", "H2"] {
             let m = msg("TxGauge", b"h", &[("UNIQ_KEY", uniq)])
@@ -388,7 +384,7 @@ fn unresolved_half_messages_are_counted_by_topic() {
             h.sys_flag = SYSFLAG_TRANSACTION_PREPARED;
             let req =
                 RemotingCommand::request(RequestCode::SendMessage, &h).with_body(m.body.clone());
-            sent.push(send_ok(&c, req).await);
+            sent.push(send_ok(c, req).await);
         }
         let halves = |want: f64| {
             let addr = addr.clone();

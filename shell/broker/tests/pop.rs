@@ -21,13 +21,11 @@ use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
 #[test]
 fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T1", 1).await;
-        send_bodies(&c, "T1", 0, &["m0", "m1", "m2"]).await;
+    with_client("", async |c| {
+        create_topic(c, "T1", 1).await;
+        send_bodies(c, "T1", 0, &["m0", "m1", "m2"]).await;
         let before = now_ms();
-        let p = pop(&c, pop_req("T1", 0, 32, 60_000, 0)).await;
+        let p = pop(c, pop_req("T1", 0, 32, 60_000, 0)).await;
         expect_code(&p.resp, ResponseCode::Success);
         assert_eq!(p.bodies(), ["m0", "m1", "m2"]);
         assert!((before..=now_ms()).contains(&p.num("popTime")));
@@ -39,7 +37,7 @@ fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
         assert_eq!(p.field("msgOffsetInfo"), "0 0 0,1,2");
         assert_eq!(p.msgs[1].msg.properties["UNIQ_KEY"], "UK-m1");
         // One checkpoint in the revive queue, naming the three offsets.
-        let cks = pull_all(&c, REVIVE, rq as i32, 0).await;
+        let cks = pull_all(c, REVIVE, rq as i32, 0).await;
         assert_eq!(cks.len(), 1);
         assert_eq!(cks[0].properties["TAGS"], "ck");
         let ck: serde_json::Value = serde_json::from_slice(&cks[0].body).unwrap();
@@ -53,11 +51,11 @@ fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
             ResponseCode::NoPermission,
         );
         // Nothing left to pop.
-        let again = pop(&c, pop_req("T1", 0, 32, 60_000, 0)).await;
+        let again = pop(c, pop_req("T1", 0, 32, 60_000, 0)).await;
         expect_code(&again.resp, ResponseCode::PollingTimeout);
 
         expect_code(&c.call(p.msgs[1].ack()).await, ResponseCode::Success);
-        let acks = pull_all(&c, REVIVE, rq as i32, 1).await;
+        let acks = pull_all(c, REVIVE, rq as i32, 1).await;
         assert_eq!(acks.len(), 1);
         assert_eq!(acks[0].properties["TAGS"], "ack");
         // Bad acks get RocketMQ's codes and write nothing.
@@ -87,7 +85,7 @@ fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
         let r = c.call(no_extra).await;
         assert_ne!(r.response_code(), ResponseCode::Success, "{r:?}");
         assert_eq!(
-            pull_all(&c, REVIVE, rq as i32, 2).await.len(),
+            pull_all(c, REVIVE, rq as i32, 2).await.len(),
             0,
             "no record for a refused ack"
         );
@@ -112,7 +110,7 @@ fn pop_answers_stored_records_writes_a_checkpoint_and_checks_acks() {
         let old = pop_req("T1", 0, 1, 60_000, 1_000)
             .with_ext("bornTime", (now_ms() - 10_000).to_string());
         let t = Instant::now();
-        let r = pop(&c, old).await;
+        let r = pop(c, old).await;
         expect_code(&r.resp, ResponseCode::PollingTimeout);
         assert!(t.elapsed() < Duration::from_millis(500));
     });
@@ -151,12 +149,10 @@ fn unacked_messages_revive_to_the_retry_topic_once_with_reconsume_times_plus_one
 
 #[test]
 fn batch_ack_and_changed_invisible_time_decide_what_revives() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T3", 1).await;
-        send_bodies(&c, "T3", 0, &["b0", "b1", "b2", "b3"]).await;
-        let p = pop(&c, pop_req("T3", 0, 32, 60_000, 0)).await;
+    with_client("", async |c| {
+        create_topic(c, "T3", 1).await;
+        send_bodies(c, "T3", 0, &["b0", "b1", "b2", "b3"]).await;
+        let p = pop(c, pop_req("T3", 0, 32, 60_000, 0)).await;
         expect_code(&p.resp, ResponseCode::Success);
         let (pt, rq) = (p.num("popTime"), p.num("reviveQid"));
         // Offsets 0 and 1 in one batch ack: bit set {0, 1} = byte 0x03 = "Aw==".
@@ -193,7 +189,7 @@ fn batch_ack_and_changed_invisible_time_decide_what_revives() {
             .call(cit_req(&p.msgs[0], 1_000).with_ext("offset", "77"))
             .await;
         expect_code(&bad, ResponseCode::NoMessage);
-        let got = pop_until(&c, "T3", 2, 60_000, Duration::from_secs(10)).await;
+        let got = pop_until(c, "T3", 2, 60_000, Duration::from_secs(10)).await;
         let bodies: Vec<String> = got.iter().map(Got::body).collect();
         assert_eq!(bodies, ["b2"], "only the changed, unacked message revives");
         assert!(now_ms() - before >= 1_500);
@@ -327,17 +323,14 @@ fn orderly_pop_holds_one_batch_per_queue_until_acked_or_invisible() {
 
 #[test]
 fn kill9_between_pop_and_ack_loses_nothing_and_acked_messages_stay_acked() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (dir, mut b) = start("");
     let bodies: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
-    let (acked, unacked) = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T6", 2).await;
+    let (acked, unacked) = b.with_client(async |c| {
+        create_topic(c, "T6", 2).await;
         for (i, body) in bodies.iter().enumerate() {
-            send_bodies(&c, "T6", (i % 2) as i32, &[body]).await;
+            send_bodies(c, "T6", (i % 2) as i32, &[body]).await;
         }
-        let got = pop_until(&c, "T6", 40, 8_000, Duration::from_secs(10)).await;
+        let got = pop_until(c, "T6", 40, 8_000, Duration::from_secs(10)).await;
         assert_eq!(got.len(), 40);
         let (mut acked, mut unacked) = (BTreeSet::new(), BTreeSet::new());
         for (i, m) in got.iter().enumerate() {
@@ -354,10 +347,9 @@ fn kill9_between_pop_and_ack_loses_nothing_and_acked_messages_stay_acked() {
         (acked, unacked)
     });
     b.kill9();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = pop_until(&c, "T6", unacked.len(), 60_000, Duration::from_secs(20)).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
+        let got = pop_until(c, "T6", unacked.len(), 60_000, Duration::from_secs(20)).await;
         let seen: BTreeSet<String> = got.iter().map(Got::body).collect();
         assert_eq!(
             seen, unacked,
@@ -368,7 +360,7 @@ fn kill9_between_pop_and_ack_loses_nothing_and_acked_messages_stay_acked() {
         for g in &got {
             expect_code(&c.call(g.ack()).await, ResponseCode::Success);
         }
-        let more = pop_until(&c, "T6", 1, 60_000, Duration::from_secs(4)).await;
+        let more = pop_until(c, "T6", 1, 60_000, Duration::from_secs(4)).await;
         assert!(
             more.is_empty(),
             "acked before the kill, revived anyway: {more:?}"
@@ -378,20 +370,18 @@ fn kill9_between_pop_and_ack_loses_nothing_and_acked_messages_stay_acked() {
 
 #[test]
 fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "T7", 1).await;
+    with_client("", async |c| {
+        create_topic(c, "T7", 1).await;
         let g = SubscriptionGroupConfig {
             group_name: G.into(),
             retry_max_times: 1,
             ..SubscriptionGroupConfig::default()
         };
-        create_group(&c, &g).await;
-        send_bodies(&c, "T7", 0, &["d0"]).await;
-        let first = pop_until(&c, "T7", 1, 1_000, Duration::from_secs(5)).await;
+        create_group(c, &g).await;
+        send_bodies(c, "T7", 0, &["d0"]).await;
+        let first = pop_until(c, "T7", 1, 1_000, Duration::from_secs(5)).await;
         assert_eq!(first.len(), 1);
-        let retried = pop_until(&c, "T7", 1, 1_000, Duration::from_secs(10)).await;
+        let retried = pop_until(c, "T7", 1, 1_000, Duration::from_secs(10)).await;
         assert_eq!(retried.len(), 1);
         assert_eq!(retried[0].msg.reconsume_times, 1);
         // Not acked again: reconsumeTimes 2 passes retryMaxTimes 1.
@@ -409,7 +399,7 @@ fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
         assert_eq!(dlq[0].body, b"d0");
         assert_eq!(dlq[0].reconsume_times, 2);
         assert!(
-            pop_until(&c, "T7", 1, 60_000, Duration::from_secs(3))
+            pop_until(c, "T7", 1, 60_000, Duration::from_secs(3))
                 .await
                 .is_empty()
         );
@@ -418,9 +408,7 @@ fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
 
 #[test]
 fn request_modes_and_orderly_batches_survive_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (dir, mut b) = start("");
     let set = |topic: &str| {
         let body = format!(
             r#"{{"topic":"{topic}","consumerGroup":"{G}","mode":"POP","popShareQueueNum":0}}"#
@@ -429,10 +417,9 @@ fn request_modes_and_orderly_batches_survive_a_restart() {
             .with_body(body.into_bytes())
     };
     let all = || RemotingCommand::request_code(RequestCode::GetAllMessageRequestMode);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    b.with_client(async |c| {
         expect_code(&c.call(all()).await, ResponseCode::SystemError);
-        create_topic(&c, "T8", 1).await;
+        create_topic(c, "T8", 1).await;
         expect_code(&c.call(set("T8")).await, ResponseCode::Success);
         expect_code(
             &c.call(set("%RETRY%GID_POP")).await,
@@ -445,23 +432,22 @@ fn request_modes_and_orderly_batches_survive_a_restart() {
         let bad = RemotingCommand::request_code(RequestCode::SetMessageRequestMode)
             .with_body(&b"[1,"[..]);
         assert_ne!(c.call(bad).await.response_code(), ResponseCode::Success);
-        send_bodies(&c, "T8", 0, &["r0", "r1"]).await;
-        let a = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
+        send_bodies(c, "T8", 0, &["r0", "r1"]).await;
+        let a = pop(c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
         assert_eq!(a.bodies(), ["r0"]);
     });
     b.stop();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
         let r = c.call(all()).await;
         expect_code(&r, ResponseCode::Success);
         let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["messageRequestModeMap"]["T8"][G]["mode"], "POP");
         assert_eq!(v["messageRequestModeMap"]["T8"][G]["popShareQueueNum"], 0);
         // The batch popped before the restart still locks its queue.
-        let other = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "B")).await;
+        let other = pop(c, orderly(pop_req("T8", 0, 1, 60_000, 0), "B")).await;
         expect_code(&other.resp, ResponseCode::PollingTimeout);
-        let same = pop(&c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
+        let same = pop(c, orderly(pop_req("T8", 0, 1, 60_000, 0), "A")).await;
         assert_eq!(same.bodies(), ["r0"]);
     });
 }
@@ -553,28 +539,25 @@ async fn max_of(c: &Client, topic: &str, queue_id: i32) -> i64 {
 
 #[test]
 fn kill9_while_reviving_and_after_changing_invisible_time_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let (revived, changed) = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "K2", 2).await;
-        create_topic(&c, "K3", 1).await;
+    let (dir, mut b) = start("");
+    let (revived, changed) = b.with_client(async |c| {
+        create_topic(c, "K2", 2).await;
+        create_topic(c, "K3", 1).await;
         let k2: Vec<String> = (0..60).map(|i| format!("r{i}")).collect();
         for (i, body) in k2.iter().enumerate() {
-            send_bodies(&c, "K2", (i % 2) as i32, &[body]).await;
+            send_bodies(c, "K2", (i % 2) as i32, &[body]).await;
         }
         let k3: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
         for body in &k3 {
-            send_bodies(&c, "K3", 0, &[body]).await;
+            send_bodies(c, "K3", 0, &[body]).await;
         }
         assert_eq!(
-            pop_until(&c, "K2", 60, 6_000, Duration::from_secs(10))
+            pop_until(c, "K2", 60, 6_000, Duration::from_secs(10))
                 .await
                 .len(),
             60
         );
-        let k3_got = pop_until(&c, "K3", 20, 60_000, Duration::from_secs(10)).await;
+        let k3_got = pop_until(c, "K3", 20, 60_000, Duration::from_secs(10)).await;
         assert_eq!(k3_got.len(), 20);
         // Past one save of the consumer offsets: after the restart nothing is popped
         // again from the topics themselves, only revived.
@@ -584,21 +567,20 @@ fn kill9_while_reviving_and_after_changing_invisible_time_loses_nothing() {
         }
         // Kill once the revive of K2 has begun.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while max_of(&c, "%RETRY%GID_POP_K2", 0).await == 0 {
+        while max_of(c, "%RETRY%GID_POP_K2", 0).await == 0 {
             assert!(Instant::now() < deadline, "nothing revived");
             runtime::sleep(Duration::from_millis(5)).await;
         }
         (k2, k3)
     });
     b.kill9();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
         for (topic, want) in [("K2", &revived), ("K3", &changed)] {
             let deadline = Instant::now() + Duration::from_secs(30);
             let mut seen = BTreeSet::new();
             while seen.len() < want.len() && Instant::now() < deadline {
-                for g in pop_until(&c, topic, 1, 60_000, Duration::from_secs(2)).await {
+                for g in pop_until(c, topic, 1, 60_000, Duration::from_secs(2)).await {
                     assert!(
                         g.msg.reconsume_times >= 1,
                         "{topic}: {} popped again, not revived",
@@ -619,36 +601,32 @@ fn kill9_while_reviving_and_after_changing_invisible_time_loses_nothing() {
 
 #[test]
 fn kill9_mid_orderly_batch_keeps_the_lock_and_the_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
+    let (dir, mut b) = start("");
     let req = |attempt: &str| orderly(pop_req("K4", 0, 2, 60_000, 0), attempt);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "K4", 1).await;
-        send_bodies(&c, "K4", 0, &["q0", "q1", "q2", "q3", "q4", "q5"]).await;
-        let a = pop(&c, req("A")).await;
+    b.with_client(async |c| {
+        create_topic(c, "K4", 1).await;
+        send_bodies(c, "K4", 0, &["q0", "q1", "q2", "q3", "q4", "q5"]).await;
+        let a = pop(c, req("A")).await;
         assert_eq!(a.bodies(), ["q0", "q1"]);
         for m in &a.msgs {
             expect_code(&c.call(m.ack()).await, ResponseCode::Success);
         }
-        let b2 = pop(&c, req("B")).await;
+        let b2 = pop(c, req("B")).await;
         assert_eq!(b2.bodies(), ["q2", "q3"]);
         expect_code(&c.call(b2.msgs[0].ack()).await, ResponseCode::Success);
         // Past one save of the consumer offsets.
         runtime::sleep(Duration::from_millis(5_500)).await;
     });
     b.kill9();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
         // Still locked by the batch in flight at the kill.
-        expect_code(&pop(&c, req("C")).await.resp, ResponseCode::PollingTimeout);
+        expect_code(&pop(c, req("C")).await.resp, ResponseCode::PollingTimeout);
         let mut seen = Vec::new();
         let mut attempt = "B".to_owned();
         let deadline = Instant::now() + Duration::from_secs(10);
         while seen.len() < 3 && Instant::now() < deadline {
-            let p = pop(&c, req(&attempt)).await;
+            let p = pop(c, req(&attempt)).await;
             for m in &p.msgs {
                 seen.push(m.body());
                 expect_code(&c.call(m.ack()).await, ResponseCode::Success);
@@ -665,13 +643,11 @@ fn kill9_mid_orderly_batch_keeps_the_lock_and_the_order() {
 
 #[test]
 fn unacked_messages_revive_while_producers_keep_the_log_growing() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "K5", 1).await;
-        create_topic(&c, "BUSY", 4).await;
-        send_bodies(&c, "K5", 0, &["v0"]).await;
-        let first = pop_until(&c, "K5", 1, 1_500, Duration::from_secs(5)).await;
+    with_broker("", async |b, c| {
+        create_topic(c, "K5", 1).await;
+        create_topic(c, "BUSY", 4).await;
+        send_bodies(c, "K5", 0, &["v0"]).await;
+        let first = pop_until(c, "K5", 1, 1_500, Duration::from_secs(5)).await;
         assert_eq!(first.len(), 1);
         // Senders that never let reput reach the log's end for long.
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -688,7 +664,7 @@ fn unacked_messages_revive_while_producers_keep_the_log_growing() {
                 }
             }));
         }
-        let got = pop_until(&c, "K5", 1, 60_000, Duration::from_secs(12)).await;
+        let got = pop_until(c, "K5", 1, 60_000, Duration::from_secs(12)).await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for s in senders {
             s.await;
@@ -700,16 +676,13 @@ fn unacked_messages_revive_while_producers_keep_the_log_growing() {
 
 #[test]
 fn a_clean_stop_between_pop_and_ack_revives_each_unacked_message_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let unacked = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "K6", 2).await;
+    let (dir, mut b) = start("");
+    let unacked = b.with_client(async |c| {
+        create_topic(c, "K6", 2).await;
         for i in 0..30 {
-            send_bodies(&c, "K6", i % 2, &[&format!("s{i}")]).await;
+            send_bodies(c, "K6", i % 2, &[&format!("s{i}")]).await;
         }
-        let got = pop_until(&c, "K6", 30, 3_000, Duration::from_secs(10)).await;
+        let got = pop_until(c, "K6", 30, 3_000, Duration::from_secs(10)).await;
         assert_eq!(got.len(), 30);
         let mut unacked = Vec::new();
         for (i, m) in got.iter().enumerate() {
@@ -723,11 +696,10 @@ fn a_clean_stop_between_pop_and_ack_revives_each_unacked_message_once() {
         unacked
     });
     assert!(b.stop().success());
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
         let mut seen = Vec::new();
-        for g in pop_until(&c, "K6", unacked.len() + 1, 60_000, Duration::from_secs(12)).await {
+        for g in pop_until(c, "K6", unacked.len() + 1, 60_000, Duration::from_secs(12)).await {
             seen.push(g.body());
             expect_code(&c.call(g.ack()).await, ResponseCode::Success);
         }

@@ -26,11 +26,9 @@ async fn polling_num(c: &Client, topic: &str, queue_id: i32) -> i64 {
 
 #[test]
 fn polling_info_counts_the_pops_held_on_a_queue_key() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "PI", 2).await;
-        assert_eq!(polling_num(&c, "PI", -1).await, 0);
+    with_broker("", async |b, c| {
+        create_topic(c, "PI", 2).await;
+        assert_eq!(polling_num(c, "PI", -1).await, 0);
         // Two all-queue POPs and one NOTIFICATION held on an empty topic.
         let mut held = Vec::new();
         for _ in 0..2 {
@@ -48,18 +46,18 @@ fn polling_info_counts_the_pops_held_on_a_queue_key() {
             .with_ext("bornTime", now_ms().to_string());
         let noted = runtime::spawn(async move { n.call(note).await });
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while polling_num(&c, "PI", -1).await < 2 {
+        while polling_num(c, "PI", -1).await < 2 {
             assert!(std::time::Instant::now() < deadline, "POPs never held");
             runtime::sleep(Duration::from_millis(20)).await;
         }
         // The NOTIFICATION is not counted, nor POPs on another key.
-        assert_eq!(polling_num(&c, "PI", -1).await, 2);
-        assert_eq!(polling_num(&c, "PI", 0).await, 0);
+        assert_eq!(polling_num(c, "PI", -1).await, 2);
+        assert_eq!(polling_num(c, "PI", 0).await, 0);
         for h in held {
             expect_code(&h.await, ResponseCode::PollingTimeout);
         }
         noted.await;
-        assert_eq!(polling_num(&c, "PI", -1).await, 0);
+        assert_eq!(polling_num(c, "PI", -1).await, 0);
         // RocketMQ's refusals.
         expect_code(
             &c.call(polling_info("NoSuch", 0)).await,
@@ -104,10 +102,9 @@ fn with_retry_topic_v2_redeliveries_go_to_group_plus_topic() {
 
 #[test]
 fn a_group_without_a_mode_gets_the_default_request_mode() {
-    let (_dir, b) = start("defaultMessageRequestMode=POP\ndefaultPopShareQueueNum=-1\n");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "DM", 4).await;
+    let conf = "defaultMessageRequestMode=POP\ndefaultPopShareQueueNum=-1\n";
+    with_client(conf, async |c| {
+        create_topic(c, "DM", 4).await;
         expect_code(
             &c.call(heartbeat("C1", G, "DM", "*", vec![])).await,
             ResponseCode::Success,

@@ -99,23 +99,21 @@ async fn wait_dispatched(c: &Client, topic: &str, max: i64) {
 
 #[test]
 fn sql92_pulls_return_exactly_the_matching_records_intact() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("", async |b, c| {
         let topic = "SqlMixed";
         let sent: Vec<Message> = (0..300).map(|i| mixed(topic, i)).collect();
         for m in &sent {
-            send_ok(&c, send_v1(m, 0)).await;
+            send_ok(c, send_v1(m, 0)).await;
         }
         let want: Vec<usize> = (0..300).filter(|i| matches(*i)).collect();
         assert!(want.len() > 30);
 
         // The subscription in the pull (lite pull consumer).
-        let got = pull_through(&c, 0, |o| sql_pull("G_SQL_LITE", topic, o, EXPR)).await;
+        let got = pull_through(c, 0, |o| sql_pull("G_SQL_LITE", topic, o, EXPR)).await;
         let got_idx: Vec<usize> = got.iter().map(|m| m.queue_offset as usize).collect();
         assert_eq!(got_idx, want);
         for m in &got {
-            check_record(m, &sent[m.queue_offset as usize], 0, &b, &c);
+            check_record(m, &sent[m.queue_offset as usize], 0, b, c);
         }
 
         // The subscription from the heartbeat (push consumer): the same messages.
@@ -126,27 +124,25 @@ fn sql92_pulls_return_exactly_the_matching_records_intact() {
             "Java refuses SQL92 below 232: {}",
             hb.version
         );
-        let got = pull_through(&c, 0, |o| pull_req("G_SQL_PUSH", topic, 0, o, None)).await;
+        let got = pull_through(c, 0, |o| pull_req("G_SQL_PUSH", topic, 0, o, None)).await;
         let got_idx: Vec<usize> = got.iter().map(|m| m.queue_offset as usize).collect();
         assert_eq!(got_idx, want);
 
         // NULL and type rules reach the wire: `a IS NULL` is every 7th.
-        let got = pull_through(&c, 0, |o| sql_pull("G_SQL_NULL", topic, o, "a IS NULL")).await;
+        let got = pull_through(c, 0, |o| sql_pull("G_SQL_NULL", topic, o, "a IS NULL")).await;
         let got_idx: BTreeSet<usize> = got.iter().map(|m| m.queue_offset as usize).collect();
         assert_eq!(got_idx, (0..300).filter(|i| i % 7 == 0).collect());
         // Tag subscriptions are untouched.
-        let got = pull_through(&c, 0, |o| pull_req("G_TAG", topic, 0, o, Some("C"))).await;
+        let got = pull_through(c, 0, |o| pull_req("G_TAG", topic, 0, o, Some("C"))).await;
         assert_eq!(got.len(), 100);
     });
 }
 
 #[test]
 fn a_bad_expression_is_refused_with_23_naming_the_column() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("", async |b, c| {
         let topic = "SqlBad";
-        send_ok(&c, send_v1(&mixed(topic, 1), 0)).await;
+        send_ok(c, send_v1(&mixed(topic, 1), 0)).await;
 
         let resp = c.call(sql_pull("G_BAD", topic, 0, "a BETWEEN 3 AND")).await;
         expect_code(&resp, ResponseCode::SubscriptionParseFailed);
@@ -189,11 +185,9 @@ fn a_bad_expression_is_refused_with_23_naming_the_column() {
 
 #[test]
 fn enable_property_filter_false_refuses_sql92_as_rocketmq_does() {
-    let (_dir, b) = start("enablePropertyFilter=false\n");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("enablePropertyFilter=false\n", async |b, c| {
         let topic = "SqlOff";
-        send_ok(&c, send_v1(&mixed(topic, 4), 0)).await;
+        send_ok(c, send_v1(&mixed(topic, 4), 0)).await;
         let want = "The broker does not support consumer to filter message by SQL92";
         let resp = c.call(sql_pull("G_OFF", topic, 0, EXPR)).await;
         expect_code(&resp, ResponseCode::SystemError);
@@ -215,19 +209,17 @@ fn enable_property_filter_false_refuses_sql92_as_rocketmq_does() {
 
 #[test]
 fn unmatched_messages_move_the_offset_and_never_wake_a_held_pull() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_broker("", async |b, c| {
         let topic = "SqlNone";
         let nope = |i: usize| msg(topic, format!("n{i}").as_bytes(), &[("a", "0")]);
         for chunk in (0..1000).collect::<Vec<_>>().chunks(100) {
             let batch: Vec<Message> = chunk.iter().map(|i| nope(*i)).collect();
-            send_ok(&c, send_batch(&batch, 0)).await;
+            send_ok(c, send_batch(&batch, 0)).await;
         }
         // A batch is answered once appended (ASYNC_FLUSH), before reput dispatched it: a
         // pull whose every message is filtered out does not wait for dispatch, so let it
         // catch up first, or the queue's max is a batch short.
-        wait_dispatched(&c, topic, 1000).await;
+        wait_dispatched(c, topic, 1000).await;
         let expr = "a = 1";
         // Without SUSPEND: 20 with nextBeginOffset further each time, then 19 at the end.
         let mut offset = 0;
@@ -263,9 +255,9 @@ fn unmatched_messages_move_the_offset_and_never_wake_a_held_pull() {
         }));
         runtime::sleep(Duration::from_millis(200)).await;
         for i in 1000..1005 {
-            send_ok(&c, send_v1(&nope(i), 0)).await;
+            send_ok(c, send_v1(&nope(i), 0)).await;
         }
-        wait_dispatched(&c, topic, 1005).await;
+        wait_dispatched(c, topic, 1005).await;
         // A wrong answer would come at once; a slow machine can only hide it, not fake it.
         let early = runtime::race(async { Some((&mut held).await) }, async {
             runtime::sleep(Duration::from_millis(500)).await;
@@ -276,7 +268,7 @@ fn unmatched_messages_move_the_offset_and_never_wake_a_held_pull() {
             early.is_none(),
             "answered by non-matching messages: {early:?}"
         );
-        send_ok(&c, send_v1(&msg(topic, b"yes", &[("a", "1")]), 0)).await;
+        send_ok(c, send_v1(&msg(topic, b"yes", &[("a", "1")]), 0)).await;
         let (resp, waited) = held.await;
         expect_code(&resp, ResponseCode::Success);
         let got = decode_pulled(&resp.body, true).unwrap();
@@ -301,7 +293,7 @@ fn unmatched_messages_move_the_offset_and_never_wake_a_held_pull() {
         });
         runtime::sleep(Duration::from_millis(100)).await;
         for i in 1006..1009 {
-            send_ok(&c, send_v1(&nope(i), 0)).await;
+            send_ok(c, send_v1(&nope(i), 0)).await;
         }
         let (resp, waited) = held.await;
         expect_code(&resp, ResponseCode::PullRetryImmediately);

@@ -22,9 +22,8 @@ fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
     let mut b = BrokerProc::start_with_env(&args, &[("TERN_INJECT_FLUSH_FAILURE", FAIL_AT)]);
     let mut acked = Vec::new();
     let mut first_failure = None;
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Fsync", 1).await;
+    b.with_client(async |c| {
+        create_topic(c, "Fsync", 1).await;
         for i in 0..40 {
             let m = msg("Fsync", format!("m{i}").as_bytes(), &[]);
             let resp = c.call(send_v2(&m, 0)).await;
@@ -51,7 +50,7 @@ fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
                 }
             }
         }
-        let info = runtime_info(&c).await;
+        let info = runtime_info(c).await;
         assert!(
             info.get("storeFailed")
                 .is_some_and(|w| w.contains("os error 5")),
@@ -71,9 +70,8 @@ fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
     // A failed store does not claim a clean close: a stop leaves it to recovery.
     b.kill9();
     let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = pull_all(&c, "Fsync", 0, 0).await;
+    b.with_client(async |c| {
+        let got = pull_all(c, "Fsync", 0, 0).await;
         for (i, m) in acked.iter().enumerate() {
             assert_eq!(
                 got[i].body, m.body,
@@ -81,7 +79,7 @@ fn a_failed_fdatasync_is_never_answered_as_durable_and_restart_recovers() {
             );
         }
         // The restarted store takes writes again.
-        send_ok(&c, send_v2(&msg("Fsync", b"after", &[]), 0)).await;
+        send_ok(c, send_v2(&msg("Fsync", b"after", &[]), 0)).await;
     });
 }
 
@@ -100,9 +98,8 @@ fn a_stalled_disk_answers_flush_disk_timeout_in_time_and_loses_nothing() {
     let args = BrokerProc::standalone_args(dir.path(), &conf);
     let stall = format!("{STALL_FROM}:{STALL_MS}");
     let b = BrokerProc::start_with_env(&args, &[("TERN_INJECT_FLUSH_STALL", &stall)]);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Stall", 1).await;
+    b.with_client(async |c| {
+        create_topic(c, "Stall", 1).await;
         let (mut acked, mut timed_out) = (0, 0);
         let mut i = 0;
         // Until three sends in a row timed out: by then the group-commit thread is in a
@@ -140,7 +137,7 @@ fn a_stalled_disk_answers_flush_disk_timeout_in_time_and_loses_nothing() {
         let sent: Vec<Vec<u8>> = (0..i).map(|k| format!("m{k}").into_bytes()).collect();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let got = pull_all(&c, "Stall", 0, 0).await;
+            let got = pull_all(c, "Stall", 0, 0).await;
             let bodies: Vec<Vec<u8>> = got.into_iter().map(|m| m.body).collect();
             // Dispatch may trail the last answer by a moment.
             if bodies.len() < sent.len() && Instant::now() < deadline {
@@ -174,25 +171,24 @@ fn a_reput_that_cannot_go_on_backs_off_and_sends_still_answer() {
         .join("data/store/consumequeue/Blocked/0/00000000000000006000");
     std::fs::create_dir_all(&blocker).unwrap();
     let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Blocked", 1).await;
-        create_topic(&c, "Other", 1).await;
+    b.with_client(async |c| {
+        create_topic(c, "Blocked", 1).await;
+        create_topic(c, "Other", 1).await;
         for i in 0..300 {
             send_ok(
-                &c,
+                c,
                 send_v2(&msg("Blocked", format!("b{i}").as_bytes(), &[]), 0),
             )
             .await;
         }
-        send_ok(&c, send_v2(&msg("Blocked", b"stuck", &[]), 0)).await;
+        send_ok(c, send_v2(&msg("Blocked", b"stuck", &[]), 0)).await;
         tern_shell::runtime::sleep(Duration::from_millis(300)).await;
         let ticks_before = cpu_ticks(b.pid());
         let started = Instant::now();
         // Sends keep answering while reput retries.
         let mut sent = 0;
         while started.elapsed() < Duration::from_secs(3) {
-            send_ok(&c, send_v2(&msg("Other", b"still", &[]), 0)).await;
+            send_ok(c, send_v2(&msg("Other", b"still", &[]), 0)).await;
             sent += 1;
             tern_shell::runtime::sleep(Duration::from_millis(20)).await;
         }
@@ -206,7 +202,7 @@ fn a_reput_that_cannot_go_on_backs_off_and_sends_still_answer() {
             "broker used {busy:.2} of a core while reput failed"
         );
         assert!(sent > 20, "only {sent} sends answered in 3 s");
-        let errors: u64 = runtime_info(&c).await["reputErrors"].parse().unwrap();
+        let errors: u64 = runtime_info(c).await["reputErrors"].parse().unwrap();
         assert!(
             (1..=40).contains(&errors),
             "reput errors in 3 s: {errors} (backing off, not spinning)"
@@ -234,7 +230,7 @@ fn a_reput_that_cannot_go_on_backs_off_and_sends_still_answer() {
             );
             tern_shell::runtime::sleep(Duration::from_millis(200)).await;
         }
-        let other = pull_all(&c, "Other", 0, 0).await;
+        let other = pull_all(c, "Other", 0, 0).await;
         assert_eq!(other.len(), sent);
     });
 }

@@ -130,10 +130,8 @@ async fn runtime_wait_nothing_more(c: &Client, topic: &str, n: usize) {
 
 #[test]
 fn a_delay_level_wins_bad_values_are_refused_and_a_past_time_is_delivered_at_once() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Mixed", 1).await;
+    with_client("", async |c| {
+        create_topic(c, "Mixed", 1).await;
         // DELAY=1 (1 s) with a 30 s timer beside it: the level decides, the keys go.
         let m = msg(
             "Mixed",
@@ -141,15 +139,15 @@ fn a_delay_level_wins_bad_values_are_refused_and_a_past_time_is_delivered_at_onc
             &[("KEYS", "level"), ("DELAY", "1"), ("TIMER_DELAY_SEC", "30")],
         );
         let sent_at = now_ms();
-        let h = send_timed(&c, &m).await;
+        let h = send_timed(c, &m).await;
         assert!(
             h.recall_handle.is_none(),
             "a delay-level message has no handle"
         );
         // A time in the past: stored in its topic as is, at once.
         let past = timed("Mixed", "past", ("TIMER_DELIVER_MS", "1000"));
-        send_timed(&c, &past).await;
-        let got = arrivals(&c, "Mixed", 0, 2, LATE).await;
+        send_timed(c, &past).await;
+        let got = arrivals(c, "Mixed", 0, 2, LATE).await;
         let by_key: BTreeMap<&str, &MessageExt> = got.iter().map(|(m, _)| (key(m), m)).collect();
         let level = by_key["level"];
         assert!(level.store_timestamp >= sent_at + 1_000 - EARLY_MS);
@@ -189,7 +187,7 @@ fn a_delay_level_wins_bad_values_are_refused_and_a_past_time_is_delivered_at_onc
             ResponseCode::NoPermission,
         );
         // Nothing refused was stored.
-        runtime_wait_nothing_more(&c, "Mixed", 2).await;
+        runtime_wait_nothing_more(c, "Mixed", 2).await;
     });
 }
 
@@ -229,18 +227,15 @@ fn recall_req(topic: &str, handle: &str) -> RemotingCommand {
 
 #[test]
 fn a_recalled_timer_message_is_never_delivered_even_across_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "recallMessageEnable=true\n");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let (kept, due) = run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "Recall", 1).await;
-        create_topic(&c, "Other", 1).await;
+    let (dir, mut b) = start("recallMessageEnable=true\n");
+    let (kept, due) = b.with_client(async |c| {
+        create_topic(c, "Recall", 1).await;
+        create_topic(c, "Other", 1).await;
         let due = now_ms() + 4_000;
         let gone = timed("Recall", "gone", ("TIMER_DELAY_SEC", "4"));
         let kept = timed("Recall", "kept", ("TIMER_DELAY_SEC", "4"));
-        let handle = send_timed(&c, &gone).await.recall_handle.unwrap();
-        send_timed(&c, &kept).await;
+        let handle = send_timed(c, &gone).await.recall_handle.unwrap();
+        send_timed(c, &kept).await;
         for (topic, h, code) in [
             ("Recall", "not base64!", ResponseCode::IllegalOperation),
             ("Other", handle.as_str(), ResponseCode::IllegalOperation),
@@ -257,21 +252,20 @@ fn a_recalled_timer_message_is_never_delivered_even_across_kill_9() {
         (kept, due)
     });
     b.kill9();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = arrivals(&c, "Recall", 0, 1, LATE).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
+        let got = arrivals(c, "Recall", 0, 1, LATE).await;
         check_delivered(&got[0].0, &kept, due);
         // Well past the slot: the recalled one never comes.
         tern_shell::runtime::sleep(Duration::from_millis((due + 2_000 - now_ms()).max(0) as u64))
             .await;
-        let all = pull_all(&c, "Recall", 0, 0).await;
+        let all = pull_all(c, "Recall", 0, 0).await;
         assert_eq!(
             all.iter().map(key).collect::<Vec<_>>(),
             ["kept"],
             "the recalled message was delivered"
         );
-        assert_eq!(runtime_info(&c).await["timerRecalled"], "1");
+        assert_eq!(runtime_info(c).await["timerRecalled"], "1");
     });
 }
 
@@ -312,46 +306,36 @@ async fn send_spread(
 
 #[test]
 fn pending_timers_are_delivered_once_after_a_clean_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let sent = run(async {
-        let c = Client::connect(&b.addr).await;
-        send_spread(&c, "Restart", 100, 6).await
-    });
+    let (dir, mut b) = start("");
+    let sent = b.with_client(async |c| send_spread(c, "Restart", 100, 6).await);
     assert!(b.stop().success());
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let got = arrivals(&c, "Restart", 0, 100, LATE).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
+        let got = arrivals(c, "Restart", 0, 100, LATE).await;
         for (m, _) in &got {
             let (s, due) = &sent[key(m)];
             check_delivered(m, s, *due);
         }
-        runtime_wait_nothing_more(&c, "Restart", 100).await;
+        runtime_wait_nothing_more(c, "Restart", 100).await;
     });
 }
 
 #[test]
 fn pending_timers_survive_kill_9_and_only_delivered_ones_may_repeat() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    let sent = run(async {
-        let c = Client::connect(&b.addr).await;
-        let sent = send_spread(&c, "Killed", 300, 8).await;
+    let (dir, mut b) = start("");
+    let sent = b.with_client(async |c| {
+        let sent = send_spread(c, "Killed", 300, 8).await;
         // Killed while deliveries are under way.
-        let _ = arrivals(&c, "Killed", 0, 30, LATE).await;
+        let _ = arrivals(c, "Killed", 0, 30, LATE).await;
         sent
     });
     b.kill9();
     let killed_at = now_ms();
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
         let deadline = std::time::Instant::now() + LATE;
         let got = loop {
-            let got = pull_all(&c, "Killed", 0, 0).await;
+            let got = pull_all(c, "Killed", 0, 0).await;
             let distinct: std::collections::BTreeSet<&str> = got.iter().map(key).collect();
             if distinct.len() == 300 {
                 break got;

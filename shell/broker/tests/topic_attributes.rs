@@ -32,22 +32,19 @@ fn refused(resp: &RemotingCommand, why: &str) {
 
 #[test]
 fn a_topics_message_type_is_set_kept_and_checked() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = write_conf(dir.path(), "");
-    let mut b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    let (dir, mut b) = start("");
+    b.with_client(async |c| {
         expect_code(
             &c.call(with_attributes("Fifo", "+message.type=FIFO")).await,
             ResponseCode::Success,
         );
-        assert_eq!(attributes(&c, "Fifo").await["message.type"], "FIFO");
+        assert_eq!(attributes(c, "Fifo").await["message.type"], "FIFO");
         // An update naming no attributes keeps them.
         expect_code(
             &c.call(create_topic_req("Fifo", 4)).await,
             ResponseCode::Success,
         );
-        assert_eq!(attributes(&c, "Fifo").await["message.type"], "FIFO");
+        assert_eq!(attributes(c, "Fifo").await["message.type"], "FIFO");
         for (text, why) in [
             ("+message.type=QUEUE", "value is not in set"),
             ("+colour=red", "unsupported key: colour"),
@@ -60,21 +57,20 @@ fn a_topics_message_type_is_set_kept_and_checked() {
             &c.call(with_attributes("New", "-message.type")).await,
             "only add attribute is supported while creating topic",
         );
-        assert_eq!(attributes(&c, "Fifo").await["message.type"], "FIFO");
+        assert_eq!(attributes(c, "Fifo").await["message.type"], "FIFO");
         expect_code(
             &c.call(with_attributes("Fifo", "+message.type=MIXED")).await,
             ResponseCode::Success,
         );
     });
     assert!(b.stop().success());
-    let b = BrokerProc::standalone(dir.path(), &conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        assert_eq!(attributes(&c, "Fifo").await["message.type"], "MIXED");
+    let b = BrokerProc::again(dir.path());
+    b.with_client(async |c| {
+        assert_eq!(attributes(c, "Fifo").await["message.type"], "MIXED");
         expect_code(
             &c.call(with_attributes("Fifo", "-message.type")).await,
             ResponseCode::Success,
         );
-        assert!(attributes(&c, "Fifo").await.is_empty());
+        assert!(attributes(c, "Fifo").await.is_empty());
     });
 }

@@ -74,15 +74,14 @@ fn expect_refused(resp: &RemotingCommand, needle: &str) {
 #[test]
 fn end_transaction_is_verified_before_it_is_obeyed_and_never_crashes_the_broker() {
     let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        let plain = send_ok(&c, send_v1(&msg("TxEnd", b"plain", &[]), 0)).await;
+    b.with_client(async |c| {
+        let plain = send_ok(c, send_v1(&msg("TxEnd", b"plain", &[]), 0)).await;
         let m = msg("TxEnd", b"half body", &[("UNIQ_KEY", "U1"), ("TAGS", "T")]);
-        let half = send_ok(&c, half_req(&m, 1)).await;
+        let half = send_ok(c, half_req(&m, 1)).await;
         assert_eq!(half.queue_id, 1, "the answer names the real queue");
         assert_eq!(half.transaction_id.as_deref(), Some("U1"));
         // Invisible until committed.
-        assert!(pull_all(&c, "TxEnd", 1, 0).await.is_empty());
+        assert!(pull_all(c, "TxEnd", 1, 0).await.is_empty());
 
         let good = end_req(&half, "U1", transaction_state::COMMIT);
         let with = |f: &dyn Fn(&mut EndTransactionRequestHeader)| {
@@ -148,7 +147,7 @@ fn end_transaction_is_verified_before_it_is_obeyed_and_never_crashes_the_broker(
                 .await,
             ResponseCode::Success,
         );
-        assert!(pull_all(&c, "TxEnd", 1, 0).await.is_empty());
+        assert!(pull_all(c, "TxEnd", 1, 0).await.is_empty());
 
         // The real verdict, twice, then a contradicting rollback: delivered once.
         for h in [
@@ -158,7 +157,7 @@ fn end_transaction_is_verified_before_it_is_obeyed_and_never_crashes_the_broker(
         ] {
             expect_code(&c.call(end(h)).await, ResponseCode::Success);
         }
-        let got = pull_all(&c, "TxEnd", 1, 0).await;
+        let got = pull_all(c, "TxEnd", 1, 0).await;
         assert_eq!(got.len(), 1, "{got:?}");
         let g = &got[0];
         assert_eq!(g.body, b"half body");
@@ -178,24 +177,22 @@ fn end_transaction_is_verified_before_it_is_obeyed_and_never_crashes_the_broker(
 
         // A rolled-back half is never delivered.
         let m2 = msg("TxEnd", b"gone", &[("UNIQ_KEY", "U2")]);
-        let half2 = send_ok(&c, half_req(&m2, 1)).await;
+        let half2 = send_ok(c, half_req(&m2, 1)).await;
         expect_code(
             &c.call(end(&end_req(&half2, "U2", transaction_state::ROLLBACK)))
                 .await,
             ResponseCode::Success,
         );
-        assert_eq!(pull_all(&c, "TxEnd", 1, 0).await.len(), 1);
+        assert_eq!(pull_all(c, "TxEnd", 1, 0).await.len(), 1);
         // Still serving after everything above.
-        send_ok(&c, send_v1(&msg("TxEnd", b"after", &[]), 0)).await;
+        send_ok(c, send_v1(&msg("TxEnd", b"after", &[]), 0)).await;
     });
     assert!(b.stderr_text().contains("refused"), "refusals are logged");
 }
 
 #[test]
 fn reject_transaction_message_refuses_half_messages_only() {
-    let (_dir, b) = start("rejectTransactionMessage=true\n");
-    run(async {
-        let c = Client::connect(&b.addr).await;
+    with_client("rejectTransactionMessage=true\n", async |c| {
         let resp = c
             .call(half_req(&msg("TxReject", b"h", &[("UNIQ_KEY", "R1")]), 0))
             .await;
@@ -206,7 +203,7 @@ fn reject_transaction_message_refuses_half_messages_only() {
                 .is_some_and(|r| r.contains("rejectTransactionMessage")),
             "{resp:?}"
         );
-        send_ok(&c, send_v1(&msg("TxReject", b"plain", &[]), 0)).await;
+        send_ok(c, send_v1(&msg("TxReject", b"plain", &[]), 0)).await;
     });
 }
 
@@ -318,25 +315,23 @@ fn a_half_whose_commit_record_exists_is_resolved_without_asking_and_others_are_a
 /// never shows.
 #[test]
 fn a_timed_half_message_is_delivered_its_delay_after_the_commit() {
-    let (_dir, b) = start("");
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        create_topic(&c, "TxTimer", 1).await;
+    with_client("", async |c| {
+        create_topic(c, "TxTimer", 1).await;
         let timed = msg(
             "TxTimer",
             b"late",
             &[("UNIQ_KEY", "U_TIMED"), ("TIMER_DELAY_SEC", "2")],
         );
-        let sent = send_ok(&c, half_req(&timed, 0)).await;
+        let sent = send_ok(c, half_req(&timed, 0)).await;
         let dropped = msg(
             "TxTimer",
             b"never",
             &[("UNIQ_KEY", "U_DROPPED"), ("TIMER_DELAY_SEC", "1")],
         );
-        let dropped_sent = send_ok(&c, half_req(&dropped, 0)).await;
+        let dropped_sent = send_ok(c, half_req(&dropped, 0)).await;
         // Held a while before the verdict: the delay must not have started at prepare.
         tern_shell::runtime::sleep(Duration::from_millis(2_500)).await;
-        assert!(pull_all(&c, "TxTimer", 0, 0).await.is_empty());
+        assert!(pull_all(c, "TxTimer", 0, 0).await.is_empty());
         let verdict = end(&end_req(&sent, "U_TIMED", transaction_state::COMMIT));
         expect_code(&c.call(verdict).await, ResponseCode::Success);
         let committed_at = now_ms();
@@ -348,12 +343,12 @@ fn a_timed_half_message_is_delivered_its_delay_after_the_commit() {
         expect_code(&c.call(rollback).await, ResponseCode::Success);
         tern_shell::runtime::sleep(Duration::from_millis(1_200)).await;
         assert!(
-            pull_all(&c, "TxTimer", 0, 0).await.is_empty(),
+            pull_all(c, "TxTimer", 0, 0).await.is_empty(),
             "delivered before commit + 2 s"
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let got = loop {
-            let got = pull_all(&c, "TxTimer", 0, 0).await;
+            let got = pull_all(c, "TxTimer", 0, 0).await;
             if !got.is_empty() || std::time::Instant::now() > deadline {
                 break got;
             }
@@ -368,7 +363,7 @@ fn a_timed_half_message_is_delivered_its_delay_after_the_commit() {
         );
         tern_shell::runtime::sleep(Duration::from_millis(1_500)).await;
         assert_eq!(
-            pull_all(&c, "TxTimer", 0, 0).await.len(),
+            pull_all(c, "TxTimer", 0, 0).await.len(),
             1,
             "the rolled-back one showed"
         );

@@ -70,6 +70,12 @@ impl BrokerProc {
         Self::start(&Self::standalone_args(dir, conf))
     }
 
+    /// [`BrokerProc::standalone`] again on the folder of an earlier [`start`] (its data and
+    /// its `broker.conf`): the same broker after a restart.
+    pub fn again(dir: &Path) -> BrokerProc {
+        Self::standalone(dir, &dir.join("broker.conf"))
+    }
+
     /// The arguments of [`BrokerProc::standalone`].
     pub fn standalone_args(dir: &Path, conf: &Path) -> Vec<OsString> {
         vec![
@@ -147,6 +153,14 @@ impl BrokerProc {
         }
         assert!(!p.addr.is_empty(), "no `tern-broker listening on` line");
         p
+    }
+
+    /// Runs `f` with a fresh client of this broker.
+    pub fn with_client<R>(&self, f: impl AsyncFnOnce(&Client) -> R) -> R {
+        run(async {
+            let c = Client::connect(&self.addr).await;
+            f(&c).await
+        })
     }
 
     /// The process id (0 once it is stopped or killed).
@@ -314,9 +328,12 @@ pub fn start(extra_conf: &str) -> (tempfile::TempDir, BrokerProc) {
 /// needs neither the broker process nor its folder afterwards. The client goes first,
 /// then the broker, then its folder.
 pub fn with_client<R>(extra_conf: &str, f: impl AsyncFnOnce(&Client) -> R) -> R {
+    with_broker(extra_conf, async |_, c| f(c).await)
+}
+
+/// [`with_client`] for a test that also looks at the broker process (its address, its
+/// log): `f` gets the broker and the client.
+pub fn with_broker<R>(extra_conf: &str, f: impl AsyncFnOnce(&BrokerProc, &Client) -> R) -> R {
     let (_dir, b) = start(extra_conf);
-    run(async {
-        let c = Client::connect(&b.addr).await;
-        f(&c).await
-    })
+    b.with_client(async |c| f(&b, c).await)
 }
