@@ -23,7 +23,7 @@ mod cluster;
 mod common;
 mod interop;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use cluster::*;
@@ -434,6 +434,37 @@ fn send_timer(addr: &str, k: u64, delay_ms: u64) -> bool {
     })
 }
 
+/// Sends timer messages `keys` (due `delay_ms` from now) to the master at `addr`; each must
+/// be acknowledged.
+fn send_timers(addr: &str, keys: &[u64], delay_ms: u64) {
+    for k in keys {
+        assert!(
+            send_timer(addr, *k, delay_ms),
+            "timer message {k} acknowledged"
+        );
+    }
+}
+
+/// Waits up to `within` until the broker at `addr` holds every one of `keys` (`what`
+/// says which); how many of each key it holds then.
+fn delivered(what: &str, addr: &str, keys: &[u64], within: Duration) -> BTreeMap<u64, usize> {
+    eventually(what, within, || {
+        let held = key_counts(addr);
+        keys.iter().all(|k| held.contains_key(k)).then_some(held)
+    })
+}
+
+/// The keys of `keys` that `counts` holds other than once, with how many it holds.
+fn not_once<'a>(
+    keys: impl IntoIterator<Item = &'a u64>,
+    counts: &BTreeMap<u64, usize>,
+) -> Vec<(u64, usize)> {
+    keys.into_iter()
+        .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 1)
+        .collect()
+}
+
 #[test]
 fn a_promoted_replica_delivers_each_timer_message_once() {
     let _serial = interop::serial();
@@ -443,31 +474,19 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
     let master = replica_info(&c.controllers).unwrap().master.unwrap();
     // Due before the kill: the old master delivers them; the new one must not again.
     let early: Vec<u64> = (0..20).map(|i| 5_000_000_000 + i).collect();
-    for k in &early {
-        assert!(
-            send_timer(&master, *k, 1_000),
-            "timer message {k} acknowledged"
-        );
-    }
-    eventually(
+    send_timers(&master, &early, 1_000);
+    delivered(
         "the early timer messages delivered",
+        &master,
+        &early,
         Duration::from_secs(20),
-        || {
-            let held = key_counts(&master);
-            early.iter().all(|k| held.contains_key(k)).then_some(())
-        },
     );
     // The old master checkpoints its timer (every second) and the slaves copy that
     // checkpoint on their next metadata sync (every 10 s).
     std::thread::sleep(Duration::from_secs(12));
     // Due after the kill: the new master must deliver them.
     let late: Vec<u64> = (0..10).map(|i| 6_000_000_000 + i).collect();
-    for k in &late {
-        assert!(
-            send_timer(&master, *k, 4_000),
-            "timer message {k} acknowledged"
-        );
-    }
+    send_timers(&master, &late, 4_000);
     let old = c.index_of(&master);
     c.kill9(old);
     let r2 = eventually("a new master", Duration::from_secs(20), || {
@@ -475,13 +494,11 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
             .filter(|r| r.master.is_some() && r.master.as_deref() != Some(&master))
     });
     let new_master = r2.master.unwrap();
-    let counts = eventually(
+    let counts = delivered(
         "the late timer messages delivered",
+        &new_master,
+        &late,
         Duration::from_secs(30),
-        || {
-            let held = key_counts(&new_master);
-            late.iter().all(|k| held.contains_key(k)).then_some(held)
-        },
     );
     // A second past the late ones' due time: a redelivery would have shown.
     std::thread::sleep(Duration::from_secs(2));
@@ -489,12 +506,7 @@ fn a_promoted_replica_delivers_each_timer_message_once() {
         let _ = counts;
         key_counts(&new_master)
     };
-    let twice: Vec<(u64, usize)> = early
-        .iter()
-        .chain(late.iter())
-        .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n != 1)
-        .collect();
+    let twice: Vec<(u64, usize)> = not_once(early.iter().chain(&late), &counts);
     let log = c.broker_log(c.index_of(&new_master));
     assert!(
         twice.is_empty(),
@@ -579,12 +591,7 @@ fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_whe
         })
     });
     let acked: Vec<u64> = (0..20).map(|i| 8_000_000_000 + i).collect();
-    for k in &acked {
-        assert!(
-            send_timer(&b_addr, *k, 40_000),
-            "timer message {k} acknowledged"
-        );
-    }
+    send_timers(&b_addr, &acked, 40_000);
     // 4. A restarts, cuts its tail (marking its timer for a rebuild) and rejoins; it copies
     //    B's timer checkpoint on its next metadata sync (10 s).
     c.start_broker(a);
@@ -605,21 +612,15 @@ fn a_replica_whose_log_was_cut_delivers_each_acknowledged_timer_message_once_whe
         replica_info(&c.controllers).filter(|r| r.master.as_deref() == Some(a_addr.as_str()))
     });
     // 6. Each timer message B acknowledged is delivered once, by A.
-    eventually(
+    delivered(
         "B's timer messages delivered by A",
+        &a_addr,
+        &acked,
         Duration::from_secs(60),
-        || {
-            let held = key_counts(&a_addr);
-            acked.iter().all(|k| held.contains_key(k)).then_some(())
-        },
     );
     std::thread::sleep(Duration::from_secs(2));
     let counts = key_counts(&a_addr);
-    let wrong: Vec<(u64, usize)> = acked
-        .iter()
-        .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n != 1)
-        .collect();
+    let wrong: Vec<(u64, usize)> = not_once(&acked, &counts);
     assert!(
         wrong.is_empty(),
         "acknowledged timer messages not delivered exactly once: {wrong:?}\n{}",
