@@ -71,6 +71,30 @@ impl Caller {
         r
     }
 
+    /// QueryRoute of `topic`.
+    async fn route(&mut self, topic: &str) -> QueryRouteResponse {
+        let req = self.req(QueryRouteRequest {
+            topic: Some(resource(topic)),
+            endpoints: None,
+        });
+        self.c.query_route(req).await.unwrap().into_inner()
+    }
+
+    /// QueryOffset of `queue` by `policy` (`ts` for a timestamp).
+    async fn query_offset(
+        &mut self,
+        queue: &MessageQueue,
+        policy: QueryOffsetPolicy,
+        ts: Option<prost_types::Timestamp>,
+    ) -> QueryOffsetResponse {
+        let req = self.req(QueryOffsetRequest {
+            message_queue: Some(queue.clone()),
+            query_offset_policy: policy as i32,
+            timestamp: ts,
+        });
+        self.c.query_offset(req).await.unwrap().into_inner()
+    }
+
     async fn send(&mut self, topic: &str, body: &[u8], id: &str) -> SendMessageResponse {
         let m = Message {
             topic: Some(resource(topic)),
@@ -99,35 +123,13 @@ fn metadata_and_telemetry_errors_are_answered_as_the_proxy_answers_them() {
     rt().block_on(async {
         let mut anon = Caller::new(&addr, "x").await;
         anon.client_id = None;
-        let r = anon
-            .c
-            .query_route(anon.req(QueryRouteRequest {
-                topic: Some(resource("T")),
-                endpoints: None,
-            }))
-            .await
-            .unwrap()
-            .into_inner();
+        let r = anon.route("T").await;
         assert_eq!(code(&r.status), Code::ClientIdRequired);
 
         let mut c = Caller::new(&addr, "client-1").await;
-        let r =
-            c.c.query_route(c.req(QueryRouteRequest {
-                topic: Some(resource("NoSuchTopic")),
-                endpoints: None,
-            }))
-            .await
-            .unwrap()
-            .into_inner();
+        let r = c.route("NoSuchTopic").await;
         assert_eq!(code(&r.status), Code::TopicNotFound, "{r:?}");
-        let r =
-            c.c.query_route(c.req(QueryRouteRequest {
-                topic: Some(resource("rmq_sys_anything")),
-                endpoints: None,
-            }))
-            .await
-            .unwrap()
-            .into_inner();
+        let r = c.route("rmq_sys_anything").await;
         assert_eq!(code(&r.status), Code::IllegalTopic);
 
         // A heartbeat before any settings: the client is not known yet.
@@ -185,33 +187,19 @@ fn pull_consumer_rpcs_read_queues_and_keep_offsets() {
             }),
             accept_message_types: vec![],
         };
-        let query =
-            |policy: QueryOffsetPolicy, ts: Option<prost_types::Timestamp>| QueryOffsetRequest {
-                message_queue: Some(queue.clone()),
-                query_offset_policy: policy as i32,
-                timestamp: ts,
-            };
-        let r =
-            c.c.query_offset(c.req(query(QueryOffsetPolicy::End, None)))
-                .await
-                .unwrap()
-                .into_inner();
+        let r = c.query_offset(&queue, QueryOffsetPolicy::End, None).await;
         assert_eq!((code(&r.status), r.offset), (Code::Ok, 3));
-        let r =
-            c.c.query_offset(c.req(query(QueryOffsetPolicy::Beginning, None)))
-                .await
-                .unwrap()
-                .into_inner();
+        let r = c
+            .query_offset(&queue, QueryOffsetPolicy::Beginning, None)
+            .await;
         assert_eq!((code(&r.status), r.offset), (Code::Ok, 0));
         let future = prost_types::Timestamp {
             seconds: now_ms() / 1000 + 3600,
             nanos: 0,
         };
-        let r =
-            c.c.query_offset(c.req(query(QueryOffsetPolicy::Timestamp, Some(future))))
-                .await
-                .unwrap()
-                .into_inner();
+        let r = c
+            .query_offset(&queue, QueryOffsetPolicy::Timestamp, Some(future))
+            .await;
         assert_eq!((code(&r.status), r.offset), (Code::Ok, 3));
 
         let pull = PullMessageRequest {
@@ -345,15 +333,7 @@ fn acl_checks_the_5x_signature_and_each_resource() {
         let r = reader.send("AclT", b"x", "A4").await;
         assert_eq!(code(&r.status), Code::Unauthorized, "{r:?}");
         // The reader may look the topic up.
-        let r = reader
-            .c
-            .query_route(reader.req(QueryRouteRequest {
-                topic: Some(resource("AclT")),
-                endpoints: None,
-            }))
-            .await
-            .unwrap()
-            .into_inner();
+        let r = reader.route("AclT").await;
         assert_eq!(code(&r.status), Code::Ok, "{r:?}");
         assert_eq!(r.message_queues.len(), 2);
         let port = addr.rsplit_once(':').unwrap().1.parse::<i32>().unwrap();
