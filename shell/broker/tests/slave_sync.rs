@@ -64,6 +64,17 @@ impl Pair {
         self.slave.shutdown().await.unwrap();
         self.master.shutdown().await.unwrap();
     }
+
+    /// Runs `f` with a started pair and a client of its master and of its slave, then
+    /// shuts the pair down.
+    fn with(f: impl AsyncFnOnce(&Pair, &Client, &Client)) {
+        run(async {
+            let p = Pair::start().await;
+            let (master, slave) = p.clients().await;
+            f(&p, &master, &slave).await;
+            p.shutdown().await;
+        })
+    }
 }
 
 /// A broker of `broker-a` on 127.0.0.1, ephemeral port, no name server, store in `dir`.
@@ -117,15 +128,13 @@ async fn deliver_one_delayed(c: &Client, topic: &str) {
 
 #[test]
 fn a_sync_copies_topics_offsets_groups_and_delay_progress_and_persists_them() {
-    run(async {
-        let p = Pair::start().await;
-        let (master, slave) = p.clients().await;
-        create_topic(&master, "SyncTopic", 4).await;
-        commit(&master, "GroupA", "SyncTopic", 2, 17).await;
-        create_group_retrying(&master, "GroupA", 7).await;
-        deliver_one_delayed(&master, "SyncTopic").await;
+    Pair::with(async |p, master, slave| {
+        create_topic(master, "SyncTopic", 4).await;
+        commit(master, "GroupA", "SyncTopic", 2, 17).await;
+        create_group_retrying(master, "GroupA", 7).await;
+        deliver_one_delayed(master, "SyncTopic").await;
         assert!(
-            !all_topics(&slave)
+            !all_topics(slave)
                 .await
                 .topic_config_table
                 .contains_key("SyncTopic")
@@ -133,17 +142,17 @@ fn a_sync_copies_topics_offsets_groups_and_delay_progress_and_persists_them() {
 
         p.sync().await.unwrap();
 
-        let (m, s) = (all_topics(&master).await, all_topics(&slave).await);
+        let (m, s) = (all_topics(master).await, all_topics(slave).await);
         assert_eq!(s.data_version, m.data_version);
         assert_eq!(s.topic_config_table, m.topic_config_table);
         assert_eq!(
-            stored_offset(&slave, "GroupA", "SyncTopic", 2).await,
+            stored_offset(slave, "GroupA", "SyncTopic", 2).await,
             Some(17)
         );
-        let (mg, sg) = (all_groups(&master).await, all_groups(&slave).await);
+        let (mg, sg) = (all_groups(master).await, all_groups(slave).await);
         assert_eq!(sg, mg);
         assert_eq!(sg.subscription_group_table["GroupA"].retry_max_times, 7);
-        assert_eq!(delay_offsets(&slave).await.offset_table.0.get(&1), Some(&1));
+        assert_eq!(delay_offsets(slave).await.offset_table.0.get(&1), Some(&1));
 
         // On disk already, not only at the slave's shutdown.
         let dir = p.slave_dir.path();
@@ -156,44 +165,40 @@ fn a_sync_copies_topics_offsets_groups_and_delay_progress_and_persists_them() {
         assert_eq!(groups.get("GroupA").unwrap().retry_max_times, 7);
         let delay = tern_broker::schedule::offsets::DelayOffsets::load(dir);
         assert_eq!(delay.get(1), Some(1));
-        p.shutdown().await;
     });
 }
 
 #[test]
 fn changes_on_the_master_arrive_on_the_next_sync() {
-    run(async {
-        let p = Pair::start().await;
-        let (master, slave) = p.clients().await;
-        create_topic(&master, "First", 2).await;
-        commit(&master, "GroupB", "First", 0, 5).await;
-        create_group_retrying(&master, "GroupB", 3).await;
+    Pair::with(async |p, master, slave| {
+        create_topic(master, "First", 2).await;
+        commit(master, "GroupB", "First", 0, 5).await;
+        create_group_retrying(master, "GroupB", 3).await;
         p.sync().await.unwrap();
         // A topic made on the slave alone moves its version: the master's table replaces
         // it at the next sync, as in RocketMQ.
-        create_topic(&slave, "SlaveOnly", 1).await;
+        create_topic(slave, "SlaveOnly", 1).await;
         // An offset only the slave has (UPDATE_CONSUMER_OFFSET is accepted on a slave)
         // is kept: the master's keys replace the slave's, nothing is removed.
-        commit(&slave, "LocalGroup", "First", 0, 1).await;
+        commit(slave, "LocalGroup", "First", 0, 1).await;
 
-        create_topic(&master, "Second", 3).await;
-        commit(&master, "GroupB", "First", 0, 42).await;
-        create_group_retrying(&master, "GroupB", 9).await;
+        create_topic(master, "Second", 3).await;
+        commit(master, "GroupB", "First", 0, 42).await;
+        create_group_retrying(master, "GroupB", 9).await;
         p.sync().await.unwrap();
 
-        let s = all_topics(&slave).await;
+        let s = all_topics(slave).await;
         assert_eq!(s.topic_config_table["Second"].write_queue_nums, 3);
         assert!(!s.topic_config_table.contains_key("SlaveOnly"));
-        assert_eq!(s.data_version, all_topics(&master).await.data_version);
-        assert_eq!(stored_offset(&slave, "GroupB", "First", 0).await, Some(42));
+        assert_eq!(s.data_version, all_topics(master).await.data_version);
+        assert_eq!(stored_offset(slave, "GroupB", "First", 0).await, Some(42));
         assert_eq!(
-            stored_offset(&slave, "LocalGroup", "First", 0).await,
+            stored_offset(slave, "LocalGroup", "First", 0).await,
             Some(1)
         );
-        let sg = all_groups(&slave).await;
+        let sg = all_groups(slave).await;
         assert_eq!(sg.subscription_group_table["GroupB"].retry_max_times, 9);
-        assert_eq!(sg.data_version, all_groups(&master).await.data_version);
-        p.shutdown().await;
+        assert_eq!(sg.data_version, all_groups(master).await.data_version);
     });
 }
 
@@ -255,17 +260,15 @@ fn pull_committing(group: &str, topic: &str, commit_offset: i64) -> RemotingComm
 
 #[test]
 fn a_pull_with_the_commit_offset_flag_does_not_store_the_offset_on_a_slave() {
-    run(async {
-        let p = Pair::start().await;
-        let (master, slave) = p.clients().await;
-        create_topic(&master, "PullTopic", 1).await;
-        commit(&master, "GroupD", "PullTopic", 0, 2).await;
+    Pair::with(async |p, master, slave| {
+        create_topic(master, "PullTopic", 1).await;
+        commit(master, "GroupD", "PullTopic", 0, 2).await;
         p.sync().await.unwrap();
 
         let resp = slave.call(pull_committing("GroupD", "PullTopic", 5)).await;
         expect_code(&resp, ResponseCode::PullNotFound);
         assert_eq!(
-            stored_offset(&slave, "GroupD", "PullTopic", 0).await,
+            stored_offset(slave, "GroupD", "PullTopic", 0).await,
             Some(2)
         );
 
@@ -273,17 +276,16 @@ fn a_pull_with_the_commit_offset_flag_does_not_store_the_offset_on_a_slave() {
         let resp = master.call(pull_committing("GroupD", "PullTopic", 5)).await;
         expect_code(&resp, ResponseCode::PullNotFound);
         assert_eq!(
-            stored_offset(&master, "GroupD", "PullTopic", 0).await,
+            stored_offset(master, "GroupD", "PullTopic", 0).await,
             Some(5)
         );
 
         // An explicit commit is still stored on a slave, as in RocketMQ.
-        commit(&slave, "GroupD", "PullTopic", 0, 4).await;
+        commit(slave, "GroupD", "PullTopic", 0, 4).await;
         assert_eq!(
-            stored_offset(&slave, "GroupD", "PullTopic", 0).await,
+            stored_offset(slave, "GroupD", "PullTopic", 0).await,
             Some(4)
         );
-        p.shutdown().await;
     });
 }
 
