@@ -8,7 +8,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Central, Edge, run};
+use common::{Central, with_gateway};
 use tern_client::admin::Target;
 use tern_client::{Admin, Message, Producer};
 use tern_shell::body::TopicConfig;
@@ -45,6 +45,20 @@ async fn stored(central: &Central, topic: &str, sent: &BTreeMap<String, (usize, 
     ms.len()
 }
 
+/// Waits up to `within` until every one of `sent` is stored centrally; `what` says which.
+async fn all_stored(
+    central: &Central,
+    topic: &str,
+    sent: &BTreeMap<String, (usize, usize)>,
+    what: &str,
+    within: Duration,
+) {
+    wait_until(what, within, async || {
+        stored(central, topic, sent).await == sent.len()
+    })
+    .await;
+}
+
 async fn set_perm(central: &Central, topic: &str, perm: i32) {
     let admin = Admin::new(central.client_config()).unwrap();
     let route = admin.topic_route(topic).await.unwrap();
@@ -73,13 +87,9 @@ async fn runtime_info(addr: &str) -> BTreeMap<String, String> {
 #[test]
 fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_order_once_allowed()
 {
-    let central = Central::started();
     // Seconds instead of minutes between tries of the blocked topic, for the test.
-    let (_dir, mut edge) = Edge::start_in_temp(
-        &central.namesrv,
-        "edgeBlockedRetryMs=1000\nedgeBlockedRetryMaxMs=4000\n",
-    );
-    run(async {
+    let conf = "edgeBlockedRetryMs=1000\nedgeBlockedRetryMaxMs=4000\n";
+    with_gateway(conf, async |central, edge| {
         let p = edge.producer("sensors");
         let mut locked = send(&p, "Locked", 0..15).await;
         let mut open = send(&p, "Open", 0..15).await;
@@ -87,23 +97,25 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
             "both topics forwarded",
             Duration::from_secs(90),
             async || {
-                stored(&central, "Locked", &locked).await == 15
-                    && stored(&central, "Open", &open).await == 15
+                stored(central, "Locked", &locked).await == 15
+                    && stored(central, "Open", &open).await == 15
             },
         )
         .await;
 
         // Read-only centrally (perm 4: PERM_READ).
-        set_perm(&central, "Locked", 4).await;
+        set_perm(central, "Locked", 4).await;
         for round in 0..4 {
             let at = 15 + round * 10;
             locked.extend(send(&p, "Locked", at..at + 10).await);
             open.extend(send(&p, "Open", at..at + 10).await);
         }
-        wait_until(
+        all_stored(
+            central,
+            "Open",
+            &open,
             "the open topic keeps flowing",
             Duration::from_secs(90),
-            async || stored(&central, "Open", &open).await == open.len(),
         )
         .await;
         wait_until(
@@ -121,7 +133,7 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
         // Several tries later (1 s, 2 s, 4 s...), still one line about it.
         tern_shell::runtime::sleep(Duration::from_secs(8)).await;
         assert_eq!(
-            stored(&central, "Locked", &locked).await,
+            stored(central, "Locked", &locked).await,
             15,
             "sent past a refusal"
         );
@@ -132,11 +144,13 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
             "logged once per change of state:\n{log}"
         );
 
-        set_perm(&central, "Locked", 6).await;
-        wait_until(
+        set_perm(central, "Locked", 6).await;
+        all_stored(
+            central,
+            "Locked",
+            &locked,
             "the parked messages forwarded",
             Duration::from_secs(120),
-            async || stored(&central, "Locked", &locked).await == locked.len(),
         )
         .await;
         // The line follows the forward that drained it; under qemu it can trail the
@@ -157,5 +171,4 @@ fn a_topic_the_cluster_will_not_take_waits_while_the_others_flow_and_arrives_in_
         assert_eq!(central.messages("Open").await.1, open.len());
         p.shutdown().await;
     });
-    edge.stop();
 }

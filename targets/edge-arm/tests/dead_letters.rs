@@ -10,7 +10,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Central, Edge, run};
+use common::{Central, Edge, run, with_gateway};
 use tern_client::{Admin, Message, Producer};
 use tern_engine::record::RecordView;
 use tern_shell::RemotingCommand;
@@ -43,13 +43,12 @@ async fn send_compressed(edge: &Edge, topic: &str, uniq: &str, sys_flag: i32, bo
     }
     .into();
     let conn = common::connect(&edge.broker).await;
-    let resp = conn
-        .request(
-            RemotingCommand::request(RequestCode::SendMessageV2, &h).with_body(body.to_vec()),
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+    let resp = common::call(
+        &conn,
+        RemotingCommand::request(RequestCode::SendMessageV2, &h).with_body(body.to_vec()),
+        Duration::from_secs(30),
+    )
+    .await;
     assert_eq!(
         resp.code, 0,
         "the gateway stores it as it is: {:?}",
@@ -105,13 +104,12 @@ async fn central_records(central: &Central, topic: &str) -> Vec<(i32, String, Ve
             "TAG",
             0,
         );
-        let resp = conn
-            .request(
-                RemotingCommand::request(RequestCode::PullMessage, &h),
-                Duration::from_secs(10),
-            )
-            .await
-            .unwrap();
+        let resp = common::call(
+            &conn,
+            RemotingCommand::request(RequestCode::PullMessage, &h),
+            Duration::from_secs(10),
+        )
+        .await;
         if resp.code != 0 {
             // No message in this queue (PULL_NOT_FOUND), or no such queue.
             continue;
@@ -133,20 +131,11 @@ async fn central_records(central: &Central, topic: &str) -> Vec<(i32, String, Ve
 
 #[test]
 fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
-    let central = Central::started();
-    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
-    run(async {
+    with_gateway("", async |central, edge| {
         let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Packed", 0..5).await;
         let frame = b"\x04\x22\x4d\x18 an lz4 frame".to_vec();
-        send_compressed(
-            &edge,
-            "Packed",
-            "LZ4-BODY-1",
-            SYSFLAG_LZ4_COMPRESSED,
-            &frame,
-        )
-        .await;
+        send_compressed(edge, "Packed", "LZ4-BODY-1", SYSFLAG_LZ4_COMPRESSED, &frame).await;
         ids.extend(send_plain(&p, "Packed", 5..10).await);
         ids.push("LZ4-BODY-1".into());
         let mut got = Vec::new();
@@ -154,7 +143,7 @@ fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
             "every record forwarded",
             Duration::from_secs(90),
             async || {
-                got = central_records(&central, "Packed").await;
+                got = central_records(central, "Packed").await;
                 ids.iter().all(|id| got.iter().any(|(_, g, _)| g == id))
             },
         )
@@ -168,18 +157,15 @@ fn an_lz4_body_is_forwarded_as_stored_with_its_compression_bits() {
         assert!(edge.dead_letters().is_empty());
         p.shutdown().await;
     });
-    edge.stop();
 }
 
 #[test]
 fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_counted_and_dropped() {
-    let central = Central::started();
-    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "metricsExporterType=PROM\n");
-    run(async {
+    with_gateway("metricsExporterType=PROM\n", async |central, edge| {
         let p = edge.producer("mixed");
         let mut ids = send_plain(&p, "Mixed", 0..5).await;
         send_compressed(
-            &edge,
+            edge,
             "Mixed",
             "ODD-BODY-1",
             SYSFLAG_UNKNOWN_COMPRESSED,
@@ -187,7 +173,7 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
         )
         .await;
         ids.extend(send_plain(&p, "Mixed", 5..10).await);
-        let got = all_arrived(&central, "Mixed", &ids).await;
+        let got = all_arrived(central, "Mixed", &ids).await;
         assert!(
             !got.contains_key("ODD-BODY-1"),
             "sent without its compression"
@@ -244,7 +230,6 @@ fn a_body_of_an_unknown_compression_is_kept_as_a_dead_letter_with_its_reason_cou
         assert!(edge.dead_letters().is_empty());
         p.shutdown().await;
     });
-    edge.stop();
 }
 
 #[test]

@@ -9,7 +9,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{Central, Edge, run};
+use common::{Central, Edge, run, with_gateway};
 use tern_client::{ClientError, Message, MessageBuilder, Producer, ProducerConfig, SendStatus};
 use tern_testkit::wait_until;
 
@@ -276,9 +276,7 @@ fn a_message_the_cluster_refuses_for_good_is_set_aside_and_the_rest_flows() {
 
 #[test]
 fn a_timer_message_is_forwarded_as_sent_and_timed_by_the_central_cluster() {
-    let central = Central::started();
-    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
-    run(async {
+    with_gateway("", async |central, edge| {
         let p = edge.producer("sensors");
         let sent_at = tern_shell::runtime::now_ms();
         let r = p
@@ -288,10 +286,10 @@ fn a_timer_message_is_forwarded_as_sent_and_timed_by_the_central_cluster() {
         // Nothing waits on the gateway, whose retention could take it before it is due.
         assert!(r.recall_handle.is_none(), "not timed on the gateway");
         let plain = send(&p, "Timed", 1..5).await;
-        arrived(&central, "Timed", &plain).await;
+        arrived(central, "Timed", &plain).await;
         let mut one = BTreeMap::new();
         one.insert(r.msg_id.clone(), (0, 0));
-        assert_eq!(arrived(&central, "Timed", &one).await, 5, "each once");
+        assert_eq!(arrived(central, "Timed", &one).await, 5, "each once");
         let (got, _) = central.messages("Timed").await;
         let m = &got[&r.msg_id];
         assert!(
@@ -302,5 +300,4 @@ fn a_timer_message_is_forwarded_as_sent_and_timed_by_the_central_cluster() {
         assert!(!m.properties.contains_key("REAL_TOPIC"));
         p.shutdown().await;
     });
-    edge.stop();
 }

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Central, Edge, filler, run};
+use common::{Central, Edge, filler, with_gateway};
 use tern_client::{
     Admin, ClientConfig, ListenerResult, LocalTransactionState, Message, MessageExt,
     ProducerConfig, PullConsumer, TransactionListener, TransactionProducer, TransactionSendResult,
@@ -45,9 +45,7 @@ async fn central_has(central: &Central, topic: &str, id: &str, within: Duration)
 
 #[test]
 fn a_delayed_message_outlives_several_segments_of_other_traffic_and_is_forwarded_when_due() {
-    let central = Central::started();
-    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
-    run(async {
+    with_gateway("", async |central, edge| {
         let p = edge.producer("sensors");
         // Segments before the delayed message's may go while it waits; its own not.
         filler(&p, "Bulk", 2).await;
@@ -55,10 +53,10 @@ fn a_delayed_message_outlives_several_segments_of_other_traffic_and_is_forwarded
         let delayed = Message::new("Alarms", "late alarm").with_property("DELAY", "4");
         let sent = p.send(delayed).await.unwrap();
         filler(&p, "Bulk", 4).await;
-        deleted_while_pending(&edge, "delayed message (level 4)").await;
+        deleted_while_pending(edge, "delayed message (level 4)").await;
         let (early, _) = central.messages("Alarms").await;
         assert!(early.is_empty(), "forwarded before its delay");
-        let got = central_has(&central, "Alarms", &sent.msg_id, Duration::from_secs(150)).await;
+        let got = central_has(central, "Alarms", &sent.msg_id, Duration::from_secs(150)).await;
         assert_eq!(got.body, b"late alarm");
         assert!(
             !edge.log().contains("is gone (retention)"),
@@ -67,7 +65,6 @@ fn a_delayed_message_outlives_several_segments_of_other_traffic_and_is_forwarded
         );
         p.shutdown().await;
     });
-    edge.stop();
 }
 
 /// Leaves every transaction open: the test ends them itself, late.
@@ -101,25 +98,20 @@ async fn end(edge: &Edge, group: &str, topic: &str, half: &TransactionSendResult
         topic: Some(topic.into()),
     };
     let conn = common::connect(&edge.broker).await;
-    let resp = conn
-        .request(
-            RemotingCommand::request(RequestCode::EndTransaction, &header),
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+    let resp = common::call(
+        &conn,
+        RemotingCommand::request(RequestCode::EndTransaction, &header),
+        Duration::from_secs(30),
+    )
+    .await;
     assert_eq!(resp.code, 0, "END_TRANSACTION: {:?}", resp.remark);
 }
 
 #[test]
 fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled_back_one_never() {
-    let central = Central::started();
     // No check-back meanwhile: it would store the halves again at the log's end.
-    let (_dir, mut edge) = Edge::start_in_temp(
-        &central.namesrv,
-        "transactionCheckInterval=3600000\ntransactionTimeOut=3600000\n",
-    );
-    run(async {
+    let conf = "transactionCheckInterval=3600000\ntransactionTimeOut=3600000\n";
+    with_gateway(conf, async |central, edge| {
         let group = "payments";
         let tp = TransactionProducer::new(
             ProducerConfig::new(group),
@@ -140,11 +132,11 @@ fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled
             .unwrap();
         assert_eq!(commit.local_state, LocalTransactionState::Unknown);
         filler(&p, "Bulk", 4).await;
-        deleted_while_pending(&edge, "unresolved transaction half").await;
-        end(&edge, group, "Payments", &rollback, false).await;
-        end(&edge, group, "Payments", &commit, true).await;
+        deleted_while_pending(edge, "unresolved transaction half").await;
+        end(edge, group, "Payments", &rollback, false).await;
+        end(edge, group, "Payments", &commit, true).await;
         let got = central_has(
-            &central,
+            central,
             "Payments",
             &commit.send.msg_id,
             Duration::from_secs(90),
@@ -158,14 +150,11 @@ fn a_transaction_committed_after_several_segment_rolls_is_forwarded_and_a_rolled
         p.shutdown().await;
         tp.shutdown().await;
     });
-    edge.stop();
 }
 
 #[test]
 fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() {
-    let central = Central::started();
-    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, "");
-    run(async {
+    with_gateway("", async |_, edge| {
         let p = edge.producer("sensors");
         filler(&p, "Bulk", 2).await;
         // A consumer's send-back lands in its group's one-queue retry topic.
@@ -178,7 +167,7 @@ fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() 
             .await
             .unwrap();
         filler(&p, "Bulk", 4).await;
-        deleted_while_pending(&edge, "retry message of group alerts").await;
+        deleted_while_pending(edge, "retry message of group alerts").await;
 
         let c = PullConsumer::new("alerts", edge.client_config()).unwrap();
         c.start().await;
@@ -211,5 +200,4 @@ fn a_retry_message_its_group_has_not_consumed_stays_until_the_group_passes_it() 
         c.shutdown().await;
         p.shutdown().await;
     });
-    edge.stop();
 }

@@ -382,6 +382,15 @@ pub async fn connect(addr: &str) -> tern_shell::Connection {
     .unwrap()
 }
 
+/// Sends `req` on `conn`; the answer, whatever its code, within `within`.
+pub async fn call(
+    conn: &tern_shell::Connection,
+    req: tern_shell::RemotingCommand,
+    within: Duration,
+) -> tern_shell::RemotingCommand {
+    conn.request(req, within).await.unwrap()
+}
+
 /// Sends `message(dev, i)` for each `i` of `range`, device `i % devices`'s under the
 /// sharding key `device-{dev}` so that each device's stay in order in one queue; `check`
 /// sees each send's result. Returns message id → (device, i).
@@ -408,6 +417,16 @@ pub async fn send_by_device(
 /// Runs an async test body.
 pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tern_client::block_on(f)
+}
+
+/// Runs `f` against a started central cluster and a gateway forwarding to it (with
+/// `extra` config lines, on a temporary folder); the gateway must then stop cleanly.
+pub fn with_gateway<R>(extra: &str, f: impl AsyncFnOnce(&Central, &Edge) -> R) -> R {
+    let central = Central::started();
+    let (_dir, mut edge) = Edge::start_in_temp(&central.namesrv, extra);
+    let r = run(f(&central, &edge));
+    edge.stop();
+    r
 }
 
 /// Sends `mib` MiB of 10 KiB messages to `topic` through the gateway, in batches: other
