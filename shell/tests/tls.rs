@@ -93,12 +93,15 @@ fn server_settings(mode: TlsMode, id: &Issued) -> ServerTlsSettings {
     }
 }
 
-fn mutual(mode: TlsMode, id: &Issued, auth: ClientAuth, trust: &Path) -> ServerTlsSettings {
-    ServerTlsSettings {
+/// A server with the identity `id` that asks clients for a certificate (`auth`) from the
+/// CA in `trust`.
+async fn serve_mutual(mode: TlsMode, id: &Issued, auth: ClientAuth, trust: &Path) -> Server {
+    serve(Some(ServerTlsSettings {
         need_client_auth: auth,
         trust_cert_path: Some(trust.to_owned()),
         ..server_settings(mode, id)
-    }
+    }))
+    .await
 }
 
 async fn serve(tls: Option<ServerTlsSettings>) -> Server {
@@ -134,6 +137,24 @@ async fn connect(server: &Server, tls: Option<ClientTls>) -> Result<Connection, 
     .await
 }
 
+/// [`connect`] as a client that trusts the CA in `trust` and shows `id`.
+async fn connect_trusting(
+    server: &Server,
+    trust: &Path,
+    id: Option<&Issued>,
+) -> Result<Connection, RemotingError> {
+    connect(server, Some(client(trust, id))).await
+}
+
+/// Why a client that trusts `trust` and shows `id` is refused: the connect's error, or the
+/// first request's when the refusal arrives after the handshake.
+async fn refusal(server: &Server, trust: &Path, id: Option<&Issued>) -> RemotingError {
+    match connect_trusting(server, trust, id).await {
+        Ok(c) => ping(&c).await.unwrap_err(),
+        Err(e) => e,
+    }
+}
+
 async fn ping(conn: &Connection) -> Result<RemotingCommand, RemotingError> {
     conn.request(RemotingCommand::request_code(PING), Duration::from_secs(5))
         .await
@@ -156,7 +177,7 @@ fn permissive_serves_tls_and_plaintext_on_one_port() {
         let plain = connect(&server, None).await.unwrap();
         assert!(!plain.is_tls());
         assert_eq!(ping(&plain).await.unwrap().remark.as_deref(), Some("pong"));
-        let tls = connect(&server, Some(client(&ca, None))).await.unwrap();
+        let tls = connect_trusting(&server, &ca, None).await.unwrap();
         assert!(tls.is_tls());
         assert_eq!(ping(&tls).await.unwrap().remark.as_deref(), Some("pong"));
         // Both stay usable side by side.
@@ -184,7 +205,7 @@ fn enforcing_answers_a_plaintext_request_with_the_reason_and_closes() {
         let me = plain.local_addr().to_string();
         logged(&["refusing a plaintext connection from", &me, "enforcing"]).await;
         // TLS on the same port is served.
-        let tls = connect(&server, Some(client(&ca, None))).await.unwrap();
+        let tls = connect_trusting(&server, &ca, None).await.unwrap();
         assert_eq!(ping(&tls).await.unwrap().remark.as_deref(), Some("pong"));
     });
 }
@@ -195,7 +216,7 @@ fn a_plaintext_server_closes_a_tls_client_and_both_say_why() {
         let dir = tempfile::tempdir().unwrap();
         let (_, _, ca) = pki(dir.path());
         let server = serve(None).await;
-        let e = connect(&server, Some(client(&ca, None))).await.unwrap_err();
+        let e = connect_trusting(&server, &ca, None).await.unwrap_err();
         let RemotingError::Connect(why) = e else {
             panic!("{e:?}")
         };
@@ -211,7 +232,7 @@ fn an_untrusted_server_certificate_is_refused_on_both_sides() {
         let (_, _, ca) = pki(dir.path());
         let rogue = Ca::new("Rogue CA").issue(dir.path(), "rogue", &["127.0.0.1"], false);
         let server = serve(Some(server_settings(TlsMode::Enforcing, &rogue))).await;
-        let e = connect(&server, Some(client(&ca, None))).await.unwrap_err();
+        let e = connect_trusting(&server, &ca, None).await.unwrap_err();
         let RemotingError::Connect(why) = e else {
             panic!("{e:?}")
         };
@@ -236,9 +257,7 @@ fn an_expired_server_certificate_is_refused_on_both_sides() {
         let (ca, _, ca_file) = pki(dir.path());
         let old = ca.issue(dir.path(), "old", &["127.0.0.1"], true);
         let server = serve(Some(server_settings(TlsMode::Permissive, &old))).await;
-        let e = connect(&server, Some(client(&ca_file, None)))
-            .await
-            .unwrap_err();
+        let e = connect_trusting(&server, &ca_file, None).await.unwrap_err();
         let RemotingError::Connect(why) = e else {
             panic!("{e:?}")
         };
@@ -259,9 +278,7 @@ fn a_certificate_for_another_name_is_refused() {
             false,
         );
         let server = serve(Some(server_settings(TlsMode::Enforcing, &elsewhere))).await;
-        let e = connect(&server, Some(client(&ca_file, None)))
-            .await
-            .unwrap_err();
+        let e = connect_trusting(&server, &ca_file, None).await.unwrap_err();
         assert!(
             e.to_string().contains("not valid for name \"127.0.0.1\""),
             "{e}"
@@ -274,26 +291,17 @@ fn mutual_tls_require_refuses_clients_without_a_trusted_certificate() {
     block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (ca, id, ca_file) = pki(dir.path());
-        let server = serve(Some(mutual(
-            TlsMode::Enforcing,
-            &id,
-            ClientAuth::Require,
-            &ca_file,
-        )))
-        .await;
+        let server = serve_mutual(TlsMode::Enforcing, &id, ClientAuth::Require, &ca_file).await;
         // Trusted client certificate: served.
         let good = ca.issue(dir.path(), "client", &["tern-client"], false);
-        let conn = connect(&server, Some(client(&ca_file, Some(&good))))
+        let conn = connect_trusting(&server, &ca_file, Some(&good))
             .await
             .unwrap();
         assert_eq!(ping(&conn).await.unwrap().remark.as_deref(), Some("pong"));
 
         // No certificate. TLS 1.3 finishes the client's side of the handshake before
         // the server has looked, so the refusal arrives as an alert on the first read.
-        let none = match connect(&server, Some(client(&ca_file, None))).await {
-            Ok(c) => ping(&c).await.unwrap_err(),
-            Err(e) => e,
-        };
+        let none = refusal(&server, &ca_file, None).await;
         assert!(none.to_string().contains("CertificateRequired"), "{none}");
         logged(&[
             "peer sent no certificates",
@@ -303,19 +311,13 @@ fn mutual_tls_require_refuses_clients_without_a_trusted_certificate() {
 
         // A certificate from a CA the server does not trust.
         let other = Ca::new("Other CA").issue(dir.path(), "stranger", &["x"], false);
-        let refused = match connect(&server, Some(client(&ca_file, Some(&other)))).await {
-            Ok(c) => ping(&c).await.unwrap_err(),
-            Err(e) => e,
-        };
+        let refused = refusal(&server, &ca_file, Some(&other)).await;
         assert!(refused.to_string().contains("UnknownCA"), "{refused}");
         logged(&["UnknownIssuer", "the client's certificate is refused"]).await;
 
         // An expired one from the trusted CA.
         let old = ca.issue(dir.path(), "old-client", &["x"], true);
-        let expired = match connect(&server, Some(client(&ca_file, Some(&old)))).await {
-            Ok(c) => ping(&c).await.unwrap_err(),
-            Err(e) => e,
-        };
+        let expired = refusal(&server, &ca_file, Some(&old)).await;
         assert!(
             expired.to_string().contains("CertificateExpired"),
             "{expired}"
@@ -328,19 +330,11 @@ fn optional_client_auth_takes_clients_with_and_without_certificates() {
     block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (ca, id, ca_file) = pki(dir.path());
-        let server = serve(Some(mutual(
-            TlsMode::Permissive,
-            &id,
-            ClientAuth::Optional,
-            &ca_file,
-        )))
-        .await;
-        let anonymous = connect(&server, Some(client(&ca_file, None)))
-            .await
-            .unwrap();
+        let server = serve_mutual(TlsMode::Permissive, &id, ClientAuth::Optional, &ca_file).await;
+        let anonymous = connect_trusting(&server, &ca_file, None).await.unwrap();
         assert!(ping(&anonymous).await.is_ok());
         let good = ca.issue(dir.path(), "client", &["tern-client"], false);
-        let known = connect(&server, Some(client(&ca_file, Some(&good))))
+        let known = connect_trusting(&server, &ca_file, Some(&good))
             .await
             .unwrap();
         assert!(ping(&known).await.is_ok());
