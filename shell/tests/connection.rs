@@ -92,15 +92,24 @@ async fn connect(server: &Server) -> Connection {
         .unwrap()
 }
 
+/// Runs `f` against a fresh server with the default config and its processor, then shuts
+/// the server down.
+fn with_server(f: impl AsyncFnOnce(&Server, &Arc<TestProcessor>)) {
+    block_on(async {
+        let (server, p) = start(ServerConfig::default()).await;
+        f(&server, &p).await;
+        server.shutdown().await;
+    })
+}
+
 fn echo(n: usize) -> RemotingCommand {
     RemotingCommand::request_code(ECHO).with_ext("n", n.to_string())
 }
 
 #[test]
 fn concurrent_requests_on_one_connection_get_their_own_responses() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
-        let conn = connect(&server).await;
+    with_server(async |server, _| {
+        let conn = connect(server).await;
         let tasks: Vec<_> = (0..300)
             .map(|n| {
                 let c = conn.clone();
@@ -113,7 +122,6 @@ fn concurrent_requests_on_one_connection_get_their_own_responses() {
             assert_eq!(resp.ext_fields["n"], n.to_string());
             assert!(resp.is_response());
         }
-        server.shutdown().await;
     });
 }
 
@@ -133,8 +141,7 @@ async fn read_answer(raw: &mut TcpStream) -> RemotingCommand {
 
 #[test]
 fn pipelined_quick_requests_are_all_answered_before_the_loop_waits_for_more() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
+    with_server(async |server, _| {
         let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
         // 40 whole quick requests in one write, then the first bytes of one more: their
         // answers (gathered while more were buffered) must go out before the server
@@ -163,15 +170,13 @@ fn pipelined_quick_requests_are_all_answered_before_the_loop_waits_for_more() {
             (a.opaque, a.ext_fields["n"].as_str()),
             (reqs[40].opaque, "40")
         );
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn timed_out_request_fails_cleanly_and_late_response_is_dropped() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
-        let conn = connect(&server).await;
+    with_server(async |server, _| {
+        let conn = connect(server).await;
         let slow = RemotingCommand::request_code(SLOW).with_ext("n", "late");
         let r = conn.request(slow, Duration::from_millis(50)).await;
         assert_eq!(r.unwrap_err(), RemotingError::Timeout);
@@ -180,15 +185,13 @@ fn timed_out_request_fails_cleanly_and_late_response_is_dropped() {
         let resp = conn.request(echo(5), Duration::from_secs(2)).await.unwrap();
         assert_eq!(resp.ext_fields["n"], "5");
         assert!(!conn.is_closed());
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn malformed_frame_closes_only_that_connection() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
-        let good = connect(&server).await;
+    with_server(async |server, _| {
+        let good = connect(server).await;
         let mut bad = TcpStream::connect(server.local_addr()).await.unwrap();
         // Length 8, serialize type 7 (unknown), header length 4.
         bad.write_all(&[0, 0, 0, 8, 7, 0, 0, 4, b'{', b'}', b' ', b' '])
@@ -205,14 +208,12 @@ fn malformed_frame_closes_only_that_connection() {
         );
         let resp = good.request(echo(1), Duration::from_secs(2)).await.unwrap();
         assert_eq!(resp.ext_fields["n"], "1");
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn oversized_frame_announcement_closes_the_connection() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
+    with_server(async |server, _| {
         let mut bad = TcpStream::connect(server.local_addr()).await.unwrap();
         bad.write_all(&0x7fff_ffffu32.to_be_bytes()).await.unwrap();
         let mut buf = [0u8; 16];
@@ -221,15 +222,13 @@ fn oversized_frame_announcement_closes_the_connection() {
             .unwrap()
             .unwrap_or(0);
         assert_eq!(n, 0);
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn oneway_requests_are_processed_and_never_answered() {
-    block_on(async {
-        let (server, p) = start(ServerConfig::default()).await;
-        let conn = connect(&server).await;
+    with_server(async |server, p| {
+        let conn = connect(server).await;
         for _ in 0..3 {
             conn.oneway(RemotingCommand::request_code(COUNT))
                 .await
@@ -240,14 +239,12 @@ fn oneway_requests_are_processed_and_never_answered() {
         assert_eq!(resp.ext_fields["n"], "2");
         sleep(Duration::from_millis(50)).await;
         assert_eq!(p.oneways.load(Ordering::SeqCst), 3);
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn requests_of_a_peer_that_reset_right_after_sending_are_processed() {
-    block_on(async {
-        let (server, p) = start(ServerConfig::default()).await;
+    with_server(async |server, p| {
         let frame = RemotingCommand::request_code(COUNT)
             .oneway()
             .encode()
@@ -267,14 +264,12 @@ fn requests_of_a_peer_that_reset_right_after_sending_are_processed() {
             waited += 1;
         }
         assert_eq!(p.oneways.load(Ordering::SeqCst), PEERS);
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn server_initiated_requests_reach_the_client_handler() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
+    with_server(async |server, _| {
         let addr = server.local_addr().to_string();
         let conn = Connection::connect_with(
             &addr,
@@ -292,15 +287,13 @@ fn server_initiated_requests_reach_the_client_handler() {
             .await
             .unwrap();
         assert_eq!(resp.remark.as_deref(), Some("client says hi"));
-        server.shutdown().await;
     });
 }
 
 #[test]
 fn unknown_codes_are_answered_not_supported() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
-        let conn = connect(&server).await;
+    with_server(async |server, _| {
+        let conn = connect(server).await;
         let resp = conn
             .request(
                 RemotingCommand::request_code(RequestCode::Other(31337)),
@@ -313,7 +306,6 @@ fn unknown_codes_are_answered_not_supported() {
             resp.remark.as_deref(),
             Some(" request type 31337 not supported")
         );
-        server.shutdown().await;
     });
 }
 
@@ -357,8 +349,7 @@ fn shutdown_drains_in_flight_requests() {
 
 #[test]
 fn pool_reuses_a_connection_and_replaces_a_closed_one() {
-    block_on(async {
-        let (server, _) = start(ServerConfig::default()).await;
+    with_server(async |server, _| {
         let addr = server.local_addr().to_string();
         let pool = ConnectionPool::new(ConnectionConfig::default(), Duration::from_secs(2));
         let a = pool.get(&addr).await.unwrap();
@@ -376,6 +367,5 @@ fn pool_reuses_a_connection_and_replaces_a_closed_one() {
             pool.get("127.0.0.1:1").await,
             Err(RemotingError::Connect(_))
         ));
-        server.shutdown().await;
     });
 }

@@ -41,6 +41,23 @@ async fn black_hole() -> (String, std::net::TcpListener, Vec<TcpStream>) {
     panic!("the accept queue of {addr} never filled");
 }
 
+/// The ids of the connections `n` concurrent gets of `addr` from `pool` were handed, each
+/// run of the same id once.
+async fn concurrent_gets(pool: &Arc<ConnectionPool>, addr: &str, n: usize) -> Vec<u64> {
+    let gets: Vec<_> = (0..n)
+        .map(|_| {
+            let (pool, addr) = (pool.clone(), addr.to_owned());
+            spawn(async move { pool.get(&addr).await.unwrap().id() })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for g in gets {
+        ids.push(g.await);
+    }
+    ids.dedup();
+    ids
+}
+
 #[test]
 fn a_slow_connect_delays_only_its_own_address_and_its_callers_share_one_outcome() {
     block_on(async {
@@ -97,17 +114,7 @@ fn concurrent_callers_for_one_address_share_one_connection() {
             ConnectionConfig::default(),
             Duration::from_secs(2),
         ));
-        let gets: Vec<_> = (0..32)
-            .map(|_| {
-                let (pool, addr) = (pool.clone(), addr.clone());
-                spawn(async move { pool.get(&addr).await.unwrap().id() })
-            })
-            .collect();
-        let mut ids = Vec::new();
-        for g in gets {
-            ids.push(g.await);
-        }
-        ids.dedup();
+        let ids = concurrent_gets(&pool, &addr, 32).await;
         assert_eq!(ids.len(), 1, "one connection for every caller");
         wait_until("the server sees it", Duration::from_secs(5), async || {
             !server.connections().is_empty()
@@ -121,17 +128,7 @@ fn concurrent_callers_for_one_address_share_one_connection() {
             server.connections().is_empty()
         })
         .await;
-        let again: Vec<_> = (0..8)
-            .map(|_| {
-                let (pool, addr) = (pool.clone(), addr.clone());
-                spawn(async move { pool.get(&addr).await.unwrap().id() })
-            })
-            .collect();
-        let mut new_ids = Vec::new();
-        for g in again {
-            new_ids.push(g.await);
-        }
-        new_ids.dedup();
+        let new_ids = concurrent_gets(&pool, &addr, 8).await;
         assert_eq!(new_ids.len(), 1);
         assert_ne!(new_ids[0], ids[0]);
         wait_until("the server sees it", Duration::from_secs(5), async || {
