@@ -11,15 +11,11 @@ use tern_engine::faulty::{Crash, FaultyMedia};
 use tern_engine::ram::RamError;
 use tern_engine::store::{CheckpointPlan, Part};
 
-fn put_n(
-    store: &mut TestEngine<'_>,
-    rng: &mut Rng,
-    sent: &mut Vec<Sent>,
-    n: usize,
-    topic: &'static str,
-) {
+/// `n` new messages to `topic`, each with a key and no other property.
+fn put_n(store: &mut TestEngine<'_>, t: &mut Traffic, n: usize, topic: &'static str) {
+    let sent = &mut t.sent;
     for _ in 0..n {
-        let mut s = new_message(rng, sent.len() as u64);
+        let mut s = new_message(&mut t.rng, sent.len() as u64);
         s.topic = topic;
         s.key = Some(format!("k{}", sent.len()));
         s.props.clear();
@@ -59,18 +55,7 @@ fn assert_all(store: &TestEngine<'_>, sent: &[Sent]) {
         let q = store.queue(s.topic, s.queue_id).expect("queue");
         let e = q.get(s.queue_offset).unwrap().expect("queue entry");
         assert_eq!(e.physical_offset, s.offset);
-        let mut hits = Vec::new();
-        store
-            .index()
-            .query(
-                s.topic,
-                s.key.as_deref().unwrap(),
-                64,
-                0,
-                i64::MAX,
-                &mut |o| hits.push(o),
-            )
-            .unwrap();
+        let hits = index_hits(store, s.topic, s.key.as_deref().unwrap());
         assert!(hits.contains(&s.offset), "key of {} indexed", s.offset);
     }
 }
@@ -78,10 +63,9 @@ fn assert_all(store: &TestEngine<'_>, sent: &[Sent]) {
 #[test]
 fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
     with_store(|mut store, _| {
-        let mut rng = Rng(41);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 12, "orders");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let mut t = Traffic::new(41);
+        put_n(&mut store, &mut t, 12, "orders");
+        dispatch_all(&mut store).unwrap();
         let files = store.index().file_count();
 
         let (cp, parts) = begin_and_sync(&mut store);
@@ -92,8 +76,8 @@ fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
 
         // Between the phases: appends to a new queue, dispatch, an index roll, the log
         // made durable (so recovery finds these records and must dispatch them again).
-        put_n(&mut store, &mut rng, &mut sent, 20, "audit-log");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        put_n(&mut store, &mut t, 20, "audit-log");
+        dispatch_all(&mut store).unwrap();
         assert!(store.index().file_count() > files, "the index rolled");
         store.flush_log().unwrap();
         store.checkpoint_finish(cp).unwrap();
@@ -106,19 +90,18 @@ fn a_checkpoint_begun_before_an_index_roll_claims_only_what_it_covered() {
         );
         parts.crash(Crash::DropUnflushed);
         let store = parts.open(CONFIG, true).expect("recovery");
-        assert_all(&store, &sent);
+        assert_all(&store, &t.sent);
     });
 }
 
 #[test]
 fn regions_handed_out_are_all_a_checkpoint_needs() {
     with_store(|mut store, _| {
-        let mut rng = Rng(42);
-        let mut sent = Vec::new();
+        let mut t = Traffic::new(42);
         for topic in TOPICS {
-            put_n(&mut store, &mut rng, &mut sent, 9, topic);
+            put_n(&mut store, &mut t, 9, topic);
         }
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         let (cp, _) = begin_and_sync(&mut store);
         store.checkpoint_finish(cp).unwrap();
         assert_eq!(store.log().flushed_offset(), store.log().max_offset());
@@ -128,20 +111,19 @@ fn regions_handed_out_are_all_a_checkpoint_needs() {
         store.checkpoint_finish(cp).unwrap();
 
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_all(&store, &sent);
+        assert_all(&store, &t.sent);
     });
 }
 
 #[test]
 fn a_plan_superseded_by_a_newer_begin_still_finishes_correctly() {
     with_store(|mut store, _| {
-        let mut rng = Rng(43);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let mut t = Traffic::new(43);
+        put_n(&mut store, &mut t, 6, "orders");
+        dispatch_all(&mut store).unwrap();
         let (first, _) = begin_and_sync(&mut store);
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        put_n(&mut store, &mut t, 6, "orders");
+        dispatch_all(&mut store).unwrap();
         // The second begin hands out the newer entries, but its owner has not synced
         // them when the first plan finishes.
         let second = store.checkpoint_begin(&mut |_, _, _| {}).unwrap();
@@ -153,20 +135,19 @@ fn a_plan_superseded_by_a_newer_begin_still_finishes_correctly() {
         assert!(parts[Part::Queue as usize] >= 1);
         store.checkpoint_finish(third).unwrap();
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_all(&store, &sent);
+        assert_all(&store, &t.sent);
     });
 }
 
 #[test]
 fn an_owner_whose_sync_failed_marks_the_store_failed_and_nothing_is_claimed() {
     with_store(|mut store, plan| {
-        let mut rng = Rng(44);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        let mut t = Traffic::new(44);
+        put_n(&mut store, &mut t, 6, "orders");
         store.flush_log().unwrap();
-        let acked = sent.len();
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let acked = t.sent.len();
+        put_n(&mut store, &mut t, 6, "orders");
+        dispatch_all(&mut store).unwrap();
         plan.fail_flushes(1);
         let mut failed = false;
         let cp = store
@@ -186,24 +167,23 @@ fn an_owner_whose_sync_failed_marks_the_store_failed_and_nothing_is_claimed() {
 
         let store = recover(store, Crash::DropUnflushed).unwrap();
         assert!(log_records(&store).len() >= acked);
-        sent.truncate(log_records(&store).len());
-        assert_all(&store, &sent);
+        t.sent.truncate(log_records(&store).len());
+        assert_all(&store, &t.sent);
     });
 }
 
 #[test]
 fn a_log_truncated_between_the_phases_is_not_marked_flushed_past_the_cut() {
     with_store(|mut store, _| {
-        let mut rng = Rng(45);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        let mut t = Traffic::new(45);
+        put_n(&mut store, &mut t, 6, "orders");
         let (cp, _) = begin_and_sync(&mut store);
         // A replica following a master that lost its tail: cut, then new records where
         // the synced ones were.
-        let cut = sent[3].offset;
+        let cut = t.sent[3].offset;
         store.log_mut().truncate(cut).unwrap();
-        sent.truncate(3);
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
+        t.sent.truncate(3);
+        put_n(&mut store, &mut t, 6, "orders");
         assert!(store.log().max_offset() > cut);
         store.checkpoint_finish(cp).unwrap();
         assert!(
@@ -216,10 +196,9 @@ fn a_log_truncated_between_the_phases_is_not_marked_flushed_past_the_cut() {
 #[test]
 fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
     with_store(|mut store, _| {
-        let mut rng = Rng(45);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let mut t = Traffic::new(45);
+        put_n(&mut store, &mut t, 6, "orders");
+        dispatch_all(&mut store).unwrap();
         let (cp, _) = begin_and_sync(&mut store);
         let before = store.checkpointed();
         let written = store.checkpoint_write(cp).unwrap();
@@ -227,10 +206,10 @@ fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
         // A crash before the owner syncs the record: the previous one (or none) is found,
         // and recovery rebuilds from it.
         let mut store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_all(&store, &sent);
+        assert_all(&store, &t.sent);
 
-        put_n(&mut store, &mut rng, &mut sent, 6, "orders");
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        put_n(&mut store, &mut t, 6, "orders");
+        dispatch_all(&mut store).unwrap();
         let (cp, _) = begin_and_sync(&mut store);
         let written_again = store.checkpoint_write(cp).unwrap();
         store
@@ -241,7 +220,7 @@ fn a_checkpoint_record_counts_for_retention_only_once_its_owner_synced_it() {
         assert_eq!(store.checkpointed(), store.log().max_offset());
         drop(written);
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_all(&store, &sent);
+        assert_all(&store, &t.sent);
         let c = Checkpoint::read(store.checkpoint_media()).unwrap().unwrap();
         assert_eq!(c.dispatched_offset, store.log().max_offset());
     });

@@ -9,14 +9,10 @@ use tern_engine::properties;
 #[test]
 fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
     with_store(|mut store, _| {
-        let mut rng = Rng(31);
-        let mut sent = Vec::new();
+        let mut t = Traffic::new(31);
         // Across three segments, so passes cross blank tails.
-        while store.log().max_offset() < 2 * LOG_SEG + 100 {
-            let mut s = new_message(&mut rng, sent.len() as u64);
-            put(&mut store, &mut s, 1_700_000_000_000).unwrap();
-            sent.push(s);
-        }
+        t.put_until(&mut store, 2 * LOG_SEG + 100);
+        let sent = &t.sent;
         let pass = store
             .dispatch_some(&mut [], 0, u64::MAX, &mut |_| {})
             .unwrap();
@@ -47,9 +43,9 @@ fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
             .unwrap();
         assert_eq!((pass.count, pass.more), (0, false));
         // `dispatch` is the same loop without a budget.
-        let mut s = new_message(&mut rng, sent.len() as u64);
-        put(&mut store, &mut s, 1_700_000_000_000).unwrap();
-        assert_eq!(store.dispatch(&mut [], &mut |_| {}), Ok(1));
+        let mut s = new_message(&mut t.rng, sent.len() as u64);
+        put(&mut store, &mut s, TS).unwrap();
+        assert_eq!(dispatch_all(&mut store), Ok(1));
         let q = store.queue(s.topic, s.queue_id).unwrap();
         assert_eq!(
             q.get(s.queue_offset).unwrap().unwrap().physical_offset,
@@ -62,14 +58,9 @@ fn dispatch_some_stops_at_its_budget_and_says_whether_more_remain() {
 fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
     with_store(|mut store, _| {
         store.defer_index_rolls(true);
-        let mut rng = Rng(47);
-        let mut sent = Vec::new();
+        let mut t = Traffic::new(47);
         // Every message has a UNIQ_KEY: 24-entry files roll several times.
-        for _ in 0..80 {
-            let mut s = new_message(&mut rng, sent.len() as u64);
-            put(&mut store, &mut s, 1_700_000_000_000).unwrap();
-            sent.push(s);
-        }
+        t.put_n(&mut store, 80);
         let files_before = store.index().file_count();
         let (mut stops, mut passes) = (0, 0);
         while store.dispatched_offset() < store.log().max_offset() {
@@ -107,13 +98,9 @@ fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
         );
         assert!(store.index().file_count() > files_before);
         // Every key is found: nothing was skipped at a stop.
-        for s in &sent {
+        for s in &t.sent {
             let uniq = properties::get(&s.props, properties::key::UNIQ_KEY).unwrap();
-            let mut found = Vec::new();
-            store
-                .index()
-                .query(s.topic, uniq, 64, 0, i64::MAX, &mut |o| found.push(o))
-                .unwrap();
+            let found = index_hits(&store, s.topic, uniq);
             assert!(found.contains(&s.offset), "{uniq} at {}", s.offset);
         }
     });
@@ -122,14 +109,10 @@ fn a_deferred_index_roll_stops_dispatch_until_the_full_file_is_flushed() {
 #[test]
 fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
     with_store(|mut store, _| {
-        let mut rng = Rng(59);
-        let mut sent = Vec::new();
+        let mut t = Traffic::new(59);
         // Into the second segment, so one bound falls in the first one's blank tail.
-        while store.log().max_offset() < LOG_SEG + 1000 {
-            let mut s = new_message(&mut rng, sent.len() as u64);
-            put(&mut store, &mut s, 1_700_000_000_000).unwrap();
-            sent.push(s);
-        }
+        t.put_until(&mut store, LOG_SEG + 1000);
+        let sent = &t.sent;
         let mut seen = Vec::new();
         let pass = |store: &mut TestEngine, below: u64, seen: &mut Vec<u64>| {
             store
@@ -160,6 +143,6 @@ fn a_bounded_pass_dispatches_no_record_that_ends_past_its_bound() {
         assert!(!p.limited && !p.more, "{p:?}");
         assert_eq!(store.dispatched_offset(), store.log().max_offset());
         assert_eq!(seen, sent.iter().map(|s| s.offset).collect::<Vec<_>>());
-        assert_queued(&store, &sent);
+        assert_queued(&store, sent);
     });
 }

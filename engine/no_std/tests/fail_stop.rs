@@ -10,13 +10,6 @@ use tern_engine::Error;
 use tern_engine::faulty::Crash;
 use tern_engine::ram::RamError;
 
-/// `n` new messages, appended.
-fn put_n(store: &mut TestEngine<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, n: usize) {
-    for _ in 0..n {
-        put_next(store, rng, sent);
-    }
-}
-
 /// The log holds exactly `sent`, in order.
 #[track_caller]
 fn assert_log(store: &TestEngine<'_>, sent: &[Sent]) {
@@ -32,12 +25,11 @@ fn assert_log(store: &TestEngine<'_>, sent: &[Sent]) {
 #[test]
 fn a_failed_flush_is_never_reported_durable() {
     with_store(|mut store, plan| {
-        let mut rng = Rng(7);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 5);
+        let mut t = Traffic::new(7);
+        t.put_n(&mut store, 5);
         let flushed = store.flush_log().unwrap();
-        let acked = sent.len();
-        put_n(&mut store, &mut rng, &mut sent, 5);
+        let acked = t.sent.len();
+        t.put_n(&mut store, 5);
 
         plan.fail_flushes(1);
         assert_eq!(store.flush_log(), Err(Error::Media(RamError::Injected)));
@@ -53,7 +45,7 @@ fn a_failed_flush_is_never_reported_durable() {
             "mark_flushed is ignored"
         );
 
-        let mut s = new_message(&mut rng, 99);
+        let mut s = new_message(&mut t.rng, 99);
         assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
         let msgs = [message(&s)];
         assert_eq!(
@@ -66,81 +58,78 @@ fn a_failed_flush_is_never_reported_durable() {
         assert_eq!(store.seal(&mut []), Err(Error::FlushFailed));
         assert_eq!(store.log().flushed_offset(), flushed);
         // Reads and dispatch go on.
-        assert_eq!(store.dispatch(&mut [], &mut |_| {}), Ok(10));
-        assert_log(&store, &sent);
+        assert_eq!(dispatch_all(&mut store), Ok(10));
+        assert_log(&store, &t.sent);
 
         // Power cut: what the failed flush covered is gone, everything acknowledged stays.
         let mut store =
             recover(store, Crash::DropUnflushed).expect("recovery after a failed flush");
         assert!(!store.is_failed());
-        sent.truncate(acked);
-        assert_log(&store, &sent);
+        t.sent.truncate(acked);
+        assert_log(&store, &t.sent);
 
         // And the store accepts writes again.
-        put_n(&mut store, &mut rng, &mut sent, 3);
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        t.put_n(&mut store, 3);
+        dispatch_all(&mut store).unwrap();
         store.checkpoint().unwrap();
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_log(&store, &sent);
-        assert_queued(&store, &sent);
+        assert_log(&store, &t.sent);
+        assert_queued(&store, &t.sent);
     });
 }
 
 #[test]
 fn recovery_writes_again_a_tail_a_failed_flush_left_only_in_the_page_cache() {
     with_store(|mut store, plan| {
-        let mut rng = Rng(11);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 5);
+        let mut t = Traffic::new(11);
+        t.put_n(&mut store, 5);
         store.flush_log().unwrap();
-        put_n(&mut store, &mut rng, &mut sent, 5);
+        t.put_n(&mut store, 5);
         plan.fail_flushes(1);
         assert!(store.flush_log().is_err());
 
         // The process dies; the machine does not: the five unflushed records are still
         // readable, from pages that no flush will write again.
         let mut store = recover(store, Crash::Process).unwrap();
-        assert_log(&store, &sent); // a process crash keeps them
+        assert_log(&store, &t.sent); // a process crash keeps them
         assert_eq!(store.log().flushed_offset(), store.log().max_offset());
 
         // Recovery called them flushed, so they must survive a power cut, and so must a
         // record acknowledged after them.
-        put_n(&mut store, &mut rng, &mut sent, 1);
+        t.put_n(&mut store, 1);
         store.flush_log().unwrap();
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_log(&store, &sent);
+        assert_log(&store, &t.sent);
     });
 }
 
 #[test]
 fn a_failed_queue_flush_at_a_checkpoint_stops_the_store() {
     with_store(|mut store, plan| {
-        let mut rng = Rng(3);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 4);
+        let mut t = Traffic::new(3);
+        t.put_n(&mut store, 4);
         store.flush_log().unwrap();
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         // The log has nothing to flush: the first flush is a queue's.
         plan.fail_flushes(1);
         assert_eq!(store.checkpoint(), Err(Error::Media(RamError::Injected)));
         assert!(store.is_failed());
         assert!(!store.log().is_failed(), "the log's own flushes were fine");
-        let mut s = new_message(&mut rng, 9);
+        let mut s = new_message(&mut t.rng, 9);
         assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
         assert_eq!(store.checkpoint(), Err(Error::FlushFailed));
 
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_log(&store, &sent);
-        assert_queued(&store, &sent);
+        assert_log(&store, &t.sent);
+        assert_queued(&store, &t.sent);
     });
 }
 
 #[test]
 fn an_owner_reported_sync_failure_stops_the_store_and_its_log() {
     with_store(|mut store, _| {
-        let mut rng = Rng(5);
-        let mut sent = Vec::new();
-        put_n(&mut store, &mut rng, &mut sent, 3);
+        let mut t = Traffic::new(5);
+        t.put_n(&mut store, 3);
         let (_, to) = store.log().unflushed();
         // The owner's fdatasync of the segment files failed.
         store.mark_failed();
@@ -148,7 +137,7 @@ fn an_owner_reported_sync_failure_stops_the_store_and_its_log() {
         assert_eq!(store.log().flushed_offset(), 0);
         assert!(store.is_failed() && store.log().is_failed());
         assert_eq!(store.flush_log(), Err(Error::FlushFailed));
-        let mut s = new_message(&mut rng, 9);
+        let mut s = new_message(&mut t.rng, 9);
         assert_eq!(put(&mut store, &mut s, TS), Err(Error::FlushFailed));
     });
 }

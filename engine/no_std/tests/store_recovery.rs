@@ -6,10 +6,14 @@ mod support;
 use support::*;
 use tern_engine::faulty::Crash;
 
-fn put_until(store: &mut TestEngine<'_>, rng: &mut Rng, sent: &mut Vec<Sent>, end: u64) {
-    while store.log().max_offset() < end {
-        put_next(store, rng, sent);
-    }
+/// Three segments' worth of messages, a checkpoint after the first one and a half
+/// (everything below it dispatched): a store whose last checkpoint claims less than the
+/// log holds.
+fn checkpoint_then_fill_three_segments(store: &mut TestEngine<'_>, t: &mut Traffic) {
+    t.put_until(store, LOG_SEG + LOG_SEG / 2);
+    dispatch_all(store).unwrap();
+    store.checkpoint().unwrap();
+    t.put_until(store, 3 * LOG_SEG + 100);
 }
 
 /// Every message at or after the log's start is in its queue at its queue offset, and
@@ -29,57 +33,49 @@ fn assert_queues(store: &TestEngine<'_>, sent: &[Sent]) {
 #[test]
 fn a_second_power_cut_right_after_recovery_keeps_what_recovery_dispatched() {
     with_store(|mut store, _| {
-        let mut rng = Rng(21);
-        let mut sent = Vec::new();
-        put_until(&mut store, &mut rng, &mut sent, 1500);
+        let mut t = Traffic::new(21);
+        t.put_until(&mut store, 1500);
         store.flush_log().unwrap();
         // Never dispatched: recovery dispatches all of it.
         let store = recover(store, Crash::DropUnflushed).unwrap();
-        assert_queues(&store, &sent);
+        assert_queues(&store, &t.sent);
         // The checkpoint recovery wrote claims those entries: they must be durable.
         let store = recover(store, Crash::DropUnflushed).expect("second recovery");
-        assert_queues(&store, &sent);
-        assert_eq!(log_records(&store).len(), sent.len());
+        assert_queues(&store, &t.sent);
+        assert_eq!(log_records(&store).len(), t.sent.len());
     });
 }
 
 #[test]
 fn retention_past_the_last_checkpoint_checkpoints_first() {
     with_store(|mut store, _| {
-        let mut rng = Rng(22);
-        let mut sent = Vec::new();
-        put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
-        store.checkpoint().unwrap();
-        put_until(&mut store, &mut rng, &mut sent, 3 * LOG_SEG + 100);
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        let mut t = Traffic::new(22);
+        checkpoint_then_fill_three_segments(&mut store, &mut t);
+        dispatch_all(&mut store).unwrap();
         // Everything is dispatched, but the last checkpoint claims less; recovery would
         // restart there, in a segment this deletes. So it checkpoints first.
         assert_eq!(store.delete_before(store.log().max_offset()), Ok(3));
 
         let store = recover(store, Crash::DropUnflushed).expect("recovery after retention");
-        assert_queues(&store, &sent);
+        assert_queues(&store, &t.sent);
     });
 }
 
 #[test]
 fn a_failed_store_deletes_nothing_its_last_checkpoint_has_not_dispatched() {
     with_store(|mut store, _| {
-        let mut rng = Rng(23);
-        let mut sent = Vec::new();
-        put_until(&mut store, &mut rng, &mut sent, LOG_SEG + LOG_SEG / 2);
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
-        store.checkpoint().unwrap();
+        let mut t = Traffic::new(23);
+        checkpoint_then_fill_three_segments(&mut store, &mut t);
+        // Nothing dispatched since the checkpoint: what it claims.
         let checkpointed = store.dispatched_offset();
-        put_until(&mut store, &mut rng, &mut sent, 3 * LOG_SEG + 100);
         store.flush_log().unwrap();
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         store.mark_failed();
         // It cannot checkpoint now, so only the segment below the last claim goes.
         assert_eq!(store.delete_before(store.log().max_offset()), Ok(1));
         assert!(store.log().min_offset() <= checkpointed);
 
         let store = recover(store, Crash::DropUnflushed).expect("recovery after retention");
-        assert_queues(&store, &sent);
+        assert_queues(&store, &t.sent);
     });
 }

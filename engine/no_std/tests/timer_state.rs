@@ -62,6 +62,14 @@ fn filing(slot_ms: i64, i: u64) -> Filing {
     }
 }
 
+/// Files unit `i` due at `slot_ms`, makes the log durable and checkpoints: the unit is
+/// in the wheel.
+fn file_durably(t: &mut T<'_>, slot_ms: i64, i: u64) {
+    t.file(filing(slot_ms, i), NOW).unwrap();
+    t.flush_log().unwrap();
+    t.checkpoint(NOW, None, t.queue_offset()).unwrap();
+}
+
 fn walk(t: &T<'_>, slot: i64) -> Vec<u64> {
     let mut out = [SlotUnit::default(); 2];
     let mut got = Vec::new();
@@ -107,9 +115,7 @@ fn a_slot_walks_its_units_newest_first_once_they_are_applied() {
 #[test]
 fn units_lost_with_an_unsynced_log_never_reach_the_wheel() {
     with_timer(|mut t, _| {
-        t.file(filing(5_000 + NOW, 0), NOW).unwrap();
-        t.flush_log().unwrap();
-        t.checkpoint(NOW, None, t.queue_offset()).unwrap();
+        file_durably(&mut t, 5_000 + NOW, 0);
         t.file(filing(5_000 + NOW, 1), NOW).unwrap();
         let (t, r) = crash(t, Crash::DropUnflushed);
         assert!(!r.fresh);
@@ -121,9 +127,7 @@ fn units_lost_with_an_unsynced_log_never_reach_the_wheel() {
 #[test]
 fn units_synced_but_not_in_the_flushed_wheel_are_replayed() {
     with_timer(|mut t, _| {
-        t.file(filing(5_000 + NOW, 0), NOW).unwrap();
-        t.flush_log().unwrap();
-        t.checkpoint(NOW, None, t.queue_offset()).unwrap();
+        file_durably(&mut t, 5_000 + NOW, 0);
         // Synced and applied, but the wheel's write is lost at the power cut.
         for i in 1..11 {
             t.file(filing(5_000 + NOW, i), NOW).unwrap();
@@ -185,9 +189,7 @@ fn units_a_failed_flush_left_readable_are_made_durable_at_recovery() {
         assert!(t.flush_log().is_err());
         let (mut t, r) = crash(t, Crash::Process);
         assert_eq!(r.log.units, 1);
-        t.file(filing(NOW + 5_000, 1), NOW).unwrap();
-        t.flush_log().unwrap();
-        t.checkpoint(NOW, None, t.queue_offset()).unwrap();
+        file_durably(&mut t, NOW + 5_000, 1);
         let (t, r) = crash(t, Crash::DropUnflushed);
         assert_eq!(r.log.units, 2, "{r:?}");
         assert_eq!(walk(&t, NOW + 5_000), [1, 0]);

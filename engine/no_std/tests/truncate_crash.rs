@@ -101,14 +101,7 @@ fn check(store: &TestEngine<'_>, sent: &[Sent], seed: u64) -> usize {
         }
     }
     // Index: surviving keys found; cut ones not found where their records were.
-    let hits = |s: &Sent, k: &str| {
-        let mut hits = Vec::new();
-        store
-            .index()
-            .query(s.topic, k, 64, 0, i64::MAX, &mut |o| hits.push(o))
-            .unwrap();
-        hits
-    };
+    let hits = |s: &Sent, k: &str| index_hits(store, s.topic, k);
     for s in &sent[first..found] {
         if let Some(k) = &s.key {
             assert!(hits(s, k).contains(&s.offset), "seed {seed}: key {k} lost");
@@ -184,7 +177,7 @@ fn random_ops(store: &mut TestEngine<'_>, model: &mut Model, rng: &mut Rng, ops:
                     .unwrap();
             }
             _ => {
-                store.dispatch(&mut [], &mut |_| {}).unwrap();
+                dispatch_all(store).unwrap();
                 store.checkpoint().unwrap();
                 model.flushed = store.log().flushed_offset();
             }
@@ -207,7 +200,7 @@ fn run_case(seed: u64) {
     let ops = 10 + rng.below(120);
     random_ops(&mut store, &mut model, &mut rng, ops);
     if rng.chance(20) {
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         store.checkpoint().unwrap();
         let upto = rng.below(store.log().max_offset() + 1);
         store.delete_before(upto).unwrap();
@@ -245,7 +238,7 @@ fn run_case(seed: u64) {
     let acked_before = model.acked();
     // Sometimes a two-phase checkpoint straddles the cut, as the broker's may.
     let straddling = rng.chance(25).then(|| {
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         store
             .checkpoint_begin(&mut |_, m, r| m.sync(r).unwrap())
             .unwrap()
@@ -321,7 +314,7 @@ fn run_case(seed: u64) {
             if offset < end {
                 assert_eq!(store.dispatched_offset(), offset, "seed {seed}: dispatched");
             }
-            store.dispatch(&mut [], &mut |_| {}).unwrap();
+            dispatch_all(&mut store).unwrap();
             assert_eq!(check(&store, &model.sent, seed), k);
             model.sent.truncate(k);
             model.flushed = offset;
@@ -364,7 +357,7 @@ fn run_case(seed: u64) {
     append_after(&mut store, &mut model, &mut rng, seed);
     let ops = rng.below(30);
     random_ops(&mut store, &mut model, &mut rng, ops);
-    store.dispatch(&mut [], &mut |_| {}).unwrap();
+    dispatch_all(&mut store).unwrap();
     assert_eq!(check(&store, &model.sent, seed), model.sent.len());
     let store = Parts::from_closed(store)
         .unwrap()
@@ -400,7 +393,7 @@ fn a_cut_that_empties_a_queue_lets_it_start_again_at_zero() {
         for _ in 0..30 {
             model.put(&mut store, &mut rng).unwrap();
         }
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         // Cut before the first record of some queue: that queue ends up empty.
         let (topic, q) = (model.sent[0].topic, model.sent[0].queue_id);
         let cut = model.sent[0].offset;
@@ -410,7 +403,7 @@ fn a_cut_that_empties_a_queue_lets_it_start_again_at_zero() {
         assert_eq!(store.dispatched_offset(), cut);
         assert_eq!(check(&store, &model.sent, 7), 0);
         append_after(&mut store, &mut model, &mut rng, 7);
-        store.dispatch(&mut [], &mut |_| {}).unwrap();
+        dispatch_all(&mut store).unwrap();
         assert_eq!(check(&store, &model.sent, 7), model.sent.len());
     });
 }

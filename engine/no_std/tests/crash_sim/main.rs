@@ -214,7 +214,7 @@ fn one_op(o: &mut Ops<'_, '_>, in_checkpoint: bool) -> Result<Flow, Error<RamErr
             return two_phase_checkpoint(o);
         }
         _ => {
-            store.dispatch(&mut [], &mut |_| {})?;
+            dispatch_all(store)?;
             store.checkpoint()?;
             model.flushed = store.log().flushed_offset();
         }
@@ -227,7 +227,7 @@ fn one_op(o: &mut Ops<'_, '_>, in_checkpoint: bool) -> Result<Flow, Error<RamErr
 /// in between, finish. Sometimes the crash comes between the phases.
 fn two_phase_checkpoint(o: &mut Ops<'_, '_>) -> Result<Flow, Error<RamError>> {
     let store = &mut *o.store;
-    store.dispatch(&mut [], &mut |_| {})?;
+    dispatch_all(store)?;
     let mut sync_error = None;
     let cp = store.checkpoint_begin(&mut |_, m, range| {
         if let Err(e) = m.sync(range) {
@@ -333,11 +333,7 @@ fn verify(store: &TestEngine<'_>, model: &Model, process_crash: bool, seed: u64)
     // 3. The index finds every surviving key.
     for s in &sent[first..found] {
         if let Some(k) = &s.key {
-            let mut hits = Vec::new();
-            store
-                .index()
-                .query(s.topic, k, 64, 0, i64::MAX, &mut |o| hits.push(o))
-                .unwrap();
+            let hits = index_hits(store, s.topic, k);
             assert!(
                 hits.contains(&s.offset),
                 "seed {seed}: key {k} at {} not indexed (found {hits:?}, acked {acked}, process {process_crash}, files {})",

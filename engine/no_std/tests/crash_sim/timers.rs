@@ -27,7 +27,7 @@ use tern_engine::timer::{
     classify,
 };
 
-use crate::support::{Rng, Sent, TOPICS, TestEngine};
+use crate::support::{Rng, Sent, TOPICS, TestEngine, dispatch_all};
 use crate::{Model, stats};
 
 pub const PRECISION: i64 = 1_000;
@@ -168,7 +168,7 @@ pub fn op(
         }
         _ => {
             if rng.chance(50) {
-                store.dispatch(&mut [], &mut |_| {})?;
+                dispatch_all(store)?;
             }
             round(store, driver, model, tm, rng.chance(30))
         }
@@ -347,7 +347,7 @@ pub fn drain(
     let end = tm.max_due + 2 * PRECISION;
     for i in 0.. {
         let mut step = |store: &mut TestEngine<'_>, model: &mut Model, tm: &mut TimerModel| {
-            store.dispatch(&mut [], &mut |_| {})?;
+            dispatch_all(store)?;
             model.flushed = store.flush_log()?;
             round(store, driver, model, tm, i % 4 == 0)
         };

@@ -278,6 +278,53 @@ pub fn put(store: &mut TestEngine<'_>, s: &mut Sent, ts: i64) -> Result<(), Erro
     Ok(())
 }
 
+/// Dispatches every record the log holds, telling no one: what a test does in place of
+/// the broker's reput passes.
+pub fn dispatch_all(store: &mut TestEngine<'_>) -> Result<u64, Error<RamError>> {
+    store.dispatch(&mut [], &mut |_| {})
+}
+
+/// The log offsets the index holds for `key` of `topic`, over all time.
+pub fn index_hits(store: &TestEngine<'_>, topic: &str, key: &str) -> Vec<u64> {
+    let mut hits = Vec::new();
+    store
+        .index()
+        .query(topic, key, 64, 0, i64::MAX, &mut |o| hits.push(o))
+        .unwrap();
+    hits
+}
+
+/// What a test appends: the generator of its messages and every message sent so far, in
+/// log order.
+pub struct Traffic {
+    pub rng: Rng,
+    pub sent: Vec<Sent>,
+}
+
+impl Traffic {
+    /// No message sent yet; the generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Traffic {
+            rng: Rng(seed),
+            sent: Vec::new(),
+        }
+    }
+
+    /// Appends `n` new messages ([`put_next`]).
+    pub fn put_n(&mut self, store: &mut TestEngine<'_>, n: usize) {
+        for _ in 0..n {
+            put_next(store, &mut self.rng, &mut self.sent);
+        }
+    }
+
+    /// Appends new messages ([`put_next`]) until the log reaches `end`.
+    pub fn put_until(&mut self, store: &mut TestEngine<'_>, end: u64) {
+        while store.log().max_offset() < end {
+            put_next(store, &mut self.rng, &mut self.sent);
+        }
+    }
+}
+
 /// How many of `sent` (in log order) lie below `flushed`: the messages a flush, checkpoint
 /// or recovery that returned `Ok` with that offset acknowledged.
 pub fn acked(sent: &[Sent], flushed: u64) -> usize {
