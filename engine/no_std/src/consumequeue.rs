@@ -11,7 +11,7 @@ use crate::media::Directory;
 use crate::segments::Segments;
 
 /// Bytes per entry.
-pub const ENTRY_SIZE: u64 = 20;
+pub const ENTRY_SIZE: u64 = size_of::<CqEntry>() as u64;
 /// RocketMQ's entries per consume-queue file: 300,000 (6,000,000-byte files).
 pub const DEFAULT_ENTRIES_PER_FILE: u64 = 300_000;
 

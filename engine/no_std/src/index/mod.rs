@@ -18,11 +18,11 @@ mod query;
 pub use query::{IndexQuery, IndexSource, MAX_QUERY_HOPS};
 
 /// Header bytes.
-pub const HEADER_SIZE: u64 = 40;
+pub const HEADER_SIZE: u64 = size_of::<IndexHeader>() as u64;
 /// Slot bytes.
 pub const SLOT_SIZE: u64 = 4;
 /// Entry bytes.
-pub const ENTRY_SIZE: u64 = 20;
+pub const ENTRY_SIZE: u64 = size_of::<IndexEntry>() as u64;
 /// RocketMQ's slots per file.
 pub const DEFAULT_SLOTS: u32 = 5_000_000;
 /// RocketMQ's entries per file.

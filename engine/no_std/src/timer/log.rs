@@ -20,7 +20,7 @@ use crate::media::Directory;
 use crate::segments::Segments;
 
 /// Bytes of a unit.
-pub const UNIT_SIZE: u64 = 52;
+pub const UNIT_SIZE: u64 = size_of::<TimerUnit>() as u64;
 /// Bytes of the blank head that closes a segment.
 pub const BLANK_SIZE: u64 = 16;
 /// Magic of the blank head (RocketMQ's `BLANK_MAGIC_CODE`).

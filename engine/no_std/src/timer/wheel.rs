@@ -16,7 +16,7 @@ use crate::layout::TimerSlot;
 use crate::media::Media;
 
 /// Bytes of a slot.
-pub const SLOT_SIZE: u64 = 32;
+pub const SLOT_SIZE: u64 = size_of::<TimerSlot>() as u64;
 
 /// RocketMQ's ring: 7 days of 1 s slots, twice (`TIMER_WHEEL_TTL_DAY` × 86,400 × 2).
 pub const DEFAULT_SLOTS: u32 = 7 * 86_400 * 2;
