@@ -8,11 +8,11 @@ use zerocopy::byteorder::big_endian::{I64, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::error::{Error, MediaResult};
+use crate::hash::{page_crc, sealed};
 use crate::layout::{CHECKPOINT_FILE_SIZE, CHECKPOINT_MAGIC, CheckpointLayout};
 use crate::media::Media;
 
 const LAYOUT_LEN: usize = core::mem::size_of::<CheckpointLayout>();
-const CRC_AT: usize = LAYOUT_LEN - 4;
 const VERSION: u32 = 1;
 
 /// The positions recovery needs.
@@ -46,9 +46,7 @@ impl Checkpoint {
     /// Decodes the layout; `None` if the magic or CRC is wrong.
     pub fn decode(bytes: &[u8; LAYOUT_LEN]) -> Option<Self> {
         let l = CheckpointLayout::read_from_bytes(bytes).ok()?;
-        if l.tern_magic.get() != CHECKPOINT_MAGIC
-            || l.crc.get() != crc32fast::hash(&bytes[..CRC_AT])
-        {
+        if l.tern_magic.get() != CHECKPOINT_MAGIC || l.crc.get() != page_crc(bytes) {
             return None;
         }
         let clean = l.clean_end_offset.get();
@@ -64,7 +62,7 @@ impl Checkpoint {
 
     /// The layout's bytes, CRC included.
     pub fn encode(&self) -> [u8; LAYOUT_LEN] {
-        let mut l = CheckpointLayout {
+        let l = CheckpointLayout {
             physic_msg_timestamp: I64::new(self.physic_timestamp),
             logics_msg_timestamp: I64::new(self.logics_timestamp),
             index_msg_timestamp: I64::new(self.index_timestamp),
@@ -76,11 +74,7 @@ impl Checkpoint {
             clean_end_offset: I64::new(self.clean_end.map_or(-1, |e| e as i64)),
             crc: U32::new(0),
         };
-        let crc = crc32fast::hash(&l.as_bytes()[..CRC_AT]);
-        l.crc = U32::new(crc);
-        let mut out = [0u8; LAYOUT_LEN];
-        out.copy_from_slice(l.as_bytes());
-        out
+        sealed(l.as_bytes())
     }
 
     /// Writes and flushes the checkpoint to `media`, growing it to a page if needed.

@@ -29,6 +29,21 @@ pub fn body_crc(bytes: &[u8]) -> i32 {
     (crc32fast::hash(bytes) & 0x7FFF_FFFF) as i32
 }
 
+/// The CRC32 (IEEE) a checkpoint page's layout ends with: over every byte before its last
+/// four, which hold it big-endian. Both checkpoints (the store's and the timer's) use it.
+pub fn page_crc(layout: &[u8]) -> u32 {
+    crc32fast::hash(&layout[..layout.len() - 4])
+}
+
+/// A checkpoint layout's bytes with its last four set to its [`page_crc`].
+pub fn sealed<const N: usize>(layout: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(layout);
+    let crc = page_crc(&out);
+    out[N - 4..].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

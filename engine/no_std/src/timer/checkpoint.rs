@@ -7,11 +7,11 @@ use zerocopy::byteorder::big_endian::{I64, U32};
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::error::{Error, MediaResult};
+use crate::hash::{page_crc, sealed};
 use crate::layout::{CHECKPOINT_MAGIC, TIMER_CHECKPOINT_COPY_AT, TimerCheckpointLayout};
 use crate::media::Media;
 
 const LEN: usize = core::mem::size_of::<TimerCheckpointLayout>();
-const CRC_AT: usize = LEN - 4;
 const VERSION: u32 = 1;
 /// Bytes the file occupies: one page, both copies in it.
 pub const FILE_SIZE: u64 = 4096;
@@ -77,7 +77,7 @@ impl TimerCheckpoint {
 
 fn decode(b: &[u8; LEN]) -> Option<TimerCheckpoint> {
     let l = TimerCheckpointLayout::read_from_bytes(b).ok()?;
-    if l.tern_magic.get() != CHECKPOINT_MAGIC || l.crc.get() != crc32fast::hash(&b[..CRC_AT]) {
+    if l.tern_magic.get() != CHECKPOINT_MAGIC || l.crc.get() != page_crc(b) {
         return None;
     }
     let non_negative = |v: i64| u64::try_from(v).ok();
@@ -93,7 +93,7 @@ fn decode(b: &[u8; LEN]) -> Option<TimerCheckpoint> {
 
 fn encode(c: &TimerCheckpoint) -> [u8; LEN] {
     let signed = |v: u64| I64::new(v.min(i64::MAX as u64) as i64);
-    let mut l = TimerCheckpointLayout {
+    let l = TimerCheckpointLayout {
         last_read_time_ms: I64::new(c.read_time_ms),
         last_timer_log_flush_pos: signed(c.log_flushed),
         last_timer_queue_offset: signed(c.queue_offset),
@@ -106,11 +106,7 @@ fn encode(c: &TimerCheckpoint) -> [u8; LEN] {
         seq: signed(c.seq),
         crc: U32::new(0),
     };
-    let crc = crc32fast::hash(&l.as_bytes()[..CRC_AT]);
-    l.crc = U32::new(crc);
-    let mut out = [0u8; LEN];
-    out.copy_from_slice(l.as_bytes());
-    out
+    sealed(l.as_bytes())
 }
 
 #[cfg(test)]
