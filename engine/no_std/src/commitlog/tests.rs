@@ -21,12 +21,26 @@ fn bufs() -> Vec<Vec<u8>> {
     (0..16).map(|_| vec![0u8; 2 * SEG as usize]).collect()
 }
 
+/// Opens the log in `d` by a scan from its start: a new log when `d` is empty.
+fn scan(d: RamDir<'_, 16>) -> (CommitLog<RamDir<'_, 16>>, RecoveryReport) {
+    CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap()
+}
+
+/// Appends `n` one-byte records, the i-th at queue offset and store time `i`, and flushes
+/// them; returns the log's end.
+fn append_flushed(log: &mut CommitLog<RamDir<'_, 16>>, n: i64) -> u64 {
+    for i in 0..n {
+        log.append(&msg(b"x"), i, i).unwrap();
+    }
+    log.flush().unwrap();
+    log.max_offset()
+}
+
 #[test]
 fn appends_roll_to_next_segment_with_a_blank_tail() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let body = [7u8; 300];
     let mut offsets = Vec::new();
     for _ in 0..5 {
@@ -53,8 +67,7 @@ fn appends_roll_to_next_segment_with_a_blank_tail() {
 fn record_larger_than_a_segment_is_refused() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let body = [0u8; 1000];
     assert_eq!(log.append(&msg(&body), 0, 0), Err(Error::TooLarge));
     assert_eq!(log.max_offset(), 0);
@@ -64,8 +77,7 @@ fn record_larger_than_a_segment_is_refused() {
 fn recovery_scan_cuts_a_torn_tail_and_keeps_flushed_records() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let a = log.append(&msg(b"one"), 0, 1).unwrap();
     let b1 = log.append(&msg(b"two"), 1, 2).unwrap();
     log.flush().unwrap();
@@ -76,7 +88,7 @@ fn recovery_scan_cuts_a_torn_tail_and_keeps_flushed_records() {
         keep: 0,
         tear_at: 20,
     });
-    let (log, report) = CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (log, report) = scan(d);
     assert_eq!(report.records_verified, 2);
     assert_eq!(log.max_offset(), b1.offset + u64::from(b1.size));
     assert!(report.cut);
@@ -87,13 +99,8 @@ fn recovery_scan_cuts_a_torn_tail_and_keeps_flushed_records() {
 fn clean_recovery_trusts_the_recorded_end() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
-    for i in 0..7 {
-        log.append(&msg(b"x"), i, i).unwrap();
-    }
-    log.flush().unwrap();
-    let end = log.max_offset();
+    let (mut log, _) = scan(dir(&plan, &mut b));
+    let end = append_flushed(&mut log, 7);
     let d = log.into_dir();
     let (log, report) = CommitLog::open(d, SEG, Recovery::Clean { end }).unwrap();
     assert_eq!(log.max_offset(), end);
@@ -105,13 +112,8 @@ fn clean_recovery_drops_the_segment_made_ahead_without_reading_the_tail() {
     use crate::media::{Directory, Media};
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
-    for i in 0..3 {
-        log.append(&msg(b"x"), i, i).unwrap();
-    }
-    log.flush().unwrap();
-    let end = log.max_offset();
+    let (mut log, _) = scan(dir(&plan, &mut b));
+    let end = append_flushed(&mut log, 3);
     let mut d = log.into_dir();
     // The broker makes the next segment ahead of the roll.
     d.create(SEG, SEG).unwrap();
@@ -138,15 +140,14 @@ fn clean_recovery_drops_the_segment_made_ahead_without_reading_the_tail() {
 fn flipped_bit_ends_the_log_at_the_damaged_record() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let first = log.append(&msg(b"good"), 0, 1).unwrap();
     let second = log.append(&msg(b"rotten"), 1, 1).unwrap();
     log.flush().unwrap();
     let mut d = log.into_dir();
     let (_, seg) = d.segments_mut().next().unwrap();
     seg.flip_bit(second.offset + u64::from(second.size) - 8, 3);
-    let (log, _) = CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (log, _) = scan(d);
     assert_eq!(log.max_offset(), first.offset + u64::from(first.size));
 }
 
@@ -154,8 +155,7 @@ fn flipped_bit_ends_the_log_at_the_damaged_record() {
 fn truncate_zeroes_the_tail_so_it_never_comes_back() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let mut last = None;
     for i in 0..10 {
         last = Some(log.append(&msg(&[1u8; 200]), i, i).unwrap());
@@ -166,7 +166,7 @@ fn truncate_zeroes_the_tail_so_it_never_comes_back() {
     log.truncate(keep.offset).unwrap();
     assert_eq!(log.max_offset(), keep.offset);
     let d = log.into_dir();
-    let (log, _) = CommitLog::open(d, SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (log, _) = scan(d);
     assert_eq!(log.max_offset(), keep.offset);
 }
 
@@ -174,8 +174,7 @@ fn truncate_zeroes_the_tail_so_it_never_comes_back() {
 fn delete_segments_before_keeps_the_active_one() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     for i in 0..9 {
         log.append(&msg(&[0u8; 300]), i, i).unwrap();
     }
@@ -190,8 +189,7 @@ fn delete_segments_before_keeps_the_active_one() {
 fn store_timestamp_is_read_from_the_fixed_part() {
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let a = log.append(&msg(b"x"), 0, 1234).unwrap();
     assert_eq!(log.store_timestamp_at(a.offset).unwrap(), 1234);
 }
@@ -202,8 +200,7 @@ fn store_timestamp_past_the_end_is_an_error() {
     // underflowed `write_pos - offset` in a time search.
     let plan = FaultPlan::none();
     let mut b = bufs();
-    let (mut log, _) =
-        CommitLog::open(dir(&plan, &mut b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(&plan, &mut b));
     let a = log.append(&msg(b"x"), 0, 1234).unwrap();
     let end = a.offset + u64::from(a.size);
     assert_eq!(log.store_timestamp_at(end), Err(Error::OutOfRange));
@@ -242,7 +239,7 @@ fn master_with_records<'a>(
     plan: &'a FaultPlan,
     n: i64,
 ) -> CommitLog<RamDir<'a, 16>> {
-    let (mut log, _) = CommitLog::open(dir(plan, b), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut log, _) = scan(dir(plan, b));
     for i in 0..n {
         let body = vec![i as u8; 40 + 37 * i as usize % 300];
         log.append(&msg(&body), i, 100 + i).unwrap();
@@ -258,15 +255,13 @@ fn a_replica_fed_in_any_chunking_holds_the_masters_bytes() {
     let stream = stream_of(&master, 0);
     for chunk in [1, 7, 8, 100, 389, 4096] {
         let mut rb = bufs();
-        let (mut replica, _) =
-            CommitLog::open(dir(&plan, &mut rb), SEG, Recovery::Scan { from: 0 }).unwrap();
+        let (mut replica, _) = scan(dir(&plan, &mut rb));
         replicate(&mut replica, 0, &stream, chunk);
         assert_eq!(replica.max_offset(), master.max_offset(), "chunk {chunk}");
         assert_eq!(stream_of(&replica, 0), stream, "chunk {chunk}");
         // What recovery sees after the replica dies is every record it took.
         replica.flush().unwrap();
-        let (back, report) =
-            CommitLog::open(replica.into_dir(), SEG, Recovery::Scan { from: 0 }).unwrap();
+        let (back, report) = scan(replica.into_dir());
         assert_eq!(back.max_offset(), master.max_offset());
         assert_eq!(report.records_verified, 20);
     }
@@ -280,8 +275,7 @@ fn a_replica_starts_at_the_segment_its_master_streams_from() {
     let (first, last) = master.segment_span().unwrap();
     assert!(last > first);
     let mut rb = bufs();
-    let (mut replica, _) =
-        CommitLog::open(dir(&plan, &mut rb), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut replica, _) = scan(dir(&plan, &mut rb));
     assert_eq!(replica.start_replica_at(last + 1), Err(Error::OutOfRange));
     replica.start_replica_at(last).unwrap();
     replicate(&mut replica, last, &stream_of(&master, last), 50);
@@ -302,8 +296,7 @@ fn a_replica_refuses_damaged_records_gaps_and_other_segment_sizes() {
     let first = u64::from_be_bytes([0, 0, 0, 0, stream[0], stream[1], stream[2], stream[3]]);
 
     let mut rb = bufs();
-    let (mut replica, _) =
-        CommitLog::open(dir(&plan, &mut rb), SEG, Recovery::Scan { from: 0 }).unwrap();
+    let (mut replica, _) = scan(dir(&plan, &mut rb));
     assert_eq!(
         replica.append_replicated(5, &stream),
         Err(Error::OutOfRange)

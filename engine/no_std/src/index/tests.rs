@@ -14,6 +14,13 @@ const SMALL: IndexConfig = IndexConfig {
     entries: 8,
 };
 
+/// A record of topic `T` whose only key is its UNIQ_KEY `u`.
+const UNIQ_U: RecordKeys<'static> = RecordKeys {
+    topic: "T",
+    uniq_key: Some("u"),
+    keys: None,
+};
+
 /// Buffers for an index of `N` small files over an empty one-segment log.
 fn buffers<const N: usize>() -> (Vec<u8>, [Vec<u8>; N]) {
     let file = 2 * SMALL.file_size() as usize;
@@ -52,11 +59,7 @@ fn store_times_at_the_ends_of_i64_index_without_overflow() {
     let plan = FaultPlan::none();
     let mut bufs = buffers::<1>();
     let mut index = small_index(&plan, &mut bufs);
-    let keys = RecordKeys {
-        topic: "T",
-        uniq_key: Some("u"),
-        keys: None,
-    };
+    let keys = UNIQ_U;
     assert_eq!(index.put_record(keys, 0, i64::MIN), Ok(1));
     assert_eq!(index.put_record(keys, 100, i64::MAX), Ok(1));
     let mut hits = 0;
@@ -73,11 +76,7 @@ fn a_rotted_entry_count_rolls_instead_of_overflowing() {
     let plan = FaultPlan::none();
     let mut bufs = buffers::<2>();
     let mut index = small_index(&plan, &mut bufs);
-    let keys = RecordKeys {
-        topic: "T",
-        uniq_key: Some("u"),
-        keys: None,
-    };
+    let keys = UNIQ_U;
     assert_eq!(index.put_record(keys, 0, 1_000), Ok(1));
     index.head.index_count = I32::new(-1);
     assert_eq!(index.put_record(keys, 100, 2_000), Ok(1));

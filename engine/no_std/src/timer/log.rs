@@ -310,6 +310,19 @@ mod tests {
         TimerLog::open(dir, SEG, 0, u64::MAX).unwrap()
     }
 
+    /// A log over `b` holding `n` unlinked units, for the records 0..100, 100..200, ….
+    fn log_of_units<'a>(
+        plan: &'a FaultPlan,
+        b: &'a mut [Vec<u8>],
+        n: u64,
+    ) -> TimerLog<RamDir<'a, 6>> {
+        let (mut log, _) = empty_log(plan, b);
+        for i in 0..n {
+            log.append(&unit(i * 100, -1)).unwrap();
+        }
+        log
+    }
+
     fn bufs() -> Vec<Vec<u8>> {
         // Faulty media keep a second copy of their bytes (what is durable): twice the size.
         (0..6).map(|_| vec![0u8; 2 * SEG as usize]).collect()
@@ -355,10 +368,7 @@ mod tests {
     fn a_torn_or_false_unit_cuts_the_log_there() {
         let plan = FaultPlan::none();
         let mut b = bufs();
-        let (mut log, _) = empty_log(&plan, &mut b);
-        for i in 0..5u64 {
-            log.append(&unit(i * 100, -1)).unwrap();
-        }
+        let log = log_of_units(&plan, &mut b, 5);
         // A torn append: everything but the size written.
         let mut dir = log.into_dir();
         let mut torn = [0u8; 52];
@@ -395,10 +405,7 @@ mod tests {
     fn segments_go_once_the_commit_log_dropped_their_records() {
         let plan = FaultPlan::none();
         let mut b = bufs();
-        let (mut log, _) = empty_log(&plan, &mut b);
-        for i in 0..8u64 {
-            log.append(&unit(i * 100, -1)).unwrap();
-        }
+        let mut log = log_of_units(&plan, &mut b, 8);
         // The first segment's newest record is 200..300.
         assert_eq!(log.delete_before(299).unwrap(), 0);
         assert_eq!(log.delete_before(300).unwrap(), 1);

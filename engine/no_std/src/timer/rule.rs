@@ -193,28 +193,24 @@ mod tests {
         classify(&props(pairs), 0, "T", NOW, &RULES)
     }
 
+    /// What [`of`] answers for a timer filed under the slot starting at `slot_ms`.
+    fn filed(slot_ms: i64) -> Result<Timing, TimerError> {
+        Ok(Timing::Timer { slot_ms })
+    }
+
     #[test]
     fn each_property_gives_a_due_time_filed_under_the_slot_ending_at_or_after_it() {
         // Due at NOW + 3000 = …003_500: the slot starting at …003_000 holds it.
-        assert_eq!(
-            of(&[(key::TIMER_DELAY_SEC, "3")]),
-            Ok(Timing::Timer {
-                slot_ms: 1_700_000_003_000
-            })
-        );
+        assert_eq!(of(&[(key::TIMER_DELAY_SEC, "3")]), filed(1_700_000_003_000));
         // Due at …002_000, a boundary: filed under the slot before it.
         assert_eq!(
             of(&[(key::TIMER_DELAY_MS, "1500")]),
-            Ok(Timing::Timer {
-                slot_ms: 1_700_000_001_000
-            })
+            filed(1_700_000_001_000)
         );
         // Due exactly on a boundary: the slot before it, read when the boundary passes.
         assert_eq!(
             of(&[(key::TIMER_DELIVER_MS, "1700000005000")]),
-            Ok(Timing::Timer {
-                slot_ms: 1_700_000_004_000
-            })
+            filed(1_700_000_004_000)
         );
     }
 
@@ -224,22 +220,12 @@ mod tests {
             (key::TIMER_DELIVER_MS, "1700000100000"),
             (key::TIMER_DELAY_SEC, "2"),
         ];
-        assert_eq!(
-            of(&both),
-            Ok(Timing::Timer {
-                slot_ms: 1_700_000_002_000
-            })
-        );
+        assert_eq!(of(&both), filed(1_700_000_002_000));
         let ms_over_deliver = [
             (key::TIMER_DELIVER_MS, "1700000100000"),
             (key::TIMER_DELAY_MS, "10"),
         ];
-        assert_eq!(
-            of(&ms_over_deliver),
-            Ok(Timing::Timer {
-                slot_ms: 1_700_000_000_000
-            })
-        );
+        assert_eq!(of(&ms_over_deliver), filed(1_700_000_000_000));
     }
 
     #[test]
