@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use tempfile::TempDir;
 use tern_engine_fs::meta::{Corruption, backup_path};
 use tern_engine_fs::{MetaError, load, save};
 
@@ -27,6 +28,15 @@ fn flip_last_byte(path: &Path) {
     fs::write(path, bytes).unwrap();
 }
 
+/// A temp dir with the file `name` saved at version 1, then 2: version 1 is its `.bak`.
+fn saved_twice(name: &str) -> (TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(name);
+    save(&path, &offsets(1)).unwrap();
+    save(&path, &offsets(2)).unwrap();
+    (tmp, path)
+}
+
 #[test]
 fn missing_file_loads_as_none() {
     let tmp = tempfile::tempdir().unwrap();
@@ -47,10 +57,7 @@ fn saved_value_loads_back() {
 
 #[test]
 fn saving_again_keeps_previous_version_as_bak() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("consumerOffset");
-    save(&path, &offsets(1)).unwrap();
-    save(&path, &offsets(2)).unwrap();
+    let (tmp, path) = saved_twice("consumerOffset");
     assert_eq!(load::<Offsets>(&path).unwrap(), Some(offsets(2)));
     assert_eq!(
         load::<Offsets>(&backup_path(&path)).unwrap(),
@@ -61,20 +68,14 @@ fn saving_again_keeps_previous_version_as_bak() {
 
 #[test]
 fn corrupted_main_file_falls_back_to_bak() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("topics");
-    save(&path, &offsets(1)).unwrap();
-    save(&path, &offsets(2)).unwrap();
+    let (_tmp, path) = saved_twice("topics");
     flip_last_byte(&path);
     assert_eq!(load::<Offsets>(&path).unwrap(), Some(offsets(1)));
 }
 
 #[test]
 fn missing_main_file_falls_back_to_bak() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("topics");
-    save(&path, &offsets(1)).unwrap();
-    save(&path, &offsets(2)).unwrap();
+    let (_tmp, path) = saved_twice("topics");
     // As after a crash between moving the old file to .bak and renaming the new one in.
     fs::remove_file(&path).unwrap();
     assert_eq!(load::<Offsets>(&path).unwrap(), Some(offsets(1)));
@@ -82,10 +83,7 @@ fn missing_main_file_falls_back_to_bak() {
 
 #[test]
 fn both_files_corrupt_is_a_clear_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("topics");
-    save(&path, &offsets(1)).unwrap();
-    save(&path, &offsets(2)).unwrap();
+    let (_tmp, path) = saved_twice("topics");
     flip_last_byte(&path);
     fs::write(backup_path(&path), b"garbage").unwrap();
     let error = load::<Offsets>(&path).unwrap_err();
@@ -128,10 +126,7 @@ fn torn_temp_file_is_ignored_and_replaced() {
 
 #[test]
 fn saving_over_a_corrupt_file_keeps_the_good_backup() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("topics");
-    save(&path, &offsets(1)).unwrap();
-    save(&path, &offsets(2)).unwrap();
+    let (_tmp, path) = saved_twice("topics");
     flip_last_byte(&path);
     save(&path, &offsets(3)).unwrap();
     assert_eq!(load::<Offsets>(&path).unwrap(), Some(offsets(3)));
