@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::suite::{RMQ, TERN};
-use crate::table::Measure;
+use crate::table::{Latency, Measure};
 
 /// rocketmq-rust's sync 1 KiB sends/s at 16 senders, measured on this machine earlier:
 /// the reference when the peer is not measured in the same run.
@@ -55,6 +55,12 @@ fn at_least(r: &Measure, min: f64) -> (String, bool) {
     (format!("{:.0} msgs/s", r.msgs_per_s), r.msgs_per_s >= min)
 }
 
+/// A latency goal's measurement: the row's percentile `pick`, met when below `max_us`.
+fn below_us(r: Option<&Measure>, pick: fn(&Latency) -> f64, max_us: f64) -> Option<(String, bool)> {
+    let us = pick(&r?.latency?);
+    Some((format!("{us:.0} µs"), us < max_us))
+}
+
 fn goal(what: &str, target: &str, measured: Option<(String, bool)>) -> Goal {
     let (measured, met) = match measured {
         Some((m, ok)) => (m, Some(ok)),
@@ -99,16 +105,16 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
     out.push(goal(
         "… p99 latency",
         "< 2 ms",
-        sync16
-            .and_then(|r| r.latency)
-            .map(|l| (format!("{:.0} µs", l.p99_us), l.p99_us < 2_000.0)),
+        below_us(sync16, |l| l.p99_us, 2_000.0),
     ));
     out.push(goal(
         "sync send, one sender, p50",
         "< 150 µs",
-        find(rows, "produce", TERN, "sync ASYNC_FLUSH", 1)
-            .and_then(|r| r.latency)
-            .map(|l| (format!("{:.0} µs", l.p50_us), l.p50_us < 150.0)),
+        below_us(
+            find(rows, "produce", TERN, "sync ASYNC_FLUSH", 1),
+            |l| l.p50_us,
+            150.0,
+        ),
     ));
     // Batched send: the best load level, against the median raw write of the run. Each
     // raw write is measured right after a batched run, but one of them can land on
@@ -253,9 +259,7 @@ fn stalls(rows: &[Measure], out: &mut Vec<Goal>) {
     out.push(goal(
         "… p99.9 send latency, loaded",
         "< 5 ms",
-        loaded
-            .and_then(|r| r.latency)
-            .map(|l| (format!("{:.0} µs", l.p999_us), l.p999_us < 5_000.0)),
+        below_us(loaded, |l| l.p999_us, 5_000.0),
     ));
     out.push(goal(
         "… max send latency, loaded",
