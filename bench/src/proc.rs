@@ -189,10 +189,6 @@ pub fn start_edge(
     runner: Option<&str>,
     upstream: &str,
 ) -> Result<Server, String> {
-    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let conf_path = data.join("edge.conf");
-    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
-    let log = data.join("edge.log");
     let mut words = runner.unwrap_or_default().split_whitespace();
     let mut cmd = match words.next() {
         Some(r) => {
@@ -203,13 +199,9 @@ pub fn start_edge(
         None => Command::new(bin),
     };
     cmd.args(["--upstream", upstream]);
-    let (child, rx, start) = spawn_ephemeral(cmd, data, &conf_path, &log, bin)?;
-    let mut server = Server::spawned("tern-edge", child, "", log);
+    let (mut server, rx, start) = spawn_ephemeral("tern-edge", cmd, data, "edge", conf, bin)?;
     loop {
-        let left = START_TIMEOUT.saturating_sub(start.elapsed());
-        let (line, _) = rx
-            .recv_timeout(left)
-            .map_err(|_| format!("tern-edge did not start; see {}", server.log.display()))?;
+        let (line, _) = next_line(&rx, start, &server)?;
         if let Some(a) = line.strip_prefix("tern-edge name server on ") {
             server.namesrv = Some(a.trim().to_owned());
         } else if let Some(a) = line.strip_prefix("tern-edge broker on ") {
@@ -224,21 +216,26 @@ pub fn start_edge(
 /// A spawned process's stdout lines, each with when it arrived.
 type Lines = mpsc::Receiver<(String, Instant)>;
 
-/// Spawns `cmd` (tern-broker or tern-edge) with its data under `data`, its broker and
-/// name server on ephemeral ports, `conf` as its config file and stderr appended to
-/// `log`; returns the child, its stdout lines as they arrive (each with its arrival
-/// time) and when it was spawned.
+/// Spawns `cmd` (`name`: tern-broker or tern-edge) with its data under `data`, its broker
+/// and name server on ephemeral ports, `conf` written to `{stem}.conf` there as its config
+/// file and stderr appended to `{stem}.log` beside it; returns the server, its stdout
+/// lines as they arrive (each with its arrival time) and when it was spawned.
 fn spawn_ephemeral(
+    name: &str,
     mut cmd: Command,
     data: &Path,
-    conf: &Path,
-    log: &Path,
+    stem: &str,
+    conf: &str,
     bin: &Path,
-) -> Result<(Child, Lines, Instant), String> {
+) -> Result<(Server, Lines, Instant), String> {
+    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let conf_path = data.join(format!("{stem}.conf"));
+    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
+    let log = data.join(format!("{stem}.log"));
     let stderr = File::options()
         .create(true)
         .append(true)
-        .open(log)
+        .open(&log)
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let start = Instant::now();
     let mut child = cmd
@@ -246,7 +243,7 @@ fn spawn_ephemeral(
         .arg(data)
         .args(["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"])
         .arg("-c")
-        .arg(conf)
+        .arg(&conf_path)
         .args(["--log-level", "warn"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -262,15 +259,26 @@ fn spawn_ephemeral(
             let _ = tx.send((line, Instant::now()));
         }
     });
-    Ok((child, rx, start))
+    Ok((Server::spawned(name, child, "", log), rx, start))
+}
+
+/// The next stdout line of `server` starting since `start`, with when it came; an error
+/// pointing at its log once it has taken [`START_TIMEOUT`].
+fn next_line(rx: &Lines, start: Instant, server: &Server) -> Result<(String, Instant), String> {
+    let left = START_TIMEOUT.saturating_sub(start.elapsed());
+    rx.recv_timeout(left).map_err(|_| {
+        format!(
+            "{} did not start; see {}",
+            server.name,
+            server.log.display()
+        )
+    })
 }
 
 /// Starts `tern-broker --standalone` on ephemeral ports with `conf` as broker.conf, and
 /// waits for both "listening on" lines; the start-up time is spawn → broker line.
 pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
     let bin = tern_broker_bin()?;
-    fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let conf_path = data.join("broker.conf");
     // The gRPC endpoint (on with --standalone) on a free port unless the conf names one;
     // no console (its sampler would be load the peers do not carry).
     let mut conf = if conf.contains("grpcServerPort") {
@@ -281,17 +289,11 @@ pub fn start_tern(data: &Path, conf: &str) -> Result<Server, String> {
     if !conf.contains("consoleEnable") {
         conf = format!("consoleEnable=false\n{conf}");
     }
-    fs::write(&conf_path, conf).map_err(|e| format!("{}: {e}", conf_path.display()))?;
-    let log = data.join("broker.log");
     let mut cmd = Command::new(&bin);
     cmd.arg("--standalone");
-    let (child, rx, start) = spawn_ephemeral(cmd, data, &conf_path, &log, &bin)?;
-    let mut server = Server::spawned("tern-broker", child, "", log);
+    let (mut server, rx, start) = spawn_ephemeral("tern-broker", cmd, data, "broker", &conf, &bin)?;
     loop {
-        let left = START_TIMEOUT.saturating_sub(start.elapsed());
-        let (line, at) = rx
-            .recv_timeout(left)
-            .map_err(|_| format!("tern-broker did not start; see {}", server.log.display()))?;
+        let (line, at) = next_line(&rx, start, &server)?;
         if let Some(a) = line.strip_prefix("tern-namesrv listening on ") {
             server.namesrv = Some(a.trim().to_owned());
         } else if let Some(a) = line.strip_prefix("tern-broker listening on ") {
