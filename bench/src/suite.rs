@@ -339,21 +339,13 @@ pub fn produce(p: &SuiteParams, with_e2e: bool, rows: &mut Vec<Measure>) -> Resu
         if !sync {
             for b in &mut brokers {
                 let rss = b.server().rss().unwrap_or_default();
-                let name = b.name();
-                rows.push(Measure::value(
-                    "footprint",
-                    name,
-                    "RSS peak (produce runs)",
-                    rss.peak_kib as f64 / 1024.0,
-                    "MiB",
-                ));
-                rows.push(Measure::value(
-                    "footprint",
-                    name,
-                    "RSS anon after load",
-                    rss.anon_kib as f64 / 1024.0,
-                    "MiB",
-                ));
+                for (case, kib) in [
+                    ("RSS peak (produce runs)", rss.peak_kib),
+                    ("RSS anon after load", rss.anon_kib),
+                ] {
+                    let mib = kib as f64 / 1024.0;
+                    rows.push(Measure::value("footprint", b.name(), case, mib, "MiB"));
+                }
             }
             if with_e2e {
                 e2e(p, &brokers, rows)?;
@@ -441,6 +433,44 @@ pub fn backlog(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the backlog from offset 0, by pull or (`pop`) by POP with batch acks, in its own
+/// consumer group, and adds the row; a message not read counts as an error.
+fn catch_up(
+    p: &SuiteParams,
+    namesrv: &str,
+    system: &str,
+    pop: bool,
+    rows: &mut Vec<Measure>,
+) -> Result<(), String> {
+    let (what, group, case) = if pop {
+        (
+            "pop catch-up",
+            "bench_pop",
+            "POP+batch ack from 0 (32/pop, 4 queues)",
+        )
+    } else {
+        (
+            "catch-up",
+            "bench_catchup",
+            "pull from 0 (32/pull, 4 queues)",
+        )
+    };
+    let pb = bar(p.backlog, &format!("{system} {what}"));
+    let progress = |k| pb.inc(k);
+    let r = if pop {
+        block_on(consume::pop_catch_up(namesrv, TOPIC, group, &progress))
+    } else {
+        block_on(consume::catch_up(namesrv, TOPIC, group, &progress))
+    };
+    pb.finish_and_clear();
+    let (n, secs) = r.map_err(|e| format!("{system} {what}: {e}"))?;
+    let mut m = Measure::rate("catchup", system, case, 0, p.body).with_rate(n, secs);
+    m.errors = p.backlog.saturating_sub(n);
+    log_row(&m);
+    rows.push(m);
+    Ok(())
+}
+
 /// The backlog scenario for one system.
 fn backlog_one(
     p: &SuiteParams,
@@ -497,49 +527,11 @@ fn backlog_one(
     );
     // Catch up from offset 0.
     block_on(load::wait_for_route(&b.namesrv(), TOPIC))?;
-    let pb = bar(p.backlog, &format!("{system} catch-up"));
-    let r = block_on(consume::catch_up(
-        &b.namesrv(),
-        TOPIC,
-        "bench_catchup",
-        &|k| pb.inc(k),
-    ));
-    pb.finish_and_clear();
-    let (n, secs) = r.map_err(|e| format!("{system} catch-up: {e}"))?;
-    let mut m = Measure::rate(
-        "catchup",
-        system,
-        "pull from 0 (32/pull, 4 queues)",
-        0,
-        p.body,
-    )
-    .with_rate(n, secs);
-    m.errors = p.backlog.saturating_sub(n);
-    log_row(&m);
-    rows.push(m);
+    catch_up(p, &b.namesrv(), system, false, rows)?;
     if system == TERN {
         // POP receive+ack over the same backlog, another group (Tern only: the peer's
         // POP needs its timer wheel and a proxy-era setup this run does not make).
-        let pb = bar(p.backlog, &format!("{system} pop catch-up"));
-        let r = block_on(consume::pop_catch_up(
-            &b.namesrv(),
-            TOPIC,
-            "bench_pop",
-            &|k| pb.inc(k),
-        ));
-        pb.finish_and_clear();
-        let (n, secs) = r.map_err(|e| format!("{system} pop catch-up: {e}"))?;
-        let mut m = Measure::rate(
-            "catchup",
-            system,
-            "POP+batch ack from 0 (32/pop, 4 queues)",
-            0,
-            p.body,
-        )
-        .with_rate(n, secs);
-        m.errors = p.backlog.saturating_sub(n);
-        log_row(&m);
-        rows.push(m);
+        catch_up(p, &b.namesrv(), system, true, rows)?;
     }
     // Grow past big_bytes, stop cleanly, start again.
     let more = (p.big_bytes / p.body as u64).saturating_sub(p.backlog);
