@@ -59,9 +59,8 @@ fn store_times_at_the_ends_of_i64_index_without_overflow() {
     let plan = FaultPlan::none();
     let mut bufs = buffers::<1>();
     let mut index = small_index(&plan, &mut bufs);
-    let keys = UNIQ_U;
-    assert_eq!(index.put_record(keys, 0, i64::MIN), Ok(1));
-    assert_eq!(index.put_record(keys, 100, i64::MAX), Ok(1));
+    assert_eq!(index.put_record(UNIQ_U, 0, i64::MIN), Ok(1));
+    assert_eq!(index.put_record(UNIQ_U, 100, i64::MAX), Ok(1));
     let mut hits = 0;
     index
         .query("T", "u", 8, i64::MIN, i64::MAX, &mut |_| hits += 1)
@@ -76,10 +75,9 @@ fn a_rotted_entry_count_rolls_instead_of_overflowing() {
     let plan = FaultPlan::none();
     let mut bufs = buffers::<2>();
     let mut index = small_index(&plan, &mut bufs);
-    let keys = UNIQ_U;
-    assert_eq!(index.put_record(keys, 0, 1_000), Ok(1));
+    assert_eq!(index.put_record(UNIQ_U, 0, 1_000), Ok(1));
     index.head.index_count = I32::new(-1);
-    assert_eq!(index.put_record(keys, 100, 2_000), Ok(1));
+    assert_eq!(index.put_record(UNIQ_U, 100, 2_000), Ok(1));
     assert_eq!(index.file_count(), 2, "the rotted file was rolled over");
 }
 
