@@ -1,6 +1,6 @@
 //! Consuming through the Tern client's pull consumer, against any RocketMQ-protocol
 //! broker: delivery latency while producing (e2e) and pull throughput over a backlog
-//! (catch-up), and POP receive+ack over the same backlog ([`pop_catch_up`]); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
+//! (catch-up), and POP receive+ack over the same backlog ([`catch_up`] with `pop`); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
 //! catch-up consumers.
 //!
 //! Pulls are PULL_MESSAGE with the broker's per-pull maximum of 32 messages; e2e pulls set
@@ -237,15 +237,23 @@ pub async fn e2e_across(load: &Load, consume_from: &str, drain: Duration) -> Res
     })
 }
 
-/// Reads every queue of `topic` from offset 0 to its end, one task per queue; returns
-/// messages read and seconds taken. `progress` gets each pull's count.
+/// Reads every queue of `topic` from offset 0 to the end it had at the start, one task per
+/// queue: by pull, or (`pop`) by POP, acking each batch with one BATCH_ACK_MESSAGE as the
+/// Java client does. Returns messages read (received and acked) and seconds taken;
+/// `progress` gets each pull's or POP's count. The two over one backlog compare POP
+/// receive+ack with pull.
 pub async fn catch_up(
     namesrv: &str,
     topic: &str,
     group: &str,
     progress: &(dyn Fn(u64) + Sync),
+    pop: bool,
 ) -> Result<(u64, f64), String> {
-    read_every_queue(namesrv, topic, group, progress, pull_to_end).await
+    if pop {
+        read_every_queue(namesrv, topic, group, progress, pop_to_end).await
+    } else {
+        read_every_queue(namesrv, topic, group, progress, pull_to_end).await
+    }
 }
 
 /// Pulls `q` from 0 to `end`, counting the messages in `done`.
@@ -331,19 +339,6 @@ async fn join_reporting(
         }
     }
     Ok(())
-}
-
-/// POPs every queue of `topic` until each is read to the end it had at the start, one
-/// task per queue, acking each batch with one BATCH_ACK_MESSAGE as the Java client
-/// does; returns messages received and acked and seconds taken. Beside [`catch_up`]
-/// over the same backlog it compares POP receive+ack with pull.
-pub async fn pop_catch_up(
-    namesrv: &str,
-    topic: &str,
-    group: &str,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<(u64, f64), String> {
-    read_every_queue(namesrv, topic, group, progress, pop_to_end).await
 }
 
 /// POPs and acks `q` until `end` messages came, counting them in `done`.

@@ -457,11 +457,7 @@ fn catch_up(
     };
     let pb = bar(p.backlog, &format!("{system} {what}"));
     let progress = |k| pb.inc(k);
-    let r = if pop {
-        block_on(consume::pop_catch_up(namesrv, TOPIC, group, &progress))
-    } else {
-        block_on(consume::catch_up(namesrv, TOPIC, group, &progress))
-    };
+    let r = block_on(consume::catch_up(namesrv, TOPIC, group, &progress, pop));
     pb.finish_and_clear();
     let (n, secs) = r.map_err(|e| format!("{system} {what}: {e}"))?;
     let mut m = Measure::rate("catchup", system, case, 0, p.body).with_rate(n, secs);
