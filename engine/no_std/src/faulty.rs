@@ -373,8 +373,11 @@ impl Media for FaultyMedia<'_> {
 mod tests {
     use super::*;
 
-    fn media<'a>(buf: &'a mut [u8], plan: &'a FaultPlan) -> FaultyMedia<'a> {
-        FaultyMedia::new(buf, 64, plan).unwrap()
+    /// A 64-byte media over `buf` holding `aaaa` at 0, not flushed yet.
+    fn written<'a>(buf: &'a mut [u8], plan: &'a FaultPlan) -> FaultyMedia<'a> {
+        let mut m = FaultyMedia::new(buf, 64, plan).unwrap();
+        m.write_at(0, b"aaaa").unwrap();
+        m
     }
 
     /// The four bytes at `at`.
@@ -388,8 +391,7 @@ mod tests {
     fn a_flush_after_a_failed_one_succeeds_but_what_failed_is_lost_on_power_cut() {
         let plan = FaultPlan::none();
         let mut buf = [0u8; 128];
-        let mut m = media(&mut buf, &plan);
-        m.write_at(0, b"aaaa").unwrap();
+        let mut m = written(&mut buf, &plan);
         plan.fail_flushes(1);
         assert_eq!(m.flush(0..64), Err(RamError::Injected));
         assert_eq!(read(&m, 0), *b"aaaa", "still readable");
@@ -410,8 +412,7 @@ mod tests {
     fn a_process_crash_keeps_a_failed_write_readable_but_not_durable() {
         let plan = FaultPlan::none();
         let mut buf = [0u8; 128];
-        let mut m = media(&mut buf, &plan);
-        m.write_at(0, b"aaaa").unwrap();
+        let mut m = written(&mut buf, &plan);
         plan.fail_flushes(1);
         assert!(m.flush(0..64).is_err());
         m.crash(Crash::Process);
@@ -430,8 +431,7 @@ mod tests {
     fn a_sync_through_a_shared_reference_is_a_flush() {
         let plan = FaultPlan::none();
         let mut buf = [0u8; 128];
-        let mut m = media(&mut buf, &plan);
-        m.write_at(0, b"aaaa").unwrap();
+        let mut m = written(&mut buf, &plan);
         m.sync(0..64).unwrap();
         m.write_at(8, b"bbbb").unwrap();
         m.crash(Crash::DropUnflushed);
