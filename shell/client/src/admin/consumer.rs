@@ -97,8 +97,9 @@ impl Admin {
             queue_id: None,
             offset: None,
         };
+        let masters = self.route_masters(topic).await?;
         let bodies: Vec<ResetOffsetBody> = self
-            .ask_topic_masters(topic, RequestCode::InvokeBrokerToResetOffset, &header)
+            .ask_each(masters, RequestCode::InvokeBrokerToResetOffset, &header)
             .await?;
         Ok(bodies.into_iter().flat_map(|b| b.offset_table.0).collect())
     }

@@ -176,19 +176,19 @@ impl Admin {
         decode(&self.client.invoke_ok(addr, cmd).await?.body)
     }
 
-    /// Request `code` with header `h` to every master serving `topic`; their JSON
-    /// answers.
-    pub(crate) async fn ask_topic_masters<T: serde::de::DeserializeOwned>(
+    /// Request `code` with header `h` to each of `addrs` in turn; their JSON answers. The
+    /// first refusal or undecodable answer stops it: the brokers after it are not asked.
+    pub(crate) async fn ask_each<T: serde::de::DeserializeOwned>(
         &self,
-        topic: &str,
+        addrs: Vec<String>,
         code: RequestCode,
         h: &impl ToExtFields,
     ) -> Result<Vec<T>> {
-        let masters = self.topic_masters(topic).await?;
-        let answers = self
-            .invoke_each(masters, || RemotingCommand::request(code, h))
-            .await?;
-        answers.iter().map(|(_, resp)| decode(&resp.body)).collect()
+        let mut out = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            out.push(self.ask(&addr, RemotingCommand::request(code, h)).await?);
+        }
+        Ok(out)
     }
 
     /// [`Admin::invoke_each`] for a request whose answer says nothing more: the
@@ -285,7 +285,11 @@ impl Admin {
             topic: topic.to_owned(),
         };
         let tables: Vec<TopicStatsTable> = self
-            .ask_topic_masters(topic, RequestCode::GetTopicStatsInfo, &h)
+            .ask_each(
+                self.route_masters(topic).await?,
+                RequestCode::GetTopicStatsInfo,
+                &h,
+            )
             .await?;
         Ok(tables.into_iter().flat_map(|t| t.offset_table.0).collect())
     }

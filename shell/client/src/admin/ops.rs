@@ -21,16 +21,22 @@ use super::{Admin, Target, decode};
 use crate::error::{ClientError, Result};
 
 impl Admin {
-    /// Master addresses of the brokers serving `topic`, from its route.
+    /// Master addresses of the brokers serving `topic`, sorted.
     pub async fn topic_masters(&self, topic: &str) -> Result<Vec<String>> {
+        let mut out = self.route_masters(topic).await?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// Master addresses of the brokers serving `topic`, in its route's order (the name
+    /// server's, by broker name): the order requests that change state go in.
+    pub(crate) async fn route_masters(&self, topic: &str) -> Result<Vec<String>> {
         let route = self.topic_route(topic).await?;
-        let mut out: Vec<String> = route
+        Ok(route
             .broker_datas
             .iter()
             .filter_map(|b| b.master_addr().map(str::to_owned))
-            .collect();
-        out.sort();
-        Ok(out)
+            .collect())
     }
 
     /// Clusters of the brokers serving `topic` (mqadmin's `getTopicClusterList`).
@@ -152,8 +158,9 @@ impl Admin {
         let h = TopicRequestHeader {
             topic: topic.to_owned(),
         };
+        let masters = self.topic_masters(topic).await?;
         let lists: Vec<GroupList> = self
-            .ask_topic_masters(topic, RequestCode::QueryTopicConsumeByWho, &h)
+            .ask_each(masters, RequestCode::QueryTopicConsumeByWho, &h)
             .await?;
         let groups: BTreeSet<String> = lists.into_iter().flat_map(|l| l.group_list).collect();
         Ok(groups.into_iter().collect())
