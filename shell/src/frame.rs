@@ -4,15 +4,13 @@
 //! type and the low 24 bits the header length (wire-protocol.md §1.2). Every length read
 //! from the peer is checked against [`FrameLimits`] before anything is allocated for it.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::code::{LanguageCode, RequestCode, ResponseCode, version};
 use crate::headers::{FromExtFields, HeaderError, ToExtFields};
 use crate::serialize;
 
-/// extFields: the "custom header", always string → string on the wire we write.
-pub type ExtFields = BTreeMap<String, String>;
+pub use crate::ext_fields::ExtFields;
 
 /// Flag bit 0: the command is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -197,8 +195,12 @@ impl RemotingCommand {
     }
 
     /// Sets one extFields entry.
-    pub fn with_ext(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.ext_fields.insert(key.into(), value.into());
+    pub fn with_ext(
+        mut self,
+        key: impl Into<crate::ext_fields::CompactString>,
+        value: impl Into<crate::ext_fields::CompactString>,
+    ) -> Self {
+        self.ext_fields.insert(key, value);
         self
     }
 

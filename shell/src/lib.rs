@@ -1,6 +1,7 @@
 //! Tern's remoting layer: the one place that knows RocketMQ's bytes on the wire.
 //!
-//! * [`frame`]: the frame codec and [`RemotingCommand`]; [`serialize`]: JSON and ROCKETMQ headers.
+//! * [`frame`]: the frame codec and [`RemotingCommand`]; [`serialize`]: JSON and ROCKETMQ headers;
+//!   [`ext_fields`]: the custom header's map.
 //! * [`code`]: request, response and language codes (unknown values kept raw).
 //! * [`headers`]: typed extFields headers for every request the services handle.
 //! * [`lenient_json`] + [`body`]: fastjson-compatible JSON bodies (unquoted and object keys).
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod code;
 pub mod config;
 pub mod connection;
+pub mod ext_fields;
 pub mod filter;
 pub mod frame;
 pub mod headers;

@@ -30,7 +30,11 @@ impl Processor for TestProcessor {
     }
 
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
-        let n = req.ext_fields.get("n").cloned().unwrap_or_default();
+        let n = req
+            .ext_fields
+            .get("n")
+            .map(str::to_owned)
+            .unwrap_or_default();
         match req.request_code_enum() {
             QUICK => {
                 Some(RemotingCommand::response_to(&req, ResponseCode::Success).with_ext("n", n))

@@ -76,7 +76,7 @@ fn requests_are_checked_against_accounts_signatures_and_permissions() {
         );
         // A field changed after signing breaks the signature, and so does the body.
         let mut req = signed(max_offset_req("Allowed", 0), &user());
-        req.ext_fields.insert("queueId".into(), "1".into());
+        req.ext_fields.insert("queueId", "1");
         refused(&c.call(req).await, "Check signature failed");
         let mut req = signed(send_v2(&msg("Allowed", b"body", &[]), 0), &user());
         req.body = b"BODY".to_vec();

@@ -180,8 +180,7 @@ fn each_request_is_checked_against_what_it_touches() {
 
         // POP: SUB on both too.
         let mut pop = pop_req("Secret", 0, 1, 10_000, 0);
-        pop.ext_fields
-            .insert("consumerGroup".into(), "MyGroup".into());
+        pop.ext_fields.insert("consumerGroup", "MyGroup");
         refused(&c.call(signed(pop, &user())).await, "topic Secret");
 
         // Broker-wide reads, admin tools' codes and unknown codes: admin only.
@@ -224,22 +223,18 @@ fn with_a_replay_window_a_request_is_accepted_once_and_only_while_fresh() {
         );
         // Signed a minute ago: refused by its time.
         let mut stale = max_offset_req("Mine", 0);
+        stale.ext_fields.insert("AccessKey", "tern_user");
         stale
             .ext_fields
-            .insert("AccessKey".into(), "tern_user".into());
-        stale
-            .ext_fields
-            .insert(TIMESTAMP.into(), (now_ms() - 60_000).to_string());
+            .insert(TIMESTAMP, (now_ms() - 60_000).to_string());
         let sig = signature(&stale.ext_fields, &stale.body, "user_secret");
-        stale.ext_fields.insert("Signature".into(), sig);
+        stale.ext_fields.insert("Signature", sig);
         refused(&c.call(stale).await, "outside the replay window");
         // Signed without a time, as RocketMQ's clients sign: refused while the window is on.
         let mut timeless = max_offset_req("Mine", 0);
-        timeless
-            .ext_fields
-            .insert("AccessKey".into(), "tern_user".into());
+        timeless.ext_fields.insert("AccessKey", "tern_user");
         let sig = signature(&timeless.ext_fields, &timeless.body, "user_secret");
-        timeless.ext_fields.insert("Signature".into(), sig);
+        timeless.ext_fields.insert("Signature", sig);
         refused(&c.call(timeless).await, "No AclTimestamp");
     });
 }

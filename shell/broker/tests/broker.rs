@@ -151,8 +151,7 @@ fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
         // By UNIQ_KEY, as Java's viewMessage(topic, msgId) asks: single and batch sends.
         for i in [2, 8] {
             let mut q = query(&format!("UNIQ{i:028}"));
-            q.ext_fields
-                .insert("_UNIQUE_KEY_QUERY".into(), "true".into());
+            q.ext_fields.insert("_UNIQUE_KEY_QUERY", "true");
             let resp = c.call(q).await;
             expect_code(&resp, ResponseCode::Success);
             assert_eq!(

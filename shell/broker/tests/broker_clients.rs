@@ -65,7 +65,7 @@ fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
             pull_sys_flag::COMMIT_OFFSET,
             0,
         );
-        p.ext_fields.insert("commitOffset".into(), "3".into());
+        p.ext_fields.insert("commitOffset", "3");
         expect_code(&c.call(p).await, ResponseCode::Success);
         assert_eq!(offset_of(&c.call(query("G_PULLC", 2)).await), 3);
 
@@ -201,10 +201,7 @@ fn group_members_are_listed_notified_of_changes_and_lock_queues_exclusively() {
         {
             let reqs = rec_a.requests.lock().unwrap();
             let last = reqs.iter().rev().find(|r| r.code == notify.raw()).unwrap();
-            assert_eq!(
-                last.ext_fields.get("consumerGroup").map(String::as_str),
-                Some(group)
-            );
+            assert_eq!(last.ext_fields.get("consumerGroup"), Some(group));
         }
         // A heartbeat that changes nothing does not notify again.
         let n1 = rec_a.count(notify);

@@ -168,10 +168,7 @@ fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
             resp.remark.as_deref(),
             Some("subscription group no permission, off-g")
         );
-        assert_eq!(
-            resp.ext_fields.get("forbiddenType").map(String::as_str),
-            Some("2")
-        );
+        assert_eq!(resp.ext_fields.get("forbiddenType"), Some("2"));
         let pop = RemotingCommand::request_code(RequestCode::PopMessage)
             .with_ext("consumerGroup", "off-g")
             .with_ext("topic", "Guarded")
@@ -214,10 +211,7 @@ fn groups_with_consume_off_are_refused_as_rocketmq_refuses_them() {
             resp.remark.as_deref(),
             Some("the consumer group[nobcast-g] can not consume by broadcast way")
         );
-        assert_eq!(
-            resp.ext_fields.get("forbiddenType").map(String::as_str),
-            Some("4")
-        );
+        assert_eq!(resp.ext_fields.get("forbiddenType"), Some("4"));
         let hb = heartbeat("cid-1", "nobcast-g", "Guarded", "*", vec![]);
         expect_code(&c.call(hb).await, ResponseCode::Success);
         let resp = c.call(pull_req("nobcast-g", "Guarded", 0, 0, None)).await;

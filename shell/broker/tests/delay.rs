@@ -356,9 +356,7 @@ fn retries_wait_for_their_level_in_the_retry_topic_and_go_to_the_dlq_past_the_li
         // first one stays, as RocketMQ keeps it.
         let at = now_ms();
         let mut again = send_back(r1.commit_log_offset, "g1", 1, 2);
-        again
-            .ext_fields
-            .insert("originMsgId".into(), "SECOND-ATTEMPT".into());
+        again.ext_fields.insert("originMsgId", "SECOND-ATTEMPT");
         expect_code(&c.call(again).await, ResponseCode::Success);
         let (r2, seen) = arrivals(c, "%RETRY%g1", 0, 2, LATE).await.remove(1);
         assert!(

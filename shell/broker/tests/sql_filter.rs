@@ -20,8 +20,7 @@ const EXPR: &str = "a BETWEEN 3 AND 6 AND TAGS IN ('A','B')";
 /// A pull carrying `expr` as its SQL92 subscription (Java's lite pull consumer).
 fn sql_pull(group: &str, topic: &str, offset: i64, expr: &str) -> RemotingCommand {
     let mut req = pull_req(group, topic, 0, offset, Some(expr));
-    req.ext_fields
-        .insert("expressionType".into(), "SQL92".into());
+    req.ext_fields.insert("expressionType", "SQL92");
     req
 }
 
@@ -177,8 +176,7 @@ fn a_bad_expression_is_refused_with_23_naming_the_column() {
 
         // An expression type no broker knows.
         let mut req = pull_req("G_BAD", topic, 0, 0, Some("x"));
-        req.ext_fields
-            .insert("expressionType".into(), "CLASS".into());
+        req.ext_fields.insert("expressionType", "CLASS");
         expect_code(&c.call(req).await, ResponseCode::SubscriptionParseFailed);
     });
 }

@@ -245,10 +245,7 @@ fn a_recalled_timer_message_is_never_delivered_even_across_kill_9() {
         }
         let resp = c.call(recall_req("Recall", &handle)).await;
         expect_code(&resp, ResponseCode::Success);
-        assert_eq!(
-            resp.ext_fields.get("msgId").map(String::as_str),
-            Some("UNIQ-gone")
-        );
+        assert_eq!(resp.ext_fields.get("msgId"), Some("UNIQ-gone"));
         (kept, due)
     });
     b.kill9();

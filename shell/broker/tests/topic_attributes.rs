@@ -11,8 +11,7 @@ use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
 
 fn with_attributes(topic: &str, attributes: &str) -> RemotingCommand {
     let mut req = create_topic_req(topic, 2);
-    req.ext_fields
-        .insert("attributes".into(), attributes.into());
+    req.ext_fields.insert("attributes", attributes);
     req
 }
 

@@ -132,7 +132,7 @@ fn end_transaction_is_verified_before_it_is_obeyed_and_never_crashes_the_broker(
         expect_refused(&c.call(missing).await, "commitLogOffset");
         // Oneway garbage gets no answer and harms nothing.
         let mut junk = end(&good);
-        junk.ext_fields.insert("commitLogOffset".into(), "x".into());
+        junk.ext_fields.insert("commitLogOffset", "x");
         c.conn.oneway(junk).await.unwrap();
         c.conn
             .oneway(end(&EndTransactionRequestHeader {

@@ -35,9 +35,9 @@ fn metadata(addr: &str) -> Option<(Option<String>, Option<String>, bool, Remotin
     )?;
     let e = &r.ext_fields;
     Some((
-        e.get("controllerLeaderId").cloned(),
-        e.get("controllerLeaderAddress").cloned(),
-        e.get("isLeader").map(String::as_str) == Some("true"),
+        e.get("controllerLeaderId").map(str::to_owned),
+        e.get("controllerLeaderAddress").map(str::to_owned),
+        e.get("isLeader") == Some("true"),
         r,
     ))
 }
@@ -177,7 +177,7 @@ fn code(r: &RemotingCommand) -> ResponseCode {
 }
 
 fn ext<'a>(r: &'a RemotingCommand, k: &str) -> Option<&'a str> {
-    r.ext_fields.get(k).map(String::as_str)
+    r.ext_fields.get(k)
 }
 
 fn replica_info(addr: &str) -> Option<RemotingCommand> {

@@ -125,7 +125,7 @@ impl FromExtFields for RegisterTopicRequestHeader {
     fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
         let topic = ext.get("topic").ok_or(HeaderError::Missing("topic"))?;
         Ok(Self {
-            topic: topic.clone(),
+            topic: topic.to_owned(),
         })
     }
 }

@@ -36,7 +36,7 @@ fn kv_config_put_get_delete_survive_a_restart() {
             assert_eq!(r.response_code(), ResponseCode::Success);
         }
         let r = kv_call(&conn, RequestCode::GetKvConfig, "a");
-        assert_eq!(r.ext_fields.get("value").map(String::as_str), Some("1"));
+        assert_eq!(r.ext_fields.get("value"), Some("1"));
         let r = kv_call(&conn, RequestCode::DeleteKvConfig, "b");
         assert_eq!(r.response_code(), ResponseCode::Success);
         assert_eq!(ns.signal_and_wait("TERM").code(), Some(0));
@@ -46,7 +46,7 @@ fn kv_config_put_get_delete_survive_a_restart() {
     let ns = Namesrv::start(&home, &[]);
     let conn = ns.connect();
     let r = kv_call(&conn, RequestCode::GetKvConfig, "a");
-    assert_eq!(r.ext_fields.get("value").map(String::as_str), Some("1"));
+    assert_eq!(r.ext_fields.get("value"), Some("1"));
     let r = kv_call(&conn, RequestCode::GetKvConfig, "b");
     assert_eq!(r.response_code(), ResponseCode::QueryNotFound);
 }
@@ -171,8 +171,8 @@ fn an_embedded_controller_serves_beside_the_name_server() {
             &c,
             RemotingCommand::request_code(RequestCode::ControllerGetMetadataInfo),
         );
-        r.ext_fields.get("isLeader").map(String::as_str) == Some("true")
-            && r.ext_fields.get("group").map(String::as_str) == Some("embedded")
+        r.ext_fields.get("isLeader") == Some("true")
+            && r.ext_fields.get("group") == Some("embedded")
     });
     assert!(
         led,

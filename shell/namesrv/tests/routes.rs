@@ -212,10 +212,7 @@ fn wipe_and_add_write_perm_change_route_perm() {
         &conn,
         RemotingCommand::request(RequestCode::WipeWritePermOfBroker, &h),
     );
-    assert_eq!(
-        r.ext_fields.get("wipeTopicCount").map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(r.ext_fields.get("wipeTopicCount"), Some("1"));
     let route: TopicRouteData = from_json(&call(&conn, route_request("T", 401)).body).unwrap();
     assert_eq!(route.queue_datas[0].perm, 4);
     call(
@@ -244,17 +241,11 @@ fn query_data_version_reports_whether_topics_changed() {
         )
     };
     let r = query(&same);
-    assert_eq!(
-        r.ext_fields.get("changed").map(String::as_str),
-        Some("false")
-    );
+    assert_eq!(r.ext_fields.get("changed"), Some("false"));
     assert_eq!(from_json::<DataVersion>(&r.body).unwrap(), same);
     let newer = DataVersion { counter: 2, ..same };
     let r = query(&newer);
-    assert_eq!(
-        r.ext_fields.get("changed").map(String::as_str),
-        Some("true")
-    );
+    assert_eq!(r.ext_fields.get("changed"), Some("true"));
 }
 
 #[test]

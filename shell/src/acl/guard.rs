@@ -218,16 +218,16 @@ impl Acl {
         if account.white.admits(peer) {
             return Ok(Access::Trusted);
         }
-        let sent = ext.get(super::SIGNATURE).map_or("", String::as_str);
+        let sent = ext.get(super::SIGNATURE).unwrap_or("");
         if !super::verify(ext, &req.body, &account.secret_key, sent) {
             return Err(format!("Check signature failed for accessKey={ak}"));
         }
         if let Some(window) = &self.replay {
-            let ts = ext.get(super::TIMESTAMP).map(String::as_str);
+            let ts = ext.get(super::TIMESTAMP);
             window.admit(ts, sent, super::now_ms())?;
         }
         Ok(Access::Account {
-            access_key: ak.clone(),
+            access_key: ak.to_owned(),
             rules,
         })
     }

@@ -18,6 +18,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
+use crate::ext_fields::ToCompactString;
 use crate::frame::{ExtFields, RemotingCommand};
 
 pub mod guard;
@@ -176,16 +177,15 @@ impl SessionCredentials {
     /// Adds `AccessKey` (and `SecurityToken`), the time and a nonce to `cmd` and signs
     /// it, as RocketMQ's `AclClientRPCHook` does before a request leaves.
     pub fn sign(&self, cmd: &mut RemotingCommand) {
-        cmd.ext_fields
-            .insert(ACCESS_KEY.to_owned(), self.access_key.clone());
+        cmd.ext_fields.insert(ACCESS_KEY, self.access_key.as_str());
         if let Some(t) = &self.security_token {
-            cmd.ext_fields.insert(SECURITY_TOKEN.to_owned(), t.clone());
+            cmd.ext_fields.insert(SECURITY_TOKEN, t.as_str());
         }
         cmd.ext_fields
-            .insert(TIMESTAMP.to_owned(), now_ms().to_string());
-        cmd.ext_fields.insert(NONCE.to_owned(), nonce());
+            .insert(TIMESTAMP, now_ms().to_compact_string());
+        cmd.ext_fields.insert(NONCE, nonce());
         let sig = signature(&cmd.ext_fields, &cmd.body, &self.secret_key);
-        cmd.ext_fields.insert(SIGNATURE.to_owned(), sig);
+        cmd.ext_fields.insert(SIGNATURE, sig);
     }
 }
 
@@ -215,8 +215,8 @@ mod tests {
         );
         // The signature field and the unique-key query flag are not signed.
         let mut g = f.clone();
-        g.insert(SIGNATURE.into(), "x".into());
-        g.insert(UNIQUE_MSG_QUERY_FLAG.into(), "true".into());
+        g.insert(SIGNATURE, "x");
+        g.insert(UNIQUE_MSG_QUERY_FLAG, "true");
         assert_eq!(
             signature(&g, b"body", "12345678"),
             signature(&f, b"body", "12345678")
@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn signing_adds_the_key_and_a_signature_a_verifier_recomputes() {
         let mut cmd = RemotingCommand::request_code(crate::RequestCode::GetMaxOffset);
-        cmd.ext_fields.insert("topic".into(), "T".into());
+        cmd.ext_fields.insert("topic", "T");
         cmd.body = b"payload".to_vec();
         let mut creds = SessionCredentials::new("ak", "sk");
         creds.security_token = Some("tok".into());

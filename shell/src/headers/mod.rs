@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use crate::ext_fields::{CompactString, ToCompactString};
 use crate::frame::ExtFields;
 
 mod acl;
@@ -79,8 +80,8 @@ impl std::error::Error for HeaderError {}
 pub trait ExtValue: Sized {
     /// Parses the string form; `field` names the key for the error.
     fn parse_ext(field: &'static str, raw: &str) -> Result<Self, HeaderError>;
-    /// The string form we send.
-    fn render_ext(&self) -> String;
+    /// The string form we send (inline up to 24 bytes: no allocation for a number).
+    fn render_ext(&self) -> CompactString;
 }
 
 /// Builds a `Malformed` error, keeping at most 64 characters of the peer's value.
@@ -96,8 +97,8 @@ impl ExtValue for String {
     fn parse_ext(_: &'static str, raw: &str) -> Result<Self, HeaderError> {
         Ok(raw.to_owned())
     }
-    fn render_ext(&self) -> String {
-        self.clone()
+    fn render_ext(&self) -> CompactString {
+        CompactString::from(self.as_str())
     }
 }
 
@@ -107,8 +108,8 @@ impl ExtValue for i32 {
             .parse()
             .map_err(|_| malformed(field, raw, "int32"))
     }
-    fn render_ext(&self) -> String {
-        self.to_string()
+    fn render_ext(&self) -> CompactString {
+        self.to_compact_string()
     }
 }
 
@@ -118,8 +119,8 @@ impl ExtValue for i64 {
             .parse()
             .map_err(|_| malformed(field, raw, "int64"))
     }
-    fn render_ext(&self) -> String {
-        self.to_string()
+    fn render_ext(&self) -> CompactString {
+        self.to_compact_string()
     }
 }
 
@@ -135,8 +136,8 @@ impl ExtValue for bool {
             Err(malformed(field, raw, "bool"))
         }
     }
-    fn render_ext(&self) -> String {
-        self.to_string()
+    fn render_ext(&self) -> CompactString {
+        self.to_compact_string()
     }
 }
 
@@ -154,7 +155,7 @@ impl<T: ExtValue> ExtField for T {
         T::parse_ext(key, raw)
     }
     fn write(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert(key.to_owned(), self.render_ext());
+        ext.insert(key, self.render_ext());
     }
 }
 
@@ -169,7 +170,7 @@ impl<T: ExtValue> ExtField for Option<T> {
     }
     fn write(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert(key.to_owned(), v.render_ext());
+            ext.insert(key, v.render_ext());
         }
     }
 }
@@ -205,6 +206,7 @@ macro_rules! ext_header {
         impl $crate::headers::ToExtFields for $name {
             #[allow(unused_variables)]
             fn to_ext_fields(&self, ext: &mut $crate::frame::ExtFields) {
+                ext.reserve(Self::FIELD_NAMES.len());
                 $( $crate::headers::ExtField::write(&self.$field, ext, $key); )*
             }
         }
@@ -222,10 +224,7 @@ mod tests {
     use super::*;
 
     fn ext(pairs: &[(&str, &str)]) -> ExtFields {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().copied().collect()
     }
 
     #[test]

@@ -68,10 +68,9 @@ impl<'a> Reader<'a> {
         usize::try_from(n).map_err(|_| FrameError::BadBinaryHeader("negative length"))
     }
 
-    fn utf8(&mut self, n: usize) -> Result<String, FrameError> {
+    fn utf8(&mut self, n: usize) -> Result<&'a str, FrameError> {
         let bytes = self.take(n)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| FrameError::BadBinaryHeader("string is not UTF-8"))
+        std::str::from_utf8(bytes).map_err(|_| FrameError::BadBinaryHeader("string is not UTF-8"))
     }
 }
 
@@ -87,7 +86,7 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, FrameError
     let remark = if remark_len == 0 {
         None
     } else {
-        Some(r.utf8(remark_len)?)
+        Some(r.utf8(remark_len)?.to_owned())
     };
     let ext_len = r.len_i32()?;
     let mut ext = Reader {

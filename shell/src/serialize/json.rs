@@ -6,19 +6,20 @@
 //! What it accepts and how it reads each field is the tree decoder's, kept in the tests
 //! as the reference this one is checked against.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::code::LanguageCode;
+use crate::ext_fields::{CompactString, ToCompactString};
 use crate::frame::{ExtFields, FrameError, RemotingCommand, SerializeType};
 
 /// Writes the JSON header the way Java's fastjson does: keys sorted, nulls omitted.
 pub fn encode_json_header(cmd: &RemotingCommand) -> String {
     let mut out = String::with_capacity(128);
-    out.push_str("{\"code\":");
-    out.push_str(&cmd.code.to_string());
+    // `write!` to a String cannot fail; numbers are formatted in place, not allocated.
+    let _ = write!(out, "{{\"code\":{}", cmd.code);
     if !cmd.ext_fields.is_empty() {
         out.push_str(",\"extFields\":{");
         for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
@@ -31,19 +32,19 @@ pub fn encode_json_header(cmd: &RemotingCommand) -> String {
         }
         out.push('}');
     }
-    out.push_str(",\"flag\":");
-    out.push_str(&cmd.flag.to_string());
+    let _ = write!(out, ",\"flag\":{}", cmd.flag);
     out.push_str(",\"language\":");
     push_json_str(&mut out, cmd.language.name());
-    out.push_str(",\"opaque\":");
-    out.push_str(&cmd.opaque.to_string());
+    let _ = write!(out, ",\"opaque\":{}", cmd.opaque);
     if let Some(remark) = &cmd.remark {
         out.push_str(",\"remark\":");
         push_json_str(&mut out, remark);
     }
-    out.push_str(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
-    out.push_str(&cmd.version.to_string());
-    out.push('}');
+    let _ = write!(
+        out,
+        ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{}}}",
+        cmd.version
+    );
     out
 }
 
@@ -66,7 +67,7 @@ pub(crate) fn push_json_str(out: &mut String, s: &str) {
         };
         out.push_str(&s[plain..i]);
         if escape.is_empty() {
-            out.push_str(&format!("\\u{b:04x}"));
+            let _ = write!(out, "\\u{b:04x}");
         } else {
             out.push_str(escape);
         }
@@ -312,7 +313,7 @@ impl<'de> Visitor<'de> for Ext {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut ext = ExtFields::new();
-        while let Some(k) = map.next_key::<String>()? {
+        while let Some(k) = map.next_key_seed(Text)? {
             match map.next_value_seed(Scalar)? {
                 Some(v) => {
                     ext.insert(k, v);
@@ -349,51 +350,71 @@ impl<'de> Visitor<'de> for Ext {
     }
 }
 
+/// An extFields key: a string, inline when short (serde_json lends it when unescaped).
+struct Text;
+
+impl<'de> DeserializeSeed<'de> for Text {
+    type Value = CompactString;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Text {
+    type Value = CompactString;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(CompactString::from(v))
+    }
+}
+
 /// An extFields value as a string: numbers keep their JSON text, booleans become
 /// "true"/"false", null is absent (Java's null), nested values keep their JSON text.
 struct Scalar;
 
 impl<'de> DeserializeSeed<'de> for Scalar {
-    type Value = Option<String>;
+    type Value = Option<CompactString>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Scalar {
-    type Value = Option<String>;
+    type Value = Option<CompactString>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an extFields value")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Some(v.to_owned()))
+        Ok(Some(CompactString::from(v)))
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Some(v))
+        Ok(Some(CompactString::from(v)))
     }
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        Ok(Some(v.to_compact_string()))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        Ok(Some(v.to_compact_string()))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        Ok(Some(v.to_compact_string()))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         // serde_json's float text (ryu), not Rust's Display: `1.0` stays "1.0".
-        Ok(serde_json::Number::from_f64(v).map(|n| n.to_string()))
+        Ok(serde_json::Number::from_f64(v).map(|n| n.to_compact_string()))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(None)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         let v: Value = de::Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Some(v.to_string()))
+        Ok(Some(v.to_compact_string()))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let v: Value = de::Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Some(v.to_string()))
+        Ok(Some(v.to_compact_string()))
     }
 }
 

@@ -103,7 +103,7 @@ fn sent_to(topic: &str) -> (String, u8) {
 /// client sends).
 fn rule(req: &RemotingCommand) -> Result<Rule, String> {
     use RequestCode as C;
-    let get = |k: &str| req.ext_fields.get(k).map(String::as_str);
+    let get = |k: &str| req.ext_fields.get(k);
     let sub_topic = |k: &str| get(k).map(|t| (t.to_owned(), perm::SUB));
     let sub_group = |k: &str| get(k).map(|g| (group(g), perm::SUB));
     let mut out = Vec::new();

@@ -346,6 +346,6 @@ pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer 
     let mut forwarded = req.clone();
     forwarded
         .ext_fields
-        .insert("brokerName".into(), ctx.config.broker_name.clone());
+        .insert("brokerName", ctx.config.broker_name.clone());
     call_consumer(ctx, &forwarded, &h.consumer_group, client_id, record).await
 }

@@ -31,8 +31,7 @@ const FORBIDDEN_BROADCASTING: i32 = 4;
 /// NO_PERMISSION with `forbiddenType`, as RocketMQ answers a pull it refuses.
 fn forbidden(req: &RemotingCommand, kind: i32, remark: String) -> RemotingCommand {
     let mut resp = RemotingCommand::error_response(req, ResponseCode::NoPermission, remark);
-    resp.ext_fields
-        .insert("forbiddenType".into(), kind.to_string());
+    resp.ext_fields.insert("forbiddenType", kind.to_string());
     resp
 }
 

@@ -99,7 +99,6 @@ impl Popped {
         self.resp
             .ext_fields
             .get(k)
-            .map(String::as_str)
             .unwrap_or_else(|| panic!("answer lacks {k}: {:?}", self.resp))
     }
     pub fn num(&self, k: &str) -> i64 {

@@ -113,9 +113,9 @@ pub fn pull_with(
 ) -> RemotingCommand {
     let ext = &mut req.ext_fields;
     let old: i32 = ext["sysFlag"].parse().unwrap();
-    ext.insert("sysFlag".into(), (old | flags).to_string());
-    ext.insert("maxMsgNums".into(), max.to_string());
-    ext.insert("suspendTimeoutMillis".into(), suspend_ms.to_string());
+    ext.insert("sysFlag", (old | flags).to_string());
+    ext.insert("maxMsgNums", max.to_string());
+    ext.insert("suspendTimeoutMillis", suspend_ms.to_string());
     req
 }
 
@@ -305,10 +305,7 @@ pub async fn create_group(c: &Client, g: &tern_shell::body::SubscriptionGroupCon
 pub async fn send_ok(c: &Client, req: RemotingCommand) -> SendMessageResponseHeader {
     let resp = c.call(req).await;
     expect_code(&resp, ResponseCode::Success);
-    assert_eq!(
-        resp.ext_fields.get("MSG_REGION").map(String::as_str),
-        Some("DefaultRegion")
-    );
+    assert_eq!(resp.ext_fields.get("MSG_REGION"), Some("DefaultRegion"));
     resp.decode_header().unwrap()
 }
 

@@ -273,7 +273,7 @@ impl Admin {
         if resp.response_code() != tern_shell::ResponseCode::Success {
             return Ok(None);
         }
-        Ok(resp.ext_fields.get("value").cloned())
+        Ok(resp.ext_fields.get("value").map(str::to_owned))
     }
 
     /// Takes away (`writable` false) or gives back the write permission of a broker's

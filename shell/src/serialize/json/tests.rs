@@ -238,7 +238,7 @@ proptest! {
         cmd.code = code;
         cmd.opaque = opaque;
         cmd.remark = remark;
-        cmd.ext_fields = ext;
+        cmd.ext_fields = ext.into_iter().collect();
         let text = encode_json_header(&cmd);
         prop_assert_eq!(decode_json_header(text.as_bytes()).unwrap(), cmd);
     }
