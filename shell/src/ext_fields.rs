@@ -31,6 +31,14 @@ impl ExtFields {
         }
     }
 
+    /// Room for `n` fields (a decoder does not know how many come; one allocation, not
+    /// one per doubling).
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(n),
+        }
+    }
+
     /// Makes room for `additional` more fields (a header writes all of its own at once).
     pub fn reserve(&mut self, additional: usize) {
         self.entries.reserve(additional);
