@@ -3,8 +3,10 @@ use std::vec;
 use std::vec::Vec;
 
 use super::*;
+use crate::error::Corruption;
 use crate::faulty::{Crash, FaultPlan};
 use crate::ram::RamDir;
+use crate::record::RecordError;
 use crate::testkit;
 
 const SEG: u64 = 1024;
