@@ -23,7 +23,7 @@ use tern_engine_fs::sync;
 use tern_shell::runtime;
 use tern_shell::sync::{MutexExt, RwLockExt};
 
-use super::StoreService;
+use super::{Durability, StoreService};
 use crate::config::FlushDiskType;
 
 /// How often a SYNC_FLUSH store flushes when no sender rings.
@@ -126,6 +126,40 @@ fn run(store: Weak<StoreService>, bell: Arc<Doorbell>, period: Duration) {
 }
 
 impl StoreService {
+    /// Waits until the log is durable up to `end` when the policy says senders wait.
+    pub async fn await_durable(&self, end: u64) -> Durability {
+        if self.flush_type == FlushDiskType::Async {
+            return Durability::Durable;
+        }
+        let deadline = Instant::now() + self.sync_flush_timeout;
+        loop {
+            let listener = self.flush_done.listen();
+            // Checked before the watermark: what a failed flush covered is never called
+            // durable, even if a later flush moved the watermark.
+            if let Some(why) = self.failure() {
+                return Durability::Failed(why);
+            }
+            if self.flushed.load(Ordering::Acquire) >= end {
+                return Durability::Durable;
+            }
+            if Instant::now() >= deadline {
+                return Durability::FlushTimeout;
+            }
+            self.commit.ring();
+            if self.commit.stopped() {
+                // Closing: no round will come; what the last one covered is durable.
+                return if self.flushed.load(Ordering::Acquire) >= end {
+                    Durability::Durable
+                } else {
+                    Durability::FlushTimeout
+                };
+            }
+            // No timer per sender: the flush service wakes every waiter often enough to
+            // see its deadline pass (`group_commit::watchdog_period`).
+            listener.await;
+        }
+    }
+
     /// [`Self::flush_once`], a panic in it failing the store (else the thread would end
     /// and every SYNC_FLUSH sender wait out its timeout, for ever).
     fn flush_round(&self) {
@@ -167,7 +201,7 @@ impl StoreService {
             // burst of sends and its few pages are cleaned anyway, so a `madvise` each
             // would cost more than it saves: those wait for a chunk.
             let chunk = match self.flush_type {
-                FlushDiskType::Sync => super::RELEASE_CHUNK,
+                FlushDiskType::Sync => super::release::RELEASE_CHUNK,
                 FlushDiskType::Async => 0,
             };
             self.release_behind(&s, to, chunk);

@@ -21,7 +21,6 @@
 //! on every sender that waits for durability gets an error, writes are refused, and only
 //! a restart (whose recovery re-verifies the tail) brings the store back.
 
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -45,6 +44,7 @@ mod index_read;
 mod maintain;
 mod raw_log;
 mod read;
+mod release;
 mod tasks;
 mod truncate;
 mod visible;
@@ -65,10 +65,6 @@ const MAX_FILTER_SCAN: u64 = 800;
 /// How far past the log end [`StoreService::run_warm`] keeps pages cached: about 40 ms of
 /// appends at 400 MB/s, refilled when half is used.
 const WARM_AHEAD: u64 = 16 << 20;
-/// Bytes of log behind reput gathered before their pages leave the mapping
-/// ([`StoreService::release_behind`]): 64 pages per `madvise` (one TLB shootdown), a
-/// short hold of the lock.
-const RELEASE_CHUNK: u64 = 256 << 10;
 
 /// [`StoreService::set_follower`]: only the replication stream appends.
 const FOLLOWER: u8 = 1;
@@ -388,41 +384,6 @@ impl StoreService {
         }
     }
 
-    /// Drops the commit-log mapping's page-table entries for the whole pages below
-    /// `upto` (at most the dispatched offset) not dropped yet, once at least `chunk`
-    /// bytes of them gathered. Called under the store lock (`s`), which keeps the
-    /// mapping in place.
-    ///
-    /// Why: writeback of a page mapped writable must write-protect it first
-    /// (`folio_mkclean`), and with the broker's threads on every core that is a
-    /// TLB-shootdown IPI per page, costly under a hypervisor: in batch sends it was the
-    /// broker's largest cost (16% of its CPU). Unmapped before its flush, a page is
-    /// written back without one, and one `madvise` covers many pages. Only the writer
-    /// and reput touch the mapping (readers `pread` through the page cache), and both
-    /// are past these pages, so nothing faults them back in; the bytes stay in the page
-    /// cache and the file. It also keeps the resident set to the pages near the log's
-    /// end (a device's memory, the edge gateway).
-    pub(super) fn release_behind(&self, s: &FsStore, upto: u64, chunk: u64) {
-        if let Some(pages) = self.unreleased(upto, chunk) {
-            s.engine()
-                .log()
-                .regions(pages.start, pages.end, &mut |m, r| m.release(r));
-            self.released.store(pages.end, Ordering::Release);
-        }
-    }
-
-    /// The whole pages below `upto` and the dispatched offset still mapped, when they
-    /// are at least `chunk` bytes ([`Self::release_behind`]).
-    fn unreleased(&self, upto: u64, chunk: u64) -> Option<Range<u64>> {
-        let page = rustix::param::page_size() as u64;
-        let upto = upto.min(self.dispatched.load(Ordering::Acquire)) / page * page;
-        let from = self
-            .released
-            .load(Ordering::Acquire)
-            .max(self.log_min.load(Ordering::Acquire));
-        (upto > from && upto - from >= chunk).then_some(from..upto)
-    }
-
     fn check_put(&self) -> Result<(), PutError> {
         if let Some(why) = self.failure() {
             Err(PutError::Failed(why))
@@ -529,40 +490,6 @@ impl StoreService {
                 .put_batch_with(msgs, &crc, now_ms(), &mut |st| out.push(st))
         })?;
         Ok(out)
-    }
-
-    /// Waits until the log is durable up to `end` when the policy says senders wait.
-    pub async fn await_durable(&self, end: u64) -> Durability {
-        if self.flush_type == FlushDiskType::Async {
-            return Durability::Durable;
-        }
-        let deadline = Instant::now() + self.sync_flush_timeout;
-        loop {
-            let listener = self.flush_done.listen();
-            // Checked before the watermark: what a failed flush covered is never called
-            // durable, even if a later flush moved the watermark.
-            if let Some(why) = self.failure() {
-                return Durability::Failed(why);
-            }
-            if self.flushed.load(Ordering::Acquire) >= end {
-                return Durability::Durable;
-            }
-            if Instant::now() >= deadline {
-                return Durability::FlushTimeout;
-            }
-            self.commit.ring();
-            if self.commit.stopped() {
-                // Closing: no round will come; what the last one covered is durable.
-                return if self.flushed.load(Ordering::Acquire) >= end {
-                    Durability::Durable
-                } else {
-                    Durability::FlushTimeout
-                };
-            }
-            // No timer per sender: the flush service wakes every waiter often enough to
-            // see its deadline pass (`group_commit::watchdog_period`).
-            listener.await;
-        }
     }
 
     /// Called after each append: wakes the warm task when the log end passed its mark.
