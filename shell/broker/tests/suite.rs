@@ -29,6 +29,7 @@ mod interop_cpp_cluster;
 mod metrics;
 mod peer_bounds;
 mod pop;
+mod pop_restart;
 mod pop_settings;
 mod retention;
 mod slave_sync;
