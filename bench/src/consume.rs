@@ -1,6 +1,6 @@
 //! Consuming through the Tern client's pull consumer, against any RocketMQ-protocol
 //! broker: delivery latency while producing (e2e) and pull throughput over a backlog
-//! (catch-up), and POP receive+ack over the same backlog ([`catch_up`] with `pop`); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
+//! (catch-up), and POP receive+ack over the same backlog ([`catch_up`], [`CatchUp`]); [`pull`] and [`consumer`] also serve the stalls scenario's SQL92 and
 //! catch-up consumers.
 //!
 //! Pulls are PULL_MESSAGE with the broker's per-pull maximum of 32 messages; e2e pulls set
@@ -237,9 +237,17 @@ pub async fn e2e_across(load: &Load, consume_from: &str, drain: Duration) -> Res
     })
 }
 
+/// How a catch-up reads the backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatchUp {
+    /// PULL_MESSAGE from offset 0, 32 a pull.
+    Pull,
+    /// POP, 32 a call, each batch acked with one BATCH_ACK_MESSAGE as the Java client does.
+    Pop,
+}
+
 /// Reads every queue of `topic` from offset 0 to the end it had at the start, one task per
-/// queue: by pull, or (`pop`) by POP, acking each batch with one BATCH_ACK_MESSAGE as the
-/// Java client does. Returns messages read (received and acked) and seconds taken;
+/// queue, as `how` says. Returns messages read (received and acked) and seconds taken;
 /// `progress` gets each pull's or POP's count. The two over one backlog compare POP
 /// receive+ack with pull.
 pub async fn catch_up(
@@ -247,12 +255,11 @@ pub async fn catch_up(
     topic: &str,
     group: &str,
     progress: &(dyn Fn(u64) + Sync),
-    pop: bool,
+    how: CatchUp,
 ) -> Result<(u64, f64), String> {
-    if pop {
-        read_every_queue(namesrv, topic, group, progress, pop_to_end).await
-    } else {
-        read_every_queue(namesrv, topic, group, progress, pull_to_end).await
+    match how {
+        CatchUp::Pull => read_every_queue(namesrv, topic, group, progress, pull_to_end).await,
+        CatchUp::Pop => read_every_queue(namesrv, topic, group, progress, pop_to_end).await,
     }
 }
 

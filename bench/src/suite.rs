@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use tern_shell::runtime::{self, block_on};
 
-use crate::consume;
+use crate::consume::{self, CatchUp};
 use crate::load::{self, Load, LoadResult, Mode};
 use crate::nats_peer;
 use crate::proc::{Server, start_tern};
@@ -433,31 +433,30 @@ pub fn backlog(p: &SuiteParams, rows: &mut Vec<Measure>) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads the backlog from offset 0, by pull or (`pop`) by POP with batch acks, in its own
-/// consumer group, and adds the row; a message not read counts as an error.
+/// Reads the backlog from offset 0, by pull or by POP with batch acks, in its own consumer
+/// group, and adds the row; a message not read counts as an error.
 fn catch_up(
     p: &SuiteParams,
     namesrv: &str,
     system: &str,
-    pop: bool,
+    how: CatchUp,
     rows: &mut Vec<Measure>,
 ) -> Result<(), String> {
-    let (what, group, case) = if pop {
-        (
+    let (what, group, case) = match how {
+        CatchUp::Pop => (
             "pop catch-up",
             "bench_pop",
             "POP+batch ack from 0 (32/pop, 4 queues)",
-        )
-    } else {
-        (
+        ),
+        CatchUp::Pull => (
             "catch-up",
             "bench_catchup",
             "pull from 0 (32/pull, 4 queues)",
-        )
+        ),
     };
     let pb = bar(p.backlog, &format!("{system} {what}"));
     let progress = |k| pb.inc(k);
-    let r = block_on(consume::catch_up(namesrv, TOPIC, group, &progress, pop));
+    let r = block_on(consume::catch_up(namesrv, TOPIC, group, &progress, how));
     pb.finish_and_clear();
     let (n, secs) = r.map_err(|e| format!("{system} {what}: {e}"))?;
     let mut m = Measure::rate("catchup", system, case, 0, p.body).with_rate(n, secs);
@@ -523,11 +522,11 @@ fn backlog_one(
     );
     // Catch up from offset 0.
     block_on(load::wait_for_route(&b.namesrv(), TOPIC))?;
-    catch_up(p, &b.namesrv(), system, false, rows)?;
+    catch_up(p, &b.namesrv(), system, CatchUp::Pull, rows)?;
     if system == TERN {
         // POP receive+ack over the same backlog, another group (Tern only: the peer's
         // POP needs its timer wheel and a proxy-era setup this run does not make).
-        catch_up(p, &b.namesrv(), system, true, rows)?;
+        catch_up(p, &b.namesrv(), system, CatchUp::Pop, rows)?;
     }
     // Grow past big_bytes, stop cleanly, start again.
     let more = (p.big_bytes / p.body as u64).saturating_sub(p.backlog);
