@@ -71,13 +71,26 @@ fn lz4_and_zstd_bodies_are_stored_as_sent_and_read_back_by_every_consumer() {
             }
             // Stored with the type bits the producer set, and smaller than sent.
             let pull = PullConsumer::new("compression-pull", b.client_config()).unwrap();
-            let mut got = Vec::new();
-            for mq in pull.fetch_queues(&topic).await.unwrap() {
-                let r = pull.pull(&mq, 0, 32).await.unwrap();
-                assert!(r.undecodable.is_empty());
-                got.extend(r.messages);
-            }
-            assert_eq!(got.len(), 20, "{kind:?}");
+            // A send is answered once appended; its queue entry follows (reput), so on a
+            // busy machine the last ones may not be pullable yet: read again until all are.
+            let got = wait_for(
+                &format!("20 {kind:?} messages pulled"),
+                Duration::from_secs(30),
+                async || {
+                    let mut got = Vec::new();
+                    for mq in pull.fetch_queues(&topic).await.unwrap() {
+                        let r = pull.pull(&mq, 0, 32).await.unwrap();
+                        assert!(r.undecodable.is_empty());
+                        got.extend(r.messages);
+                    }
+                    if got.len() == 20 {
+                        Ok(got)
+                    } else {
+                        Err(got.len())
+                    }
+                },
+            )
+            .await;
             for m in &got {
                 let i: usize = m.properties["KEYS"][1..].parse().unwrap();
                 assert_eq!(m.body, big_body(i), "{kind:?} body {i}");
