@@ -72,7 +72,8 @@ struct Inner {
     replies: Replies,
     /// Index of the name server that answered last; tried first next time.
     ns_index: AtomicUsize,
-    routes: Mutex<HashMap<String, TopicRouteData>>,
+    /// Shared, so a sender can tell "the same route as last time" by pointer.
+    routes: Mutex<HashMap<String, Arc<TopicRouteData>>>,
     /// brokerName → (brokerId → address), from every route seen.
     brokers: Mutex<HashMap<String, BTreeMap<i64, String>>>,
     /// group → queue → the replica the broker last suggested pulling it from (Java's
@@ -322,16 +323,22 @@ impl ClientInstance {
         self.inner
             .routes
             .guard()
-            .insert(topic.to_owned(), route.clone());
+            .insert(topic.to_owned(), Arc::new(route.clone()));
         Ok(route)
     }
 
     /// The cached route of `topic`, fetched on first use.
     pub async fn topic_route(&self, topic: &str) -> Result<TopicRouteData> {
-        if let Some(r) = self.inner.routes.guard().get(topic) {
-            return Ok(r.clone());
+        if let Some(r) = self.cached_route(topic) {
+            return Ok(TopicRouteData::clone(&r));
         }
         self.fetch_route(topic).await
+    }
+
+    /// The cached route of `topic`, if any, without copying it: a producer asks on every
+    /// send whether the route changed, which a pointer comparison answers.
+    pub fn cached_route(&self, topic: &str) -> Option<Arc<TopicRouteData>> {
+        self.inner.routes.guard().get(topic).cloned()
     }
 
     /// Records broker addresses from a route (routes from the admin's cluster info too).

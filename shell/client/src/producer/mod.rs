@@ -112,7 +112,8 @@ struct Inner {
     client: ClientInstance,
     config: ProducerConfig,
     /// topic → (route it was built from, queues with the round-robin position).
-    publish: Mutex<HashMap<String, (TopicRouteData, Arc<PublishInfo>)>>,
+    /// topic → the route its queues were computed from, and the queues.
+    publish: Mutex<HashMap<String, RouteQueues>>,
     /// Send latencies per broker; consulted only with `send_latency_fault_enable`.
     faults: LatencyFaults,
 }
@@ -139,6 +140,9 @@ enum Mode {
     Sync,
     Oneway,
 }
+
+/// A route and the queues a producer computed from it.
+type RouteQueues = (Arc<TopicRouteData>, Arc<PublishInfo>);
 
 impl Producer {
     /// A producer with its own client instance.
@@ -422,14 +426,17 @@ impl Producer {
         if let Some(info) = &cached {
             if !info.from_default_topic {
                 // Follow the instance's periodic refresh: rebuild if the route changed.
-                if let Ok(route) = client.topic_route(topic).await {
+                if let Some(route) = client.cached_route(topic) {
                     return Ok(self.publish_for(topic, route, None));
+                }
+                if let Ok(route) = client.topic_route(topic).await {
+                    return Ok(self.publish_for(topic, Arc::new(route), None));
                 }
                 return Ok(info.clone());
             }
         }
         match client.fetch_route(topic).await {
-            Ok(route) => Ok(self.publish_for(topic, route, None)),
+            Ok(route) => Ok(self.publish_for(topic, Arc::new(route), None)),
             Err(ClientError::NoRoute { .. }) => {
                 if let Some(info) = cached {
                     return Ok(info);
@@ -445,7 +452,7 @@ impl Producer {
                     Err(e) => return Err(e),
                 };
                 let n = self.inner.config.default_topic_queue_nums;
-                Ok(self.publish_for(topic, route, Some(n)))
+                Ok(self.publish_for(topic, Arc::new(route), Some(n)))
             }
             Err(e) => Err(e),
         }
@@ -459,12 +466,20 @@ impl Producer {
     fn publish_for(
         &self,
         topic: &str,
-        route: TopicRouteData,
+        route: Arc<TopicRouteData>,
         max_queues: Option<i32>,
     ) -> Arc<PublishInfo> {
         let mut map = self.inner.publish.guard();
-        if let Some((r, info)) = map.get(topic) {
-            if *r == route && info.from_default_topic == max_queues.is_some() {
+        if let Some((r, info)) = map.get_mut(topic)
+            && info.from_default_topic == max_queues.is_some()
+        {
+            // The same route object (every send between refreshes) or an equal one (a
+            // refresh that found nothing new: kept, so the next send is the first case).
+            if Arc::ptr_eq(r, &route) {
+                return info.clone();
+            }
+            if **r == *route {
+                *r = route;
                 return info.clone();
             }
         }
