@@ -31,12 +31,24 @@ impl ExtFields {
         }
     }
 
-    /// Room for `n` fields (a decoder does not know how many come; one allocation, not
-    /// one per doubling).
-    pub fn with_capacity(n: usize) -> Self {
-        Self {
-            entries: Vec::with_capacity(n),
+    /// The fields a decoder read, in wire order: a key may come more than once (the last
+    /// one counts, as in a JSON object) and `None` is Java's null (the key is absent).
+    /// Sorted once, stably, so peer input costs n log n: inserting each field in place
+    /// would shift the tail every time, and a header of 1 MiB with its keys in reverse
+    /// order would move hundreds of gigabytes.
+    pub(crate) fn from_wire(mut read: Vec<(CompactString, Option<CompactString>)>) -> Self {
+        read.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        let mut entries = Vec::with_capacity(read.len());
+        let mut fields = read.into_iter().peekable();
+        while let Some((key, value)) = fields.next() {
+            if fields.peek().is_some_and(|(next, _)| *next == key) {
+                continue;
+            }
+            if let Some(value) = value {
+                entries.push((key, value));
+            }
         }
+        Self { entries }
     }
 
     /// Makes room for `additional` more fields (a header writes all of its own at once).
@@ -180,6 +192,32 @@ mod tests {
                 prop_assert_eq!(fields.contains_key(&k), map.contains_key(&k));
             }
             prop_assert_eq!(fields.len(), map.len());
+            let ours: Vec<(&str, &str)> = fields.iter().collect();
+            let theirs: Vec<(&str, &str)> =
+                map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            prop_assert_eq!(ours, theirs);
+        }
+    }
+
+    proptest! {
+        /// What a decoder reads, in any order with repeats and nulls, comes out as the
+        /// map that inserting each in turn (a null removing) would leave.
+        #[test]
+        fn wire_fields_keep_the_last_value_of_each_key(
+            read in proptest::collection::vec(("[a-e]{0,2}", proptest::option::of("[x-z]{0,30}")), 0..64),
+        ) {
+            let mut map = BTreeMap::new();
+            for (k, v) in &read {
+                match v {
+                    Some(v) => map.insert(k.clone(), v.clone()),
+                    None => map.remove(k),
+                };
+            }
+            let wire = read
+                .into_iter()
+                .map(|(k, v)| (CompactString::from(k), v.map(CompactString::from)))
+                .collect();
+            let fields = ExtFields::from_wire(wire);
             let ours: Vec<(&str, &str)> = fields.iter().collect();
             let theirs: Vec<(&str, &str)> =
                 map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

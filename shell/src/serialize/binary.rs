@@ -92,16 +92,17 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, FrameError
     let mut ext = Reader {
         buf: r.take(ext_len)?,
     };
-    let mut ext_fields = ExtFields::new();
+    let mut read = Vec::new();
     while !ext.buf.is_empty() {
         let kl = usize::from(u16::from_be_bytes(ext.array()?));
         let key = ext.utf8(kl)?;
         let vl = ext.len_i32()?;
         let value = ext.utf8(vl)?;
         if !key.is_empty() && !value.is_empty() {
-            ext_fields.insert(key, value);
+            read.push((key.into(), Some(value.into())));
         }
     }
+    let ext_fields = ExtFields::from_wire(read);
     Ok(RemotingCommand {
         code: i32::from(code),
         language: LanguageCode::from_raw(language),

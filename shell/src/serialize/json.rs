@@ -320,20 +320,13 @@ impl<'de> Visitor<'de> for Ext {
         f.write_str("an extFields object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut ext = ExtFields::with_capacity(map.size_hint().unwrap_or(16));
+        // Null is Java's absent. As in any JSON object a later value of a key replaces an
+        // earlier one, so a later null removes it (`ExtFields::from_wire`).
+        let mut read = Vec::with_capacity(16);
         while let Some(k) = map.next_key_seed(Text)? {
-            match map.next_value_seed(Scalar)? {
-                Some(v) => {
-                    ext.insert(k, v);
-                }
-                // Null is Java's absent. As in any JSON object a later value of a key
-                // replaces an earlier one, so a later null removes it.
-                None => {
-                    ext.remove(&k);
-                }
-            }
+            read.push((k, map.next_value_seed(Scalar)?));
         }
-        Ok(Ok(ext))
+        Ok(Ok(ExtFields::from_wire(read)))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(Ok(ExtFields::new()))
