@@ -5,8 +5,9 @@
 //! send on each side (every key, every value, the tree's nodes). Here the entries live in
 //! one `Vec`, sorted by key, and keys and values are [`CompactString`]s, which hold up to
 //! 24 bytes inline: every key RocketMQ defines and most values (numbers, topic and group
-//! names) allocate nothing. A header has at most a few dozen entries, so a binary search
-//! and an insertion that shifts the tail cost less than a tree's node walk.
+//! names) allocate nothing. A header we build has at most a few dozen entries, so a
+//! binary search and an insertion that shifts the tail cost less than a tree's node walk;
+//! what a peer sends, of any size, is sorted once ([`ExtFields::from_wire`]).
 //!
 //! The order is the map's: sorted by key, a key present once (a later insert replaces
 //! the value). So the JSON header keeps fastjson's sorted keys, and the ACL signature,
@@ -18,7 +19,7 @@ use std::ops::Index;
 pub use compact_str::{CompactString, ToCompactString};
 
 /// The custom header of a [`crate::RemotingCommand`]: keys unique, kept sorted.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ExtFields {
     entries: Vec<(CompactString, CompactString)>,
 }
@@ -79,7 +80,7 @@ impl ExtFields {
     ) -> Option<CompactString> {
         let key = key.into();
         let value = value.into();
-        // Headers arrive sorted (fastjson writes keys in order): append without a search.
+        // Fields often come in key order (SEND_MESSAGE_V2's `a`…`n`): append without a search.
         if self
             .entries
             .last()

@@ -7,6 +7,7 @@
 use std::fmt;
 
 use crate::code::{LanguageCode, RequestCode, ResponseCode, version};
+use crate::ext_fields::CompactString;
 use crate::headers::{FromExtFields, HeaderError, ToExtFields};
 use crate::serialize;
 
@@ -197,8 +198,8 @@ impl RemotingCommand {
     /// Sets one extFields entry.
     pub fn with_ext(
         mut self,
-        key: impl Into<crate::ext_fields::CompactString>,
-        value: impl Into<crate::ext_fields::CompactString>,
+        key: impl Into<CompactString>,
+        value: impl Into<CompactString>,
     ) -> Self {
         self.ext_fields.insert(key, value);
         self

@@ -112,7 +112,6 @@ struct Inner {
     client: ClientInstance,
     config: ProducerConfig,
     /// topic → (route it was built from, queues with the round-robin position).
-    /// topic → the route its queues were computed from, and the queues.
     publish: Mutex<HashMap<String, RouteQueues>>,
     /// Send latencies per broker; consulted only with `send_latency_fault_enable`.
     faults: LatencyFaults,
@@ -429,7 +428,7 @@ impl Producer {
                 if let Some(route) = client.cached_route(topic) {
                     return Ok(self.publish_for(topic, route, None));
                 }
-                if let Ok(route) = client.topic_route(topic).await {
+                if let Ok(route) = client.fetch_route(topic).await {
                     return Ok(self.publish_for(topic, Arc::new(route), None));
                 }
                 return Ok(info.clone());
