@@ -292,15 +292,20 @@ impl RemotingCommand {
         Ok(cmd)
     }
 
-    /// Like [`RemotingCommand::decode_payload`], keeping the buffer as the body: the
-    /// header bytes are drained from its front instead of the body being copied out.
-    pub fn decode_payload_owned(
-        mut payload: Vec<u8>,
+    /// Decodes a frame read in its parts: the header mark, the header, and the body,
+    /// which becomes the command's own. The reader asks [`body_offset`] how long the
+    /// header is, so no part is copied out of another.
+    pub fn decode_parts(
+        mark: u32,
+        header: &[u8],
+        body: Vec<u8>,
         limits: &FrameLimits,
     ) -> Result<Self, FrameError> {
-        let (mut cmd, body_at) = Self::decode_head(&payload, limits)?;
-        payload.drain(..body_at.min(payload.len()));
-        cmd.body = payload;
+        if body_offset(mark, 4 + header.len() + body.len(), limits)? != 4 + header.len() {
+            return Err(FrameError::BadLength("header length differs from its mark"));
+        }
+        let mut cmd = Self::decode_header_bytes(mark, header)?;
+        cmd.body = body;
         Ok(cmd)
     }
 
@@ -311,34 +316,51 @@ impl RemotingCommand {
             .get(..4)
             .map(be_u32)
             .ok_or(FrameError::BadLength("frame shorter than its header mark"))?;
+        let body_at = body_offset(mark, payload.len(), limits)?;
+        Ok((
+            Self::decode_header_bytes(mark, &payload[4..body_at])?,
+            body_at,
+        ))
+    }
+
+    /// The command a header decodes to, serialized as `mark` says; `mark` was checked
+    /// by [`body_offset`].
+    fn decode_header_bytes(mark: u32, header: &[u8]) -> Result<Self, FrameError> {
         let serialize_type = SerializeType::from_byte((mark >> 24) as u8)?;
-        let header_len = mark & 0x00FF_FFFF;
-        if header_len > limits.max_header_bytes {
-            return Err(FrameError::TooLarge {
-                what: "header",
-                len: u64::from(header_len),
-                max: u64::from(limits.max_header_bytes),
-            });
-        }
-        let header = payload
-            .get(4..4 + header_len as usize)
-            .ok_or(FrameError::BadLength("header longer than frame"))?;
-        let body_at = 4 + header_len as usize;
-        let body_len = payload.len().saturating_sub(body_at);
-        if body_len as u64 > u64::from(limits.max_body_bytes) {
-            return Err(FrameError::TooLarge {
-                what: "body",
-                len: body_len as u64,
-                max: u64::from(limits.max_body_bytes),
-            });
-        }
         let mut cmd = match serialize_type {
             SerializeType::Json => serialize::decode_json_header(header)?,
             SerializeType::RocketMq => serialize::decode_binary_header(header)?,
         };
         cmd.serialize_type = serialize_type;
-        Ok((cmd, body_at))
+        Ok(cmd)
     }
+}
+
+/// Where the body starts in a frame of `length` bytes after its length prefix, from its
+/// header `mark`: checks the serialization, and the header and the body against the
+/// frame and `limits`, so a reader knows both fit before it reads either.
+pub fn body_offset(mark: u32, length: usize, limits: &FrameLimits) -> Result<usize, FrameError> {
+    SerializeType::from_byte((mark >> 24) as u8)?;
+    let header_len = mark & 0x00FF_FFFF;
+    if header_len > limits.max_header_bytes {
+        return Err(FrameError::TooLarge {
+            what: "header",
+            len: u64::from(header_len),
+            max: u64::from(limits.max_header_bytes),
+        });
+    }
+    let body_at = 4 + header_len as usize;
+    let Some(body_len) = length.checked_sub(body_at) else {
+        return Err(FrameError::BadLength("header longer than frame"));
+    };
+    if body_len as u64 > u64::from(limits.max_body_bytes) {
+        return Err(FrameError::TooLarge {
+            what: "body",
+            len: body_len as u64,
+            max: u64::from(limits.max_body_bytes),
+        });
+    }
+    Ok(body_at)
 }
 
 /// Checks a length prefix against the frame limit (Java compares prefix + 4) and returns it.

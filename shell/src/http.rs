@@ -291,7 +291,9 @@ async fn accept_loop(
                     Err(_) => return,
                 },
             };
-            let (r, w) = stream.split();
+            let Ok((r, w, _socket)) = stream.split() else {
+                return;
+            };
             let _ = serve(r, w, &handler, max_body).await;
         });
     }

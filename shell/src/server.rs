@@ -216,7 +216,13 @@ fn serve<P: Processor>(
     connections: &Arc<Mutex<HashMap<u64, Connection>>>,
     permit: SemaphoreGuardArc,
 ) {
-    let conn = Connection::start(stream, peer, config.connection.clone(), processor.clone());
+    let conn = match Connection::start(stream, peer, config.connection.clone(), processor.clone()) {
+        Ok(conn) => conn,
+        Err(e) => {
+            log::warn!("connection from {peer} not started: {e}");
+            return;
+        }
+    };
     connections.guard().insert(conn.id(), conn.clone());
     let registry = connections.clone();
     runtime::spawn(async move {

@@ -193,6 +193,26 @@ fn timed_out_request_fails_cleanly_and_late_response_is_dropped() {
 }
 
 #[test]
+fn a_short_timeout_behind_a_long_one_expires_on_time() {
+    with_server(async |server, _| {
+        let conn = connect(server).await;
+        let c = conn.clone();
+        let long = spawn(async move {
+            let slow = RemotingCommand::request_code(SLOW).with_ext("n", "long");
+            c.request(slow, Duration::from_secs(10)).await
+        });
+        // The long request's deadline is the one the connection's expiry sleeps until...
+        sleep(Duration::from_millis(20)).await;
+        // ...and this earlier one must wake it: SLOW answers after 300 ms, so an answer
+        // here means the deadline went by unnoticed.
+        let slow = RemotingCommand::request_code(SLOW).with_ext("n", "short");
+        let r = conn.request(slow, Duration::from_millis(50)).await;
+        assert_eq!(r.unwrap_err(), RemotingError::Timeout);
+        assert_eq!(long.await.unwrap().ext_fields["n"], "long");
+    });
+}
+
+#[test]
 fn malformed_frame_closes_only_that_connection() {
     with_server(async |server, _| {
         let good = connect(server).await;

@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use tern_shell::body::{ConsumeStats, HeartbeatData, TopicRouteData, from_json};
+use tern_shell::frame::body_offset;
 use tern_shell::headers::{
     FromExtFields, PullMessageRequestHeader, SendMessageRequestHeaderV2, ToExtFields,
 };
@@ -68,18 +69,20 @@ proptest! {
     }
 
     #[test]
-    fn owned_payload_decode_agrees_with_slice_decode(cmd in command(), at in any::<usize>(), val in any::<u8>(), mutate in any::<bool>()) {
+    fn decode_in_parts_agrees_with_slice_decode(cmd in command(), at in any::<usize>(), val in any::<u8>(), mutate in any::<bool>()) {
         let mut bytes = cmd.encode().unwrap();
         if mutate {
             let i = 4 + at % (bytes.len() - 4);
             bytes[i] = val;
         }
-        let payload = bytes[4..].to_vec();
+        // As the connection reads: the mark, then the header and the body it locates.
+        let payload = &bytes[4..];
         let limits = FrameLimits::default();
-        prop_assert_eq!(
-            RemotingCommand::decode_payload_owned(payload.clone(), &limits),
-            RemotingCommand::decode_payload(&payload, &limits)
-        );
+        let mark = u32::from_be_bytes(payload[..4].try_into().unwrap());
+        let in_parts = body_offset(mark, payload.len(), &limits).and_then(|at| {
+            RemotingCommand::decode_parts(mark, &payload[4..at], payload[at..].to_vec(), &limits)
+        });
+        prop_assert_eq!(in_parts, RemotingCommand::decode_payload(payload, &limits));
     }
 
     #[test]

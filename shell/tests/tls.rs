@@ -439,7 +439,7 @@ fn start_up_errors_name_the_key_and_the_file() {
 /// closed.
 async fn http_get(stream: tern_shell::tls::Stream) -> String {
     use smol::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut r, mut w) = stream.split();
+    let (mut r, mut w, _socket) = stream.split().unwrap();
     if w.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .is_err()

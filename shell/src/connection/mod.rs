@@ -11,23 +11,22 @@
 //! [`ConnectionConfig::write_timeout`]: a peer that stops reading gets its connection
 //! closed after that long without taking a byte, so no writer waits on it for ever.
 
-use crate::sync::MutexExt;
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use async_std::channel::{Sender, bounded};
+use async_std::channel::bounded;
 use async_std::net::{Shutdown as NetShutdown, TcpStream};
 
 use crate::code::ResponseCode;
 use crate::frame::{FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand};
 use crate::runtime::{self, Shutdown};
-use crate::tls::{Stream, WriteHalf};
+use crate::tls::{Socket, Stream, WriteHalf};
 
 mod config;
+mod pending;
 mod read;
 mod write;
 
@@ -97,7 +96,7 @@ struct Inner {
     peer: SocketAddr,
     local: SocketAddr,
     /// The socket under the stream, plain or TLS: shut down to close at once.
-    stream: TcpStream,
+    socket: Socket,
     /// True when the stream is TLS.
     tls: bool,
     writer: async_lock::Mutex<WriteHalf>,
@@ -106,7 +105,10 @@ struct Inner {
     /// Bytes the socket accepted so far: a writer waiting for the lock tells a holder
     /// that is slowly getting through from one the peer stopped reading.
     written_bytes: AtomicU64,
-    pending: Mutex<HashMap<i32, Sender<RemotingCommand>>>,
+    /// Requests waiting for answers; see [`pending`].
+    pending: Mutex<pending::Pending>,
+    /// Wakes the task that fails requests past their deadline.
+    expiry: runtime::Wakeup,
     next_opaque: AtomicI32,
     closed: AtomicBool,
     /// Why the read side failed, when it did: requests failed by the close report it.
@@ -156,25 +158,26 @@ impl Connection {
         .await
         .map_err(|_| RemotingError::Connect(format!("{addr}: timed out")))?
         .map_err(RemotingError::Connect)?;
-        Ok(Self::start(stream.0, stream.1, config, processor))
+        Self::start(stream.0, stream.1, config, processor)
+            .map_err(|e| RemotingError::Connect(format!("{addr}: {e}")))
     }
 
     /// Wraps an accepted or connected stream (plain TCP or TLS) from `peer` and spawns
     /// its reader task. The peer's address is the caller's (from accept or connect): a
     /// peer that reset right after connecting has none left to ask the socket for, and
-    /// what it sent before is still read.
+    /// what it sent before is still read. Fails only if the socket cannot be registered
+    /// with the reactor.
     pub fn start<P: Processor>(
         stream: impl Into<Stream>,
         peer: SocketAddr,
         config: ConnectionConfig,
         processor: Arc<P>,
-    ) -> Self {
+    ) -> std::io::Result<Self> {
         let stream = stream.into();
-        let tcp = stream.tcp().clone();
-        let _ = tcp.set_nodelay(true);
         let tls = stream.is_tls();
-        let (reader, writer) = stream.split();
-        let local = tcp.local_addr().unwrap_or_else(|_| match peer {
+        let (reader, writer, socket) = stream.split()?;
+        let _ = socket.set_nodelay(true);
+        let local = socket.local_addr().unwrap_or_else(|_| match peer {
             SocketAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
             SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
         });
@@ -185,9 +188,10 @@ impl Connection {
             writer: async_lock::Mutex::new(writer),
             write_timeout: config.write_timeout,
             written_bytes: AtomicU64::new(0),
-            stream: tcp,
+            socket,
             tls,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(pending::Pending::default()),
+            expiry: runtime::Wakeup::new(),
             next_opaque: AtomicI32::new(1),
             closed: AtomicBool::new(false),
             close_reason: OnceLock::new(),
@@ -199,7 +203,7 @@ impl Connection {
         let conn = Connection { inner };
         let looping = conn.clone();
         runtime::spawn(async move { looping.read_loop(reader, config, processor).await });
-        conn
+        Ok(conn)
     }
 
     /// True when the connection runs over TLS.
@@ -248,23 +252,22 @@ impl Connection {
         cmd.opaque = opaque;
         cmd.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
         let (tx, rx) = bounded(1);
-        self.lock_pending().insert(opaque, tx);
+        let deadline = self.wait_for_answer(opaque, tx, timeout);
         // Checked after inserting: a close that drained `pending` before our insert is seen here.
         if self.is_closed() {
-            self.lock_pending().remove(&opaque);
+            self.take_waiter(opaque);
             return Err(self.closed_error());
         }
         if let Err(e) = self.write(&cmd).await {
-            self.lock_pending().remove(&opaque);
+            self.take_waiter(opaque);
             return Err(e);
         }
-        match runtime::timeout(timeout, rx.recv()).await {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(_)) => Err(self.closed_error()),
-            Err(_) => {
-                self.lock_pending().remove(&opaque);
-                Err(RemotingError::Timeout)
-            }
+        // No timer here: the connection's expiry task closes the channel once the
+        // deadline passes (see `pending`).
+        match rx.recv().await {
+            Ok(resp) => Ok(resp),
+            Err(_) if Instant::now() >= deadline => Err(RemotingError::Timeout),
+            Err(_) => Err(self.closed_error()),
         }
     }
 
@@ -273,13 +276,6 @@ impl Connection {
         cmd.opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
         cmd.flag = (cmd.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
         self.write(&cmd).await
-    }
-
-    pub(crate) fn lock_pending(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<i32, Sender<RemotingCommand>>> {
-        // A poisoned map is still a valid map: the panicking holder only inserted or removed.
-        self.inner.pending.guard()
     }
 
     pub(crate) fn touch(&self) {
@@ -311,8 +307,8 @@ impl Connection {
     /// Closes the socket now and fails every pending request.
     pub(crate) fn abort(&self) {
         self.inner.closed.store(true, Ordering::Release);
-        let _ = self.inner.stream.shutdown(NetShutdown::Both);
+        let _ = self.inner.socket.shutdown(NetShutdown::Both);
         // Dropping the senders wakes every waiter with `Closed`.
-        self.lock_pending().clear();
+        self.fail_waiters();
     }
 }

@@ -11,7 +11,8 @@ use async_std::io::{BufReader, prelude::*};
 use super::{Connection, ConnectionConfig, Processor};
 use crate::code::ResponseCode;
 use crate::frame::{
-    FLAG_RESPONSE, FrameError, FrameLimits, RemotingCommand, SerializeType, check_frame_length,
+    FLAG_RESPONSE, FrameError, FrameLimits, RemotingCommand, SerializeType, body_offset,
+    check_frame_length,
 };
 use crate::runtime;
 use crate::tls::ReadHalf;
@@ -103,7 +104,7 @@ impl Connection {
             };
             self.touch();
             if cmd.is_response() {
-                let waiter = self.lock_pending().remove(&cmd.opaque);
+                let waiter = self.take_waiter(cmd.opaque);
                 match waiter {
                     Some(tx) => {
                         let _ = tx.try_send(cmd);
@@ -324,7 +325,7 @@ impl Drop for HeldBytes {
     }
 }
 
-/// Most bytes reserved for a frame before its bytes arrive.
+/// Most bytes a frame's buffer grows by before they arrive.
 const PREALLOCATE_MAX_BYTES: usize = 1 << 20;
 
 /// Reads one frame; returns the command and the frame's length. Memory grows with the
@@ -344,20 +345,37 @@ pub(crate) async fn read_frame<R: async_std::io::Read + Unpin>(
         } else {
             ReadError::Frame(e)
         }
-    })?;
-    // Sized up front (bounded, so a peer announcing 16 MiB and sending nothing does not
-    // get it reserved); the buffer becomes the command's body.
-    let mut payload = Vec::with_capacity((length as usize).min(PREALLOCATE_MAX_BYTES));
-    reader
-        .take(u64::from(length))
-        .read_to_end(&mut payload)
-        .await
-        .map_err(ReadError::Io)?;
-    if payload.len() != length as usize {
-        return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    })? as usize;
+    let mut mark = [0u8; 4];
+    reader.read_exact(&mut mark).await.map_err(ReadError::Io)?;
+    let mark = u32::from_be_bytes(mark);
+    let body_at = body_offset(mark, length, limits).map_err(ReadError::Frame)?;
+    // Header and body each read straight into their own buffer, the body's becoming
+    // the command's: nothing is copied after the socket read.
+    let header = read_exact_growing(reader, body_at - 4).await?;
+    let body = read_exact_growing(reader, length - body_at).await?;
+    let cmd =
+        RemotingCommand::decode_parts(mark, &header, body, limits).map_err(ReadError::Frame)?;
+    Ok((cmd, length + 4))
+}
+
+/// Reads exactly `len` bytes, the buffer growing at most [`PREALLOCATE_MAX_BYTES`] ahead
+/// of what arrived. Not `read_to_end` into a buffer sized for them: once full it grows
+/// the buffer to look for more, which reallocated and copied every frame.
+async fn read_exact_growing<R: async_std::io::Read + Unpin>(
+    reader: &mut R,
+    len: usize,
+) -> Result<Vec<u8>, ReadError> {
+    let mut buf = Vec::new();
+    while buf.len() < len {
+        let from = buf.len();
+        buf.resize(len.min(from + PREALLOCATE_MAX_BYTES), 0);
+        reader
+            .read_exact(&mut buf[from..])
+            .await
+            .map_err(ReadError::Io)?;
     }
-    let cmd = RemotingCommand::decode_payload_owned(payload, limits).map_err(ReadError::Frame)?;
-    Ok((cmd, length as usize + 4))
+    Ok(buf)
 }
 
 #[derive(Debug)]

@@ -18,6 +18,7 @@ use rustls::AlertDescription;
 use rustls::crypto::CryptoProvider;
 
 mod client;
+mod halves;
 mod pem;
 mod reload;
 mod server;
@@ -25,13 +26,14 @@ mod settings;
 mod stream;
 
 pub use client::ClientTls;
+pub use halves::{ReadHalf, Socket, WriteHalf};
 pub use server::{HANDSHAKE_TIMEOUT, Refused, ServerTls};
 pub use settings::{
     CLIENT_AUTH_SERVER, CLIENT_CERT_PATH, CLIENT_KEY_PATH, CLIENT_TRUST_CERT_PATH, ClientAuth,
     ClientTlsSettings, ENABLE, SERVER_CERT_PATH, SERVER_KEY_PATH, SERVER_MODE,
     SERVER_NEED_CLIENT_AUTH, SERVER_TRUST_CERT_PATH, ServerTlsSettings, TlsMode, TlsSettings,
 };
-pub use stream::{ReadHalf, SharedStream, Stream, TlsStream, WriteHalf};
+pub use stream::{SharedStream, Stream, TlsStream};
 
 /// The first byte of a TLS handshake record (RocketMQ's `HANDSHAKE_MAGIC_CODE`). A
 /// remoting frame starts with its length, whose first byte is 0x16 only for frames of

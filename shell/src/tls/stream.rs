@@ -1,10 +1,10 @@
-//! A connection's byte stream, plain TCP or TLS over it, and its two halves.
+//! A connection's byte stream, plain TCP or TLS over it, whole or shared by tasks
+//! ([`SharedStream`]); a connection's two halves are in `halves`.
 //!
-//! A plain stream splits into two clones of the socket, as before TLS existed: reading
-//! and writing never meet. A TLS stream is one state machine (records, keys, alerts),
-//! so its halves share it under a mutex held only for the length of one poll; a half
-//! waiting for the socket holds nothing. Reading never writes here: rustls queues what
-//! a read produces (alerts, key updates) and the writer's next write or flush sends it.
+//! A TLS stream is one state machine (records, keys, alerts), so its users share it
+//! under a mutex held only for the length of one poll; one waiting for the socket holds
+//! nothing. Reading never writes here: rustls queues what a read produces (alerts, key
+//! updates) and the writer's next write or flush sends it.
 
 use crate::sync::MutexExt;
 use std::io::{self, IoSlice};
@@ -58,35 +58,14 @@ impl Stream {
             },
         }
     }
-
-    /// Read and write halves that can be used from two tasks at once.
-    pub fn split(self) -> (ReadHalf, WriteHalf) {
-        match self {
-            Stream::Plain(s) => (ReadHalf(Half::Plain(s.clone())), WriteHalf(Half::Plain(s))),
-            Stream::Tls(s) => {
-                let shared = Arc::new(Mutex::new(s));
-                (
-                    ReadHalf(Half::Tls(shared.clone())),
-                    WriteHalf(Half::Tls(shared)),
-                )
-            }
-        }
-    }
 }
 
+/// One direction's handle on a shared stream.
 #[derive(Debug)]
-enum Half {
+pub(super) enum Half {
     Plain(TcpStream),
     Tls(Arc<Mutex<Box<TlsStream>>>),
 }
-
-/// The half a connection's reader owns.
-#[derive(Debug)]
-pub struct ReadHalf(Half);
-
-/// The half a connection's writers share.
-#[derive(Debug)]
-pub struct WriteHalf(Half);
 
 /// The whole stream as one reader and writer, for a server that does not split it (the
 /// gRPC endpoint hands it to HTTP/2 whole).
@@ -137,57 +116,6 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_close(cx),
             Stream::Tls(s) => Pin::new(&mut **s).poll_close(cx),
-        }
-    }
-}
-
-impl AsyncRead for ReadHalf {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().0 {
-            Half::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for WriteHalf {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().0 {
-            Half::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().0 {
-            Half::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().0 {
-            Half::Plain(s) => Pin::new(s).poll_flush(cx),
-            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_flush(cx),
-        }
-    }
-
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().0 {
-            Half::Plain(s) => Pin::new(s).poll_close(cx),
-            Half::Tls(s) => Pin::new(&mut **s.guard()).poll_close(cx),
         }
     }
 }

@@ -1,0 +1,177 @@
+//! Requests waiting for their answers, and the one timer per connection that fails those
+//! that wait too long.
+//!
+//! Why not a timeout around each wait: every timer registered with async-io's reactor
+//! is an insert and a remove on its timer queue, and an insert interrupts the reactor
+//! when a thread sleeps in it; dropping timers faster than the reactor drains its queue
+//! makes the dropper take the reactor's timer lock. At tens of thousands of requests a
+//! second that was a futex wait and a thread switch now and then per request, on the
+//! client's busiest path. Here a request's deadline is a number in the table; one task
+//! per connection sleeps until the earliest deadline and fails what passed it. Requests
+//! of the same timeout come in deadline order, so that task wakes about once per timeout
+//! period, not once per request.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use async_std::channel::Sender;
+
+use super::Connection;
+use crate::frame::RemotingCommand;
+use crate::runtime;
+use crate::sync::MutexExt;
+
+/// The waiting requests of one connection, by opaque.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    waiters: HashMap<i32, Waiter>,
+    /// When the expiry task wakes next; `None` while it waits for a request to time.
+    armed: Option<Instant>,
+    /// Whether the expiry task was started (on the first request: a server's
+    /// connections seldom send any).
+    expiring: bool,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    answer: Sender<RemotingCommand>,
+    deadline: Instant,
+}
+
+/// What [`Pending::insert`] asks of the caller.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Arm {
+    /// The expiry task's next wake comes at or before this deadline: nothing to do.
+    Armed,
+    /// Wake the expiry task: the deadline is earlier than its next wake.
+    Wake,
+    /// Start the expiry task: this is the connection's first request.
+    Start,
+}
+
+impl Pending {
+    /// Adds a waiter for `opaque`'s answer until `deadline`.
+    pub(super) fn insert(
+        &mut self,
+        opaque: i32,
+        answer: Sender<RemotingCommand>,
+        deadline: Instant,
+    ) -> Arm {
+        self.waiters.insert(opaque, Waiter { answer, deadline });
+        if !self.expiring {
+            self.expiring = true;
+            self.armed = Some(deadline);
+            return Arm::Start;
+        }
+        match self.armed {
+            Some(at) if at <= deadline => Arm::Armed,
+            _ => {
+                self.armed = Some(deadline);
+                Arm::Wake
+            }
+        }
+    }
+
+    /// Takes the waiter of `opaque` (its answer came, or its request gave up).
+    pub(super) fn take(&mut self, opaque: i32) -> Option<Sender<RemotingCommand>> {
+        self.waiters.remove(&opaque).map(|w| w.answer)
+    }
+
+    /// Drops every waiter: each sees its channel closed.
+    pub(super) fn clear(&mut self) {
+        self.waiters.clear();
+    }
+
+    /// Drops the waiters whose deadline is not after `now` (each sees its channel
+    /// closed and, its deadline passed, reports a timeout); returns the earliest
+    /// deadline left, which the expiry task sleeps until.
+    fn expire(&mut self, now: Instant) -> Option<Instant> {
+        self.waiters.retain(|_, w| w.deadline > now);
+        self.armed = self.waiters.values().map(|w| w.deadline).min();
+        self.armed
+    }
+}
+
+impl Connection {
+    /// Registers a waiter for `opaque`'s answer for up to `timeout`; returns its
+    /// deadline. Its channel closes when the deadline passes or the connection closes.
+    pub(super) fn wait_for_answer(
+        &self,
+        opaque: i32,
+        answer: Sender<RemotingCommand>,
+        timeout: Duration,
+    ) -> Instant {
+        // A timeout too large to add is a wait without end; a year is as good.
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
+        let arm = self.inner.pending.guard().insert(opaque, answer, deadline);
+        match arm {
+            Arm::Armed => {}
+            Arm::Wake => self.inner.expiry.wake(),
+            Arm::Start => {
+                let conn = self.clone();
+                runtime::spawn(async move { conn.expire_loop().await });
+            }
+        }
+        deadline
+    }
+
+    /// Takes the waiter of `opaque`: the read loop, to hand it its answer; a request,
+    /// when it gives up.
+    pub(crate) fn take_waiter(&self, opaque: i32) -> Option<Sender<RemotingCommand>> {
+        self.inner.pending.guard().take(opaque)
+    }
+
+    /// Fails every waiter (the connection closed).
+    pub(super) fn fail_waiters(&self) {
+        self.inner.pending.guard().clear();
+    }
+
+    /// Fails waiters as their deadlines pass, until the connection is done.
+    async fn expire_loop(self) {
+        loop {
+            // Taken before looking, so a wake for an earlier deadline that comes while
+            // we look is not lost.
+            let woken = self.inner.expiry.next();
+            let next = self.inner.pending.guard().expire(Instant::now());
+            let wait = async {
+                match next {
+                    Some(at) => {
+                        let left = at.saturating_duration_since(Instant::now());
+                        let _ = runtime::timeout(left, woken.wait()).await;
+                    }
+                    None => woken.wait().await,
+                }
+            };
+            if self.inner.done.until(wait).await {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_std::channel::bounded;
+
+    #[test]
+    fn the_expiry_task_is_woken_only_for_an_earlier_deadline() {
+        let t0 = Instant::now();
+        let s = |n| t0 + Duration::from_secs(n);
+        let mut p = Pending::default();
+        let tx = || bounded(1).0;
+        assert_eq!(p.insert(1, tx(), s(3)), Arm::Start);
+        assert_eq!(p.insert(2, tx(), s(4)), Arm::Armed);
+        assert_eq!(p.insert(3, tx(), s(2)), Arm::Wake);
+        // At 2 s the third expires; the first is next.
+        assert_eq!(p.expire(s(2)), Some(s(3)));
+        assert!(p.take(3).is_none());
+        assert!(p.take(1).is_some());
+        assert_eq!(p.expire(s(3)), Some(s(4)));
+        assert_eq!(p.expire(s(5)), None);
+        // Nothing armed: the next request wakes the task.
+        assert_eq!(p.insert(4, tx(), s(9)), Arm::Wake);
+    }
+}
