@@ -241,8 +241,9 @@ impl Connection {
         self.inner.done.wait().await;
     }
 
-    /// Sends a request and waits up to `timeout` for its response. The opaque is assigned
-    /// here so that it is unique on this connection.
+    /// Sends a request and waits for its response, both within `timeout` (as Java's
+    /// `invokeSync` counts it from the call). The opaque is assigned here so that it is
+    /// unique on this connection.
     pub async fn request(
         &self,
         mut cmd: RemotingCommand,

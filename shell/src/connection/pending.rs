@@ -12,11 +12,12 @@
 //! period, not once per request.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_std::channel::Sender;
 
-use super::Connection;
+use super::{Connection, Inner};
 use crate::frame::RemotingCommand;
 use crate::runtime;
 use crate::sync::MutexExt;
@@ -110,8 +111,8 @@ impl Connection {
             Arm::Armed => {}
             Arm::Wake => self.inner.expiry.wake(),
             Arm::Start => {
-                let conn = self.clone();
-                runtime::spawn(async move { conn.expire_loop().await });
+                let inner = Arc::downgrade(&self.inner);
+                runtime::spawn(Self::expire_loop(inner));
             }
         }
         deadline
@@ -128,13 +129,18 @@ impl Connection {
         self.inner.pending.guard().clear();
     }
 
-    /// Fails waiters as their deadlines pass, until the connection is done.
-    async fn expire_loop(self) {
+    /// Fails waiters as their deadlines pass, until the connection is done or gone. It
+    /// holds the connection only while it looks: a connection whose read loop ended
+    /// without `done` (a panic) is not kept alive by it.
+    async fn expire_loop(inner: Weak<Inner>) {
         loop {
+            let Some(conn) = inner.upgrade() else { return };
             // Taken before looking, so a wake for an earlier deadline that comes while
             // we look is not lost.
-            let woken = self.inner.expiry.next();
-            let next = self.inner.pending.guard().expire(Instant::now());
+            let woken = conn.expiry.next();
+            let next = conn.pending.guard().expire(Instant::now());
+            let done = conn.done.clone();
+            drop(conn);
             let wait = async {
                 match next {
                     Some(at) => {
@@ -144,7 +150,7 @@ impl Connection {
                     None => woken.wait().await,
                 }
             };
-            if self.inner.done.until(wait).await {
+            if done.until(wait).await {
                 return;
             }
         }

@@ -369,7 +369,11 @@ async fn read_exact_growing<R: async_std::io::Read + Unpin>(
     let mut buf = Vec::new();
     while buf.len() < len {
         let from = buf.len();
-        buf.resize(len.min(from + PREALLOCATE_MAX_BYTES), 0);
+        let to = len.min(from + PREALLOCATE_MAX_BYTES);
+        // Exact: `resize` alone doubles, leaving a body just over a power of two in
+        // twice its size for as long as the command lives.
+        buf.reserve_exact(to - from);
+        buf.resize(to, 0);
         reader
             .read_exact(&mut buf[from..])
             .await
