@@ -175,12 +175,12 @@ impl Connection {
     ) -> std::io::Result<Self> {
         let stream = stream.into();
         let tls = stream.is_tls();
-        let (reader, writer, socket) = stream.split()?;
-        let _ = socket.set_nodelay(true);
-        let local = socket.local_addr().unwrap_or_else(|_| match peer {
+        let _ = stream.tcp().set_nodelay(true);
+        let local = stream.tcp().local_addr().unwrap_or_else(|_| match peer {
             SocketAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
             SocketAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
         });
+        let (reader, writer, socket) = stream.split()?;
         let inner = Arc::new(Inner {
             id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
             peer,

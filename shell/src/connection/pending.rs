@@ -103,9 +103,10 @@ impl Connection {
         timeout: Duration,
     ) -> Instant {
         // A timeout too large to add is a wait without end; a year is as good.
-        let deadline = Instant::now()
+        let now = Instant::now();
+        let deadline = now
             .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600));
+            .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
         let arm = self.inner.pending.guard().insert(opaque, answer, deadline);
         match arm {
             Arm::Armed => {}

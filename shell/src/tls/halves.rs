@@ -6,7 +6,7 @@
 //! halves share its one state machine as [`SharedStream`](super::SharedStream) does.
 
 use std::io::{self, IoSlice, Read};
-use std::net::{Shutdown, SocketAddr};
+use std::net::Shutdown;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
@@ -21,6 +21,13 @@ use crate::sync::MutexExt;
 /// A plain socket as the halves share it.
 type Plain = Arc<Async<std::net::TcpStream>>;
 
+/// What each half holds: the plain socket, or the TLS state machine both halves use.
+#[derive(Debug)]
+enum Shared {
+    Plain(Plain),
+    Tls(Arc<Mutex<Box<TlsStream>>>),
+}
+
 impl Stream {
     /// Read and write halves usable from two tasks at once, and the socket under them
     /// (to shut it down from a third). Fails only if the socket cannot be registered
@@ -30,8 +37,8 @@ impl Stream {
             Stream::Plain(tcp) => {
                 let socket = Arc::new(Async::new(std::net::TcpStream::try_from(tcp)?)?);
                 Ok((
-                    ReadHalf(Reader::Plain(socket.clone())),
-                    WriteHalf(Writer::Plain(socket.clone())),
+                    ReadHalf(Shared::Plain(socket.clone())),
+                    WriteHalf(Shared::Plain(socket.clone())),
                     Socket(SocketKind::Plain(socket)),
                 ))
             }
@@ -39,8 +46,8 @@ impl Stream {
                 let tcp = tls.get_ref().0.clone();
                 let shared = Arc::new(Mutex::new(tls));
                 Ok((
-                    ReadHalf(Reader::Tls(shared.clone())),
-                    WriteHalf(Writer::Tls(shared)),
+                    ReadHalf(Shared::Tls(shared.clone())),
+                    WriteHalf(Shared::Tls(shared)),
                     Socket(SocketKind::Tls(tcp)),
                 ))
             }
@@ -60,13 +67,7 @@ impl Stream {
 /// empty read is taken for that old event and the reactor asked again, which registers
 /// for the next: two reads.
 #[derive(Debug)]
-pub struct ReadHalf(Reader);
-
-#[derive(Debug)]
-enum Reader {
-    Plain(Plain),
-    Tls(Arc<Mutex<Box<TlsStream>>>),
-}
+pub struct ReadHalf(Shared);
 
 impl AsyncRead for ReadHalf {
     fn poll_read(
@@ -75,7 +76,7 @@ impl AsyncRead for ReadHalf {
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
-            Reader::Plain(socket) => {
+            Shared::Plain(socket) => loop {
                 match socket.get_ref().read(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     done => return Poll::Ready(done),
@@ -87,25 +88,15 @@ impl AsyncRead for ReadHalf {
                 // registration reports data already queued.
                 ready!(socket.poll_readable(cx))?;
                 ready!(socket.poll_readable(cx))?;
-                // Not reached in practice (the second ask registers and waits); reading
-                // again is correct if it is.
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-            Reader::Tls(s) => Pin::new(&mut **s.guard()).poll_read(cx, buf),
+            },
+            Shared::Tls(s) => Pin::new(&mut **s.guard()).poll_read(cx, buf),
         }
     }
 }
 
 /// The half a connection's writers share.
 #[derive(Debug)]
-pub struct WriteHalf(Writer);
-
-#[derive(Debug)]
-enum Writer {
-    Plain(Plain),
-    Tls(Arc<Mutex<Box<TlsStream>>>),
-}
+pub struct WriteHalf(Shared);
 
 impl AsyncWrite for WriteHalf {
     fn poll_write(
@@ -114,8 +105,8 @@ impl AsyncWrite for WriteHalf {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
-            Writer::Plain(s) => Pin::new(&mut &**s).poll_write(cx, buf),
-            Writer::Tls(s) => Pin::new(&mut **s.guard()).poll_write(cx, buf),
+            Shared::Plain(s) => Pin::new(&mut &**s).poll_write(cx, buf),
+            Shared::Tls(s) => Pin::new(&mut **s.guard()).poll_write(cx, buf),
         }
     }
 
@@ -125,15 +116,15 @@ impl AsyncWrite for WriteHalf {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
-            Writer::Plain(s) => Pin::new(&mut &**s).poll_write_vectored(cx, bufs),
-            Writer::Tls(s) => Pin::new(&mut **s.guard()).poll_write_vectored(cx, bufs),
+            Shared::Plain(s) => Pin::new(&mut &**s).poll_write_vectored(cx, bufs),
+            Shared::Tls(s) => Pin::new(&mut **s.guard()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
-            Writer::Plain(s) => Pin::new(&mut &**s).poll_flush(cx),
-            Writer::Tls(s) => Pin::new(&mut **s.guard()).poll_flush(cx),
+            Shared::Plain(s) => Pin::new(&mut &**s).poll_flush(cx),
+            Shared::Tls(s) => Pin::new(&mut **s.guard()).poll_flush(cx),
         }
     }
 
@@ -141,8 +132,8 @@ impl AsyncWrite for WriteHalf {
         match &mut self.get_mut().0 {
             // The writing direction shut, so the peer reads the end of the stream (the
             // HTTP server's answers end so). async-std's `TcpStream` only flushed.
-            Writer::Plain(s) => Poll::Ready(s.get_ref().shutdown(Shutdown::Write)),
-            Writer::Tls(s) => Pin::new(&mut **s.guard()).poll_close(cx),
+            Shared::Plain(s) => Poll::Ready(s.get_ref().shutdown(Shutdown::Write)),
+            Shared::Tls(s) => Pin::new(&mut **s.guard()).poll_close(cx),
         }
     }
 }
@@ -164,22 +155,6 @@ impl Socket {
         match &self.0 {
             SocketKind::Plain(s) => s.get_ref().shutdown(how),
             SocketKind::Tls(s) => s.shutdown(how),
-        }
-    }
-
-    /// Sets TCP_NODELAY.
-    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        match &self.0 {
-            SocketKind::Plain(s) => s.get_ref().set_nodelay(on),
-            SocketKind::Tls(s) => s.set_nodelay(on),
-        }
-    }
-
-    /// Our side's address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        match &self.0 {
-            SocketKind::Plain(s) => s.get_ref().local_addr(),
-            SocketKind::Tls(s) => s.local_addr(),
         }
     }
 }

@@ -62,7 +62,7 @@ impl Stream {
 
 /// One direction's handle on a shared stream.
 #[derive(Debug)]
-pub(super) enum Half {
+enum Half {
     Plain(TcpStream),
     Tls(Arc<Mutex<Box<TlsStream>>>),
 }
