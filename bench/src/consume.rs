@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use tern_client::consumer::pull::broker_addr;
 use tern_client::{ClientConfig, MessageQueue, PullConsumer};
+use tern_engine::record::RecordView;
 use tern_shell::body::{BatchAck, BatchAckMessageRequestBody, encode_bit_set, to_json};
 use tern_shell::headers::{
     PopMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
 };
-use tern_shell::message::{MessageExt, decode_pulled};
+use tern_shell::message::{pulled_body, pulled_records};
 use tern_shell::pop::parse_start_offset_info;
 use tern_shell::runtime;
 use tern_shell::{FromExtFields, RemotingCommand, RequestCode, ResponseCode};
@@ -41,7 +42,7 @@ pub struct Sub<'a> {
     pub expression: &'a str,
     /// Does a delivered message match? Those that do not are counted in
     /// [`Pulled::mismatched`].
-    pub check: Option<fn(&MessageExt) -> bool>,
+    pub check: Option<fn(&RecordView<'_>) -> bool>,
 }
 
 impl Sub<'static> {
@@ -109,10 +110,13 @@ pub async fn pull(
     let mut stamps = Vec::new();
     let mut mismatched = 0;
     if code == ResponseCode::Success {
-        let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
-        stamps.extend(msgs.iter().filter_map(|m| stamp_of(&m.body)));
-        if let Some(check) = sub.check {
-            mismatched = msgs.iter().filter(|m| !check(m)).count() as u64;
+        // Read in place, as a consumer that keeps no copy would: building a `MessageExt`
+        // (a string per property) costs more here than the broker's whole pull.
+        for record in pulled_records(&resp.body, false) {
+            let record = record.map_err(|e| e.to_string())?;
+            let body = pulled_body(&record).map_err(|e| e.to_string())?;
+            stamps.extend(stamp_of(&body));
+            mismatched += u64::from(sub.check.is_some_and(|check| !check(&record)));
         }
     }
     Ok(Pulled {
@@ -397,14 +401,16 @@ async fn pop_and_ack(c: &PullConsumer, addr: &str, queue: &MessageQueue) -> Resu
     }
     let h =
         PopMessageResponseHeader::from_ext_fields(&resp.ext_fields).map_err(|e| e.to_string())?;
-    let msgs = decode_pulled(&resp.body, false).map_err(|e| e.to_string())?;
+    let records = pulled_records(&resp.body, false)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let starts = parse_start_offset_info(h.start_offset_info.as_deref().unwrap_or_default())?;
     let mut acks = Vec::new();
     for ((flag, qid), so) in starts {
-        let bits: Vec<usize> = msgs
+        let bits: Vec<usize> = records
             .iter()
-            .filter(|m| m.queue_id == qid && u8::from(m.topic.starts_with("%RETRY%")) == flag)
-            .map(|m| (m.queue_offset - so) as usize)
+            .filter(|r| r.queue_id() == qid && u8::from(r.topic().starts_with(b"%RETRY%")) == flag)
+            .map(|r| (r.queue_offset() - so) as usize)
             .collect();
         acks.push(BatchAck {
             consumer_group: group.clone(),
@@ -431,5 +437,5 @@ async fn pop_and_ack(c: &PullConsumer, addr: &str, queue: &MessageQueue) -> Resu
     if r.response_code() != ResponseCode::Success {
         return Err(format!("BATCH_ACK answered {:?}", r.response_code()));
     }
-    Ok(msgs.len() as u64)
+    Ok(records.len() as u64)
 }

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use tern_shell::sync::MutexExt;
 
 use tern_client::admin::Admin;
-use tern_client::{ClientConfig, MessageExt, PullConsumer};
+use tern_client::{ClientConfig, PullConsumer};
+use tern_engine::record::RecordView;
 use tern_shell::headers::QueryMessageRequestHeader;
 use tern_shell::message::{decode_pulled, property};
 use tern_shell::runtime::{self, JoinHandle};
@@ -40,9 +41,8 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after a failed operation before the next.
 const ERROR_PAUSE: Duration = Duration::from_millis(50);
 
-fn sql_match(m: &MessageExt) -> bool {
-    m.properties
-        .get(PROP)
+fn sql_match(r: &RecordView<'_>) -> bool {
+    tern_engine::properties::get(r.properties(), PROP)
         .and_then(|v| v.parse::<i64>().ok())
         .is_some_and(|a| a > 5)
 }

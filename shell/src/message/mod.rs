@@ -20,7 +20,10 @@ pub use compress::{
 pub use id::{
     MessageIdError, OffsetMessageId, UniqIdGenerator, decode_offset_msg_id, offset_msg_id,
 };
-pub use pulled::{MessageExt, PulledError, Undecodable, decode_pulled, decode_pulled_each};
+pub use pulled::{
+    MessageExt, PulledError, PulledRecords, Undecodable, decode_pulled, decode_pulled_each,
+    pulled_body, pulled_records,
+};
 
 pub use tern_engine::properties::key as property;
 pub use tern_engine::properties::{has_key, split_keys};

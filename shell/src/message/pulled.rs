@@ -1,6 +1,7 @@
 //! Decoding PULL / QUERY_MESSAGE / VIEW_MESSAGE_BY_ID bodies: stored records back to back
 //! (§4.6), each parsed by the engine's `RecordView` (the one record decoder in Tern).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -93,7 +94,7 @@ impl MessageExt {
 
     /// Builds the owned form from a validated record view, its body decompressed.
     pub fn from_view(view: &RecordView<'_>) -> Result<Self, PulledError> {
-        Ok(Self::stored(view, decompressed(view)?))
+        Ok(Self::stored(view, pulled_body(view)?.into_owned()))
     }
 
     /// The owned form with `body` (the record's, inflated or as stored): the body is
@@ -122,12 +123,14 @@ impl MessageExt {
     }
 }
 
-/// The body of a record, decompressed as its sysFlag says.
-fn decompressed(view: &RecordView<'_>) -> Result<Vec<u8>, PulledError> {
+/// The body of a record as the producer sent it: decompressed as its sysFlag says, or
+/// the stored bytes themselves (not copied) when it was not compressed.
+pub fn pulled_body<'a>(view: &RecordView<'a>) -> Result<Cow<'a, [u8]>, PulledError> {
     match Compression::of_sys_flag(view.sys_flag()) {
-        Ok(None) => Ok(view.body().to_vec()),
+        Ok(None) => Ok(Cow::Borrowed(view.body())),
         Ok(Some(kind)) => kind
             .decompress(view.body(), MAX_INFLATED_BYTES)
+            .map(Cow::Owned)
             .map_err(PulledError::Inflate),
         Err(bits) => Err(PulledError::UnsupportedCompression(bits)),
     }
@@ -166,28 +169,76 @@ pub fn decode_pulled(body: &[u8], verify_crc: bool) -> Result<Vec<MessageExt>, P
 /// cannot be decompressed is an [`Undecodable`] in its place. Only a record that is not
 /// whole (so the ones after it cannot be found) fails the body.
 pub fn decode_pulled_each(
-    mut body: &[u8],
+    body: &[u8],
     verify_crc: bool,
 ) -> Result<Vec<Result<MessageExt, Undecodable>>, PulledError> {
     let mut out = Vec::new();
-    while !body.is_empty() {
-        if out.len() >= MAX_RECORDS_PER_BODY {
-            return Err(PulledError::TooManyRecords);
-        }
-        let view = RecordView::parse(body).map_err(PulledError::Record)?;
-        if verify_crc {
-            view.verify_crc().map_err(PulledError::Record)?;
-        }
-        out.push(match decompressed(&view) {
-            Ok(body) => Ok(MessageExt::stored(&view, body)),
+    for view in pulled_records(body, verify_crc) {
+        let view = view?;
+        out.push(match pulled_body(&view) {
+            Ok(body) => Ok(MessageExt::stored(&view, body.into_owned())),
             Err(error) => Err(Undecodable {
                 message: MessageExt::stored(&view, view.body().to_vec()),
                 error,
             }),
         });
-        body = body.get(view.total_size() as usize..).unwrap_or_default();
     }
     Ok(out)
+}
+
+/// The records of a pull/query/view body read in place, for a consumer that needs no
+/// owned copy ([`MessageExt`] allocates a string per property): each validated (and its
+/// body CRC checked if `verify_crc`), bodies as stored ([`pulled_body`] inflates them).
+/// A record that is not whole ends the body with its error.
+pub fn pulled_records(body: &[u8], verify_crc: bool) -> PulledRecords<'_> {
+    PulledRecords {
+        rest: body,
+        verify_crc,
+        count: 0,
+    }
+}
+
+/// The iterator of [`pulled_records`].
+#[derive(Debug, Clone)]
+pub struct PulledRecords<'a> {
+    /// What is left of the body; emptied after an error.
+    rest: &'a [u8],
+    verify_crc: bool,
+    /// Records yielded, held to [`MAX_RECORDS_PER_BODY`].
+    count: usize,
+}
+
+impl<'a> PulledRecords<'a> {
+    fn next_record(&mut self) -> Result<RecordView<'a>, PulledError> {
+        if self.count >= MAX_RECORDS_PER_BODY {
+            return Err(PulledError::TooManyRecords);
+        }
+        let view = RecordView::parse(self.rest).map_err(PulledError::Record)?;
+        if self.verify_crc {
+            view.verify_crc().map_err(PulledError::Record)?;
+        }
+        self.count += 1;
+        self.rest = self
+            .rest
+            .get(view.total_size() as usize..)
+            .unwrap_or_default();
+        Ok(view)
+    }
+}
+
+impl<'a> Iterator for PulledRecords<'a> {
+    type Item = Result<RecordView<'a>, PulledError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let next = self.next_record();
+        if next.is_err() {
+            self.rest = &[];
+        }
+        Some(next)
+    }
 }
 
 #[cfg(test)]
@@ -229,6 +280,37 @@ mod tests {
         assert_eq!(msgs[1].msg_id(), "ABC");
         assert_eq!(msgs[0].tags(), Some("TagA"));
         assert_eq!(msgs[0].store_host.port(), 10911);
+    }
+
+    #[test]
+    fn records_read_in_place_match_the_owned_decode_and_stop_at_a_broken_one() {
+        let plain = vec![b'y'; 5000];
+        let mut body = record(b"first", 0, 0);
+        let second_at = body.len() as i64;
+        body.extend(record(
+            &compress_body(&plain).unwrap(),
+            SYSFLAG_COMPRESSED,
+            second_at,
+        ));
+        let owned = decode_pulled(&body, true).unwrap();
+        let views: Vec<_> = pulled_records(&body, true).map(Result::unwrap).collect();
+        assert_eq!(views.len(), 2);
+        for (v, m) in views.iter().zip(&owned) {
+            assert_eq!(MessageExt::from_view(v).unwrap(), *m);
+            assert_eq!(*pulled_body(v).unwrap(), m.body[..]);
+        }
+        assert!(matches!(
+            pulled_body(&views[0]).unwrap(),
+            Cow::Borrowed(b"first")
+        ));
+        assert_eq!(views[1].physical_offset(), second_at);
+
+        // A cut record: the first still reads, the second is an error, then nothing.
+        let cut = &body[..body.len() - 1];
+        let mut it = pulled_records(cut, false);
+        assert!(it.next().unwrap().is_ok());
+        assert!(it.next().unwrap().is_err());
+        assert!(it.next().is_none());
     }
 
     #[test]
