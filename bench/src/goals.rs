@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::suite::{RMQ, TERN};
+use crate::suite::{NATS, REDIS, RMQ, TERN};
 use crate::table::{Latency, Measure};
 
 /// rocketmq-rust's sync 1 KiB sends/s at 16 senders, measured on this machine earlier:
@@ -190,9 +190,101 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
             })
             .map(|(size, v)| (format!("{v:.1} ms ({size})"), v < 100.0)),
     ));
+    against_peers(rows, &mut out);
     stalls(rows, &mut out);
     edge(rows, &mut out);
     out
+}
+
+/// The request-path goals (issue 17): Tern against Redis streams and NATS JetStream on
+/// the matching rows of the same run, so a slow day moves both sides.
+fn against_peers(rows: &[Measure], out: &mut Vec<Goal>) {
+    let ratio = |scenario: &str, case: &str, peer: &str, peer_case: &str, p: u32| {
+        let tern = find(rows, scenario, TERN, case, p)?;
+        let them = find(rows, scenario, peer, peer_case, p)?;
+        let x = tern.msgs_per_s / them.msgs_per_s.max(1e-9);
+        Some((
+            format!(
+                "{x:.2}× ({:.0} vs {:.0} msgs/s)",
+                tern.msgs_per_s, them.msgs_per_s
+            ),
+            x >= 1.0,
+        ))
+    };
+    for p in [16, 64] {
+        out.push(goal(
+            &format!("sync send, {p} senders (ASYNC_FLUSH) vs Redis XADD (AOF everysec)"),
+            "≥ 1.0×",
+            ratio(
+                "produce",
+                "sync ASYNC_FLUSH",
+                REDIS,
+                "sync XADD ASYNC_FLUSH",
+                p,
+            ),
+        ));
+    }
+    let p50 =
+        |system: &str, case: &str| Some(find(rows, "produce", system, case, 1)?.latency?.p50_us);
+    out.push(goal(
+        "sync send, one sender, p50 vs Redis XADD",
+        "≤ Redis's",
+        p50(TERN, "sync ASYNC_FLUSH")
+            .zip(p50(REDIS, "sync XADD ASYNC_FLUSH"))
+            .map(|(t, r)| (format!("{t:.0} vs {r:.0} µs"), t <= r)),
+    ));
+    out.push(goal(
+        "sync send, 64 senders, SYNC_FLUSH vs Redis (appendfsync always)",
+        "≥ 1.0×",
+        ratio(
+            "produce",
+            "sync SYNC_FLUSH",
+            REDIS,
+            "sync XADD SYNC_FLUSH",
+            64,
+        ),
+    ));
+    for p in [1, 16, 64] {
+        out.push(goal(
+            &format!("sync send, {p} senders, vs NATS JetStream sync publish"),
+            "≥ 1.0×",
+            ratio(
+                "produce",
+                "sync ASYNC_FLUSH",
+                NATS,
+                "sync publish ASYNC_FLUSH",
+                p,
+            ),
+        ));
+        out.push(goal(
+            &format!("async send, {p} senders, vs NATS JetStream async publish"),
+            "≥ 1.0×",
+            ratio(
+                "produce",
+                "async ASYNC_FLUSH",
+                NATS,
+                "async publish ASYNC_FLUSH",
+                p,
+            ),
+        ));
+    }
+    let pull = find(rows, "catchup", TERN, "pull from 0 (32/pull, 4 queues)", 0);
+    out.push(goal(
+        "catch-up from offset 0 (issue 17)",
+        "≥ 1,000,000 msgs/s",
+        pull.map(|r| at_least(r, 1_000_000.0)),
+    ));
+    out.push(goal(
+        "… vs NATS JetStream ordered consumer",
+        "≥ 1.0×",
+        ratio(
+            "catchup",
+            "pull from 0 (32/pull, 4 queues)",
+            NATS,
+            "ordered consumer from seq 1",
+            0,
+        ),
+    ));
 }
 
 /// The gateway's memory goals, on the native run (under qemu-user the process is qemu's).
@@ -314,4 +406,75 @@ pub fn markdown(goals: &[Goal]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(scenario: &str, system: &str, case: &str, p: u32, msgs_per_s: u64) -> Measure {
+        Measure::rate(scenario, system, case, p, 1024).with_rate(msgs_per_s, 1.0)
+    }
+
+    fn find_goal<'a>(goals: &'a [Goal], what: &str) -> &'a Goal {
+        goals.iter().find(|g| g.what == what).expect(what)
+    }
+
+    #[test]
+    fn peer_goals_are_ratios_of_matching_rows_of_the_run() {
+        let mut one = row("produce", TERN, "sync ASYNC_FLUSH", 1, 9_000);
+        one.latency = Some(Latency {
+            p50_us: 99.0,
+            ..Latency::default()
+        });
+        let mut redis_one = row("produce", REDIS, "sync XADD ASYNC_FLUSH", 1, 13_000);
+        redis_one.latency = Some(Latency {
+            p50_us: 70.0,
+            ..Latency::default()
+        });
+        let rows = vec![
+            one,
+            redis_one,
+            row("produce", TERN, "sync ASYNC_FLUSH", 16, 60_000),
+            row("produce", REDIS, "sync XADD ASYNC_FLUSH", 16, 50_000),
+            // Redis has no 64-sender row: its 4-sender one must not stand in for it.
+            row("produce", TERN, "sync ASYNC_FLUSH", 64, 55_000),
+            row("produce", REDIS, "sync XADD ASYNC_FLUSH", 4, 1),
+            row("produce", NATS, "sync publish ASYNC_FLUSH", 16, 80_000),
+            row(
+                "catchup",
+                TERN,
+                "pull from 0 (32/pull, 4 queues)",
+                0,
+                900_000,
+            ),
+            row("catchup", NATS, "ordered consumer from seq 1", 0, 450_000),
+        ];
+        let goals = evaluate(&rows);
+        let g = find_goal(
+            &goals,
+            "sync send, 16 senders (ASYNC_FLUSH) vs Redis XADD (AOF everysec)",
+        );
+        assert_eq!(g.met, Some(true));
+        assert_eq!(g.measured, "1.20× (60000 vs 50000 msgs/s)");
+        let g = find_goal(
+            &goals,
+            "sync send, 16 senders, vs NATS JetStream sync publish",
+        );
+        assert_eq!(g.met, Some(false));
+        let g = find_goal(&goals, "sync send, one sender, p50 vs Redis XADD");
+        assert_eq!((g.met, g.measured.as_str()), (Some(false), "99 vs 70 µs"));
+        let g = find_goal(
+            &goals,
+            "sync send, 64 senders (ASYNC_FLUSH) vs Redis XADD (AOF everysec)",
+        );
+        assert_eq!(g.met, None, "no 64-sender Redis row in this run");
+        assert_eq!(
+            find_goal(&goals, "catch-up from offset 0 (issue 17)").met,
+            Some(false)
+        );
+        let g = find_goal(&goals, "… vs NATS JetStream ordered consumer");
+        assert_eq!(g.met, Some(true));
+        assert!(g.measured.starts_with("2.00×"), "{}", g.measured);
+    }
 }
