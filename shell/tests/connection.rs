@@ -213,6 +213,51 @@ fn a_short_timeout_behind_a_long_one_expires_on_time() {
 }
 
 #[test]
+fn a_close_before_the_deadline_is_reported_as_the_close_however_late_the_request_looks() {
+    block_on(async {
+        let listener = async_std::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (got_tx, got) = async_std::channel::bounded::<()>(1);
+        let (go, go_rx) = async_std::channel::bounded::<()>(1);
+        let peer = spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf).await.unwrap();
+            got_tx.send(()).await.unwrap();
+            go_rx.recv().await.unwrap();
+            // Serialize type 7: the client closes the connection, saying why.
+            s.write_all(&[0, 0, 0, 8, 7, 0, 0, 4, b'{', b'}', b' ', b' '])
+                .await
+                .unwrap();
+            sleep(Duration::from_secs(1)).await;
+        });
+        let conn = Connection::connect(&addr, ConnectionConfig::default(), Duration::from_secs(2))
+            .await
+            .unwrap();
+        let mut req = Box::pin(conn.request(echo(1), Duration::from_millis(200)));
+        // Polled until the request is on the wire, then left alone past its deadline
+        // while the connection closes (a busy executor runs a task late like this).
+        for _ in 0..200 {
+            assert!(smol::future::poll_once(&mut req).await.is_none());
+            if got.try_recv().is_ok() {
+                break;
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+        go.send(()).await.unwrap();
+        sleep(Duration::from_millis(400)).await;
+        let e = req.await.unwrap_err();
+        assert!(
+            e.to_string().contains("unknown serialize type"),
+            "the close's reason, not a timeout: {e:?}"
+        );
+        peer.await;
+    });
+}
+
+#[test]
 fn malformed_frame_closes_only_that_connection() {
     with_server(async |server, _| {
         let good = connect(server).await;

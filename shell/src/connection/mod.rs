@@ -263,10 +263,11 @@ impl Connection {
             self.take_waiter(opaque);
             return Err(e);
         }
-        // No timer here: the connection's expiry task closes the channel once the
-        // deadline passes (see `pending`).
+        // No timer here: the connection's expiry task answers `Timeout` once the
+        // deadline passes (see `pending`), and a close answers its error. A channel
+        // closed without either (the connection dropped) is judged by the clock.
         match rx.recv().await {
-            Ok(resp) => Ok(resp),
+            Ok(outcome) => outcome,
             Err(_) if Instant::now() >= deadline => Err(RemotingError::Timeout),
             Err(_) => Err(self.closed_error()),
         }
@@ -309,7 +310,7 @@ impl Connection {
     pub(crate) fn abort(&self) {
         self.inner.closed.store(true, Ordering::Release);
         let _ = self.inner.socket.shutdown(NetShutdown::Both);
-        // Dropping the senders wakes every waiter with `Closed`.
+        // Every waiter is told why.
         self.fail_waiters();
     }
 }

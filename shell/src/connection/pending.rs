@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use async_std::channel::Sender;
 
-use super::{Connection, Inner};
+use super::{Connection, Inner, RemotingError};
 use crate::frame::RemotingCommand;
 use crate::runtime;
 use crate::sync::MutexExt;
@@ -33,9 +33,14 @@ pub(super) struct Pending {
     expiring: bool,
 }
 
+/// Where a request's outcome goes: its answer, or why none will come (sent by whoever
+/// removes the waiter, so the request reports what happened first, however late it
+/// runs: a close before the deadline is the close, not a timeout).
+pub(super) type Outcome = Sender<Result<RemotingCommand, RemotingError>>;
+
 #[derive(Debug)]
 struct Waiter {
-    answer: Sender<RemotingCommand>,
+    answer: Outcome,
     deadline: Instant,
 }
 
@@ -52,12 +57,7 @@ pub(super) enum Arm {
 
 impl Pending {
     /// Adds a waiter for `opaque`'s answer until `deadline`.
-    pub(super) fn insert(
-        &mut self,
-        opaque: i32,
-        answer: Sender<RemotingCommand>,
-        deadline: Instant,
-    ) -> Arm {
+    pub(super) fn insert(&mut self, opaque: i32, answer: Outcome, deadline: Instant) -> Arm {
         self.waiters.insert(opaque, Waiter { answer, deadline });
         if !self.expiring {
             self.expiring = true;
@@ -74,20 +74,27 @@ impl Pending {
     }
 
     /// Takes the waiter of `opaque` (its answer came, or its request gave up).
-    pub(super) fn take(&mut self, opaque: i32) -> Option<Sender<RemotingCommand>> {
+    pub(super) fn take(&mut self, opaque: i32) -> Option<Outcome> {
         self.waiters.remove(&opaque).map(|w| w.answer)
     }
 
-    /// Drops every waiter: each sees its channel closed.
-    pub(super) fn clear(&mut self) {
-        self.waiters.clear();
+    /// Fails every waiter with `why` (the connection closed).
+    pub(super) fn fail_all(&mut self, why: &RemotingError) {
+        for (_, w) in self.waiters.drain() {
+            let _ = w.answer.try_send(Err(why.clone()));
+        }
     }
 
-    /// Drops the waiters whose deadline is not after `now` (each sees its channel
-    /// closed and, its deadline passed, reports a timeout); returns the earliest
-    /// deadline left, which the expiry task sleeps until.
+    /// Fails the waiters whose deadline is not after `now` with a timeout; returns the
+    /// earliest deadline left, which the expiry task sleeps until.
     fn expire(&mut self, now: Instant) -> Option<Instant> {
-        self.waiters.retain(|_, w| w.deadline > now);
+        self.waiters.retain(|_, w| {
+            let live = w.deadline > now;
+            if !live {
+                let _ = w.answer.try_send(Err(RemotingError::Timeout));
+            }
+            live
+        });
         self.armed = self.waiters.values().map(|w| w.deadline).min();
         self.armed
     }
@@ -95,11 +102,12 @@ impl Pending {
 
 impl Connection {
     /// Registers a waiter for `opaque`'s answer for up to `timeout`; returns its
-    /// deadline. Its channel closes when the deadline passes or the connection closes.
+    /// deadline. It is told `Timeout` when the deadline passes, or the close's error
+    /// when the connection closes first.
     pub(super) fn wait_for_answer(
         &self,
         opaque: i32,
-        answer: Sender<RemotingCommand>,
+        answer: Outcome,
         timeout: Duration,
     ) -> Instant {
         // A timeout too large to add is a wait without end; a year is as good.
@@ -121,13 +129,14 @@ impl Connection {
 
     /// Takes the waiter of `opaque`: the read loop, to hand it its answer; a request,
     /// when it gives up.
-    pub(crate) fn take_waiter(&self, opaque: i32) -> Option<Sender<RemotingCommand>> {
+    pub(crate) fn take_waiter(&self, opaque: i32) -> Option<Outcome> {
         self.inner.pending.guard().take(opaque)
     }
 
-    /// Fails every waiter (the connection closed).
+    /// Fails every waiter with the close's error (the connection closed).
     pub(super) fn fail_waiters(&self) {
-        self.inner.pending.guard().clear();
+        let why = self.closed_error();
+        self.inner.pending.guard().fail_all(&why);
     }
 
     /// Fails waiters as their deadlines pass, until the connection is done or gone. It

@@ -107,7 +107,7 @@ impl Connection {
                 let waiter = self.take_waiter(cmd.opaque);
                 match waiter {
                     Some(tx) => {
-                        let _ = tx.try_send(cmd);
+                        let _ = tx.try_send(Ok(cmd));
                     }
                     None => log::debug!(
                         "dropping response with unknown opaque {} (timed out?)",
