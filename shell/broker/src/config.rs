@@ -79,8 +79,12 @@ pub struct BrokerConfig {
     pub file_reserved_hours: u64,
     /// Hours of the day deletion runs (`deleteWhen`, e.g. "04" or "04;16").
     pub delete_when: Vec<u8>,
-    /// Disk use (percent) past which old segments are deleted early (`diskMaxUsedSpaceRatio`).
+    /// Disk use (percent) past which expired segments are deleted at any hour, not only
+    /// at `deleteWhen` (`diskMaxUsedSpaceRatio`).
     pub disk_max_used_ratio: u8,
+    /// Disk use (percent) past which the oldest segment is deleted even if it has not
+    /// expired (`diskSpaceCleanForciblyRatio`).
+    pub disk_clean_forcibly_ratio: u8,
     /// Disk use (percent) past which writes are refused (`diskSpaceWarningLevelRatio`).
     pub disk_refuse_ratio: u8,
     /// Create topics on first send from the TBW102 template (`autoCreateTopicEnable`).
@@ -309,6 +313,11 @@ impl Config for BrokerConfig {
             delete_when: parse_hours(&delete_when).unwrap_or_default(),
             disk_max_used_ratio: r.get_checked("diskMaxUsedSpaceRatio", 75u32, in_range(10, 95))?
                 as u8,
+            disk_clean_forcibly_ratio: r.get_checked(
+                "diskSpaceCleanForciblyRatio",
+                85u32,
+                in_range(10, 99),
+            )? as u8,
             disk_refuse_ratio: r.get_checked(
                 "diskSpaceWarningLevelRatio",
                 90u32,

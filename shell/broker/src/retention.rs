@@ -1,6 +1,9 @@
-//! Retention: commit-log segments older than `fileReservedTime` are deleted at the
-//! `deleteWhen` hours, and at any hour when the disk is past `diskMaxUsedSpaceRatio`;
-//! past `diskSpaceWarningLevelRatio` writes are refused until space is freed.
+//! Retention, by RocketMQ's rules (`CleanCommitLogService`): commit-log segments older
+//! than `fileReservedTime` are deleted at the `deleteWhen` hours, and at any hour when
+//! the disk is past `diskMaxUsedSpaceRatio`; past `diskSpaceCleanForciblyRatio` the
+//! oldest segment goes even if it has not expired (messages not yet consumed are lost
+//! then, and retention says so); past `diskSpaceWarningLevelRatio` writes are refused
+//! until space is freed.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -30,8 +33,14 @@ pub fn check_once(ctx: &BrokerCtx) {
     ctx.store
         .set_disk_full(used >= ctx.live.disk_refuse_ratio());
     let pressure = used >= ctx.live.disk_max_used_ratio();
+    // RocketMQ cleans forcibly past its warning level too, where writes stop.
+    let forcibly = used
+        >= ctx
+            .live
+            .disk_clean_forcibly_ratio()
+            .min(ctx.live.disk_refuse_ratio());
     let due = ctx.live.delete_at(hour_now());
-    if !(pressure || due) {
+    if !(pressure || forcibly || due) {
         return;
     }
     let reserved_hours = ctx.live.file_reserved_hours();
@@ -48,8 +57,8 @@ pub fn check_once(ctx: &BrokerCtx) {
         })
         .collect();
     segments.sort();
-    // Delete up to the end of the newest expired segment (never the active one). Under
-    // pressure, the oldest segment goes even if young, one per pass.
+    // Delete up to the end of the newest expired segment (never the active one). Past the
+    // forcible ratio, the oldest segment goes even if young, one per pass.
     let now = SystemTime::now();
     let seg = ctx.config.commit_log_segment_bytes;
     let mut cut = None;
@@ -58,7 +67,7 @@ pub fn check_once(ctx: &BrokerCtx) {
             break;
         }
         let old = now.duration_since(*modified).unwrap_or_default() >= reserved;
-        if old || (pressure && i == 0) {
+        if old || (forcibly && i == 0) {
             cut = Some(base + seg);
         } else {
             break;
@@ -71,7 +80,7 @@ pub fn check_once(ctx: &BrokerCtx) {
         log::error!(
             "retention deletes segments before {cut} ({}): records still pending are lost, \
              the oldest: {p}",
-            if pressure {
+            if forcibly {
                 format!("disk {used}% used")
             } else {
                 format!("older than fileReservedTime={reserved_hours}h")

@@ -1,6 +1,7 @@
-//! Retention and the disk watermark, through the real broker binary: expired commit-log
-//! segments are deleted (and pulls below the new minimum are moved on), and past the hard
-//! disk watermark sends are refused with a clear answer until space is freed.
+//! Retention and the disk watermarks, through the real broker binary: expired commit-log
+//! segments are deleted (and pulls below the new minimum are moved on), young ones only
+//! past the forcible ratio, and past the hard disk watermark sends are refused with a
+//! clear answer until space is freed.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -170,6 +171,61 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
     }
+}
+
+#[test]
+fn past_the_max_used_ratio_only_expired_segments_go_and_past_the_forcible_ratio_the_oldest() {
+    let Some(fs) = Tmpfs::mount(64) else {
+        eprintln!("SKIP: cannot mount a tmpfs (not root?)");
+        return;
+    };
+    // A fifth of the file system taken from the start: past diskMaxUsedSpaceRatio (10),
+    // far below diskSpaceCleanForciblyRatio (90). Nothing expires in 72 h.
+    std::fs::write(fs.0.path().join("filler"), vec![7u8; 12 << 20]).unwrap();
+    let conf = format!(
+        "{SMALL}timerWheelEnable=false\nfileReservedTime=72\ndiskMaxUsedSpaceRatio=10\n\
+         diskSpaceCleanForciblyRatio=90\ndiskSpaceWarningLevelRatio=95\n"
+    );
+    let b = start(fs.0.path(), &conf);
+    block_on(async {
+        let conn = connect(&b.broker).await;
+        for i in 0..12 {
+            let resp = send(&conn, "Kept", vec![i as u8; 300 * 1024]).await;
+            assert_eq!(
+                resp.response_code(),
+                ResponseCode::Success,
+                "{:?}",
+                resp.remark
+            );
+        }
+        // Retention passes every 100 ms: none may take a segment that has not expired
+        // (RocketMQ deletes only expired files until the forcible ratio).
+        tern_shell::runtime::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(
+            min_offset(&conn, "Kept").await,
+            0,
+            "an unexpired segment was deleted"
+        );
+        // Past the forcible ratio (lowered at run time, as an operator may): the oldest
+        // segment goes, young as it is.
+        let update = RemotingCommand::request_code(RequestCode::UpdateBrokerConfig)
+            .with_body(b"diskSpaceCleanForciblyRatio=15\n".to_vec());
+        let resp = conn.request(update, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(
+            resp.response_code(),
+            ResponseCode::Success,
+            "{:?}",
+            resp.remark
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while min_offset(&conn, "Kept").await == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the oldest segment was never deleted"
+            );
+            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
+        }
+    });
 }
 
 #[test]

@@ -29,6 +29,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "fileReservedTime",
     "deleteWhen",
     "diskMaxUsedSpaceRatio",
+    "diskSpaceCleanForciblyRatio",
     "diskSpaceWarningLevelRatio",
 ];
 
@@ -81,6 +82,7 @@ pub struct LiveConfig {
     /// Hours of `deleteWhen` as bits 0..23.
     delete_hours: AtomicU32,
     disk_max_used_ratio: AtomicU8,
+    disk_clean_forcibly_ratio: AtomicU8,
     disk_refuse_ratio: AtomicU8,
 }
 
@@ -110,6 +112,7 @@ impl LiveConfig {
             file_reserved_hours: AtomicU64::new(config.file_reserved_hours),
             delete_hours: AtomicU32::new(hour_mask(&config.delete_when)),
             disk_max_used_ratio: AtomicU8::new(config.disk_max_used_ratio),
+            disk_clean_forcibly_ratio: AtomicU8::new(config.disk_clean_forcibly_ratio),
             disk_refuse_ratio: AtomicU8::new(config.disk_refuse_ratio),
         }
     }
@@ -132,6 +135,11 @@ impl LiveConfig {
     /// `diskMaxUsedSpaceRatio` now (percent).
     pub fn disk_max_used_ratio(&self) -> u8 {
         self.disk_max_used_ratio.load(Ordering::Relaxed)
+    }
+
+    /// `diskSpaceCleanForciblyRatio` now (percent).
+    pub fn disk_clean_forcibly_ratio(&self) -> u8 {
+        self.disk_clean_forcibly_ratio.load(Ordering::Relaxed)
     }
 
     /// `diskSpaceWarningLevelRatio` now (percent).
@@ -202,6 +210,8 @@ impl LiveConfig {
             .store(hour_mask(&c.delete_when), Ordering::Relaxed);
         self.disk_max_used_ratio
             .store(c.disk_max_used_ratio, Ordering::Relaxed);
+        self.disk_clean_forcibly_ratio
+            .store(c.disk_clean_forcibly_ratio, Ordering::Relaxed);
         self.disk_refuse_ratio
             .store(c.disk_refuse_ratio, Ordering::Relaxed);
         for (k, v) in changed {
