@@ -245,8 +245,13 @@ fn against_peers(rows: &[Measure], out: &mut Vec<Goal>) {
         ),
     ));
     for p in [1, 16, 64] {
+        let senders = if p == 1 {
+            "1 sender".to_owned()
+        } else {
+            format!("{p} senders")
+        };
         out.push(goal(
-            &format!("sync send, {p} senders, vs NATS JetStream sync publish"),
+            &format!("sync send, {senders}, vs NATS JetStream sync publish"),
             "≥ 1.0×",
             ratio(
                 "produce",
@@ -257,7 +262,7 @@ fn against_peers(rows: &[Measure], out: &mut Vec<Goal>) {
             ),
         ));
         out.push(goal(
-            &format!("async send, {p} senders, vs NATS JetStream async publish"),
+            &format!("async send, {senders}, vs NATS JetStream async publish"),
             "≥ 1.0×",
             ratio(
                 "produce",
