@@ -203,9 +203,11 @@ fn against_peers(rows: &[Measure], out: &mut Vec<Goal>) {
         let tern = find(rows, scenario, TERN, case, p)?;
         let them = find(rows, scenario, peer, peer_case, p)?;
         let x = tern.msgs_per_s / them.msgs_per_s.max(1e-9);
+        // Rounded down, so a miss never reads "1.00×".
+        let shown = (x * 100.0).floor() / 100.0;
         Some((
             format!(
-                "{x:.2}× ({:.0} vs {:.0} msgs/s)",
+                "{shown:.2}× ({:.0} vs {:.0} msgs/s)",
                 tern.msgs_per_s, them.msgs_per_s
             ),
             x >= 1.0,

@@ -1,6 +1,7 @@
 //! Disk usage of the file system holding a store, for the broker's retention watermarks
-//! (RocketMQ's `diskMaxUsedSpaceRatio`: delete old segments early, then refuse writes,
-//! as the disk fills).
+//! (RocketMQ's: past `diskMaxUsedSpaceRatio` expired segments go at any hour, past
+//! `diskSpaceCleanForciblyRatio` young ones too, past `diskSpaceWarningLevelRatio` writes
+//! are refused).
 
 use std::path::Path;
 

@@ -231,12 +231,12 @@ fn a_close_before_the_deadline_is_reported_as_the_close_however_late_the_request
             s.write_all(&[0, 0, 0, 8, 7, 0, 0, 4, b'{', b'}', b' ', b' '])
                 .await
                 .unwrap();
-            sleep(Duration::from_secs(1)).await;
+            sleep(Duration::from_secs(2)).await;
         });
         let conn = Connection::connect(&addr, ConnectionConfig::default(), Duration::from_secs(2))
             .await
             .unwrap();
-        let mut req = Box::pin(conn.request(echo(1), Duration::from_millis(200)));
+        let mut req = Box::pin(conn.request(echo(1), Duration::from_secs(1)));
         // Polled until the request is on the wire, then left alone past its deadline
         // while the connection closes (a busy executor runs a task late like this).
         for _ in 0..200 {
@@ -247,7 +247,7 @@ fn a_close_before_the_deadline_is_reported_as_the_close_however_late_the_request
             sleep(Duration::from_millis(5)).await;
         }
         go.send(()).await.unwrap();
-        sleep(Duration::from_millis(400)).await;
+        sleep(Duration::from_millis(1300)).await;
         let e = req.await.unwrap_err();
         assert!(
             e.to_string().contains("unknown serialize type"),

@@ -106,6 +106,19 @@ async fn min_offset(conn: &Connection, topic: &str) -> i64 {
     resp.decode_header::<OffsetResponseHeader>().unwrap().offset
 }
 
+/// Sends 12 × 300 KiB to `topic`, which fills four of [`SMALL`]'s 1 MiB segments.
+async fn fill_four_segments(conn: &Connection, topic: &str) {
+    for i in 0..12 {
+        let resp = send(conn, topic, vec![i as u8; 300 * 1024]).await;
+        assert_eq!(
+            resp.response_code(),
+            ResponseCode::Success,
+            "{:?}",
+            resp.remark
+        );
+    }
+}
+
 const SMALL: &str = "mapedFileSizeCommitLog=1048576\nmapedFileSizeConsumeQueue=6000\nmaxHashSlotNum=1000\nmaxIndexNum=4000\ncleanResourceInterval=100\n";
 
 #[test]
@@ -119,16 +132,8 @@ fn expired_segments_are_deleted_and_queues_move_their_minimum() {
     let b = start(dir.path(), &conf);
     block_on(async {
         let conn = connect(&b.broker).await;
-        // 12 × 300 KiB fills four 1 MiB segments; all but the active one may go.
-        for i in 0..12 {
-            let resp = send(&conn, "Retained", vec![i as u8; 300 * 1024]).await;
-            assert_eq!(
-                resp.response_code(),
-                ResponseCode::Success,
-                "{:?}",
-                resp.remark
-            );
-        }
+        // All but the active segment may go.
+        fill_four_segments(&conn, "Retained").await;
         // Retention deletes no segment past the last durable checkpoint (taken every
         // second), so the expired ones may go over more than one pass.
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -189,15 +194,7 @@ fn past_the_max_used_ratio_only_expired_segments_go_and_past_the_forcible_ratio_
     let b = start(fs.0.path(), &conf);
     block_on(async {
         let conn = connect(&b.broker).await;
-        for i in 0..12 {
-            let resp = send(&conn, "Kept", vec![i as u8; 300 * 1024]).await;
-            assert_eq!(
-                resp.response_code(),
-                ResponseCode::Success,
-                "{:?}",
-                resp.remark
-            );
-        }
+        fill_four_segments(&conn, "Kept").await;
         // Retention passes every 100 ms: none may take a segment that has not expired
         // (RocketMQ deletes only expired files until the forcible ratio).
         tern_shell::runtime::sleep(Duration::from_millis(1500)).await;

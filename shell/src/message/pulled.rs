@@ -189,7 +189,8 @@ pub fn decode_pulled_each(
 /// The records of a pull/query/view body read in place, for a consumer that needs no
 /// owned copy ([`MessageExt`] allocates a string per property): each validated (and its
 /// body CRC checked if `verify_crc`), bodies as stored ([`pulled_body`] inflates them).
-/// A record that is not whole ends the body with its error.
+/// A record that fails (not whole, a bad CRC, one past [`MAX_RECORDS_PER_BODY`]) is the
+/// last item: its error.
 pub fn pulled_records(body: &[u8], verify_crc: bool) -> PulledRecords<'_> {
     PulledRecords {
         rest: body,
