@@ -115,6 +115,60 @@ fn writers_to_a_stalled_peer_fail(writers: usize, frame: usize) {
     });
 }
 
+/// Requests in flight together are gathered into shared writes: when the write that took
+/// them stalls, the connection closes and every request ends with the timeout or the
+/// close, none left waiting on frames nobody writes.
+#[test]
+fn gathered_requests_to_a_peer_that_stops_reading_fail_with_the_close() {
+    block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = spawn(async move { listener.accept().await.unwrap().0 });
+        let write_timeout = Duration::from_millis(300);
+        let conn = connect_with_write_timeout(&addr, write_timeout).await;
+        let _peer: TcpStream = accepted.await;
+        let started = Instant::now();
+        let requests: Vec<_> = (0..64)
+            .map(|_| {
+                let c = conn.clone();
+                spawn(async move {
+                    loop {
+                        // The largest body that is gathered; a request that is never
+                        // answered times out, and the task sends the next.
+                        let req = RemotingCommand::request_code(ECHO).with_body(vec![7u8; 8 << 10]);
+                        match c.request(req, Duration::from_millis(10)).await {
+                            Err(RemotingError::Timeout) => {}
+                            Err(e) => return e,
+                            Ok(resp) => panic!("a peer that reads nothing answered: {resp:?}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut errors = Vec::new();
+        for r in requests {
+            errors.push(
+                timeout(Duration::from_secs(20), r)
+                    .await
+                    .expect("every request returns once the peer stops reading"),
+            );
+        }
+        assert!(
+            errors.contains(&RemotingError::WriteTimeout),
+            "the stalled write reports the timeout: {errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .all(|e| matches!(e, RemotingError::WriteTimeout | RemotingError::Closed)),
+            "{errors:?}"
+        );
+        assert!(started.elapsed() >= write_timeout);
+        assert!(conn.writes() > 0);
+        assert!(conn.is_closed());
+    });
+}
+
 #[test]
 fn a_slow_reader_that_keeps_reading_is_not_cut_off_by_the_write_timeout() {
     block_on(async {

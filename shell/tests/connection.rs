@@ -129,6 +129,48 @@ fn concurrent_requests_on_one_connection_get_their_own_responses() {
     });
 }
 
+#[test]
+fn requests_issued_together_share_writes() {
+    with_server(async |server, _| {
+        let conn = connect(server).await;
+        const N: usize = 32;
+        // One task issuing N requests at once, as a producer's async sends do.
+        let mut requests: Vec<_> = (0..N)
+            .map(|n| Some(Box::pin(conn.request(echo(n), Duration::from_secs(5)))))
+            .collect();
+        let mut answers: Vec<_> = (0..N).map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            let mut left = 0;
+            for (slot, answer) in requests.iter_mut().zip(&mut answers) {
+                let Some(req) = slot else { continue };
+                match req.as_mut().poll(cx) {
+                    std::task::Poll::Ready(r) => {
+                        *answer = Some(r);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => left += 1,
+                }
+            }
+            if left == 0 {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        for (n, answer) in answers.into_iter().enumerate() {
+            let resp = answer.unwrap().unwrap();
+            assert_eq!(resp.ext_fields["n"], n.to_string());
+        }
+        // The first went out alone; the rest were gathered behind it.
+        assert!(
+            conn.writes() <= 4,
+            "{N} requests issued together took {} writes",
+            conn.writes()
+        );
+    });
+}
+
 /// Reads one frame from `raw` (within 2 s).
 async fn read_answer(raw: &mut TcpStream) -> RemotingCommand {
     let read = async {

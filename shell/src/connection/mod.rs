@@ -26,6 +26,7 @@ use crate::runtime::{self, Shutdown};
 use crate::tls::{Socket, Stream, WriteHalf};
 
 mod config;
+mod outbox;
 mod pending;
 mod read;
 mod write;
@@ -105,8 +106,12 @@ struct Inner {
     /// Bytes the socket accepted so far: a writer waiting for the lock tells a holder
     /// that is slowly getting through from one the peer stopped reading.
     written_bytes: AtomicU64,
+    /// Writes that put bytes on the socket (each a `writev` of one or more frames).
+    writes: AtomicU64,
     /// Requests waiting for answers; see [`pending`].
     pending: Mutex<pending::Pending>,
+    /// Frames of requests gathered into one write; see [`outbox`].
+    outbox: Mutex<outbox::Outbox>,
     /// Wakes the task that fails requests past their deadline.
     expiry: runtime::Wakeup,
     next_opaque: AtomicI32,
@@ -188,9 +193,11 @@ impl Connection {
             writer: async_lock::Mutex::new(writer),
             write_timeout: config.write_timeout,
             written_bytes: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
             socket,
             tls,
             pending: Mutex::new(pending::Pending::default()),
+            outbox: Mutex::new(outbox::Outbox::default()),
             expiry: runtime::Wakeup::new(),
             next_opaque: AtomicI32::new(1),
             closed: AtomicBool::new(false),
@@ -226,6 +233,12 @@ impl Connection {
         self.inner.local
     }
 
+    /// How many writes put bytes on the socket so far. Requests in flight together share
+    /// writes, so this can be well below the frames sent.
+    pub fn writes(&self) -> u64 {
+        self.inner.writes.load(Ordering::Relaxed)
+    }
+
     /// True once the connection has closed (or is draining).
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
@@ -253,13 +266,13 @@ impl Connection {
         cmd.opaque = opaque;
         cmd.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
         let (tx, rx) = bounded(1);
-        let deadline = self.wait_for_answer(opaque, tx, timeout);
+        let (deadline, alone) = self.wait_for_answer(opaque, tx, timeout);
         // Checked after inserting: a close that drained `pending` before our insert is seen here.
         if self.is_closed() {
             self.take_waiter(opaque);
             return Err(self.closed_error());
         }
-        if let Err(e) = self.write(&cmd).await {
+        if let Err(e) = self.write_sharing(&cmd, !alone).await {
             self.take_waiter(opaque);
             return Err(e);
         }

@@ -102,20 +102,24 @@ impl Pending {
 
 impl Connection {
     /// Registers a waiter for `opaque`'s answer for up to `timeout`; returns its
-    /// deadline. It is told `Timeout` when the deadline passes, or the close's error
-    /// when the connection closes first.
+    /// deadline, and whether it is the only request waiting. It is told `Timeout` when
+    /// the deadline passes, or the close's error when the connection closes first.
     pub(super) fn wait_for_answer(
         &self,
         opaque: i32,
         answer: Outcome,
         timeout: Duration,
-    ) -> Instant {
+    ) -> (Instant, bool) {
         // A timeout too large to add is a wait without end; a year is as good.
         let now = Instant::now();
         let deadline = now
             .checked_add(timeout)
             .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
-        let arm = self.inner.pending.guard().insert(opaque, answer, deadline);
+        let (arm, alone) = {
+            let mut pending = self.inner.pending.guard();
+            let arm = pending.insert(opaque, answer, deadline);
+            (arm, pending.waiters.len() == 1)
+        };
         match arm {
             Arm::Armed => {}
             Arm::Wake => self.inner.expiry.wake(),
@@ -124,7 +128,7 @@ impl Connection {
                 runtime::spawn(Self::expire_loop(inner));
             }
         }
-        deadline
+        (deadline, alone)
     }
 
     /// Takes the waiter of `opaque`: the read loop, to hand it its answer; a request,

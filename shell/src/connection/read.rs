@@ -222,23 +222,12 @@ impl Connection {
             // answering, or a client that sends its next request on the answer can find
             // the budget still taken. Its slot is held until the answer is written: a
             // draining connection waits for every slot before it closes.
-            drop(bytes);
-            conn.respond(resp, opaque, ser, oneway).await;
+            let others_in_flight = bytes.give_back();
+            if let Some(resp) = answer(resp, opaque, ser, oneway) {
+                let _ = conn.write_sharing(&resp, others_in_flight).await;
+            }
             drop(slot);
         });
-    }
-
-    /// Sends a processor's answer to the request `opaque` (none for oneway requests).
-    async fn respond(
-        &self,
-        resp: Option<RemotingCommand>,
-        opaque: i32,
-        ser: SerializeType,
-        oneway: bool,
-    ) {
-        if let Some(resp) = answer(resp, opaque, ser, oneway) {
-            let _ = self.write(&resp).await;
-        }
     }
 
     /// Waits (bounded) until every in-flight request has been answered.
@@ -319,9 +308,22 @@ struct HeldBytes {
     bytes: usize,
 }
 
+impl HeldBytes {
+    /// Gives the bytes back; returns whether other requests of the connection still hold
+    /// some (they are being processed: their answers are coming).
+    fn give_back(mut self) -> bool {
+        let before = self.held.fetch_sub(self.bytes, Ordering::AcqRel);
+        let others = before > self.bytes;
+        self.bytes = 0;
+        others
+    }
+}
+
 impl Drop for HeldBytes {
     fn drop(&mut self) {
-        self.held.fetch_sub(self.bytes, Ordering::AcqRel);
+        if self.bytes > 0 {
+            self.held.fetch_sub(self.bytes, Ordering::AcqRel);
+        }
     }
 }
 

@@ -46,13 +46,21 @@ impl Connection {
             return Err(self.closed_error());
         }
         let mut w = self.lock_writer().await?;
+        self.write_locked(&mut w, bufs).await
+    }
+
+    /// Writes `bufs` whole with the writer lock held; a failed or stalled write closes
+    /// the connection.
+    pub(super) async fn write_locked(
+        &self,
+        w: &mut WriteHalf,
+        bufs: &mut [IoSlice<'_>],
+    ) -> Result<(), RemotingError> {
         if self.is_closed() {
             // Closed while we queued (a stalled write before ours, or a close).
             return Err(self.closed_error());
         }
-        let res = self.write_bounded(&mut w, bufs).await;
-        drop(w);
-        match res {
+        match self.write_bounded(w, bufs).await {
             Ok(()) => {
                 self.touch();
                 Ok(())
@@ -78,7 +86,9 @@ impl Connection {
     /// The write half, waiting while the writer ahead makes progress. A wait of a whole
     /// write timeout during which the socket took nothing means the peer stopped reading:
     /// the connection is closed (the writer ahead times out too).
-    async fn lock_writer(&self) -> Result<async_lock::MutexGuard<'_, WriteHalf>, RemotingError> {
+    pub(super) async fn lock_writer(
+        &self,
+    ) -> Result<async_lock::MutexGuard<'_, WriteHalf>, RemotingError> {
         loop {
             let seen = self.inner.written_bytes.load(Ordering::Relaxed);
             match runtime::timeout(self.inner.write_timeout, self.inner.writer.lock()).await {
@@ -117,6 +127,7 @@ impl Connection {
                     self.inner
                         .written_bytes
                         .fetch_add(n as u64, Ordering::Relaxed);
+                    self.inner.writes.fetch_add(1, Ordering::Relaxed);
                     IoSlice::advance_slices(&mut bufs, n);
                 }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -132,7 +143,7 @@ impl Connection {
 }
 
 /// Bodies up to this size are copied behind the header and sent in one write.
-const INLINE_BODY_BYTES: usize = 8 << 10;
+pub(super) const INLINE_BODY_BYTES: usize = 8 << 10;
 
 fn io_error(e: std::io::Error) -> RemotingError {
     RemotingError::Io(e.kind(), e.to_string())
