@@ -22,6 +22,8 @@ const QUICK: RequestCode = RequestCode::Other(9005);
 #[derive(Default)]
 struct TestProcessor {
     oneways: AtomicUsize,
+    /// Requests processed, of any code.
+    seen: AtomicUsize,
 }
 
 impl Processor for TestProcessor {
@@ -30,6 +32,7 @@ impl Processor for TestProcessor {
     }
 
     async fn process(&self, conn: &ConnectionCtx, req: RemotingCommand) -> Option<RemotingCommand> {
+        self.seen.fetch_add(1, Ordering::SeqCst);
         let n = req
             .ext_fields
             .get("n")
@@ -131,7 +134,7 @@ fn concurrent_requests_on_one_connection_get_their_own_responses() {
 
 #[test]
 fn requests_issued_together_share_writes() {
-    with_server(async |server, _| {
+    with_server(async |server, p| {
         let conn = connect(server).await;
         const N: usize = 32;
         // One task issuing N requests at once, as a producer's async sends do.
@@ -162,12 +165,86 @@ fn requests_issued_together_share_writes() {
             let resp = answer.unwrap().unwrap();
             assert_eq!(resp.ext_fields["n"], n.to_string());
         }
+        assert_eq!(p.seen.load(Ordering::SeqCst), N, "each frame sent once");
         // The first went out alone; the rest were gathered behind it.
         assert!(
             conn.writes() <= 4,
             "{N} requests issued together took {} writes",
             conn.writes()
         );
+    });
+}
+
+/// Polls `fut` once.
+async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+}
+
+#[test]
+fn a_request_given_up_while_its_frame_waits_in_the_outbox_still_has_it_written() {
+    with_server(async |server, p| {
+        let conn = connect(server).await;
+        let slow = RemotingCommand::request_code(SLOW).with_ext("n", "1");
+        let mut first = Box::pin(conn.request(slow, Duration::from_secs(5)));
+        assert!(
+            poll_once(&mut first).await.is_pending(),
+            "SLOW waits 300 ms"
+        );
+        // Not alone: the second queues its frame and yields; then its caller gives up.
+        let count = RemotingCommand::request_code(COUNT);
+        let mut second = Box::pin(conn.request(count, Duration::from_secs(5)));
+        assert!(poll_once(&mut second).await.is_pending());
+        drop(second);
+        // Nobody else writes: the task the second left behind does.
+        let written = async {
+            while p.oneways.load(Ordering::SeqCst) == 0 {
+                sleep(Duration::from_millis(5)).await;
+            }
+        };
+        timeout(Duration::from_secs(2), written)
+            .await
+            .expect("the dropped request's frame reaches the server");
+        assert_eq!(first.await.unwrap().ext_fields["n"], "1");
+    });
+}
+
+#[test]
+fn a_write_given_up_part_way_is_finished_before_the_next_frame() {
+    block_on(async {
+        let listener = async_std::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = spawn(async move { listener.accept().await.unwrap().0 });
+        let conn = Connection::connect(&addr, ConnectionConfig::default(), Duration::from_secs(2))
+            .await
+            .unwrap();
+        let mut peer: TcpStream = accepted.await;
+        // Larger than loopback's socket buffers: the peer reads nothing yet, so the write
+        // stops part-way and its caller drops it.
+        const BODY: usize = 15 << 20;
+        let big = RemotingCommand::request_code(ECHO)
+            .with_body(vec![7u8; BODY])
+            .oneway();
+        let mut write = Box::pin(conn.oneway(big));
+        assert!(
+            poll_once(&mut write).await.is_pending(),
+            "the socket took {BODY} bytes at once: the test needs a write that stops part-way"
+        );
+        drop(write);
+        let next = spawn({
+            let conn = conn.clone();
+            async move { conn.oneway(RemotingCommand::request_code(COUNT)).await }
+        });
+        // Both frames arrive whole and in order: the rest of the first before the second.
+        let first = read_answer(&mut peer).await;
+        assert_eq!(first.request_code_enum(), ECHO);
+        assert_eq!(first.body.len(), BODY);
+        assert!(first.body.iter().all(|b| *b == 7));
+        let second = read_answer(&mut peer).await;
+        assert_eq!(second.request_code_enum(), COUNT);
+        next.await.unwrap();
+        assert!(!conn.is_closed());
     });
 }
 

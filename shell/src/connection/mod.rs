@@ -3,8 +3,9 @@
 //! A reader task owns the read half: it completes pending requests by `opaque`, and hands
 //! requests from the peer (client→broker, or broker→client such as
 //! CHECK_TRANSACTION_STATE) to a [`Processor`], one task per request so a long-polling
-//! pull does not stall the connection. Writers share the write half under a lock, one whole
-//! frame at a time. A malformed frame closes only this connection.
+//! pull does not stall the connection. Writers share the write half under a lock, whole
+//! frames at a time (gathered by the `outbox` when several are under way). A malformed
+//! frame closes only this connection.
 //!
 //! Every wait has a bound a peer cannot stretch: requests in flight by count and by bytes
 //! (beyond either the answer is SYSTEM_BUSY), and writes by
@@ -100,13 +101,14 @@ struct Inner {
     socket: Socket,
     /// True when the stream is TLS.
     tls: bool,
-    writer: async_lock::Mutex<WriteHalf>,
+    writer: Arc<async_lock::Mutex<WriteHalf>>,
     /// See [`ConnectionConfig::write_timeout`].
     write_timeout: Duration,
     /// Bytes the socket accepted so far: a writer waiting for the lock tells a holder
     /// that is slowly getting through from one the peer stopped reading.
     written_bytes: AtomicU64,
-    /// Writes that put bytes on the socket (each a `writev` of one or more frames).
+    /// Writes that the stream took bytes from (a `writev` of whole or part frames; over
+    /// TLS, a write into the TLS layer).
     writes: AtomicU64,
     /// Requests waiting for answers; see [`pending`].
     pending: Mutex<pending::Pending>,
@@ -190,7 +192,7 @@ impl Connection {
             id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
             peer,
             local,
-            writer: async_lock::Mutex::new(writer),
+            writer: Arc::new(async_lock::Mutex::new(writer)),
             write_timeout: config.write_timeout,
             written_bytes: AtomicU64::new(0),
             writes: AtomicU64::new(0),

@@ -14,13 +14,18 @@
 //! Answers to quick requests are gathered by the read loop already. NATS's client
 //! flushes from a connection task for the same reason.
 //!
-//! A lone frame (a single sync sender) is written at once as before: it has nothing to
-//! wait for, and a yield would only add to its latency.
+//! A frame with no other request of its connection waiting (a single sync sender) is
+//! written at once as before: it has nothing to wait for, and a yield would only add to
+//! its latency. Long-polling pulls count as waiting, so a producer that shares its
+//! connection with a consumer's held pull pays the yield (about a microsecond).
 //!
-//! Rules: a frame is taken by exactly one writer, in the order frames were queued; the
-//! writer that takes frames writes them whole or the connection is closed (a frame cut
-//! on the wire would corrupt every frame after it), so a request whose frame someone
-//! else took learns of a failed write from its waiter, which the close answers.
+//! Rules: a frame is taken by exactly one writer, in the order frames were queued, and
+//! written whole (a writer that gives up part-way leaves the rest to a task that keeps
+//! the lock, see `write_locked`), or the connection closes; a request whose frame someone
+//! else took learns of a failed write from its waiter, which the close answers. A writer
+//! that gives up before a frame is taken leaves a task to write the outbox. Neither case
+//! arises unless the caller drops its future while the socket is full or the writer
+//! ahead still writes: the first poll of a write that fits takes and writes at once.
 
 use std::io::IoSlice;
 
@@ -106,29 +111,48 @@ impl Connection {
         let Some(mine) = queued else {
             return self.write(cmd).await;
         };
+        // Until a writer takes it, the frame is ours to see written: given up before
+        // that, a task takes and writes it (and whatever joined it).
+        let mut waiting = Untaken(Some(self));
         runtime::yield_now().await;
-        let mut w = self.lock_writer().await?;
-        let Some(batch) = self.inner.outbox.guard().take(mine) else {
+        let w = self.lock_writer().await?;
+        let batch = self.inner.outbox.guard().take(mine);
+        waiting.0 = None;
+        let Some(batch) = batch else {
             return Ok(());
         };
-        // From here the frames are ours alone: written whole, or the connection closes.
-        let mut cut = CloseUnlessWritten(Some(self));
-        let res = self.write_locked(&mut w, &mut [IoSlice::new(&batch)]).await;
-        cut.0 = None;
-        drop(w);
+        let res = self.write_locked(w, &mut [IoSlice::new(&batch)]).await;
         self.inner.outbox.guard().give_back(batch);
         res
     }
+
+    /// Writes whatever the outbox holds (frames of writers that gave up before taking).
+    async fn flush_outbox(&self) {
+        let Ok(w) = self.lock_writer().await else {
+            return;
+        };
+        let batch = {
+            let mut o = self.inner.outbox.guard();
+            let last = o.queued;
+            o.take(last)
+        };
+        if let Some(batch) = batch {
+            let _ = self.write_locked(w, &mut [IoSlice::new(&batch)]).await;
+            self.inner.outbox.guard().give_back(batch);
+        }
+    }
 }
 
-/// Closes the connection when dropped armed: a writer dropped part-way through frames it
-/// took (its caller gave up) must not leave them cut or unsent while their requests wait.
-struct CloseUnlessWritten<'a>(Option<&'a Connection>);
+/// Armed from queueing a frame until a writer takes it: dropped armed (the writer gave
+/// up), it starts a task that writes the outbox, so no queued frame waits for the next
+/// writer to come along.
+struct Untaken<'a>(Option<&'a Connection>);
 
-impl Drop for CloseUnlessWritten<'_> {
+impl Drop for Untaken<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.0 {
-            conn.abort();
+            let conn = conn.clone();
+            runtime::spawn(async move { conn.flush_outbox().await });
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The write half: one whole frame at a time under a lock, each write bounded by the
-//! write timeout.
+//! The write half: whole frames under a lock (one, or several gathered by the
+//! [`outbox`](super::outbox)), each write bounded by the write timeout and finished even
+//! when its caller gives up.
 
 use std::io::IoSlice;
 use std::sync::atomic::Ordering;
@@ -45,22 +46,38 @@ impl Connection {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        let mut w = self.lock_writer().await?;
-        self.write_locked(&mut w, bufs).await
+        let w = self.lock_writer().await?;
+        self.write_locked(w, bufs).await
     }
 
-    /// Writes `bufs` whole with the writer lock held; a failed or stalled write closes
-    /// the connection.
+    /// Writes `bufs` whole with the writer lock `w`; a failed or stalled write closes
+    /// the connection. Dropped part-way (its caller gave up), the write is finished by a
+    /// task that keeps the lock: a frame cut on the wire would corrupt every frame after
+    /// it, and frames another writer took to write are waited for by their requests.
     pub(super) async fn write_locked(
         &self,
-        w: &mut WriteHalf,
+        w: Writer,
         bufs: &mut [IoSlice<'_>],
     ) -> Result<(), RemotingError> {
         if self.is_closed() {
             // Closed while we queued (a stalled write before ours, or a close).
             return Err(self.closed_error());
         }
-        match self.write_bounded(w, bufs).await {
+        let mut writing = Writing {
+            conn: self,
+            w: Some(w),
+            left: bufs,
+        };
+        let res = writing.run().await;
+        // Finished (or failed): nothing for a task to finish.
+        writing.w = None;
+        drop(writing);
+        self.written(res)
+    }
+
+    /// The outcome of a whole write: a failure closes the connection.
+    fn written(&self, res: Result<(), RemotingError>) -> Result<(), RemotingError> {
+        match res {
             Ok(()) => {
                 self.touch();
                 Ok(())
@@ -86,12 +103,10 @@ impl Connection {
     /// The write half, waiting while the writer ahead makes progress. A wait of a whole
     /// write timeout during which the socket took nothing means the peer stopped reading:
     /// the connection is closed (the writer ahead times out too).
-    pub(super) async fn lock_writer(
-        &self,
-    ) -> Result<async_lock::MutexGuard<'_, WriteHalf>, RemotingError> {
+    pub(super) async fn lock_writer(&self) -> Result<Writer, RemotingError> {
         loop {
             let seen = self.inner.written_bytes.load(Ordering::Relaxed);
-            match runtime::timeout(self.inner.write_timeout, self.inner.writer.lock()).await {
+            match runtime::timeout(self.inner.write_timeout, self.inner.writer.lock_arc()).await {
                 Ok(w) => return Ok(w),
                 Err(_) if self.is_closed() => return Err(self.closed_error()),
                 Err(_) if self.inner.written_bytes.load(Ordering::Relaxed) == seen => {
@@ -109,16 +124,17 @@ impl Connection {
         }
     }
 
-    /// `write_all` over several buffers with `writev`, resuming after partial writes;
-    /// each call must make progress within the write timeout. A timer is armed only
-    /// when the socket is full: a write that goes through at once costs none.
+    /// `write_all` over several buffers with `writev`, resuming after partial writes
+    /// (`bufs` is advanced past what was written); each call must make progress within
+    /// the write timeout. A timer is armed only when the socket is full: a write that
+    /// goes through at once costs none.
     async fn write_bounded(
         &self,
         w: &mut WriteHalf,
-        mut bufs: &mut [IoSlice<'_>],
+        bufs: &mut &mut [IoSlice<'_>],
     ) -> Result<(), RemotingError> {
         let limit = self.inner.write_timeout;
-        IoSlice::advance_slices(&mut bufs, 0);
+        IoSlice::advance_slices(bufs, 0);
         while !bufs.is_empty() {
             match runtime::timeout(limit, w.write_vectored(bufs)).await {
                 Err(_) => return Err(RemotingError::WriteTimeout),
@@ -128,7 +144,7 @@ impl Connection {
                         .written_bytes
                         .fetch_add(n as u64, Ordering::Relaxed);
                     self.inner.writes.fetch_add(1, Ordering::Relaxed);
-                    IoSlice::advance_slices(&mut bufs, n);
+                    IoSlice::advance_slices(bufs, n);
                 }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Ok(Err(e)) => return Err(io_error(e)),
@@ -139,6 +155,40 @@ impl Connection {
             Ok(Err(e)) => Err(io_error(e)),
             Err(_) => Err(RemotingError::WriteTimeout),
         }
+    }
+}
+
+/// The writer lock, owned so that an unfinished write can hand it to a task.
+pub(super) type Writer = async_lock::MutexGuardArc<WriteHalf>;
+
+/// A write under way: the lock and what is left to write.
+struct Writing<'c, 's, 'b> {
+    conn: &'c Connection,
+    /// `None` once the write finished or failed.
+    w: Option<Writer>,
+    left: &'s mut [IoSlice<'b>],
+}
+
+impl Writing<'_, '_, '_> {
+    async fn run(&mut self) -> Result<(), RemotingError> {
+        let w = self.w.as_mut().expect("a write under way holds the lock");
+        self.conn.write_bounded(w, &mut self.left).await
+    }
+}
+
+impl Drop for Writing<'_, '_, '_> {
+    /// Dropped with the write under way: a task writes the rest (a copy of it: the
+    /// caller's buffers go with it) and flushes, holding the lock meanwhile.
+    fn drop(&mut self) {
+        let Some(mut w) = self.w.take() else { return };
+        let rest: Vec<u8> = self.left.iter().flat_map(|s| s.iter().copied()).collect();
+        let conn = self.conn.clone();
+        runtime::spawn(async move {
+            let mut slices = [IoSlice::new(&rest)];
+            let res = conn.write_bounded(&mut w, &mut &mut slices[..]).await;
+            drop(w);
+            let _ = conn.written(res);
+        });
     }
 }
 
