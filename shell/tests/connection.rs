@@ -248,6 +248,52 @@ fn a_write_given_up_part_way_is_finished_before_the_next_frame() {
     });
 }
 
+#[test]
+fn peers_flooding_quick_requests_do_not_starve_the_other_connections() {
+    with_server(async |server, _| {
+        let addr = server.local_addr();
+        let conn = connect(server).await;
+        let quick = |n: &str| RemotingCommand::request_code(QUICK).with_ext("n", n);
+        conn.request(quick("0"), Duration::from_secs(2))
+            .await
+            .unwrap();
+        // More floods than the pool has workers, each writing oneway quick requests
+        // faster than a read loop handles them: its socket never runs dry.
+        let frame = quick("flood").oneway().encode().unwrap();
+        let chunk: Vec<u8> = frame
+            .iter()
+            .copied()
+            .cycle()
+            .take(frame.len() * 512)
+            .collect();
+        let floods: Vec<_> = (0..4)
+            .map(|_| {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                let stop = s.try_clone().unwrap();
+                let chunk = chunk.clone();
+                let t = std::thread::spawn(move || {
+                    use std::io::Write;
+                    while s.write_all(&chunk).is_ok() {}
+                });
+                (stop, t)
+            })
+            .collect();
+        sleep(Duration::from_millis(300)).await;
+        let asked = std::time::Instant::now();
+        let answer = conn.request(quick("1"), Duration::from_secs(10)).await;
+        let waited = asked.elapsed();
+        for (stop, t) in floods {
+            let _ = stop.shutdown(std::net::Shutdown::Both);
+            t.join().unwrap();
+        }
+        assert_eq!(answer.unwrap().ext_fields["n"], "1");
+        assert!(
+            waited < Duration::from_secs(2),
+            "answered after {waited:?} beside the floods"
+        );
+    });
+}
+
 /// Reads one frame from `raw` (within 2 s).
 async fn read_answer(raw: &mut TcpStream) -> RemotingCommand {
     let read = async {

@@ -35,13 +35,25 @@ impl Connection {
         // requests in flight (async sends, a shared producer connection) gets one write
         // for what one read brought in, instead of one per request.
         let mut answers: Vec<u8> = Vec::new();
+        // Frames read since this task last let others run. A peer that keeps the socket
+        // full never makes a read wait, and async-io has no budget of its own: without a
+        // yield, a flood of quick requests (oneway sends) held a worker for seconds, and
+        // the connections queued behind it timed out their writes.
+        let mut turn = 0usize;
         loop {
+            let turn_over = turn >= FRAMES_PER_TURN;
             if !answers.is_empty()
-                && (answers.len() >= ANSWERS_FLUSH_BYTES || !holds_frame(reader.buffer()))
+                && (turn_over
+                    || answers.len() >= ANSWERS_FLUSH_BYTES
+                    || !holds_frame(reader.buffer()))
             {
                 let _ = self.write_encoded(&answers).await;
                 answers.clear();
                 answers.shrink_to(ANSWERS_FLUSH_BYTES);
+            }
+            if turn_over {
+                turn = 0;
+                runtime::yield_now().await;
             }
             // Wait for data without consuming it, so a close never cuts a frame. Idleness
             // is the watchdog's business: a timer armed here for every request cost two
@@ -103,6 +115,7 @@ impl Connection {
                 }
             };
             self.touch();
+            turn += 1;
             if cmd.is_response() {
                 let waiter = self.take_waiter(cmd.opaque);
                 match waiter {
@@ -258,6 +271,10 @@ fn answer(
     }
     Some(resp)
 }
+
+/// Frames a read loop handles before it lets the other tasks of its worker run (Netty's
+/// `maxMessagesPerRead` is 16 reads).
+const FRAMES_PER_TURN: usize = 32;
 
 /// Gathered answers are written at the latest once they reach this.
 const ANSWERS_FLUSH_BYTES: usize = 64 << 10;
