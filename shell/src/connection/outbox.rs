@@ -150,7 +150,8 @@ struct Untaken<'a>(Option<&'a Connection>);
 
 impl Drop for Untaken<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.0 {
+        // A closed connection failed every waiter already: nothing to write for.
+        if let Some(conn) = self.0.filter(|c| !c.is_closed()) {
             let conn = conn.clone();
             runtime::spawn(async move { conn.flush_outbox().await });
         }

@@ -69,10 +69,14 @@ impl Connection {
             left: bufs,
         };
         let res = writing.run().await;
-        // Finished (or failed): nothing for a task to finish.
-        writing.w = None;
+        // Finished (or failed): nothing for a task to finish. The lock goes after the
+        // outcome: a failed write closes the connection before another writer could put
+        // a frame behind a cut one.
+        let w = writing.w.take();
         drop(writing);
-        self.written(res)
+        let out = self.written(res);
+        drop(w);
+        out
     }
 
     /// The outcome of a whole write: a failure closes the connection.
@@ -181,13 +185,16 @@ impl Drop for Writing<'_, '_, '_> {
     /// caller's buffers go with it) and flushes, holding the lock meanwhile.
     fn drop(&mut self) {
         let Some(mut w) = self.w.take() else { return };
-        let rest: Vec<u8> = self.left.iter().flat_map(|s| s.iter().copied()).collect();
+        let mut rest = Vec::with_capacity(self.left.iter().map(|s| s.len()).sum());
+        for s in self.left.iter() {
+            rest.extend_from_slice(s);
+        }
         let conn = self.conn.clone();
         runtime::spawn(async move {
             let mut slices = [IoSlice::new(&rest)];
             let res = conn.write_bounded(&mut w, &mut &mut slices[..]).await;
-            drop(w);
             let _ = conn.written(res);
+            drop(w);
         });
     }
 }
