@@ -23,9 +23,9 @@
 //! written whole (a writer that gives up part-way leaves the rest to a task that keeps
 //! the lock, see `write_locked`), or the connection closes; a request whose frame someone
 //! else took learns of a failed write from its waiter, which the close answers. A writer
-//! that gives up before a frame is taken leaves a task to write the outbox. Neither case
-//! arises unless the caller drops its future while the socket is full or the writer
-//! ahead still writes: the first poll of a write that fits takes and writes at once.
+//! that gives up before a frame is taken leaves a task to write the outbox. Either arises
+//! only when a caller drops its future between polls: during the yield, while the writer
+//! ahead holds the lock, or while the socket is full.
 
 use std::io::IoSlice;
 
