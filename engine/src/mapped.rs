@@ -143,6 +143,30 @@ impl MappedFile {
         }
     }
 
+    /// Maps the pages holding `range` writable ahead of the writes that will fill them
+    /// (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14): the faults, and the filesystem's
+    /// `page_mkwrite` for each page, are taken here in one call instead of one exception
+    /// per page inside the appends. No byte changes. A hint: a kernel that refuses it
+    /// leaves the pages to fault in when written, as before.
+    pub fn populate(&self, range: Range<u64>) {
+        let page = rustix::param::page_size() as u64;
+        let start = range.start / page * page;
+        let end = range.end.min(self.len);
+        if start >= end {
+            return;
+        }
+        // Inside the mapping: `end` is at most its length (the kernel rounds the length
+        // up to the page, which the mapping covers).
+        let populated = self.map.advise_range(
+            Advice::PopulateWrite,
+            start as usize,
+            (end - start) as usize,
+        );
+        if let Err(e) = populated {
+            log::debug!("madvise(POPULATE_WRITE) refused: {e}");
+        }
+    }
+
     /// Checks that `offset..offset + len` lies inside the file and returns it as a
     /// `usize` range.
     fn span(&self, op: FsOp, offset: u64, len: usize) -> Result<Range<usize>, FsError> {
@@ -318,5 +342,45 @@ mod tests {
         media.flush(0..0).unwrap();
         media.set_len(10).unwrap();
         assert_eq!(media.as_bytes(), Some(&[0u8; 10][..]));
+    }
+
+    /// This thread's minor page faults so far (`minflt` of /proc/thread-self/stat), read
+    /// into a stack buffer so the reading takes no fault of its own.
+    fn minor_faults() -> u64 {
+        use std::io::Read;
+        let mut buf = [0u8; 1024];
+        let mut f = File::open("/proc/thread-self/stat").unwrap();
+        let n = f.read(&mut buf).unwrap();
+        let stat = std::str::from_utf8(&buf[..n]).unwrap();
+        // After the command name's closing parenthesis: state, ppid, pgrp, session,
+        // tty_nr, tpgid, flags, minflt.
+        let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+        after_name
+            .split_whitespace()
+            .nth(7)
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn populated_pages_are_written_without_a_fault() {
+        let page = rustix::param::page_size();
+        let (_dir, mut media) = scratch(64 * page as u64);
+        media.populate(0..32 * page as u64);
+        let mut faults_writing = |pages: Range<usize>| {
+            let bytes = media.as_mut_bytes();
+            let before = minor_faults();
+            for p in pages {
+                bytes[p * page] = 1;
+            }
+            minor_faults() - before
+        };
+        // A little slack for faults the thread takes elsewhere; the unpopulated half
+        // takes one a page (a write fault maps one page of a shared file mapping).
+        let populated = faults_writing(0..32);
+        let unpopulated = faults_writing(32..64);
+        assert!(populated <= 2, "{populated} faults writing populated pages");
+        assert!(unpopulated >= 32, "{unpopulated} faults writing the others");
     }
 }

@@ -201,7 +201,7 @@ impl StoreService {
             // burst of sends and its few pages are cleaned anyway, so a `madvise` each
             // would cost more than it saves: those wait for a chunk.
             let chunk = match self.flush_type {
-                FlushDiskType::Sync => super::release::RELEASE_CHUNK,
+                FlushDiskType::Sync => super::mapping::RELEASE_CHUNK,
                 FlushDiskType::Async => 0,
             };
             self.release_behind(&s, to, chunk);

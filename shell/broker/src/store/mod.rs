@@ -42,9 +42,9 @@ mod delete;
 mod group_commit;
 mod index_read;
 mod maintain;
+mod mapping;
 mod raw_log;
 mod read;
-mod release;
 mod tasks;
 mod truncate;
 mod visible;
@@ -219,6 +219,9 @@ pub struct StoreService {
     /// Log offset below which the mapping's pages were released
     /// ([`Self::release_behind`]).
     released: AtomicU64,
+    /// Log offset below which the mapping's pages were populated ahead of the end
+    /// ([`Self::populate_ahead`]).
+    populated: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
     /// Controller mode's guard on who appends ([`Self::set_follower`]): 0 anyone
@@ -317,6 +320,7 @@ impl StoreService {
             disk_full: AtomicBool::new(false),
             write_limit: AtomicU64::new(u64::MAX),
             released: AtomicU64::new(0),
+            populated: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
             writer: std::sync::atomic::AtomicU8::new(0),
             failed: OnceLock::new(),

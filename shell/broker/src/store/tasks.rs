@@ -149,8 +149,9 @@ impl StoreService {
         let dispatched = s.engine().dispatched_offset();
         self.dispatched.store(dispatched, Ordering::Release);
         // Before a flush reaches them (`release_behind`), in chunks: one `madvise`
-        // per [`super::release::RELEASE_CHUNK`] of log.
-        self.release_behind(&s, dispatched, super::release::RELEASE_CHUNK);
+        // per [`super::mapping::RELEASE_CHUNK`] of log.
+        self.release_behind(&s, dispatched, super::mapping::RELEASE_CHUNK);
+        self.populate_ahead(&s);
         // Before `dispatch_done` wakes anyone: a pass with nothing more it may do says
         // how far that is, the bound it stopped at or the end it reached.
         match &r {

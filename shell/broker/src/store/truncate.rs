@@ -199,6 +199,8 @@ impl StoreService {
         self.note_reached(s.engine().dispatched_offset());
         let page = rustix::param::page_size() as u64;
         self.released.fetch_min(end / page * page, Ordering::AcqRel);
+        // A segment the cut removed and a later roll makes again is mapped afresh.
+        self.populated.fetch_min(end, Ordering::AcqRel);
         for (topic, queue_id) in s.engine().queues().keys() {
             self.publish_queue(&s, &topic, queue_id);
         }
