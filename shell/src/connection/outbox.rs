@@ -29,6 +29,7 @@
 
 use std::io::IoSlice;
 
+use super::write::Writer;
 use super::{Connection, RemotingError};
 use crate::frame::RemotingCommand;
 use crate::runtime;
@@ -118,12 +119,10 @@ impl Connection {
         let w = self.lock_writer().await?;
         let batch = self.inner.outbox.guard().take(mine);
         waiting.0 = None;
-        let Some(batch) = batch else {
-            return Ok(());
-        };
-        let res = self.write_locked(w, &mut [IoSlice::new(&batch)]).await;
-        self.inner.outbox.guard().give_back(batch);
-        res
+        match batch {
+            Some(batch) => self.write_batch(w, batch).await,
+            None => Ok(()),
+        }
     }
 
     /// Writes whatever the outbox holds (frames of writers that gave up before taking).
@@ -137,9 +136,16 @@ impl Connection {
             o.take(last)
         };
         if let Some(batch) = batch {
-            let _ = self.write_locked(w, &mut [IoSlice::new(&batch)]).await;
-            self.inner.outbox.guard().give_back(batch);
+            let _ = self.write_batch(w, batch).await;
         }
+    }
+
+    /// Writes frames taken from the outbox under the writer lock `w`, then gives their
+    /// buffer back for the next batch.
+    async fn write_batch(&self, w: Writer, batch: Vec<u8>) -> Result<(), RemotingError> {
+        let res = self.write_locked(w, &mut [IoSlice::new(&batch)]).await;
+        self.inner.outbox.guard().give_back(batch);
+        res
     }
 }
 
