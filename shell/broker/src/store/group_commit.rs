@@ -179,10 +179,13 @@ impl StoreService {
                 if let Err(e) = self.sync_round() {
                     self.fail(e);
                 }
-            } else if self.unreleased(u64::MAX, 0).is_some() {
+            } else {
                 // Nothing to flush (a quiet moment): the pages SYNC_FLUSH rounds left
                 // for a chunk go now, so a quiet store keeps none of its log mapped.
-                self.release_behind(&self.lock(), u64::MAX, 0);
+                self.last_flush_bytes.store(0, Ordering::Release);
+                if self.unreleased(u64::MAX, 0).is_some() {
+                    self.release_behind(&self.lock(), u64::MAX, 0);
+                }
             }
         }
         self.flush_done.notify(usize::MAX);
@@ -207,6 +210,7 @@ impl StoreService {
             self.release_behind(&s, to, chunk);
             (from, to, s.engine().log().rewinds())
         };
+        self.last_flush_bytes.store(to - from, Ordering::Release);
         let started = Instant::now();
         self.sync_log(from, to)?;
         self.flush_latency

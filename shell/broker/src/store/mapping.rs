@@ -1,9 +1,11 @@
 //! The commit log's mapping around its end: pages behind reput leave it in chunks, so
 //! their writeback needs no write-protect and TLB shootdown per page; pages ahead of the
-//! appender are mapped writable before it gets there, so an append takes no page fault.
+//! appender are mapped writable before it gets there, so an append copies into mapped
+//! pages instead of taking a fault on each.
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use tern_engine_fs::fs_store::FsStore;
 
@@ -15,13 +17,22 @@ use crate::config::FlushDiskType;
 /// short hold of the lock.
 pub(super) const RELEASE_CHUNK: u64 = 256 << 10;
 
-/// How far past the log end its pages are kept mapped writable
+/// The most of the log past its end kept mapped writable
 /// ([`StoreService::populate_ahead`]): about 3 ms of appends at 300 MB/s.
 const POPULATE_AHEAD: u64 = 1 << 20;
 
-/// The least [`StoreService::populate_ahead`] populates at once: 16 pages, tens of
+/// The window past the end is this fraction of what the last flush round synced, so the
+/// populated pages a flush finds not yet appended to (and writes out as zeros) stay a
+/// small part of what it writes.
+const POPULATE_SHARE: u64 = 8;
+
+/// The least [`StoreService::populate_ahead`] populates at once: 64 KiB, tens of
 /// microseconds of the store lock (256 KiB at a time did no better in an A/B).
 const POPULATE_CHUNK: u64 = 64 << 10;
+
+/// The most one call populates, so a pass after a roll or a start holds the lock no
+/// longer than a few chunks.
+const POPULATE_PER_PASS: u64 = 4 * POPULATE_CHUNK;
 
 impl StoreService {
     /// Drops the commit-log mapping's page-table entries for the whole pages below
@@ -47,41 +58,69 @@ impl StoreService {
         }
     }
 
-    /// Maps the commit log's pages up to [`POPULATE_AHEAD`] past its end writable, so
-    /// appends copy into mapped pages instead of faulting on each. Called from reput
-    /// under the store lock (`s`), which keeps the mapping in place.
+    /// Maps the commit log's pages just past its end writable, so appends copy into
+    /// mapped pages instead of faulting on each. Called after each reput pass; takes the
+    /// store lock (which keeps the mapping in place) when pages are due.
     ///
     /// Why: a write into a page not mapped yet is a page fault, and on ext4 a
-    /// `page_mkwrite` that maps the preallocated block, taken by the appender while it
-    /// holds the store lock: in batch sends a fifth of the broker's CPU, all of it on the
-    /// request's path. `MADV_POPULATE_WRITE` does the same work for many pages in one
-    /// call, here, between appends (in a profile of batch sends 15% of the broker's
-    /// samples, where the faults were 21%).
+    /// `page_mkwrite` that maps the preallocated block, taken by the appender inside the
+    /// request while it holds the store lock: in batch sends a fifth of the broker's CPU.
+    /// `MADV_POPULATE_WRITE` does the same work for many pages in one call, here, between
+    /// appends (in a profile of batch sends 15% of the broker's samples, where the faults
+    /// were 21%): the lock is still held for it, the requests no longer wait on it.
     ///
-    /// Not under SYNC_FLUSH: its fdatasync of the segment, several a millisecond, would
-    /// write every populated page out as zeros before the appender reached it. Under
-    /// ASYNC_FLUSH the flush every `flushIntervalCommitLog` writes out at most the
-    /// window's pages not yet appended to, and those fault again when reached.
-    pub(super) fn populate_ahead(&self, s: &FsStore) {
+    /// The cost: a populated page is dirty, so a sync of the segment before the
+    /// appender reaches it writes it out as zeros (and the appender faults on it again).
+    /// Hence not under SYNC_FLUSH, whose fdatasyncs come several a millisecond; and under
+    /// ASYNC_FLUSH the window is an eighth of what the last flush round synced, at most
+    /// [`POPULATE_AHEAD`]: below 1 MB/s of appends (with the default 500 ms
+    /// `flushIntervalCommitLog`) nothing is populated, above it the zeros written stay
+    /// a small share of the log's writes.
+    pub(super) fn populate_ahead(&self) {
         if self.flush_type == FlushDiskType::Sync {
             return;
         }
-        let page = rustix::param::page_size() as u64;
+        // A look without the lock first: most passes find nothing due.
+        if self
+            .window(self.written.load(Ordering::Acquire))
+            .next()
+            .is_none()
+        {
+            return;
+        }
+        let s = self.lock();
+        let held = Instant::now();
         let log = s.engine().log();
-        let populated = self.populated.load(Ordering::Acquire);
-        let Some(span) = populate_span(populated, log.max_offset(), log.segment_size(), page)
-        else {
+        let Some(span) = self.window(log.max_offset()).next() else {
             return;
         };
         let mut mapped = false;
         log.regions(span.start, span.end, &mut |m, r| {
-            m.populate(r);
+            // A hint: a page it could not map faults in when written, as before.
+            if let Err(e) = m.populate(r) {
+                log::debug!("madvise(POPULATE_WRITE) refused: {e}");
+            }
             mapped = true;
         });
         // The segment holding the end may not be made yet (the log ends on its
         // boundary): nothing was populated, so nothing is noted.
         if mapped {
             self.populated.store(span.end, Ordering::Release);
+        }
+        drop(s);
+        super::note_slow_hold("populating the log ahead", held);
+    }
+
+    /// The populated window as it stands with the log ending at `end`.
+    fn window(&self, end: u64) -> Window {
+        let ahead =
+            (self.last_flush_bytes.load(Ordering::Acquire) / POPULATE_SHARE).min(POPULATE_AHEAD);
+        Window {
+            populated: self.populated.load(Ordering::Acquire),
+            end,
+            ahead,
+            segment: self.geometry.log_segment_size,
+            page: rustix::param::page_size() as u64,
         }
     }
 
@@ -98,20 +137,38 @@ impl StoreService {
     }
 }
 
-/// The log bytes [`StoreService::populate_ahead`] populates next, when at least
-/// [`POPULATE_CHUNK`] of them are due: the whole pages after the one holding `end` (the
-/// appender has that one mapped), up to [`POPULATE_AHEAD`] past `end` and not past the
-/// segment holding it (the next one is not mapped yet), from `populated` on, or from
-/// the end again after a truncation moved it back.
-fn populate_span(populated: u64, end: u64, segment: u64, page: u64) -> Option<Range<u64>> {
-    let after_end = end.div_ceil(page) * page;
-    let from = if populated > end + POPULATE_AHEAD {
-        after_end
-    } else {
-        populated.max(after_end)
-    };
-    let to = (end + POPULATE_AHEAD).min(end - end % segment + segment) / page * page;
-    (to > from && to - from >= POPULATE_CHUNK).then_some(from..to)
+/// Where the pages [`StoreService::populate_ahead`] keeps mapped stand.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// Log offset below which pages were populated (moved back to the end by a cut).
+    populated: u64,
+    /// The log's end.
+    end: u64,
+    /// How far past the end to keep populated.
+    ahead: u64,
+    /// The segment size.
+    segment: u64,
+    /// The page size.
+    page: u64,
+}
+
+impl Window {
+    /// The log bytes to populate next, once at least [`POPULATE_CHUNK`] of them are due:
+    /// the whole pages after the one holding the end (the appender has that one mapped)
+    /// from `populated` on, up to `ahead` past the end, not past the segment holding it
+    /// (the next one is not mapped yet) and at most [`POPULATE_PER_PASS`].
+    fn next(self) -> Option<Range<u64>> {
+        let from = self.populated.max(self.end.div_ceil(self.page) * self.page);
+        let segment_end = self.end - self.end % self.segment + self.segment;
+        let to = self
+            .end
+            .saturating_add(self.ahead)
+            .min(segment_end)
+            .min(from.saturating_add(POPULATE_PER_PASS))
+            / self.page
+            * self.page;
+        (to > from && to - from >= POPULATE_CHUNK).then_some(from..to)
+    }
 }
 
 #[cfg(test)]
@@ -121,44 +178,62 @@ mod tests {
     const PAGE: u64 = 4096;
     const SEGMENT: u64 = 64 << 20;
 
+    fn window(populated: u64, end: u64) -> Window {
+        Window {
+            populated,
+            end,
+            ahead: POPULATE_AHEAD,
+            segment: SEGMENT,
+            page: PAGE,
+        }
+    }
+
     #[test]
-    fn the_window_past_the_end_is_populated_a_chunk_at_a_time() {
-        // A fresh log: everything after the end's page, a window's worth.
+    fn the_window_past_the_end_is_populated_a_few_chunks_at_a_time() {
+        // A fresh log: from the page after the end's, a pass's worth.
+        assert_eq!(window(0, 100).next(), Some(PAGE..PAGE + POPULATE_PER_PASS));
+        // Passes go on until the window is full.
+        let full = (100 + POPULATE_AHEAD) / PAGE * PAGE;
         assert_eq!(
-            populate_span(0, 100, SEGMENT, PAGE),
-            Some(PAGE..(100 + POPULATE_AHEAD) / PAGE * PAGE)
+            window(full - POPULATE_CHUNK, 100).next(),
+            Some(full - POPULATE_CHUNK..full)
         );
-        // Less than a chunk used since: nothing yet; a chunk: just the new pages.
-        let done = (100 + POPULATE_AHEAD) / PAGE * PAGE;
-        assert_eq!(
-            populate_span(done, 100 + POPULATE_CHUNK / 2, SEGMENT, PAGE),
-            None
-        );
+        // Full, and less than a chunk used since: nothing; a chunk: just the new pages.
+        assert_eq!(window(full, 100).next(), None);
+        assert_eq!(window(full, 100 + POPULATE_CHUNK / 2).next(), None);
         let end = 100 + POPULATE_CHUNK;
         assert_eq!(
-            populate_span(done, end, SEGMENT, PAGE),
-            Some(done..(end + POPULATE_AHEAD) / PAGE * PAGE)
+            window(full, end).next(),
+            Some(full..(end + POPULATE_AHEAD) / PAGE * PAGE)
         );
     }
 
     #[test]
-    fn the_window_stops_at_the_segment_and_restarts_after_a_cut() {
+    fn the_window_follows_the_share_of_the_last_flush() {
+        // Slow appends: a window under a chunk populates nothing.
+        let slow = Window {
+            ahead: POPULATE_CHUNK - 1,
+            ..window(0, 0)
+        };
+        assert_eq!(slow.next(), None);
+        // A window that shrank below what is populated: nothing more, nothing again.
+        let shrunk = Window {
+            ahead: POPULATE_CHUNK,
+            ..window(POPULATE_AHEAD, 0)
+        };
+        assert_eq!(shrunk.next(), None);
+    }
+
+    #[test]
+    fn the_window_stops_at_the_segment() {
         // Near the segment's end: up to it, not into the next (not mapped yet).
-        let end = SEGMENT - POPULATE_AHEAD / 2;
-        assert_eq!(
-            populate_span(0, end, SEGMENT, PAGE),
-            Some(end.div_ceil(PAGE) * PAGE..SEGMENT)
-        );
+        let end = SEGMENT - POPULATE_CHUNK * 2;
+        assert_eq!(window(0, end).next(), Some(end..SEGMENT));
         // Ending on the boundary: the next segment's window (it may not exist; the
         // caller then notes nothing).
         assert_eq!(
-            populate_span(SEGMENT, SEGMENT, SEGMENT, PAGE),
-            Some(SEGMENT..SEGMENT + POPULATE_AHEAD)
-        );
-        // The log cut far back: from its new end again.
-        assert_eq!(
-            populate_span(10 * POPULATE_AHEAD, 5, SEGMENT, PAGE),
-            Some(PAGE..(5 + POPULATE_AHEAD) / PAGE * PAGE)
+            window(SEGMENT, SEGMENT).next(),
+            Some(SEGMENT..SEGMENT + POPULATE_PER_PASS)
         );
     }
 }

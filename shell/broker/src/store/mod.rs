@@ -222,6 +222,10 @@ pub struct StoreService {
     /// Log offset below which the mapping's pages were populated ahead of the end
     /// ([`Self::populate_ahead`]).
     populated: AtomicU64,
+    /// Bytes of log the last flush round synced, 0 when it found none: under ASYNC_FLUSH
+    /// about what one flush interval appends, which sizes the window
+    /// [`Self::populate_ahead`] keeps.
+    last_flush_bytes: AtomicU64,
     /// Set once the store is sealed at shutdown: nothing more may be appended.
     sealed: AtomicBool,
     /// Controller mode's guard on who appends ([`Self::set_follower`]): 0 anyone
@@ -321,6 +325,7 @@ impl StoreService {
             write_limit: AtomicU64::new(u64::MAX),
             released: AtomicU64::new(0),
             populated: AtomicU64::new(0),
+            last_flush_bytes: AtomicU64::new(0),
             sealed: AtomicBool::new(false),
             writer: std::sync::atomic::AtomicU8::new(0),
             failed: OnceLock::new(),

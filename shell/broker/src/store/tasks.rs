@@ -151,7 +151,6 @@ impl StoreService {
         // Before a flush reaches them (`release_behind`), in chunks: one `madvise`
         // per [`super::mapping::RELEASE_CHUNK`] of log.
         self.release_behind(&s, dispatched, super::mapping::RELEASE_CHUNK);
-        self.populate_ahead(&s);
         // Before `dispatch_done` wakes anyone: a pass with nothing more it may do says
         // how far that is, the bound it stopped at or the end it reached.
         match &r {
@@ -160,6 +159,9 @@ impl StoreService {
             _ => {}
         }
         note_slow_hold("reput", held);
+        drop(s);
+        // A hold of its own, so an append waits behind one or the other, not both.
+        self.populate_ahead();
         r.map_err(|e| e.to_string())
     }
 
