@@ -47,7 +47,8 @@ pub struct FileDirectory {
     path: PathBuf,
     /// Width of a segment's name.
     digits: u8,
-    /// The access hint given to every segment's mapping.
+    /// The access hint for the segments present at open; new ones get its
+    /// [`Access::past_the_end`].
     access: Access,
     /// The open segments. Filled by `scan` and `create`.
     segments: BTreeMap<u64, MappedFile>,
@@ -318,6 +319,9 @@ impl Directory for FileDirectory {
         Ok(())
     }
 
+    /// Makes (or takes a prepared or spare file for) the segment at `base`. It lies
+    /// wholly past the end, so its mapping gets the hint for that
+    /// ([`Access::past_the_end`]).
     fn create(&mut self, base: u64, len: u64) -> Result<(), FsError> {
         let Some(name) = self.segment_name(base) else {
             return Err(FsError::new(FsOp::Create, ErrorKind::InvalidInput));
@@ -341,7 +345,7 @@ impl Directory for FileDirectory {
                     return Err(FsError::new(FsOp::Create, ErrorKind::AlreadyExists));
                 }
                 if let Some(file) = self.spares.as_ref().and_then(|s| s.take(len, &path)) {
-                    let media = MappedFile::from_file(file, self.access)?;
+                    let media = MappedFile::from_file(file, self.access.past_the_end())?;
                     self.files.insert(base, media.shared_file());
                     self.segments.insert(base, media);
                     return Ok(());
@@ -360,7 +364,7 @@ impl Directory for FileDirectory {
                 }
             }
         };
-        let media = MappedFile::from_file(file, self.access)?;
+        let media = MappedFile::from_file(file, self.access.past_the_end())?;
         self.files.insert(base, media.shared_file());
         self.segments.insert(base, media);
         Ok(())

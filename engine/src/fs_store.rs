@@ -271,18 +271,27 @@ impl FsStore {
             &mut [0u8; NO_SCRATCH],
         );
         match opened {
-            Ok((engine, report)) => Ok((
-                FsStore {
-                    engine,
-                    dir,
-                    log_files,
-                    index_files,
-                    next_segment,
-                    reclaim,
-                    spares,
-                },
-                report,
-            )),
+            Ok((engine, report)) => {
+                // The segment the log ends in was mapped for recovery's reads; from the
+                // end on it is written, as a new segment is (`Access::past_the_end`).
+                let log = engine.log();
+                let (end, size) = (log.max_offset(), log.segment_size());
+                log.regions(end, end - end % size + size, &mut |m, r| {
+                    m.appending_from(r.start)
+                });
+                Ok((
+                    FsStore {
+                        engine,
+                        dir,
+                        log_files,
+                        index_files,
+                        next_segment,
+                        reclaim,
+                        spares,
+                    },
+                    report,
+                ))
+            }
             Err(error) => Err(engine_error(dir.layout(), &config, "open", error)),
         }
     }

@@ -39,13 +39,32 @@ pub enum Access {
     #[default]
     Normal,
     /// Front to back: the commit log and consume queues (aggressive read-ahead, pages
-    /// behind the reader are dropped early).
+    /// behind the reader are dropped early). Only where a file holds bytes when mapped:
+    /// past its end such a file is written, not read (see [`Access::past_the_end`]).
     Sequential,
     /// Scattered: the hash index (no read-ahead, which would only pollute the cache).
     Random,
 }
 
 impl Access {
+    /// The hint for the part of a file past its written end, which the owner fills
+    /// through the mapping front to back: no read-ahead there for a file read front to
+    /// back ([`Access::Random`]), the same hint for the others.
+    ///
+    /// Why: a fault in a mapping advised `Sequential` (or not advised) reads ahead, and
+    /// read-ahead fills the page cache with large folios (up to 2 MiB, Linux 6.16+ on
+    /// ext4). A write through a mapping dirties the whole folio holding it, so every
+    /// fdatasync of the log's tail wrote back megabytes for the few kilobytes appended
+    /// since the last one: a SYNC_FLUSH run (64 senders, 1 KiB) wrote ~10 GB to the disk
+    /// for ~0.15 GB of messages. Without read-ahead a fault brings in one page, and a
+    /// sync writes the pages appended to.
+    pub fn past_the_end(self) -> Access {
+        match self {
+            Access::Sequential => Access::Random,
+            other => other,
+        }
+    }
+
     fn advice(self) -> Option<Advice> {
         match self {
             Access::Normal => None,
@@ -140,6 +159,27 @@ impl MappedFile {
         };
         if let Err(e) = advised {
             log::debug!("madvise(DONTNEED) refused: {e}");
+        }
+    }
+
+    /// Advises the mapping from the page holding `offset` to its end as a file's part
+    /// past its written end ([`Access::past_the_end`]): for the segment a store's log
+    /// ends in when it opens, mapped with the hint for reading what it holds. Pages
+    /// already cached keep their folios (a recovery scan's read-ahead past the end: a
+    /// few megabytes the first appends pass). A hint: a kernel that refuses it keeps the
+    /// old one, and nothing else changes.
+    pub fn appending_from(&self, offset: u64) {
+        let page = rustix::param::page_size() as u64;
+        let start = offset / page * page;
+        let (Some(advice), true) = (self.access.past_the_end().advice(), start < self.len) else {
+            return;
+        };
+        // Inside the mapping: `start` is below its length.
+        let advised = self
+            .map
+            .advise_range(advice, start as usize, (self.len - start) as usize);
+        if let Err(e) = advised {
+            log::debug!("madvise({advice:?}) refused: {e}");
         }
     }
 
