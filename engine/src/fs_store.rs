@@ -194,6 +194,8 @@ impl QueueTable for FsQueues {
             };
             let dir = self.dir_of(&topic, queue_id)?;
             let slot = open(dir)?;
+            // Mapped for the scan that found its end; from there on it is written.
+            slot.queue.tail(&mut |m, r| m.appending_from(r.start));
             self.insert(&topic, queue_id, slot)?;
         }
         Ok(())
@@ -274,11 +276,8 @@ impl FsStore {
             Ok((engine, report)) => {
                 // The segment the log ends in was mapped for recovery's reads; from the
                 // end on it is written, as a new segment is (`Access::past_the_end`).
-                let log = engine.log();
-                let (end, size) = (log.max_offset(), log.segment_size());
-                log.regions(end, end - end % size + size, &mut |m, r| {
-                    m.appending_from(r.start)
-                });
+                // The queues' files likewise, in `FsQueues::open_existing`.
+                engine.log().tail(&mut |m, r| m.appending_from(r.start));
                 Ok((
                     FsStore {
                         engine,

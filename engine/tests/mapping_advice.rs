@@ -1,5 +1,5 @@
-//! The commit log's mappings read ahead only where they are read: the segments present
-//! at open up to the log's end (a recovery scan reads them front to back), never where
+//! The commit log's and queues' mappings read ahead only where they are read: the files
+//! present at open up to their end (a recovery scan reads them front to back), never where
 //! the appender writes, since a fault that reads ahead fills the page cache with large
 //! folios and a write through the mapping then dirties a whole one (`Access::past_the_end`).
 //!
@@ -34,7 +34,21 @@ fn flags_at(store: &FsStore, at: u64) -> String {
     store.engine().log().regions(at, at + 1, &mut |m, r| {
         addr = Some(m.as_bytes().unwrap().as_ptr() as usize + r.start as usize);
     });
-    let addr = addr.expect("a segment holds the offset");
+    flags(addr.expect("a segment holds the offset"))
+}
+
+/// The `VmFlags` of the mapping holding the end of the queue's entries.
+fn queue_end_flags(store: &FsStore) -> String {
+    let mut addr = None;
+    let queue = store.engine().queue("Advice", 0).expect("the queue exists");
+    queue.tail(&mut |m, r| {
+        addr = Some(m.as_bytes().unwrap().as_ptr() as usize + r.start as usize);
+    });
+    flags(addr.expect("a file holds the queue's end"))
+}
+
+/// The `VmFlags` of the mapping holding `addr`.
+fn flags(addr: usize) -> String {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
     let mut inside = false;
     for line in smaps.lines() {
@@ -58,11 +72,12 @@ fn reads_ahead(flags: &str) -> bool {
 }
 
 #[test]
-fn the_log_reads_ahead_below_its_end_and_never_past_it() {
+fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
     let page = rustix::param::page_size() as u64;
     let tmp = tempfile::tempdir().unwrap();
     let (mut store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
     put(&mut store, 10);
+    store.dispatch(&mut |_| {}).unwrap();
     // The first segment was made by this open: wholly past the end then.
     let fresh = flags_at(&store, 0);
     assert!(!reads_ahead(&fresh), "{fresh}");
@@ -77,6 +92,9 @@ fn the_log_reads_ahead_below_its_end_and_never_past_it() {
     let past = flags_at(&store, end);
     assert!(!reads_ahead(&past), "{past}");
     assert!(!reads_ahead(&flags_at(&store, CONFIG.log_segment_size - 1)));
+    // The queue's file, scanned at open, from its end on likewise.
+    let queue = queue_end_flags(&store);
+    assert!(!reads_ahead(&queue), "{queue}");
     // A segment made later, by a roll: none anywhere.
     put(&mut store, 300);
     let (_, last) = store.engine().log().segment_span().unwrap();

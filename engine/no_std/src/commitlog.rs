@@ -417,6 +417,15 @@ impl<D: Directory> CommitLog<D> {
         self.segs.regions(from, to, f);
     }
 
+    /// Calls `f` with the segment the log ends in and the range from its end to the
+    /// segment's end: where the next records go (an owner with mapped files advises that
+    /// part for writing). Nothing when that segment is not made yet.
+    pub fn tail(&self, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
+        let end = self.write_pos;
+        let size = self.segs.size();
+        self.segs.regions(end, end - end % size + size, f);
+    }
+
     /// Records that the caller made everything below `upto` durable by syncing the
     /// segments' media itself. Never moves the watermark back or past the end, and does
     /// nothing once a flush failed.

@@ -310,6 +310,15 @@ impl<D: Directory> ConsumeQueue<D> {
         Ok(())
     }
 
+    /// Calls `f` with the file the queue ends in and the byte range from its end to the
+    /// file's end: where the next entries go (an owner with mapped files advises that
+    /// part for writing). Nothing when that file is not made yet.
+    pub fn tail(&self, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
+        let end = self.max * ENTRY_SIZE;
+        let size = self.segs.size();
+        self.segs.regions(end, end - end % size + size, f);
+    }
+
     /// Logical offsets `(flushed, end)`: the entries a flush would make durable now.
     pub fn unflushed(&self) -> (u64, u64) {
         (self.flushed, self.max)
