@@ -93,6 +93,13 @@ impl FsQueues {
         self.topics.values().all(HashMap::is_empty)
     }
 
+    /// Each queue's part of `FsStore::advise_tails`.
+    fn advise_tails(&self) {
+        for slot in self.topics.values().flat_map(|queues| queues.values()) {
+            slot.queue.tail(&mut |m, r| m.appending_from(r.start));
+        }
+    }
+
     /// Every open queue as `(topic, queue id)`, sorted (for admin listings and tests).
     pub fn keys(&self) -> Vec<(String, i32)> {
         let mut keys: Vec<_> = self
@@ -194,8 +201,6 @@ impl QueueTable for FsQueues {
             };
             let dir = self.dir_of(&topic, queue_id)?;
             let slot = open(dir)?;
-            // Mapped for the scan that found its end; from there on it is written.
-            slot.queue.tail(&mut |m, r| m.appending_from(r.start));
             self.insert(&topic, queue_id, slot)?;
         }
         Ok(())
@@ -274,22 +279,17 @@ impl FsStore {
         );
         match opened {
             Ok((engine, report)) => {
-                // The segment the log ends in was mapped for recovery's reads; from the
-                // end on it is written, as a new segment is (`Access::past_the_end`).
-                // The queues' files likewise, in `FsQueues::open_existing`.
-                engine.log().tail(&mut |m, r| m.appending_from(r.start));
-                Ok((
-                    FsStore {
-                        engine,
-                        dir,
-                        log_files,
-                        index_files,
-                        next_segment,
-                        reclaim,
-                        spares,
-                    },
-                    report,
-                ))
+                let store = FsStore {
+                    engine,
+                    dir,
+                    log_files,
+                    index_files,
+                    next_segment,
+                    reclaim,
+                    spares,
+                };
+                store.advise_tails();
+                Ok((store, report))
             }
             Err(error) => Err(engine_error(dir.layout(), &config, "open", error)),
         }
@@ -493,7 +493,20 @@ impl FsStore {
         self.next_segment
             .invalidate(|| swept = FileDirectory::remove_past(&dir, OFFSET_NAME_DIGITS, last));
         swept.map_err(|e| FsStoreError::Dir(StoreError::io(&dir, e)))?;
+        // The cut moved the ends back into parts mapped for reading.
+        self.advise_tails();
         Ok(done)
+    }
+
+    /// Advises the log's last segment and each queue's last file from their end on as
+    /// parts to be written (`MappedFile::appending_from`, `Access::past_the_end`): they
+    /// were mapped for reading what they held (recovery's scan), or held more before a
+    /// cut. A file made later is mapped so from the start.
+    fn advise_tails(&self) {
+        self.engine
+            .log()
+            .tail(&mut |m, r| m.appending_from(r.start));
+        self.engine.queues().advise_tails();
     }
 
     /// The store's paths.

@@ -7,10 +7,11 @@
 //! blocks exist before any record is written. No flush has to journal a size change, and
 //! "disk full" is an error at segment creation rather than a SIGBUS on a page fault in
 //! the middle of a write. On ext4 the blocks are *unwritten* extents, though: the first
-//! writeback of each converts it, so a SYNC_FLUSH `fdatasync` still commits the journal
-//! (measured on a virtio disk: ~190–240 µs p50 against ~110–140 µs into a zero-filled
-//! file). Filling segments with zeros up front (RocketMQ's `warmMapedFileEnable`) costs a
-//! segment's size of disk writes each and showed no clear gain in one A/B (issue 17).
+//! writeback of each converts it, so a SYNC_FLUSH `fdatasync` that reaches new blocks
+//! also writes the extent metadata. Under SYNC_FLUSH the broker writes zeros a window
+//! ahead of the appender for that reason (`warmMapedFileEnable`; `populate_ahead` in its
+//! `store/mapping`, and docs/perf/changes.md); filling whole segments up front would
+//! cost a segment's size of disk writes before the first append.
 //!
 //! What a mapped file promises (the engine's [`Media`] contract, on Linux):
 //! - a `write_at` is in the page cache when it returns, so every later read (in this
@@ -163,11 +164,15 @@ impl MappedFile {
     }
 
     /// Advises the mapping from the page holding `offset` to its end as a file's part
-    /// past its written end ([`Access::past_the_end`]): for the segment a store's log
-    /// ends in when it opens, mapped with the hint for reading what it holds. Pages
-    /// already cached keep their folios (a recovery scan's read-ahead past the end: a
-    /// few megabytes the first appends pass). A hint: a kernel that refuses it keeps the
-    /// old one, and nothing else changes.
+    /// past its written end ([`Access::past_the_end`]): for the file a log or queue ends
+    /// in when the store opens, mapped with the hint for reading what it holds.
+    ///
+    /// The pages after the one holding `offset` then leave the mapping and the page
+    /// cache: after a crash, recovery's cut read the rest of the file through the
+    /// mapping, and its read-ahead left large folios there that every sync would write
+    /// back whole until the appends passed them (up to a segment). They are clean then
+    /// (the cut syncs what it zeroes); a dirty one stays, and nothing changes but its
+    /// folio's size. Hints: a kernel that refuses one leaves things as they were.
     pub fn appending_from(&self, offset: u64) {
         let page = rustix::param::page_size() as u64;
         let start = offset / page * page;
@@ -180,6 +185,16 @@ impl MappedFile {
             .advise_range(advice, start as usize, (self.len - start) as usize);
         if let Err(e) = advised {
             log::debug!("madvise({advice:?}) refused: {e}");
+        }
+        let next = offset.div_ceil(page) * page;
+        self.release(next..self.len);
+        if let Some(len) = std::num::NonZeroU64::new(self.len.saturating_sub(next)) {
+            // Unmapped just above, so the kernel may drop the clean ones.
+            let dropped =
+                rustix::fs::fadvise(&*self.file, next, Some(len), rustix::fs::Advice::DontNeed);
+            if let Err(e) = dropped {
+                log::debug!("fadvise(DONTNEED) refused: {e}");
+            }
         }
     }
 

@@ -4,7 +4,8 @@
 //! folios and a write through the mapping then dirties a whole one (`Access::past_the_end`).
 //!
 //! Checked on the mappings' `VmFlags` in `/proc/self/smaps` (`sr`: sequential read-ahead,
-//! `rr`: none), which is what the kernel's fault path consults.
+//! `rr`: none), which is what the kernel's fault path consults, and after a crash on the
+//! page cache itself (util-linux's `fincore`).
 
 use tern_engine::media::Media;
 use tern_engine::store::StoreConfig;
@@ -17,15 +18,20 @@ const CONFIG: StoreConfig = StoreConfig {
     ..StoreConfig::SERVER
 };
 
-fn put(store: &mut FsStore, n: usize) {
+/// Puts `n` messages of ~1.1 KB; returns where each landed.
+fn put(store: &mut FsStore, n: usize) -> Vec<u64> {
     let body = [7u8; 1000];
-    for _ in 0..n {
-        let msg = testkit::message("Advice", 0, &body, b"");
-        store
-            .engine_mut()
-            .put(&msg, testkit::BORN_TIMESTAMP)
-            .unwrap_or_else(|e| panic!("{}", store.error("put", e)));
-    }
+    (0..n)
+        .map(|_| {
+            let msg = testkit::message("Advice", 0, &body, b"");
+            store
+                .engine_mut()
+                .put(&msg, testkit::BORN_TIMESTAMP)
+                .unwrap_or_else(|e| panic!("{}", store.error("put", e)))
+                .at
+                .offset
+        })
+        .collect()
 }
 
 /// The `VmFlags` of the mapping holding log offset `at`.
@@ -76,7 +82,8 @@ fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
     let page = rustix::param::page_size() as u64;
     let tmp = tempfile::tempdir().unwrap();
     let (mut store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
-    put(&mut store, 10);
+    // Records over a few pages, whatever the page size (~1.1 KB each).
+    put(&mut store, (3 * page / 1000) as usize + 1);
     store.dispatch(&mut |_| {}).unwrap();
     // The first segment was made by this open: wholly past the end then.
     let fresh = flags_at(&store, 0);
@@ -88,7 +95,7 @@ fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
     assert!(end > 2 * page);
     // Reopened: read ahead below the page holding the end, not from it on.
     let below = flags_at(&store, 0);
-    assert!(reads_ahead(&below), "{below}");
+    assert!(below.split_whitespace().any(|f| f == "sr"), "{below}");
     let past = flags_at(&store, end);
     assert!(!reads_ahead(&past), "{past}");
     assert!(!reads_ahead(&flags_at(&store, CONFIG.log_segment_size - 1)));
@@ -100,5 +107,57 @@ fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
     let (_, last) = store.engine().log().segment_span().unwrap();
     assert!(last > 0, "the log rolled");
     assert!(!reads_ahead(&flags_at(&store, last)));
+    store.close().unwrap();
+}
+
+#[test]
+fn a_cut_moves_the_advice_back_with_the_end() {
+    let page = rustix::param::page_size() as u64;
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
+    let at = put(&mut store, (3 * page / 1000) as usize + 1);
+    store.close().unwrap();
+    // Reopened, the pages below the end read ahead; cut back to the second record, the
+    // end is in one of them, and from there on the log is written again.
+    let (mut store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
+    assert!(reads_ahead(&flags_at(&store, at[1])));
+    store.truncate_log(at[1]).unwrap();
+    assert_eq!(store.engine().log().max_offset(), at[1]);
+    let cut = flags_at(&store, at[1]);
+    assert!(!reads_ahead(&cut), "{cut}");
+    store.close().unwrap();
+}
+
+#[test]
+fn after_a_crash_the_log_past_its_end_is_not_left_in_the_page_cache() {
+    // Segments big enough that read-ahead's folios (at most 2 MiB) do not span them.
+    const BIG: StoreConfig = StoreConfig {
+        log_segment_size: 64 << 20,
+        ..StoreConfig::SERVER
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut store, _) = FsStore::open(tmp.path(), BIG).unwrap();
+    put(&mut store, 10);
+    store.engine_mut().flush_log().unwrap();
+    drop(store); // a crash: no close, the abort marker stays
+    // Recovery's cut reads the rest of the segment through the mapping, reading ahead:
+    // those pages must not stay cached in the folios read-ahead made. The folio holding
+    // the end may (it holds records too), so look well past it.
+    let (store, report) = FsStore::open(tmp.path(), BIG).unwrap();
+    assert!(report.crashed);
+    let end = store.engine().log().max_offset();
+    // util-linux's `fincore` (mincore(2) on the file): the segment's bytes in the page
+    // cache. The folio holding the end stays (it holds records too): at most 2 MiB.
+    let path = tmp.path().join("commitlog/00000000000000000000");
+    let out = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(&path)
+        .output()
+        .expect("util-linux's fincore");
+    let resident: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(
+        resident <= end + (2 << 20),
+        "{resident} bytes of the segment cached, the log ends at {end}"
+    );
     store.close().unwrap();
 }
