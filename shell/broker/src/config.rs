@@ -67,6 +67,10 @@ pub struct BrokerConfig {
     pub role: BrokerRole,
     /// Flush policy (`flushDiskType`).
     pub flush_disk_type: FlushDiskType,
+    /// Under SYNC_FLUSH, write zeros into the log's blocks a window ahead of the
+    /// appender (`warmMapedFileEnable`, RocketMQ's name for pre-writing mapped files;
+    /// Tern's default `true`, and a rolling 1 MiB window rather than whole files).
+    pub warm_mapped_file: bool,
     /// Commit-log segment size (`mapedFileSizeCommitLog`).
     pub commit_log_segment_bytes: u64,
     /// Entries per consume-queue file (`mapedFileSizeConsumeQueue` / 20).
@@ -301,6 +305,7 @@ impl Config for BrokerConfig {
             store_root: r.get("storePathRootDir", home.join("store"))?,
             role: r.get("brokerRole", BrokerRole::AsyncMaster)?,
             flush_disk_type: r.get("flushDiskType", FlushDiskType::Async)?,
+            warm_mapped_file: r.get("warmMapedFileEnable", true)?,
             commit_log_segment_bytes: r.get_checked(
                 "mapedFileSizeCommitLog",
                 1u64 << 30,
@@ -476,7 +481,6 @@ impl Config for BrokerConfig {
             "serverWorkerThreads",
             "serverSelectorThreads",
             "transientStorePoolEnable",
-            "warmMapedFileEnable",
         ] {
             r.ignore(key);
         }

@@ -9,14 +9,16 @@ use tern_shell::config::{Config, ConfigError, ConfigReader, ConfigSource, Origin
 use tern_shell::runtime;
 
 /// Defaults that differ from a server broker's: small files (a device has little disk and
-/// a 1 GiB segment would be most of it) and SYNC_FLUSH (a device loses power; an
-/// acknowledged message must survive it).
+/// a 1 GiB segment would be most of it), SYNC_FLUSH (a device loses power; an
+/// acknowledged message must survive it), and no zeros written ahead of the log
+/// (`warmMapedFileEnable=false`: it writes each log byte twice, and flash wears).
 pub const EDGE_DEFAULTS: &[(&str, &str)] = &[
     ("mapedFileSizeCommitLog", "16777216"),
     ("mapedFileSizeConsumeQueue", "120000"),
     ("maxHashSlotNum", "20000"),
     ("maxIndexNum", "80000"),
     ("flushDiskType", "SYNC_FLUSH"),
+    ("warmMapedFileEnable", "false"),
     ("brokerName", "tern-edge"),
     ("brokerClusterName", "TernEdge"),
     ("defaultTopicQueueNums", "4"),

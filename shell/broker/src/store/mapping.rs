@@ -1,8 +1,9 @@
 //! The commit log's mapping around its end: pages behind reput leave it in chunks, so
 //! their writeback needs no write-protect and TLB shootdown per page; pages ahead of the
 //! appender are mapped writable before it gets there, so an append copies into mapped
-//! pages instead of taking a fault on each (and, under SYNC_FLUSH, lands in blocks
-//! already written, whose sync writes no metadata).
+//! pages instead of taking a fault on each (and, under SYNC_FLUSH with
+//! `warmMapedFileEnable`, lands in blocks already written, whose sync writes no
+//! metadata).
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -77,15 +78,18 @@ impl StoreService {
     /// `flushIntervalCommitLog`) nothing is populated, above it the zeros written stay
     /// a small share of the log's writes.
     ///
-    /// Under SYNC_FLUSH that cost is the point, and the window is always
-    /// [`POPULATE_AHEAD`]: the next round writes the populated zeros, which turns the
-    /// blocks ahead from preallocated ("unwritten") into written, a chunk at a time. A
-    /// round that syncs appends into unwritten blocks must also write the extent
-    /// metadata and the inode (1.7 more writes a round, measured, beside the data and
-    /// the cache flush); into written blocks it writes the data alone. In an A/B of
-    /// SYNC_FLUSH sync sends, 5 rounds: 1 sender +16%, 4 senders +26% (broker CPU per
-    /// message -10% and -13%), 16 senders +5%, 64 senders unchanged; each log byte is
-    /// written twice (zeros first).
+    /// Under SYNC_FLUSH that cost is the point (unless `warmMapedFileEnable=false`), and
+    /// the window is always [`POPULATE_AHEAD`]: the next round writes the populated
+    /// zeros, which turns the blocks ahead from preallocated ("unwritten" on ext4 and
+    /// XFS) into written, a chunk at a time. A round that syncs appends into unwritten
+    /// blocks must also write the extent metadata and the inode (1.7 more writes a
+    /// round, measured, beside the data and the cache flush); into written blocks it
+    /// writes the data alone. The pages are cleaned by that round, so appends still
+    /// fault on them: the gain is the blocks' conversion only. In an A/B of SYNC_FLUSH
+    /// sync sends, 5 rounds: 1 sender +16%, 4 senders +26% (broker CPU per message -10%
+    /// and -13%), 16 senders +5%, 64 senders unchanged. The price: each log byte is
+    /// written twice (zeros first), which the edge gateway's flash does not pay (its
+    /// default is `false`).
     pub(super) fn populate_ahead(&self) {
         // A look without the lock first: most passes find nothing due.
         if self
@@ -125,6 +129,7 @@ impl StoreService {
             end,
             ahead: ahead(
                 self.flush_type,
+                self.warm_ahead,
                 self.last_flush_bytes.load(Ordering::Acquire),
             ),
             segment: self.geometry.log_segment_size,
@@ -146,11 +151,14 @@ impl StoreService {
 }
 
 /// How far past the end [`StoreService::populate_ahead`] keeps pages populated, the last
-/// flush round having synced `last_flush_bytes`: a share of that under ASYNC_FLUSH, the
-/// whole window under SYNC_FLUSH (whose rounds it spares the extents' conversion).
-fn ahead(flush: FlushDiskType, last_flush_bytes: u64) -> u64 {
+/// flush round having synced `last_flush_bytes`: a share of that under ASYNC_FLUSH; under
+/// SYNC_FLUSH the whole window when `warm` (`warmMapedFileEnable`: its rounds are spared
+/// the blocks' conversion), else none (every populated page would be written as zeros
+/// first).
+fn ahead(flush: FlushDiskType, warm: bool, last_flush_bytes: u64) -> u64 {
     match flush {
-        FlushDiskType::Sync => POPULATE_AHEAD,
+        FlushDiskType::Sync if warm => POPULATE_AHEAD,
+        FlushDiskType::Sync => 0,
         FlushDiskType::Async => (last_flush_bytes / POPULATE_SHARE).min(POPULATE_AHEAD),
     }
 }
@@ -244,17 +252,22 @@ mod tests {
 
     #[test]
     fn sync_flush_keeps_the_whole_window_however_little_was_flushed() {
-        // ASYNC_FLUSH: none after a quiet round, a share after a busy one, capped.
-        assert_eq!(ahead(FlushDiskType::Async, 0), 0);
-        assert_eq!(ahead(FlushDiskType::Async, 8 << 20), POPULATE_AHEAD);
-        assert_eq!(ahead(FlushDiskType::Async, 64 << 20), POPULATE_AHEAD);
-        assert_eq!(
-            ahead(FlushDiskType::Async, 1 << 20),
-            (1 << 20) / POPULATE_SHARE
-        );
+        // ASYNC_FLUSH: none after a quiet round, a share after a busy one, capped;
+        // `warmMapedFileEnable` does not change it.
+        for warm in [true, false] {
+            assert_eq!(ahead(FlushDiskType::Async, warm, 0), 0);
+            assert_eq!(ahead(FlushDiskType::Async, warm, 8 << 20), POPULATE_AHEAD);
+            assert_eq!(ahead(FlushDiskType::Async, warm, 64 << 20), POPULATE_AHEAD);
+            assert_eq!(
+                ahead(FlushDiskType::Async, warm, 1 << 20),
+                (1 << 20) / POPULATE_SHARE
+            );
+        }
         // SYNC_FLUSH: its rounds sync a few kilobytes; the window does not follow them.
-        assert_eq!(ahead(FlushDiskType::Sync, 0), POPULATE_AHEAD);
-        assert_eq!(ahead(FlushDiskType::Sync, 20 << 10), POPULATE_AHEAD);
+        assert_eq!(ahead(FlushDiskType::Sync, true, 0), POPULATE_AHEAD);
+        assert_eq!(ahead(FlushDiskType::Sync, true, 20 << 10), POPULATE_AHEAD);
+        // Unless told not to write ahead: then nothing, as before.
+        assert_eq!(ahead(FlushDiskType::Sync, false, 20 << 10), 0);
     }
 
     #[test]

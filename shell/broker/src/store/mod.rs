@@ -179,6 +179,8 @@ pub struct StoreService {
     /// Queue and index files made ahead by [`Self::run_prepare`].
     spares: tern_engine_fs::Spares,
     flush_type: FlushDiskType,
+    /// `warmMapedFileEnable`: SYNC_FLUSH writes zeros ahead ([`Self::populate_ahead`]).
+    warm_ahead: bool,
     sync_flush_timeout: Duration,
     flush_interval: Duration,
     /// Everything below is durable.
@@ -305,6 +307,7 @@ impl StoreService {
             views,
             index_view,
             flush_type: config.flush_disk_type,
+            warm_ahead: config.warm_mapped_file,
             sync_flush_timeout: config.sync_flush_timeout,
             flush_interval: config.flush_interval,
             flushed: AtomicU64::new(end),
