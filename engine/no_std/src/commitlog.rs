@@ -421,9 +421,7 @@ impl<D: Directory> CommitLog<D> {
     /// segment's end: where the next records go (an owner with mapped files advises that
     /// part for writing). Nothing when that segment is not made yet.
     pub fn tail(&self, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
-        let end = self.write_pos;
-        let size = self.segs.size();
-        self.segs.regions(end, end - end % size + size, f);
+        self.segs.rest_of_segment(self.write_pos, f);
     }
 
     /// Records that the caller made everything below `upto` durable by syncing the

@@ -314,9 +314,7 @@ impl<D: Directory> ConsumeQueue<D> {
     /// file's end: where the next entries go (an owner with mapped files advises that
     /// part for writing). Nothing when that file is not made yet.
     pub fn tail(&self, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
-        let end = self.max * ENTRY_SIZE;
-        let size = self.segs.size();
-        self.segs.regions(end, end - end % size + size, f);
+        self.segs.rest_of_segment(self.max * ENTRY_SIZE, f);
     }
 
     /// Logical offsets `(flushed, end)`: the entries a flush would make durable now.

@@ -161,6 +161,12 @@ impl<D: Directory> Segments<D> {
         Ok(())
     }
 
+    /// Calls `f` with the segment holding `from` (if it exists) and the range from `from`
+    /// to its end: the part of the last segment appends write next, when `from` is the end.
+    pub fn rest_of_segment(&self, from: u64, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
+        self.regions(from, self.base_of(from) + self.size, f);
+    }
+
     /// Calls `f` with each existing segment's media holding bytes of `[from, to)`, and the
     /// range of them within it, in order: what [`Segments::flush`] would flush.
     pub fn regions(&self, from: u64, to: u64, f: &mut dyn FnMut(&D::Media, core::ops::Range<u64>)) {
