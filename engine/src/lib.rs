@@ -10,6 +10,7 @@
 //! - [`StoreLayout`] (`layout`): RocketMQ's store paths, and the consume queues present;
 //! - [`StoreLock`] (`lock`): the exclusive `flock` that keeps a second process out;
 //! - [`StoreDir`] (`store`): an opened store directory: lock, abort marker, checkpoint;
+//! - [`FsQueues`] (`fs_queues`): the engine's queue table, a folder per consume queue;
 //! - [`FsStore`] (`fs_store`): the [`Engine`] on all of the above, as the broker
 //!   opens it;
 //! - [`SegmentFiles`] (`reader`): a directory's segment files, shared, so published
@@ -31,6 +32,7 @@
 pub mod directory;
 pub mod disk;
 pub mod error;
+pub mod fs_queues;
 pub mod fs_store;
 pub mod layout;
 pub mod lock;
@@ -47,7 +49,8 @@ pub mod timer_files;
 pub use directory::{FileDirectory, INDEX_NAME_DIGITS, OFFSET_NAME_DIGITS};
 pub use disk::{DiskUsage, disk_usage};
 pub use error::{FsError, FsOp, StoreError};
-pub use fs_store::{EngineError, FileEngine, FsQueues, FsStore, FsStoreError};
+pub use fs_queues::FsQueues;
+pub use fs_store::{EngineError, FileEngine, FsStore, FsStoreError};
 pub use layout::StoreLayout;
 pub use lock::StoreLock;
 pub use mapped::{Access, MappedFile};
