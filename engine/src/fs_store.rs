@@ -449,49 +449,9 @@ impl fmt::Display for FsStoreError {
             FsStoreError::Dir(e) => e.fmt(f),
             FsStoreError::Config { root, reason } => write!(f, "{}: {reason}", root.display()),
             FsStoreError::Engine { path, op, error } => {
-                write!(f, "{}: {op}: ", path.display())?;
-                match error {
-                    Error::Media(e) => write!(f, "{e}"),
-                    Error::Record(e) => write!(f, "message cannot be stored: {e:?}"),
-                    Error::TooLarge => f.write_str("larger than a commit-log segment"),
-                    Error::OutOfRange => f.write_str("offset out of range"),
-                    Error::NotRecordBoundary => f.write_str("no record starts at that offset"),
-                    Error::TableFull => f.write_str("a fixed-size table is full"),
-                    Error::FlushFailed => {
-                        f.write_str("a flush failed earlier; refusing until restart")
-                    }
-                    Error::Corrupt(c) => write_corruption(f, c),
-                }
+                write!(f, "{}: {op}: {error}", path.display())
             }
         }
-    }
-}
-
-fn write_corruption(f: &mut fmt::Formatter<'_>, c: &Corruption) -> fmt::Result {
-    match c {
-        Corruption::SegmentGap { missing } => {
-            write!(f, "corrupt: segment at offset {missing} is missing")
-        }
-        Corruption::SegmentMisaligned { base } => write!(
-            f,
-            "corrupt: segment at offset {base} is not a multiple of the segment size"
-        ),
-        Corruption::SegmentSize { base } => write!(
-            f,
-            "corrupt: segment at offset {base} is not the configured size"
-        ),
-        Corruption::Record { offset, error } => {
-            write!(f, "corrupt: record at offset {offset}: {error:?}")
-        }
-        Corruption::QueueOffset { expected, got } => write!(
-            f,
-            "corrupt: queue offset {got} arrived where {expected} was expected"
-        ),
-        Corruption::IndexFile { base } => write!(f, "corrupt: index file {base}"),
-        Corruption::TimerWheelSize { len } => write!(
-            f,
-            "corrupt: the timer wheel is {len} bytes, not its slots × 32 (another geometry?)"
-        ),
     }
 }
 

@@ -43,7 +43,7 @@ impl std::fmt::Display for TimerOpenError {
                  geometry's: start with the settings it was made with, or remove timerwheel, \
                  timerlog and config/timercheck to start the timer empty"
             ),
-            TimerOpenError::Engine(e) => write!(f, "the timer: {e:?}"),
+            TimerOpenError::Engine(e) => write!(f, "the timer: {e}"),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The engine's errors: small, `Copy`, generic over the media's own error.
 
+use core::fmt;
+
 use crate::record::RecordError;
 
 /// What went wrong in an engine operation.
@@ -71,6 +73,52 @@ pub enum Corruption {
         /// Its length.
         len: u64,
     },
+}
+
+/// For a log line or a client's remark; the media's error says what failed on the media.
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Media(e) => e.fmt(f),
+            Error::Record(e) => write!(f, "message cannot be stored: {e}"),
+            Error::TooLarge => f.write_str("larger than a commit-log segment"),
+            Error::OutOfRange => f.write_str("offset out of range"),
+            Error::NotRecordBoundary => f.write_str("no record starts at that offset"),
+            Error::TableFull => f.write_str("a fixed-size table is full"),
+            Error::FlushFailed => f.write_str("a flush failed earlier; refusing until restart"),
+            Error::Corrupt(c) => c.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::SegmentGap { missing } => {
+                write!(f, "corrupt: segment at offset {missing} is missing")
+            }
+            Corruption::SegmentMisaligned { base } => write!(
+                f,
+                "corrupt: segment at offset {base} is not a multiple of the segment size"
+            ),
+            Corruption::SegmentSize { base } => write!(
+                f,
+                "corrupt: segment at offset {base} is not the configured size"
+            ),
+            Corruption::Record { offset, error } => {
+                write!(f, "corrupt: record at offset {offset}: {error}")
+            }
+            Corruption::QueueOffset { expected, got } => write!(
+                f,
+                "corrupt: queue offset {got} arrived where {expected} was expected"
+            ),
+            Corruption::IndexFile { base } => write!(f, "corrupt: index file {base}"),
+            Corruption::TimerWheelSize { len } => write!(
+                f,
+                "corrupt: the timer wheel is {len} bytes, not its slots × 32 (another geometry?)"
+            ),
+        }
+    }
 }
 
 impl<E> From<RecordError> for Error<E> {

@@ -127,7 +127,7 @@ pub fn record_matches(expr: &SqlExpression, record: &[u8]) -> bool {
     match RecordView::parse(record) {
         Ok(r) => expr.matches_properties(r.properties()),
         Err(e) => {
-            log::debug!("SQL92 filter skips an unreadable record: {e:?}");
+            log::debug!("SQL92 filter skips an unreadable record: {e}");
             false
         }
     }

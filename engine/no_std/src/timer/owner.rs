@@ -124,6 +124,18 @@ pub enum Failure<E> {
     Checkpoint(Error<E>),
 }
 
+/// Says which step failed, then the engine's error.
+impl<E: core::fmt::Display> core::fmt::Display for Failure<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Failure::File(e) => write!(f, "filing a timer: {e}"),
+            Failure::SyncLog(e) => write!(f, "syncing the timer log: {e}"),
+            Failure::ReadSlot(t, e) => write!(f, "reading timer slot {t}: {e}"),
+            Failure::Checkpoint(e) => write!(f, "writing the timer checkpoint: {e}"),
+        }
+    }
+}
+
 /// A round's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Round {

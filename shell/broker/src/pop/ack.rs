@@ -130,7 +130,7 @@ pub async fn ack(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         // refusal tells the client its ack did not land.
         Err(e) => Err(Refusal::new(
             ResponseCode::SystemError,
-            format!("ack not stored: {e:?}"),
+            format!("ack not stored: {e}"),
         )),
     }
 }
@@ -207,7 +207,7 @@ pub async fn batch_ack(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         if let Err(e) = records::append_ack(ctx, b.revive_queue_id, &a) {
             return Err(Refusal::new(
                 ResponseCode::SystemError,
-                format!("ack not stored: {e:?}"),
+                format!("ack not stored: {e}"),
             ));
         }
     }
@@ -273,13 +273,13 @@ pub async fn change_invisible_time(ctx: &BrokerCtx, req: &RemotingCommand) -> An
     if let Err(e) = records::append_ck(ctx, extra.revive_qid, &ck) {
         return Err(Refusal::new(
             ResponseCode::SystemError,
-            format!("checkpoint not stored: {e:?}"),
+            format!("checkpoint not stored: {e}"),
         ));
     }
     let old = AckMsg::of_handle(&extra, h.consumer_group, h.topic, h.queue_id, h.offset);
     if let Err(e) = records::append_ack(ctx, extra.revive_qid, &old) {
         // The new checkpoint is stored: the message revives at the old time too.
-        log::warn!("CHANGE_MESSAGE_INVISIBLETIME: ack of the old handle not stored: {e:?}");
+        log::warn!("CHANGE_MESSAGE_INVISIBLETIME: ack of the old handle not stored: {e}");
     }
     Ok(
         RemotingCommand::response_to(req, ResponseCode::Success).with_header(

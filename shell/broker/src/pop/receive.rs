@@ -498,7 +498,7 @@ async fn read_queue(
             };
             if let Err(e) = records::append_ck(ctx, plan.revive_qid, &ck) {
                 // Not named in a checkpoint, so not handed out: the offset stays.
-                log::warn!("POP {topic}/{queue_id}: checkpoint not stored ({e:?}); nothing popped");
+                log::warn!("POP {topic}/{queue_id}: checkpoint not stored ({e}); nothing popped");
                 return;
             }
             ctx.offsets

@@ -395,7 +395,7 @@ pub async fn send_back(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingComm
         Err(e) => {
             return Err(Refusal::new(
                 ResponseCode::SystemError,
-                format!("stored message unreadable: {e:?}"),
+                format!("look message by offset failed, {}: {e}", h.offset),
             ));
         }
     };

@@ -293,7 +293,7 @@ fn deliver_level(ctx: &BrokerCtx, c: &mut Cursor, now: i64) -> Option<i64> {
             }
             Err(e) => {
                 log::warn!(
-                    "delay level {}: delivery at offset {} failed, retrying: {e:?}",
+                    "delay level {}: delivery at offset {} failed, retrying: {e}",
                     c.level,
                     c.offset
                 );

@@ -57,7 +57,7 @@ impl IndexView {
             .engine()
             .index()
             .for_each_file(&mut |base, h| heads.push((base, h)))
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(|e| e.to_string())?;
         *self.heads.write_guard() = Arc::from(heads);
         Ok(())
     }

@@ -39,6 +39,7 @@ use tern_shell::runtime;
 use crate::config::{BrokerConfig, FlushDiskType};
 
 mod delete;
+mod error;
 mod group_commit;
 mod index_read;
 mod maintain;
@@ -49,6 +50,7 @@ mod tasks;
 mod truncate;
 mod visible;
 
+pub use error::PutError;
 use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
@@ -70,27 +72,6 @@ const WARM_AHEAD: u64 = 16 << 20;
 const FOLLOWER: u8 = 1;
 /// [`StoreService::set_follower`]: only local puts append.
 const LEADER: u8 = 2;
-
-/// Why an append failed.
-#[derive(Debug)]
-pub enum PutError {
-    /// Writes are refused: the disk is past its hard watermark.
-    DiskFull,
-    /// Writes are refused: what is stored but not yet taken away (an edge gateway's
-    /// unforwarded backlog) is over its budget.
-    OverBudget,
-    /// The message cannot be stored (too large for a segment, bad layout).
-    Illegal(String),
-    /// A broker rule refuses the message, answered with RocketMQ's code and remark for
-    /// it (a timer message past `timerMaxDelaySec`, timers switched off).
-    Refused(tern_shell::ResponseCode, String),
-    /// The broker is shutting down and the store is sealed.
-    ShuttingDown,
-    /// The store failed.
-    Store(FsStoreError),
-    /// A flush failed earlier: the store refuses writes until the broker restarts.
-    Failed(Arc<str>),
-}
 
 /// How a flush wait ended.
 #[derive(Debug, PartialEq, Eq)]

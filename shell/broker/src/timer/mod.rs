@@ -22,9 +22,7 @@ use event_listener::Event;
 use tern_engine::consumequeue::Entry;
 use tern_engine::record::MessageIn;
 use tern_engine::timer::TIMER_TOPIC;
-use tern_engine::timer::driver::{
-    self, Checkpointed, Failure, Put, QueueEntry, Refusal, Unreadable,
-};
+use tern_engine::timer::driver::{self, Checkpointed, Put, QueueEntry, Refusal, Unreadable};
 use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
 use tern_engine_fs::timer_files::{
     TimerOpenError, clear_timer, mark_timer_reset, open_timer, timer_reset_marked,
@@ -234,7 +232,7 @@ impl TimerService {
             if self.failed.get().is_none() {
                 // Sealed: the whole log is durable.
                 if let Err(e) = s.driver.close(store.log_end()) {
-                    log::error!("timer: the last checkpoint failed: {e:?}");
+                    log::error!("timer: the last checkpoint failed: {e}");
                 }
             }
         }
@@ -409,12 +407,7 @@ fn round(ctx: &BrokerCtx, st: &mut State) -> Next {
             }
             Next::At(r.next_ms)
         }
-        Err(f) => Next::Failed(match f {
-            Failure::File(e) => format!("filing a timer: {e:?}"),
-            Failure::SyncLog(e) => format!("syncing the timer log: {e:?}"),
-            Failure::ReadSlot(t, e) => format!("reading timer slot {t}: {e:?}"),
-            Failure::Checkpoint(e) => format!("writing the timer checkpoint: {e:?}"),
-        }),
+        Err(f) => Next::Failed(f.to_string()),
     }
 }
 
@@ -499,7 +492,7 @@ impl TimerSink for StoreSink<'_> {
                 Err(Refusal::Drop)
             }
             Err(e) => {
-                log::warn!("timer: delivering the message at {at} failed ({e:?}); retrying");
+                log::warn!("timer: delivering the message at {at} failed ({e}); retrying");
                 Err(Refusal::Later)
             }
         }

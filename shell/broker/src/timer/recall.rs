@@ -146,7 +146,7 @@ pub async fn recall(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand
     let put = match ctx.put(&marker) {
         Ok(p) => p,
         Err(e) => {
-            log::warn!("recall of {delete_key}: {e:?}");
+            log::warn!("recall of {delete_key}: {e}");
             return refuse(ResponseCode::SystemError, "recall failed, execute error");
         }
     };

@@ -223,7 +223,7 @@ impl Transactions {
                     Step::Next
                 }
                 Err(e) => {
-                    log::error!("op record for committed half {i}: {e:?}");
+                    log::error!("op record for committed half {i}: {e}");
                     Step::Stop
                 }
             };
@@ -275,12 +275,12 @@ impl Transactions {
         let stored = match ctx.put(&msg).map(|p| p.stored) {
             Ok(s) => s,
             Err(e) => {
-                log::error!("re-storing half message {i}: {e:?}");
+                log::error!("re-storing half message {i}: {e}");
                 return None;
             }
         };
         if let Err(e) = write_op(st, ctx, i) {
-            log::error!("op record for replaced half {i}: {e:?}");
+            log::error!("op record for replaced half {i}: {e}");
         }
         st.half_progress = i + 1;
         Some(Replaced {
@@ -316,12 +316,12 @@ impl Transactions {
                 stored_end(&s)
             ),
             Err(e) => {
-                log::error!("moving half message {i} to {CHECK_MAX_TOPIC}: {e:?}");
+                log::error!("moving half message {i} to {CHECK_MAX_TOPIC}: {e}");
                 return Step::Stop;
             }
         }
         if let Err(e) = write_op(st, ctx, i) {
-            log::error!("op record for discarded half {i}: {e:?}");
+            log::error!("op record for discarded half {i}: {e}");
         }
         st.half_progress = i + 1;
         Step::Next

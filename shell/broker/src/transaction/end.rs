@@ -112,8 +112,12 @@ async fn end(
             format!("Find prepared transaction message failed: {e}"),
         )
     })?;
-    let view = RecordView::parse(&bytes)
-        .map_err(|e| refused(ResponseCode::SystemError, format!("{e:?}")))?;
+    let view = RecordView::parse(&bytes).map_err(|e| {
+        refused(
+            ResponseCode::SystemError,
+            format!("Find prepared transaction message failed: {e}"),
+        )
+    })?;
     let info = half::half_info(&view).map_err(|e| {
         refused(
             ResponseCode::SystemError,
