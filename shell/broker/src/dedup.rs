@@ -33,7 +33,7 @@ use tern_engine::properties::{self, key};
 use tern_engine::record::{MessageIn, RecordView};
 use tern_engine::store::Stored;
 
-use crate::store::StoreService;
+use crate::store::{LogReadError, StoreService};
 use crate::transaction::half::{CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC};
 
 /// Most expired keys one claim drops: the sweep is spread over sends, so a send after a
@@ -305,7 +305,7 @@ impl Window {
     /// broker takes sends. The scan starts at the newest segment whose first record is
     /// older than the window, so it reads the window's records plus at most one segment;
     /// records are parsed only as far as topic, properties and offsets.
-    pub fn rebuild(&self, store: &StoreService, now_ms: i64) -> Result<Rebuilt, String> {
+    pub fn rebuild(&self, store: &StoreService, now_ms: i64) -> Result<Rebuilt, LogReadError> {
         let started = Instant::now();
         let (min, end, seg) = store.log_span();
         let cutoff = now_ms.saturating_sub(self.window_ms);
@@ -341,8 +341,11 @@ impl Window {
                 store.read_records(at, end, REBUILD_READ_BYTES, REBUILD_READ_RECORDS)?;
             for r in &records {
                 rebuilt.records += 1;
-                let view = RecordView::parse(&r.bytes)
-                    .map_err(|e| format!("the record at {} is unreadable: {e:?}", r.offset))?;
+                let view =
+                    RecordView::parse(&r.bytes).map_err(|error| LogReadError::Unreadable {
+                        offset: r.offset,
+                        error,
+                    })?;
                 if view.store_timestamp() < cutoff {
                     continue;
                 }

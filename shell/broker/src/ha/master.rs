@@ -299,7 +299,7 @@ async fn write_log(ctx: &BrokerCtx, stream: &SharedStream, link: &Link) -> Resul
             .store
             .log_bytes_off_executor(next, batch)
             .await
-            .map_err(HaError::Local)?;
+            .map_err(|e| HaError::Local(e.to_string()))?;
         // Read after the bytes: it never covers more than the master held then.
         let confirm = ctx.store.confirm_offset();
         let confirm_moved = link.member.is_some() && confirm != confirm_sent;

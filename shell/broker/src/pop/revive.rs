@@ -22,7 +22,7 @@ use std::time::Duration;
 use tern_shell::sync::MutexExt;
 
 use tern_engine::properties::{self, key};
-use tern_engine::record::{MessageIn, RecordView};
+use tern_engine::record::{MessageIn, RecordError, RecordView};
 use tern_shell::pop::{
     ACK_TAG, AckMsg, BATCH_ACK_TAG, CK_TAG, FIRST_POP_TIME, POP_CK, PopCheckPoint, REVIVE_GROUP,
     is_retry_topic,
@@ -32,6 +32,7 @@ use tern_shell::runtime::{self, now_ms};
 use super::records::{ensure_revive_topic, revive_topic};
 use crate::BrokerCtx;
 use crate::processor::send::host;
+use crate::store::{EntryReadError, PutError};
 
 /// A checkpoint is revived this long after its revive time at the earliest, so acks
 /// answered just before it are read first (RocketMQ waits 2 s past the last ack seen).
@@ -413,9 +414,48 @@ fn revive(ctx: &BrokerCtx, q: &mut Queue, full: bool, budget: &mut usize) {
     }
 }
 
+/// Why a message's retry copy was not stored; the revive is tried again later.
+#[derive(Debug)]
+enum ReviveError {
+    /// The checkpoint's queue entry could not be read.
+    Entry(EntryReadError),
+    /// The record the entry points at is not a message.
+    Unreadable(RecordError),
+    /// The store refused or failed the copy.
+    Put(PutError),
+}
+
+impl std::fmt::Display for ReviveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReviveError::Entry(e) => e.fmt(f),
+            ReviveError::Unreadable(e) => write!(f, "the message is unreadable: {e}"),
+            ReviveError::Put(e) => write!(f, "the retry copy was not stored: {e}"),
+        }
+    }
+}
+
+impl From<EntryReadError> for ReviveError {
+    fn from(e: EntryReadError) -> Self {
+        ReviveError::Entry(e)
+    }
+}
+
+impl From<RecordError> for ReviveError {
+    fn from(e: RecordError) -> Self {
+        ReviveError::Unreadable(e)
+    }
+}
+
+impl From<PutError> for ReviveError {
+    fn from(e: PutError) -> Self {
+        ReviveError::Put(e)
+    }
+}
+
 /// Stores the retry copy of the message at `offset` of the checkpoint's queue. A
 /// message gone (retention) counts as done.
-fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), String> {
+fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), ReviveError> {
     if ctx.topics.get(&ck.topic).is_none() {
         // The topic was deleted: nothing to revive.
         return Ok(());
@@ -429,7 +469,7 @@ fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), St
     let Some(bytes) = ctx.store.record_of(entry) else {
         return Ok(());
     };
-    let view = RecordView::parse(&bytes).map_err(|e| format!("{e:?}"))?;
+    let view = RecordView::parse(&bytes)?;
     let reconsume = view.reconsume_times().saturating_add(1);
     let max = ctx
         .groups
@@ -462,22 +502,20 @@ fn revive_one(ctx: &BrokerCtx, ck: &PopCheckPoint, offset: i64) -> Result<(), St
         .map_or_else(|| ck.pop_time.to_string(), str::to_owned);
     props = crate::schedule::message::with_properties(&props, &[(FIRST_POP_TIME, &first)]);
     let me = host(ctx.store_host);
-    ctx.store
-        .put(&MessageIn {
-            topic: &target,
-            queue_id: 0,
-            flag: view.flag(),
-            sys_flag: view.sys_flag(),
-            born_timestamp: view.born_timestamp(),
-            born_host: me,
-            store_host: me,
-            reconsume_times: reconsume,
-            prepared_transaction_offset: 0,
-            body: view.body(),
-            properties: &props,
-        })
-        .map(drop)
-        .map_err(|e| format!("{e:?}"))
+    ctx.store.put(&MessageIn {
+        topic: &target,
+        queue_id: 0,
+        flag: view.flag(),
+        sys_flag: view.sys_flag(),
+        born_timestamp: view.born_timestamp(),
+        born_host: me,
+        store_host: me,
+        reconsume_times: reconsume,
+        prepared_transaction_offset: 0,
+        body: view.body(),
+        properties: &props,
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

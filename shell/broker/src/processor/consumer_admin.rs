@@ -334,6 +334,7 @@ pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer 
             ctx.store
                 .record_at_off_executor(offset, MAX_RECORD_READ)
                 .await
+                .map_err(|e| e.to_string())
         }
         Err(e) => Err(format!("msgId {msg_id} is not an offset msgId: {e}")),
     };

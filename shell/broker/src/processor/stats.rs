@@ -276,7 +276,7 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
             // A filler or an entry retention just removed: nothing to list.
             Ok(None) => continue,
             Err(e) => {
-                return Err(Refusal::new(ResponseCode::SystemError, e));
+                return Err(Refusal::new(ResponseCode::SystemError, e.to_string()));
             }
         };
         let mut one = ConsumeQueueData {

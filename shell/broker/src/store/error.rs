@@ -1,7 +1,9 @@
-//! The store's errors: what an append refused or failed.
+//! The store's errors: what an append refused or failed, and why a read found nothing.
 
 use std::sync::Arc;
 
+use tern_engine::record::RecordError;
+use tern_engine_fs::ReadError;
 use tern_engine_fs::fs_store::FsStoreError;
 
 /// Why an append failed.
@@ -47,3 +49,114 @@ impl std::fmt::Display for PutError {
         }
     }
 }
+
+/// Why a read of the log by offset found no bytes or no record there (VIEW_MESSAGE_BY_ID,
+/// send-back, transactions, the HA stream, the duplicate window's rebuild). `offset` is
+/// always the offset asked for; the Display text is fit for a remark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogReadError {
+    /// The offset is outside what the log holds, `[min, end)`.
+    Outside { offset: u64, min: u64, end: u64 },
+    /// Below the log's start: retention deleted it.
+    BelowStart { offset: u64, min: u64 },
+    /// Past the log's end.
+    PastEnd { offset: u64, end: u64 },
+    /// No record starts at the offset (a segment's blank tail, the end, or the middle of
+    /// a record).
+    NoRecord { offset: u64 },
+    /// The head at the offset declares a size no record this broker reads has.
+    Implausible { offset: u64, size: u32 },
+    /// The record's segment went away during the read (retention).
+    Gone { offset: u64 },
+    /// The bytes at the offset are not a record.
+    Unreadable { offset: u64, error: RecordError },
+    /// The record's body does not match its CRC.
+    Damaged { offset: u64, error: RecordError },
+    /// Reading the log failed.
+    Read {
+        offset: u64,
+        error: tern_engine::Error<ReadError>,
+    },
+    /// A read allowed to wait for the disk said it would block (the file layer does
+    /// not: `ReadMode::Wait` never answers `WouldBlock`).
+    WaitedWouldBlock { offset: u64 },
+    /// The log was truncated during the read (see `truncate::CutFence`).
+    CutRaced,
+}
+
+impl LogReadError {
+    /// A failed read of the bytes at `offset`.
+    pub(crate) fn read(offset: u64, error: ReadError) -> Self {
+        LogReadError::Read {
+            offset,
+            error: tern_engine::Error::Media(error),
+        }
+    }
+}
+
+impl std::fmt::Display for LogReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogReadError::Outside { offset, min, end } => {
+                write!(f, "offset {offset} is outside the log [{min}, {end})")
+            }
+            LogReadError::BelowStart { offset, min } => {
+                write!(f, "offset {offset} is below the log's start {min}")
+            }
+            LogReadError::PastEnd { offset, end } => {
+                write!(f, "offset {offset} is past the log's end {end}")
+            }
+            LogReadError::NoRecord { offset } => write!(f, "no record starts at offset {offset}"),
+            LogReadError::Implausible { offset, size } => {
+                write!(
+                    f,
+                    "no record at offset {offset}: size {size} is implausible"
+                )
+            }
+            LogReadError::Gone { offset } => write!(f, "the record at {offset} is gone"),
+            LogReadError::Unreadable { offset, error } => {
+                write!(f, "no record at {offset}: {error}")
+            }
+            LogReadError::Damaged { offset, error } => {
+                write!(f, "the record at {offset} is damaged: {error}")
+            }
+            LogReadError::Read { offset, error } => {
+                write!(f, "reading the log at {offset}: {error}")
+            }
+            LogReadError::WaitedWouldBlock { offset } => write!(
+                f,
+                "reading the log at {offset}: a waiting read reported that it would block"
+            ),
+            LogReadError::CutRaced => f.write_str("the log was truncated during the read"),
+        }
+    }
+}
+
+impl std::error::Error for LogReadError {}
+
+/// Reading entry `n` of a consume queue failed (worth a retry, unlike a filler).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryReadError {
+    /// The queue's topic.
+    pub topic: String,
+    /// The queue's id.
+    pub queue_id: i32,
+    /// The entry's index in the queue.
+    pub n: u64,
+    /// What the read of the queue file answered.
+    pub error: ReadError,
+}
+
+impl std::fmt::Display for EntryReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let EntryReadError {
+            topic,
+            queue_id,
+            n,
+            error,
+        } = self;
+        write!(f, "reading entry {n} of {topic}/{queue_id}: {error}")
+    }
+}
+
+impl std::error::Error for EntryReadError {}

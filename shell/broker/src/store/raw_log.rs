@@ -10,8 +10,7 @@ use tern_engine::commitlog::Slot;
 use tern_engine_fs::{ReadError, ReadMode};
 
 use super::read::WouldBlock;
-use super::truncate::CUT_RACED;
-use super::{PutError, StoreService};
+use super::{LogReadError, PutError, StoreService};
 
 /// One record of the log, copied out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +53,7 @@ impl StoreService {
         self: &Arc<Self>,
         from: u64,
         max: usize,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, LogReadError> {
         self.off_executor(from, move |s, mode| s.log_bytes(from, max, mode))
             .await
     }
@@ -64,15 +63,17 @@ impl StoreService {
         from: u64,
         max: usize,
         mode: ReadMode,
-    ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
+    ) -> Result<Result<Vec<u8>, LogReadError>, WouldBlock> {
         let Some(ticket) = self.cut_fence.enter() else {
-            return Ok(Err(CUT_RACED.to_owned()));
+            return Ok(Err(LogReadError::CutRaced));
         };
         let (min, end, seg) = self.log_span();
         if from < min || from > end {
-            return Ok(Err(format!(
-                "offset {from} is outside the log [{min}, {end})"
-            )));
+            return Ok(Err(LogReadError::Outside {
+                offset: from,
+                min,
+                end,
+            }));
         }
         let seg_end = from - from % seg + seg;
         let len = (max as u64).min(end - from).min(seg_end - from) as usize;
@@ -81,11 +82,11 @@ impl StoreService {
             match self.read_log_mode(from, &mut buf, mode) {
                 Ok(()) => {}
                 Err(ReadError::WouldBlock) => return Err(WouldBlock),
-                Err(e) => return Ok(Err(format!("reading the log at {from}: {e}"))),
+                Err(e) => return Ok(Err(LogReadError::read(from, e))),
             }
         }
         if !self.cut_fence.unchanged(ticket) {
-            return Ok(Err(CUT_RACED.to_owned()));
+            return Ok(Err(LogReadError::CutRaced));
         }
         Ok(Ok(buf))
     }
@@ -121,11 +122,15 @@ impl StoreService {
         upto: u64,
         max_bytes: usize,
         max_records: usize,
-    ) -> Result<(Vec<LogRecord>, u64), String> {
-        let ticket = self.cut_fence.enter().ok_or_else(|| CUT_RACED.to_owned())?;
+    ) -> Result<(Vec<LogRecord>, u64), LogReadError> {
+        let ticket = self.cut_fence.enter().ok_or(LogReadError::CutRaced)?;
         let (min, end, _) = self.log_span();
         if from < min || from > end {
-            return Err(format!("offset {from} is outside the log [{min}, {end})"));
+            return Err(LogReadError::Outside {
+                offset: from,
+                min,
+                end,
+            });
         }
         let mut out = Vec::new();
         let (mut at, mut bytes) = (from, 0usize);
@@ -135,7 +140,7 @@ impl StoreService {
                 Slot::Record(size) => {
                     let mut buf = vec![0u8; size as usize];
                     self.read_log(at, &mut buf)
-                        .map_err(|e| format!("reading the record at {at}: {e}"))?;
+                        .map_err(|e| LogReadError::read(at, e))?;
                     bytes += buf.len();
                     out.push(LogRecord {
                         offset: at,
@@ -148,7 +153,7 @@ impl StoreService {
             }
         }
         if !self.cut_fence.unchanged(ticket) {
-            return Err(CUT_RACED.to_owned());
+            return Err(LogReadError::CutRaced);
         }
         Ok((out, at))
     }

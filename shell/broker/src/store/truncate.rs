@@ -133,9 +133,6 @@ impl CutFence {
     }
 }
 
-/// What readers refused by the fence are told.
-pub(crate) const CUT_RACED: &str = "the log was truncated during the read";
-
 impl StoreService {
     /// Cuts the log at `offset` (a record boundary between the log's start and end)
     /// and forgets everything past it: queue entries, index entries, the dispatched

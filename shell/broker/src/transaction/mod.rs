@@ -29,7 +29,7 @@ use tern_engine::store::Stored;
 
 use crate::BrokerCtx;
 use crate::processor::send::host;
-use crate::store::{MAX_RECORD_READ, PutError};
+use crate::store::{LogReadError, MAX_RECORD_READ, PutError};
 
 pub mod check;
 pub mod end;
@@ -191,7 +191,7 @@ impl Transactions {
             Ok(s) => end = end.max(stored_end(&s)),
             // The commit stands: the check service finds it by its key and resolves the
             // half then, without asking the producer.
-            Err(e) if !already => log::error!("op record after a commit failed: {e:?}"),
+            Err(e) if !already => log::error!("op record after a commit failed: {e}"),
             Err(e) => return Err(e),
         }
         Ok(Committed {
@@ -316,22 +316,23 @@ fn committed_already(
 
 /// The record at commit-log offset `offset`, checked: it starts a record, parses, says it
 /// is stored there, and its body CRC holds. Errors say why, for the peer's remark.
-pub async fn read_record_at(ctx: &BrokerCtx, offset: u64) -> Result<Vec<u8>, String> {
-    let (min, max, _) = ctx.store.log_span();
-    if offset < min || offset >= max {
-        return Err(format!("offset {offset} is outside the log [{min}, {max})"));
+pub async fn read_record_at(ctx: &BrokerCtx, offset: u64) -> Result<Vec<u8>, LogReadError> {
+    let (min, end, _) = ctx.store.log_span();
+    if offset < min || offset >= end {
+        return Err(LogReadError::Outside { offset, min, end });
     }
     let largest = (ctx.config.max_message_size + RECORD_OVERHEAD).min(MAX_RECORD_READ as usize);
     let bytes = ctx
         .store
         .record_at_off_executor(offset, largest as u32)
         .await?;
-    let view = RecordView::parse(&bytes).map_err(|e| format!("no record at {offset}: {e:?}"))?;
+    let view =
+        RecordView::parse(&bytes).map_err(|error| LogReadError::Unreadable { offset, error })?;
     if view.physical_offset() != offset as i64 {
-        return Err(format!("no record starts at offset {offset}"));
+        return Err(LogReadError::NoRecord { offset });
     }
     view.verify_crc()
-        .map_err(|e| format!("the record at {offset} is damaged: {e:?}"))?;
+        .map_err(|error| LogReadError::Damaged { offset, error })?;
     Ok(bytes)
 }
 

@@ -28,7 +28,7 @@ use tern_engine::consumequeue::{ENTRY_SIZE, Entry};
 use tern_engine::record::RecordView;
 use tern_engine_fs::{ReadError, ReadMode, SegmentFiles};
 
-use super::truncate::CUT_RACED;
+use super::{EntryReadError, LogReadError};
 use super::{MAX_FILTER_SCAN, MAX_PULL_BYTES, MAX_PULL_MSGS, Pulled, RecordFilter, StoreService};
 use run::Run;
 
@@ -37,12 +37,6 @@ mod run;
 /// A cached-only read ([`ReadMode::Cached`]) met bytes not in the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WouldBlock;
-
-/// What a read that was allowed to wait answers if the file layer said it would block
-/// anyway (it does not: `ReadMode::Wait` never answers `WouldBlock`).
-fn waited_read_would_block(offset: u64) -> String {
-    format!("reading the log at {offset}: a waiting read reported that it would block")
-}
 
 /// Entries read from a queue file per `pread` (2.5 KiB).
 const ENTRIES_PER_READ: u64 = 128;
@@ -140,9 +134,9 @@ impl StoreService {
     }
 
     /// What is at published log offset `offset`.
-    pub(crate) fn slot_at(&self, offset: u64) -> Result<Slot, String> {
+    pub(crate) fn slot_at(&self, offset: u64) -> Result<Slot, LogReadError> {
         self.slot_at_mode(offset, ReadMode::Wait)
-            .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
+            .unwrap_or(Err(LogReadError::WaitedWouldBlock { offset }))
     }
 
     /// [`StoreService::slot_at`], failing with `WouldBlock` when `mode` is `Cached` and
@@ -151,10 +145,10 @@ impl StoreService {
         &self,
         offset: u64,
         mode: ReadMode,
-    ) -> Result<Result<Slot, String>, WouldBlock> {
+    ) -> Result<Result<Slot, LogReadError>, WouldBlock> {
         let end = self.written.load(Ordering::Acquire);
         if offset > end {
-            return Ok(Err(format!("offset {offset} is past the log's end {end}")));
+            return Ok(Err(LogReadError::PastEnd { offset, end }));
         }
         if offset == end {
             return Ok(Ok(Slot::End));
@@ -165,7 +159,7 @@ impl StoreService {
         });
         match slot {
             Err(tern_engine::Error::Media(ReadError::WouldBlock)) => Err(WouldBlock),
-            r => Ok(r.map_err(|e| format!("reading the log at {offset}: {e:?}"))),
+            r => Ok(r.map_err(|error| LogReadError::Read { offset, error })),
         }
     }
 
@@ -205,9 +199,9 @@ impl StoreService {
     /// there and parses (VIEW_MESSAGE_BY_ID, send-back, transactions). May wait for the
     /// disk: a request on an executor thread reads with
     /// [`StoreService::record_at_off_executor`].
-    pub fn record_at(&self, offset: u64) -> Result<Vec<u8>, String> {
+    pub fn record_at(&self, offset: u64) -> Result<Vec<u8>, LogReadError> {
         self.record_at_mode(offset, MAX_RECORD_READ, ReadMode::Wait)
-            .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
+            .unwrap_or(Err(LogReadError::WaitedWouldBlock { offset }))
     }
 
     /// [`StoreService::record_at`] for a request on an executor thread: from the page
@@ -220,7 +214,7 @@ impl StoreService {
         self: &Arc<Self>,
         offset: u64,
         max_size: u32,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, LogReadError> {
         self.off_executor(offset, move |s, mode| {
             s.record_at_mode(offset, max_size, mode)
         })
@@ -235,15 +229,17 @@ impl StoreService {
     pub(super) async fn off_executor<T: Send + 'static>(
         self: &Arc<Self>,
         offset: u64,
-        read: impl Fn(&StoreService, ReadMode) -> Result<Result<T, String>, WouldBlock> + Send + 'static,
-    ) -> Result<T, String> {
+        read: impl Fn(&StoreService, ReadMode) -> Result<Result<T, LogReadError>, WouldBlock>
+        + Send
+        + 'static,
+    ) -> Result<T, LogReadError> {
         match read(self, ReadMode::Cached) {
             Ok(done) => done,
             Err(WouldBlock) => {
                 let store = self.clone();
                 tern_shell::runtime::spawn_blocking(move || {
                     read(&store, ReadMode::Wait)
-                        .unwrap_or_else(|WouldBlock| Err(waited_read_would_block(offset)))
+                        .unwrap_or(Err(LogReadError::WaitedWouldBlock { offset }))
                 })
                 .await
             }
@@ -255,13 +251,13 @@ impl StoreService {
         offset: u64,
         max_size: u32,
         mode: ReadMode,
-    ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
+    ) -> Result<Result<Vec<u8>, LogReadError>, WouldBlock> {
         let Some(ticket) = self.cut_fence.enter() else {
-            return Ok(Err(CUT_RACED.to_owned()));
+            return Ok(Err(LogReadError::CutRaced));
         };
         let read = self.record_at_unfenced(offset, max_size, mode)?;
         if !self.cut_fence.unchanged(ticket) {
-            return Ok(Err(CUT_RACED.to_owned()));
+            return Ok(Err(LogReadError::CutRaced));
         }
         Ok(read)
     }
@@ -271,30 +267,26 @@ impl StoreService {
         offset: u64,
         max_size: u32,
         mode: ReadMode,
-    ) -> Result<Result<Vec<u8>, String>, WouldBlock> {
+    ) -> Result<Result<Vec<u8>, LogReadError>, WouldBlock> {
         let min = self.log_min.load(Ordering::Acquire);
         if offset < min {
-            return Ok(Err(format!(
-                "offset {offset} is below the log's start {min}"
-            )));
+            return Ok(Err(LogReadError::BelowStart { offset, min }));
         }
         let size = match self.slot_at_mode(offset, mode)? {
             Ok(Slot::Record(size)) if size <= max_size => size,
             Ok(Slot::Record(size)) => {
-                return Ok(Err(format!(
-                    "no record at offset {offset}: size {size} is implausible"
-                )));
+                return Ok(Err(LogReadError::Implausible { offset, size }));
             }
-            Ok(_) => return Ok(Err(format!("no record starts at offset {offset}"))),
+            Ok(_) => return Ok(Err(LogReadError::NoRecord { offset })),
             Err(e) => return Ok(Err(e)),
         };
         let mut bytes = Vec::new();
         if !self.copy_record_mode(offset, size, &mut bytes, mode)? {
-            return Ok(Err(format!("the record at {offset} is gone")));
+            return Ok(Err(LogReadError::Gone { offset }));
         }
         Ok(match RecordView::parse(&bytes) {
             Ok(_) => Ok(bytes),
-            Err(e) => Err(format!("no record at {offset}: {e:?}")),
+            Err(error) => Err(LogReadError::Unreadable { offset, error }),
         })
     }
 
@@ -351,7 +343,12 @@ impl StoreService {
 
     /// The entry at `n` of a queue: `Ok(None)` outside its published bounds or for a
     /// filler; `Err` when the read failed (worth a retry, unlike a filler).
-    pub fn queue_entry(&self, topic: &str, queue_id: i32, n: u64) -> Result<Option<Entry>, String> {
+    pub fn queue_entry(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        n: u64,
+    ) -> Result<Option<Entry>, EntryReadError> {
         let Some(view) = self.views.get(topic, queue_id) else {
             return Ok(None);
         };
@@ -365,7 +362,12 @@ impl StoreService {
             found = e;
             false
         })
-        .map_err(|e| format!("reading entry {n} of {topic}/{queue_id}: {e}"))?;
+        .map_err(|error| EntryReadError {
+            topic: topic.to_owned(),
+            queue_id,
+            n,
+            error,
+        })?;
         Ok(found)
     }
 

@@ -6,7 +6,7 @@ use tern_engine::properties::{append, key};
 use tern_engine_fs::ReadMode;
 use tern_shell::runtime::{self, Shutdown};
 
-use super::super::{StoreService, test_message};
+use super::super::{LogReadError, StoreService, test_message};
 use super::TruncateError;
 use crate::config::BrokerConfig;
 
@@ -163,9 +163,9 @@ fn check(store: &StoreService, kept: &[Sent], cut: &[Sent]) {
 }
 
 impl StoreService {
-    fn log_bytes_sync(&self, from: u64, max: usize) -> Result<Vec<u8>, String> {
+    fn log_bytes_sync(&self, from: u64, max: usize) -> Result<Vec<u8>, LogReadError> {
         self.log_bytes(from, max, ReadMode::Wait)
-            .unwrap_or_else(|_| Err("would block".into()))
+            .unwrap_or(Err(LogReadError::WaitedWouldBlock { offset: from }))
     }
 }
 
