@@ -1,10 +1,14 @@
-//! The store's errors: what an append refused or failed, and why a read found nothing.
+//! The store's errors: what an append refused or failed, why a read found nothing, why a
+//! sync failed.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use rustix::io::Errno;
 use tern_engine::record::RecordError;
-use tern_engine_fs::ReadError;
+use tern_engine::store::Part;
 use tern_engine_fs::fs_store::FsStoreError;
+use tern_engine_fs::{FsError, ReadError};
 
 /// Why an append failed.
 #[derive(Debug)]
@@ -160,3 +164,66 @@ impl std::fmt::Display for EntryReadError {
 }
 
 impl std::error::Error for EntryReadError {}
+
+/// Why making part of the store durable (a group-commit flush, a checkpoint) failed. The
+/// store fails with it ([`super::StoreService::fail`]): a failed sync is never retried.
+#[derive(Debug)]
+pub(crate) enum SyncError {
+    /// The engine refused or failed under the lock.
+    Engine(FsStoreError),
+    /// The fsync of a folder where spare files were renamed (their names).
+    Folder { root: PathBuf, error: FsError },
+    /// The fdatasync of a log segment, queue file or index file the checkpoint covers.
+    Part {
+        root: PathBuf,
+        part: Part,
+        error: Errno,
+    },
+    /// The fdatasync of the checkpoint file.
+    CheckpointFile { root: PathBuf, error: Errno },
+    /// The group commit's fdatasync of a commit-log segment.
+    Segment { path: PathBuf, error: Errno },
+}
+
+impl From<FsStoreError> for SyncError {
+    fn from(e: FsStoreError) -> Self {
+        SyncError::Engine(e)
+    }
+}
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncError::Engine(e) => e.fmt(f),
+            SyncError::Folder { root, error } => {
+                write!(f, "fsync of a folder in {}: {error}", root.display())
+            }
+            SyncError::Part { root, part, error } => {
+                let what = match part {
+                    Part::Log => "a commit-log segment",
+                    Part::Queue => "a consume-queue file",
+                    Part::Index => "an index file",
+                };
+                write!(
+                    f,
+                    "fdatasync of {what} in {} during the checkpoint: {error}",
+                    root.display()
+                )
+            }
+            SyncError::CheckpointFile { root, error } => write!(
+                f,
+                "fdatasync of the checkpoint file in {}: {error}",
+                root.display()
+            ),
+            SyncError::Segment { path, error } => {
+                write!(
+                    f,
+                    "fdatasync of commit-log segment {}: {error}",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SyncError {}

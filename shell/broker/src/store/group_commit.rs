@@ -23,6 +23,7 @@ use tern_engine_fs::sync;
 use tern_shell::runtime;
 use tern_shell::sync::{MutexExt, RwLockExt};
 
+use super::error::SyncError;
 use super::{Durability, StoreService};
 use crate::config::FlushDiskType;
 
@@ -165,7 +166,7 @@ impl StoreService {
     fn flush_round(&self) {
         let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_once()));
         if round.is_err() {
-            self.fail("the group-commit thread panicked during a flush".into());
+            self.fail("the group-commit thread panicked during a flush");
         }
     }
 
@@ -191,7 +192,7 @@ impl StoreService {
         self.flush_done.notify(usize::MAX);
     }
 
-    fn sync_round(&self) -> Result<(), String> {
+    fn sync_round(&self) -> Result<(), SyncError> {
         // No truncation while this flush runs (see `truncate`): it would make `to`
         // name bytes written after the cut, and the watermark read below stale.
         let _gate = self.sync_gate.read_guard();
@@ -229,30 +230,28 @@ impl StoreService {
     }
 
     /// fdatasyncs the log segments holding `[from, to)`, without the lock.
-    fn sync_log(&self, from: u64, to: u64) -> Result<(), String> {
+    fn sync_log(&self, from: u64, to: u64) -> Result<(), SyncError> {
         let size = self.geometry.log_segment_size;
         for (base, file) in self.log_files.files_from(from - from % size) {
             if base >= to {
                 break;
             }
-            sync::fdatasync(&file).map_err(|e| {
-                format!(
-                    "fdatasync of commit-log segment {}: {e}",
-                    self.segment_path(base)
-                )
+            sync::fdatasync(&file).map_err(|error| SyncError::Segment {
+                path: self.segment_path(base),
+                error,
             })?;
         }
         Ok(())
     }
 
-    fn segment_path(&self, base: u64) -> String {
+    fn segment_path(&self, base: u64) -> std::path::PathBuf {
         let name = tern_engine_fs::directory::segment_name(
             base,
             tern_engine_fs::directory::OFFSET_NAME_DIGITS,
         )
         .unwrap_or_default();
         let dir = tern_engine_fs::StoreLayout::new(&self.root).commitlog_dir();
-        dir.join(name).display().to_string()
+        dir.join(name)
     }
 
     /// The flush service until `shutdown`: starts the group-commit thread, and for

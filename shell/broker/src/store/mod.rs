@@ -333,7 +333,8 @@ impl StoreService {
 
     /// Fails the store: logs `why` (the first time only), refuses every later write and
     /// answers every sender waiting for durability with an error.
-    pub fn fail(&self, why: String) {
+    pub fn fail(&self, why: impl std::fmt::Display) {
+        let why = why.to_string();
         if self.failed.set(Arc::from(why.as_str())).is_ok() {
             log::error!(
                 "{why}: the store is failed: writes are refused and SYNC_FLUSH senders get \

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tern_engine::store::{Dispatched, Part};
-use tern_engine_fs::fs_store::FsStore;
+use tern_engine::store::Dispatched;
+use tern_engine_fs::fs_store::{FsStore, FsStoreError};
 use tern_engine_fs::sync;
 use tern_shell::runtime;
 use tern_shell::sync::RwLockExt;
 
+use super::error::SyncError;
 use super::read::QueueView;
 use super::{APPENDED_TICK, StoreService, WARM_AHEAD, note_slow_hold, until_appended};
 
@@ -34,7 +35,7 @@ impl StoreService {
     /// the files are taken; outside it, they are fdatasynced; under it again, the engine
     /// records the result and writes the checkpoint page, which is synced outside it too
     /// before retention may rely on it.
-    fn checkpoint_once(&self) -> Result<(), String> {
+    fn checkpoint_once(&self) -> Result<(), SyncError> {
         if self.failure().is_some() {
             return Ok(());
         }
@@ -51,7 +52,7 @@ impl StoreService {
                         files.push((part, media.shared_file()));
                     }
                 })
-                .map_err(|e| s.error("checkpoint", e).to_string())?;
+                .map_err(|e| s.error("checkpoint", e))?;
             note_slow_hold("checkpoint (begin)", held);
             plan
         };
@@ -59,18 +60,15 @@ impl StoreService {
         // durable here, before the checkpoint claims their entries.
         self.spares
             .sync_dirty()
-            .map_err(|e| format!("fsync of a folder in {}: {e}", self.root.display()))?;
+            .map_err(|error| SyncError::Folder {
+                root: self.root.clone(),
+                error,
+            })?;
         for (part, file) in &files {
-            sync::fdatasync(file).map_err(|e| {
-                let what = match part {
-                    Part::Log => "a commit-log segment",
-                    Part::Queue => "a consume-queue file",
-                    Part::Index => "an index file",
-                };
-                format!(
-                    "fdatasync of {what} in {} during the checkpoint: {e}",
-                    self.root.display()
-                )
+            sync::fdatasync(file).map_err(|error| SyncError::Part {
+                root: self.root.clone(),
+                part: *part,
+                error,
             })?;
         }
         // The record is written under the lock and synced outside it, like the rest.
@@ -79,7 +77,7 @@ impl StoreService {
             let held = Instant::now();
             let r = s.engine_mut().checkpoint_write(plan);
             note_slow_hold("checkpoint (write)", held);
-            let written = r.map_err(|e| s.error("checkpoint", e).to_string())?;
+            let written = r.map_err(|e| s.error("checkpoint", e))?;
             let flushed = s.engine().log().flushed_offset();
             (
                 written,
@@ -90,11 +88,9 @@ impl StoreService {
         // The log's flushed offset moved with the plan's regions, already durable.
         self.flushed.fetch_max(flushed, Ordering::AcqRel);
         self.flush_done.notify(usize::MAX);
-        sync::fdatasync(&page).map_err(|e| {
-            format!(
-                "fdatasync of the checkpoint file in {}: {e}",
-                self.root.display()
-            )
+        sync::fdatasync(&page).map_err(|error| SyncError::CheckpointFile {
+            root: self.root.clone(),
+            error,
         })?;
         self.lock().engine_mut().checkpoint_synced(written);
         Ok(())
@@ -126,7 +122,7 @@ impl StoreService {
     /// One reput pass: dispatches at most [`REPUT_BATCH`] records, publishes the bounds
     /// of the queues they went to and notes them in `touched`. Says whether more records
     /// wait, and whether the pass stopped for an index flush.
-    fn reput_once(&self, touched: &mut Vec<(String, i32)>) -> Result<Dispatched, String> {
+    fn reput_once(&self, touched: &mut Vec<(String, i32)>) -> Result<Dispatched, FsStoreError> {
         let mut s = self.lock();
         let held = Instant::now();
         let from = touched.len();
@@ -162,7 +158,7 @@ impl StoreService {
         drop(s);
         // A hold of its own, so an append waits behind one or the other, not both.
         self.populate_ahead();
-        r.map_err(|e| e.to_string())
+        r
     }
 
     /// Publishes the bounds of (topic, queue id) to readers, making its view if new.
@@ -368,7 +364,7 @@ impl StoreService {
                     Ok(covered) => warmed = covered,
                     Err(e) => {
                         // Only a hint: appends fault the pages in themselves.
-                        log::debug!("warming the commit log ahead failed: {e}");
+                        log::debug!("warming the commit log ahead failed: fadvise: {e}");
                         warmed = to;
                     }
                 }
@@ -391,7 +387,7 @@ impl StoreService {
 
     /// Reads log bytes `[from, to)` of existing segments into the page cache; returns
     /// the offset cached up to (`from` when the segment is not created yet).
-    fn warm(&self, from: u64, to: u64) -> Result<u64, String> {
+    fn warm(&self, from: u64, to: u64) -> Result<u64, rustix::io::Errno> {
         let size = self.geometry.log_segment_size;
         let mut covered = from;
         for (base, file) in self.log_files.files_from(from - from % size) {
@@ -403,8 +399,7 @@ impl StoreService {
             let Some(len) = std::num::NonZeroU64::new(end.saturating_sub(start)) else {
                 continue;
             };
-            rustix::fs::fadvise(&*file, start, Some(len), rustix::fs::Advice::WillNeed)
-                .map_err(|e| format!("fadvise: {e}"))?;
+            rustix::fs::fadvise(&*file, start, Some(len), rustix::fs::Advice::WillNeed)?;
             covered = base + end;
         }
         Ok(covered)
