@@ -350,7 +350,8 @@ impl Broker {
             // In controller mode any replica may become master; its timer task waits
             // while it is a slave.
             config.role != config::BrokerRole::Slave || config.controller.enabled,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
         // TLS files are read now: a broker told to serve TLS must not start without it.
         let server_tls = tern_shell::tls::ServerTls::new(&config.tls.server)?;

@@ -27,7 +27,7 @@ use tern_engine::timer::{TimerDriver, TimerSink, TimerSource};
 use tern_engine_fs::timer_files::{
     TimerOpenError, clear_timer, mark_timer_reset, open_timer, timer_reset_marked,
 };
-use tern_engine_fs::{FileDirectory, MappedFile, StoreLayout};
+use tern_engine_fs::{FileDirectory, MappedFile, StoreError, StoreLayout};
 use tern_shell::runtime::{self, now_ms};
 
 use crate::BrokerCtx;
@@ -45,6 +45,30 @@ const MAX_SLEEP: Duration = Duration::from_millis(driver::MAX_SLEEP_MS as u64);
 
 /// The engine's driver over the broker's timer files (`tern_engine_fs::timer_files::FsTimer`).
 type FsDriver = TimerDriver<MappedFile, FileDirectory, MappedFile>;
+
+/// Why the timer could not be (re)made: the broker does not start, or (a rebuild after a
+/// cut) the timer stops.
+#[derive(Debug)]
+pub enum TimerSetupError {
+    /// Deleting the timer's files for a rebuild failed.
+    Clear(StoreError),
+    /// Opening the timer failed (a wheel of another geometry refuses the start).
+    Open(TimerOpenError),
+    /// Opening the timer again, empty, after a cut failed.
+    Reopen(TimerOpenError),
+}
+
+impl std::fmt::Display for TimerSetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimerSetupError::Clear(e) => write!(f, "clearing the timer: {e}"),
+            TimerSetupError::Open(e) => write!(f, "opening the timer: {e}"),
+            TimerSetupError::Reopen(e) => write!(f, "reopening the timer: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TimerSetupError {}
 
 /// The timer, shared by the task, the put path, recall and admin requests.
 #[derive(Debug)]
@@ -93,7 +117,7 @@ impl TimerService {
         root: &std::path::Path,
         store: &StoreService,
         run: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TimerSetupError> {
         let mut unavailable = None;
         let opened = if run && settings.enabled && !settings.pass_through {
             let started = Instant::now();
@@ -102,7 +126,7 @@ impl TimerService {
                 // The log was cut under it (a replica rejoining a new master): its units
                 // may name records the cut took. Rebuilt from the timer topic.
                 log::warn!("timer: marked for a rebuild after a cut of the log: starting it empty");
-                clear_timer(&layout).map_err(|e| format!("clearing the timer: {e}"))?;
+                clear_timer(&layout).map_err(TimerSetupError::Clear)?;
             }
             match open_timer(&layout, settings.engine(), store.log_end(), now_ms()) {
                 Ok(t) => Some((t, started)),
@@ -112,12 +136,12 @@ impl TimerService {
                     e @ TimerOpenError::Engine(tern_engine::Error::Corrupt(
                         tern_engine::error::Corruption::TimerWheelSize { .. },
                     )),
-                ) => return Err(format!("opening the timer: {e}")),
+                ) => return Err(TimerSetupError::Open(e)),
                 // A disk too full for the wheel, an unreadable file: the broker serves
                 // without a timer rather than not at all; timer messages wait in their
                 // topic until a restart finds the timer (nothing is lost).
                 Err(e) => {
-                    let why = format!("opening the timer: {e}");
+                    let why = TimerSetupError::Open(e).to_string();
                     log::error!(
                         "{why}: serving without a timer; timer messages wait in {TIMER_TOPIC} \
                          until the broker is restarted"
@@ -206,12 +230,12 @@ impl TimerService {
 
     /// Reopens a timer marked for a rebuild empty (its files deleted): it files the timer
     /// topic again from its start, under the old master's checkpoint when it adopts one.
-    fn rebuild(&self, state: State, store: &StoreService) -> Result<State, String> {
+    fn rebuild(&self, state: State, store: &StoreService) -> Result<State, TimerSetupError> {
         drop(state);
         let layout = StoreLayout::new(&self.root);
-        clear_timer(&layout).map_err(|e| format!("clearing the timer: {e}"))?;
+        clear_timer(&layout).map_err(TimerSetupError::Clear)?;
         let (timer, _) = open_timer(&layout, self.settings.engine(), store.log_end(), now_ms())
-            .map_err(|e| format!("reopening the timer: {e}"))?;
+            .map_err(TimerSetupError::Reopen)?;
         log::warn!("timer: rebuilt empty after a cut of the log; filing the timer topic again");
         Ok(State {
             driver: TimerDriver::new(timer),
@@ -295,8 +319,8 @@ impl Stats {
 /// Marks the timer of the store at `root` to be rebuilt before it runs again: called
 /// before the log is cut under it (its units and filing place may name records the cut
 /// takes). Blocking: a file and two folder syncs.
-pub fn mark_for_rebuild(root: &std::path::Path) -> Result<(), String> {
-    mark_timer_reset(&StoreLayout::new(root)).map_err(|e| e.to_string())
+pub fn mark_for_rebuild(root: &std::path::Path) -> Result<(), StoreError> {
+    mark_timer_reset(&StoreLayout::new(root))
 }
 
 /// What a round asks for next.
@@ -326,7 +350,7 @@ pub async fn run(ctx: Arc<BrokerCtx>) {
                             "{why}: the timer is stopped; timer messages wait in \
                              {TIMER_TOPIC} until the broker is restarted (nothing is lost)"
                         );
-                        let _ = ctx.timer.failed.set(why);
+                        let _ = ctx.timer.failed.set(why.to_string());
                         return;
                     }
                 }
