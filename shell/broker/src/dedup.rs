@@ -322,7 +322,7 @@ impl Window {
         // the window is where the window's records begin.
         let mut start = (end - 1) - (end - 1) % seg;
         while start > min {
-            let (first, _) = store.read_records(start, end, 1, 1)?;
+            let (first, _) = store.records_from(start, end, 1, 1)?;
             let older = first
                 .first()
                 .and_then(|r| RecordView::parse(&r.bytes).ok())
@@ -338,7 +338,7 @@ impl Window {
         let mut st = self.lock();
         while at < end {
             let (records, next) =
-                store.read_records(at, end, REBUILD_READ_BYTES, REBUILD_READ_RECORDS)?;
+                store.records_from(at, end, REBUILD_READ_BYTES, REBUILD_READ_RECORDS)?;
             for r in &records {
                 rebuilt.records += 1;
                 let view =

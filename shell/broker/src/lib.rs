@@ -569,7 +569,7 @@ impl Broker {
         }
         ctx.pop.order.persisted().await;
         ctx.pop.modes.persisted().await;
-        closed
+        closed.map_err(|e| e.to_string())
     }
 }
 

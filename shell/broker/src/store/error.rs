@@ -227,3 +227,23 @@ impl std::fmt::Display for SyncError {
 }
 
 impl std::error::Error for SyncError {}
+
+/// Why the store did not close cleanly; the next start recovers it as after a crash.
+#[derive(Debug)]
+pub enum CloseError {
+    /// The store had failed (a flush, a checkpoint): it is not sealed.
+    Failed(Arc<str>),
+    /// Sealing it (the last flush and checkpoint) failed.
+    Seal(FsStoreError),
+}
+
+impl std::fmt::Display for CloseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CloseError::Failed(why) => write!(f, "not closing cleanly: {why}"),
+            CloseError::Seal(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CloseError {}

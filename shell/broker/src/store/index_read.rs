@@ -22,7 +22,7 @@ use tern_shell::sync::RwLockExt;
 use event_listener::{Event, Listener};
 use tern_engine::index::{ENTRY_SIZE, IndexConfig, IndexSource};
 use tern_engine::layout::{IndexEntry, IndexHeader};
-use tern_engine_fs::fs_store::FsStore;
+use tern_engine_fs::fs_store::{EngineError, FsStore};
 use tern_engine_fs::{ReadError, SegmentFiles};
 use zerocopy::FromBytes;
 
@@ -51,13 +51,12 @@ impl IndexView {
     /// Publishes the index's headers as `store` has them (under the store's lock, after
     /// the writes). On an error what was published stays: a reader of it may find files
     /// gone, never wrong bytes.
-    pub(crate) fn publish(&self, store: &FsStore) -> Result<(), String> {
+    pub(crate) fn publish(&self, store: &FsStore) -> Result<(), EngineError> {
         let mut heads = Vec::new();
         store
             .engine()
             .index()
-            .for_each_file(&mut |base, h| heads.push((base, h)))
-            .map_err(|e| e.to_string())?;
+            .for_each_file(&mut |base, h| heads.push((base, h)))?;
         *self.heads.write_guard() = Arc::from(heads);
         Ok(())
     }

@@ -50,7 +50,7 @@ mod tasks;
 mod truncate;
 mod visible;
 
-pub use error::{EntryReadError, LogReadError, PutError};
+pub use error::{CloseError, EntryReadError, LogReadError, PutError};
 use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
@@ -577,15 +577,15 @@ impl StoreService {
     /// abort marker removed). Appends are refused from then on; a request still in flight
     /// gets "shutting down" rather than a record the checkpoint does not cover. A failed
     /// store is not sealed: the next start must recover it as after a crash.
-    pub fn close(&self) -> Result<(), String> {
+    pub fn close(&self) -> Result<(), CloseError> {
         // Its last round first (it takes the lock): every sender still waiting answered.
         self.commit.stop();
         let mut s = self.lock();
         self.sealed.store(true, Ordering::Release);
         if let Some(why) = self.failure() {
-            return Err(format!("not closing cleanly: {why}"));
+            return Err(CloseError::Failed(why));
         }
-        s.seal().map_err(|e| e.to_string())
+        s.seal().map_err(CloseError::Seal)
     }
 }
 

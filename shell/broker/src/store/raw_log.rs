@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tern_engine::commitlog::Slot;
+use tern_engine_fs::fs_store::FsStoreError;
 use tern_engine_fs::{ReadError, ReadMode};
 
 use super::read::WouldBlock;
@@ -116,7 +117,22 @@ impl StoreService {
     /// record when any is there); returns them and the offset after the last one (past a
     /// blank tail, the next segment). `Err` when `from` is outside the log or the bytes
     /// there are not a record. Copied without the store's lock.
+    ///
+    /// The error is text for the edge gateway (`targets/edge-arm`), which adds its own
+    /// text errors to it; the broker reads with [`Self::records_from`].
     pub fn read_records(
+        &self,
+        from: u64,
+        upto: u64,
+        max_bytes: usize,
+        max_records: usize,
+    ) -> Result<(Vec<LogRecord>, u64), String> {
+        self.records_from(from, upto, max_bytes, max_records)
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`Self::read_records`] with a typed error.
+    pub(crate) fn records_from(
         &self,
         from: u64,
         upto: u64,
@@ -161,14 +177,14 @@ impl StoreService {
     /// Deletes whole log segments below `offset` (and what only points into them);
     /// returns how many went. The active segment always stays. The engine forgets the
     /// files under the lock; readers that hold one keep reading it.
-    pub fn delete_log_before(&self, offset: u64) -> Result<u32, String> {
+    pub fn delete_log_before(&self, offset: u64) -> Result<u32, FsStoreError> {
         let mut s = self.lock();
         let held = Instant::now();
         // Past the last checkpoint the engine would checkpoint first, flushing under the
         // lock; those segments wait for the checkpoint task instead (a second at most).
         let offset = offset.min(s.engine().checkpointed());
         let r = s.engine_mut().delete_before(offset);
-        let r = r.map_err(|e| s.error("delete", e).to_string());
+        let r = r.map_err(|e| s.error("delete", e));
         self.log_min
             .store(s.engine().log().min_offset(), Ordering::Release);
         for (topic, queue_id) in s.engine().queues().keys() {
