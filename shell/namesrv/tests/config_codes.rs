@@ -26,8 +26,7 @@ fn update(conn: &tern_shell::Connection, body: &str) -> RemotingCommand {
 
 #[test]
 fn run_time_keys_change_at_once_and_the_rest_are_refused_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     let text = settings(&conn);
     for line in [

@@ -34,13 +34,10 @@ fn metrics_count_requests_by_code_and_show_the_route_table() {
         assert_eq!(r.response_code(), ResponseCode::Success);
     }
     for _ in 0..3 {
-        assert_eq!(
-            call(&conn, route_request("T1", 400)).response_code(),
-            ResponseCode::Success
-        );
+        assert_eq!(route_code(&conn, "T1", 400), ResponseCode::Success);
     }
     assert_eq!(
-        call(&conn, route_request("NoSuchTopic", 400)).response_code(),
+        route_code(&conn, "NoSuchTopic", 400),
         ResponseCode::TopicNotExist
     );
     let text = scrape(&addr);
@@ -66,8 +63,7 @@ fn metrics_count_requests_by_code_and_show_the_route_table() {
 
 #[test]
 fn without_prom_the_name_server_serves_no_metrics() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     std::thread::sleep(Duration::from_millis(200));
     assert!(!ns.stderr().contains("metrics on http://"));
 }

@@ -125,6 +125,7 @@ fn missing_config_file_and_bad_flags_exit_non_zero() {
 #[test]
 fn sigterm_and_sigint_shut_down_cleanly() {
     for sig in ["TERM", "INT"] {
+        // The folder outlives the process: its log is read after the exit.
         let dir = tempfile::tempdir().unwrap();
         let ns = Namesrv::start(&dir.path().join("home"), &[]);
         let conn = ns.connect();

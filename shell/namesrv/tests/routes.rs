@@ -26,8 +26,7 @@ fn identity(name: &str, addr: &str, id: i64) -> BrokerIdentityRequestHeader {
 
 #[test]
 fn registered_topic_route_quotes_keys_for_new_clients_and_not_for_the_cpp_client() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let broker = ns.connect();
     let resp = register(
         &broker,
@@ -66,8 +65,7 @@ fn registered_topic_route_quotes_keys_for_new_clients_and_not_for_the_cpp_client
 
 #[test]
 fn compressed_register_body_with_crc_creates_routes() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     let bytes = body(&[topic("Zipped", 8)], 1).encode_compressed(479);
     let mut h = register_header("broker-z", "127.0.0.1:20911", 0);
@@ -85,8 +83,7 @@ fn compressed_register_body_with_crc_creates_routes() {
 
 #[test]
 fn register_with_wrong_body_crc_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     let bytes = to_json(&body(&[topic("T", 4)], 1));
     let mut h = register_header("b", "127.0.0.1:10911", 0);
@@ -97,16 +94,12 @@ fn register_with_wrong_body_crc_is_refused() {
     );
     assert_eq!(resp.response_code(), ResponseCode::SystemError);
     assert_eq!(resp.remark.as_deref(), Some("crc32 not match"));
-    assert_eq!(
-        call(&conn, route_request("T", 401)).response_code(),
-        ResponseCode::TopicNotExist
-    );
+    assert_eq!(route_code(&conn, "T", 401), ResponseCode::TopicNotExist);
 }
 
 #[test]
 fn slave_learns_master_address_and_gets_order_topic_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     let put = PutKvConfigRequestHeader {
         namespace: "ORDER_TOPIC_CONFIG".into(),
@@ -130,8 +123,7 @@ fn slave_learns_master_address_and_gets_order_topic_config() {
 
 #[test]
 fn cluster_info_topic_lists_and_delete_topic() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     register(
         &conn,
@@ -189,20 +181,13 @@ fn cluster_info_topic_lists_and_delete_topic() {
         RemotingCommand::request(RequestCode::DeleteTopicInNamesrv, &del),
     );
     assert_eq!(r.response_code(), ResponseCode::Success);
-    assert_eq!(
-        call(&conn, route_request("T1", 401)).response_code(),
-        ResponseCode::TopicNotExist
-    );
-    assert_eq!(
-        call(&conn, route_request("T2", 401)).response_code(),
-        ResponseCode::Success
-    );
+    assert_eq!(route_code(&conn, "T1", 401), ResponseCode::TopicNotExist);
+    assert_eq!(route_code(&conn, "T2", 401), ResponseCode::Success);
 }
 
 #[test]
 fn wipe_and_add_write_perm_change_route_perm() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     register(&conn, "b1", "127.0.0.1:10911", 0, &[topic("T", 4)]);
     let h = BrokerNameRequestHeader {
@@ -213,20 +198,19 @@ fn wipe_and_add_write_perm_change_route_perm() {
         RemotingCommand::request(RequestCode::WipeWritePermOfBroker, &h),
     );
     assert_eq!(r.ext_fields.get("wipeTopicCount"), Some("1"));
-    let route: TopicRouteData = from_json(&call(&conn, route_request("T", 401)).body).unwrap();
+    let route = route_of(&conn, "T");
     assert_eq!(route.queue_datas[0].perm, 4);
     call(
         &conn,
         RemotingCommand::request(RequestCode::AddWritePermOfBroker, &h),
     );
-    let route: TopicRouteData = from_json(&call(&conn, route_request("T", 401)).body).unwrap();
+    let route = route_of(&conn, "T");
     assert_eq!(route.queue_datas[0].perm, 6);
 }
 
 #[test]
 fn query_data_version_reports_whether_topics_changed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     register(&conn, "b1", "127.0.0.1:10911", 0, &[topic("T", 4)]);
     let same = body(&[], 1).topic_config_serialize_wrapper.data_version;
@@ -250,8 +234,7 @@ fn query_data_version_reports_whether_topics_changed() {
 
 #[test]
 fn unregistered_broker_loses_its_routes() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     register(&conn, "b1", "127.0.0.1:10911", 0, &[topic("T", 4)]);
     let r = call(
@@ -262,35 +245,21 @@ fn unregistered_broker_loses_its_routes() {
         ),
     );
     assert_eq!(r.response_code(), ResponseCode::Success);
-    assert_eq!(
-        call(&conn, route_request("T", 401)).response_code(),
-        ResponseCode::TopicNotExist
-    );
-    let info: ClusterInfo = from_json(
-        &call(
-            &conn,
-            RemotingCommand::request_code(RequestCode::GetBrokerClusterInfo),
-        )
-        .body,
-    )
-    .unwrap();
+    assert_eq!(route_code(&conn, "T", 401), ResponseCode::TopicNotExist);
+    let info = cluster_info(&conn);
     assert!(info.broker_addr_table.is_empty());
 }
 
 #[test]
 fn broker_is_removed_when_its_connection_closes() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let broker = ns.connect();
     register(&broker, "b1", "127.0.0.1:10911", 0, &[topic("T", 4)]);
     let client = ns.connect();
-    assert_eq!(
-        call(&client, route_request("T", 401)).response_code(),
-        ResponseCode::Success
-    );
+    assert_eq!(route_code(&client, "T", 401), ResponseCode::Success);
     broker.close();
     assert!(poll_until(Duration::from_secs(5), || {
-        call(&client, route_request("T", 401)).response_code() == ResponseCode::TopicNotExist
+        route_code(&client, "T", 401) == ResponseCode::TopicNotExist
     }));
 }
 
@@ -318,17 +287,14 @@ fn silent_broker_expires_while_a_heartbeating_one_stays() {
             alive.oneway(RemotingCommand::request(RequestCode::BrokerHeartbeat, &hb)),
         )
         .unwrap();
-        call(&client, route_request("Q", 401)).response_code() == ResponseCode::TopicNotExist
+        route_code(&client, "Q", 401) == ResponseCode::TopicNotExist
     });
     assert!(
         expired,
         "silent broker still routed; stderr: {}",
         ns.stderr()
     );
-    assert_eq!(
-        call(&client, route_request("B", 401)).response_code(),
-        ResponseCode::Success
-    );
+    assert_eq!(route_code(&client, "B", 401), ResponseCode::Success);
     assert!(
         !silent.is_closed(),
         "expiry is by silence, not by connection"
@@ -337,8 +303,7 @@ fn silent_broker_expires_while_a_heartbeating_one_stays() {
 
 #[test]
 fn unknown_request_code_is_answered_not_supported() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     let r = call(
         &conn,
@@ -349,8 +314,7 @@ fn unknown_request_code_is_answered_not_supported() {
 
 #[test]
 fn request_missing_a_required_field_gets_system_error_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     let r = call(
         &conn,
@@ -362,8 +326,7 @@ fn request_missing_a_required_field_gets_system_error_naming_it() {
 
 #[test]
 fn admin_registered_topic_is_routed_to_a_known_broker_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let conn = ns.connect();
     register(&conn, "b1", "127.0.0.1:10911", 0, &[]);
     let queue = |broker: &str| tern_shell::body::QueueData {
@@ -384,7 +347,7 @@ fn admin_registered_topic_is_routed_to_a_known_broker_only() {
             .with_body(route.encode_for(479, false)),
     );
     assert_eq!(r.response_code(), ResponseCode::Success, "{r:?}");
-    let got: TopicRouteData = from_json(&call(&conn, route_request("Admin", 401)).body).unwrap();
+    let got = route_of(&conn, "Admin");
     assert_eq!(got.queue_datas.len(), 1);
     assert_eq!(got.queue_datas[0].broker_name, "b1");
 }

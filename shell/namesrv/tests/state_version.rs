@@ -7,7 +7,6 @@
 use crate::common;
 
 use common::*;
-use tern_shell::body::{ClusterInfo, TopicRouteData, from_json};
 use tern_shell::headers::RegisterBrokerResponseHeader;
 use tern_shell::{Connection, RemotingCommand, RequestCode, ResponseCode};
 
@@ -42,7 +41,7 @@ fn register_as(
 }
 
 fn addrs(conn: &Connection) -> Vec<(i64, String)> {
-    let route: TopicRouteData = from_json(&call(conn, route_request("Orders", 401)).body).unwrap();
+    let route = route_of(conn, "Orders");
     assert_eq!(route.broker_datas.len(), 1, "{route:?}");
     let mut v: Vec<(i64, String)> = route.broker_datas[0]
         .broker_addrs
@@ -60,8 +59,7 @@ fn answer(resp: &RemotingCommand) -> RegisterBrokerResponseHeader {
 
 #[test]
 fn deposed_master_with_lower_state_version_is_ignored_and_a_newer_one_takes_id_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let (a, b, client) = (ns.connect(), ns.connect(), ns.connect());
     register_as(&a, A, 0, Some(3));
     assert_eq!(addrs(&client), vec![(0, A.to_string())]);
@@ -71,14 +69,7 @@ fn deposed_master_with_lower_state_version_is_ignored_and_a_newer_one_takes_id_0
     let h = answer(&resp);
     assert_eq!((h.master_addr, h.ha_server_addr), (None, None));
     assert_eq!(addrs(&client), vec![(0, A.to_string())]);
-    let info: ClusterInfo = from_json(
-        &call(
-            &client,
-            RemotingCommand::request_code(RequestCode::GetBrokerClusterInfo),
-        )
-        .body,
-    )
-    .unwrap();
+    let info = cluster_info(&client);
     let listed: Vec<&String> = info.broker_addr_table["broker-a"]
         .broker_addrs
         .0
@@ -122,8 +113,7 @@ fn deposed_master_with_lower_state_version_is_ignored_and_a_newer_one_takes_id_0
 
 #[test]
 fn equal_state_version_takes_the_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let (a, b, client) = (ns.connect(), ns.connect(), ns.connect());
     register_as(&a, A, 0, Some(3));
     register_as(&b, B, 0, Some(3));
@@ -132,14 +122,13 @@ fn equal_state_version_takes_the_id() {
 
 #[test]
 fn holder_that_is_gone_does_not_block_a_lower_state_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let (a, b, client) = (ns.connect(), ns.connect(), ns.connect());
     register_as(&a, A, 0, Some(3));
     a.close();
     // A's connection closed: the name server forgets it (Java's onChannelDestroy).
     assert!(poll_until(std::time::Duration::from_secs(5), || {
-        call(&client, route_request("Orders", 401)).response_code() == ResponseCode::TopicNotExist
+        route_code(&client, "Orders", 401) == ResponseCode::TopicNotExist
     }));
     register_as(&b, B, 0, Some(2));
     assert_eq!(addrs(&client), vec![(0, B.to_string())]);
@@ -147,8 +136,7 @@ fn holder_that_is_gone_does_not_block_a_lower_state_version() {
 
 #[test]
 fn registrations_without_state_version_replace_the_holder_as_before() {
-    let dir = tempfile::tempdir().unwrap();
-    let ns = Namesrv::start(&dir.path().join("home"), &[]);
+    let ns = Namesrv::fresh();
     let (a, b, c, client) = (ns.connect(), ns.connect(), ns.connect(), ns.connect());
     register_as(&a, A, 0, None);
     register_as(&b, B, 0, None);

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use tern_shell::body::{DataVersion, RegisterBrokerBody, TopicConfig};
+use tern_shell::body::{
+    ClusterInfo, DataVersion, RegisterBrokerBody, TopicConfig, TopicRouteData, from_json,
+};
 use tern_shell::headers::RegisterBrokerRequestHeader;
 use tern_shell::runtime::block_on;
-use tern_shell::{Connection, ConnectionConfig, RemotingCommand, RequestCode};
+use tern_shell::{Connection, ConnectionConfig, RemotingCommand, RequestCode, ResponseCode};
 use tern_testkit::Proc;
 pub use tern_testkit::poll_until;
 
@@ -20,6 +22,8 @@ pub struct Namesrv {
     proc: Proc,
     pub addr: String,
     pub stderr_path: PathBuf,
+    /// The temporary folder of [`Namesrv::fresh`], removed after the process is killed.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Namesrv {
@@ -40,6 +44,17 @@ impl Namesrv {
             proc,
             addr,
             stderr_path,
+            _dir: None,
+        }
+    }
+
+    /// Starts with no flags on a home in a temporary folder of its own.
+    pub fn fresh() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ns = Self::start(&dir.path().join("home"), &[]);
+        Self {
+            _dir: Some(dir),
+            ..ns
         }
     }
 
@@ -154,4 +169,26 @@ pub fn route_request(topic: &str, version: i32) -> RemotingCommand {
     );
     cmd.version = version;
     cmd
+}
+
+/// The answer's code to GET_ROUTEINFO_BY_TOPIC for `topic` from a client of `version`.
+pub fn route_code(conn: &Connection, topic: &str, version: i32) -> ResponseCode {
+    call(conn, route_request(topic, version)).response_code()
+}
+
+/// `topic`'s route as a client of version 401 (RocketMQ 4.9) gets it.
+pub fn route_of(conn: &Connection, topic: &str) -> TopicRouteData {
+    from_json(&call(conn, route_request(topic, 401)).body).unwrap()
+}
+
+/// GET_BROKER_CLUSTER_INFO's answer.
+pub fn cluster_info(conn: &Connection) -> ClusterInfo {
+    from_json(
+        &call(
+            conn,
+            RemotingCommand::request_code(RequestCode::GetBrokerClusterInfo),
+        )
+        .body,
+    )
+    .unwrap()
 }
