@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 use tern_engine::record::RecordView;
 use tern_shell::acl::guard::Access;
 use tern_shell::acl::rules::perm;
-use tern_shell::body::{
-    ConsumeStats, KvTable, OffsetWrapper, QueueKeyMap, TopicOffset, TopicStatsTable,
-};
+use tern_shell::body::{ConsumeStats, KvTable, QueueKeyMap, TopicOffset, TopicStatsTable};
 use tern_shell::headers::{
     GetConsumeStatsRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
     TopicRequestHeader, ViewMessageRequestHeader,
@@ -228,24 +226,9 @@ pub fn consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         };
         consume_tps += ctx.metrics.consume_tps(&topic, &h.consumer_group);
         for q in 0..cfg.read_queue_nums {
-            let (_, max) = ctx.store.queue_bounds(&topic, q);
-            let consumer = ctx
-                .offsets
-                .query(&h.consumer_group, &topic, q)
-                .unwrap_or(0)
-                .max(0);
-            let ts = match u64::try_from(consumer - 1) {
-                Ok(last) => ctx.store.store_time_of(&topic, q, last).unwrap_or(0),
-                Err(_) => 0,
-            };
             table.insert(
                 ctx.queue(&topic, q),
-                OffsetWrapper {
-                    broker_offset: max as i64,
-                    consumer_offset: consumer,
-                    pull_offset: consumer,
-                    last_timestamp: ts,
-                },
+                super::stats::queue_offsets(ctx, &h.consumer_group, &topic, q),
             );
         }
     }

@@ -39,6 +39,22 @@ fn store_time(ctx: &BrokerCtx, topic: &str, queue_id: i32, n: i64) -> i64 {
         .unwrap_or(-1)
 }
 
+/// One queue's row of a group's consume stats (GET_CONSUME_STATS,
+/// GET_BROKER_CONSUME_STATS): the broker's max offset, the group's committed offset, and
+/// the store time of the last message it consumed (the one before its offset, as
+/// RocketMQ's `getMessageStoreTimeStamp(topic, queue, consumerOffset - 1)`; 0 when none).
+pub(super) fn queue_offsets(ctx: &BrokerCtx, group: &str, topic: &str, q: i32) -> OffsetWrapper {
+    let (_, max) = ctx.store.queue_bounds(topic, q);
+    let consumer = ctx.offsets.query(group, topic, q).unwrap_or(0).max(0);
+    OffsetWrapper {
+        broker_offset: max as i64,
+        consumer_offset: consumer,
+        // Tern keeps no pull offset apart from the committed one.
+        pull_offset: consumer,
+        last_timestamp: store_time(ctx, topic, q, consumer - 1).max(0),
+    }
+}
+
 /// GET_PRODUCER_CONNECTION_LIST: the connected members of a producer group.
 pub fn producer_connections(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let h: GetProducerConnectionListRequestHeader = req.decode_header()?;
@@ -184,22 +200,9 @@ pub fn broker_consume_stats(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
             }) {
                 continue;
             }
-            let mut table = BTreeMap::new();
-            for q in 0..cfg.write_queue_nums {
-                let (_, max) = ctx.store.queue_bounds(&topic, q);
-                let consumer = ctx.offsets.query(&group, &topic, q).unwrap_or(0).max(0);
-                let last = store_time(ctx, &topic, q, consumer - 1);
-                table.insert(
-                    ctx.queue(&topic, q),
-                    OffsetWrapper {
-                        broker_offset: max as i64,
-                        consumer_offset: consumer,
-                        // Tern keeps no pull offset apart from the committed one.
-                        pull_offset: consumer,
-                        last_timestamp: last.max(0),
-                    },
-                );
-            }
+            let table: BTreeMap<_, _> = (0..cfg.write_queue_nums)
+                .map(|q| (ctx.queue(&topic, q), queue_offsets(ctx, &group, &topic, q)))
+                .collect();
             body.total_diff += table
                 .values()
                 .map(|o| o.broker_offset - o.consumer_offset)
