@@ -214,22 +214,18 @@ impl OrderTable {
         offset: u64,
         now: i64,
     ) -> OrderAck {
-        let mut t = self.table.guard();
         let key = Self::key(topic, group, queue_id);
-        let (info, i) = match in_batch(&mut t, &key, pop_time, offset) {
-            Ok(found) => found,
-            Err(miss) => return miss,
-        };
-        info.acked |= 1 << i;
-        info.last_used = now;
-        let commit = info.commit_offset();
-        let unblocked = !info.blocked(now);
-        if info.acked.count_ones() as usize == info.offsets.len() {
-            t.remove(&key);
-        }
-        drop(t);
-        self.saver.save();
-        OrderAck::Acked { commit, unblocked }
+        self.edit_in_batch(key, pop_time, offset, |info, i| {
+            info.acked |= 1 << i;
+            info.last_used = now;
+            let acked = OrderAck::Acked {
+                commit: info.commit_offset(),
+                unblocked: !info.blocked(now),
+            };
+            let done = info.acked.count_ones() as usize == info.offsets.len();
+            (acked, done)
+        })
+        .unwrap_or_else(|miss| miss)
     }
 
     /// Moves the next visible time of `offset` (CHANGE_MESSAGE_INVISIBLETIME); false
@@ -243,15 +239,43 @@ impl OrderTable {
         offset: u64,
         next_visible: i64,
     ) -> bool {
-        let mut t = self.table.guard();
         let key = Self::key(topic, group, queue_id);
-        let Ok((info, i)) = in_batch(&mut t, &key, pop_time, offset) else {
-            return false;
-        };
-        info.next_visible[i] = next_visible;
+        self.edit_in_batch(key, pop_time, offset, |info, i| {
+            info.next_visible[i] = next_visible;
+            ((), false)
+        })
+        .is_ok()
+    }
+
+    /// Edits the batch under `key` popped at `pop_time` where `offset` stands in it
+    /// (`edit` gets the entry and the offset's index, and says whether the batch is done:
+    /// it is then forgotten), then saves the table; else why not: another batch (or none)
+    /// is in flight ([`OrderAck::Stale`]), or the offset is not in it
+    /// ([`OrderAck::NotInBatch`]).
+    fn edit_in_batch<R>(
+        &self,
+        key: Key,
+        pop_time: i64,
+        offset: u64,
+        edit: impl FnOnce(&mut OrderInfo, usize) -> (R, bool),
+    ) -> Result<R, OrderAck> {
+        let mut t = self.table.guard();
+        let info = t
+            .get_mut(&key)
+            .filter(|info| info.pop_time == pop_time)
+            .ok_or(OrderAck::Stale)?;
+        let i = info
+            .offsets
+            .iter()
+            .position(|o| *o == offset)
+            .ok_or(OrderAck::NotInBatch)?;
+        let (out, done) = edit(info, i);
+        if done {
+            t.remove(&key);
+        }
         drop(t);
         self.saver.save();
-        true
+        Ok(out)
     }
 
     /// Queues a save (shutdown) and resolves once written.
@@ -259,27 +283,6 @@ impl OrderTable {
         self.saver.save();
         self.saver.saved().await;
     }
-}
-
-/// The batch under `key` popped at `pop_time`, and where `offset` stands in it; else
-/// why not: another batch (or none) is in flight ([`OrderAck::Stale`]), or the offset is
-/// not in it ([`OrderAck::NotInBatch`]).
-fn in_batch<'t>(
-    t: &'t mut Table,
-    key: &Key,
-    pop_time: i64,
-    offset: u64,
-) -> Result<(&'t mut OrderInfo, usize), OrderAck> {
-    let Some(info) = t.get_mut(key) else {
-        return Err(OrderAck::Stale);
-    };
-    if info.pop_time != pop_time {
-        return Err(OrderAck::Stale);
-    }
-    let Some(i) = info.offsets.iter().position(|o| *o == offset) else {
-        return Err(OrderAck::NotInBatch);
-    };
-    Ok((info, i))
 }
 
 /// A loaded entry is used only if its vectors agree (a file from a bug is not trusted).
