@@ -60,6 +60,25 @@ pub(crate) fn readable_queues(
         .collect()
 }
 
+/// A consumer's start once its hook is registered: the routes of `topics` (one not
+/// there yet is logged: its rebalance waits for it), the instance's tasks, and a first
+/// heartbeat to every broker (a failed one logged: the next comes with the interval).
+pub(crate) async fn join_brokers(
+    client: &crate::instance::ClientInstance,
+    group: &str,
+    topics: impl IntoIterator<Item = String>,
+) {
+    for t in topics {
+        if let Err(e) = client.fetch_route(&t).await {
+            log::info!("route of {t} not available yet: {e}");
+        }
+    }
+    client.start();
+    for e in client.send_heartbeat_to_all_brokers().await {
+        log::warn!("first heartbeat of {group}: {e}");
+    }
+}
+
 /// Pause before a rebalance that could not finish (no route yet, lock refused...).
 const RETRY_INCOMPLETE: std::time::Duration = std::time::Duration::from_secs(1);
 

@@ -221,15 +221,7 @@ impl LitePullConsumer {
         let hook: Arc<dyn ConsumerHook> = Arc::new(Hook(Arc::downgrade(inner)));
         inner.client.register_hook(&inner.config.group, hook);
         inner.announce();
-        for t in inner.topics() {
-            if let Err(e) = inner.client.fetch_route(&t).await {
-                log::info!("route of {t} not available yet: {e}");
-            }
-        }
-        inner.client.start();
-        for e in inner.client.send_heartbeat_to_all_brokers().await {
-            log::warn!("first heartbeat of {}: {e}", inner.config.group);
-        }
+        crate::consumer::join_brokers(&inner.client, &inner.config.group, inner.topics()).await;
         let mode = *inner.mode.guard();
         match mode {
             Mode::Subscribe => inner.ensure_rebalance_loop(),

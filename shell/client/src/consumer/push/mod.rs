@@ -236,15 +236,7 @@ impl PushConsumer {
         inner.client.register_hook(&cfg.group, hook);
         inner.client.register_consumer(inner.consumer_data());
         let topics: Vec<String> = inner.subs.guard().keys().cloned().collect();
-        for t in &topics {
-            if let Err(e) = inner.client.fetch_route(t).await {
-                log::info!("route of {t} not available yet: {e}");
-            }
-        }
-        inner.client.start();
-        for e in inner.client.send_heartbeat_to_all_brokers().await {
-            log::warn!("first heartbeat of {}: {e}", cfg.group);
-        }
+        crate::consumer::join_brokers(&inner.client, &cfg.group, topics).await;
         runtime::spawn(inner.clone().rebalance_loop());
         runtime::spawn(inner.clone().persist_loop());
         if matches!(listener, Listener::Orderly(_)) && cfg.message_model == MessageModel::Clustering
