@@ -230,6 +230,22 @@ pub fn start<A, C: Config>(
     })
 }
 
+/// A server binary's whole run: [`start`], then `serve` on the runtime with the
+/// configuration and the installed signals (it starts the server, announces it, waits
+/// with [`until_signal`] and shuts it down); the status to exit with.
+pub fn serve<A, C: Config>(
+    name: &str,
+    usage: &str,
+    parsed: Result<Option<Args<A>>, String>,
+    source: impl FnOnce(&Args<A>) -> Result<ConfigSource, String>,
+    serve: impl AsyncFnOnce(C, TerminationSignals) -> Result<(), ExitCode>,
+) -> ExitCode {
+    exit(
+        start::<A, C>(name, usage, parsed, source)
+            .and_then(|ready| crate::runtime::block_on(serve(ready.config, ready.signals))),
+    )
+}
+
 /// Waits for SIGTERM or SIGINT, then logs that the server stops.
 pub async fn until_signal(signals: &mut TerminationSignals) {
     let sig = signals.wait().await;

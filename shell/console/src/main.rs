@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use tern_console::{Console, ConsoleConfig};
 use tern_shell::cli::{self, Args};
 use tern_shell::config::{ConfigSource, Origin};
-use tern_shell::runtime;
 
 const NAME: &str = "tern-console";
 
@@ -55,16 +54,8 @@ fn source(args: &Args<Own>) -> Result<ConfigSource, String> {
 }
 
 fn main() -> ExitCode {
-    cli::exit(run())
-}
-
-fn run() -> Result<(), ExitCode> {
     let parsed = parse_args(std::env::args().skip(1));
-    let cli::Ready {
-        config,
-        mut signals,
-    } = cli::start::<_, ConsoleConfig>(NAME, USAGE, parsed, source)?;
-    runtime::block_on(async {
+    cli::serve::<_, ConsoleConfig>(NAME, USAGE, parsed, source, async |config, mut signals| {
         let console = cli::or_exit(NAME, Console::start(config).await)?;
         cli::announce(format_args!(
             "tern-console on http://{}",

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use tern_controller::{Controller, ControllerConfig};
 use tern_shell::cli;
 use tern_shell::config::ConfigSource;
-use tern_shell::runtime;
 
 const NAME: &str = "tern-controller";
 
@@ -21,23 +20,14 @@ usage: tern-controller -c FILE [-p] [--log-level LEVEL]
 ";
 
 fn main() -> ExitCode {
-    cli::exit(run())
-}
-
-fn run() -> Result<(), ExitCode> {
     // Only the shared flags: everything else is in the file.
     let parsed = cli::parse(
         std::env::args().skip(1),
         cli::CONFIG_FLAG,
         |_: &mut (), _, _| Ok(false),
     );
-    let cli::Ready {
-        config,
-        mut signals,
-    } = cli::start::<_, ControllerConfig>(NAME, USAGE, parsed, |a| {
-        a.common.file_source(ConfigSource::load_file)
-    })?;
-    runtime::block_on(async move {
+    let source = |a: &cli::Args<()>| a.common.file_source(ConfigSource::load_file);
+    let serve = async |config, mut signals| {
         let node = cli::or_exit(NAME, Controller::start(config).await)?;
         cli::announce(format_args!(
             "tern-controller n{} listening on {}",
@@ -47,5 +37,6 @@ fn run() -> Result<(), ExitCode> {
         cli::until_signal(&mut signals).await;
         node.shutdown().await;
         Ok(())
-    })
+    };
+    cli::serve::<_, ControllerConfig>(NAME, USAGE, parsed, source, serve)
 }

@@ -8,7 +8,6 @@ use tern_namesrv::config::kv_path_in_home;
 use tern_namesrv::{NameServer, NamesrvConfig};
 use tern_shell::cli::{self, Args};
 use tern_shell::config::{ConfigSource, Origin};
-use tern_shell::runtime;
 
 const NAME: &str = "tern-namesrv";
 
@@ -59,16 +58,8 @@ fn config_source(args: &Args<Own>) -> Result<ConfigSource, String> {
 }
 
 fn main() -> ExitCode {
-    cli::exit(run())
-}
-
-fn run() -> Result<(), ExitCode> {
     let parsed = parse_args(std::env::args().skip(1));
-    let cli::Ready {
-        config,
-        mut signals,
-    } = cli::start::<_, NamesrvConfig>(NAME, USAGE, parsed, config_source)?;
-    runtime::block_on(async move {
+    let serve = async |config, mut signals| {
         let ns = cli::or_exit(NAME, NameServer::start(config).await)?;
         cli::announce(format_args!(
             "tern-namesrv listening on {}",
@@ -83,5 +74,6 @@ fn run() -> Result<(), ExitCode> {
         cli::until_signal(&mut signals).await;
         ns.shutdown().await;
         Ok(())
-    })
+    };
+    cli::serve::<_, NamesrvConfig>(NAME, USAGE, parsed, config_source, serve)
 }

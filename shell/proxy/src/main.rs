@@ -64,16 +64,8 @@ fn config_source(args: &Args<Own>) -> Result<ConfigSource, String> {
 }
 
 fn main() -> ExitCode {
-    cli::exit(run())
-}
-
-fn run() -> Result<(), ExitCode> {
     let parsed = parse_args(std::env::args().skip(1));
-    let cli::Ready {
-        config: cfg,
-        mut signals,
-    } = cli::start::<_, ClusterConfig>(NAME, USAGE, parsed, config_source)?;
-    runtime::block_on(async move {
+    let serve = async |cfg: ClusterConfig, mut signals| {
         let stop = Shutdown::new();
         let (endpoint, cluster) = cli::or_exit(NAME, start(&cfg, &stop))?;
         cli::announce(format_args!(
@@ -88,7 +80,8 @@ fn run() -> Result<(), ExitCode> {
         let _ = runtime::spawn_blocking(move || endpoint.shutdown()).await;
         cluster.shutdown().await;
         Ok(())
-    })
+    };
+    cli::serve(NAME, USAGE, parsed, config_source, serve)
 }
 
 /// Opens the ACL rules and TLS files and starts the endpoint; any of them failing stops
