@@ -399,11 +399,10 @@ impl Broker {
         }
         let controller = if config.controller.enabled {
             let pool = tern_shell::ConnectionPool::new(outbound.clone(), Duration::from_secs(3));
-            Some(Arc::new(controller::ControllerMode::open(
-                &config.controller,
-                &config.store_root,
-                pool,
-            )?))
+            Some(Arc::new(
+                controller::ControllerMode::open(&config.controller, &config.store_root, pool)
+                    .map_err(|e| e.to_string())?,
+            ))
         } else {
             None
         };

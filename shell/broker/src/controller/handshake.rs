@@ -193,7 +193,7 @@ pub async fn open(ctx: &BrokerCtx, stream: &SharedStream) -> Result<(), HaError>
     let c = ctx.controller.clone();
     runtime::spawn_blocking(move || c.map_or(Ok(()), |cm| cm.replica.adopt_master_epochs(&entries)))
         .await
-        .map_err(HaError::Local)
+        .map_err(|e| HaError::Local(e.to_string()))
 }
 
 #[cfg(test)]

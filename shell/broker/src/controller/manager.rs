@@ -32,7 +32,7 @@ use tern_shell::runtime::{self, now_ms};
 use tern_shell::{RemotingCommand, ResponseCode, ToExtFields};
 
 use super::replica::Known;
-use super::{ControllerError, ControllerMode};
+use super::{ControllerError, ControllerMode, IdentityError};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 
@@ -121,11 +121,7 @@ async fn pause(ctx: &BrokerCtx, d: Duration) -> bool {
 /// The id (from `brokerIdentity`, or applied for), then CONTROLLER_REGISTER_BROKER.
 async fn register(ctx: &Arc<BrokerCtx>, cm: &Arc<ControllerMode>) -> Result<i64, ControllerError> {
     let (cluster, name) = (&ctx.config.cluster_name, &ctx.config.broker_name);
-    let id = match cm
-        .replica
-        .read_identity(cluster, name)
-        .map_err(ControllerError::Replica)?
-    {
+    let id = match cm.replica.read_identity(cluster, name)? {
         Some(id) => id,
         None => apply_for_id(ctx, cm).await?,
     };
@@ -148,11 +144,7 @@ async fn apply_for_id(
     cm: &Arc<ControllerMode>,
 ) -> Result<i64, ControllerError> {
     let (cluster, name) = (&ctx.config.cluster_name, &ctx.config.broker_name);
-    if let Some((id, code)) = cm
-        .replica
-        .read_temp_identity(cluster, name)
-        .map_err(ControllerError::Replica)?
-    {
+    if let Some((id, code)) = cm.replica.read_temp_identity(cluster, name)? {
         if apply(ctx, cm, id, &code).await? {
             return Ok(id);
         }
@@ -217,12 +209,12 @@ async fn apply(
 async fn blocking_write(
     ctx: &Arc<BrokerCtx>,
     cm: &Arc<ControllerMode>,
-    f: impl FnOnce(&ControllerMode, &str, &str) -> Result<(), String> + Send + 'static,
+    f: impl FnOnce(&ControllerMode, &str, &str) -> Result<(), IdentityError> + Send + 'static,
 ) -> Result<(), ControllerError> {
     let (ctx, cm) = (ctx.clone(), cm.clone());
     runtime::spawn_blocking(move || f(&cm, &ctx.config.cluster_name, &ctx.config.broker_name))
         .await
-        .map_err(ControllerError::Replica)
+        .map_err(ControllerError::Identity)
 }
 
 /// CONTROLLER_GET_REPLICA_INFO; an election of this broker when the set has no master;
@@ -357,9 +349,7 @@ async fn to_master(
     let end = ctx.store.log_end();
     if epoch > cm.replica.last_epoch() {
         let c = cm.clone();
-        runtime::spawn_blocking(move || c.replica.begin_term(epoch, end))
-            .await
-            .map_err(ControllerError::Replica)?;
+        runtime::spawn_blocking(move || c.replica.begin_term(epoch, end)).await?;
     }
     // The controllers elect a master with a SyncStateSet of itself, so its whole log is
     // confirmed: what its old master had not confirmed is dispatched before sends come

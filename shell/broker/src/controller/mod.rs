@@ -27,7 +27,7 @@ pub mod replica;
 pub mod requests;
 pub mod settings;
 
-pub use error::ControllerError;
+pub use error::{ControllerError, EpochsError, IdentityError};
 pub use settings::ControllerSettings;
 
 /// A broker in controller mode: what it knows, and how it reaches the controllers.
@@ -45,9 +45,9 @@ impl ControllerMode {
         settings: &ControllerSettings,
         root: &Path,
         pool: tern_shell::ConnectionPool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, EpochsError> {
         Ok(Self {
-            replica: replica::Replica::open(root).map_err(|e| format!("the epoch file: {e}"))?,
+            replica: replica::Replica::open(root).map_err(EpochsError::Open)?,
             client: client::ControllerClient::new(settings.addrs.clone(), pool),
         })
     }

@@ -10,6 +10,7 @@ use tern_engine_fs::meta;
 use tern_shell::sync::MutexExt;
 
 use super::epoch::{EpochEntry, EpochError, EpochFile};
+use super::error::{EpochsError, IdentityError};
 
 /// The identity file's name under the store root (`storePathBrokerIdentity`'s default).
 pub const IDENTITY_FILE: &str = "brokerIdentity";
@@ -159,24 +160,24 @@ impl Replica {
     /// A new term starts at `log_end` (this broker became its master): entries at or
     /// past the end are dropped, the entry appended and the file written durably.
     /// Blocking (an fsync): call from a blocking thread.
-    pub(crate) fn begin_term(&self, epoch: i32, log_end: u64) -> Result<(), String> {
+    pub(crate) fn begin_term(&self, epoch: i32, log_end: u64) -> Result<(), EpochsError> {
         let mut f = self.epochs.guard();
         let end = log_end as i64;
         f.truncate_suffix(end);
-        f.begin(epoch, end).map_err(|e| e.to_string())?;
-        f.save().map_err(|e| format!("writing the epoch file: {e}"))
+        f.begin(epoch, end).map_err(EpochsError::Begin)?;
+        f.save().map_err(EpochsError::Save)
     }
 
     /// Takes the master's entries as this replica's (its log agrees with the master's up
     /// to where it ends). Later terms are kept even past this replica's end: the stream
     /// crosses their starts, and a term left out would make this log look like an older
     /// term's past it. Blocking (an fsync).
-    pub(crate) fn adopt_master_epochs(&self, master: &[EpochEntry]) -> Result<(), String> {
+    pub(crate) fn adopt_master_epochs(&self, master: &[EpochEntry]) -> Result<(), EpochsError> {
         let ascending = master
             .windows(2)
             .all(|w| w[0].epoch < w[1].epoch && w[0].start_offset <= w[1].start_offset);
         if !ascending || master.first().is_some_and(|e| e.start_offset < 0) {
-            return Err(format!("the master's epochs are out of order: {master:?}"));
+            return Err(EpochsError::MasterOutOfOrder(master.to_vec()));
         }
         let mut f = self.epochs.guard();
         // A term this replica began (promoted meanwhile) is never replaced by an older
@@ -184,31 +185,34 @@ impl Replica {
         let ours = f.last().map_or(0, |e| e.epoch);
         let theirs = master.last().map_or(0, |e| e.epoch);
         if ours > theirs {
-            return Err(format!(
-                "this replica's epoch {ours} is newer than the master's {theirs}"
-            ));
+            return Err(EpochsError::NewerThanMaster { ours, theirs });
         }
         f.replace(master);
-        f.save().map_err(|e| format!("writing the epoch file: {e}"))
+        f.save().map_err(EpochsError::Save)
     }
 
     /// The identity recorded by a previous registration: `cluster#name#id`.
-    pub fn read_identity(&self, cluster: &str, name: &str) -> Result<Option<i64>, String> {
+    pub fn read_identity(&self, cluster: &str, name: &str) -> Result<Option<i64>, IdentityError> {
         let path = self.root.join(IDENTITY_FILE);
         let Some(text) = read_small(&path)? else {
             return Ok(None);
         };
         let parts: Vec<&str> = text.trim().split('#').collect();
         match parts.as_slice() {
-            [c, n, id] if *c == cluster && *n == name => id
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| format!("{}: bad broker id '{id}'", path.display())),
-            [c, n, _] => Err(format!(
-                "{} belongs to {c}/{n}, not {cluster}/{name}: this store is another broker's",
-                path.display()
-            )),
-            _ => Err(format!("{}: not cluster#name#id", path.display())),
+            [c, n, id] if *c == cluster && *n == name => {
+                id.parse::<i64>()
+                    .map(Some)
+                    .map_err(|_| IdentityError::BadId {
+                        id: (*id).to_owned(),
+                        path,
+                    })
+            }
+            [c, n, _] => Err(IdentityError::OtherBroker {
+                path,
+                found: ((*c).to_owned(), (*n).to_owned()),
+                ours: (cluster.to_owned(), name.to_owned()),
+            }),
+            _ => Err(IdentityError::Malformed { path }),
         }
     }
 
@@ -218,7 +222,7 @@ impl Replica {
         &self,
         cluster: &str,
         name: &str,
-    ) -> Result<Option<(i64, String)>, String> {
+    ) -> Result<Option<(i64, String)>, IdentityError> {
         let path = self.root.join(TEMP_IDENTITY_FILE);
         let Some(text) = read_small(&path)? else {
             return Ok(None);
@@ -227,9 +231,12 @@ impl Replica {
         match parts.as_slice() {
             [c, n, id, code] if *c == cluster && *n == name => match id.parse::<i64>() {
                 Ok(id) => Ok(Some((id, (*code).to_owned()))),
-                Err(_) => Err(format!("{}: bad broker id '{id}'", path.display())),
+                Err(_) => Err(IdentityError::BadId {
+                    id: (*id).to_owned(),
+                    path,
+                }),
             },
-            _ => Err(format!("{}: not this broker's", path.display())),
+            _ => Err(IdentityError::NotThisBrokers { path }),
         }
     }
 
@@ -240,17 +247,22 @@ impl Replica {
         name: &str,
         id: i64,
         code: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), IdentityError> {
         let path = self.root.join(TEMP_IDENTITY_FILE);
         meta::replace_file(&path, format!("{cluster}#{name}#{id}#{code}").as_bytes())
-            .map_err(|e| format!("writing {}: {e}", path.display()))
+            .map_err(|error| IdentityError::Write { path, error })
     }
 
     /// Records the confirmed id and drops the temporary file. Blocking.
-    pub fn confirm_identity(&self, cluster: &str, name: &str, id: i64) -> Result<(), String> {
+    pub fn confirm_identity(
+        &self,
+        cluster: &str,
+        name: &str,
+        id: i64,
+    ) -> Result<(), IdentityError> {
         let path = self.root.join(IDENTITY_FILE);
         meta::replace_file(&path, format!("{cluster}#{name}#{id}").as_bytes())
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            .map_err(|error| IdentityError::Write { path, error })?;
         self.drop_temp_identity();
         Ok(())
     }
@@ -262,11 +274,16 @@ impl Replica {
 }
 
 /// A small text file, or None when it does not exist.
-fn read_small(path: &Path) -> Result<Option<String>, String> {
+fn read_small(path: &Path) -> Result<Option<String>, IdentityError> {
     match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("reading {}: {e}", path.display())),
-        Ok(b) if b.len() > 4096 => Err(format!("{} is too large", path.display())),
+        Err(error) => Err(IdentityError::Read {
+            path: path.to_path_buf(),
+            error,
+        }),
+        Ok(b) if b.len() > 4096 => Err(IdentityError::TooLarge {
+            path: path.to_path_buf(),
+        }),
         Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
     }
 }
@@ -296,6 +313,7 @@ mod tests {
         assert!(
             r.read_identity("C", "other")
                 .unwrap_err()
+                .to_string()
                 .contains("another")
         );
     }
@@ -323,6 +341,12 @@ mod tests {
                 start_offset: 800,
             },
         ];
+        // A list out of order is refused, and said as the file writes it.
+        let backwards = [master[1], master[0]];
+        assert_eq!(
+            r.adopt_master_epochs(&backwards).unwrap_err().to_string(),
+            "the master's epochs are out of order: 3-400 1-0"
+        );
         r.adopt_master_epochs(&master).unwrap();
         assert_eq!(r.epochs(), master.to_vec());
         // Promoted at 600: the term that started past its end is dropped.
