@@ -69,7 +69,7 @@ async fn remove(
             }
             Ok(RemotingCommand::response_to(req, ResponseCode::Success))
         }
-        Err(e) => Err(Refusal::new(ResponseCode::SystemError, e)),
+        Err(e) => Err(Refusal::new(ResponseCode::SystemError, e.to_string())),
     }
 }
 

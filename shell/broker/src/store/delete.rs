@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tern_shell::runtime;
 
-use super::StoreService;
+use super::{RemoveError, StoreService};
 
 /// Longest the deletion waits for reput to pass what was appended before it.
 const CATCH_UP: Duration = Duration::from_secs(2);
@@ -17,7 +17,7 @@ impl StoreService {
     /// Removes every consume queue of `topic`; returns how many there were. Waits first
     /// for reput to dispatch what was appended before the call: an undispatched record
     /// of the topic would make its queue again, old entries first.
-    pub async fn delete_topic_queues(self: &Arc<Self>, topic: &str) -> Result<usize, String> {
+    pub async fn delete_topic_queues(self: &Arc<Self>, topic: &str) -> Result<usize, RemoveError> {
         // Strictly: a record of the topic the confirm offset holds back counts too.
         self.await_dispatched(self.log_end(), CATCH_UP).await;
         let (me, topic) = (self.clone(), topic.to_owned());

@@ -247,3 +247,41 @@ impl std::fmt::Display for CloseError {
 }
 
 impl std::error::Error for CloseError {}
+
+/// Why removing consume queues (CLEAN_UNUSED_TOPIC, CLEAN_EXPIRED_CONSUMEQUEUE,
+/// DELETE_TOPIC_IN_BROKER) failed. The Display text is the client's remark.
+#[derive(Debug)]
+pub enum RemoveError {
+    /// The folder removed queues wait in could not be made: nothing was removed.
+    Trash {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// A removed queue's folder could not be moved out of `consumequeue/` (the last such
+    /// failure): its queue left the tables, its files stay where they were.
+    Move {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for RemoveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoveError::Trash { path, error } => {
+                write!(f, "creating {}: {error}", path.display())
+            }
+            RemoveError::Move { path, error } => {
+                write!(f, "moving {} away: {error}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for RemoveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RemoveError::Trash { error, .. } | RemoveError::Move { error, .. } => Some(error),
+        }
+    }
+}

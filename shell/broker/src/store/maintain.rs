@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::StoreService;
+use super::{RemoveError, StoreService};
 
 /// Folder (under the store root) where removed queue folders wait for deletion. A crash
 /// before the deletion leaves them there; the next removal deletes them.
@@ -37,10 +37,11 @@ impl StoreService {
     pub fn remove_queues(
         &self,
         pick: &dyn Fn(&str, i32, QueueFacts) -> bool,
-    ) -> Result<Vec<(String, i32)>, String> {
+    ) -> Result<Vec<(String, i32)>, RemoveError> {
         let trash = self.root.join(REMOVED_DIR);
-        std::fs::create_dir_all(&trash)
-            .map_err(|e| format!("creating {}: {e}", trash.display()))?;
+        if let Err(error) = std::fs::create_dir_all(&trash) {
+            return Err(RemoveError::Trash { path: trash, error });
+        }
         let mut removed = Vec::new();
         let mut folders: Vec<PathBuf> = Vec::new();
         let mut slots = Vec::new();
@@ -79,8 +80,11 @@ impl StoreService {
                     "{topic}-{queue_id}-{}",
                     REMOVALS.fetch_add(1, Ordering::Relaxed)
                 ));
-                if let Err(e) = std::fs::rename(dir.path(), &to) {
-                    failed = Some(format!("moving {} away: {e}", dir.path().display()));
+                if let Err(error) = std::fs::rename(dir.path(), &to) {
+                    failed = Some(RemoveError::Move {
+                        path: dir.path().to_path_buf(),
+                        error,
+                    });
                 }
                 if let Some(parent) = dir.path().parent() {
                     folders.push(parent.to_path_buf());

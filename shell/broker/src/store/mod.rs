@@ -50,7 +50,7 @@ mod tasks;
 mod truncate;
 mod visible;
 
-pub use error::{CloseError, EntryReadError, LogReadError, PutError};
+pub use error::{CloseError, EntryReadError, LogReadError, PutError, RemoveError};
 use index_read::{IndexReadError, IndexView};
 pub use maintain::QueueFacts;
 pub use raw_log::LogRecord;
