@@ -206,17 +206,17 @@ fn signals_or_exit(name: &str) -> Result<TerminationSignals, ExitCode> {
 
 /// A server ready to start: its configuration, and the signal handlers already in place.
 #[derive(Debug)]
-pub struct Ready<C> {
+struct Ready<C> {
     /// The effective configuration.
-    pub config: C,
+    config: C,
     /// SIGTERM and SIGINT, installed.
-    pub signals: TerminationSignals,
+    signals: TerminationSignals,
 }
 
 /// The start the servers share, in order: the arguments (or the exit for `-h` and a
 /// usage error), the logger, the configuration `source` makes of them read as `C` (or the
 /// exit for a bad value and `-p`), then the signal handlers.
-pub fn start<A, C: Config>(
+fn start<A, C: Config>(
     name: &str,
     usage: &str,
     parsed: Result<Option<Args<A>>, String>,
@@ -230,9 +230,10 @@ pub fn start<A, C: Config>(
     })
 }
 
-/// A server binary's whole run: [`start`], then `serve` on the runtime with the
-/// configuration and the installed signals (it starts the server, announces it, waits
-/// with [`until_signal`] and shuts it down); the status to exit with.
+/// A server binary's whole run: the start they share (arguments, logger, configuration,
+/// signal handlers), then `serve` on the runtime with the configuration and the installed
+/// signals (it starts the server, announces it, waits with [`until_signal`] and shuts it
+/// down); the status to exit with.
 pub fn serve<A, C: Config>(
     name: &str,
     usage: &str,
