@@ -11,6 +11,7 @@ use crate::directory::{FileDirectory, Reclaim};
 use crate::error::{FsError, FsOp};
 use crate::fs_store::EngineError;
 use crate::layout::StoreLayout;
+use crate::mapped::Advised;
 use crate::reader::SegmentFiles;
 use crate::spare::Spares;
 use crate::store::open_queue_dir;
@@ -63,10 +64,12 @@ impl FsQueues {
         self.topics.values().all(HashMap::is_empty)
     }
 
-    /// Each queue's part of `FsStore::advise_tails`.
+    /// Each queue's part of `FsStore::advise_tails`: its last file whole, so that file
+    /// stays one map area (`Advised::Whole`).
     pub(crate) fn advise_tails(&self) {
         for slot in self.topics.values().flat_map(|queues| queues.values()) {
-            slot.queue.tail(&mut |m, r| m.appending_from(r.start));
+            slot.queue
+                .tail(&mut |m, r| m.appending_from(r.start, Advised::Whole));
         }
     }
 

@@ -27,7 +27,7 @@ use crate::directory::{
 use crate::error::{FsError, FsOp, StoreError};
 use crate::fs_queues::FsQueues;
 use crate::layout::StoreLayout;
-use crate::mapped::MappedFile;
+use crate::mapped::{Advised, MappedFile};
 use crate::prealloc::NextSegment;
 use crate::reader::SegmentFiles;
 use crate::spare::Spares;
@@ -323,14 +323,14 @@ impl FsStore {
         Ok(done)
     }
 
-    /// Advises the log's last segment and each queue's last file from their end on as
-    /// parts to be written (`MappedFile::appending_from`, `Access::past_the_end`): they
+    /// Advises the log's last segment from its end on, and each queue's last file whole,
+    /// as parts to be written (`MappedFile::appending_from`, `Access::past_the_end`): they
     /// were mapped for reading what they held (recovery's scan), or held more before a
     /// cut. A file made later is mapped so from the start.
     fn advise_tails(&self) {
         self.engine
             .log()
-            .tail(&mut |m, r| m.appending_from(r.start));
+            .tail(&mut |m, r| m.appending_from(r.start, Advised::FromEnd));
         self.engine.queues().advise_tails();
     }
 

@@ -75,6 +75,20 @@ impl Access {
     }
 }
 
+/// How much of a mapping [`MappedFile::appending_from`] advises as written, not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advised {
+    /// From the page holding the end: the part below it keeps its read-ahead. Costs a
+    /// second map area (the kernel splits a mapping where its advice changes): right for
+    /// the log, one tail a store, read front to back through the mapping by recovery's
+    /// scan and the reput.
+    FromEnd,
+    /// All of it, as for a file made while running. For queues: a store holds tens of
+    /// thousands, and split in two at their end each would take two of the process's
+    /// map areas (`vm.max_map_count`, 65,530 by default) instead of one.
+    Whole,
+}
+
 /// A file mapped read-write, shared with the page cache.
 #[derive(Debug)]
 pub struct MappedFile {
@@ -163,9 +177,10 @@ impl MappedFile {
         }
     }
 
-    /// Advises the mapping from the page holding `offset` to its end as a file's part
-    /// past its written end ([`Access::past_the_end`]): for the file a log or queue ends
-    /// in when the store opens, mapped with the hint for reading what it holds.
+    /// Advises the mapping as a file's part past its written end
+    /// ([`Access::past_the_end`]) from the page holding `offset`, or the whole mapping
+    /// (see [`Advised`]): for the file a log or queue ends in when the store opens, mapped
+    /// with the hint for reading what it holds.
     ///
     /// The pages after the one holding `offset` then leave the mapping and the page
     /// cache: after a crash, recovery's cut read the rest of the file through the
@@ -173,9 +188,12 @@ impl MappedFile {
     /// back whole until the appends passed them (up to a segment). They are clean then
     /// (the cut syncs what it zeroes); a dirty one stays, and nothing changes but its
     /// folio's size. Hints: a kernel that refuses one leaves things as they were.
-    pub fn appending_from(&self, offset: u64) {
+    pub fn appending_from(&self, offset: u64, advised: Advised) {
         let page = rustix::param::page_size() as u64;
-        let start = offset / page * page;
+        let start = match advised {
+            Advised::FromEnd => offset / page * page,
+            Advised::Whole => 0,
+        };
         let (Some(advice), true) = (self.access.past_the_end().advice(), start < self.len) else {
             return;
         };

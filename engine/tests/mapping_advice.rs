@@ -99,7 +99,7 @@ fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
     let past = flags_at(&store, end);
     assert!(!reads_ahead(&past), "{past}");
     assert!(!reads_ahead(&flags_at(&store, CONFIG.log_segment_size - 1)));
-    // The queue's file, scanned at open, from its end on likewise.
+    // The queue's file, scanned at open: whole (see the next test).
     let queue = queue_end_flags(&store);
     assert!(!reads_ahead(&queue), "{queue}");
     // A segment made later, by a roll: none anywhere.
@@ -107,6 +107,39 @@ fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
     let (_, last) = store.engine().log().segment_span().unwrap();
     assert!(last > 0, "the log rolled");
     assert!(!reads_ahead(&flags_at(&store, last)));
+    store.close().unwrap();
+}
+
+/// How many of this process's map areas (lines of `/proc/self/maps`) map `path`.
+fn map_areas(path: &std::path::Path) -> usize {
+    let path = path.to_str().unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().filter(|l| l.ends_with(path)).count()
+}
+
+#[test]
+fn a_queue_past_its_first_page_stays_one_map_area_after_a_reopen() {
+    // Advised from its end, a queue's file would split in two where the advice changes:
+    // with tens of thousands of queues, twice the map areas, near `vm.max_map_count`.
+    let page = rustix::param::page_size() as u64;
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
+    // Entries are 20 bytes: more than a page of them, so the end is past page 0.
+    put(&mut store, (2 * page / 20) as usize + 1);
+    store.dispatch(&mut |_| {}).unwrap();
+    store.close().unwrap();
+
+    let (store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
+    let file = tmp
+        .path()
+        .join("consumequeue/Advice/0/00000000000000000000");
+    assert!(file.exists(), "{}", file.display());
+    assert_eq!(map_areas(&file), 1, "{}", file.display());
+    let queue = queue_end_flags(&store);
+    assert!(!reads_ahead(&queue), "{queue}");
+    // The log's one tail is split on purpose: read ahead below its end.
+    let below = flags_at(&store, 0);
+    assert!(below.split_whitespace().any(|f| f == "sr"), "{below}");
     store.close().unwrap();
 }
 
