@@ -121,7 +121,15 @@ impl fmt::Display for MetaError {
     }
 }
 
-impl std::error::Error for MetaError {}
+impl std::error::Error for MetaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MetaError::Io { error, .. } => Some(error),
+            MetaError::Encode { error, .. } => Some(error),
+            MetaError::Corrupt { .. } => None,
+        }
+    }
+}
 
 /// `<path>.bak`: the previous version of `path`.
 pub fn backup_path(path: &Path) -> PathBuf {

@@ -75,6 +75,15 @@ impl std::fmt::Display for ReadError {
     }
 }
 
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Io(e) => Some(e),
+            ReadError::Gone | ReadError::OutOfRange | ReadError::WouldBlock => None,
+        }
+    }
+}
+
 impl SegmentFiles {
     pub(crate) fn insert(&self, base: u64, file: Arc<File>) {
         self.write().insert(base, file);

@@ -48,7 +48,14 @@ impl std::fmt::Display for TimerOpenError {
     }
 }
 
-impl std::error::Error for TimerOpenError {}
+impl std::error::Error for TimerOpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TimerOpenError::Dir(e) => Some(e),
+            TimerOpenError::Engine(e) => Some(e),
+        }
+    }
+}
 
 /// Opens (creating if needed) the timer of the store at `layout` and recovers it against
 /// the commit log's recovered end `log_end`, at `now_ms`.

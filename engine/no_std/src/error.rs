@@ -121,6 +121,31 @@ impl fmt::Display for Corruption {
     }
 }
 
+/// The inner error, for code that acts on its kind; the Display text already says it.
+impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Error::Media(e) => Some(e),
+            Error::Record(e) => Some(e),
+            Error::Corrupt(c) => Some(c),
+            Error::TooLarge
+            | Error::OutOfRange
+            | Error::NotRecordBoundary
+            | Error::TableFull
+            | Error::FlushFailed => None,
+        }
+    }
+}
+
+impl core::error::Error for Corruption {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Corruption::Record { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
 impl<E> From<RecordError> for Error<E> {
     fn from(e: RecordError) -> Self {
         Error::Record(e)

@@ -130,6 +130,8 @@ impl core::fmt::Display for RecordError {
     }
 }
 
+impl core::error::Error for RecordError {}
+
 /// What a producer supplies for one message; the store adds offsets and its timestamp.
 #[derive(Clone, Copy, Debug)]
 pub struct MessageIn<'a> {
