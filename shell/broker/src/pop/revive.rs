@@ -435,6 +435,16 @@ impl std::fmt::Display for ReviveError {
     }
 }
 
+impl std::error::Error for ReviveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReviveError::Entry(e) => Some(e),
+            ReviveError::Unreadable(e) => Some(e),
+            ReviveError::Put(e) => Some(e),
+        }
+    }
+}
+
 impl From<EntryReadError> for ReviveError {
     fn from(e: EntryReadError) -> Self {
         ReviveError::Entry(e)

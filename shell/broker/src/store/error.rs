@@ -1,5 +1,12 @@
 //! The store's errors: what an append refused or failed, why a read found nothing, why a
 //! sync failed.
+//!
+//! One convention for every broker error (and the engine's): the Display text is the
+//! whole story on one line, the inner error's text included, because the broker prints an
+//! error once, as a log line or a client's remark (`format!("{e}")`), and nothing walks
+//! the chain to print it; `source()` returns the inner error wherever there is one, so
+//! code that acts on its kind (a downcast, [`FsError::is_no_space`]) reaches it without
+//! reading text. So print `{e}`, never `e` followed by its sources: that says it twice.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +57,20 @@ impl std::fmt::Display for PutError {
                 f,
                 "the store failed ({why}); writes are refused until the broker is restarted"
             ),
+        }
+    }
+}
+
+impl std::error::Error for PutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PutError::Store(e) => Some(e),
+            PutError::DiskFull
+            | PutError::OverBudget
+            | PutError::Illegal(_)
+            | PutError::Refused(..)
+            | PutError::ShuttingDown
+            | PutError::Failed(_) => None,
         }
     }
 }
@@ -136,7 +157,24 @@ impl std::fmt::Display for LogReadError {
     }
 }
 
-impl std::error::Error for LogReadError {}
+impl std::error::Error for LogReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LogReadError::Unreadable { error, .. } | LogReadError::Damaged { error, .. } => {
+                Some(error)
+            }
+            LogReadError::Read { error, .. } => Some(error),
+            LogReadError::Outside { .. }
+            | LogReadError::BelowStart { .. }
+            | LogReadError::PastEnd { .. }
+            | LogReadError::NoRecord { .. }
+            | LogReadError::Implausible { .. }
+            | LogReadError::Gone { .. }
+            | LogReadError::WaitedWouldBlock { .. }
+            | LogReadError::CutRaced => None,
+        }
+    }
+}
 
 /// Reading entry `n` of a consume queue failed (worth a retry, unlike a filler).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,7 +201,11 @@ impl std::fmt::Display for EntryReadError {
     }
 }
 
-impl std::error::Error for EntryReadError {}
+impl std::error::Error for EntryReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
 
 /// Why making part of the store durable (a group-commit flush, a checkpoint) failed. The
 /// store fails with it ([`super::StoreService::fail`]): a failed sync is never retried.
@@ -226,7 +268,17 @@ impl std::fmt::Display for SyncError {
     }
 }
 
-impl std::error::Error for SyncError {}
+impl std::error::Error for SyncError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SyncError::Engine(e) => Some(e),
+            SyncError::Folder { error, .. } => Some(error),
+            SyncError::Part { error, .. }
+            | SyncError::CheckpointFile { error, .. }
+            | SyncError::Segment { error, .. } => Some(error),
+        }
+    }
+}
 
 /// Why the store did not close cleanly; the next start recovers it as after a crash.
 #[derive(Debug)]
@@ -246,7 +298,14 @@ impl std::fmt::Display for CloseError {
     }
 }
 
-impl std::error::Error for CloseError {}
+impl std::error::Error for CloseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CloseError::Failed(_) => None,
+            CloseError::Seal(e) => Some(e),
+        }
+    }
+}
 
 /// Why removing consume queues (CLEAN_UNUSED_TOPIC, CLEAN_EXPIRED_CONSUMEQUEUE,
 /// DELETE_TOPIC_IN_BROKER) failed. The Display text is the client's remark.

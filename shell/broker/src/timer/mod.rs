@@ -68,7 +68,14 @@ impl std::fmt::Display for TimerSetupError {
     }
 }
 
-impl std::error::Error for TimerSetupError {}
+impl std::error::Error for TimerSetupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TimerSetupError::Clear(e) => Some(e),
+            TimerSetupError::Open(e) | TimerSetupError::Reopen(e) => Some(e),
+        }
+    }
+}
 
 /// The timer, shared by the task, the put path, recall and admin requests.
 #[derive(Debug)]
