@@ -264,33 +264,31 @@ fn respond(
 }
 
 /// A store that refused or failed an append, told to the client in its words.
+/// The store's refusal as the client sees it: SERVICE_NOT_AVAILABLE with "service not
+/// available now: " before [`PutError`]'s text while the store refuses every write; that
+/// text alone, with its own code, otherwise.
 impl From<PutError> for Refusal {
     fn from(e: PutError) -> Self {
-        match e {
-            PutError::DiskFull => Refusal::new(
+        let unavailable = |e: &PutError| {
+            Refusal::new(
                 ResponseCode::ServiceNotAvailable,
-                "service not available now: the broker's disk is full, writes are refused until space is freed",
-            ),
+                format!("service not available now: {e}"),
+            )
+        };
+        match e {
+            PutError::DiskFull | PutError::Failed(_) | PutError::ShuttingDown => unavailable(&e),
+            // Says more than `PutError`'s text (the edge-gateway hint), which a POP ack's
+            // remark also shows: one text for both would change what one of them reads.
             PutError::OverBudget => Refusal::new(
                 ResponseCode::ServiceNotAvailable,
                 "service not available now: the stored backlog is over its budget (an edge gateway \
              whose uplink is down); writes resume as it drains",
             ),
-            PutError::Illegal(why) => illegal(format!("message cannot be stored: {why}")),
+            PutError::Illegal(_) => illegal(e.to_string()),
             PutError::Refused(code, remark) => Refusal::new(code, remark),
-            PutError::Failed(why) => Refusal::new(
-                ResponseCode::ServiceNotAvailable,
-                format!(
-                    "service not available now: the store failed ({why}); writes are refused until the broker is restarted"
-                ),
-            ),
-            PutError::ShuttingDown => Refusal::new(
-                ResponseCode::ServiceNotAvailable,
-                "service not available now: the broker is shutting down",
-            ),
-            PutError::Store(e) => {
-                log::error!("append failed: {e}");
-                Refusal::new(ResponseCode::SystemError, format!("append failed: {e}"))
+            PutError::Store(_) => {
+                log::error!("{e}");
+                Refusal::new(ResponseCode::SystemError, e.to_string())
             }
         }
     }
@@ -464,5 +462,69 @@ pub async fn send_back(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingComm
             Ok(RemotingCommand::response_to(req, ResponseCode::Success))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use tern_engine_fs::fs_store::FsStoreError;
+
+    use super::*;
+
+    /// The remarks as they were written out one by one before they were built on
+    /// `PutError`'s text: clients see them, so they stay byte for byte.
+    #[test]
+    fn put_error_remarks_are_unchanged() {
+        let unavailable = |remark: &str| Refusal::new(ResponseCode::ServiceNotAvailable, remark);
+        let cases = [
+            (
+                PutError::DiskFull,
+                unavailable(
+                    "service not available now: the broker's disk is full, writes are refused \
+                     until space is freed",
+                ),
+            ),
+            (
+                PutError::OverBudget,
+                unavailable(
+                    "service not available now: the stored backlog is over its budget (an edge \
+                     gateway whose uplink is down); writes resume as it drains",
+                ),
+            ),
+            (
+                PutError::Illegal("too large".into()),
+                Refusal::new(
+                    ResponseCode::MessageIllegal,
+                    "message cannot be stored: too large",
+                ),
+            ),
+            (
+                PutError::Refused(ResponseCode::MessageIllegal, "timer too far".into()),
+                Refusal::new(ResponseCode::MessageIllegal, "timer too far"),
+            ),
+            (
+                PutError::Failed("fdatasync: EIO".into()),
+                unavailable(
+                    "service not available now: the store failed (fdatasync: EIO); writes are \
+                     refused until the broker is restarted",
+                ),
+            ),
+            (
+                PutError::ShuttingDown,
+                unavailable("service not available now: the broker is shutting down"),
+            ),
+            (
+                PutError::Store(FsStoreError::Config {
+                    root: PathBuf::from("/s"),
+                    reason: "bad geometry",
+                }),
+                Refusal::new(ResponseCode::SystemError, "append failed: /s: bad geometry"),
+            ),
+        ];
+        for (error, remark) in cases {
+            assert_eq!(Refusal::from(error), remark);
+        }
     }
 }
