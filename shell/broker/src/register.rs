@@ -69,6 +69,15 @@ impl fmt::Display for RegisterError {
     }
 }
 
+impl std::error::Error for RegisterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Remoting(e) => Some(e),
+            Self::Refused(a) => Some(a),
+        }
+    }
+}
+
 /// Registers with one name server.
 async fn register_one(ctx: &BrokerCtx, addr: &str, body: &[u8]) -> Result<(), RegisterError> {
     let (broker_addr, ha) = identity(ctx);

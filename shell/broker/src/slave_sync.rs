@@ -66,7 +66,15 @@ impl fmt::Display for SyncError {
     }
 }
 
-impl std::error::Error for SyncError {}
+impl std::error::Error for SyncError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Remoting(_, e) => Some(e),
+            Self::Refused(_, answer) => Some(answer),
+            Self::Body(..) | Self::DelayOffsetsNotSaved => None,
+        }
+    }
+}
 
 /// Copies the master's four tables once. Every table is attempted; the first failure is
 /// returned (each is also logged) and leaves that table as it was.

@@ -42,7 +42,14 @@ impl fmt::Display for AclEditError {
     }
 }
 
-impl std::error::Error for AclEditError {}
+impl std::error::Error for AclEditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Write(e) => Some(e),
+            Self::Io(..) | Self::Yaml(_) | Self::Rules(_) | Self::NoAccount(_) => None,
+        }
+    }
+}
 
 impl From<ScanError> for AclEditError {
     fn from(e: ScanError) -> Self {

@@ -70,6 +70,8 @@ impl std::fmt::Display for UpdateError {
     }
 }
 
+impl std::error::Error for UpdateError {}
+
 /// The keys' current values; the rest of [`BrokerConfig`] never changes after start.
 #[derive(Debug)]
 pub struct LiveConfig {

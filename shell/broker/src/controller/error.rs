@@ -61,7 +61,19 @@ impl fmt::Display for ControllerError {
     }
 }
 
-impl std::error::Error for ControllerError {}
+impl std::error::Error for ControllerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Remoting(_, e) => Some(e),
+            Self::Refused(_, answer) => Some(answer),
+            Self::Header(e) => Some(e),
+            Self::Body(e) => Some(e),
+            Self::Identity(e) => Some(e),
+            Self::Epochs(e) => Some(e),
+            Self::NoLeader(_) | Self::NotLeader(_) | Self::Unusable(_) => None,
+        }
+    }
+}
 
 impl From<HeaderError> for ControllerError {
     fn from(e: HeaderError) -> Self {

@@ -110,6 +110,15 @@ impl std::fmt::Display for IndexReadError {
     }
 }
 
+impl std::error::Error for IndexReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IndexReadError::Read(e) => Some(e),
+            IndexReadError::TimedOut | IndexReadError::Inconsistent { .. } => None,
+        }
+    }
+}
+
 /// One query's view of the published index (see the module docs).
 pub(crate) struct IndexReader<'a> {
     view: &'a IndexView,

@@ -88,7 +88,18 @@ impl std::fmt::Display for TruncateError {
     }
 }
 
-impl std::error::Error for TruncateError {}
+impl std::error::Error for TruncateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TruncateError::Store(e) => Some(e),
+            TruncateError::OutOfRange { .. }
+            | TruncateError::NotRecordBoundary { .. }
+            | TruncateError::Leading
+            | TruncateError::ShuttingDown
+            | TruncateError::Failed(_) => None,
+        }
+    }
+}
 
 /// Tells readers that copy published bytes without the lock whether a truncation ran
 /// while they read (a sequence lock: odd while a cut is under way).

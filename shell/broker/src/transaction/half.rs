@@ -125,6 +125,8 @@ impl std::fmt::Display for NotHalf {
     }
 }
 
+impl std::error::Error for NotHalf {}
+
 /// Reads the transaction facts of a record that should be a half message.
 pub fn half_info<'a>(view: &RecordView<'a>) -> Result<HalfInfo<'a>, NotHalf> {
     if view.topic() != HALF_TOPIC.as_bytes() {
