@@ -215,8 +215,7 @@ impl BrokerCtx {
         }
         let inbound = timer::message::inbound(msg, &self.config.timer, runtime::now_ms())?;
         let as_stored = inbound.message(msg);
-        let scheduled = schedule::to_schedule(&as_stored, &self.config.delay_levels)
-            .map_err(store::PutError::Illegal)?;
+        let scheduled = schedule::to_schedule(&as_stored, &self.config.delay_levels)?;
         let stored = self.store.put(
             &scheduled
                 .as_ref()
@@ -239,10 +238,7 @@ impl BrokerCtx {
         msgs: &[tern_engine::record::MessageIn<'_>],
     ) -> Result<Vec<Put>, store::PutError> {
         for m in msgs {
-            if schedule::message::wanted_level(m)
-                .map_err(store::PutError::Illegal)?
-                .is_some()
-            {
+            if schedule::message::wanted_level(m)?.is_some() {
                 return Err(store::PutError::Illegal(
                     "delayed messages cannot be sent in a batch".into(),
                 ));

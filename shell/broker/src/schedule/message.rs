@@ -15,7 +15,8 @@ use tern_engine::record::{
     MessageIn, RecordView, SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK,
 };
 
-use crate::topics::validate_topic;
+use crate::store::PutError;
+use crate::topics::{NameError, validate_topic};
 
 /// Topics whose records are never moved to the schedule topic: the schedule topic itself
 /// and the transaction topics, whose records the transaction service reads where they are
@@ -26,6 +27,77 @@ const NEVER_DELAYED: [&str; 3] = [
     "RMQ_SYS_TRANS_HALF_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
 ];
+
+/// Why a message asking for a delay level cannot be stored. The Display text is the
+/// client's remark after "message cannot be stored: " ([`PutError::Illegal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelayError {
+    /// `DELAY` is not a number (its value).
+    NotALevel(String),
+    /// The properties with `REAL_TOPIC` and `REAL_QID` added are over the record's limit.
+    PropertiesTooLong,
+}
+
+impl std::fmt::Display for DelayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DelayError::NotALevel(raw) => {
+                write!(f, "the DELAY property {raw:?} is not a delay level")
+            }
+            DelayError::PropertiesTooLong => write!(
+                f,
+                "message properties with REAL_TOPIC and REAL_QID exceed {} bytes",
+                properties::MAX_PROPERTIES_LEN
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DelayError {}
+
+impl From<DelayError> for PutError {
+    fn from(e: DelayError) -> Self {
+        PutError::Illegal(e.to_string())
+    }
+}
+
+/// Why a record of the schedule or timer topic cannot go back to its real topic: it is
+/// dropped, with this in the log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreError {
+    /// It has no `REAL_TOPIC`.
+    NoRealTopic,
+    /// Its `REAL_TOPIC` is not a topic name.
+    BadRealTopic(NameError),
+    /// Its `REAL_TOPIC` is one whose records are never delayed (the topic).
+    SystemTopic(String),
+    /// It has no `REAL_QID`, or not a queue id.
+    NoRealQid,
+}
+
+impl std::fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestoreError::NoRealTopic => f.write_str("no REAL_TOPIC property"),
+            RestoreError::BadRealTopic(e) => write!(f, "REAL_TOPIC: {e}"),
+            RestoreError::SystemTopic(topic) => {
+                write!(f, "REAL_TOPIC {topic} is a system topic")
+            }
+            RestoreError::NoRealQid => f.write_str("no valid REAL_QID property"),
+        }
+    }
+}
+
+impl std::error::Error for RestoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RestoreError::BadRealTopic(e) => Some(e),
+            RestoreError::NoRealTopic | RestoreError::SystemTopic(_) | RestoreError::NoRealQid => {
+                None
+            }
+        }
+    }
+}
 
 /// A message rewritten for the schedule topic.
 #[derive(Debug)]
@@ -49,7 +121,7 @@ impl Scheduled {
 /// The level `msg` waits at: its `DELAY` when that is above 0 and the message is plain or
 /// a committed transaction message (RocketMQ's rule), `None` otherwise. A `DELAY` that is
 /// not a number is refused, as Java's `Integer.parseInt` would refuse it.
-pub fn wanted_level(msg: &MessageIn<'_>) -> Result<Option<i32>, String> {
+pub fn wanted_level(msg: &MessageIn<'_>) -> Result<Option<i32>, DelayError> {
     let tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK;
     if !(tx == 0 || tx == SYSFLAG_TRANSACTION_COMMIT) || NEVER_DELAYED.contains(&msg.topic) {
         return Ok(None);
@@ -58,7 +130,7 @@ pub fn wanted_level(msg: &MessageIn<'_>) -> Result<Option<i32>, String> {
         None => Ok(None),
         Some(raw) => match delay_level(msg.properties) {
             Some(level) => Ok((level > 0).then_some(level)),
-            None => Err(format!("the DELAY property {raw:?} is not a delay level")),
+            None => Err(DelayError::NotALevel(raw.to_owned())),
         },
     }
 }
@@ -66,7 +138,10 @@ pub fn wanted_level(msg: &MessageIn<'_>) -> Result<Option<i32>, String> {
 /// `msg` rewritten for the schedule topic when it asks for a delay; `None` when it is to
 /// be stored as it is. A level above the table is clamped to the last one, and `DELAY`
 /// says so, as RocketMQ's `setDelayTimeLevel` does.
-pub fn to_schedule(msg: &MessageIn<'_>, levels: &DelayLevels) -> Result<Option<Scheduled>, String> {
+pub fn to_schedule(
+    msg: &MessageIn<'_>,
+    levels: &DelayLevels,
+) -> Result<Option<Scheduled>, DelayError> {
     let Some(wanted) = wanted_level(msg)? else {
         return Ok(None);
     };
@@ -81,10 +156,7 @@ pub fn to_schedule(msg: &MessageIn<'_>, levels: &DelayLevels) -> Result<Option<S
     }
     let properties = with_properties(msg.properties, &set);
     if properties.len() > properties::MAX_PROPERTIES_LEN {
-        return Err(format!(
-            "message properties with REAL_TOPIC and REAL_QID exceed {} bytes",
-            properties::MAX_PROPERTIES_LEN
-        ));
+        return Err(DelayError::PropertiesTooLong);
     }
     Ok(Some(Scheduled {
         queue_id: level - 1,
@@ -106,17 +178,17 @@ pub struct Restored {
 impl Restored {
     /// Reads the real topic and queue of a record in the schedule topic. Fails, with the
     /// reason, for a record that cannot be delivered (none or a bad real topic or queue).
-    pub fn from_view(view: &RecordView<'_>) -> Result<Restored, String> {
+    pub fn from_view(view: &RecordView<'_>) -> Result<Restored, RestoreError> {
         let props = view.properties();
-        let topic = properties::get(props, key::REAL_TOPIC).ok_or("no REAL_TOPIC property")?;
-        validate_topic(topic).map_err(|e| format!("REAL_TOPIC: {e}"))?;
+        let topic = properties::get(props, key::REAL_TOPIC).ok_or(RestoreError::NoRealTopic)?;
+        validate_topic(topic).map_err(RestoreError::BadRealTopic)?;
         if NEVER_DELAYED.contains(&topic) {
-            return Err(format!("REAL_TOPIC {topic} is a system topic"));
+            return Err(RestoreError::SystemTopic(topic.to_owned()));
         }
         let queue_id = properties::get(props, key::REAL_QID)
             .and_then(|q| q.trim().parse::<i32>().ok())
             .filter(|q| *q >= 0)
-            .ok_or("no valid REAL_QID property")?;
+            .ok_or(RestoreError::NoRealQid)?;
         Ok(Restored {
             topic: topic.to_owned(),
             queue_id,
@@ -254,7 +326,11 @@ pub(crate) mod tests {
             assert!(to_schedule(&msg(topic, delayed), &l).unwrap().is_none());
         }
         let e = to_schedule(&msg("T", b"DELAY\x01soon\x02"), &l).unwrap_err();
-        assert!(e.contains("soon"), "{e}");
+        assert_eq!(e, DelayError::NotALevel("soon".into()));
+        assert_eq!(
+            PutError::from(e).to_string(),
+            r#"message cannot be stored: the DELAY property "soon" is not a delay level"#
+        );
     }
 
     #[test]
@@ -262,7 +338,10 @@ pub(crate) mod tests {
         let mut props = b"DELAY\x011\x02big\x01".to_vec();
         props.resize(properties::MAX_PROPERTIES_LEN - 4, b'x');
         props.push(properties::PROPERTY_SEPARATOR);
-        assert!(to_schedule(&msg("T", &props), &levels()).is_err());
+        assert_eq!(
+            to_schedule(&msg("T", &props), &levels()).unwrap_err(),
+            DelayError::PropertiesTooLong
+        );
     }
 
     #[test]

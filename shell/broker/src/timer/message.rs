@@ -16,7 +16,7 @@ use tern_engine::timer::{TIMER_TOPIC, TimerError, Timing, classify};
 use tern_shell::ResponseCode;
 
 use super::settings::TimerSettings;
-use crate::schedule::message::{Restored, wanted_level, with_properties, without};
+use crate::schedule::message::{RestoreError, Restored, wanted_level, with_properties, without};
 use crate::store::PutError;
 
 /// What a message becomes on the way in.
@@ -65,7 +65,7 @@ pub fn inbound(
     settings: &TimerSettings,
     now_ms: i64,
 ) -> Result<Inbound, PutError> {
-    if wanted_level(msg).map_err(PutError::Illegal)?.is_some() {
+    if wanted_level(msg)?.is_some() {
         if tern_engine::timer::rule::strips_for_delay_level(msg.properties) {
             return Ok(Inbound::Stripped(without(msg.properties, &REQUEST_KEYS)));
         }
@@ -152,7 +152,7 @@ impl<'a> TimerRecord<'a> {
 
     /// The copy delivered to the real topic: `REAL_*` removed, `TIMER_ENQUEUE_MS` (when
     /// it was filed; `i64::MAX` when it was due on arrival) and `TIMER_DEQUEUE_MS` added.
-    pub fn delivered(&self, enqueued_ms: i64, now_ms: i64) -> Result<Restored, String> {
+    pub fn delivered(&self, enqueued_ms: i64, now_ms: i64) -> Result<Restored, RestoreError> {
         let r = Restored::from_view(&self.view)?;
         let (enq, deq) = (enqueued_ms.to_string(), now_ms.to_string());
         let kept = without(self.view.properties(), &[key::REAL_TOPIC, key::REAL_QID]);

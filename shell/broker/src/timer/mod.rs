@@ -513,7 +513,7 @@ impl TimerSink for StoreSink<'_> {
                 now_ms,
             } => match rec.delivered(enqueued_ms, now_ms) {
                 Ok(copy) => self.ctx.store.put(&copy.message(&rec.view)),
-                Err(why) => Err(PutError::Illegal(why)),
+                Err(why) => Err(PutError::Illegal(why.to_string())),
             },
         };
         match stored {
