@@ -263,7 +263,6 @@ fn respond(
     resp
 }
 
-/// A store that refused or failed an append, told to the client in its words.
 /// The store's refusal as the client sees it: SERVICE_NOT_AVAILABLE with "service not
 /// available now: " before [`PutError`]'s text while the store refuses every write; that
 /// text alone, with its own code, otherwise.

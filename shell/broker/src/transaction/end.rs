@@ -27,13 +27,6 @@ use crate::store::{Durability, PutError};
 /// within microseconds of the send response, before the half queue entry exists.
 const DISPATCH_WAIT: Duration = Duration::from_secs(3);
 
-/// A refusal: the code and remark Java would answer with.
-struct Refused(ResponseCode, String);
-
-fn refused(code: ResponseCode, remark: impl Into<String>) -> Refused {
-    Refused(code, remark.into())
-}
-
 /// END_TRANSACTION.
 pub async fn end_transaction(
     ctx: &Arc<BrokerCtx>,
@@ -50,16 +43,17 @@ pub async fn end_transaction(
     };
     match end(ctx, &h, !req.is_oneway(), access, req.code).await {
         Ok(durability) => Ok(RemotingCommand::response_to(req, durability.code())),
-        Err(Refused(code, remark)) => {
+        Err(refusal) => {
             log::warn!(
-                "END_TRANSACTION from {} (group {}, commitLogOffset {}, tranStateTableOffset {}, msgId {}) refused: {remark}",
+                "END_TRANSACTION from {} (group {}, commitLogOffset {}, tranStateTableOffset {}, msgId {}) refused: {}",
                 conn.peer_addr(),
                 h.producer_group,
                 h.commit_log_offset,
                 h.tran_state_table_offset,
-                h.msg_id
+                h.msg_id,
+                refusal.remark()
             );
-            Err(Refusal::new(code, remark))
+            Err(refusal)
         }
     }
 }
@@ -70,9 +64,9 @@ async fn end(
     wait: bool,
     access: &Access,
     code: i32,
-) -> Result<Durability, Refused> {
+) -> Result<Durability, Refusal> {
     if ctx.role.get() == BrokerRole::Slave {
-        return Err(refused(
+        return Err(Refusal::new(
             ResponseCode::SlaveNotAvailable,
             "the broker is a slave: end transactions at its master",
         ));
@@ -91,7 +85,7 @@ async fn end(
             return Ok(Durability::Durable);
         }
         other => {
-            return Err(refused(
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("commitOrRollback {other} is none of 0, 8 (commit), 12 (rollback)"),
             ));
@@ -101,25 +95,25 @@ async fn end(
         u64::try_from(h.commit_log_offset),
         u64::try_from(h.tran_state_table_offset),
     ) else {
-        return Err(refused(
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             "commitLogOffset and tranStateTableOffset must not be negative",
         ));
     };
     let bytes = super::read_record_at(ctx, offset).await.map_err(|e| {
-        refused(
+        Refusal::new(
             ResponseCode::SystemError,
             format!("Find prepared transaction message failed: {e}"),
         )
     })?;
     let view = RecordView::parse(&bytes).map_err(|e| {
-        refused(
+        Refusal::new(
             ResponseCode::SystemError,
             format!("Find prepared transaction message failed: {e}"),
         )
     })?;
     let info = half::half_info(&view).map_err(|e| {
-        refused(
+        Refusal::new(
             ResponseCode::SystemError,
             format!("the record at commitLogOffset {offset} cannot be ended: {e}"),
         )
@@ -127,7 +121,7 @@ async fn end(
     // With ACL on, ending a transaction publishes to its real topic: PUB there. An
     // offset alone must not let an account commit or roll back another's messages.
     crate::acl::require_record(access, &view, code, perm::PUB)
-        .map_err(|why| refused(ResponseCode::NoPermission, why))?;
+        .map_err(|why| Refusal::new(ResponseCode::NoPermission, why))?;
     verify(ctx, h, &view, &info, offset, queue_offset).await?;
     let end = if commit {
         // A commit first looks for an earlier commit of the same transaction, under the
@@ -147,10 +141,10 @@ async fn end(
                     info.real_qid
                 );
             }
-            Ok(c.end)
+            Ok::<_, PutError>(c.end)
         })
         .await
-        .map_err(put_refused)?
+        .map_err(Refusal::from)?
     } else {
         log::debug!(
             "transaction {} of {} rolled back",
@@ -159,7 +153,7 @@ async fn end(
         );
         ctx.transactions
             .rollback(ctx, queue_offset)
-            .map_err(put_refused)?
+            .map_err(Refusal::from)?
     };
     ctx.metrics.transaction_ended(commit);
     Ok(if wait {
@@ -178,9 +172,9 @@ async fn verify(
     info: &HalfInfo<'_>,
     offset: u64,
     queue_offset: u64,
-) -> Result<(), Refused> {
+) -> Result<(), Refusal> {
     if info.group != Some(h.producer_group.as_str()) {
-        return Err(refused(
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "The producer group wrong: the half message belongs to {:?}",
@@ -189,7 +183,7 @@ async fn verify(
         ));
     }
     if view.queue_offset() != h.tran_state_table_offset {
-        return Err(refused(
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "The transaction state table offset wrong: the half message is at {}",
@@ -204,7 +198,7 @@ async fn verify(
             .flatten()
             .any(|id| id == uniq || id.eq_ignore_ascii_case(&offset_id));
         if !named {
-            return Err(refused(
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!(
                     "msgId {} does not name the half message at {offset}",
@@ -219,45 +213,18 @@ async fn verify(
             if at == offset {
                 return Ok(());
             }
-            return Err(refused(
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("the half queue holds another message at offset {queue_offset}"),
             ));
         }
         let dispatched = ctx.store.dispatched_offset();
         if dispatched > offset || Instant::now() >= deadline {
-            return Err(refused(
+            return Err(Refusal::new(
                 ResponseCode::SystemError,
                 format!("the half queue has no message at offset {queue_offset}"),
             ));
         }
         runtime::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-fn put_refused(e: crate::store::PutError) -> Refused {
-    match e {
-        crate::store::PutError::DiskFull => refused(
-            ResponseCode::ServiceNotAvailable,
-            "service not available now: the broker's disk is full",
-        ),
-        crate::store::PutError::ShuttingDown => refused(
-            ResponseCode::ServiceNotAvailable,
-            "service not available now: the broker is shutting down",
-        ),
-        crate::store::PutError::OverBudget => refused(
-            ResponseCode::ServiceNotAvailable,
-            "service not available now: the store's backlog is over its budget",
-        ),
-        crate::store::PutError::Illegal(why) => refused(ResponseCode::MessageIllegal, why),
-        crate::store::PutError::Refused(code, remark) => refused(code, remark),
-        crate::store::PutError::Failed(why) => refused(
-            ResponseCode::ServiceNotAvailable,
-            format!("the store failed ({why}); writes are refused until the broker is restarted"),
-        ),
-        crate::store::PutError::Store(e) => {
-            log::error!("ending a transaction: {e}");
-            refused(ResponseCode::SystemError, format!("append failed: {e}"))
-        }
     }
 }
