@@ -459,11 +459,9 @@ impl std::error::Error for FsStoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             FsStoreError::Dir(e) => Some(e),
-            FsStoreError::Engine {
-                error: Error::Media(e),
-                ..
-            } => Some(e),
-            _ => None,
+            // The engine's error; a media error's `FsError` is its source in turn.
+            FsStoreError::Engine { error, .. } => Some(error),
+            FsStoreError::Config { .. } => None,
         }
     }
 }

@@ -41,7 +41,8 @@ pub enum Access {
     Normal,
     /// Front to back: the commit log and consume queues (aggressive read-ahead, pages
     /// behind the reader are dropped early). Only where a file holds bytes when mapped:
-    /// past its end such a file is written, not read (see [`Access::past_the_end`]).
+    /// past its end such a file is written, not read (see [`Access::past_the_end`]), and
+    /// a queue's last file not at all once the store is open ([`Advised::Whole`]).
     Sequential,
     /// Scattered: the hash index (no read-ahead, which would only pollute the cache).
     Random,
@@ -79,9 +80,9 @@ impl Access {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Advised {
     /// From the page holding the end: the part below it keeps its read-ahead. Costs a
-    /// second map area (the kernel splits a mapping where its advice changes): right for
-    /// the log, one tail a store, read front to back through the mapping by recovery's
-    /// scan and the reput.
+    /// second map area (the kernel splits a mapping where its advice changes): the log's,
+    /// one tail a store, where that costs one area. (Recovery's scan, the reason for the
+    /// read-ahead, runs before the tails are advised; pulls read with `pread`.)
     FromEnd,
     /// All of it, as for a file made while running. For queues: a store holds tens of
     /// thousands, and split in two at their end each would take two of the process's

@@ -2,6 +2,8 @@
 //! present at open up to their end (a recovery scan reads them front to back), never where
 //! the appender writes, since a fault that reads ahead fills the page cache with large
 //! folios and a write through the mapping then dirties a whole one (`Access::past_the_end`).
+//! Once the store is open a queue's last file reads ahead nowhere, so it stays one map
+//! area (`Advised::Whole`); the log's last segment still does below its end.
 //!
 //! Checked on the mappings' `VmFlags` in `/proc/self/smaps` (`sr`: sequential read-ahead,
 //! `rr`: none), which is what the kernel's fault path consults, and after a crash on the
@@ -78,7 +80,7 @@ fn reads_ahead(flags: &str) -> bool {
 }
 
 #[test]
-fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
+fn the_log_reads_ahead_below_its_end_and_never_past_it() {
     let page = rustix::param::page_size() as u64;
     let tmp = tempfile::tempdir().unwrap();
     let (mut store, _) = FsStore::open(tmp.path(), CONFIG).unwrap();
@@ -112,6 +114,8 @@ fn log_and_queues_read_ahead_below_their_end_and_never_past_it() {
 
 /// How many of this process's map areas (lines of `/proc/self/maps`) map `path`.
 fn map_areas(path: &std::path::Path) -> usize {
+    // The maps name the file by its canonical path (TMPDIR may be a link).
+    let path = path.canonicalize().unwrap();
     let path = path.to_str().unwrap();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     maps.lines().filter(|l| l.ends_with(path)).count()
@@ -135,11 +139,23 @@ fn a_queue_past_its_first_page_stays_one_map_area_after_a_reopen() {
         .join("consumequeue/Advice/0/00000000000000000000");
     assert!(file.exists(), "{}", file.display());
     assert_eq!(map_areas(&file), 1, "{}", file.display());
+    // No read-ahead anywhere in it: at its end, and at its first entry (where the file
+    // was mapped to read ahead for recovery's scan).
     let queue = queue_end_flags(&store);
     assert!(!reads_ahead(&queue), "{queue}");
-    // The log's one tail is split on purpose: read ahead below its end.
-    let below = flags_at(&store, 0);
+    let mut first = None;
+    let queue = store.engine().queue("Advice", 0).expect("the queue exists");
+    queue.tail(&mut |m, _| first = Some(m.as_bytes().unwrap().as_ptr() as usize));
+    let first = flags(first.expect("a file holds the queue's end"));
+    assert!(!reads_ahead(&first), "{first}");
+    // The log's one tail is split on purpose: its last segment reads ahead below the
+    // page holding the end, not from it on.
+    let end = store.engine().log().max_offset();
+    let (_, last) = store.engine().log().segment_span().unwrap();
+    assert!(end - last > page, "the last segment holds more than a page");
+    let below = flags_at(&store, last);
     assert!(below.split_whitespace().any(|f| f == "sr"), "{below}");
+    assert!(!reads_ahead(&flags_at(&store, end)));
     store.close().unwrap();
 }
 

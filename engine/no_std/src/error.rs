@@ -141,7 +141,12 @@ impl core::error::Error for Corruption {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Corruption::Record { error, .. } => Some(error),
-            _ => None,
+            Corruption::SegmentGap { .. }
+            | Corruption::SegmentMisaligned { .. }
+            | Corruption::SegmentSize { .. }
+            | Corruption::QueueOffset { .. }
+            | Corruption::IndexFile { .. }
+            | Corruption::TimerWheelSize { .. } => None,
         }
     }
 }

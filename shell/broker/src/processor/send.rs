@@ -263,9 +263,10 @@ fn respond(
     resp
 }
 
-/// The store's refusal as the client sees it: SERVICE_NOT_AVAILABLE with "service not
-/// available now: " before [`PutError`]'s text while the store refuses every write; that
-/// text alone, with its own code, otherwise.
+/// The store's refusal as the client sees it (SEND and END_TRANSACTION): SERVICE_NOT_AVAILABLE
+/// with "service not available now: " before [`PutError`]'s text while the store refuses
+/// every write (over its budget, a longer text of its own); that text alone, with its
+/// own code, otherwise.
 impl From<PutError> for Refusal {
     fn from(e: PutError) -> Self {
         let unavailable = |e: &PutError| {
