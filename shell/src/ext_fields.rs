@@ -38,7 +38,7 @@ impl ExtFields {
     /// would shift the tail every time, and a header of 1 MiB with its keys in reverse
     /// order would move hundreds of gigabytes.
     pub(crate) fn from_wire(mut read: Vec<(CompactString, Option<CompactString>)>) -> Self {
-        read.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        read.sort_by(|a, b| short_cmp(a.0.as_bytes(), b.0.as_bytes()));
         let mut entries = Vec::with_capacity(read.len());
         let mut fields = read.into_iter().peekable();
         while let Some((key, value)) = fields.next() {
@@ -59,7 +59,8 @@ impl ExtFields {
 
     /// Where `key` is, or where it would go.
     fn find(&self, key: &str) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        self.entries
+            .binary_search_by(|(k, _)| short_cmp(k.as_bytes(), key.as_bytes()))
     }
 
     /// The value of `key`.
@@ -84,7 +85,7 @@ impl ExtFields {
         if self
             .entries
             .last()
-            .is_none_or(|(last, _)| last.as_str() < key.as_str())
+            .is_none_or(|(last, _)| short_cmp(last.as_bytes(), key.as_bytes()).is_lt())
         {
             self.entries.push((key, value));
             return None;
@@ -117,6 +118,20 @@ impl ExtFields {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// `a.cmp(b)` for the short keys of a header, a byte at a time: `str`'s `cmp` calls
+/// libc's `memcmp`, and a send's header decode makes ~60 such calls (a binary search per
+/// field) for keys of one to twenty bytes, where the call costs more than the compare
+/// (`memcmp` was 5.7% of the broker's samples at 16 async senders).
+#[inline]
+fn short_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 impl fmt::Debug for ExtFields {
