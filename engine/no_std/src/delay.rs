@@ -80,6 +80,9 @@ impl fmt::Display for DelayLevelsError {
     }
 }
 
+/// A refusal of the text itself: no inner error.
+impl core::error::Error for DelayLevelsError {}
+
 impl DelayLevels {
     /// RocketMQ's default table ([`DEFAULT_DELAY_LEVELS`]).
     pub const ROCKETMQ: DelayLevels = {

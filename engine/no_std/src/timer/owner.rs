@@ -136,6 +136,18 @@ impl<E: core::fmt::Display> core::fmt::Display for Failure<E> {
     }
 }
 
+/// The engine's error, for code that acts on its kind; the Display text already says it.
+impl<E: core::error::Error + 'static> core::error::Error for Failure<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Failure::File(e)
+            | Failure::SyncLog(e)
+            | Failure::ReadSlot(_, e)
+            | Failure::Checkpoint(e) => Some(e),
+        }
+    }
+}
+
 /// A round's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Round {
