@@ -262,6 +262,14 @@ fn broker_stats_count_what_was_put_and_got() {
     with_client("", async |c| {
         create_topic(c, "Stats", 1).await;
         send_n(c, "Stats", 0, &["x"; 5]).await;
+        // A send is answered once appended; its queue entry comes with reput's next pass,
+        // which a loaded machine may run after the pull below: all five must be in it.
+        tern_testkit::wait_until(
+            "the five sends dispatched",
+            Duration::from_secs(10),
+            async || max_offset(c, "Stats", 0).await == 5,
+        )
+        .await;
         let resp = c.call(pull_req("SG", "Stats", 0, 0, Some("*"))).await;
         expect_code(&resp, ResponseCode::Success);
         let view = |name: &str, key: &str| {
