@@ -20,7 +20,7 @@ use tern_engine::media::Directory;
 
 use crate::error::{FsError, FsOp, StoreError};
 use crate::locks::MutexExt;
-use crate::mapped::{Access, MappedFile, allocate, create_temp};
+use crate::mapped::{Access, MappedFile, Writes, allocate, create_temp};
 use crate::prealloc::{NextSegment, Taken};
 use crate::reader::SegmentFiles;
 use crate::spare::Spares;
@@ -50,6 +50,8 @@ pub struct FileDirectory {
     /// The access hint for the segments present at open; new ones get its
     /// [`Access::past_the_end`].
     access: Access,
+    /// How the owner's writes reach every segment ([`FileDirectory::set_writes`]).
+    writes: Writes,
     /// The open segments. Filled by `scan` and `create`.
     segments: BTreeMap<u64, MappedFile>,
     /// The same segments' files, shared with readers that do not hold the owner's lock.
@@ -125,6 +127,7 @@ impl FileDirectory {
             path: path.to_path_buf(),
             digits,
             access,
+            writes: Writes::Mapped,
             segments: BTreeMap::new(),
             files: SegmentFiles::default(),
             next: None,
@@ -144,6 +147,22 @@ impl FileDirectory {
     /// [`Reclaim`]).
     pub fn remove_later(&mut self, reclaim: Reclaim) {
         self.later = Some(reclaim);
+    }
+
+    /// Sets how writes reach the segments open now and those opened or made later (see
+    /// [`Writes`]).
+    pub fn set_writes(&mut self, writes: Writes) {
+        self.writes = writes;
+        for media in self.segments.values_mut() {
+            media.set_writes(writes);
+        }
+    }
+
+    /// Takes `media` in as the segment at `base`, written the directory's way.
+    fn insert(&mut self, base: u64, mut media: MappedFile) {
+        media.set_writes(self.writes);
+        self.files.insert(base, media.shared_file());
+        self.segments.insert(base, media);
     }
 
     /// The segments' files, for reading without the owner's lock (see [`SegmentFiles`]).
@@ -310,8 +329,7 @@ impl Directory for FileDirectory {
                 continue;
             };
             let media = MappedFile::open(&path, self.access)?;
-            self.files.insert(base, media.shared_file());
-            self.segments.insert(base, media);
+            self.insert(base, media);
         }
         for &base in &bases {
             f(base);
@@ -346,8 +364,7 @@ impl Directory for FileDirectory {
                 }
                 if let Some(file) = self.spares.as_ref().and_then(|s| s.take(len, &path)) {
                     let media = MappedFile::from_file(file, self.access.past_the_end())?;
-                    self.files.insert(base, media.shared_file());
-                    self.segments.insert(base, media);
+                    self.insert(base, media);
                     return Ok(());
                 }
                 match make_segment_file(&self.path, &name, len) {
@@ -365,8 +382,7 @@ impl Directory for FileDirectory {
             }
         };
         let media = MappedFile::from_file(file, self.access.past_the_end())?;
-        self.files.insert(base, media.shared_file());
-        self.segments.insert(base, media);
+        self.insert(base, media);
         Ok(())
     }
 

@@ -27,7 +27,7 @@ use crate::directory::{
 use crate::error::{FsError, FsOp, StoreError};
 use crate::fs_queues::FsQueues;
 use crate::layout::StoreLayout;
-use crate::mapped::{Advised, MappedFile};
+use crate::mapped::{Advised, MappedFile, Writes};
 use crate::prealloc::NextSegment;
 use crate::reader::SegmentFiles;
 use crate::spare::Spares;
@@ -184,6 +184,13 @@ impl FsStore {
             base += size;
         }
         Ok(files)
+    }
+
+    /// Writes the commit log with `pwrite` from now on, its mappings read-only (see
+    /// [`Writes::Through`]): for a store whose every append is followed by a sync
+    /// (SYNC_FLUSH).
+    pub fn write_log_through(&mut self) {
+        self.engine.log_mut().dir_mut().set_writes(Writes::Through);
     }
 
     /// The commit log's segment files, for reading published bytes without holding the

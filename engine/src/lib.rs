@@ -53,7 +53,7 @@ pub use fs_queues::FsQueues;
 pub use fs_store::{EngineError, FileEngine, FsStore, FsStoreError};
 pub use layout::StoreLayout;
 pub use lock::StoreLock;
-pub use mapped::{Access, Advised, MappedFile};
+pub use mapped::{Access, Advised, MappedFile, Writes};
 pub use meta::{MetaError, load, replace_file, save};
 pub use prealloc::NextSegment;
 pub use reader::{ReadError, ReadMode, SegmentFiles};

@@ -19,7 +19,7 @@ use tern_engine::properties::{append, key};
 use tern_engine::record::MessageIn;
 use tern_engine::store::StoreConfig;
 use tern_engine::testkit;
-use tern_engine_fs::FsStore;
+use tern_engine_fs::{FsStore, Writes};
 
 /// Small geometry, so a few thousand messages span several segments and index files.
 const CONFIG: StoreConfig = StoreConfig {
@@ -222,8 +222,26 @@ fn segment_path(root: &Path, offset: u64) -> PathBuf {
 
 #[test]
 fn clean_restart_keeps_every_message_and_continues_offsets() {
+    clean_restart(Writes::Mapped);
+}
+
+#[test]
+fn clean_restart_keeps_every_message_written_through_the_file() {
+    clean_restart(Writes::Through);
+}
+
+/// Opens the store at `root` and has its log written `writes`' way.
+fn open_writing(root: &Path, writes: Writes) -> (FsStore, tern_engine::store::OpenReport) {
+    let (mut store, report) = open(root);
+    if writes == Writes::Through {
+        store.write_log_through();
+    }
+    (store, report)
+}
+
+fn clean_restart(writes: Writes) {
     let tmp = tempfile::tempdir().unwrap();
-    let (mut store, report) = open(tmp.path());
+    let (mut store, report) = open_writing(tmp.path(), writes);
     assert!(!report.crashed);
     let mut sent = Vec::new();
     put_range(&mut store, 0..2_000, &mut sent);
@@ -236,7 +254,7 @@ fn clean_restart_keeps_every_message_and_continues_offsets() {
     store.close().unwrap();
     assert!(!tmp.path().join("abort").exists());
 
-    let (mut store, report) = open(tmp.path());
+    let (mut store, report) = open_writing(tmp.path(), writes);
     assert!(!report.crashed);
     assert_eq!(report.log.records_verified, 0, "a clean open does not scan");
     assert_eq!(report.redispatched, 0);
@@ -463,6 +481,9 @@ const CHILD_MAX_MESSAGES: u64 = 200_000;
 /// Set in the child to the number of the first message it appends.
 const KILL_CHILD_START_ENV: &str = "TERN_FS_RECOVERY_KILL_START";
 
+/// Set in the child when its log is written through the file (`Writes::Through`).
+const KILL_CHILD_THROUGH_ENV: &str = "TERN_FS_RECOVERY_KILL_THROUGH";
+
 /// Not a test on its own: the child half of `acknowledged_messages_survive_kill_9`. It
 /// opens the store (recovering it after the previous kill), appends messages from the
 /// given start, flushes every group, and prints `ack <i> <offset> <size> <queue offset>`
@@ -477,7 +498,11 @@ fn kill_9_child() {
         return;
     };
     let start: u64 = start.parse().unwrap();
-    let (mut store, _) = open(Path::new(&root));
+    let writes = match std::env::var_os(KILL_CHILD_THROUGH_ENV) {
+        Some(_) => Writes::Through,
+        None => Writes::Mapped,
+    };
+    let (mut store, _) = open_writing(Path::new(&root), writes);
     let mut out = std::io::stdout().lock();
     let mut group = Vec::new();
     for i in start..start + CHILD_MAX_MESSAGES {
@@ -505,14 +530,17 @@ fn kill_9_child() {
 
 /// Runs the child on `root` from message `start`, SIGKILLs it once `acks` messages are
 /// acknowledged, and returns the acknowledged messages.
-fn run_child_and_kill(root: &Path, start: u64, acks: u64) -> Vec<Sent> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+fn run_child_and_kill(root: &Path, start: u64, acks: u64, writes: Writes) -> Vec<Sent> {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args(["--exact", "kill_9_child", "--nocapture", "--test-threads=1"])
         .env(KILL_CHILD_ENV, root)
         .env(KILL_CHILD_START_ENV, start.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::piped());
+    if writes == Writes::Through {
+        command.env(KILL_CHILD_THROUGH_ENV, "1");
+    }
+    let mut child = command.spawn().unwrap();
     let mut acked = Vec::new();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     while (acked.len() as u64) < acks {
@@ -566,11 +594,22 @@ fn scan_log(store: &FsStore) -> Vec<Sent> {
 
 #[test]
 fn acknowledged_messages_survive_kill_9() {
+    kill_9_rounds(Writes::Mapped);
+}
+
+/// The log written with `pwrite` (as under SYNC_FLUSH): a record's body and its head are
+/// two system calls, and a kill between them leaves no record that parses.
+#[test]
+fn acknowledged_messages_written_through_the_file_survive_kill_9() {
+    kill_9_rounds(Writes::Through);
+}
+
+fn kill_9_rounds(writes: Writes) {
     let tmp = tempfile::tempdir().unwrap();
     let mut acked = Vec::new();
     let mut start = 0;
     for acks in KILL_AFTER_ACKS {
-        acked.extend(run_child_and_kill(tmp.path(), start, acks));
+        acked.extend(run_child_and_kill(tmp.path(), start, acks, writes));
         let (store, report) = open(tmp.path());
         assert!(report.crashed);
         for x in &acked {
@@ -591,7 +630,7 @@ fn acknowledged_messages_survive_kill_9() {
         start = all.len() as u64;
         drop(store); // as a crash again: the next child recovers too
     }
-    let (mut store, _) = open(tmp.path());
+    let (mut store, _) = open_writing(tmp.path(), writes);
     let mut all = scan_log(&store);
     append_more_and_check(&mut store, &mut all, start, 100);
     verify(&store, &all, &[]);

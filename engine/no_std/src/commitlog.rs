@@ -238,6 +238,9 @@ impl<D: Directory> CommitLog<D> {
         let base = self.segs.base_of(at);
         let start = (at - base) as usize;
         let mut head = [0u8; 8];
+        if (start + len) as u64 > self.segs.size() {
+            return Err(Error::OutOfRange);
+        }
         let media = self.segs.media_mut(base)?;
         if let Some(bytes) = crate::media::Media::as_bytes_mut(media) {
             let out = bytes.get_mut(start..start + len).ok_or(Error::OutOfRange)?;
@@ -252,19 +255,16 @@ impl<D: Directory> CommitLog<D> {
             debug_assert_eq!(pos, len, "encoded size differs from encoded_len");
             return Ok(head);
         }
-        // Media that is not memory: stream the pieces.
-        let mut pos = 0usize;
-        let segs = &mut self.segs;
-        msg.encode_pieces(stamp, crc, &mut |piece: &[u8]| {
-            let skip = 8usize.saturating_sub(pos).min(piece.len());
-            head[pos.min(8)..pos.min(8) + skip].copy_from_slice(&piece[..skip]);
-            if skip < piece.len() {
-                segs.write(at + (pos + skip) as u64, &piece[skip..])?;
-            }
-            pos += piece.len();
-            Ok::<(), Error<D::Error>>(())
-        })?;
-        debug_assert_eq!(pos, len, "encoded size differs from encoded_len");
+        // Media that is not memory: the pieces in one write, less the head's first 8
+        // bytes (the fixed part, first, starts with the whole head).
+        msg.with_pieces(stamp, crc, &mut |pieces| {
+            let [fixed, body, topic_len, topic, props_len, props] = *pieces;
+            let (first, after) = fixed.split_at(fixed.len().min(8));
+            head[..first.len()].copy_from_slice(first);
+            let rest = [after, body, topic_len, topic, props_len, props];
+            crate::media::Media::write_pieces(media, start as u64 + 8, &rest)
+        })
+        .media()?;
         Ok(head)
     }
 
@@ -409,6 +409,12 @@ impl<D: Directory> CommitLog<D> {
     /// the segments themselves without holding the log (see [`CommitLog::mark_flushed`]).
     pub fn unflushed(&self) -> (u64, u64) {
         (self.flushed, self.write_pos)
+    }
+
+    /// The segments' directory, for its own settings (how an owner's writes reach the
+    /// files, say); segments are made and removed by the log alone.
+    pub fn dir_mut(&mut self) -> &mut D {
+        self.segs.dir_mut()
     }
 
     /// Calls `f` with the media of every segment holding bytes in `[from, to)` and the

@@ -25,6 +25,18 @@ pub trait Media {
     /// Writes `data` at `offset`. Writing past [`Media::len`] is an error of the media.
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
 
+    /// Writes `pieces` back to back from `offset`, as one `write_at` of them joined
+    /// would. Media whose every write is a system call override it to make one (a
+    /// record goes in as six pieces).
+    fn write_pieces(&mut self, offset: u64, pieces: &[&[u8]]) -> Result<(), Self::Error> {
+        let mut at = offset;
+        for piece in pieces {
+            self.write_at(at, piece)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Makes the bytes in `range` durable.
     ///
     /// An error means the bytes in `range` may never become durable, even if a later
@@ -101,6 +113,9 @@ impl<M: Media + ?Sized> Media for &mut M {
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), M::Error> {
         (**self).write_at(offset, data)
+    }
+    fn write_pieces(&mut self, offset: u64, pieces: &[&[u8]]) -> Result<(), M::Error> {
+        (**self).write_pieces(offset, pieces)
     }
     fn flush(&mut self, range: Range<u64>) -> Result<(), M::Error> {
         (**self).flush(range)

@@ -32,6 +32,8 @@ pub const SYSFLAG_STOREHOST_V6: i32 = 0x20;
 pub const V1_MAX_TOPIC_LEN: usize = 127;
 /// Longest topic any record can hold.
 pub const MAX_TOPIC_LEN: usize = u16::MAX as usize;
+/// How many pieces [`MessageIn::with_pieces`] hands a record over in.
+pub const RECORD_PIECES: usize = 6;
 /// Size of a record with empty body, topic and properties and IPv4 hosts (v1).
 pub const MIN_RECORD_SIZE: usize = 48 + 8 + 8 + 8 + 16 + 1 + 2;
 
@@ -265,6 +267,25 @@ impl MessageIn<'_> {
         crc: i32,
         sink: &mut dyn FnMut(&[u8]) -> Result<(), X>,
     ) -> Result<(), X> {
+        self.with_pieces(stamp, crc, &mut |pieces| {
+            for piece in pieces {
+                sink(piece)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Calls `f` with the record as its [`RECORD_PIECES`] pieces, in order: the fixed
+    /// fields up to the body (assembled on the stack), the body, the topic's length and
+    /// the topic, the properties' length and the properties. For a writer that hands
+    /// them to the media at once (one `pwritev`). Call [`MessageIn::encoded_len`] first:
+    /// this does not check limits again.
+    pub fn with_pieces<R>(
+        &self,
+        stamp: StoreStamp,
+        crc: i32,
+        f: &mut dyn FnMut(&[&[u8]; RECORD_PIECES]) -> R,
+    ) -> R {
         let v2 = self.is_v2();
         let len = self.len_unchecked();
         let mut sys_flag = self.sys_flag & !(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6);
@@ -307,16 +328,19 @@ impl MessageIn<'_> {
             body_len: I32::new(self.body.len() as i32),
         };
         put(mid.as_bytes());
-        sink(&fixed[..n])?;
-        sink(self.body)?;
-        if v2 {
-            sink(&(self.topic.len() as u16).to_be_bytes())?;
-        } else {
-            sink(&[self.topic.len() as u8])?;
-        }
-        sink(self.topic.as_bytes())?;
-        sink(&(self.properties.len() as u16).to_be_bytes())?;
-        sink(self.properties)
+        // V2 stores the topic's length in two bytes, V1 in one (its topics are at most
+        // 127 bytes): the low byte of the two.
+        let topic_len = (self.topic.len() as u16).to_be_bytes();
+        let topic_len = if v2 { &topic_len[..] } else { &topic_len[1..] };
+        let props_len = (self.properties.len() as u16).to_be_bytes();
+        f(&[
+            &fixed[..n],
+            self.body,
+            topic_len,
+            self.topic.as_bytes(),
+            &props_len,
+            self.properties,
+        ])
     }
 }
 

@@ -81,6 +81,12 @@ impl<D: Directory> Segments<D> {
         &self.dir
     }
 
+    /// The directory, for its own settings (never to add or remove segments behind the
+    /// structure's back).
+    pub fn dir_mut(&mut self) -> &mut D {
+        &mut self.dir
+    }
+
     /// Gives the directory back (closing the structure).
     pub fn into_dir(self) -> D {
         self.dir

@@ -1,9 +1,11 @@
 //! The commit log's mapping around its end: pages behind reput leave it in chunks, so
 //! their writeback needs no write-protect and TLB shootdown per page; pages ahead of the
 //! appender are mapped writable before it gets there, so an append copies into mapped
-//! pages instead of taking a fault on each (and, under SYNC_FLUSH with
-//! `warmMapedFileEnable`, lands in blocks already written, whose sync writes no
-//! metadata).
+//! pages instead of taking a fault on each. Under SYNC_FLUSH the log is written with
+//! `pwrite` instead (`Writes::Through`: a round a burst of sends would write-protect
+//! the pages appended to, one shootdown a page), and what goes ahead of the appender is
+//! zeros written the same way (with `warmMapedFileEnable`), so appends land in blocks
+//! already written, whose sync writes no metadata.
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -84,12 +86,12 @@ impl StoreService {
     /// XFS) into written, a chunk at a time. A round that syncs appends into unwritten
     /// blocks must also write the extent metadata and the inode (1.7 more writes a
     /// round, measured, beside the data and the cache flush); into written blocks it
-    /// writes the data alone. The pages are cleaned by that round, so appends still
-    /// fault on them: the gain is the blocks' conversion only. In an A/B of SYNC_FLUSH
-    /// sync sends, 5 rounds: 1 sender +16%, 4 senders +26% (broker CPU per message -10%
-    /// and -13%), 16 senders +5%, 64 senders unchanged. The price: each log byte is
-    /// written twice (zeros first), which the edge gateway's flash does not pay (its
-    /// default is `false`).
+    /// writes the data alone. In an A/B of SYNC_FLUSH sync sends (through the mapping
+    /// then), 5 rounds: 1 sender +16%, 4 senders +26% (broker CPU per message -10% and
+    /// -13%), 16 senders +5%, 64 senders unchanged. The log being written through the
+    /// file under SYNC_FLUSH, the zeros go the same way (`MappedFile::populate`): no
+    /// page is mapped writable. The price: each log byte is written twice (zeros
+    /// first), which the edge gateway's flash does not pay (its default is `false`).
     pub(super) fn populate_ahead(&self) {
         // A look without the lock first: most passes find nothing due.
         if self

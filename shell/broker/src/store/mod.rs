@@ -248,6 +248,11 @@ impl StoreService {
         let (mut store, report) = FsStore::open(&config.store_root, geometry)?;
         // An index roll's flush runs in the checkpoint, outside the lock (run_reput).
         store.engine_mut().defer_index_rolls(true);
+        if config.flush_disk_type == FlushDiskType::Sync {
+            // Every round's writeback would write-protect the pages appended through a
+            // mapping, one TLB shootdown a page (see `Writes::Through`).
+            store.write_log_through();
+        }
         log::info!(
             "store {} opened in {:?}: {}, log end {}, {} records re-dispatched",
             config.store_root.display(),
