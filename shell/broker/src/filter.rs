@@ -18,9 +18,9 @@ use tern_engine::record::RecordView;
 use tern_engine_fs::ReadMode;
 
 use crate::store::WouldBlock;
-use tern_shell::ResponseCode;
 use tern_shell::body::{HeartbeatData, SubscriptionData};
 use tern_shell::filter::{SqlError, SqlExpression, is_sql92, is_tag_type};
+use tern_shell::{Refusal, ResponseCode};
 
 /// Most (group, topic) expressions kept compiled.
 pub const MAX_CACHED: usize = 4096;
@@ -133,15 +133,6 @@ pub fn record_matches(expr: &SqlExpression, record: &[u8]) -> bool {
     }
 }
 
-/// A subscription the broker will not serve: the answer's code and remark.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// Response code.
-    pub code: ResponseCode,
-    /// Remark for the client.
-    pub remark: String,
-}
-
 #[derive(Debug)]
 struct Compiled {
     expression: String,
@@ -214,25 +205,25 @@ impl Filters {
             ));
         }
         if !is_sql92(&kind) {
-            return Err(Refusal {
-                code: ResponseCode::SubscriptionParseFailed,
-                remark: format!(
+            return Err(Refusal::new(
+                ResponseCode::SubscriptionParseFailed,
+                format!(
                     "parse the consumer's subscription failed: expression type {kind} is not supported, use TAG or SQL92"
                 ),
-            });
+            ));
         }
         if !enable_property_filter {
-            return Err(Refusal {
-                code: ResponseCode::SystemError,
-                remark: format!("The broker does not support consumer to filter message by {kind}"),
-            });
+            return Err(Refusal::new(
+                ResponseCode::SystemError,
+                format!("The broker does not support consumer to filter message by {kind}"),
+            ));
         }
         match self.compile(group, &sub.topic, &sub.sub_string).0 {
             Ok(e) => Ok(PullFilter::Sql(e)),
-            Err(e) => Err(Refusal {
-                code: ResponseCode::SubscriptionParseFailed,
-                remark: parse_failed_remark(&sub.sub_string, &e),
-            }),
+            Err(e) => Err(Refusal::new(
+                ResponseCode::SubscriptionParseFailed,
+                parse_failed_remark(&sub.sub_string, &e),
+            )),
         }
     }
 
@@ -286,10 +277,10 @@ pub fn check_subscription(enable_property_filter: bool, sub: &SubscriptionData) 
         return None;
     }
     if !enable_property_filter {
-        return Some(Refusal {
-            code: ResponseCode::SystemError,
-            remark: format!("The broker does not support consumer to filter message by {kind}"),
-        });
+        return Some(Refusal::new(
+            ResponseCode::SystemError,
+            format!("The broker does not support consumer to filter message by {kind}"),
+        ));
     }
     let error = if is_sql92(kind) {
         SqlExpression::parse(&sub.sub_string)
@@ -300,10 +291,7 @@ pub fn check_subscription(enable_property_filter: bool, sub: &SubscriptionData) 
             "expression type {kind} is not supported, use TAG or SQL92"
         ))
     };
-    error.map(|remark| Refusal {
-        code: ResponseCode::SubscriptionParseFailed,
-        remark,
-    })
+    error.map(|remark| Refusal::new(ResponseCode::SubscriptionParseFailed, remark))
 }
 
 #[cfg(test)]
@@ -361,20 +349,20 @@ mod tests {
             Ok(PullFilter::Sql(_))
         ));
         let r = f.for_pull(true, "g", sub("SQL92", "a >")).unwrap_err();
-        assert_eq!(r.code, ResponseCode::SubscriptionParseFailed);
+        assert_eq!(r.code(), ResponseCode::SubscriptionParseFailed);
         assert!(
-            r.remark.contains("column 4") && r.remark.contains("\"a >\""),
+            r.remark().contains("column 4") && r.remark().contains("\"a >\""),
             "{}",
-            r.remark
+            r.remark()
         );
         let r = f.for_pull(false, "g", sub("SQL92", "a > 1")).unwrap_err();
-        assert_eq!(r.code, ResponseCode::SystemError);
+        assert_eq!(r.code(), ResponseCode::SystemError);
         assert_eq!(
-            r.remark,
+            r.remark(),
             "The broker does not support consumer to filter message by SQL92"
         );
         let r = f.for_pull(true, "g", sub("CLASS", "x")).unwrap_err();
-        assert_eq!(r.code, ResponseCode::SubscriptionParseFailed);
+        assert_eq!(r.code(), ResponseCode::SubscriptionParseFailed);
     }
 
     #[test]
@@ -382,8 +370,8 @@ mod tests {
         assert_eq!(check_subscription(false, &sub("TAG", "A")), None);
         assert_eq!(check_subscription(true, &sub("SQL92", "a = 1")), None);
         let r = check_subscription(true, &sub("SQL92", "a = ")).unwrap();
-        assert_eq!(r.code, ResponseCode::SubscriptionParseFailed);
+        assert_eq!(r.code(), ResponseCode::SubscriptionParseFailed);
         let r = check_subscription(false, &sub("SQL92", "a = 1")).unwrap();
-        assert_eq!(r.code, ResponseCode::SystemError);
+        assert_eq!(r.code(), ResponseCode::SystemError);
     }
 }

@@ -29,6 +29,7 @@ pub use names::{NameError, NameOf};
 pub use tern_shell::topic::{SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS};
 
 mod names;
+pub(crate) mod refusals;
 
 /// Why a topic name is refused.
 pub fn validate_topic(topic: &str) -> Result<(), NameError> {

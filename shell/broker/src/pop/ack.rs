@@ -21,6 +21,7 @@ use super::order::OrderAck;
 use super::records;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
+use crate::topics::refusals;
 
 /// Checks topic, queue and revive queue of an ack or change; returns the queue bounds.
 fn check_target(
@@ -36,18 +37,14 @@ fn check_target(
         ));
     }
     let Some(t) = ctx.topics.get(topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{topic}] not exist, apply first please!"),
-        ));
+        return Err(refusals::not_exist(topic));
     };
     if queue_id < 0 || queue_id >= t.read_queue_nums {
-        return Err(Refusal::new(
+        return Err(refusals::queue_illegal(
             ResponseCode::MessageIllegal,
-            format!(
-                "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
-                t.read_queue_nums
-            ),
+            topic,
+            queue_id,
+            t.read_queue_nums,
         ));
     }
     if revive_qid != ORDER_REVIVE_QUEUE && revive_qid >= ctx.config.pop.revive_queue_num {

@@ -30,7 +30,7 @@ use super::records;
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
-use crate::topics::PERM_READ;
+use crate::topics::{PERM_READ, refusals};
 
 /// Longest hold, whatever the client asks (Java asks 15 s, times out 10 s later).
 pub(super) const MAX_HOLD: Duration = Duration::from_secs(30);
@@ -124,10 +124,7 @@ pub(super) fn readable_topic(
     queue_id: i32,
 ) -> Result<TopicConfig, Refusal> {
     let Some(t) = ctx.topics.get(topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{topic}] not exist, apply first please!"),
-        ));
+        return Err(refusals::not_exist(topic));
     };
     if t.perm & PERM_READ == 0 {
         return Err(Refusal::new(
@@ -136,12 +133,11 @@ pub(super) fn readable_topic(
         ));
     }
     if queue_id >= t.read_queue_nums || queue_id < -1 {
-        return Err(Refusal::new(
+        return Err(refusals::queue_illegal(
             ResponseCode::SystemError,
-            format!(
-                "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
-                t.read_queue_nums
-            ),
+            topic,
+            queue_id,
+            t.read_queue_nums,
         ));
     }
     Ok(t)
@@ -225,14 +221,9 @@ pub async fn pop(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         expression_type: h.exp_type.clone().unwrap_or_else(|| "TAG".into()),
         ..SubscriptionData::default()
     };
-    let filter =
-        match ctx
-            .filters
-            .for_pull(ctx.config.enable_property_filter, &h.consumer_group, sub)
-        {
-            Ok(f) => f,
-            Err(r) => return Err(Refusal::new(r.code, r.remark)),
-        };
+    let filter = ctx
+        .filters
+        .for_pull(ctx.config.enable_property_filter, &h.consumer_group, sub)?;
     let dice = (runtime::now_ms() as u64
         ^ u64::from(ctx.pop.next_count()).wrapping_mul(2_654_435_761))
         % 100;

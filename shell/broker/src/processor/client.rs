@@ -127,9 +127,9 @@ pub fn check_client_config(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
                 "client {} of group {} asked about a subscription refused here: {}",
                 body.client_id,
                 body.group,
-                r.remark
+                r.remark()
             );
-            Err(Refusal::new(r.code, r.remark))
+            Err(r)
         }
     }
 }

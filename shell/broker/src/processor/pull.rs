@@ -15,7 +15,7 @@ use tern_shell::{RemotingCommand, ResponseCode};
 use crate::BrokerCtx;
 use crate::config::BrokerRole;
 use crate::filter::PullFilter;
-use crate::topics::PERM_READ;
+use crate::topics::{PERM_READ, refusals};
 
 /// RocketMQ's `MixAll.MASTER_ID`.
 const MASTER_ID: i64 = 0;
@@ -215,10 +215,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         ));
     }
     let Some(topic) = ctx.topics.get(&h.topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        ));
+        return Err(refusals::not_exist(&h.topic));
     };
     if topic.perm & PERM_READ == 0 {
         return Err(Refusal::new(
@@ -227,12 +224,11 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         ));
     }
     if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
-        return Err(Refusal::new(
+        return Err(refusals::queue_illegal(
             ResponseCode::SystemError,
-            format!(
-                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
-                h.queue_id, h.topic, topic.read_queue_nums
-            ),
+            &h.topic,
+            h.queue_id,
+            topic.read_queue_nums,
         ));
     }
     if !group.consume_broadcast_enable
@@ -287,10 +283,7 @@ pub async fn pull(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         }
     };
     let enable_sql = ctx.config.enable_property_filter;
-    let filter = match ctx.filters.for_pull(enable_sql, &h.consumer_group, sub) {
-        Ok(f) => f,
-        Err(r) => return Err(Refusal::new(r.code, r.remark)),
-    };
+    let filter = ctx.filters.for_pull(enable_sql, &h.consumer_group, sub)?;
     // A slave's offsets are a copy of its master's, refreshed by `slave_sync`, so a pull's
     // commit flag is ignored there (RocketMQ's `storeOffsetEnable` is false on a slave).
     // UPDATE_CONSUMER_OFFSET still stores, as in RocketMQ.

@@ -31,10 +31,7 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// SEND_REPLY_MESSAGE / SEND_REPLY_MESSAGE_V2.
 pub async fn send_reply(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
-    let h = match SendMessageRequestHeader::from_command(req) {
-        Ok(h) => h,
-        Err(e) => return Err(e.into()),
-    };
+    let h = SendMessageRequestHeader::from_command(req)?;
     let pushed = push_reply(ctx, conn, &h, &req.body).await;
     // Stored through the send path (checks, CLUSTER, the reply topic's queues) as a plain
     // send of the same header.

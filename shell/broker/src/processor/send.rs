@@ -17,7 +17,7 @@ use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
 use crate::store::{Durability, MAX_RECORD_READ, PutError};
-use crate::topics::{PERM_WRITE, validate_topic};
+use crate::topics::{PERM_WRITE, refusals, validate_topic};
 use crate::transaction::half;
 
 /// Properties longer than this are refused (Java's short length).
@@ -115,19 +115,13 @@ fn topic_for_send(
             ctx.request_registration();
             Ok(t)
         }
-        None => Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        )),
+        None => Err(refusals::not_exist(&h.topic)),
     }
 }
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
 pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) -> Answer {
-    let h = match SendMessageRequestHeader::from_command(req) {
-        Ok(h) => h,
-        Err(e) => return Err(e.into()),
-    };
+    let h = SendMessageRequestHeader::from_command(req)?;
     if ctx.role.get() == crate::config::BrokerRole::Slave {
         // RocketMQ's store answers SERVICE_NOT_AVAILABLE: clients retry elsewhere. Not
         // SLAVE_NOT_AVAILABLE, which clients read as "stored on the master".
@@ -215,10 +209,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
         body: &req.body,
         properties: &props,
     };
-    let put = match ctx.put(&msg) {
-        Ok(p) => p,
-        Err(e) => return Err(e.into()),
-    };
+    let put = ctx.put(&msg)?;
     // A duplicate waits for its first copy as that copy's own sender does.
     let durability = if properties::get(&props, key::WAIT) == Some("false") {
         Durability::Durable
@@ -343,10 +334,7 @@ async fn send_batch(
             properties: p,
         })
         .collect();
-    let puts = match ctx.put_batch(&msgs) {
-        Ok(p) => p,
-        Err(e) => return Err(e.into()),
-    };
+    let puts = ctx.put_batch(&msgs)?;
     let Some(first) = puts.first() else {
         return Err(illegal("empty batch"));
     };

@@ -260,7 +260,7 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
                 filter = Some(
                     ctx.filters
                         .for_pull(ctx.config.enable_property_filter, group, sub.clone())
-                        .map_err(|r| r.remark),
+                        .map_err(|r| r.remark().to_owned()),
                 );
                 body.subscription_data = Some(sub);
             }
