@@ -305,6 +305,28 @@ pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, TimedO
         .map_err(|_| TimedOut)
 }
 
+/// Waits (at most `within`) until `done()` holds, looking again each time `event`
+/// fires; says whether it held before the time ran out (`false` at the deadline, with
+/// no last look). A listener is taken before each look, so a notification between the
+/// look and the wait is not lost.
+pub async fn wait_on(
+    event: &event_listener::Event,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let listener = event.listen();
+        if done() {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || timeout(left, listener).await.is_err() {
+            return false;
+        }
+    }
+}
+
 /// Polls both futures and returns the output of whichever finishes first.
 pub async fn race<T, A, B>(a: A, b: B) -> T
 where
@@ -424,6 +446,38 @@ impl Shutdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wait_on_looks_again_at_each_notification_until_the_deadline() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let event = Arc::new(event_listener::Event::new());
+        let count = Arc::new(AtomicU32::new(0));
+        // Held at once: no wait.
+        assert!(block_on(wait_on(&event, Duration::ZERO, || true)));
+        // Never held: false once the time is out.
+        let started = std::time::Instant::now();
+        assert!(!block_on(wait_on(
+            &event,
+            Duration::from_millis(30),
+            || false
+        )));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        // Held after a few notifications, each a look.
+        let (e, c) = (Arc::clone(&event), Arc::clone(&count));
+        let bumper = std::thread::spawn(move || {
+            for _ in 0..3 {
+                std::thread::sleep(Duration::from_millis(5));
+                c.fetch_add(1, Ordering::SeqCst);
+                e.notify(usize::MAX);
+            }
+        });
+        let held = block_on(wait_on(&event, Duration::from_secs(10), || {
+            count.load(Ordering::SeqCst) == 3
+        }));
+        assert!(held);
+        bumper.join().unwrap();
+    }
 
     #[test]
     fn a_wakeup_is_owed_to_the_next_wait_and_spent_by_it() {

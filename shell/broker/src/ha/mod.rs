@@ -145,24 +145,20 @@ impl HaService {
         if !self.slave_ok(end, max_gap) {
             return Replication::SlaveNotAvailable;
         }
-        let deadline = Instant::now() + timeout;
-        loop {
-            let listener = self.ack_moved.listen();
-            if self.acked() >= end {
-                return Replication::Replicated;
-            }
-            // The last slave went away (or the broker is stopping): nobody will answer.
-            if self.slave_count() == 0 {
-                return Replication::SlaveNotAvailable;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
-                return if self.acked() >= end {
-                    Replication::Replicated
-                } else {
-                    Replication::Timeout
-                };
-            }
+        // The last slave going away (or the broker stopping) ends the wait too: nobody
+        // will answer.
+        let mut gone = false;
+        runtime::wait_on(&self.ack_moved, timeout, || {
+            gone = self.acked() < end && self.slave_count() == 0;
+            self.acked() >= end || gone
+        })
+        .await;
+        if self.acked() >= end {
+            Replication::Replicated
+        } else if gone {
+            Replication::SlaveNotAvailable
+        } else {
+            Replication::Timeout
         }
     }
 
@@ -243,17 +239,10 @@ impl HaService {
 
     /// Waits (at most `within`) until no follower connection is open.
     pub async fn await_follower_stopped(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let l = self.follower_stopped.listen();
-            if self.following.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || runtime::timeout(left, l).await.is_err() {
-                return;
-            }
-        }
+        runtime::wait_on(&self.follower_stopped, within, || {
+            self.following.load(Ordering::Acquire) == 0
+        })
+        .await;
     }
 
     /// Master side, controller mode: slave `id` connected.

@@ -13,7 +13,7 @@
 //! appended so far" ends when reput did all the bound allows rather than at its timeout.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tern_shell::runtime;
 
@@ -69,29 +69,17 @@ impl StoreService {
     /// offset is not theirs to see yet.
     pub async fn await_caught_up(&self, within: Duration) {
         let end = self.log_end();
-        self.await_reput(within, || self.dispatched_to(end)).await;
+        runtime::wait_on(&self.dispatch_done, within, || self.dispatched_to(end)).await;
     }
 
     /// Waits (at most `within`) until every record below `offset` is dispatched, the
     /// confirm offset notwithstanding; returns whether they are. For work that must see
     /// them all: revive pairing acks with checkpoints, a topic's deletion.
     pub async fn await_dispatched(&self, offset: u64, within: Duration) -> bool {
-        self.await_reput(within, || self.dispatched_offset() >= offset)
-            .await;
+        runtime::wait_on(&self.dispatch_done, within, || {
+            self.dispatched_offset() >= offset
+        })
+        .await;
         self.dispatched_offset() >= offset
-    }
-
-    async fn await_reput(&self, within: Duration, done: impl Fn() -> bool) {
-        let deadline = Instant::now() + within;
-        loop {
-            let listener = self.dispatch_done.listen();
-            if done() {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || runtime::timeout(left, listener).await.is_err() {
-                return;
-            }
-        }
     }
 }
