@@ -52,8 +52,9 @@ pub enum Access {
 
 impl Access {
     /// The hint for the part of a file past its written end, which the owner fills
-    /// through the mapping front to back: no read-ahead there for a file read front to
-    /// back ([`Access::Random`]), the same hint for the others.
+    /// front to back (through the mapping, or with `pwrite` and read back through it):
+    /// no read-ahead there for a file read front to back ([`Access::Random`]), the same
+    /// hint for the others.
     ///
     /// Why: a fault in a mapping advised `Sequential` (or not advised) reads ahead, and
     /// read-ahead fills the page cache with large folios (up to 2 MiB, Linux 6.16+ on
@@ -109,7 +110,7 @@ pub enum Writes {
     /// largest cost the mode adds to the broker's. Written through the file, pages are
     /// mapped read-only (by the readers that fault them in) or not at all, and
     /// writeback needs no shootdown. In an A/B of SYNC_FLUSH sync sends (`tern-bench`,
-    /// six alternated rounds): 8-10× fewer TLB shootdowns a run, 16 senders +14% and 64
+    /// six alternated rounds): ~8× fewer TLB shootdowns a run, 16 senders +14% and 64
     /// senders +19% (medians), for a `pwritev` a record. Where writes are rarely
     /// synced (ASYNC_FLUSH) the mapping stays cheaper: no system call a write, and
     /// pages leave it before their writeback instead.
@@ -175,8 +176,10 @@ impl MappedFile {
         self.file.clone()
     }
 
-    /// The mapped bytes, writable (the engine reaches them through
-    /// [`Media::as_bytes_mut`]; this is for tools and tests).
+    /// The mapped bytes, writable whatever the write mode (the engine reaches them
+    /// through [`Media::as_bytes_mut`], which honours it; this is for tools and tests).
+    /// Under [`Writes::Through`] the mapping stays mapped read-write: that the owner
+    /// writes it only with `pwrite` is this type's rule, not the page tables'.
     pub fn as_mut_bytes(&mut self) -> &mut [u8] {
         &mut self.map
     }
@@ -262,16 +265,21 @@ impl MappedFile {
     /// the pages to fault in when written, as before.
     ///
     /// Only for bytes past what the owner has written: they must still be zero (a
-    /// segment is made zero-filled, and a cut zeroes what it removes).
+    /// segment is made zero-filled, and a cut zeroes what it removes). Through the file,
+    /// the zeros start at the first whole page at or after `range.start`, so a start
+    /// inside a written page never zeroes what the page holds.
     pub fn populate(&self, range: Range<u64>) -> std::io::Result<()> {
         let page = rustix::param::page_size() as u64;
-        let start = range.start / page * page;
+        let start = match self.writes {
+            Writes::Mapped => range.start / page * page,
+            Writes::Through => range.start.div_ceil(page) * page,
+        };
         let end = range.end.min(self.len);
         if start >= end {
             return Ok(());
         }
         if self.writes == Writes::Through {
-            const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
+            static ZEROS: [u8; 16 << 10] = [0; 16 << 10];
             let mut at = start;
             // Bounded: each turn writes at least one byte or returns.
             while at < end {
@@ -355,7 +363,9 @@ impl Media for MappedFile {
         if range.is_empty() {
             return Ok(());
         }
-        // memmap2 widens the range to whole pages and calls msync(MS_SYNC).
+        // memmap2 widens the range to whole pages and calls msync(MS_SYNC), which on
+        // Linux syncs the file's range (`vfs_fsync_range`): bytes written with `pwrite`
+        // (`Writes::Through`) as well as through the mapping.
         self.map
             .flush_range(range.start as usize, (range.end - range.start) as usize)
             .map_err(|e| FsError::io(FsOp::Flush, &e))
@@ -407,12 +417,14 @@ impl Media for MappedFile {
 /// Writes all of `bufs` at `offset` with `pwritev`, resuming after a short write.
 fn write_through(file: &File, offset: u64, mut bufs: &mut [IoSlice<'_>]) -> Result<(), FsError> {
     let mut at = offset;
+    let mut left: usize = bufs.iter().map(|b| b.len()).sum();
     // Bounded: each turn writes at least one byte or returns.
-    while !bufs.is_empty() {
+    while left > 0 {
         match rustix::io::pwritev(file, bufs, at) {
             Ok(0) => return Err(FsError::new(FsOp::Write, ErrorKind::WriteZero)),
             Ok(n) => {
                 at += n as u64;
+                left -= n;
                 IoSlice::advance_slices(&mut bufs, n);
             }
             Err(rustix::io::Errno::INTR) => {}
@@ -459,8 +471,11 @@ fn map_file(file: &File, len: u64, access: Access) -> Result<MmapMut, FsError> {
     // another party truncates or rewrites the file behind it. Segment files live in a store
     // directory held under an exclusive `flock` (see `lock.rs`), so no other Tern process
     // opens them; this process changes a segment's size only through `set_len`, which drops
-    // the old mapping before shrinking. Writes by other tools are outside what the store
-    // supports, as with RocketMQ's mapped files.
+    // the old mapping before shrinking. Its own `pwrite`s (`Writes::Through`) change bytes
+    // under the mapping as writes through it would: the owner's writes (`&mut self`), or
+    // zeros over bytes past the end that are zero already (`populate`), which no reader
+    // holds. Writes by other tools are outside what the store supports, as with
+    // RocketMQ's mapped files.
     let map = unsafe { MmapOptions::new().len(len).map_mut(file) }
         .map_err(|e| FsError::io(FsOp::Map, &e))?;
     if let Some(advice) = access.advice() {

@@ -262,6 +262,11 @@ impl<D: Directory> CommitLog<D> {
             let (first, after) = fixed.split_at(fixed.len().min(8));
             head[..first.len()].copy_from_slice(first);
             let rest = [after, body, topic_len, topic, props_len, props];
+            debug_assert_eq!(
+                8 + rest.iter().map(|p| p.len()).sum::<usize>(),
+                len,
+                "encoded size differs from encoded_len"
+            );
             crate::media::Media::write_pieces(media, start as u64 + 8, &rest)
         })
         .media()?;

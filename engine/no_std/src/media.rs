@@ -26,11 +26,11 @@ pub trait Media {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
 
     /// Writes `pieces` back to back from `offset`, as one `write_at` of them joined
-    /// would. Media whose every write is a system call override it to make one (a
-    /// record goes in as six pieces).
+    /// would (by default one `write_at` a non-empty piece). Media whose every write is a
+    /// system call override it to make one (a record goes in as six pieces).
     fn write_pieces(&mut self, offset: u64, pieces: &[&[u8]]) -> Result<(), Self::Error> {
         let mut at = offset;
-        for piece in pieces {
+        for piece in pieces.iter().filter(|p| !p.is_empty()) {
             self.write_at(at, piece)?;
             at += piece.len() as u64;
         }

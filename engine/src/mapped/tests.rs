@@ -125,6 +125,15 @@ fn written_through_the_file_the_mapping_is_not_written() {
     let mut buf = [0u8; 7];
     media.read_at(3 * page - 2, &mut buf).unwrap();
     assert_eq!(&buf, b"abcdefg");
+    // Zeros ahead from the middle of a written page start at the next page: what the
+    // page holds stays. Empty writes are writes of nothing, as through the mapping.
+    media.write_at(44 * page + 10, b"kept").unwrap();
+    media.populate(44 * page + 5..48 * page).unwrap();
+    media.write_at(0, b"").unwrap();
+    media.write_pieces(45 * page, &[b"", b""]).unwrap();
+    let mut buf = [0u8; 4];
+    media.read_at(44 * page + 10, &mut buf).unwrap();
+    assert_eq!(&buf, b"kept");
     // Past the end: an error, nothing written.
     let end = 64 * page;
     let err = media.write_pieces(end - 2, &[b"ab", b"c"]).unwrap_err();

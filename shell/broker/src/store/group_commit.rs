@@ -202,8 +202,9 @@ impl StoreService {
             // Pages reput has passed leave the mapping before the fdatasync writes them
             // back: one TLB shootdown for the range, not one per page. A periodic round
             // (ASYNC_FLUSH) takes whatever reput left; a SYNC_FLUSH round comes per
-            // burst of sends and its few pages are cleaned anyway, so a `madvise` each
-            // would cost more than it saves: those wait for a chunk.
+            // burst of sends, and its pages were written with `pwrite` and mapped only
+            // read-only by reput (no shootdown at writeback), so they wait for a chunk:
+            // the release is for the resident set there.
             let chunk = match self.flush_type {
                 FlushDiskType::Sync => super::mapping::RELEASE_CHUNK,
                 FlushDiskType::Async => 0,

@@ -49,10 +49,12 @@ impl StoreService {
     /// TLB-shootdown IPI per page, costly under a hypervisor: in batch sends it was the
     /// broker's largest cost (16% of its CPU). Unmapped before its flush, a page is
     /// written back without one, and one `madvise` covers many pages. Only the writer
-    /// and reput touch the mapping (readers `pread` through the page cache), and both
-    /// are past these pages, so nothing faults them back in; the bytes stay in the page
-    /// cache and the file. It also keeps the resident set to the pages near the log's
-    /// end (a device's memory, the edge gateway).
+    /// (through the mapping under ASYNC_FLUSH; with `pwrite` under SYNC_FLUSH, whose
+    /// pages are mapped only by reput's reads) and reput touch the mapping (readers
+    /// `pread` through the page cache), and both are past these pages, so nothing
+    /// faults them back in; the bytes stay in the page cache and the file. It also
+    /// keeps the resident set to the pages near the log's end (a device's memory, the
+    /// edge gateway).
     pub(super) fn release_behind(&self, s: &FsStore, upto: u64, chunk: u64) {
         if let Some(pages) = self.unreleased(upto, chunk) {
             s.engine()
@@ -63,8 +65,10 @@ impl StoreService {
     }
 
     /// Maps the commit log's pages just past its end writable, so appends copy into
-    /// mapped pages instead of faulting on each. Called after each reput pass; takes the
-    /// store lock (which keeps the mapping in place) when pages are due.
+    /// mapped pages instead of faulting on each; under SYNC_FLUSH, where the log is
+    /// written with `pwrite` (`Writes::Through`), writes their zeros that way instead
+    /// (`MappedFile::populate`). Called after each reput pass; takes the store lock
+    /// (which keeps the mapping in place) when pages are due.
     ///
     /// Why: a write into a page not mapped yet is a page fault, and on ext4 a
     /// `page_mkwrite` that maps the preallocated block, taken by the appender inside the
@@ -74,7 +78,8 @@ impl StoreService {
     /// were 21%): the lock is still held for it, the requests no longer wait on it.
     ///
     /// The cost: a populated page is dirty, so a sync of the segment before the
-    /// appender reaches it writes it out as zeros (and the appender faults on it again).
+    /// appender reaches it writes it out as zeros (and, through the mapping, the
+    /// appender faults on it again).
     /// Under ASYNC_FLUSH the window is an eighth of what the last flush round synced, at
     /// most [`POPULATE_AHEAD`]: below 1 MB/s of appends (with the default 500 ms
     /// `flushIntervalCommitLog`) nothing is populated, above it the zeros written stay
@@ -109,9 +114,10 @@ impl StoreService {
         };
         let mut mapped = false;
         log.regions(span.start, span.end, &mut |m, r| {
-            // A hint: a page it could not map faults in when written, as before.
+            // A hint: a page it could not ready is written (or faults in) when appended
+            // to, as before.
             if let Err(e) = m.populate(r) {
-                log::debug!("madvise(POPULATE_WRITE) refused: {e}");
+                log::debug!("readying the log's pages ahead failed: {e}");
             }
             mapped = true;
         });

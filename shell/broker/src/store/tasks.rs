@@ -340,7 +340,8 @@ impl StoreService {
 
     /// The warm task: keeps the [`WARM_AHEAD`] bytes past the log end in the page cache.
     ///
-    /// An append into a page not yet cached faults, and the kernel reads it in first
+    /// An append into a page not yet cached faults (or, written with `pwrite` under
+    /// SYNC_FLUSH, finds no page), and the kernel reads it in first
     /// (zero-filling the preallocated extent) while the appender holds the store: every
     /// sender waits behind it, which showed as the p99 of sends and as the broker's
     /// largest cost in batch runs. Reading the pages in ahead of time, here and outside
