@@ -7,7 +7,7 @@
 //! every later request on that table into a panic too. These are the one way to take a
 //! lock in the services.
 
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// [`Mutex::lock`], ignoring poison.
 pub trait MutexExt<T: ?Sized> {
@@ -38,6 +38,19 @@ impl<T: ?Sized> RwLockExt<T> for RwLock<T> {
     }
 }
 
+/// [`Condvar::wait`], ignoring poison: the guard back, as [`MutexExt::guard`] gives it.
+pub trait CondvarExt {
+    /// Waits for a notification on `guard`'s lock, and takes it again whether or not a
+    /// holder panicked meanwhile.
+    fn wait_guard<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T>;
+}
+
+impl CondvarExt for Condvar {
+    fn wait_guard<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.wait(guard).unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +71,20 @@ mod tests {
         *m.guard() += 1;
         *rw.write_guard() += 1;
         assert_eq!((*m.guard(), *rw.read_guard()), (2, 3));
+        // A wait on the poisoned lock hands its guard back too.
+        // (Held before the notifier starts, so the wait surely happens.)
+        let ready = std::sync::Arc::new(Condvar::new());
+        let (m3, ready2) = (m.clone(), ready.clone());
+        let mut g = m.guard();
+        let notifier = std::thread::spawn(move || {
+            *m3.guard() += 1;
+            ready2.notify_all();
+        });
+        while *g < 3 {
+            g = ready.wait_guard(g);
+        }
+        drop(g);
+        notifier.join().unwrap();
+        assert_eq!(*m.guard(), 3);
     }
 }

@@ -25,7 +25,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-use tern_shell::sync::MutexExt;
+use tern_shell::sync::{CondvarExt, MutexExt};
 
 use tern_engine::delay::SCHEDULE_TOPIC;
 use tern_engine::properties::{self, key};
@@ -249,7 +249,7 @@ impl Window {
                 break;
             }
             st.waiting += 1;
-            st = self.resolved.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.resolved.wait_guard(st);
             st.waiting -= 1;
         }
         // Earlier messages of this batch by key: a batch may repeat a key.

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use tern_shell::sync::MutexExt;
+use tern_shell::sync::{CondvarExt, MutexExt};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -109,7 +109,7 @@ fn worker(shared: Arc<Shared>) {
                     break None;
                 }
                 shared.idle.fetch_add(1, Ordering::AcqRel);
-                q = shared.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+                q = shared.ready.wait_guard(q);
                 shared.idle.fetch_sub(1, Ordering::AcqRel);
             }
         };
