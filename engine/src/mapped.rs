@@ -281,14 +281,11 @@ impl MappedFile {
         if self.writes == Writes::Through {
             static ZEROS: [u8; 16 << 10] = [0; 16 << 10];
             let mut at = start;
-            // Bounded: each turn writes at least one byte or returns.
+            // Bounded: each turn writes a chunk or returns.
             while at < end {
                 let n = (end - at).min(ZEROS.len() as u64) as usize;
-                let wrote = rustix::io::pwrite(&*self.file, &ZEROS[..n], at)?;
-                if wrote == 0 {
-                    return Err(ErrorKind::WriteZero.into());
-                }
-                at += wrote as u64;
+                write_through(&self.file, at, &mut [IoSlice::new(&ZEROS[..n])])?;
+                at += n as u64;
             }
             return Ok(());
         }
