@@ -38,6 +38,18 @@ impl ExtFields {
     /// would shift the tail every time, and a header of 1 MiB with its keys in reverse
     /// order would move hundreds of gigabytes.
     pub(crate) fn from_wire(mut read: Vec<(CompactString, Option<CompactString>)>) -> Self {
+        // What clients send is already in order (fastjson and jsoncpp sort the keys), with
+        // no nulls: taken as it is, without the sort's and the dedup's moves.
+        let ordered = read
+            .windows(2)
+            .all(|w| short_cmp(w[0].0.as_bytes(), w[1].0.as_bytes()).is_lt());
+        if ordered && read.iter().all(|(_, v)| v.is_some()) {
+            let entries = read
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect();
+            return Self { entries };
+        }
         read.sort_by(|a, b| short_cmp(a.0.as_bytes(), b.0.as_bytes()));
         let mut entries = Vec::with_capacity(read.len());
         let mut fields = read.into_iter().peekable();
@@ -66,6 +78,14 @@ impl ExtFields {
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.find(key).ok().map(|i| self.entries[i].1.as_str())
+    }
+
+    /// A reader of several keys, cheapest when asked in key order (a header's fields).
+    pub fn lookup(&self) -> Lookup<'_> {
+        Lookup {
+            fields: self,
+            next: 0,
+        }
     }
 
     /// Whether `key` is present.
@@ -117,6 +137,38 @@ impl ExtFields {
     /// True when there are no fields.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// Reads keys of one [`ExtFields`] one after another: a key that is the entry after the
+/// last one found (or the first) costs one compare, any other a binary search. A header
+/// declared in key order (SEND_MESSAGE_V2's `a`…`n`) reads its fields in a single walk
+/// instead of a search each (14 searches were 2% of the broker's CPU at 16 sync senders).
+#[derive(Debug)]
+pub struct Lookup<'a> {
+    fields: &'a ExtFields,
+    /// Where the next key in order would be.
+    next: usize,
+}
+
+impl<'a> Lookup<'a> {
+    /// The value of `key`.
+    pub fn get(&mut self, key: &str) -> Option<&'a str> {
+        let entries = &self.fields.entries;
+        let at = match entries.get(self.next) {
+            Some((k, _)) if k == key => Ok(self.next),
+            _ => self.fields.find(key),
+        };
+        match at {
+            Ok(i) => {
+                self.next = i + 1;
+                Some(entries[i].1.as_str())
+            }
+            Err(i) => {
+                self.next = i;
+                None
+            }
+        }
     }
 }
 
@@ -252,6 +304,21 @@ mod tests {
         #[test]
         fn keys_compare_as_strs_do(a in "[a-c]{0,40}", b in "[a-c]{0,40}") {
             prop_assert_eq!(short_cmp(a.as_bytes(), b.as_bytes()), a.as_str().cmp(b.as_str()));
+        }
+    }
+
+    proptest! {
+        /// A lookup answers any sequence of keys as `get` does.
+        #[test]
+        fn lookups_answer_as_get_does(
+            fields in proptest::collection::btree_map("[a-e]{0,2}", "[x-z]{0,3}", 0..12),
+            keys in proptest::collection::vec("[a-e]{0,2}", 0..24),
+        ) {
+            let fields: ExtFields = fields.into_iter().collect();
+            let mut lookup = fields.lookup();
+            for key in &keys {
+                prop_assert_eq!(lookup.get(key), fields.get(key));
+            }
         }
     }
 

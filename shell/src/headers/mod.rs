@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::ext_fields::{CompactString, ToCompactString};
+use crate::ext_fields::{CompactString, Lookup, ToCompactString};
 use crate::frame::ExtFields;
 
 mod acl;
@@ -143,14 +143,14 @@ impl ExtValue for bool {
 
 /// A header field: a required `T` or an optional `Option<T>`.
 pub trait ExtField: Sized {
-    /// Reads the field named `key`.
-    fn read(ext: &ExtFields, key: &'static str) -> Result<Self, HeaderError>;
+    /// Reads the field named `key` (a header reads its fields through one lookup).
+    fn read(ext: &mut Lookup<'_>, key: &'static str) -> Result<Self, HeaderError>;
     /// Writes the field named `key` (nothing for `None`).
     fn write(&self, ext: &mut ExtFields, key: &'static str);
 }
 
 impl<T: ExtValue> ExtField for T {
-    fn read(ext: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+    fn read(ext: &mut Lookup<'_>, key: &'static str) -> Result<Self, HeaderError> {
         let raw = ext.get(key).ok_or(HeaderError::Missing(key))?;
         T::parse_ext(key, raw)
     }
@@ -161,7 +161,7 @@ impl<T: ExtValue> ExtField for T {
 
 impl<T: ExtValue> ExtField for Option<T> {
     /// Absent or empty (the binary encoding's null) is `None`.
-    fn read(ext: &ExtFields, key: &'static str) -> Result<Self, HeaderError> {
+    fn read(ext: &mut Lookup<'_>, key: &'static str) -> Result<Self, HeaderError> {
         match ext.get(key) {
             None => Ok(None),
             Some(raw) if raw.is_empty() => Ok(T::parse_ext(key, raw).ok()),
@@ -195,10 +195,11 @@ macro_rules! ext_header {
         }
 
         impl $crate::headers::FromExtFields for $name {
-            #[allow(unused_variables)]
+            #[allow(unused_variables, unused_mut)]
             fn from_ext_fields(ext: &$crate::frame::ExtFields) -> Result<Self, $crate::headers::HeaderError> {
+                let mut lookup = ext.lookup();
                 Ok(Self {
-                    $( $field: $crate::headers::ExtField::read(ext, $key)?, )*
+                    $( $field: $crate::headers::ExtField::read(&mut lookup, $key)?, )*
                 })
             }
         }

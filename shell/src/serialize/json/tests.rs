@@ -25,6 +25,36 @@ fn cpp_style_numeric_ext_values_become_strings() {
     assert_eq!(cmd.remark.as_deref(), Some(""));
 }
 
+/// The headers Java's fastjson and the C++ client's jsoncpp write take the one-pass reader
+/// (a SEND_MESSAGE_V2 whose properties hold their control-character separators; the C++
+/// client's numbers and booleans among the extFields; whitespace between tokens).
+#[test]
+fn real_client_headers_take_the_one_pass_reader() {
+    let java = r#"{"code":310,"extFields":{"a":"pg","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"1700000000000","h":"0","i":"KEYS\u0001k1\u0002UNIQ_KEY\u0001AC1\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false","n":"broker-a"},"flag":0,"language":"JAVA","opaque":77,"serializeTypeCurrentRPC":"JSON","version":475}"#;
+    let cmd = plain::decode_plain(java).expect("plain");
+    assert_eq!(cmd, decode_via_tree(java.as_bytes()).unwrap());
+    assert_eq!(
+        cmd.ext_fields["i"],
+        "KEYS\u{1}k1\u{2}UNIQ_KEY\u{1}AC1\u{2}WAIT\u{1}true\u{2}"
+    );
+    let cpp = r#"{ "code" : 10, "extFields" : { "batch" : "0", "n" : null, "ok" : true, "queueId" : 3, "sysFlag" : -2 }, "flag" : 0, "language" : "CPP", "opaque" : 5, "remark" : "", "version" : 63 }"#;
+    let cmd = plain::decode_plain(cpp).expect("plain");
+    assert_eq!(cmd, decode_via_tree(cpp.as_bytes()).unwrap());
+    assert_eq!(cmd.ext_fields["sysFlag"], "-2");
+    // Outside the plain shape: left to the full decoder.
+    for other in [
+        r#"{"code":1.0}"#,
+        r#"{"code":"10"}"#,
+        r#"{"extFields":{"a":[1]}}"#,
+        r#"{"remark":"\ud83d\ude00"}"#,
+        r#"{"other":1}"#,
+        r#"{"code":01}"#,
+        r#"{"code":1,}"#,
+    ] {
+        assert_eq!(plain::decode_plain(other), None, "{other}");
+    }
+}
+
 #[test]
 fn strings_are_escaped_as_serde_json_escapes_them() {
     let mut every: String = (0u32..0x80).filter_map(char::from_u32).collect();
@@ -183,8 +213,94 @@ fn header() -> impl Strategy<Value = String> {
     prop::collection::vec(field, 0..8).prop_map(|kv| object(&kv))
 }
 
+/// JSON whitespace, often none.
+fn ws() -> impl Strategy<Value = String> {
+    prop_oneof![3 => Just(String::new()), 1 => "[ \t\r\n]{1,3}"]
+}
+
+/// A string literal with any escape JSON allows except surrogates, in either case of hex.
+fn plain_string() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[ -~é中]{0,6}".prop_map(|s| {
+            let quoted = serde_json::to_string(&s).unwrap();
+            quoted[1..quoted.len() - 1].to_owned()
+        }),
+        prop_oneof![
+            Just("\\\""),
+            Just("\\\\"),
+            Just("\\/"),
+            Just("\\b"),
+            Just("\\f"),
+            Just("\\n"),
+            Just("\\r"),
+            Just("\\t"),
+            Just("\\u0001"),
+            Just("\\u00E9"),
+            Just("\\u4e2D"),
+            Just("\\u0000"),
+        ]
+        .prop_map(str::to_owned),
+    ];
+    prop::collection::vec(piece, 0..4).prop_map(|p| format!("\"{}\"", p.concat()))
+}
+
+/// A header in the shape real clients write, keys repeated and in any order, with
+/// whitespace between tokens: all of it is the one-pass reader's.
+fn plain_header() -> impl Strategy<Value = String> {
+    let int = prop_oneof![
+        any::<i32>().prop_map(|n| n.to_string()),
+        (-3i32..400).prop_map(|n| n.to_string()),
+        Just("null".to_owned()),
+    ];
+    let ext_value = prop_oneof![
+        4 => plain_string(),
+        1 => any::<i64>().prop_map(|n| n.to_string()),
+        1 => prop_oneof![Just("true"), Just("false"), Just("null")].prop_map(str::to_owned),
+    ];
+    let ext = prop_oneof![
+        4 => prop::collection::vec((plain_string(), ext_value, ws()), 0..8).prop_map(|kv| {
+            let members: Vec<String> = kv.iter().map(|(k, v, w)| format!("{w}{k}{w}:{w}{v}{w}")).collect();
+            format!("{{{}}}", members.join(","))
+        }),
+        1 => Just("null".to_owned()),
+    ];
+    let member = prop_oneof![
+        (
+            prop_oneof![Just("code"), Just("flag"), Just("opaque"), Just("version")],
+            int
+        )
+            .prop_map(|(k, v)| (k.to_owned(), v)),
+        prop_oneof![
+            Just("\"JAVA\""),
+            Just("\"CPP\""),
+            Just("\"GO\""),
+            Just("\"\"")
+        ]
+        .prop_map(|v| ("language".to_owned(), v.to_owned())),
+        prop_oneof![plain_string(), Just("null".to_owned())].prop_map(|v| ("remark".to_owned(), v)),
+        Just(("serializeTypeCurrentRPC".to_owned(), "\"JSON\"".to_owned())),
+        ext.prop_map(|v| ("extFields".to_owned(), v)),
+    ];
+    (prop::collection::vec((member, ws()), 0..9), ws()).prop_map(|(members, w)| {
+        let members: Vec<String> = members
+            .iter()
+            .map(|((k, v), w)| format!("{w}\"{k}\"{w}:{w}{v}{w}"))
+            .collect();
+        format!("{w}{{{}}}{w}", members.join(","))
+    })
+}
+
 fn same(text: &[u8]) -> Result<(), TestCaseError> {
     let (ours, tree) = (decode_json_header(text), decode_via_tree(text));
+    // The one-pass reader answers only what the tree decodes, and as it does.
+    if let Some(plain) = std::str::from_utf8(text).ok().and_then(plain::decode_plain) {
+        prop_assert_eq!(
+            Ok(&plain),
+            tree.as_ref(),
+            "{}",
+            String::from_utf8_lossy(text)
+        );
+    }
     match (&ours, &tree) {
         (Ok(a), Ok(b)) => prop_assert_eq!(a, b, "{}", String::from_utf8_lossy(text)),
         (Err(_), Err(_)) => {}
@@ -203,6 +319,30 @@ proptest! {
     #[test]
     fn decodes_as_the_tree_decoder_does(text in header()) {
         same(text.as_bytes())?;
+    }
+
+    #[test]
+    fn plain_headers_take_the_one_pass_reader(text in plain_header()) {
+        let plain = plain::decode_plain(&text);
+        prop_assert!(plain.is_some(), "{}", text);
+        same(text.as_bytes())?;
+    }
+
+    #[test]
+    fn decodes_damaged_plain_headers_as_the_tree_decoder_does(
+        text in plain_header(),
+        cut in any::<prop::sample::Index>(),
+        flip in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let mut bytes = text.into_bytes();
+        if !bytes.is_empty() {
+            let at = flip.index(bytes.len());
+            bytes[at] = byte;
+            same(&bytes)?;
+            bytes.truncate(cut.index(bytes.len()));
+        }
+        same(&bytes)?;
     }
 
     #[test]
@@ -240,6 +380,8 @@ proptest! {
         cmd.remark = remark;
         cmd.ext_fields = ext.into_iter().collect();
         let text = encode_json_header(&cmd);
+        // What we write is plain: a peer's copy of it takes the one-pass reader.
+        prop_assert_eq!(plain::decode_plain(&text), Some(cmd.clone()));
         prop_assert_eq!(decode_json_header(text.as_bytes()).unwrap(), cmd);
     }
 }
