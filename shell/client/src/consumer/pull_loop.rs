@@ -1,9 +1,10 @@
-//! The loop of one owned queue's pull task, shared by the push consumer (Java's
-//! `DefaultMQPushConsumerImpl.pullMessage`) and the lite pull consumer (Java's
-//! `DefaultLitePullConsumerImpl.PullTaskImpl`): stop when the queue is dropped or the
-//! consumer shuts down, wait while the consumer's gate says so, race the pull against the
-//! drop and the shutdown, say a broker's refusal once, pause after a failure. What is
-//! pulled, the gate and what a result does are the consumer's ([`QueuePuller`]).
+//! The loop of one owned queue's task, shared by the push consumer's pull tasks (Java's
+//! `DefaultMQPushConsumerImpl.pullMessage`), its POP tasks (`popMessage`) and the lite
+//! pull consumer's pull tasks (Java's `DefaultLitePullConsumerImpl.PullTaskImpl`): stop
+//! when the queue is dropped or the consumer shuts down, wait while the consumer's gate
+//! says so, race the request against the drop and the shutdown, say a broker's refusal
+//! once, pause after a failure. What is requested, the gate and what a result does are the
+//! consumer's ([`QueuePuller`]).
 
 use std::time::Duration;
 
@@ -11,14 +12,13 @@ use tern_shell::body::MessageQueue;
 use tern_shell::headers::PullMessageRequestHeader;
 use tern_shell::runtime::{self, Shutdown};
 
-use crate::consumer::pull::PullResult;
 use crate::error::{ClientError, Result};
 
-/// What the loop does after a pull's result was handled.
+/// What the loop does after a request's result was handled.
 pub(crate) enum Handled {
-    /// Pull again at once.
+    /// Request again at once.
     Pull,
-    /// Pull again after this pause.
+    /// Request again after this pause.
     Pause(Duration),
     /// The queue was dropped or the consumer stopped: end the task.
     Stop,
@@ -26,29 +26,37 @@ pub(crate) enum Handled {
 
 /// One consumer's part of the loop for one queue.
 pub(crate) trait QueuePuller {
-    /// Names the pull in log lines.
+    /// Names the request in log lines ("pull", "POP").
     const WHAT: &'static str;
-    /// Pause after a failed pull.
+    /// Pause after a failed request.
     const ERROR_PAUSE: Duration;
 
+    /// What one request brings back: a PULL_MESSAGE's result, a POP's messages.
+    type Pulled;
+
     fn queue(&self) -> &MessageQueue;
+
+    /// Where the next request starts, for log lines: the offset of a PULL_MESSAGE; `None`
+    /// for a POP, whose place the broker keeps.
+    fn at(&self) -> Option<i64>;
 
     /// The queue's drop signal and the consumer's shutdown: either ends the task.
     fn ends(&self) -> (&Shutdown, &Shutdown);
 
-    /// `Some(pause)` while the queue must not be pulled (flow control, a paused or
+    /// `Some(pause)` while the queue must not be requested (flow control, a paused or
     /// unlocked queue): the loop looks again after it.
     fn gate(&mut self) -> Option<Duration>;
 
-    /// One PULL_MESSAGE from `offset`.
-    async fn pull(&self, offset: i64) -> Result<PullResult>;
+    /// One request (a PULL_MESSAGE from [`Self::at`], a POP). Dropped unfinished when the
+    /// queue is dropped or the consumer stops.
+    async fn pull(&self) -> Result<Self::Pulled>;
 
-    /// Takes a result of the pull at `*next`, moving `*next` on.
-    async fn handle(&mut self, next: &mut i64, r: PullResult) -> Handled;
+    /// Takes a result of the request, moving the puller's place on.
+    async fn handle(&mut self, r: Self::Pulled) -> Handled;
 }
 
-/// Pulls the queue from `next` until it is dropped or the consumer stops.
-pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P, mut next: i64) {
+/// Requests the queue until it is dropped or the consumer stops.
+pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P) {
     let mut refusal_logged = false;
     loop {
         let (dropped, shutdown) = p.ends();
@@ -61,7 +69,7 @@ pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P, mut next: i64) {
             }
             continue;
         }
-        let pulled = runtime::race(async { Some(p.pull(next).await) }, async {
+        let pulled = runtime::race(async { Some(p.pull().await) }, async {
             let (dropped, shutdown) = p.ends();
             runtime::race(dropped.wait(), shutdown.wait()).await;
             None
@@ -73,17 +81,18 @@ pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P, mut next: i64) {
         let handled = match result {
             Ok(r) => {
                 refusal_logged = false;
-                p.handle(&mut next, r).await
+                p.handle(r).await
             }
             Err(e) => {
                 let mq = p.queue();
-                // A broker's refusal (a bad SQL92 expression: 23) does not heal by
-                // itself: say it once at warn, then keep retrying quietly.
+                let at = p.at().map(|n| format!(" at {n}")).unwrap_or_default();
+                // A broker's refusal (a bad SQL92 expression: 23, no permission) does not
+                // heal by itself: say it once at warn, then keep retrying quietly.
                 if matches!(e, ClientError::Broker { .. }) && !refusal_logged {
                     refusal_logged = true;
-                    log::warn!("{} of {mq:?} at {next} refused: {e}", P::WHAT);
+                    log::warn!("{} of {mq:?}{at} refused: {e}", P::WHAT);
                 } else {
-                    log::debug!("{} of {mq:?} at {next} failed: {e}", P::WHAT);
+                    log::debug!("{} of {mq:?}{at} failed: {e}", P::WHAT);
                 }
                 Handled::Pause(P::ERROR_PAUSE)
             }
@@ -100,9 +109,8 @@ pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P, mut next: i64) {
     }
 }
 
-/// Sleeps `d`; true when the queue was dropped or the consumer stopped meanwhile (the
-/// pull tasks and the push consumer's POP tasks).
-pub(crate) async fn paused((dropped, shutdown): (&Shutdown, &Shutdown), d: Duration) -> bool {
+/// Sleeps `d`; true when the queue was dropped or the consumer stopped meanwhile.
+async fn paused((dropped, shutdown): (&Shutdown, &Shutdown), d: Duration) -> bool {
     runtime::race(
         async {
             runtime::sleep(d).await;

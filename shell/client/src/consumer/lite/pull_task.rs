@@ -32,21 +32,29 @@ const ERROR_DELAY: Duration = Duration::from_secs(1);
 /// Pulls the queue of `st` from `next` into the buffer until `st` is dropped or the
 /// consumer stops.
 pub(super) async fn pull_queue(inner: Arc<Inner>, st: Arc<QueueState>, next: i64) {
-    pull_loop(LitePuller { inner, st }, next).await;
+    pull_loop(LitePuller { inner, st, next }).await;
 }
 
 /// One owned queue of the lite pull consumer as the pull loop runs it.
 struct LitePuller {
     inner: Arc<Inner>,
     st: Arc<QueueState>,
+    /// The offset the next pull starts at.
+    next: i64,
 }
 
 impl QueuePuller for LitePuller {
     const WHAT: &'static str = "lite pull";
     const ERROR_PAUSE: Duration = ERROR_DELAY;
 
+    type Pulled = PullResult;
+
     fn queue(&self) -> &MessageQueue {
         &self.st.mq
+    }
+
+    fn at(&self) -> Option<i64> {
+        Some(self.next)
     }
 
     fn ends(&self) -> (&Shutdown, &Shutdown) {
@@ -66,12 +74,12 @@ impl QueuePuller for LitePuller {
         None
     }
 
-    async fn pull(&self, offset: i64) -> Result<PullResult> {
-        pull_once(&self.inner, &self.st, offset).await
+    async fn pull(&self) -> Result<PullResult> {
+        pull_once(&self.inner, &self.st, self.next).await
     }
 
-    async fn handle(&mut self, next: &mut i64, r: PullResult) -> Handled {
-        let (inner, st) = (&self.inner, &self.st);
+    async fn handle(&mut self, r: PullResult) -> Handled {
+        let (inner, st, next) = (&self.inner, &self.st, &mut self.next);
         if r.status == PullStatus::OffsetIllegal {
             log::warn!(
                 "offset {next} of {:?} is illegal; continuing at {}",

@@ -23,7 +23,7 @@ use tern_shell::runtime::{self, Shutdown, now_ms};
 use super::config::POP_DELAY_LEVEL_SECS;
 use super::listener::{ConsumeContext, ConsumeStatus};
 use super::pull_task::{ERROR_PAUSE, FLOW_CONTROL_PAUSE};
-use crate::consumer::pull_loop::paused;
+use crate::consumer::pull_loop::{Handled, QueuePuller, pull_loop};
 use tern_shell::sync::MutexExt;
 
 use super::{Inner, Listener};
@@ -78,65 +78,76 @@ impl PopQueue {
 
 /// The pop task of one queue; ends when the queue is dropped or the consumer stops.
 pub(super) async fn pop_loop(inner: Arc<Inner>, mq: MessageQueue, pq: Arc<PopQueue>) {
-    let cfg = &inner.config;
-    let mut flow_logged = false;
-    let mut refusal_logged = false;
-    loop {
-        if pq.is_dropped() || inner.shutdown.is_triggered() {
-            return;
-        }
-        let waiting = pq.waiting_ack();
-        if waiting > cfg.pop_threshold_for_queue {
-            if !flow_logged {
+    let popper = Popper {
+        inner,
+        mq,
+        pq,
+        flow_logged: false,
+    };
+    pull_loop(popper).await;
+}
+
+/// One POP queue of the push consumer as the pull loop runs it.
+struct Popper {
+    inner: Arc<Inner>,
+    mq: MessageQueue,
+    pq: Arc<PopQueue>,
+    /// Flow control was logged since the queue last popped.
+    flow_logged: bool,
+}
+
+impl QueuePuller for Popper {
+    const WHAT: &'static str = "POP";
+    const ERROR_PAUSE: Duration = ERROR_PAUSE;
+
+    type Pulled = Vec<ReceivedMessage>;
+
+    fn queue(&self) -> &MessageQueue {
+        &self.mq
+    }
+
+    fn at(&self) -> Option<i64> {
+        None
+    }
+
+    fn ends(&self) -> (&Shutdown, &Shutdown) {
+        (&self.pq.dropped, &self.inner.shutdown)
+    }
+
+    fn gate(&mut self) -> Option<Duration> {
+        let (mq, waiting) = (&self.mq, self.pq.waiting_ack());
+        if waiting > self.inner.config.pop_threshold_for_queue {
+            if !self.flow_logged {
                 log::debug!("flow control on {mq:?}: {waiting} popped messages wait for an ack");
-                flow_logged = true;
+                self.flow_logged = true;
             }
-            if paused((&pq.dropped, &inner.shutdown), FLOW_CONTROL_PAUSE).await {
-                return;
-            }
-            continue;
+            return Some(FLOW_CONTROL_PAUSE);
         }
-        flow_logged = false;
-        let popped = runtime::race(async { Some(pop_once(&inner, &mq).await) }, async {
-            runtime::race(pq.dropped.wait(), inner.shutdown.wait()).await;
-            None
-        })
-        .await;
-        let Some(result) = popped else {
-            // Dropped mid-POP: what the broker popped for us comes again after the
-            // invisible time, to whoever owns the queue then.
-            return;
-        };
-        match result {
-            Ok(msgs) => {
-                refusal_logged = false;
-                pq.last_pop_ms.store(now_ms(), Ordering::Release);
-                if msgs.is_empty() {
-                    continue;
-                }
-                pq.waiting_ack.fetch_add(msgs.len(), Ordering::AcqRel);
-                let batch = cfg.consume_message_batch_max_size.max(1);
-                let mut msgs = msgs.into_iter().peekable();
-                while msgs.peek().is_some() {
-                    let chunk: Vec<ReceivedMessage> = msgs.by_ref().take(batch).collect();
-                    let (me, mq, pq) = (inner.clone(), mq.clone(), pq.clone());
-                    inner.pool_submit(move || me.consume_popped(&mq, &pq, chunk));
-                }
-            }
-            Err(e) => {
-                // A broker's refusal (a bad SQL92 expression, no permission) does not heal
-                // by itself: say it once at warn, then keep retrying quietly.
-                if matches!(e, ClientError::Broker { .. }) && !refusal_logged {
-                    refusal_logged = true;
-                    log::warn!("POP of {mq:?} refused: {e}");
-                } else {
-                    log::debug!("POP of {mq:?} failed: {e}");
-                }
-                if paused((&pq.dropped, &inner.shutdown), ERROR_PAUSE).await {
-                    return;
-                }
-            }
+        self.flow_logged = false;
+        None
+    }
+
+    /// Dropped mid-POP: what the broker popped for us comes again after the invisible
+    /// time, to whoever owns the queue then.
+    async fn pull(&self) -> Result<Vec<ReceivedMessage>> {
+        pop_once(&self.inner, &self.mq).await
+    }
+
+    async fn handle(&mut self, msgs: Vec<ReceivedMessage>) -> Handled {
+        let (inner, mq, pq) = (&self.inner, &self.mq, &self.pq);
+        pq.last_pop_ms.store(now_ms(), Ordering::Release);
+        if msgs.is_empty() {
+            return Handled::Pull;
         }
+        pq.waiting_ack.fetch_add(msgs.len(), Ordering::AcqRel);
+        let batch = inner.config.consume_message_batch_max_size.max(1);
+        let mut msgs = msgs.into_iter().peekable();
+        while msgs.peek().is_some() {
+            let chunk: Vec<ReceivedMessage> = msgs.by_ref().take(batch).collect();
+            let (me, mq, pq) = (inner.clone(), mq.clone(), pq.clone());
+            inner.pool_submit(move || me.consume_popped(&mq, &pq, chunk));
+        }
+        Handled::Pull
     }
 }
 

@@ -42,8 +42,9 @@ pub(super) async fn pull_queue(
         pq,
         orderly,
         flow_logged: false,
+        next,
     };
-    pull_loop(puller, next).await;
+    pull_loop(puller).await;
 }
 
 /// One owned queue of the push consumer as the pull loop runs it.
@@ -54,14 +55,22 @@ struct PushPuller {
     orderly: bool,
     /// Flow control was logged since the queue last pulled.
     flow_logged: bool,
+    /// The offset the next pull starts at.
+    next: i64,
 }
 
 impl QueuePuller for PushPuller {
     const WHAT: &'static str = "pull";
     const ERROR_PAUSE: Duration = ERROR_PAUSE;
 
+    type Pulled = PullResult;
+
     fn queue(&self) -> &MessageQueue {
         &self.mq
+    }
+
+    fn at(&self) -> Option<i64> {
+        Some(self.next)
     }
 
     fn ends(&self) -> (&Shutdown, &Shutdown) {
@@ -92,12 +101,12 @@ impl QueuePuller for PushPuller {
         None
     }
 
-    async fn pull(&self, offset: i64) -> Result<PullResult> {
-        pull_once(&self.inner, &self.mq, offset).await
+    async fn pull(&self) -> Result<PullResult> {
+        pull_once(&self.inner, &self.mq, self.next).await
     }
 
-    async fn handle(&mut self, next: &mut i64, r: PullResult) -> Handled {
-        let (inner, mq, pq) = (&self.inner, &self.mq, &self.pq);
+    async fn handle(&mut self, r: PullResult) -> Handled {
+        let (inner, mq, pq, next) = (&self.inner, &self.mq, &self.pq, &mut self.next);
         if pq.is_dropped() || inner.shutdown.is_triggered() {
             return Handled::Stop;
         }
