@@ -47,7 +47,7 @@ pub mod topic;
 pub use answer::{Answer, Refusal};
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use connection::{
-    Connection, ConnectionConfig, ConnectionCtx, NoProcessor, Processor, RemotingError,
+    Connection, ConnectionConfig, ConnectionCtx, IoCause, NoProcessor, Processor, RemotingError,
 };
 pub use frame::{ExtFields, FrameError, FrameLimits, RemotingCommand, SerializeType};
 pub use headers::{FromExtFields, HeaderError, ToExtFields};

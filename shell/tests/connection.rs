@@ -603,7 +603,7 @@ fn pool_reuses_a_connection_and_replaces_a_closed_one() {
         assert_ne!(pool.get(&addr).await.unwrap().id(), a.id());
         assert!(matches!(
             pool.get("127.0.0.1:1").await,
-            Err(RemotingError::Connect(_))
+            Err(RemotingError::Connect { .. })
         ));
     });
 }

@@ -90,7 +90,7 @@ fn a_slow_connect_delays_only_its_own_address_and_its_callers_share_one_outcome(
         let mut ends = Vec::new();
         for s in stuck {
             let (r, at) = s.await;
-            assert!(matches!(r, Err(RemotingError::Connect(_))), "{r:?}");
+            assert!(matches!(r, Err(RemotingError::Connect { .. })), "{r:?}");
             ends.push(at.duration_since(started));
         }
         let (first, last) = (ends.iter().min().unwrap(), ends.iter().max().unwrap());

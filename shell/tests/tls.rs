@@ -217,7 +217,7 @@ fn a_plaintext_server_closes_a_tls_client_and_both_say_why() {
         let (_, _, ca) = pki(dir.path());
         let server = serve(None).await;
         let e = connect_trusting(&server, &ca, None).await.unwrap_err();
-        let RemotingError::Connect(why) = e else {
+        let RemotingError::Connect { reason: why, .. } = e else {
             panic!("{e:?}")
         };
         assert!(why.contains("does it serve TLS"), "{why}");
@@ -233,7 +233,7 @@ fn an_untrusted_server_certificate_is_refused_on_both_sides() {
         let rogue = Ca::new("Rogue CA").issue(dir.path(), "rogue", &["127.0.0.1"], false);
         let server = serve(Some(server_settings(TlsMode::Enforcing, &rogue))).await;
         let e = connect_trusting(&server, &ca, None).await.unwrap_err();
-        let RemotingError::Connect(why) = e else {
+        let RemotingError::Connect { reason: why, .. } = e else {
             panic!("{e:?}")
         };
         assert!(
@@ -258,7 +258,7 @@ fn an_expired_server_certificate_is_refused_on_both_sides() {
         let old = ca.issue(dir.path(), "old", &["127.0.0.1"], true);
         let server = serve(Some(server_settings(TlsMode::Permissive, &old))).await;
         let e = connect_trusting(&server, &ca_file, None).await.unwrap_err();
-        let RemotingError::Connect(why) = e else {
+        let RemotingError::Connect { reason: why, .. } = e else {
             panic!("{e:?}")
         };
         assert!(why.to_lowercase().contains("expired"), "{why}");

@@ -118,7 +118,7 @@ impl ClientError {
                 what: format!("request to {addr}"),
                 timeout_ms,
             },
-            RemotingError::Connect(reason) => Self::Network {
+            RemotingError::Connect { reason, .. } => Self::Network {
                 addr: addr.to_owned(),
                 reason: tidy_reason(addr, &reason),
             },

@@ -232,7 +232,9 @@ impl ClientInstance {
                 }
                 Err(e) => {
                     let reason = match e {
-                        tern_shell::RemotingError::Connect(r) => tidy_reason(addr, &r),
+                        tern_shell::RemotingError::Connect { reason, .. } => {
+                            tidy_reason(addr, &reason)
+                        }
                         tern_shell::RemotingError::Timeout => {
                             format!("no answer within {} ms", timeout.as_millis())
                         }

@@ -1,5 +1,6 @@
 //! What a connection is told (its limits and timeouts) and how its calls fail.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::frame::{FrameError, FrameLimits};
@@ -8,8 +9,13 @@ use crate::tls::ClientTls;
 /// Errors of remote calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RemotingError {
-    /// Connecting failed.
-    Connect(String),
+    /// Connecting failed: `reason` says where and why; the io error underneath, when there
+    /// is one, is the [`source`](std::error::Error::source), so callers can tell a refusal
+    /// from a timeout without reading the text. The TLS handshake's failures have none.
+    Connect {
+        reason: String,
+        cause: Option<IoCause>,
+    },
     /// Reading or writing the socket failed: the kind, so callers can tell a reset from
     /// a refusal without reading the text, and the text.
     Io(std::io::ErrorKind, String),
@@ -26,7 +32,7 @@ pub enum RemotingError {
 impl std::fmt::Display for RemotingError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Connect(e) => write!(f, "connect failed: {e}"),
+            Self::Connect { reason, .. } => write!(f, "connect failed: {reason}"),
             Self::Io(_, e) => write!(f, "io error: {e}"),
             Self::Timeout => write!(f, "request timed out"),
             Self::Closed => write!(f, "connection closed"),
@@ -36,7 +42,46 @@ impl std::fmt::Display for RemotingError {
     }
 }
 
-impl std::error::Error for RemotingError {}
+impl std::error::Error for RemotingError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Connect { cause: Some(c), .. } => Some(c.io()),
+            _ => None,
+        }
+    }
+}
+
+/// An io error kept as a [`RemotingError`]'s source. Shared, so the error stays `Clone`
+/// (a pool hands one connect failure to every caller waiting on it); equal when the kinds
+/// are, so the error stays `Eq` (its text is in the error's own reason).
+#[derive(Debug, Clone)]
+pub struct IoCause(Arc<std::io::Error>);
+
+impl IoCause {
+    /// The io error.
+    pub fn io(&self) -> &std::io::Error {
+        &self.0
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.0.kind()
+    }
+}
+
+impl From<std::io::Error> for IoCause {
+    fn from(e: std::io::Error) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl PartialEq for IoCause {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind()
+    }
+}
+
+impl Eq for IoCause {}
 
 /// Connection settings.
 #[derive(Debug, Clone)]

@@ -33,7 +33,7 @@ mod read;
 mod write;
 
 pub use config::{
-    ConnectionConfig, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_WRITE_TIMEOUT, RemotingError,
+    ConnectionConfig, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_WRITE_TIMEOUT, IoCause, RemotingError,
 };
 pub(crate) use read::read_frame;
 
@@ -128,6 +128,14 @@ struct Inner {
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Connecting `addr` failed with `e`: its text after the address, `e` the source.
+fn connect_failed(addr: &str, e: std::io::Error) -> RemotingError {
+    RemotingError::Connect {
+        reason: format!("{addr}: {e}"),
+        cause: Some(e.into()),
+    }
+}
+
 impl Connection {
     /// Connects to `addr` (e.g. `"127.0.0.1:9876"`); requests from the peer are refused.
     pub async fn connect(
@@ -151,22 +159,30 @@ impl Connection {
         let stream = runtime::timeout(connect_timeout, async {
             let addrs = runtime::resolve(addr)
                 .await
-                .map_err(|e| format!("{addr}: {e}"))?;
+                .map_err(|e| connect_failed(addr, e))?;
             let tcp = TcpStream::connect(&addrs[..])
                 .await
-                .map_err(|e| format!("{addr}: {e}"))?;
-            let peer = tcp.peer_addr().map_err(|e| format!("{addr}: {e}"))?;
+                .map_err(|e| connect_failed(addr, e))?;
+            let peer = tcp.peer_addr().map_err(|e| connect_failed(addr, e))?;
             let stream = match &config.tls {
                 None => Stream::Plain(tcp),
-                Some(tls) => tls.connect(tcp, addr).await?,
+                Some(tls) => {
+                    tls.connect(tcp, addr)
+                        .await
+                        .map_err(|reason| RemotingError::Connect {
+                            reason,
+                            cause: None,
+                        })?
+                }
             };
             Ok((stream, peer))
         })
         .await
-        .map_err(|_| RemotingError::Connect(format!("{addr}: timed out")))?
-        .map_err(RemotingError::Connect)?;
-        Self::start(stream.0, stream.1, config, processor)
-            .map_err(|e| RemotingError::Connect(format!("{addr}: {e}")))
+        .map_err(|_| RemotingError::Connect {
+            reason: format!("{addr}: timed out"),
+            cause: Some(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
+        })??;
+        Self::start(stream.0, stream.1, config, processor).map_err(|e| connect_failed(addr, e))
     }
 
     /// Wraps an accepted or connected stream (plain TCP or TLS) from `peer` and spawns
@@ -327,5 +343,42 @@ impl Connection {
         let _ = self.inner.socket.shutdown(NetShutdown::Both);
         // Every waiter is told why.
         self.fail_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::io::ErrorKind;
+
+    use super::*;
+
+    #[test]
+    fn connecting_a_closed_port_fails_with_the_refusal_as_its_source() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let e = runtime::block_on(Connection::connect(
+            &addr,
+            ConnectionConfig::default(),
+            Duration::from_secs(5),
+        ))
+        .unwrap_err();
+        let RemotingError::Connect { reason, cause } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(reason.starts_with(&format!("{addr}: ")), "{reason}");
+        assert_eq!(
+            cause.as_ref().map(IoCause::kind),
+            Some(ErrorKind::ConnectionRefused)
+        );
+        let source = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            source.map(std::io::Error::kind),
+            Some(ErrorKind::ConnectionRefused)
+        );
+        assert_eq!(e.to_string(), format!("connect failed: {reason}"));
     }
 }

@@ -93,7 +93,7 @@ impl Peer {
         let resp = match answer {
             Err(_) => return Err(CallError::Unreachable(RemotingError::Timeout)),
             Ok(Err(e)) => {
-                if matches!(e, RemotingError::Connect(_) | RemotingError::Closed) {
+                if matches!(e, RemotingError::Connect { .. } | RemotingError::Closed) {
                     return Err(CallError::Unreachable(e));
                 }
                 return Err(CallError::Network(e.to_string()));
