@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tern_shell::sync::{MutexExt, RwLockExt};
 
 use serde::{Deserialize, Serialize};
+use tern_engine_fs::MetaError;
 use tern_shell::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
 use tern_shell::runtime::now_ms;
@@ -97,14 +98,12 @@ impl From<PersistedV1> for Persisted {
 }
 
 /// The table on disk under `config/`: the current form, else the first one.
-fn load_persisted(config_dir: &std::path::Path) -> Result<Option<Persisted>, String> {
-    let v2 = tern_engine_fs::meta::load::<Persisted>(&config_dir.join("topics-v2.tern"))
-        .map_err(|e| e.to_string())?;
+fn load_persisted(config_dir: &std::path::Path) -> Result<Option<Persisted>, MetaError> {
+    let v2 = tern_engine_fs::meta::load::<Persisted>(&config_dir.join("topics-v2.tern"))?;
     if v2.is_some() {
         return Ok(v2);
     }
-    let v1 = tern_engine_fs::meta::load::<PersistedV1>(&config_dir.join("topics.tern"))
-        .map_err(|e| e.to_string())?;
+    let v1 = tern_engine_fs::meta::load::<PersistedV1>(&config_dir.join("topics.tern"))?;
     Ok(v1.map(Persisted::from))
 }
 
