@@ -7,6 +7,7 @@
 //! requester took it; a requester not connected here, or one that did not take it, is
 //! SYSTEM_ERROR with RocketMQ's remark, whatever the store did.
 
+use std::fmt;
 use std::time::Duration;
 
 use tern_engine::properties::{self, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
@@ -17,7 +18,7 @@ use tern_shell::headers::{
 };
 use tern_shell::runtime::now_ms;
 use tern_shell::{Answer, Refusal};
-use tern_shell::{ConnectionCtx, RemotingCommand, ResponseCode};
+use tern_shell::{ConnectionCtx, RemotingCommand, RemotingError, ResponseCode};
 
 use super::send;
 use crate::BrokerCtx;
@@ -42,7 +43,7 @@ pub async fn send_reply(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCom
     };
     let stored = respond(&as_send, send::send(ctx, conn, &as_send).await);
     match pushed {
-        Err(remark) => Err(Refusal::new(ResponseCode::SystemError, remark)),
+        Err(e) => Err(Refusal::new(ResponseCode::SystemError, e.to_string())),
         Ok(()) if stored.response_code() == ResponseCode::Success => Ok(stored),
         Ok(()) => {
             log::warn!(
@@ -61,24 +62,58 @@ pub async fn send_reply(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCom
     }
 }
 
-/// PUSH_REPLY_MESSAGE_TO_CLIENT to the requester; the remark RocketMQ answers when it fails.
+/// Why a reply was not pushed to its requester; said with RocketMQ's remarks.
+#[derive(Debug)]
+enum PushReplyError {
+    /// The reply names no requester (no REPLY_TO_CLIENT property).
+    NoRequester,
+    /// The requester has no producer connection to this broker.
+    NotConnected(String),
+    /// The requester answered the push with a failure.
+    Refused(String),
+    /// The push did not reach the requester, or no answer came.
+    Failed(String, RemotingError),
+}
+
+impl fmt::Display for PushReplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoRequester => write!(f, "reply message properties[{REPLY_TO_CLIENT}] is null"),
+            Self::NotConnected(requester) => write!(
+                f,
+                "push reply message fail, channel of <{requester}> not found."
+            ),
+            // RocketMQ's remark, its missing space included.
+            Self::Refused(requester) | Self::Failed(requester, _) => {
+                write!(f, "push reply message to {requester}fail.")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PushReplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Failed(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// PUSH_REPLY_MESSAGE_TO_CLIENT to the requester.
 async fn push_reply(
     ctx: &BrokerCtx,
     conn: &ConnectionCtx,
     h: &SendMessageRequestHeader,
     body: &[u8],
-) -> Result<(), String> {
+) -> Result<(), PushReplyError> {
     let props = h.properties.clone().unwrap_or_default();
     let Some(requester) = properties::get(props.as_bytes(), REPLY_TO_CLIENT) else {
-        return Err(format!(
-            "reply message properties[{REPLY_TO_CLIENT}] is null"
-        ));
+        return Err(PushReplyError::NoRequester);
     };
     let requester = requester.to_owned();
     let Some(to) = ctx.clients.producer_connection(&requester) else {
-        return Err(format!(
-            "push reply message fail, channel of <{requester}> not found."
-        ));
+        return Err(PushReplyError::NotConnected(requester));
     };
     let mut with_time = props;
     if !with_time.is_empty() && !with_time.ends_with(PROPERTY_SEPARATOR as char) {
@@ -113,11 +148,11 @@ async fn push_reply(
                 "push reply message to <{requester}> return fail, response remark: {}",
                 resp.remark.unwrap_or_default()
             );
-            Err(format!("push reply message to {requester}fail."))
+            Err(PushReplyError::Refused(requester))
         }
         Err(e) => {
             log::warn!("push reply message to <{requester}> fail: {e}");
-            Err(format!("push reply message to {requester}fail."))
+            Err(PushReplyError::Failed(requester, e))
         }
     }
 }
