@@ -38,8 +38,9 @@ impl ExtFields {
     /// would shift the tail every time, and a header of 1 MiB with its keys in reverse
     /// order would move hundreds of gigabytes.
     pub(crate) fn from_wire(mut read: Vec<(CompactString, Option<CompactString>)>) -> Self {
-        // What clients send is already in order (fastjson and jsoncpp sort the keys), with
-        // no nulls: taken as it is, without the sort's and the dedup's moves.
+        // Keys often come in order with no nulls (jsoncpp's and Go's maps are sorted, we
+        // sort ours, and a Java HashMap gives SEND_MESSAGE_V2's one-letter keys in order):
+        // taken as they are, without the sort's and the dedup's moves.
         let ordered = read
             .windows(2)
             .all(|w| short_cmp(w[0].0.as_bytes(), w[1].0.as_bytes()).is_lt());
@@ -147,7 +148,7 @@ impl ExtFields {
 #[derive(Debug)]
 pub struct Lookup<'a> {
     fields: &'a ExtFields,
-    /// Where the next key in order would be.
+    /// The entry after the last key asked for (found, or where it would have been).
     next: usize,
 }
 

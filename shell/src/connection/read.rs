@@ -58,6 +58,7 @@ impl Connection {
             // Wait for data without consuming it, so a close never cuts a frame. Idleness
             // is the watchdog's business: a timer armed here for every request cost two
             // timer operations and a reactor wake-up each.
+            reader.get_mut().between_frames(true);
             let ready = runtime::race(
                 async {
                     let fill = std::future::poll_fn(|cx| {
@@ -79,7 +80,7 @@ impl Connection {
             )
             .await;
             match ready {
-                Wait::Data => {}
+                Wait::Data => reader.get_mut().between_frames(false),
                 Wait::Eof => break,
                 // Our own close (a stalled write) shows as an error too: only the
                 // peer's reasons are kept.

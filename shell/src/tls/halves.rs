@@ -74,11 +74,12 @@ impl Stream {
 /// for the next: two reads.
 ///
 /// And one read for a peer that sends nothing until it is answered (a sync producer,
-/// a consumer's long poll): once a read that followed a draining read has found the
-/// socket empty, later such reads are skipped and the reactor asked first, as Redis
-/// reads only what epoll reported. At 16 sync senders that read was one in five of the
-/// broker's system calls. Every [`RELEARN_AFTER`] skips one read is tried again, so a
-/// peer that starts pipelining is read at once again.
+/// a consumer's long poll): between frames ([`ReadHalf::between_frames`]), once a read
+/// that followed a draining read has found the socket empty, later such reads are
+/// skipped and the reactor asked first, as Redis reads only what epoll reported. At 16
+/// sync senders that read was one in five of the broker's system calls. Every
+/// [`RELEARN_AFTER`] skips one read is tried again, so a peer that starts pipelining is
+/// read at once again. Within a frame (the rest of a large message) reads come first.
 #[derive(Debug)]
 pub struct ReadHalf {
     shared: Shared,
@@ -97,6 +98,16 @@ struct EmptyGuess {
     peer_waits: bool,
     /// Reads skipped since the last one tried.
     skipped: u8,
+    /// The next read waits for a new frame: the only reads the guess skips or learns from.
+    between_frames: bool,
+}
+
+impl ReadHalf {
+    /// Tells the reader whether its next read waits for a new frame (`true`) or is
+    /// the rest of one (`false`, the default). Only the former may be skipped.
+    pub fn between_frames(&mut self, between: bool) {
+        self.guess.between_frames = between;
+    }
 }
 
 impl AsyncRead for ReadHalf {
@@ -109,15 +120,17 @@ impl AsyncRead for ReadHalf {
         match &mut this.shared {
             Shared::Plain(socket) => {
                 let guess = &mut this.guess;
-                if guess.drained && guess.peer_waits && guess.skipped < RELEARN_AFTER {
+                let between = guess.between_frames;
+                if between && guess.drained && guess.peer_waits && guess.skipped < RELEARN_AFTER {
                     guess.drained = false;
                     guess.skipped += 1;
                     // The last wake-up's event, then a registration for the next.
                     ready!(socket.poll_readable(cx))?;
                     ready!(socket.poll_readable(cx))?;
                 }
-                // A read with no event behind it: what it finds teaches the guess.
-                let mut unprompted = std::mem::take(&mut guess.drained);
+                // A read between frames with no event behind it: what it finds teaches
+                // the guess.
+                let mut unprompted = std::mem::take(&mut guess.drained) && between;
                 loop {
                     match socket.get_ref().read(buf) {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -236,6 +249,7 @@ mod tests {
                 .unwrap();
             let (ours, _) = listener.accept().await.unwrap();
             let (mut reader, _writer, _socket) = Stream::Plain(ours).split().unwrap();
+            reader.between_frames(true);
             let mut buf = [0u8; 64];
             let within = Duration::from_secs(2);
 
@@ -252,6 +266,18 @@ mod tests {
                 assert_eq!(buf[..10], [n; 10]);
             }
             assert!(reader.guess.peer_waits && reader.guess.drained);
+            let skipped = reader.guess.skipped;
+
+            // Within a frame nothing is skipped (nor learnt).
+            reader.between_frames(false);
+            peer.write_all(&[7; 5]).await.unwrap();
+            let read = timeout(within, reader.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!((read, reader.guess.skipped), (5, skipped));
+            assert!(reader.guess.peer_waits);
+            reader.between_frames(true);
 
             // Pipelining: each read is skipped, yet finds the bytes queued before it.
             let mut got = Vec::new();

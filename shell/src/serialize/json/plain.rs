@@ -189,7 +189,8 @@ impl<'a> Reader<'a> {
     }
 
     /// An integer literal that fits in an `i64`, as its text (which is then the text
-    /// `i64`'s `Display` writes: JSON allows no leading zeros, and `-0` is left alone).
+    /// `i64`'s `Display` writes: JSON allows no leading zeros, and `-0`, which serde_json
+    /// reads as the float -0.0, is left to the full decoder).
     fn integer(&mut self) -> Option<(&'a str, i64)> {
         self.ws();
         let start = self.at;
@@ -216,7 +217,7 @@ impl<'a> Reader<'a> {
         text.parse().ok().map(|v| (text, v))
     }
 
-    /// `code` and its kind: an integer that fits in an `i32`, or null (0).
+    /// `code`, `flag`, `opaque`, `version`: an integer that fits in an `i32`, or null (0).
     fn int_or_null(&mut self) -> Option<i32> {
         if self.null()? {
             return Some(0);
@@ -236,7 +237,13 @@ impl<'a> Reader<'a> {
             r.colon()?;
             let value = match r.peek()? {
                 b'"' => Some(CompactString::from(r.string()?)),
-                b'n' => r.null()?.then_some(None)?,
+                b'n' => {
+                    // Null is absent (Java's null); `n` that is not `null` is bad JSON.
+                    if !r.null()? {
+                        return None;
+                    }
+                    None
+                }
                 b't' if r.s[r.at..].starts_with(b"true") => {
                     r.at += 4;
                     Some(CompactString::const_new("true"))
