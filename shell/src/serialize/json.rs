@@ -116,6 +116,19 @@ struct Fields {
 }
 
 impl Fields {
+    /// No member read yet.
+    fn empty() -> Self {
+        Self {
+            code: None,
+            version: None,
+            opaque: None,
+            flag: None,
+            language: None,
+            remark: None,
+            ext_fields: Ok(ExtFields::new()),
+        }
+    }
+
     fn into_command(self) -> Result<RemotingCommand, FrameError> {
         let ext_fields = self
             .ext_fields
@@ -185,15 +198,7 @@ impl<'de> Visitor<'de> for HeaderVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
-        let mut fields = Fields {
-            code: None,
-            version: None,
-            opaque: None,
-            flag: None,
-            language: None,
-            remark: None,
-            ext_fields: Ok(ExtFields::new()),
-        };
+        let mut fields = Fields::empty();
         while let Some(key) = map.next_key::<Key>()? {
             match key {
                 Key::Code => fields.code = Some(map.next_value_seed(Int)?),

@@ -15,9 +15,10 @@
 
 use std::borrow::Cow;
 
+use super::Fields;
 use crate::code::LanguageCode;
 use crate::ext_fields::CompactString;
-use crate::frame::{ExtFields, RemotingCommand, SerializeType};
+use crate::frame::{ExtFields, RemotingCommand};
 
 /// Decodes `text` when it has the plain shape; `None` sends it to the full decoder.
 pub(super) fn decode_plain(text: &str) -> Option<RemotingCommand> {
@@ -26,28 +27,18 @@ pub(super) fn decode_plain(text: &str) -> Option<RemotingCommand> {
         text,
         at: 0,
     };
-    let mut cmd = RemotingCommand {
-        code: 0,
-        language: LanguageCode::OtherLanguage,
-        version: 0,
-        opaque: 0,
-        flag: 0,
-        remark: None,
-        ext_fields: ExtFields::new(),
-        body: Vec::new(),
-        serialize_type: SerializeType::Json,
-    };
+    let mut cmd = Fields::empty();
     r.members(|r| {
         let key = r.string()?;
         r.colon()?;
         match &*key {
-            "code" => cmd.code = r.int_or_null()?,
-            "version" => cmd.version = r.int_or_null()?,
-            "opaque" => cmd.opaque = r.int_or_null()?,
-            "flag" => cmd.flag = r.int_or_null()?,
-            "language" => cmd.language = LanguageCode::from_name(&r.string()?),
+            "code" => cmd.code = Some(Ok(r.int_or_null()?)),
+            "version" => cmd.version = Some(Ok(r.int_or_null()?)),
+            "opaque" => cmd.opaque = Some(Ok(r.int_or_null()?)),
+            "flag" => cmd.flag = Some(Ok(r.int_or_null()?)),
+            "language" => cmd.language = Some(LanguageCode::from_name(&r.string()?)),
             "remark" => cmd.remark = r.string_or_null()?.map(Cow::into_owned),
-            "extFields" => cmd.ext_fields = r.ext_fields()?,
+            "extFields" => cmd.ext_fields = Ok(r.ext_fields()?),
             "serializeTypeCurrentRPC" => {
                 r.string()?;
             }
@@ -56,7 +47,8 @@ pub(super) fn decode_plain(text: &str) -> Option<RemotingCommand> {
         Some(())
     })?;
     r.ws();
-    (r.at == r.s.len()).then_some(cmd)
+    // Every value read is one the full decoder accepts too, so this cannot fail.
+    (r.at == r.s.len()).then(|| cmd.into_command().ok())?
 }
 
 /// A cursor over the header's bytes (checked UTF-8 by the caller, so a slice between two
