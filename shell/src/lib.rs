@@ -8,6 +8,7 @@
 //! * [`message`]: batch bodies, pulled records, message ids, compression.
 //! * [`allocate`]: Java's queue allocation strategies (client rebalance, QUERY_ASSIGNMENT).
 //! * [`pop`]: POP consumption's receipt handles, revive records and bodies.
+//! * [`recall`]: a timer message's recall handle.
 //! * [`filter`]: SQL92 message selectors (parse once, test stored properties).
 //! * [`answer`]: a processor's answer, or the refusal that becomes an error response.
 //! * [`connection`], [`server`], [`pool`]: async transport; [`tls`]: TLS under it;
@@ -36,6 +37,7 @@ pub mod message;
 pub mod metrics;
 pub mod pool;
 pub mod pop;
+pub mod recall;
 pub mod runtime;
 pub mod serialize;
 pub mod server;

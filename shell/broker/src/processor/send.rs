@@ -233,7 +233,7 @@ pub async fn send(ctx: &BrokerCtx, conn: &ConnectionCtx, req: &RemotingCommand) 
     // for retries, which are re-sent copies).
     if let (Some(out_ms), Some(uniq)) = (put.timed, header.transaction_id.as_deref()) {
         if !h.topic.starts_with("%RETRY%") {
-            header.recall_handle = Some(crate::timer::recall::Handle::encode(
+            header.recall_handle = Some(tern_shell::recall::Handle::encode(
                 &h.topic,
                 &ctx.config.broker_name,
                 out_ms,

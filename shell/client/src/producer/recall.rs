@@ -2,11 +2,10 @@
 //! send of a message with a due time is answered with a recall handle; handing it back
 //! before the message is due cancels it.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use tern_shell::RemotingCommand;
 use tern_shell::RequestCode;
 use tern_shell::headers::{RecallMessageRequestHeader, RecallMessageResponseHeader};
+use tern_shell::recall::Fields;
 
 use super::Producer;
 use crate::error::{ClientError, Result};
@@ -47,18 +46,10 @@ impl Producer {
     }
 }
 
-/// The broker name a recall handle names (`v1 <topic> <broker> <time> <id>`, URL-safe
-/// base64).
+/// The broker name a recall handle names (read as RocketMQ's client does: the broker
+/// checks the rest).
 fn handle_broker(handle: &str) -> Result<String> {
-    let invalid = || ClientError::InvalidMessage("recall handle is invalid".into());
-    let bytes = URL_SAFE
-        .decode(handle)
-        .or_else(|_| URL_SAFE_NO_PAD.decode(handle))
-        .map_err(|_| invalid())?;
-    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    let items: Vec<&str> = text.split(' ').collect();
-    match items.as_slice() {
-        ["v1", _, broker, _, _, ..] => Ok((*broker).to_owned()),
-        _ => Err(invalid()),
-    }
+    Fields::read(handle)
+        .map(|f| f.broker_name)
+        .ok_or_else(|| ClientError::InvalidMessage("recall handle is invalid".into()))
 }
