@@ -95,6 +95,17 @@ pub fn verify_tag(secret: &str, parts: &[&[u8]], sent: &[u8]) -> bool {
     mac.verify_slice(sent).is_ok()
 }
 
+/// A comma-separated ACL list (topic and group permissions, white addresses):
+/// `a, b,,c` → `[a, b, c]`, items trimmed and empty ones skipped. The broker, `tern-admin`
+/// and the console read these lists by this one rule.
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// `N` bytes of the OS's randomness, for nonces and challenges. Without it (no
 /// entropy source at all) the process cannot promise fresh challenges: it stops.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
@@ -202,6 +213,12 @@ mod tests {
 
     /// Reference values from Python's `hmac` module, an independent implementation:
     /// `base64.b64encode(hmac.new(b"12345678", b"RocketMQ0TopicAbody", "sha1").digest())`.
+    #[test]
+    fn a_list_is_trimmed_and_skips_empty_items() {
+        assert_eq!(split_list(" a, b,,c ,"), ["a", "b", "c"]);
+        assert!(split_list("").is_empty());
+    }
+
     #[test]
     fn signature_is_hmac_sha1_base64_over_sorted_values_then_body() {
         let f = fields(&[

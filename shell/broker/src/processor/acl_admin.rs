@@ -21,20 +21,12 @@ use crate::BrokerCtx;
 use crate::acl::edit;
 use tern_shell::acl::AccessConfig;
 use tern_shell::acl::guard::Acl;
+use tern_shell::acl::split_list;
 
 fn acl(ctx: &BrokerCtx) -> Result<&Acl, Refusal> {
     ctx.acl
         .as_deref()
         .ok_or_else(|| Refusal::new(ResponseCode::SystemError, "The broker does not enable acl."))
-}
-
-/// `a,b,,c` → `[a, b, c]`.
-fn split(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 fn answer(req: &RemotingCommand, done: Result<(), String>) -> Answer {
@@ -55,8 +47,8 @@ pub fn update_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         admin: h.admin.unwrap_or(false),
         default_topic_perm: h.default_topic_perm,
         default_group_perm: h.default_group_perm,
-        topic_perms: h.topic_perms.as_deref().map(split),
-        group_perms: h.group_perms.as_deref().map(split),
+        topic_perms: h.topic_perms.as_deref().map(split_list),
+        group_perms: h.group_perms.as_deref().map(split_list),
     };
     answer(
         req,
@@ -80,7 +72,7 @@ pub fn delete_account(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
 pub fn update_global_white(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
     let acl = acl(ctx)?;
     let h: UpdateGlobalWhiteAddrsConfigRequestHeader = req.decode_header()?;
-    let addrs = split(h.global_white_addrs.as_deref().unwrap_or_default());
+    let addrs = split_list(h.global_white_addrs.as_deref().unwrap_or_default());
     answer(
         req,
         edit::change(acl, |path| edit::set_global_white(path, &addrs, now_ms())),

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use tern_client::admin::AccessConfig;
 use tern_client::{Admin, Target};
+use tern_shell::acl::split_list;
 
 use super::{Answer, field};
 
@@ -29,14 +30,7 @@ pub(super) async fn update_account(a: &Admin, body: &Value) -> Answer {
             .filter(|v| !v.is_empty())
             .map(str::to_owned)
     };
-    let list = |k: &str| {
-        text(k).map(|v| {
-            v.split(',')
-                .map(|e| e.trim().to_owned())
-                .filter(|e| !e.is_empty())
-                .collect::<Vec<_>>()
-        })
-    };
+    let list = |k: &str| text(k).map(|v| split_list(&v));
     let account = AccessConfig {
         access_key: field(body, "accessKey")?.to_owned(),
         secret_key: text("secretKey"),

@@ -4,20 +4,12 @@
 use serde_json::{Value, json};
 use tern_client::Admin;
 use tern_client::admin::AccessConfig;
+use tern_shell::acl::split_list;
 
 use crate::cmd_topic::target;
 use crate::opts::{UPDATE_BROKER, UPDATE_CLUSTER};
 use crate::out::{Table, fmt_time, print_json, print_listing};
 use crate::{Args, CliError, Command, Opt, val, wait};
-
-/// `a,b` → `[a, b]`.
-fn list(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
 
 pub const UPDATE_ACL_CONFIG: Command = Command {
     name: "updateAclConfig",
@@ -71,8 +63,8 @@ fn update_acl_config(admin: &Admin, args: &Args) -> Result<(), CliError> {
         admin: args.bool('m', false)?,
         default_topic_perm: args.get('i').map(str::to_owned),
         default_group_perm: args.get('u').map(str::to_owned),
-        topic_perms: args.get('t').map(list),
-        group_perms: args.get('g').map(list),
+        topic_perms: args.get('t').map(split_list),
+        group_perms: args.get('g').map(split_list),
     };
     let done = wait(admin.update_acl_account(&t, &c))?;
     if args.json {
@@ -143,7 +135,7 @@ pub const UPDATE_GLOBAL_WHITE_ADDR: Command = Command {
 };
 
 fn update_global_white_addr(admin: &Admin, args: &Args) -> Result<(), CliError> {
-    let addrs = list(args.req('g')?);
+    let addrs = split_list(args.req('g')?);
     let done = wait(admin.update_global_white_addrs(&target(args)?, &addrs))?;
     if args.json {
         print_json(&json!({"brokers": done, "globalWhiteAddrs": addrs}));
