@@ -14,7 +14,7 @@ use tern_shell::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWr
 
 use tern_shell::runtime::now_ms;
 
-use crate::persist::Saver;
+use crate::persist::{Saver, load_json};
 use crate::topics::{NameError, NameOf, validate_name};
 
 /// Longest group name (RocketMQ's `Validators.CHARACTER_MAX_LENGTH`).
@@ -103,20 +103,12 @@ impl Groups {
     /// RocketMQ's admin tools exchange, so it stays readable by them.
     pub fn load(store_root: &Path, auto_create: bool) -> Self {
         let path = store_root.join("config").join("subscriptionGroup.tern");
-        let table = match tern_engine_fs::meta::load::<Vec<u8>>(&path) {
-            Ok(Some(json)) => {
-                match tern_shell::body::from_json::<SubscriptionGroupWrapper>(&json) {
-                    Ok(w) => Table {
-                        groups: w.subscription_group_table,
-                        version: w.data_version,
-                        copied_from: None,
-                    },
-                    Err(e) => {
-                        log::error!("subscription groups unreadable: {e}");
-                        Table::empty()
-                    }
-                }
-            }
+        let table = match load_json::<SubscriptionGroupWrapper>(&path) {
+            Ok(Some(w)) => Table {
+                groups: w.subscription_group_table,
+                version: w.data_version,
+                copied_from: None,
+            },
             Ok(None) => Table::empty(),
             Err(e) => {
                 log::error!("subscription groups unreadable: {e}");

@@ -12,14 +12,51 @@
 //! The cost is a window: a change is on disk shortly after the call that made it returns
 //! (a crash in between loses it). Callers that must not answer before that await
 //! [`Saver::saved`]; shutdown does.
+//!
+//! [`load_json`] reads back the tables saved as RocketMQ's JSON (subscription groups, POP
+//! request modes, schedule offsets): each starts empty when the file is missing, and
+//! logs and starts empty when it cannot be read.
 
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tern_shell::sync::MutexExt;
 
 use event_listener::Event;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tern_engine_fs::MetaError;
+use tern_shell::body::BodyError;
 use tern_shell::runtime;
+
+/// Why a JSON table could not be read; shown as the underlying error.
+#[derive(Debug)]
+pub enum LoadError {
+    /// Neither the metadata file nor its backup could be read.
+    File(MetaError),
+    /// The file was read but its JSON is not the table's.
+    Json(BodyError),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(e) => e.fmt(f),
+            Self::Json(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The table saved as JSON at `path` (fastjson-compatible, [`tern_shell::body::from_json`]);
+/// `Ok(None)` when there is no file yet. The caller logs an error and starts empty.
+pub fn load_json<W: DeserializeOwned>(path: &Path) -> Result<Option<W>, LoadError> {
+    match tern_engine_fs::meta::load::<Vec<u8>>(path).map_err(LoadError::File)? {
+        Some(json) => tern_shell::body::from_json(&json)
+            .map(Some)
+            .map_err(LoadError::Json),
+        None => Ok(None),
+    }
+}
 
 /// Takes a snapshot of a table: copies it under the table's lock and returns.
 type Snapshot<T> = Box<dyn Fn() -> T + Send + Sync>;

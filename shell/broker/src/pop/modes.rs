@@ -15,7 +15,7 @@ use tern_shell::body::{
 use tern_shell::{RemotingCommand, ResponseCode};
 
 use crate::BrokerCtx;
-use crate::persist::Saver;
+use crate::persist::{Saver, load_json};
 
 /// Most (topic, group) modes kept.
 const MAX_MODES: usize = 10_000;
@@ -33,14 +33,8 @@ impl RequestModes {
     /// Loads `config/messageRequestMode.tern` under `store_root`.
     pub fn load(store_root: &Path) -> Self {
         let path = store_root.join("config").join("messageRequestMode.tern");
-        let table = match tern_engine_fs::meta::load::<Vec<u8>>(&path) {
-            Ok(Some(json)) => match from_json::<MessageRequestModeSerializeWrapper>(&json) {
-                Ok(w) => w.message_request_mode_map,
-                Err(e) => {
-                    log::error!("message request modes unreadable, starting empty: {e}");
-                    Table::new()
-                }
-            },
+        let table = match load_json::<MessageRequestModeSerializeWrapper>(&path) {
+            Ok(Some(w)) => w.message_request_mode_map,
             Ok(None) => Table::new(),
             Err(e) => {
                 log::error!("message request modes unreadable, starting empty: {e}");

@@ -17,6 +17,8 @@ use tern_shell::sync::MutexExt;
 use tern_shell::body::{DataVersion, DelayOffsetSerializeWrapper, NumKeyMap};
 use tern_shell::runtime::now_ms;
 
+use crate::persist::{LoadError, load_json};
+
 /// The table, shared by the schedule task (writes) and admin requests (reads).
 #[derive(Debug)]
 pub struct DelayOffsets {
@@ -57,18 +59,16 @@ impl DelayOffsets {
             timestamp: now_ms(),
             counter: 0,
         };
-        match tern_engine_fs::meta::load::<Vec<u8>>(&path) {
-            Ok(Some(json)) => {
-                match tern_shell::body::from_json::<DelayOffsetSerializeWrapper>(&json) {
-                    Ok(w) => {
-                        table = levels(w.offset_table);
-                        version = w.data_version.unwrap_or(version);
-                    }
-                    Err(e) => log::error!("{}: unreadable, starting over: {e}", path.display()),
-                }
+        match load_json::<DelayOffsetSerializeWrapper>(&path) {
+            Ok(Some(w)) => {
+                table = levels(w.offset_table);
+                version = w.data_version.unwrap_or(version);
             }
             Ok(None) => {}
-            Err(e) => log::error!("delay offsets unreadable, starting over: {e}"),
+            Err(LoadError::Json(e)) => {
+                log::error!("{}: unreadable, starting over: {e}", path.display())
+            }
+            Err(LoadError::File(e)) => log::error!("delay offsets unreadable, starting over: {e}"),
         }
         Self {
             inner: Mutex::new(Inner {
