@@ -247,28 +247,40 @@ impl RemotingCommand {
     /// room reserved for `reserve` more bytes. A writer can send a large body straight
     /// from where it lies instead of copying it behind the header.
     pub fn encode_head(&self, reserve: usize) -> Result<Vec<u8>, FrameError> {
-        let header = match self.serialize_type {
-            SerializeType::Json => serialize::encode_json_header(self).into_bytes(),
-            SerializeType::RocketMq => serialize::encode_binary_header(self)?,
-        };
-        if header.len() > 0x00FF_FFFF {
-            return Err(FrameError::TooLarge {
-                what: "header",
-                len: header.len() as u64,
-                max: 0x00FF_FFFF,
-            });
-        }
-        let length = 4u64 + header.len() as u64 + self.body.len() as u64;
-        let length = u32::try_from(length)
-            .ok()
-            .filter(|l| *l <= i32::MAX as u32)
-            .ok_or(FrameError::Unrepresentable("frame longer than 2 GiB"))?;
-        let mut out = Vec::with_capacity(8 + header.len() + reserve);
-        out.extend_from_slice(&length.to_be_bytes());
-        let mark = (u32::from(self.serialize_type.byte()) << 24) | header.len() as u32;
-        out.extend_from_slice(&mark.to_be_bytes());
-        out.extend_from_slice(&header);
+        let mut out = Vec::with_capacity(8 + reserve);
+        self.append_head(&mut out)?;
         Ok(out)
+    }
+
+    /// Appends the frame up to its body to `out` (the body is for the caller to put
+    /// behind it): the header is encoded in place, and several frames can share one
+    /// buffer. On an error `out` is left as it was.
+    pub fn append_head(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
+        let start = out.len();
+        // The length prefix and the header mark, filled in once the header's length is known.
+        out.extend_from_slice(&[0; 8]);
+        match self.serialize_type {
+            SerializeType::Json => serialize::append_json_header(self, out),
+            SerializeType::RocketMq => match serialize::encode_binary_header(self) {
+                Ok(header) => out.extend_from_slice(&header),
+                Err(e) => {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            },
+        }
+        let header_len = out.len() - start - 8;
+        let (length, mark_len) = match frame_lengths(header_len, self.body.len()) {
+            Ok(lengths) => lengths,
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        };
+        let mark = (u32::from(self.serialize_type.byte()) << 24) | mark_len;
+        out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+        out[start + 4..start + 8].copy_from_slice(&mark.to_be_bytes());
+        Ok(())
     }
 
     /// Decodes one frame from the front of `buf` (length prefix included).
@@ -334,6 +346,24 @@ impl RemotingCommand {
         cmd.serialize_type = serialize_type;
         Ok(cmd)
     }
+}
+
+/// The length prefix of a frame with a header of `header_len` bytes and a body of
+/// `body_len`, and the header length its mark carries (24 bits), when both fit.
+fn frame_lengths(header_len: usize, body_len: usize) -> Result<(u32, u32), FrameError> {
+    if header_len > 0x00FF_FFFF {
+        return Err(FrameError::TooLarge {
+            what: "header",
+            len: header_len as u64,
+            max: 0x00FF_FFFF,
+        });
+    }
+    let length = 4u64 + header_len as u64 + body_len as u64;
+    let length = u32::try_from(length)
+        .ok()
+        .filter(|l| *l <= i32::MAX as u32)
+        .ok_or(FrameError::Unrepresentable("frame longer than 2 GiB"))?;
+    Ok((length, header_len as u32))
 }
 
 /// Where the body starts in a frame of `length` bytes after its length prefix, from its

@@ -31,7 +31,7 @@ use std::io::IoSlice;
 
 use super::write::Writer;
 use super::{Connection, RemotingError};
-use crate::frame::RemotingCommand;
+use crate::frame::{FrameError, RemotingCommand};
 use crate::runtime;
 use crate::sync::MutexExt;
 
@@ -55,19 +55,21 @@ const MAX_QUEUED_BYTES: usize = 256 << 10;
 const MAX_SPARE_BYTES: usize = 64 << 10;
 
 impl Outbox {
-    /// Queues `frame`; returns its number, or `None` when the outbox is full.
-    fn queue(&mut self, head: &[u8], body: &[u8]) -> Option<u64> {
-        if !self.frames.is_empty() && self.frames.len() + head.len() + body.len() > MAX_QUEUED_BYTES
-        {
-            return None;
-        }
+    /// Queues the frame of `cmd`, encoded straight into the outbox; returns its number,
+    /// or `None` when the outbox is full.
+    fn queue(&mut self, cmd: &RemotingCommand) -> Result<Option<u64>, FrameError> {
         if self.frames.capacity() == 0 {
             self.frames = std::mem::take(&mut self.spare);
         }
-        self.frames.extend_from_slice(head);
-        self.frames.extend_from_slice(body);
+        let before = self.frames.len();
+        cmd.append_head(&mut self.frames)?;
+        if before > 0 && self.frames.len() + cmd.body.len() > MAX_QUEUED_BYTES {
+            self.frames.truncate(before);
+            return Ok(None);
+        }
+        self.frames.extend_from_slice(&cmd.body);
         self.queued += 1;
-        Some(self.queued)
+        Ok(Some(self.queued))
     }
 
     /// Takes every queued frame for writing, unless frame `mine` was taken already.
@@ -107,9 +109,8 @@ impl Connection {
         {
             return self.write(cmd).await;
         }
-        let head = cmd.encode_head(0).map_err(RemotingError::Frame)?;
-        let queued = self.inner.outbox.guard().queue(&head, &cmd.body);
-        let Some(mine) = queued else {
+        let queued = self.inner.outbox.guard().queue(cmd);
+        let Some(mine) = queued.map_err(RemotingError::Frame)? else {
             return self.write(cmd).await;
         };
         // Until a writer takes it, the frame is ours to see written: given up before
@@ -167,44 +168,83 @@ impl Drop for Untaken<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::code::RequestCode;
+
+    /// A request whose frame is told apart by its opaque.
+    fn frame(opaque: i32, body: &[u8]) -> RemotingCommand {
+        let mut cmd = RemotingCommand::request_code(RequestCode::SendMessageV2)
+            .with_ext("b", "TopicTest")
+            .with_body(body.to_vec());
+        cmd.opaque = opaque;
+        cmd
+    }
+
+    fn queue(o: &mut Outbox, cmd: &RemotingCommand) -> Option<u64> {
+        o.queue(cmd).expect("a plain request encodes")
+    }
+
+    /// The frames of `cmds`, back to back, as each would be written on its own.
+    fn encoded(cmds: &[&RemotingCommand]) -> Vec<u8> {
+        cmds.iter().flat_map(|c| c.encode().unwrap()).collect()
+    }
 
     #[test]
     fn frames_are_taken_once_in_order() {
         let mut o = Outbox::default();
-        let a = o.queue(b"a", b"1").unwrap();
-        let b = o.queue(b"b", b"2").unwrap();
-        assert_eq!(o.take(a).as_deref(), Some(&b"a1b2"[..]));
+        let (f1, f2, f3) = (frame(1, b"1"), frame(2, b"2"), frame(3, b"3"));
+        let a = queue(&mut o, &f1).unwrap();
+        let b = queue(&mut o, &f2).unwrap();
+        assert_eq!(o.take(a), Some(encoded(&[&f1, &f2])));
         // The second was written with the first.
         assert_eq!(o.take(b), None);
-        let c = o.queue(b"c", b"3").unwrap();
-        assert_eq!(o.take(c).as_deref(), Some(&b"c3"[..]));
+        let c = queue(&mut o, &f3).unwrap();
+        assert_eq!(o.take(c), Some(encoded(&[&f3])));
     }
 
     #[test]
     fn a_full_outbox_refuses_but_never_an_empty_one() {
         let mut o = Outbox::default();
-        let big = vec![0u8; MAX_QUEUED_BYTES];
+        let big = frame(1, &vec![0u8; MAX_QUEUED_BYTES]);
         assert!(
-            o.queue(b"h", &big).is_some(),
+            queue(&mut o, &big).is_some(),
             "an empty outbox takes any frame"
         );
-        assert!(o.queue(b"h", b"x").is_none());
+        let small = frame(2, b"x");
+        assert!(queue(&mut o, &small).is_none());
         let n = o.queued;
         let buf = o.take(n).unwrap();
+        assert_eq!(
+            buf,
+            encoded(&[&big]),
+            "a refused frame leaves nothing behind"
+        );
         o.give_back(buf);
-        assert!(o.queue(b"h", b"x").is_some());
+        assert!(queue(&mut o, &small).is_some());
+    }
+
+    #[test]
+    fn a_frame_that_cannot_be_encoded_leaves_the_outbox_as_it_was() {
+        let mut o = Outbox::default();
+        let first = frame(1, b"1");
+        let n = queue(&mut o, &first).unwrap();
+        let mut bad = frame(2, b"2");
+        bad.serialize_type = crate::frame::SerializeType::RocketMq;
+        bad.code = i32::from(i16::MAX) + 1;
+        assert!(o.queue(&bad).is_err());
+        assert_eq!(o.take(n), Some(encoded(&[&first])));
     }
 
     #[test]
     fn the_spare_buffer_is_reused() {
         let mut o = Outbox::default();
-        let n = o.queue(b"head", b"body").unwrap();
+        let n = queue(&mut o, &frame(1, b"body")).unwrap();
         let buf = o.take(n).unwrap();
         let ptr = buf.as_ptr();
         o.give_back(buf);
-        let n = o.queue(b"h", b"b").unwrap();
+        let second = frame(2, b"b");
+        let n = queue(&mut o, &second).unwrap();
         let again = o.take(n).unwrap();
         assert_eq!(again.as_ptr(), ptr);
-        assert_eq!(again, b"hb");
+        assert_eq!(again, encoded(&[&second]));
     }
 }

@@ -102,6 +102,17 @@ impl ExtValue for String {
     }
 }
 
+/// A value kept as it came, inline up to 24 bytes: for the short texts a header carries
+/// on every message (a region's name, a flag), read and written with no allocation.
+impl ExtValue for CompactString {
+    fn parse_ext(_: &'static str, raw: &str) -> Result<Self, HeaderError> {
+        Ok(CompactString::from(raw))
+    }
+    fn render_ext(&self) -> CompactString {
+        self.clone()
+    }
+}
+
 impl ExtValue for i32 {
     fn parse_ext(field: &'static str, raw: &str) -> Result<Self, HeaderError> {
         raw.trim()

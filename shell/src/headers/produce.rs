@@ -4,6 +4,7 @@
 
 use super::{FromExtFields, HeaderError, ext_header};
 use crate::code::RequestCode;
+use crate::ext_fields::CompactString;
 use crate::frame::RemotingCommand;
 
 ext_header! {
@@ -155,9 +156,9 @@ ext_header! {
         /// 5.x: handle to recall a delayed message.
         pub recall_handle: Option<String> = "recallHandle",
         /// Region of the broker; Java clients read it from every send response.
-        pub msg_region: Option<String> = "MSG_REGION",
+        pub msg_region: Option<CompactString> = "MSG_REGION",
         /// Whether message tracing is on; Java clients read it from every send response.
-        pub trace_on: Option<String> = "TRACE_ON",
+        pub trace_on: Option<CompactString> = "TRACE_ON",
     }
 }
 
@@ -168,8 +169,8 @@ impl SendMessageResponseHeader {
             msg_id,
             queue_id,
             queue_offset,
-            msg_region: Some("DefaultRegion".to_owned()),
-            trace_on: Some("true".to_owned()),
+            msg_region: Some(CompactString::const_new("DefaultRegion")),
+            trace_on: Some(CompactString::const_new("true")),
             ..Self::default()
         }
     }

@@ -7,7 +7,7 @@
 //! how they read each field is the tree decoder's, kept in the tests as the reference
 //! they are checked against.
 
-use std::fmt::{self, Write as _};
+use std::fmt::{self, Write};
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -18,49 +18,76 @@ use crate::frame::{ExtFields, FrameError, RemotingCommand, SerializeType};
 
 /// Writes the JSON header the way Java's fastjson does: keys sorted, nulls omitted.
 pub fn encode_json_header(cmd: &RemotingCommand) -> String {
-    // Sized for the fixed members (~110 bytes with their numbers) and the text of the
-    // fields and remark, so the string does not grow twice on the way (~300 bytes a send).
+    let mut out = String::with_capacity(json_header_size_hint(cmd));
+    write_json_header(cmd, &mut out);
+    out
+}
+
+/// Appends the JSON header of `cmd` to `out` (a frame being built): the header is written
+/// where it goes, not into a string of its own and copied (an allocation and a copy of
+/// ~300 bytes on every request and every answer).
+pub(crate) fn append_json_header(cmd: &RemotingCommand, out: &mut Vec<u8>) {
+    out.reserve(json_header_size_hint(cmd));
+    write_json_header(cmd, &mut ByteText(out));
+}
+
+/// The header's size, about: the fixed members (~110 bytes with their numbers) and the
+/// text of the fields and remark, so the buffer does not grow on the way.
+fn json_header_size_hint(cmd: &RemotingCommand) -> usize {
     let fields: usize = cmd
         .ext_fields
         .iter()
         .map(|(k, v)| k.len() + v.len() + 6)
         .sum();
     let remark = cmd.remark.as_ref().map_or(0, |r| r.len() + 12);
-    let mut out = String::with_capacity(128 + fields + remark);
-    // `write!` to a String cannot fail; numbers are formatted in place, not allocated.
+    128 + fields + remark
+}
+
+/// Writes the header's text into `out`.
+fn write_json_header(cmd: &RemotingCommand, out: &mut impl Write) {
+    // Writing to a `String` or a `Vec` cannot fail; numbers are formatted in place.
     let _ = write!(out, "{{\"code\":{}", cmd.code);
     if !cmd.ext_fields.is_empty() {
-        out.push_str(",\"extFields\":{");
+        let _ = out.write_str(",\"extFields\":{");
         for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
             if i > 0 {
-                out.push(',');
+                let _ = out.write_char(',');
             }
-            push_json_str(&mut out, k);
-            out.push(':');
-            push_json_str(&mut out, v);
+            push_json_str(out, k);
+            let _ = out.write_char(':');
+            push_json_str(out, v);
         }
-        out.push('}');
+        let _ = out.write_char('}');
     }
     let _ = write!(out, ",\"flag\":{}", cmd.flag);
-    out.push_str(",\"language\":");
-    push_json_str(&mut out, cmd.language.name());
+    let _ = out.write_str(",\"language\":");
+    push_json_str(out, cmd.language.name());
     let _ = write!(out, ",\"opaque\":{}", cmd.opaque);
     if let Some(remark) = &cmd.remark {
-        out.push_str(",\"remark\":");
-        push_json_str(&mut out, remark);
+        let _ = out.write_str(",\"remark\":");
+        push_json_str(out, remark);
     }
     let _ = write!(
         out,
         ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{}}}",
         cmd.version
     );
-    out
+}
+
+/// Text written onto the end of a byte buffer (a frame whose first bytes are binary).
+struct ByteText<'a>(&'a mut Vec<u8>);
+
+impl Write for ByteText<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// Appends `s` as a JSON string literal, escaped as serde_json escapes: `"`, `\` and the
 /// control characters below U+0020, nothing else (a test holds it to serde_json's text).
-pub(crate) fn push_json_str(out: &mut String, s: &str) {
-    out.push('"');
+pub(crate) fn push_json_str(out: &mut impl Write, s: &str) {
+    let _ = out.write_char('"');
     let mut plain = 0;
     for (i, b) in s.bytes().enumerate() {
         let escape = match b {
@@ -74,16 +101,16 @@ pub(crate) fn push_json_str(out: &mut String, s: &str) {
             0..=0x1f => "",
             _ => continue,
         };
-        out.push_str(&s[plain..i]);
+        let _ = out.write_str(&s[plain..i]);
         if escape.is_empty() {
             let _ = write!(out, "\\u{b:04x}");
         } else {
-            out.push_str(escape);
+            let _ = out.write_str(escape);
         }
         plain = i + 1;
     }
-    out.push_str(&s[plain..]);
-    out.push('"');
+    let _ = out.write_str(&s[plain..]);
+    let _ = out.write_char('"');
 }
 
 /// Parses a JSON header. Missing `code`/`opaque`/`flag` default to 0 as fastjson would.
