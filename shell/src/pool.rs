@@ -100,6 +100,17 @@ impl<P: Processor> ConnectionPool<P> {
         self.get(addr).await?.request(cmd, timeout).await
     }
 
+    /// [`Self::invoke`] with the command left to the caller, to send again (see
+    /// [`Connection::request_mut`]).
+    pub async fn invoke_mut(
+        &self,
+        addr: &str,
+        cmd: &mut RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
+        self.get(addr).await?.request_mut(cmd, timeout).await
+    }
+
     /// Sends `cmd` to `addr` oneway.
     pub async fn invoke_oneway(
         &self,

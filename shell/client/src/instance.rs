@@ -253,25 +253,42 @@ impl ClientInstance {
     pub async fn invoke(
         &self,
         addr: &str,
-        cmd: RemotingCommand,
+        mut cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        self.invoke_mut(addr, &mut cmd, timeout).await
+    }
+
+    /// [`Self::invoke`] with the command left to the caller (signed, its opaque set), who
+    /// can send it again: signing again replaces the signature.
+    pub async fn invoke_mut(
+        &self,
+        addr: &str,
+        cmd: &mut RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand> {
         if self.is_shut_down() {
             return Err(ClientError::Shutdown);
         }
+        self.sign(cmd);
         self.inner
             .pool
-            .invoke(addr, self.signed(cmd), timeout)
+            .invoke_mut(addr, cmd, timeout)
             .await
             .map_err(|e| ClientError::remoting(addr, e, timeout.as_millis() as u64))
     }
 
     /// `cmd` signed with the configured ACL account, if any.
     fn signed(&self, mut cmd: RemotingCommand) -> RemotingCommand {
-        if let Some(c) = &self.inner.config.credentials {
-            c.sign(&mut cmd);
-        }
+        self.sign(&mut cmd);
         cmd
+    }
+
+    /// Signs `cmd` with the configured ACL account, if any.
+    fn sign(&self, cmd: &mut RemotingCommand) {
+        if let Some(c) = &self.inner.config.credentials {
+            c.sign(cmd);
+        }
     }
 
     /// Sends `cmd` to `addr` with the default RPC timeout and fails on a non-zero code.

@@ -280,6 +280,17 @@ impl Connection {
         mut cmd: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
+        self.request_mut(&mut cmd, timeout).await
+    }
+
+    /// [`Self::request`] with the command left to the caller (its opaque and flag set for
+    /// this send), who can send it again without building it anew: a producer's retry
+    /// on another broker, whose body would otherwise be copied for every attempt.
+    pub async fn request_mut(
+        &self,
+        cmd: &mut RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
         let opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
         cmd.opaque = opaque;
         cmd.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
@@ -290,7 +301,7 @@ impl Connection {
             self.take_waiter(opaque);
             return Err(self.closed_error());
         }
-        if let Err(e) = self.write_sharing(&cmd, !alone).await {
+        if let Err(e) = self.write_sharing(cmd, !alone).await {
             self.take_waiter(opaque);
             return Err(e);
         }

@@ -8,10 +8,13 @@
 //! one-letter header Java uses; every RocketMQ broker since 3.x accepts both.
 
 pub mod fault;
+mod prepared;
 mod recall;
 pub mod request;
 mod selector;
 pub mod transaction;
+
+use prepared::Prepared;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,10 +26,9 @@ use tern_shell::runtime::now_ms;
 use tern_shell::sync::MutexExt;
 
 use tern_shell::body::{MessageQueue, TopicRouteData};
-use tern_shell::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use tern_shell::headers::SendMessageResponseHeader;
 use tern_shell::message::{
     Compression, Message, SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK,
-    SYSFLAG_TRANSACTION_PREPARED, encode_batch, property,
 };
 use tern_shell::runtime::{self, JoinHandle};
 use tern_shell::{RemotingCommand, RequestCode, ResponseCode};
@@ -37,7 +39,6 @@ pub use selector::{HashSelector, PublishInfo, QueueSelector, hash_index, java_ha
 use crate::config::{ClientConfig, ProducerConfig};
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
-use crate::message::{MAX_PROPERTIES_LEN, check_message, check_topic};
 
 /// How the broker stored a message (the success codes 0, 10, 12, 11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -117,23 +118,6 @@ struct Inner {
     faults: LatencyFaults,
 }
 
-/// A message made ready for the wire once, reused by every attempt.
-#[derive(Debug)]
-struct Prepared {
-    topic: String,
-    body: Vec<u8>,
-    properties: String,
-    sys_flag: i32,
-    flag: i32,
-    uniq_id: String,
-    batch: bool,
-    /// Retry topics: the reconsume count and limit, sent in the header as Java does.
-    reconsume_times: Option<i32>,
-    max_reconsume_times: Option<i32>,
-    /// A reply to a request ([`request::create_reply`]): sent with SEND_REPLY_MESSAGE_V2.
-    reply: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Sync,
@@ -187,8 +171,8 @@ impl Producer {
     /// Sends and waits for the broker's answer, retrying on another broker/queue up to
     /// `retry_times_when_send_failed` times within `send_timeout`.
     pub async fn send(&self, msg: Message) -> Result<SendResult> {
-        let p = self.prepare(msg)?;
-        self.send_default(&p, Mode::Sync)
+        let mut p = self.prepare(msg)?;
+        self.send_default(&mut p, Mode::Sync)
             .await
             .and_then(need_result)
     }
@@ -204,8 +188,8 @@ impl Producer {
     /// Writes the message and returns without waiting for the broker (no retries; the
     /// broker's answer, if any, is never read).
     pub async fn send_oneway(&self, msg: Message) -> Result<()> {
-        let p = self.prepare(msg)?;
-        self.send_default(&p, Mode::Oneway).await.map(drop)
+        let mut p = self.prepare(msg)?;
+        self.send_default(&mut p, Mode::Oneway).await.map(drop)
     }
 
     /// Sends to one queue (no retry elsewhere: the caller chose it).
@@ -216,9 +200,9 @@ impl Producer {
                 msg.topic, queue.topic
             )));
         }
-        let p = self.prepare(msg)?;
+        let mut p = self.prepare(msg)?;
         let timeout = self.inner.config.send_timeout;
-        self.send_kernel(queue, &p, Mode::Sync, timeout)
+        self.send_kernel(queue, &mut p, Mode::Sync, timeout)
             .await
             .and_then(need_result)
     }
@@ -229,14 +213,14 @@ impl Producer {
         msg: Message,
         selector: &dyn QueueSelector,
     ) -> Result<SendResult> {
-        let p = self.prepare(msg.clone())?;
+        let mut p = self.prepare(msg.clone())?;
         let info = self.publish_info(&p.topic).await?;
         let idx = selector.select(&info.queues, &msg) % info.queues.len().max(1);
         let queue = info.queues.get(idx).cloned().ok_or(ClientError::NoRoute {
             topic: p.topic.clone(),
         })?;
         let timeout = self.inner.config.send_timeout;
-        self.send_kernel(&queue, &p, Mode::Sync, timeout)
+        self.send_kernel(&queue, &mut p, Mode::Sync, timeout)
             .await
             .and_then(need_result)
     }
@@ -251,8 +235,8 @@ impl Producer {
     /// Sends messages of one topic as one SEND_BATCH_MESSAGE; they get consecutive
     /// offsets in one queue. No delay levels; not to a `%RETRY%` topic; not compressed.
     pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult> {
-        let p = self.prepare_batch(msgs)?;
-        self.send_default(&p, Mode::Sync)
+        let mut p = self.prepare_batch(msgs)?;
+        self.send_default(&mut p, Mode::Sync)
             .await
             .and_then(need_result)
     }
@@ -264,7 +248,7 @@ impl Producer {
         msgs: Vec<Message>,
         queue: &MessageQueue,
     ) -> Result<SendResult> {
-        let p = self.prepare_batch(msgs)?;
+        let mut p = self.prepare_batch(msgs)?;
         if p.topic != queue.topic {
             return Err(ClientError::InvalidMessage(format!(
                 "batch topic {} differs from queue topic {}",
@@ -272,7 +256,7 @@ impl Producer {
             )));
         }
         let timeout = self.inner.config.send_timeout;
-        self.send_kernel(queue, &p, Mode::Sync, timeout)
+        self.send_kernel(queue, &mut p, Mode::Sync, timeout)
             .await
             .and_then(need_result)
     }
@@ -301,121 +285,11 @@ impl Producer {
                 msg.topic, queue.topic
             )));
         }
-        let p = self.prepare_with(msg, Some(compression))?;
+        let mut p = self.prepare_with(msg, Some(compression))?;
         let timeout = self.inner.config.send_timeout;
-        self.send_kernel(queue, &p, Mode::Sync, timeout)
+        self.send_kernel(queue, &mut p, Mode::Sync, timeout)
             .await
             .and_then(need_result)
-    }
-
-    fn prepare(&self, msg: Message) -> Result<Prepared> {
-        self.prepare_with(msg, None)
-    }
-
-    /// `compressed`: the body is already compressed with these sysFlag bits.
-    fn prepare_with(&self, mut msg: Message, compressed: Option<i32>) -> Result<Prepared> {
-        let cfg = &self.inner.config;
-        check_message(&msg, cfg.max_message_bytes)?;
-        let uniq_id = msg
-            .properties
-            .entry(property::UNIQ_KEY.to_owned())
-            .or_insert_with(|| self.inner.client.next_uniq_id())
-            .clone();
-        // Java's producer moves these two properties of a retry message into the header.
-        let (mut reconsume_times, mut max_reconsume_times) = (None, None);
-        if msg.topic.starts_with("%RETRY%") {
-            reconsume_times = msg
-                .properties
-                .remove("RECONSUME_TIME")
-                .and_then(|v| v.parse().ok());
-            max_reconsume_times = msg
-                .properties
-                .remove("MAX_RECONSUME_TIMES")
-                .and_then(|v| v.parse().ok());
-        }
-        let properties = msg.properties_string();
-        let (body, mut sys_flag) = match compressed {
-            Some(bits) => (msg.body, bits),
-            None => match (msg.body.len() >= cfg.compress_over_bytes)
-                .then(|| cfg.compress_type.compress(&msg.body, cfg.compress_level))
-                .flatten()
-            {
-                Some(c) => (c, cfg.compress_type.sys_flag()),
-                None => (msg.body, 0),
-            },
-        };
-        // Java flags a half message by its TRAN_MSG property (see `transaction`).
-        if msg.properties.get(property::TRAN_MSG).map(String::as_str) == Some("true") {
-            sys_flag |= SYSFLAG_TRANSACTION_PREPARED;
-        }
-        check_properties(&properties)?;
-        let reply = msg.properties.get(request::MSG_TYPE).map(String::as_str)
-            == Some(request::REPLY_MESSAGE_FLAG);
-        Ok(Prepared {
-            topic: msg.topic,
-            body,
-            properties,
-            sys_flag,
-            flag: msg.flag,
-            uniq_id,
-            batch: false,
-            reconsume_times,
-            max_reconsume_times,
-            reply,
-        })
-    }
-
-    fn prepare_batch(&self, mut msgs: Vec<Message>) -> Result<Prepared> {
-        let Some(topic) = msgs.first().map(|m| m.topic.clone()) else {
-            return Err(ClientError::InvalidMessage("the batch is empty".into()));
-        };
-        check_topic(&topic)?;
-        if topic.starts_with("%RETRY%") {
-            return Err(ClientError::InvalidMessage(
-                "batches cannot go to a %RETRY% topic".into(),
-            ));
-        }
-        let mut ids = Vec::with_capacity(msgs.len());
-        for m in &mut msgs {
-            if m.topic != topic {
-                return Err(ClientError::InvalidMessage(
-                    "every message of a batch must have the same topic".into(),
-                ));
-            }
-            if m.properties.contains_key(property::DELAY) {
-                return Err(ClientError::InvalidMessage(
-                    "batched messages cannot have a delay level".into(),
-                ));
-            }
-            check_message(m, self.inner.config.max_message_bytes)?;
-            let id = m
-                .properties
-                .entry(property::UNIQ_KEY.to_owned())
-                .or_insert_with(|| self.inner.client.next_uniq_id())
-                .clone();
-            check_properties_len(tern_shell::message::properties_len(&m.properties))?;
-            ids.push(id);
-        }
-        let body = encode_batch(&msgs).map_err(|e| ClientError::InvalidMessage(e.to_string()))?;
-        let max = self.inner.config.max_message_bytes;
-        if body.len() > max {
-            return Err(ClientError::MessageTooLarge {
-                size: body.len(),
-                max,
-            });
-        }
-        Ok(Prepared {
-            topic,
-            body,
-            properties: String::new(),
-            sys_flag: 0,
-            flag: 0,
-            uniq_id: ids.join(","),
-            batch: true,
-            reconsume_times: None,
-            max_reconsume_times: None,
-            reply: false,
-        })
     }
 
     /// The writable queues of `topic`; TBW102's queues when the topic has no route yet.
@@ -487,7 +361,7 @@ impl Producer {
         info
     }
 
-    async fn send_default(&self, p: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
+    async fn send_default(&self, p: &mut Prepared, mode: Mode) -> Result<Option<SendResult>> {
         let cfg = &self.inner.config;
         let deadline = Instant::now() + cfg.send_timeout;
         let mut info = self.publish_info(&p.topic).await?;
@@ -558,7 +432,7 @@ impl Producer {
     async fn send_kernel(
         &self,
         queue: &MessageQueue,
-        p: &Prepared,
+        p: &mut Prepared,
         mode: Mode,
         timeout: Duration,
     ) -> Result<Option<SendResult>> {
@@ -575,37 +449,18 @@ impl Producer {
                 })?
             }
         };
-        let cfg = &self.inner.config;
-        let header = SendMessageRequestHeaderV2 {
-            a: cfg.group.clone(),
-            b: p.topic.clone(),
-            c: cfg.create_topic_key.clone(),
-            d: cfg.default_topic_queue_nums,
-            e: queue.queue_id,
-            f: p.sys_flag,
-            g: now_ms(),
-            h: p.flag,
-            i: (!p.properties.is_empty()).then(|| p.properties.clone()),
-            j: Some(p.reconsume_times.unwrap_or(0)),
-            k: Some(false),
-            l: p.max_reconsume_times,
-            m: Some(p.batch),
-            n: None,
-        };
-        let code = if p.batch {
-            RequestCode::SendBatchMessage
-        } else if p.reply {
-            RequestCode::SendReplyMessageV2
-        } else {
-            RequestCode::SendMessageV2
-        };
-        let cmd = RemotingCommand::request(code, &header).with_body(p.body.clone());
+        p.aim(queue.queue_id, now_ms());
         if mode == Mode::Oneway {
+            // One attempt, with nothing after it: the request goes as it is.
+            let cmd = std::mem::replace(
+                &mut p.request,
+                RemotingCommand::request_code(RequestCode::SendMessageV2),
+            );
             client.invoke_oneway(&addr, cmd).await?;
             return Ok(None);
         }
         let resp = client
-            .invoke(&addr, cmd, timeout)
+            .invoke_mut(&addr, &mut p.request, timeout)
             .await
             .map_err(|e| match e {
                 ClientError::Timeout { .. } => ClientError::Timeout {
@@ -632,7 +487,8 @@ impl Producer {
             .map_err(|e| ClientError::Protocol(format!("send response: {e}")))?;
         Ok(Some(SendResult {
             status,
-            msg_id: p.uniq_id.clone(),
+            // A success ends the send: the id is not needed again.
+            msg_id: std::mem::take(&mut p.uniq_id),
             offset_msg_id: h.msg_id,
             queue: MessageQueue {
                 topic: queue.topic.clone(),
@@ -648,17 +504,4 @@ impl Producer {
 
 fn need_result(r: Option<SendResult>) -> Result<SendResult> {
     r.ok_or_else(|| ClientError::Protocol("sync send returned no result".into()))
-}
-
-fn check_properties(props: &str) -> Result<()> {
-    check_properties_len(props.len())
-}
-
-fn check_properties_len(len: usize) -> Result<()> {
-    if len > MAX_PROPERTIES_LEN {
-        return Err(ClientError::InvalidMessage(format!(
-            "properties are {len} bytes, the maximum is {MAX_PROPERTIES_LEN}"
-        )));
-    }
-    Ok(())
 }
