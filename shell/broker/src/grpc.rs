@@ -10,7 +10,7 @@ use tern_proxy::{
 };
 use tern_shell::acl::guard::Acl;
 
-use crate::BrokerCtx;
+use crate::{BrokerCtx, StartError};
 
 /// This broker, as the endpoint sees it.
 #[derive(Debug)]
@@ -42,14 +42,14 @@ impl Backend for Local {
 
 /// Starts the endpoint on `listenAddr:grpcServerPort` (the remoting port's address),
 /// with the remoting port's TLS, talking to the name servers this broker registers with.
-pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, String> {
+pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, StartError> {
     let host = ctx.config.listen_ip;
     let upstream = Upstream {
         namesrv_addrs: ctx.config.namesrv_addrs.clone(),
         credentials: ctx.config.inner_credentials.clone(),
         // A broker's own connections' TLS: the loopback to an enforcing port needs it.
         tls: tern_shell::tls::ClientTls::new(&ctx.config.tls.client)
-            .map_err(|e| format!("gRPC endpoint TLS: {e}"))?,
+            .map_err(StartError::GrpcTls)?,
     };
     let backend = Arc::new(Local {
         ctx: Arc::downgrade(ctx),
@@ -58,7 +58,10 @@ pub fn start(ctx: &Arc<BrokerCtx>, settings: ProxySettings) -> Result<Endpoint, 
     let port = settings.port;
     // The remoting port's TLS (tls.server.*), offering h2 as gRPC clients require.
     let tls = tern_shell::tls::ServerTls::with_alpn(&ctx.config.tls.server, &[b"h2"])
-        .map_err(|e| format!("gRPC endpoint TLS: {e}"))?;
-    Endpoint::start(host, settings, upstream, backend, tls)
-        .map_err(|e| format!("gRPC endpoint on {host}:{port}: {e}"))
+        .map_err(StartError::GrpcTls)?;
+    Endpoint::start(host, settings, upstream, backend, tls).map_err(|error| StartError::Grpc {
+        host,
+        port,
+        error,
+    })
 }

@@ -20,6 +20,7 @@ pub mod clients;
 pub mod config;
 pub mod controller;
 pub mod dedup;
+mod error;
 pub mod filter;
 pub mod groups;
 #[cfg(feature = "grpc")]
@@ -44,6 +45,7 @@ pub mod topics;
 pub mod transaction;
 
 use config::BrokerConfig;
+pub use error::{Listener, StartError};
 
 /// Everything the processors and tasks share.
 #[derive(Debug)]
@@ -328,12 +330,11 @@ pub struct Broker {
 impl Broker {
     /// Opens the store and starts serving. The listen port may be 0 (ephemeral): the
     /// advertised address then uses the bound port.
-    pub async fn start(config: BrokerConfig) -> Result<Broker, String> {
+    pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
         let started = Instant::now();
         // A broker told to check access must not serve without its rules.
-        let acl = config.acl.open()?;
-        let store =
-            store::StoreService::open(&config).map_err(|e| format!("opening the store: {e}"))?;
+        let acl = config.acl.open().map_err(StartError::Acl)?;
+        let store = store::StoreService::open(&config).map_err(StartError::Store)?;
         if config.controller.enabled {
             // Fenced: a slave that follows nobody until the controllers say otherwise.
             store.set_follower(true);
@@ -347,11 +348,13 @@ impl Broker {
             // while it is a slave.
             config.role != config::BrokerRole::Slave || config.controller.enabled,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(StartError::Timer)?;
         let listen = SocketAddr::new(config.listen_ip, config.listen_port);
         // TLS files are read now: a broker told to serve TLS must not start without it.
-        let server_tls = tern_shell::tls::ServerTls::new(&config.tls.server)?;
-        let client_tls = tern_shell::tls::ClientTls::new(&config.tls.client)?;
+        let server_tls =
+            tern_shell::tls::ServerTls::new(&config.tls.server).map_err(StartError::Tls)?;
+        let client_tls =
+            tern_shell::tls::ClientTls::new(&config.tls.client).map_err(StartError::Tls)?;
         let outbound = tern_shell::ConnectionConfig {
             tls: client_tls,
             ..tern_shell::ConnectionConfig::default()
@@ -369,7 +372,11 @@ impl Broker {
         // it is, so no request meets a broker without one.
         let main = tern_shell::Bound::bind(&listen.to_string())
             .await
-            .map_err(|e| format!("binding {listen}: {e}"))?;
+            .map_err(|error| StartError::Bind {
+                listener: Listener::Remoting,
+                addr: listen,
+                error,
+            })?;
         let port = main.local_addr().port();
         // Masters serve slaves on the HA port; a slave advertises the port it would use.
         // In controller mode every replica may become master: each binds its HA port.
@@ -380,7 +387,7 @@ impl Broker {
             Some(ha::master::bind(&config, port).await?)
         };
         let ha_port = match &ha_listener {
-            Some(l) => l.local_addr().map_err(|e| e.to_string())?.port(),
+            Some(l) => l.local_addr().map_err(StartError::HaAddr)?.port(),
             None => config.ha_listen_port.unwrap_or(port.wrapping_add(1)),
         };
         let mut listeners = vec![main];
@@ -397,7 +404,7 @@ impl Broker {
             let pool = tern_shell::ConnectionPool::new(outbound.clone(), Duration::from_secs(3));
             Some(Arc::new(
                 controller::ControllerMode::open(&config.controller, &config.store_root, pool)
-                    .map_err(|e| e.to_string())?,
+                    .map_err(StartError::Controller)?,
             ))
         } else {
             None
@@ -518,8 +525,8 @@ impl Broker {
         &self.ctx
     }
 
-    /// Stops serving and closes the store cleanly.
-    pub async fn shutdown(self) -> Result<(), String> {
+    /// Stops serving and closes the store cleanly; the error is the store's close's.
+    pub async fn shutdown(self) -> Result<(), store::CloseError> {
         let Broker {
             ctx,
             servers,
@@ -564,7 +571,7 @@ impl Broker {
         }
         ctx.pop.order.persisted().await;
         ctx.pop.modes.persisted().await;
-        closed.map_err(|e| e.to_string())
+        closed
     }
 }
 

@@ -1,14 +1,16 @@
 //! `tern-broker`: the broker binary, and with `--standalone` a whole Tern in one process
 //! (an embedded name server plus a broker on a local data directory).
 
+use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tern_broker::Broker;
 use tern_broker::config::BrokerConfig;
+use tern_broker::store::CloseError;
+use tern_broker::{Broker, StartError};
 use tern_namesrv::{NameServer, NamesrvConfig};
 use tern_shell::cli::{self, Args, split_host_port};
-use tern_shell::config::{self, ConfigSource, Origin};
+use tern_shell::config::{self, ConfigError, ConfigSource, Origin};
 use tern_shell::runtime;
 use tern_shell::signal::TerminationSignals;
 
@@ -209,10 +211,52 @@ fn main() -> ExitCode {
     cli::exit(cli::or_exit(NAME, runtime::block_on(run(args))))
 }
 
-async fn run(args: Args<Own>) -> Result<(), String> {
+/// Why a run ended in failure; printed after the program's name, as it always was.
+#[derive(Debug)]
+enum RunError {
+    /// The signal handlers could not be installed.
+    Signals(std::io::Error),
+    /// The configuration's sources: the file unreadable, a flag's `HOST:PORT` malformed.
+    Source(String),
+    /// A key's value is wrong (the name server's or the broker's).
+    Config(ConfigError),
+    /// Standalone: the embedded name server did not start.
+    NameServer(tern_namesrv::StartError),
+    /// The broker did not start.
+    Start(StartError),
+    /// The store did not close cleanly.
+    Close(CloseError),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Signals(e) => write!(f, "installing signal handlers: {e}"),
+            Self::Source(why) => f.write_str(why),
+            Self::Config(e) => e.fmt(f),
+            Self::NameServer(e) => write!(f, "starting the name server: {e}"),
+            Self::Start(e) => e.fmt(f),
+            Self::Close(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Signals(e) => Some(e),
+            Self::Source(_) => None,
+            Self::Config(e) => Some(e),
+            Self::NameServer(e) => Some(e),
+            Self::Start(e) => Some(e),
+            Self::Close(e) => Some(e),
+        }
+    }
+}
+
+async fn run(args: Args<Own>) -> Result<(), RunError> {
     // Signals first: one that arrives while starting must stop us cleanly, not kill us.
-    let mut signals =
-        TerminationSignals::install().map_err(|e| format!("installing signal handlers: {e}"))?;
+    let mut signals = TerminationSignals::install().map_err(RunError::Signals)?;
     let namesrv = if args.own.standalone {
         let data = args
             .own
@@ -224,10 +268,11 @@ async fn run(args: Args<Own>) -> Result<(), String> {
             .namesrv_listen
             .clone()
             .unwrap_or_else(|| "127.0.0.1:9876".into());
-        let (host, port) = split_host_port("--namesrv-listen", &listen)?;
+        let (host, port) =
+            split_host_port("--namesrv-listen", &listen).map_err(RunError::Source)?;
         let mut src = ConfigSource::new();
         // The embedded name server serves TLS as the broker does, from the same keys.
-        for (key, entry) in broker_source(&args, None)?.iter() {
+        for (key, entry) in broker_source(&args, None).map_err(RunError::Source)?.iter() {
             if key.starts_with("tls.server.") || key == "tls.test.mode.enable" {
                 src.set(key, entry.value.clone(), entry.origin.clone());
             }
@@ -245,7 +290,7 @@ async fn run(args: Args<Own>) -> Result<(), String> {
         );
         // Its metrics follow the broker's settings (on by default here), one port up:
         // 5558 beside the broker's 5557, tern-namesrv's own default; 0 stays 0.
-        let broker_src = broker_source(&args, None)?;
+        let broker_src = broker_source(&args, None).map_err(RunError::Source)?;
         for key in ["metricsExporterType", "metricsPromExporterHost"] {
             if let Some(e) = broker_src.get(key) {
                 src.set(key, e.value.clone(), origin.clone());
@@ -261,11 +306,9 @@ async fn run(args: Args<Own>) -> Result<(), String> {
             }
         }
         let cfg = config::load::<NamesrvConfig>(&src)
-            .map_err(|e| e.to_string())?
+            .map_err(RunError::Config)?
             .config;
-        let ns = NameServer::start(cfg)
-            .await
-            .map_err(|e| format!("starting the name server: {e}"))?;
+        let ns = NameServer::start(cfg).await.map_err(RunError::NameServer)?;
         cli::announce(format_args!(
             "tern-namesrv listening on {}",
             ns.local_addr()
@@ -278,14 +321,14 @@ async fn run(args: Args<Own>) -> Result<(), String> {
         None
     };
     let ns_addr = namesrv.as_ref().map(|n| n.local_addr().to_string());
-    let source = broker_source(&args, ns_addr.as_deref())?;
+    let source = broker_source(&args, ns_addr.as_deref()).map_err(RunError::Source)?;
     // Without --standalone there is no console: its keys stay to be warned of as unknown.
     let (source, console_source) = if args.own.standalone {
         split_console(source)
     } else {
         (source, ConfigSource::new())
     };
-    let loaded = config::load::<BrokerConfig>(&source).map_err(|e| e.to_string())?;
+    let loaded = config::load::<BrokerConfig>(&source).map_err(RunError::Config)?;
     for w in &loaded.warnings {
         log::warn!("{w}");
     }
@@ -295,7 +338,7 @@ async fn run(args: Args<Own>) -> Result<(), String> {
             "no name server configured (namesrvAddr or -n): clients will not find this broker"
         );
     }
-    let broker = Broker::start(cfg).await?;
+    let broker = Broker::start(cfg).await.map_err(RunError::Start)?;
     cli::announce(format_args!(
         "tern-broker listening on {}",
         broker.store_host()
@@ -325,5 +368,5 @@ async fn run(args: Args<Own>) -> Result<(), String> {
         ns.shutdown().await;
     }
     log::info!("stopped");
-    result
+    result.map_err(RunError::Close)
 }

@@ -52,7 +52,7 @@ impl Gateway {
             Ok(b) => b,
             Err(e) => {
                 namesrv.shutdown().await;
-                return Err(e);
+                return Err(e.to_string());
             }
         };
         let dead = forward::dead_letter::DeadLetters::new(&cfg.broker.store_root);
@@ -105,6 +105,6 @@ impl Gateway {
         let stats = self.forwarding.await;
         let closed = self.broker.shutdown().await;
         self.namesrv.shutdown().await;
-        closed.map(|()| stats)
+        closed.map(|()| stats).map_err(|e| e.to_string())
     }
 }

@@ -19,7 +19,7 @@ use tern_shell::tls::{Refused, ServerTls, SharedStream, Stream};
 
 use super::error::timed;
 use super::{FRAME_CONFIRM, FRAME_HEADER, HaError, REPORT};
-use crate::BrokerCtx;
+use crate::{BrokerCtx, Listener, StartError};
 
 /// Binds the HA port. `haListenPort` must be bound as given. Without it: the remoting
 /// port plus one, as RocketMQ does; a free port when the remoting port was picked freely
@@ -28,12 +28,19 @@ use crate::BrokerCtx;
 pub async fn bind(
     ctx_config: &crate::config::BrokerConfig,
     main_port: u16,
-) -> Result<TcpListener, String> {
+) -> Result<TcpListener, StartError> {
     let at = |port| SocketAddr::new(ctx_config.listen_ip, port);
-    if let Some(port) = ctx_config.ha_listen_port {
-        return TcpListener::bind(at(port))
+    let bind = |listener, addr| async move {
+        TcpListener::bind(addr)
             .await
-            .map_err(|e| format!("binding the HA port {} (haListenPort): {e}", at(port)));
+            .map_err(|error| StartError::Bind {
+                listener,
+                addr,
+                error,
+            })
+    };
+    if let Some(port) = ctx_config.ha_listen_port {
+        return bind(Listener::HaListenPort, at(port)).await;
     }
     if ctx_config.listen_port != 0 {
         match TcpListener::bind(at(main_port.wrapping_add(1))).await {
@@ -44,9 +51,7 @@ pub async fn bind(
             ),
         }
     }
-    TcpListener::bind(at(0))
-        .await
-        .map_err(|e| format!("binding an HA port on {}: {e}", ctx_config.listen_ip))
+    bind(Listener::HaFree, at(0)).await
 }
 
 /// Accepts slaves until shutdown, at most `haMaxSlaveConnections` at once; with `tls`
