@@ -10,11 +10,12 @@
 //! the rest stay), and only then applied.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use tern_shell::sync::MutexExt;
 
+use tern_shell::IoCause;
 use tern_shell::config::{ConfigSource, Origin, load};
 
 use super::BrokerConfig;
@@ -49,7 +50,7 @@ pub enum UpdateError {
     /// A value the start-up reader refuses (its message names key and value).
     Invalid(String),
     /// The `-c` file could not be rewritten.
-    Persist(String),
+    Persist(PersistError),
 }
 
 impl std::fmt::Display for UpdateError {
@@ -70,7 +71,70 @@ impl std::fmt::Display for UpdateError {
     }
 }
 
-impl std::error::Error for UpdateError {}
+impl std::error::Error for UpdateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Persist(e) => Some(e),
+            Self::BlackListed(_) | Self::NotLive(_) | Self::Unknown(_) | Self::Invalid(_) => None,
+        }
+    }
+}
+
+/// Why the `-c` file was not rewritten: the step, the file and the io error (kept as the
+/// source; shared and compared by kind, so [`UpdateError`] stays `Clone` and `Eq`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistError {
+    /// What failed.
+    pub step: PersistStep,
+    /// The file it failed on: the `-c` file, or the temporary one written beside it.
+    pub path: PathBuf,
+    /// The io error.
+    pub cause: IoCause,
+}
+
+/// The steps of rewriting the `-c` file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersistStep {
+    /// Reading the file as it is.
+    Read,
+    /// Writing the new text to the temporary file.
+    Write,
+    /// Renaming the temporary file over the file.
+    Replace,
+}
+
+impl PersistError {
+    fn at(step: PersistStep, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |e| Self {
+            step,
+            path,
+            cause: e.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for PersistError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let step = match self.step {
+            PersistStep::Read => "read",
+            PersistStep::Write => "write",
+            PersistStep::Replace => "replace",
+        };
+        write!(
+            f,
+            "cannot {step} {}: {}",
+            self.path.display(),
+            self.cause.io()
+        )
+    }
+}
+
+impl std::error::Error for PersistError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.cause.io())
+    }
+}
 
 /// The keys' current values; the rest of [`BrokerConfig`] never changes after start.
 #[derive(Debug)]
@@ -231,12 +295,11 @@ impl LiveConfig {
 /// Sets `changed` in the properties file at `path`: the line that sets a key now sets
 /// the new value (a continued entry loses its continuation lines), a key the file lacks
 /// is appended, every other line is kept. Written to a temporary file, then renamed.
-fn write_back(path: &Path, changed: &[(String, String)]) -> Result<(), String> {
-    let shown = path.display();
+fn write_back(path: &Path, changed: &[(String, String)]) -> Result<(), PersistError> {
     let text = match std::fs::read(path) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+        Err(e) => return Err(PersistError::at(PersistStep::Read, path)(e)),
     };
     let current = ConfigSource::parse_properties(&text, "file");
     let mut lines: Vec<Option<String>> = text.lines().map(|l| Some(l.to_owned())).collect();
@@ -267,8 +330,8 @@ fn write_back(path: &Path, changed: &[(String, String)]) -> Result<(), String> {
     let mut out: String = lines.into_iter().flatten().map(|l| l + "\n").collect();
     out.push_str(&appended);
     let tmp = path.with_extension("conf.tmp");
-    std::fs::write(&tmp, out).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot replace {shown}: {e}"))
+    std::fs::write(&tmp, out).map_err(PersistError::at(PersistStep::Write, &tmp))?;
+    std::fs::rename(&tmp, path).map_err(PersistError::at(PersistStep::Replace, path))
 }
 
 #[cfg(test)]
@@ -340,5 +403,28 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "# my broker\nbrokerName=b1\nfileReservedTime=6\ndeleteWhen=05\nlistenPort=10911\nbrokerPermission=4\n"
         );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_refuses_the_update_with_its_io_error() {
+        use std::error::Error;
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: read fails, and the update with it.
+        let path = dir.path().join("broker.conf");
+        std::fs::create_dir(&path).unwrap();
+        let e = write_back(&path, &[("fileReservedTime".into(), "6".into())]).unwrap_err();
+        assert_eq!(e.step, PersistStep::Read);
+        let shown = UpdateError::Persist(e.clone()).to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "the change was not applied: cannot read {}: ",
+                path.display()
+            )),
+            "{shown}"
+        );
+        let io = UpdateError::Persist(e.clone());
+        let io = io.source().and_then(|s| s.source());
+        assert!(io.is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some()));
+        assert_eq!(UpdateError::Persist(e.clone()), UpdateError::Persist(e));
     }
 }
