@@ -238,7 +238,7 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         min_queue_index: min as i64,
         ..Default::default()
     };
-    let mut filter: Option<Result<PullFilter, String>> = None;
+    let mut filter: Option<Result<PullFilter, Refusal>> = None;
     if let Some(group) = h.consumer_group.as_deref() {
         match ctx.clients.subscription(group, &h.topic) {
             None => body.filter_data = Some(format!("{group}@{} is not online!", h.topic)),
@@ -257,11 +257,11 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
                     // RocketMQ keeps filter data for SQL92 subscriptions only.
                     "null".to_owned()
                 });
-                filter = Some(
-                    ctx.filters
-                        .for_pull(ctx.config.enable_property_filter, group, sub.clone())
-                        .map_err(|r| r.remark().to_owned()),
-                );
+                filter = Some(ctx.filters.for_pull(
+                    ctx.config.enable_property_filter,
+                    group,
+                    sub.clone(),
+                ));
                 body.subscription_data = Some(sub);
             }
         }
@@ -290,7 +290,7 @@ pub fn query_consume_queue(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
         };
         match &filter {
             None => {}
-            Some(Err(why)) => one.msg = Some(why.clone()),
+            Some(Err(refused)) => one.msg = Some(refused.remark().to_owned()),
             Some(Ok(PullFilter::All)) => one.eval = true,
             Some(Ok(PullFilter::Tags(codes))) => {
                 one.eval = codes.contains(&(entry.tag_code as i32));
