@@ -288,6 +288,38 @@ fn bad_config_values_exit_non_zero_naming_key_and_line() {
 }
 
 #[test]
+fn a_taken_port_exits_non_zero_naming_the_listener_and_its_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let store = dir.path().join("store");
+    for (conf, listen, said) in [
+        (
+            format!("listenPort={port}\n"),
+            None,
+            format!("tern-broker: binding 127.0.0.1:{port}: "),
+        ),
+        (
+            format!("haListenPort={port}\n"),
+            Some("127.0.0.1:0"),
+            format!("tern-broker: binding the HA port 127.0.0.1:{port} (haListenPort): "),
+        ),
+    ] {
+        let conf = write_conf(
+            dir.path(),
+            &format!(
+                "storePathRootDir={}\nlistenAddr=127.0.0.1\n{conf}",
+                store.display()
+            ),
+        );
+        let extra: Vec<&str> = listen.map(|l| vec!["--listen", l]).unwrap_or_default();
+        let (status, out, err) = run_to_exit(&conf_args(&conf, &extra));
+        assert!(!status.success(), "started on a taken port; {out}");
+        assert!(err.contains(&said), "expected {said:?} in:\n{err}");
+    }
+}
+
+#[test]
 fn broker_with_name_server_down_still_serves_and_warns() {
     let dir = tempfile::tempdir().unwrap();
     let port = tern_testkit::free_port();
