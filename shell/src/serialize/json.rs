@@ -45,8 +45,10 @@ fn json_header_size_hint(cmd: &RemotingCommand) -> usize {
 
 /// Writes the header's text into `out`.
 fn write_json_header(cmd: &RemotingCommand, out: &mut impl Write) {
-    // Writing to a `String` or a `Vec` cannot fail; numbers are formatted in place.
-    let _ = write!(out, "{{\"code\":{}", cmd.code);
+    // Writing to a `String` or a `Vec` cannot fail. Numbers go through `CompactString`
+    // (inline, no allocation): its integer formatting skips `fmt`'s machinery.
+    let _ = out.write_str("{\"code\":");
+    let _ = out.write_str(&cmd.code.to_compact_string());
     if !cmd.ext_fields.is_empty() {
         let _ = out.write_str(",\"extFields\":{");
         for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
@@ -59,19 +61,19 @@ fn write_json_header(cmd: &RemotingCommand, out: &mut impl Write) {
         }
         let _ = out.write_char('}');
     }
-    let _ = write!(out, ",\"flag\":{}", cmd.flag);
+    let _ = out.write_str(",\"flag\":");
+    let _ = out.write_str(&cmd.flag.to_compact_string());
     let _ = out.write_str(",\"language\":");
     push_json_str(out, cmd.language.name());
-    let _ = write!(out, ",\"opaque\":{}", cmd.opaque);
+    let _ = out.write_str(",\"opaque\":");
+    let _ = out.write_str(&cmd.opaque.to_compact_string());
     if let Some(remark) = &cmd.remark {
         let _ = out.write_str(",\"remark\":");
         push_json_str(out, remark);
     }
-    let _ = write!(
-        out,
-        ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{}}}",
-        cmd.version
-    );
+    let _ = out.write_str(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    let _ = out.write_str(&cmd.version.to_compact_string());
+    let _ = out.write_char('}');
 }
 
 /// Text written onto the end of a byte buffer (a frame whose first bytes are binary).
@@ -103,7 +105,12 @@ pub(crate) fn push_json_str(out: &mut impl Write, s: &str) {
         };
         let _ = out.write_str(&s[plain..i]);
         if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
+            // RocketMQ's property separators (U+0001, U+0002) are in every message's
+            // properties: written by hand, not through the formatter.
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let _ = out.write_str("\\u00");
+            let _ = out.write_char(char::from(HEX[usize::from(b >> 4)]));
+            let _ = out.write_char(char::from(HEX[usize::from(b & 0xf)]));
         } else {
             let _ = out.write_str(escape);
         }
