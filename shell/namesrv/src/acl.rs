@@ -11,14 +11,15 @@
 use std::net::IpAddr;
 
 use tern_shell::RemotingCommand;
+use tern_shell::acl::AclRefusal;
 use tern_shell::acl::guard::Acl;
 use tern_shell::acl::rules::perm;
 use tern_shell::code::RequestCode;
 
 use crate::processor::extra_code;
 
-/// Whether `req` from `peer` may be processed; `Err` is the refusal's remark.
-pub fn check(acl: &Acl, req: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
+/// Whether `req` from `peer` may be processed; `Err` says why it is refused.
+pub fn check(acl: &Acl, req: &RemotingCommand, peer: IpAddr) -> Result<(), AclRefusal> {
     use RequestCode as C;
     let access = acl.authenticate(req, peer)?;
     match req.request_code_enum() {

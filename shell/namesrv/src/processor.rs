@@ -22,7 +22,8 @@ use tern_shell::headers::{
     RegisterBrokerResponseHeader, WipeWritePermOfBrokerResponseHeader,
 };
 use tern_shell::{
-    ConnectionCtx, ExtFields, Processor, RemotingCommand, RequestCode, ResponseCode, runtime,
+    ConnectionCtx, ExtFields, Processor, Refusal, RemotingCommand, RequestCode, ResponseCode,
+    runtime,
 };
 
 use tern_shell::acl::guard::Acl;
@@ -139,7 +140,7 @@ impl Processor for NamesrvProcessor {
                     req.code,
                     conn.peer_addr()
                 );
-                return Some(fail(&req, ResponseCode::NoPermission, why));
+                return Some(Refusal::from(why).into_response(&req));
             }
         }
         Some(self.handle(conn, &req).unwrap_or_else(|e| e))

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use super::AclRefusal;
 use super::replay::ReplayWindow;
 use super::rules::{AclConfig, GROUP_PREFIX, perm};
 use crate::frame::RemotingCommand;
@@ -84,21 +85,22 @@ impl Access {
         }
     }
 
-    /// Whether the caller is an admin (or trusted); `Err` is the refusal's remark.
-    pub fn require_admin(&self, code: i32) -> Result<(), String> {
+    /// Whether the caller is an admin (or trusted); `Err` says why not.
+    pub fn require_admin(&self, code: i32) -> Result<(), AclRefusal> {
         match self.account() {
             None => Ok(()),
             Some((a, _)) if a.admin => Ok(()),
-            Some((_, ak)) => Err(format!(
-                "Need admin permission for request code={code}, but accessKey={ak} is not admin"
-            )),
+            Some((_, ak)) => Err(AclRefusal::NotAdmin {
+                code,
+                access_key: ak.to_owned(),
+            }),
         }
     }
 
     /// Whether the caller holds `need` (a [`perm`] bit) on `resource`: a topic, or a
     /// group written `%RETRY%group` (see [`group`]). An admin account with no resource
     /// permissions listed may do everything, as in RocketMQ.
-    pub fn require(&self, resource: &str, need: u8) -> Result<(), String> {
+    pub fn require(&self, resource: &str, need: u8) -> Result<(), AclRefusal> {
         let Some((account, ak)) = self.account() else {
             return Ok(());
         };
@@ -114,11 +116,10 @@ impl Access {
         if perm::grants(need, owned) {
             return Ok(());
         }
-        let what = match resource.strip_prefix(GROUP_PREFIX) {
-            Some(g) => format!("group {g}"),
-            None => format!("topic {resource}"),
-        };
-        Err(format!("No permission for {what} (accessKey={ak})"))
+        Err(AclRefusal::NoPermission {
+            resource: resource.to_owned(),
+            access_key: ak.to_owned(),
+        })
     }
 }
 
@@ -201,26 +202,26 @@ impl Acl {
         }
     }
 
-    /// Who sent `req` from `peer`, as far as the rules can tell; `Err` is the refusal's
-    /// remark. Permissions are asked of the answer.
-    pub fn authenticate(&self, req: &RemotingCommand, peer: IpAddr) -> Result<Access, String> {
+    /// Who sent `req` from `peer`, as far as the rules can tell; `Err` says why it is
+    /// refused. Permissions are asked of the answer.
+    pub fn authenticate(&self, req: &RemotingCommand, peer: IpAddr) -> Result<Access, AclRefusal> {
         let rules = self.rules();
         if rules.global_white.iter().any(|p| p.admits(peer)) {
             return Ok(Access::Trusted);
         }
         let ext = &req.ext_fields;
         let Some(ak) = ext.get(super::ACCESS_KEY) else {
-            return Err("No accessKey is configured".into());
+            return Err(AclRefusal::NoAccessKey);
         };
         let Some(account) = rules.accounts.get(ak) else {
-            return Err(format!("No acl config for {ak}"));
+            return Err(AclRefusal::NoAccount(ak.to_owned()));
         };
         if account.white.admits(peer) {
             return Ok(Access::Trusted);
         }
         let sent = ext.get(super::SIGNATURE).unwrap_or("");
         if !super::verify(ext, &req.body, &account.secret_key, sent) {
-            return Err(format!("Check signature failed for accessKey={ak}"));
+            return Err(AclRefusal::BadSignature(ak.to_owned()));
         }
         if let Some(window) = &self.replay {
             let ts = ext.get(super::TIMESTAMP);
@@ -243,22 +244,22 @@ impl Acl {
         content: &[u8],
         sent: &[u8],
         peer: IpAddr,
-    ) -> Result<Access, String> {
+    ) -> Result<Access, AclRefusal> {
         let rules = self.rules();
         if rules.global_white.iter().any(|p| p.admits(peer)) {
             return Ok(Access::Trusted);
         }
         let Some(ak) = access_key.filter(|a| !a.is_empty()) else {
-            return Err("No accessKey is configured".into());
+            return Err(AclRefusal::NoAccessKey);
         };
         let Some(account) = rules.accounts.get(ak) else {
-            return Err(format!("No acl config for {ak}"));
+            return Err(AclRefusal::NoAccount(ak.to_owned()));
         };
         if account.white.admits(peer) {
             return Ok(Access::Trusted);
         }
         if !super::verify_tag(&account.secret_key, &[content], sent) {
-            return Err(format!("Check signature failed for accessKey={ak}"));
+            return Err(AclRefusal::BadSignature(ak.to_owned()));
         }
         Ok(Access::Account {
             access_key: ak.to_owned(),

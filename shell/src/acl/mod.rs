@@ -22,9 +22,12 @@ use crate::ext_fields::ToCompactString;
 use crate::frame::{ExtFields, RemotingCommand};
 
 pub mod guard;
+mod refusal;
 mod replay;
 pub mod rules;
 pub mod settings;
+
+pub use refusal::AclRefusal;
 
 /// extField naming the account.
 pub const ACCESS_KEY: &str = "AccessKey";

@@ -8,6 +8,7 @@
 //! signed in, so a replay finds its twin in one bucket, and a bucket is dropped once its
 //! second is out of the window (its requests are refused by their time from then on).
 
+use super::AclRefusal;
 use crate::sync::MutexExt;
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
@@ -45,27 +46,25 @@ impl ReplayWindow {
     }
 
     /// Admits a request signed at `timestamp` (the field as sent) with `signature`, at
-    /// `now_ms`; `Err` is the refusal's remark.
+    /// `now_ms`; `Err` says why it is refused.
     pub(crate) fn admit(
         &self,
         timestamp: Option<&str>,
         signature: &str,
         now_ms: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), AclRefusal> {
         let Some(ts) = timestamp else {
-            return Err(format!(
-                "No {} in the request: this server's replay window requires signed times",
-                super::TIMESTAMP
-            ));
+            return Err(AclRefusal::NoSignedTime);
         };
         let Ok(signed_ms) = ts.parse::<u64>() else {
-            return Err(format!("Bad {} {ts:?}", super::TIMESTAMP));
+            return Err(AclRefusal::BadSignedTime(ts.to_owned()));
         };
         if signed_ms.abs_diff(now_ms) > self.window_ms {
-            return Err(format!(
-                "Request signed at {signed_ms} is outside the replay window of {} ms (now {now_ms})",
-                self.window_ms
-            ));
+            return Err(AclRefusal::OutsideReplayWindow {
+                signed_ms,
+                window_ms: self.window_ms,
+                now_ms,
+            });
         }
         let key = self.hasher.hash_one(signature);
         let mut seen = self.seen.guard();
@@ -79,9 +78,7 @@ impl ReplayWindow {
             seen.count -= dropped;
         }
         if seen.count >= MAX_REMEMBERED {
-            return Err(format!(
-                "Too many signed requests in the replay window ({MAX_REMEMBERED} remembered); try again"
-            ));
+            return Err(AclRefusal::ReplayWindowFull);
         }
         if !seen
             .by_second
@@ -89,7 +86,7 @@ impl ReplayWindow {
             .or_default()
             .insert(key)
         {
-            return Err("Replayed request: this signature was already used".into());
+            return Err(AclRefusal::Replayed);
         }
         seen.count += 1;
         Ok(())
@@ -106,7 +103,10 @@ mod tests {
         let now = 1_800_000_000_000;
         let ts = now.to_string();
         assert_eq!(w.admit(Some(&ts), "sig-a", now), Ok(()));
-        let again = w.admit(Some(&ts), "sig-a", now + 5).unwrap_err();
+        let again = w
+            .admit(Some(&ts), "sig-a", now + 5)
+            .unwrap_err()
+            .to_string();
         assert!(again.contains("Replayed"), "{again}");
         assert_eq!(w.admit(Some(&ts), "sig-b", now), Ok(()));
         // Either side of now, within 60 s: admitted; outside: refused by its time.
@@ -114,14 +114,21 @@ mod tests {
         assert_eq!(w.admit(Some(&(now + 59_000).to_string()), "d", now), Ok(()));
         let old = w
             .admit(Some(&(now - 61_000).to_string()), "e", now)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(old.contains("outside the replay window"), "{old}");
         assert!(
             w.admit(None, "f", now)
                 .unwrap_err()
+                .to_string()
                 .contains("No AclTimestamp")
         );
-        assert!(w.admit(Some("soon"), "g", now).unwrap_err().contains("Bad"));
+        assert!(
+            w.admit(Some("soon"), "g", now)
+                .unwrap_err()
+                .to_string()
+                .contains("Bad")
+        );
     }
 
     #[test]

@@ -23,11 +23,12 @@ use tern_engine::properties::{self, key};
 use tern_engine::record::RecordView;
 use tern_engine::timer::rule::TIMER_TOPIC;
 use tern_shell::RemotingCommand;
+use tern_shell::acl::AclRefusal;
 use tern_shell::acl::guard::{Access, Acl, group};
 use tern_shell::acl::rules::{GROUP_PREFIX, perm};
 use tern_shell::body::{
-    BatchAckMessageRequestBody, CheckClientRequestBody, HeartbeatData, LockBatchRequestBody,
-    QueryAssignmentRequestBody, from_json,
+    BatchAckMessageRequestBody, BodyError, CheckClientRequestBody, HeartbeatData,
+    LockBatchRequestBody, QueryAssignmentRequestBody, from_json,
 };
 use tern_shell::code::RequestCode;
 
@@ -46,8 +47,8 @@ enum Rule {
 }
 
 /// Whether `req` from `peer` may be processed: the account's [`Access`] (the processor
-/// asks it about records), or the refusal's remark.
-pub fn check(acl: &Acl, req: &RemotingCommand, peer: IpAddr) -> Result<Access, String> {
+/// asks it about records), or why it is refused.
+pub fn check(acl: &Acl, req: &RemotingCommand, peer: IpAddr) -> Result<Access, AclRefusal> {
     let access = acl.authenticate(req, peer)?;
     match rule(req)? {
         Rule::Admin => access.require_admin(req.code)?,
@@ -83,11 +84,16 @@ pub fn require_record(
     view: &RecordView<'_>,
     code: i32,
     need: u8,
-) -> Result<(), String> {
+) -> Result<(), AclRefusal> {
     match record_topic(view) {
         Some(t) => access.require(t, need),
         None => access.require_admin(code),
     }
+}
+
+/// The refusal for a body that names resources and cannot be read.
+fn unreadable(body: &'static str) -> impl FnOnce(BodyError) -> AclRefusal {
+    move |error| AclRefusal::UnreadableBody { body, error }
 }
 
 /// A topic sent to: a retry topic is its group's (SUB), any other is PUB.
@@ -101,7 +107,7 @@ fn sent_to(topic: &str) -> (String, u8) {
 
 /// What `req` touches (RocketMQ's `PlainAccessResource.parse`, widened to every code a
 /// client sends).
-fn rule(req: &RemotingCommand) -> Result<Rule, String> {
+fn rule(req: &RemotingCommand) -> Result<Rule, AclRefusal> {
     use RequestCode as C;
     let get = |k: &str| req.ext_fields.get(k);
     let sub_topic = |k: &str| get(k).map(|t| (t.to_owned(), perm::SUB));
@@ -139,8 +145,7 @@ fn rule(req: &RemotingCommand) -> Result<Rule, String> {
         | C::GetEarliestMsgStoretime => out.extend(sub_topic("topic")),
         C::UnregisterClient | C::GetConsumerListByGroup => out.extend(sub_group("consumerGroup")),
         C::HeartBeat => {
-            let hb: HeartbeatData =
-                from_json(&req.body).map_err(|e| format!("heartbeat body: {e}"))?;
+            let hb: HeartbeatData = from_json(&req.body).map_err(unreadable("heartbeat"))?;
             for c in hb.consumer_data_set {
                 out.push((group(&c.group_name), perm::SUB));
                 for s in c.subscription_data_set {
@@ -149,14 +154,13 @@ fn rule(req: &RemotingCommand) -> Result<Rule, String> {
             }
         }
         C::LockBatchMq | C::UnlockBatchMq => {
-            let b: LockBatchRequestBody =
-                from_json(&req.body).map_err(|e| format!("lock body: {e}"))?;
+            let b: LockBatchRequestBody = from_json(&req.body).map_err(unreadable("lock"))?;
             out.push((group(&b.consumer_group), perm::SUB));
             out.extend(b.mq_set.into_iter().map(|q| (q.topic, perm::SUB)));
         }
         C::BatchAckMessage => {
             let b: BatchAckMessageRequestBody =
-                from_json(&req.body).map_err(|e| format!("batch ack body: {e}"))?;
+                from_json(&req.body).map_err(unreadable("batch ack"))?;
             for a in b.acks {
                 out.push((group(&a.consumer_group), perm::SUB));
                 out.push((a.topic, perm::SUB));
@@ -164,13 +168,13 @@ fn rule(req: &RemotingCommand) -> Result<Rule, String> {
         }
         C::QueryAssignment => {
             let b: QueryAssignmentRequestBody =
-                from_json(&req.body).map_err(|e| format!("assignment body: {e}"))?;
+                from_json(&req.body).map_err(unreadable("assignment"))?;
             out.push((group(&b.consumer_group), perm::SUB));
             out.push((b.topic, perm::SUB));
         }
         C::CheckClientConfig => {
             let b: CheckClientRequestBody =
-                from_json(&req.body).map_err(|e| format!("check client body: {e}"))?;
+                from_json(&req.body).map_err(unreadable("check client"))?;
             out.push((group(&b.group), perm::SUB));
             out.extend(b.subscription_data.map(|s| (s.topic, perm::SUB)));
         }

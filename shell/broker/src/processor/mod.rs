@@ -6,7 +6,7 @@ use tern_shell::acl::guard::Access;
 use tern_shell::answer::respond;
 use tern_shell::code::RequestCode;
 use tern_shell::connection::not_supported;
-use tern_shell::{Answer, ConnectionCtx, Processor, RemotingCommand, ResponseCode};
+use tern_shell::{Answer, ConnectionCtx, Processor, Refusal, RemotingCommand};
 
 use crate::BrokerCtx;
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
@@ -88,11 +88,7 @@ impl Processor for BrokerProcessor {
                         req.code,
                         conn.peer_addr()
                     );
-                    return Some(RemotingCommand::error_response(
-                        &req,
-                        ResponseCode::NoPermission,
-                        why,
-                    ));
+                    return Some(Refusal::from(why).into_response(&req));
                 }
             },
         };

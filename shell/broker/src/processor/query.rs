@@ -123,7 +123,7 @@ pub fn view_message(ctx: &BrokerCtx, req: &RemotingCommand, access: &Access) -> 
         };
         if let Err(why) = crate::acl::require_record(access, &view, req.code, perm::SUB) {
             log::warn!("VIEW_MESSAGE_BY_ID at {} refused: {why}", h.offset);
-            return Err(Refusal::new(ResponseCode::NoPermission, why));
+            return Err(why.into());
         }
     }
     Ok(RemotingCommand::response_to(req, ResponseCode::Success).with_body(b))

@@ -120,8 +120,7 @@ async fn end(
     })?;
     // With ACL on, ending a transaction publishes to its real topic: PUB there. An
     // offset alone must not let an account commit or roll back another's messages.
-    crate::acl::require_record(access, &view, code, perm::PUB)
-        .map_err(|why| Refusal::new(ResponseCode::NoPermission, why))?;
+    crate::acl::require_record(access, &view, code, perm::PUB)?;
     verify(ctx, h, &view, &info, offset, queue_offset).await?;
     let end = if commit {
         // A commit first looks for an earlier commit of the same transaction, under the

@@ -205,9 +205,11 @@ impl Inner {
         }
         let access = acl
             .authenticate_tag(ak, content.as_bytes(), sig, ctx.peer.ip())
-            .map_err(refuse)?;
+            .map_err(|why| refuse(why.to_string()))?;
         for (resource, p) in needs {
-            access.require(resource, *p).map_err(refuse)?;
+            access
+                .require(resource, *p)
+                .map_err(|why| refuse(why.to_string()))?;
         }
         Ok(())
     }
