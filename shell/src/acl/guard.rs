@@ -13,6 +13,8 @@
 //! changes; a bad edit keeps the previous rules and is logged.
 
 use crate::sync::{MutexExt, RwLockExt};
+use std::fmt;
+use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -20,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use super::AclRefusal;
 use super::replay::ReplayWindow;
-use super::rules::{AclConfig, GROUP_PREFIX, perm};
+use super::rules::{AclConfig, GROUP_PREFIX, RulesError, perm};
 use crate::frame::RemotingCommand;
 use crate::runtime;
 
@@ -46,10 +48,54 @@ fn stamp(path: &Path) -> Stamp {
     Some((m.modified().ok()?, m.len()))
 }
 
-fn load(path: &Path) -> Result<AclConfig, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    AclConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+/// Why the rules file cannot be put in force: at start (the server stops), after an
+/// admin's change (the change is answered with it) or on a reload (the previous rules
+/// stay, and it is logged).
+#[derive(Debug)]
+pub enum RulesFileError {
+    /// The file cannot be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: io::Error,
+    },
+    /// The file's rules are wrong.
+    Rules {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and where.
+        error: RulesError,
+    },
+}
+
+impl fmt::Display for RulesFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Read { path, error } => write!(f, "reading {}: {error}", path.display()),
+            Self::Rules { path, error } => write!(f, "{}: {error}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for RulesFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Read { error, .. } => Some(error),
+            Self::Rules { error, .. } => Some(error),
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<AclConfig, RulesFileError> {
+    let text = std::fs::read_to_string(path).map_err(|error| RulesFileError::Read {
+        path: path.to_owned(),
+        error,
+    })?;
+    AclConfig::parse(&text).map_err(|error| RulesFileError::Rules {
+        path: path.to_owned(),
+        error,
+    })
 }
 
 /// What an authenticated request may do.
@@ -131,7 +177,7 @@ pub fn group(g: &str) -> String {
 impl Acl {
     /// Reads the rules from `path`; `replay_window` (when not zero) makes signed
     /// requests carry a signing time within it of now, each signature used once.
-    pub fn open(path: &Path, replay_window: Duration) -> Result<Acl, String> {
+    pub fn open(path: &Path, replay_window: Duration) -> Result<Acl, RulesFileError> {
         let stamped = stamp(path);
         let rules = load(path)?;
         log::info!(
@@ -159,8 +205,12 @@ impl Acl {
     }
 
     /// Makes one change to the file (`f` is given the path) and puts the new rules in
-    /// force before returning; changes run one at a time.
-    pub fn change(&self, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    /// force before returning; changes run one at a time. `Err` is `f`'s error, or why
+    /// the changed file cannot be read back.
+    pub fn change<E: From<RulesFileError>>(
+        &self,
+        f: impl FnOnce(&Path) -> Result<(), E>,
+    ) -> Result<(), E> {
         let _one = self.editing.guard();
         f(&self.path)?;
         let rules = load(&self.path)?;

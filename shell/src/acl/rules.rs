@@ -6,9 +6,10 @@
 //! secret "12345678", as Java's loader makes it).
 
 use std::collections::HashMap;
+use std::fmt;
 use std::net::IpAddr;
 
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::{ScanError, Yaml, YamlLoader};
 
 /// Permission bits (RocketMQ's `Permission`).
 pub mod perm {
@@ -44,6 +45,72 @@ pub mod perm {
     }
 }
 
+/// Why `plain_acl.yml`'s text, or an address pattern in it, is refused; the text says
+/// what is wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RulesError {
+    /// The text is not YAML.
+    Yaml(ScanError),
+    /// `accounts` is there but not a list.
+    AccountsNotList,
+    /// The account at this place in the list (from 1) has no `accessKey`.
+    NoAccessKey(usize),
+    /// The account has no `secretKey`.
+    NoSecretKey(String),
+    /// The account's access key or secret key is shorter than RocketMQ allows.
+    ShortKey(String),
+    /// A `topicPerms` or `groupPerms` entry is not `name=PERM`.
+    BadPermEntry {
+        /// The account.
+        access_key: String,
+        /// `topicPerms` or `groupPerms`.
+        field: &'static str,
+        /// The entry as written.
+        entry: String,
+    },
+    /// An IPv4-looking address pattern with a segment that is none of RocketMQ's forms.
+    BadAddress(String),
+    /// An IPv4 address pattern of fewer than 4 parts that does not end in `*`.
+    ShortAddress(String),
+    /// Two accounts have this access key.
+    DuplicateAccount(String),
+}
+
+impl fmt::Display for RulesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Yaml(e) => write!(f, "{e}"),
+            Self::AccountsNotList => f.write_str("accounts must be a list"),
+            Self::NoAccessKey(n) => write!(f, "account {n} has no accessKey"),
+            Self::NoSecretKey(ak) => write!(f, "account {ak} has no secretKey"),
+            Self::ShortKey(ak) => write!(
+                f,
+                "account {ak}: accessKey and secretKey need at least 6 characters"
+            ),
+            Self::BadPermEntry {
+                access_key,
+                field,
+                entry,
+            } => write!(
+                f,
+                "account {access_key}: {field} entry '{entry}' is not name=PERM"
+            ),
+            Self::BadAddress(s) => write!(f, "bad address pattern '{s}'"),
+            Self::ShortAddress(s) => write!(f, "address pattern '{s}' has fewer than 4 parts"),
+            Self::DuplicateAccount(ak) => write!(f, "account {ak} appears twice"),
+        }
+    }
+}
+
+impl std::error::Error for RulesError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Yaml(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Prefix that makes a resource a group: groups are checked as their retry topic.
 pub const GROUP_PREFIX: &str = "%RETRY%";
 
@@ -74,7 +141,7 @@ pub enum Segment {
 
 impl AddrPattern {
     /// Parses a pattern; `Err` names what is wrong.
-    pub fn parse(s: &str) -> Result<AddrPattern, String> {
+    pub fn parse(s: &str) -> Result<AddrPattern, RulesError> {
         let s = s.trim();
         if s.is_empty() {
             return Ok(AddrPattern::Nobody);
@@ -92,11 +159,11 @@ impl AddrPattern {
         }
         let mut segs = Vec::with_capacity(4);
         for p in &parts {
-            segs.push(segment(p).ok_or_else(|| format!("bad address pattern '{s}'"))?);
+            segs.push(segment(p).ok_or_else(|| RulesError::BadAddress(s.to_owned()))?);
         }
         if segs.len() < 4 {
             if segs.last() != Some(&Segment::Any) {
-                return Err(format!("address pattern '{s}' has fewer than 4 parts"));
+                return Err(RulesError::ShortAddress(s.to_owned()));
             }
             segs.resize(4, Segment::Any);
         }
@@ -181,8 +248,8 @@ fn list(y: &Yaml) -> Vec<String> {
 
 impl AclConfig {
     /// Parses the file's text; `Err` says what is wrong and where.
-    pub fn parse(src: &str) -> Result<AclConfig, String> {
-        let docs = YamlLoader::load_from_str(src).map_err(|e| e.to_string())?;
+    pub fn parse(src: &str) -> Result<AclConfig, RulesError> {
+        let docs = YamlLoader::load_from_str(src).map_err(RulesError::Yaml)?;
         let Some(doc) = docs.first() else {
             return Ok(AclConfig::default());
         };
@@ -193,28 +260,28 @@ impl AclConfig {
         let accounts = match &doc["accounts"] {
             Yaml::Array(a) => a.as_slice(),
             Yaml::BadValue | Yaml::Null => &[],
-            _ => return Err("accounts must be a list".into()),
+            _ => return Err(RulesError::AccountsNotList),
         };
         for (i, a) in accounts.iter().enumerate() {
             let Some(ak) = text(&a["accessKey"]).filter(|s| !s.trim().is_empty()) else {
-                return Err(format!("account {} has no accessKey", i + 1));
+                return Err(RulesError::NoAccessKey(i + 1));
             };
             let Some(sk) = text(&a["secretKey"]).filter(|s| !s.trim().is_empty()) else {
-                return Err(format!("account {ak} has no secretKey"));
+                return Err(RulesError::NoSecretKey(ak));
             };
             // RocketMQ refuses keys shorter than 6 characters.
             if ak.len() < 6 || sk.len() < 6 {
-                return Err(format!(
-                    "account {ak}: accessKey and secretKey need at least 6 characters"
-                ));
+                return Err(RulesError::ShortKey(ak));
             }
             let mut perms = HashMap::new();
             for (field, prefix) in [("topicPerms", ""), ("groupPerms", GROUP_PREFIX)] {
                 for entry in list(&a[field]) {
                     let Some((name, p)) = entry.split_once('=') else {
-                        return Err(format!(
-                            "account {ak}: {field} entry '{entry}' is not name=PERM"
-                        ));
+                        return Err(RulesError::BadPermEntry {
+                            access_key: ak,
+                            field,
+                            entry,
+                        });
                     };
                     perms.insert(format!("{prefix}{}", name.trim()), perm::parse(p));
                 }
@@ -228,7 +295,7 @@ impl AclConfig {
                 perms,
             };
             if cfg.accounts.insert(ak.clone(), account).is_some() {
-                return Err(format!("account {ak} appears twice"));
+                return Err(RulesError::DuplicateAccount(ak));
             }
         }
         Ok(cfg)
@@ -301,9 +368,53 @@ accounts:
             ("accounts: 3\n", "list"),
             ("accounts: [\n", ""),
         ] {
-            let e = AclConfig::parse(src).unwrap_err();
+            let e = AclConfig::parse(src).unwrap_err().to_string();
             assert!(e.contains(why), "{src:?}: {e}");
         }
+    }
+
+    /// The reasons an admin's change is answered with and a reload logs, byte for byte.
+    #[test]
+    fn each_reason_reads_as_it_did() {
+        for (src, text) in [
+            ("accounts: 3\n", "accounts must be a list"),
+            (
+                "accounts:\n  - secretKey: 12345678\n",
+                "account 1 has no accessKey",
+            ),
+            (
+                "accounts:\n  - accessKey: abcdefg\n",
+                "account abcdefg has no secretKey",
+            ),
+            (
+                "accounts:\n  - accessKey: abc\n    secretKey: 12345678\n",
+                "account abc: accessKey and secretKey need at least 6 characters",
+            ),
+            (
+                "accounts:\n  - accessKey: abcdefg\n    secretKey: 12345678\n    groupPerms: [g]\n",
+                "account abcdefg: groupPerms entry 'g' is not name=PERM",
+            ),
+            (
+                "accounts:\n  - {accessKey: abcdefg, secretKey: 12345678}\n  - {accessKey: abcdefg, secretKey: 12345678}\n",
+                "account abcdefg appears twice",
+            ),
+            (
+                "globalWhiteRemoteAddresses: [1.2.3.300]\n",
+                "bad address pattern '1.2.3.300'",
+            ),
+            (
+                "globalWhiteRemoteAddresses: [1.2]\n",
+                "address pattern '1.2' has fewer than 4 parts",
+            ),
+        ] {
+            assert_eq!(AclConfig::parse(src).unwrap_err().to_string(), text);
+        }
+        let e = AclConfig::parse("accounts: [\n").unwrap_err();
+        let RulesError::Yaml(scan) = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(e.to_string(), scan.to_string());
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]

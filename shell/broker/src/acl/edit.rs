@@ -7,37 +7,58 @@
 
 use std::fmt;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tern_engine_fs::MetaError;
 use yaml_rust2::yaml::Hash;
 use yaml_rust2::{EmitError, ScanError, Yaml, YamlEmitter, YamlLoader};
 
 use tern_shell::acl::AccessConfig;
-use tern_shell::acl::guard::Acl;
-use tern_shell::acl::rules::AclConfig;
+use tern_shell::acl::guard::{Acl, RulesFileError};
+use tern_shell::acl::rules::{AclConfig, RulesError};
+use tern_shell::{Refusal, ResponseCode};
 
-/// Why a change to the file was not made. The text is the remark the admin client gets.
+/// Why a change to the file was not made, or the file not read. The text is the remark
+/// the admin client gets.
 #[derive(Debug)]
 pub enum AclEditError {
-    /// Reading the file failed (other than its absence): the kind, and the text.
-    Io(io::ErrorKind, String),
+    /// Reading the file failed (other than its absence).
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: io::Error,
+    },
     /// Replacing the file failed.
     Write(MetaError),
-    /// The file, or the document the change makes, is not YAML of the expected shape.
-    Yaml(String),
+    /// The file is not YAML.
+    Yaml(ScanError),
+    /// The file is YAML but not a mapping.
+    NotMapping(PathBuf),
+    /// The file's `accounts` is not a list.
+    AccountsNotList,
+    /// The changed document could not be written as YAML.
+    Emit(EmitError),
     /// The changed file would not load with the rules used at start.
-    Rules(String),
+    Rules(RulesError),
     /// No account has this access key.
     NoAccount(String),
+    /// The changed file was written but the rules could not be read back from it.
+    Reload(RulesFileError),
 }
 
 impl fmt::Display for AclEditError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Io(_, text) | Self::Yaml(text) | Self::Rules(text) => f.write_str(text),
+            Self::Read { path, error } => write!(f, "reading {}: {error}", path.display()),
             Self::Write(e) => write!(f, "{e}"),
+            Self::Yaml(e) => write!(f, "{e}"),
+            Self::NotMapping(path) => write!(f, "{} is not a YAML mapping", path.display()),
+            Self::AccountsNotList => f.write_str("accounts must be a list"),
+            Self::Emit(e) => write!(f, "writing YAML: {e}"),
+            Self::Rules(e) => write!(f, "{e}"),
             Self::NoAccount(key) => write!(f, "No acl config for {key}"),
+            Self::Reload(e) => write!(f, "{e}"),
         }
     }
 }
@@ -45,21 +66,40 @@ impl fmt::Display for AclEditError {
 impl std::error::Error for AclEditError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            Self::Read { error, .. } => Some(error),
             Self::Write(e) => Some(e),
-            Self::Io(..) | Self::Yaml(_) | Self::Rules(_) | Self::NoAccount(_) => None,
+            Self::Yaml(e) => Some(e),
+            Self::Emit(e) => Some(e),
+            Self::Rules(e) => Some(e),
+            Self::Reload(e) => Some(e),
+            Self::NotMapping(_) | Self::AccountsNotList | Self::NoAccount(_) => None,
         }
     }
 }
 
 impl From<ScanError> for AclEditError {
     fn from(e: ScanError) -> Self {
-        Self::Yaml(e.to_string())
+        Self::Yaml(e)
     }
 }
 
 impl From<EmitError> for AclEditError {
     fn from(e: EmitError) -> Self {
-        Self::Yaml(format!("writing YAML: {e}"))
+        Self::Emit(e)
+    }
+}
+
+impl From<RulesFileError> for AclEditError {
+    fn from(e: RulesFileError) -> Self {
+        Self::Reload(e)
+    }
+}
+
+/// An admin request that could not change or read the file: SYSTEM_ERROR with the
+/// error's text as the remark.
+impl From<AclEditError> for Refusal {
+    fn from(e: AclEditError) -> Self {
+        Refusal::new(ResponseCode::SystemError, e.to_string())
     }
 }
 
@@ -69,13 +109,12 @@ impl From<MetaError> for AclEditError {
     }
 }
 
-/// Runs `edit` on the file of `acl` and reads the rules again (`Acl::change`), its
-/// error as the text the admin client is answered with.
+/// Runs `edit` on the file of `acl` and reads the rules again (`Acl::change`).
 pub fn change(
     acl: &Acl,
     edit: impl FnOnce(&Path) -> Result<(), AclEditError>,
-) -> Result<(), String> {
-    acl.change(|path| edit(path).map_err(|e| e.to_string()))
+) -> Result<(), AclEditError> {
+    acl.change(edit)
 }
 
 /// The file's version as RocketMQ keeps it in the file (`dataVersion: [{counter,
@@ -101,21 +140,18 @@ pub fn read(path: &Path) -> Result<Hash, AclEditError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(AclEditError::Io(
-                e.kind(),
-                format!("reading {}: {e}", path.display()),
-            ));
+        Err(error) => {
+            return Err(AclEditError::Read {
+                path: path.to_owned(),
+                error,
+            });
         }
     };
     let docs = YamlLoader::load_from_str(&text)?;
     match docs.into_iter().next() {
         None | Some(Yaml::Null) => Ok(Hash::new()),
         Some(Yaml::Hash(h)) => Ok(h),
-        Some(_) => Err(AclEditError::Yaml(format!(
-            "{} is not a YAML mapping",
-            path.display()
-        ))),
+        Some(_) => Err(AclEditError::NotMapping(path.to_owned())),
     }
 }
 
@@ -144,7 +180,7 @@ fn accounts(doc: &mut Hash) -> Result<&mut Vec<Yaml>, AclEditError> {
     }
     match entry {
         Yaml::Array(a) => Ok(a),
-        _ => Err(AclEditError::Yaml("accounts must be a list".into())),
+        _ => Err(AclEditError::AccountsNotList),
     }
 }
 

@@ -18,7 +18,7 @@ use tern_shell::{RemotingCommand, ResponseCode};
 use yaml_rust2::Yaml;
 
 use crate::BrokerCtx;
-use crate::acl::edit;
+use crate::acl::edit::{self, AclEditError};
 use tern_shell::acl::AccessConfig;
 use tern_shell::acl::guard::Acl;
 use tern_shell::acl::split_list;
@@ -29,10 +29,10 @@ fn acl(ctx: &BrokerCtx) -> Result<&Acl, Refusal> {
         .ok_or_else(|| Refusal::new(ResponseCode::SystemError, "The broker does not enable acl."))
 }
 
-fn answer(req: &RemotingCommand, done: Result<(), String>) -> Answer {
+fn answer(req: &RemotingCommand, done: Result<(), AclEditError>) -> Answer {
     match done {
         Ok(()) => Ok(RemotingCommand::response_to(req, ResponseCode::Success)),
-        Err(why) => Err(Refusal::new(ResponseCode::SystemError, why)),
+        Err(why) => Err(why.into()),
     }
 }
 
@@ -82,7 +82,7 @@ pub fn update_global_white(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
 fn read_doc(acl: &Acl) -> Result<Yaml, Refusal> {
     edit::read(acl.path())
         .map(Yaml::Hash)
-        .map_err(|why| Refusal::new(ResponseCode::SystemError, why.to_string()))
+        .map_err(Refusal::from)
 }
 
 /// GET_BROKER_CLUSTER_ACL_INFO: the file's version, as RocketMQ's `DataVersion` JSON.
