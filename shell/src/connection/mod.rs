@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use async_std::channel::bounded;
 use async_std::net::{Shutdown as NetShutdown, TcpStream};
 
 use crate::code::ResponseCode;
@@ -294,7 +293,7 @@ impl Connection {
         let opaque = self.inner.next_opaque.fetch_add(1, Ordering::Relaxed);
         cmd.opaque = opaque;
         cmd.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = futures_channel::oneshot::channel();
         let (deadline, alone) = self.wait_for_answer(opaque, tx, timeout);
         // Checked after inserting: a close that drained `pending` before our insert is seen here.
         if self.is_closed() {
@@ -308,7 +307,7 @@ impl Connection {
         // No timer here: the connection's expiry task answers `Timeout` once the
         // deadline passes (see `pending`), and a close answers its error. A channel
         // closed without either (the connection dropped) is judged by the clock.
-        match rx.recv().await {
+        match rx.await {
             Ok(outcome) => outcome,
             Err(_) if Instant::now() >= deadline => Err(RemotingError::Timeout),
             Err(_) => Err(self.closed_error()),

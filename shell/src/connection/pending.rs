@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use async_std::channel::Sender;
+use futures_channel::oneshot::Sender;
 
 use super::{Connection, Inner, RemotingError};
 use crate::frame::RemotingCommand;
@@ -81,20 +81,24 @@ impl Pending {
     /// Fails every waiter with `why` (the connection closed).
     pub(super) fn fail_all(&mut self, why: &RemotingError) {
         for (_, w) in self.waiters.drain() {
-            let _ = w.answer.try_send(Err(why.clone()));
+            let _ = w.answer.send(Err(why.clone()));
         }
     }
 
     /// Fails the waiters whose deadline is not after `now` with a timeout; returns the
     /// earliest deadline left, which the expiry task sleeps until.
     fn expire(&mut self, now: Instant) -> Option<Instant> {
-        self.waiters.retain(|_, w| {
-            let live = w.deadline > now;
-            if !live {
-                let _ = w.answer.try_send(Err(RemotingError::Timeout));
+        let expired: Vec<i32> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.deadline <= now)
+            .map(|(opaque, _)| *opaque)
+            .collect();
+        for opaque in expired {
+            if let Some(w) = self.waiters.remove(&opaque) {
+                let _ = w.answer.send(Err(RemotingError::Timeout));
             }
-            live
-        });
+        }
         self.armed = self.waiters.values().map(|w| w.deadline).min();
         self.armed
     }
@@ -174,14 +178,14 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_std::channel::bounded;
+    use futures_channel::oneshot;
 
     #[test]
     fn the_expiry_task_is_woken_only_for_an_earlier_deadline() {
         let t0 = Instant::now();
         let s = |n| t0 + Duration::from_secs(n);
         let mut p = Pending::default();
-        let tx = || bounded(1).0;
+        let tx = || oneshot::channel().0;
         assert_eq!(p.insert(1, tx(), s(3)), Arm::Start);
         assert_eq!(p.insert(2, tx(), s(4)), Arm::Armed);
         assert_eq!(p.insert(3, tx(), s(2)), Arm::Wake);

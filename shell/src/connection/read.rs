@@ -121,7 +121,7 @@ impl Connection {
                 let waiter = self.take_waiter(cmd.opaque);
                 match waiter {
                     Some(tx) => {
-                        let _ = tx.try_send(Ok(cmd));
+                        let _ = tx.send(Ok(cmd));
                     }
                     None => log::debug!(
                         "dropping response with unknown opaque {} (timed out?)",
