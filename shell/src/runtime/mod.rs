@@ -300,6 +300,14 @@ impl std::error::Error for TimedOut {}
 
 /// Runs `fut` for at most `d`; the future is dropped on timeout.
 pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, TimedOut> {
+    let mut fut = std::pin::pin!(fut);
+    // Most futures bounded here are ready at once (a write the socket takes whole, a
+    // flush with nothing buffered): the timer, and the clock read that makes one, only
+    // for those that are not. Two clock reads a request were 2% of a client's CPU.
+    let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+    if let Poll::Ready(out) = first {
+        return Ok(out);
+    }
     async_std::future::timeout(d, fut)
         .await
         .map_err(|_| TimedOut)
