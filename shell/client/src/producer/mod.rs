@@ -39,6 +39,7 @@ pub use selector::{HashSelector, PublishInfo, QueueSelector, hash_index, java_ha
 use crate::config::{ClientConfig, ProducerConfig};
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
+use crate::message::check_message;
 
 /// How the broker stored a message (the success codes 0, 10, 12, 11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -213,12 +214,15 @@ impl Producer {
         msg: Message,
         selector: &dyn QueueSelector,
     ) -> Result<SendResult> {
-        let mut p = self.prepare(msg.clone())?;
-        let info = self.publish_info(&p.topic).await?;
+        // Java's order (sendSelectImpl): check, route, select, then prepare, so the
+        // selector sees the message without a copy of it being made for it.
+        check_message(&msg, self.inner.config.max_message_bytes)?;
+        let info = self.publish_info(&msg.topic).await?;
         let idx = selector.select(&info.queues, &msg) % info.queues.len().max(1);
         let queue = info.queues.get(idx).cloned().ok_or(ClientError::NoRoute {
-            topic: p.topic.clone(),
+            topic: msg.topic.clone(),
         })?;
+        let mut p = self.prepare(msg)?;
         let timeout = self.inner.config.send_timeout;
         self.send_kernel(&queue, &mut p, Mode::Sync, timeout)
             .await
