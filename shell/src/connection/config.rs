@@ -16,9 +16,11 @@ pub enum RemotingError {
         reason: String,
         cause: Option<IoCause>,
     },
-    /// Reading or writing the socket failed: the kind, so callers can tell a reset from
-    /// a refusal without reading the text, and the text.
-    Io(std::io::ErrorKind, String),
+    /// Reading or writing the socket failed: `reason` says what (a request failed by the
+    /// connection's close says so), the io error is the
+    /// [`source`](std::error::Error::source), so callers can tell a reset from a refusal
+    /// without reading the text.
+    Io { reason: String, cause: IoCause },
     /// No response within the timeout; a late response will be dropped.
     Timeout,
     /// The connection closed before the response came.
@@ -33,7 +35,7 @@ impl std::fmt::Display for RemotingError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Connect { reason, .. } => write!(f, "connect failed: {reason}"),
-            Self::Io(_, e) => write!(f, "io error: {e}"),
+            Self::Io { reason, .. } => write!(f, "io error: {reason}"),
             Self::Timeout => write!(f, "request timed out"),
             Self::Closed => write!(f, "connection closed"),
             Self::WriteTimeout => write!(f, "write timed out: the peer stopped reading"),
@@ -45,7 +47,7 @@ impl std::fmt::Display for RemotingError {
 impl std::error::Error for RemotingError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Connect { cause: Some(c), .. } => Some(c.io()),
+            Self::Connect { cause: Some(c), .. } | Self::Io { cause: c, .. } => Some(c.io()),
             _ => None,
         }
     }

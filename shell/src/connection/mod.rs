@@ -118,7 +118,7 @@ struct Inner {
     next_opaque: AtomicI32,
     closed: AtomicBool,
     /// Why the read side failed, when it did: requests failed by the close report it.
-    close_reason: OnceLock<(std::io::ErrorKind, String)>,
+    close_reason: OnceLock<IoCause>,
     close_signal: Shutdown,
     done: Shutdown,
     started: Instant,
@@ -335,14 +335,17 @@ impl Connection {
     }
 
     /// Records why the connection failed (the first reason wins).
-    pub(crate) fn set_close_reason(&self, kind: std::io::ErrorKind, why: String) {
-        let _ = self.inner.close_reason.set((kind, why));
+    pub(crate) fn set_close_reason(&self, why: std::io::Error) {
+        let _ = self.inner.close_reason.set(why.into());
     }
 
     /// [`RemotingError::Closed`], or the reason the read side failed when known.
     pub(crate) fn closed_error(&self) -> RemotingError {
         match self.inner.close_reason.get() {
-            Some((kind, why)) => RemotingError::Io(*kind, format!("connection closed: {why}")),
+            Some(why) => RemotingError::Io {
+                reason: format!("connection closed: {}", why.io()),
+                cause: why.clone(),
+            },
             None => RemotingError::Closed,
         }
     }
@@ -390,5 +393,45 @@ mod tests {
             Some(ErrorKind::ConnectionRefused)
         );
         assert_eq!(e.to_string(), format!("connect failed: {reason}"));
+    }
+
+    #[test]
+    fn a_request_failed_by_a_bad_frame_keeps_why_as_its_source() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut prefix = [0u8; 4];
+            s.read_exact(&mut prefix).unwrap();
+            // A length prefix too short to hold a header mark: the frame is refused.
+            s.write_all(&2u32.to_be_bytes()).unwrap();
+            // Held open until the client has read it and closed: a close with the
+            // request's bytes unread would reset, and a reset may overtake the frame.
+            let mut rest = [0u8; 4096];
+            while s.read(&mut rest).is_ok_and(|n| n > 0) {}
+        });
+        let e = runtime::block_on(async {
+            let conn =
+                Connection::connect(&addr, ConnectionConfig::default(), Duration::from_secs(5))
+                    .await
+                    .unwrap();
+            let req = RemotingCommand::request_code(crate::code::RequestCode::HeartBeat);
+            conn.request(req, Duration::from_secs(5)).await.unwrap_err()
+        });
+        peer.join().unwrap();
+        let RemotingError::Io { reason, cause } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            reason,
+            "connection closed: bad length: frame shorter than its header mark"
+        );
+        assert_eq!(cause.kind(), ErrorKind::InvalidData);
+        let source = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            source.map(std::io::Error::kind),
+            Some(ErrorKind::InvalidData)
+        );
     }
 }

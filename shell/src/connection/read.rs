@@ -95,7 +95,7 @@ impl Connection {
                             self.peer_addr()
                         );
                     }
-                    self.set_close_reason(e.kind(), e.to_string());
+                    self.set_close_reason(e);
                     break;
                 }
                 Wait::Close => {
@@ -111,7 +111,7 @@ impl Connection {
                         self.id(),
                         self.peer_addr()
                     );
-                    self.set_close_reason(e.kind(), e.to_string());
+                    self.set_close_reason(e.into());
                     break;
                 }
             };
@@ -410,12 +410,13 @@ pub(crate) enum ReadError {
     TlsHello,
 }
 
-impl ReadError {
-    /// The I/O error's kind; a frame the peer got wrong is [`std::io::ErrorKind::InvalidData`].
-    fn kind(&self) -> std::io::ErrorKind {
-        match self {
-            Self::Io(e) => e.kind(),
-            Self::Frame(_) | Self::TlsHello => std::io::ErrorKind::InvalidData,
+impl From<ReadError> for std::io::Error {
+    /// The I/O error; a frame the peer got wrong is [`std::io::ErrorKind::InvalidData`]
+    /// with the same text.
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Io(e) => e,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
         }
     }
 }

@@ -88,7 +88,7 @@ impl Connection {
             }
             // Someone else closed it under us (a writer queued behind that saw no
             // progress, or a close): the shut socket's error says nothing more.
-            Err(RemotingError::Io(..)) if self.is_closed() => Err(self.closed_error()),
+            Err(RemotingError::Io { .. }) if self.is_closed() => Err(self.closed_error()),
             Err(e) => {
                 if e == RemotingError::WriteTimeout {
                     log::warn!(
@@ -203,5 +203,8 @@ impl Drop for Writing<'_, '_, '_> {
 pub(super) const INLINE_BODY_BYTES: usize = 8 << 10;
 
 fn io_error(e: std::io::Error) -> RemotingError {
-    RemotingError::Io(e.kind(), e.to_string())
+    RemotingError::Io {
+        reason: e.to_string(),
+        cause: e.into(),
+    }
 }
