@@ -233,6 +233,15 @@ fn an_untrusted_server_certificate_is_refused_on_both_sides() {
         let rogue = Ca::new("Rogue CA").issue(dir.path(), "rogue", &["127.0.0.1"], false);
         let server = serve(Some(server_settings(TlsMode::Enforcing, &rogue))).await;
         let e = connect_trusting(&server, &ca, None).await.unwrap_err();
+        // The handshake's io error is kept, with rustls's refusal inside it.
+        let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+        let inner = io.and_then(|io| io.get_ref()).map(ToString::to_string);
+        assert!(
+            inner
+                .as_deref()
+                .is_some_and(|t| t.contains("UnknownIssuer")),
+            "{e:?}"
+        );
         let RemotingError::Connect { reason: why, .. } = e else {
             panic!("{e:?}")
         };

@@ -11,7 +11,8 @@ use crate::tls::ClientTls;
 pub enum RemotingError {
     /// Connecting failed: `reason` says where and why; the io error underneath, when there
     /// is one, is the [`source`](std::error::Error::source), so callers can tell a refusal
-    /// from a timeout without reading the text. The TLS handshake's failures have none.
+    /// from a timeout without reading the text (a TLS handshake's too; a host that
+    /// cannot be a certificate's name has none).
     Connect {
         reason: String,
         cause: Option<IoCause>,

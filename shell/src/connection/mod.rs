@@ -165,14 +165,13 @@ impl Connection {
             let peer = tcp.peer_addr().map_err(|e| connect_failed(addr, e))?;
             let stream = match &config.tls {
                 None => Stream::Plain(tcp),
-                Some(tls) => {
-                    tls.connect(tcp, addr)
-                        .await
-                        .map_err(|reason| RemotingError::Connect {
-                            reason,
-                            cause: None,
-                        })?
-                }
+                Some(tls) => tls.connect(tcp, addr).await.map_err(|e| {
+                    let (reason, cause) = e.into_parts();
+                    RemotingError::Connect {
+                        reason,
+                        cause: cause.map(IoCause::from),
+                    }
+                })?,
             };
             Ok((stream, peer))
         })

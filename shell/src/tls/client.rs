@@ -93,15 +93,18 @@ impl ClientTls {
     /// Handshakes over `tcp`, connected to `addr` (`host:port`; the host is the name
     /// the server's certificate must carry, an IP address or a DNS name). The caller
     /// bounds the time. The error starts with `addr` and says what to check.
-    pub async fn connect(&self, tcp: TcpStream, addr: &str) -> Result<Stream, String> {
-        let name = server_name(addr)?;
+    pub async fn connect(&self, tcp: TcpStream, addr: &str) -> Result<Stream, TlsConnectError> {
+        let name = server_name(addr).map_err(|reason| TlsConnectError {
+            reason,
+            cause: None,
+        })?;
         let connector = futures_rustls::TlsConnector::from(self.inner.config.current());
         match connector.connect(name, tcp).await {
             Ok(s) => Ok(Stream::Tls(Box::new(futures_rustls::TlsStream::Client(s)))),
-            Err(e) => Err(format!(
-                "{addr}: TLS handshake failed: {}",
-                self.explain(&e)
-            )),
+            Err(e) => Err(TlsConnectError {
+                reason: format!("{addr}: TLS handshake failed: {}", self.explain(&e)),
+                cause: Some(e),
+            }),
         }
     }
 
@@ -143,6 +146,34 @@ impl ClientTls {
 }
 
 /// The name in `host:port` a certificate is checked against (`[v6]:port` too).
+/// Why [`ClientTls::connect`] failed: the text starts with the address and says what to
+/// check; the handshake's io error (a rustls error inside it, when it was one) is the
+/// source. A host that cannot be a certificate's name has none.
+#[derive(Debug)]
+pub struct TlsConnectError {
+    reason: String,
+    cause: Option<std::io::Error>,
+}
+
+impl TlsConnectError {
+    /// The text and the io error, for an error that keeps both its own way.
+    pub fn into_parts(self) -> (String, Option<std::io::Error>) {
+        (self.reason, self.cause)
+    }
+}
+
+impl std::fmt::Display for TlsConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for TlsConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_ref().map(|e| e as _)
+    }
+}
+
 fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');

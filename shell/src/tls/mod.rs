@@ -25,7 +25,7 @@ mod server;
 mod settings;
 mod stream;
 
-pub use client::ClientTls;
+pub use client::{ClientTls, TlsConnectError};
 pub use halves::{ReadHalf, Socket, WriteHalf};
 pub use server::{HANDSHAKE_TIMEOUT, Refused, ServerTls};
 pub use settings::{

@@ -64,7 +64,10 @@ async fn follow(ctx: &BrokerCtx, ha: &str, tls: Option<&ClientTls>) -> Result<()
         let _ = tcp.set_nodelay(true);
         match tls {
             None => Ok(Stream::Plain(tcp)),
-            Some(tls) => tls.connect(tcp, ha).await.map_err(HaError::Protocol),
+            Some(tls) => tls
+                .connect(tcp, ha)
+                .await
+                .map_err(|e| HaError::Protocol(e.to_string())),
         }
     })
     .await
