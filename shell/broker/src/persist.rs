@@ -29,7 +29,8 @@ use tern_engine_fs::MetaError;
 use tern_shell::body::BodyError;
 use tern_shell::runtime;
 
-/// Why a JSON table could not be read; shown as the underlying error.
+/// Why a JSON table could not be read; shown as the underlying error, which is also its
+/// [`source`](std::error::Error::source).
 #[derive(Debug)]
 pub enum LoadError {
     /// Neither the metadata file nor its backup could be read.
@@ -43,6 +44,15 @@ impl fmt::Display for LoadError {
         match self {
             Self::File(e) => e.fmt(f),
             Self::Json(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::File(e) => Some(e),
+            Self::Json(e) => Some(e),
         }
     }
 }
@@ -226,5 +236,17 @@ mod tests {
         runtime::block_on(s.saved());
         assert!(s.take_failure());
         assert!(!s.take_failure(), "cleared once taken");
+    }
+
+    #[test]
+    fn a_load_error_shows_and_keeps_its_cause() {
+        use std::error::Error;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        tern_engine_fs::meta::save(&path, &b"[1, 2".to_vec()).unwrap();
+        let e = load_json::<Vec<u32>>(&path).unwrap_err();
+        assert!(matches!(e, LoadError::Json(_)), "{e:?}");
+        let source = e.source().expect("the JSON error");
+        assert_eq!(e.to_string(), source.to_string());
     }
 }
