@@ -22,11 +22,7 @@ use crate::frame::{ExtFields, RemotingCommand};
 
 /// Decodes `text` when it has the plain shape; `None` sends it to the full decoder.
 pub(super) fn decode_plain(text: &str) -> Option<RemotingCommand> {
-    let mut r = Reader {
-        s: text.as_bytes(),
-        text,
-        at: 0,
-    };
+    let mut r = Reader { text, at: 0 };
     let mut cmd = Fields::empty();
     r.members(|r| {
         let key = r.string()?;
@@ -48,27 +44,31 @@ pub(super) fn decode_plain(text: &str) -> Option<RemotingCommand> {
     })?;
     r.ws();
     // Every value read is one the full decoder accepts too, so this cannot fail.
-    (r.at == r.s.len()).then(|| cmd.into_command().ok())?
+    (r.at == text.len()).then(|| cmd.into_command().ok())?
 }
 
-/// A cursor over the header's bytes (checked UTF-8 by the caller, so a slice between two
-/// ASCII delimiters is a `str`).
+/// A cursor over the header's bytes; it keeps the `str` they came from, so a slice between
+/// two ASCII delimiters is a `str` without a second UTF-8 check.
 struct Reader<'a> {
-    s: &'a [u8],
     text: &'a str,
     at: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// The header's bytes, which the cursor indexes.
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn ws(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.s.get(self.at) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes().get(self.at) {
             self.at += 1;
         }
     }
 
     fn peek(&mut self) -> Option<u8> {
         self.ws();
-        self.s.get(self.at).copied()
+        self.bytes().get(self.at).copied()
     }
 
     /// Consumes `open`, which must come next.
@@ -100,15 +100,20 @@ impl<'a> Reader<'a> {
         self.open(b':')
     }
 
-    /// `null`, consumed, when it comes next.
-    fn null(&mut self) -> Option<bool> {
-        if self.peek()? == b'n' {
-            self.s[self.at..]
-                .starts_with(b"null")
-                .then(|| self.at += 4)?;
-            return Some(true);
+    /// Consumes `w` when it comes at the cursor.
+    fn word(&mut self, w: &[u8]) -> bool {
+        let found = self.bytes()[self.at..].starts_with(w);
+        if found {
+            self.at += w.len();
         }
-        Some(false)
+        found
+    }
+
+    /// `null`, consumed, when it comes next. Anything else starting with `n` is bad JSON,
+    /// which the value read in its place then refuses.
+    fn null(&mut self) -> bool {
+        self.ws();
+        self.word(b"null")
     }
 
     /// A string literal, borrowed unless it holds an escape.
@@ -116,7 +121,7 @@ impl<'a> Reader<'a> {
         self.open(b'"')?;
         let start = self.at;
         loop {
-            match *self.s.get(self.at)? {
+            match *self.bytes().get(self.at)? {
                 b'"' => {
                     self.at += 1;
                     return Some(Cow::Borrowed(&self.text[start..self.at - 1]));
@@ -129,7 +134,7 @@ impl<'a> Reader<'a> {
         let mut out = String::with_capacity(self.at - start + 16);
         let mut plain = start;
         loop {
-            match *self.s.get(self.at)? {
+            match *self.bytes().get(self.at)? {
                 b'"' => {
                     out.push_str(&self.text[plain..self.at]);
                     self.at += 1;
@@ -149,7 +154,7 @@ impl<'a> Reader<'a> {
     /// The escape at the cursor (its backslash included), as the character it stands for.
     /// A surrogate (`\ud83d`…, half of a pair or alone) is left to the full decoder.
     fn escape(&mut self) -> Option<char> {
-        let c = match *self.s.get(self.at + 1)? {
+        let c = match *self.bytes().get(self.at + 1)? {
             b'"' => '"',
             b'\\' => '\\',
             b'/' => '/',
@@ -159,7 +164,7 @@ impl<'a> Reader<'a> {
             b'r' => '\r',
             b't' => '\t',
             b'u' => {
-                let hex = self.s.get(self.at + 2..self.at + 6)?;
+                let hex = self.bytes().get(self.at + 2..self.at + 6)?;
                 let mut code = 0u32;
                 for &h in hex {
                     code = code * 16 + char::from(h).to_digit(16)?;
@@ -174,7 +179,7 @@ impl<'a> Reader<'a> {
     }
 
     fn string_or_null(&mut self) -> Option<Option<Cow<'a, str>>> {
-        if self.null()? {
+        if self.null() {
             return Some(None);
         }
         self.string().map(Some)
@@ -186,20 +191,20 @@ impl<'a> Reader<'a> {
     fn integer(&mut self) -> Option<(&'a str, i64)> {
         self.ws();
         let start = self.at;
-        if self.s.get(self.at) == Some(&b'-') {
+        if self.bytes().get(self.at) == Some(&b'-') {
             self.at += 1;
         }
         let digits = self.at;
-        while self.s.get(self.at).is_some_and(u8::is_ascii_digit) {
+        while self.bytes().get(self.at).is_some_and(u8::is_ascii_digit) {
             self.at += 1;
         }
         let n = self.at - digits;
         // A leading zero is `0` alone; a fraction or an exponent makes it a float; past
         // `i64` (serde_json's `u64` or float) the full decoder words it.
-        if n == 0 || n > 19 || (self.s[digits] == b'0' && n > 1) {
+        if n == 0 || n > 19 || (self.bytes()[digits] == b'0' && n > 1) {
             return None;
         }
-        if let Some(b'.' | b'e' | b'E') = self.s.get(self.at) {
+        if let Some(b'.' | b'e' | b'E') = self.bytes().get(self.at) {
             return None;
         }
         let text = &self.text[start..self.at];
@@ -211,7 +216,7 @@ impl<'a> Reader<'a> {
 
     /// `code`, `flag`, `opaque`, `version`: an integer that fits in an `i32`, or null (0).
     fn int_or_null(&mut self) -> Option<i32> {
-        if self.null()? {
+        if self.null() {
             return Some(0);
         }
         i32::try_from(self.integer()?.1).ok()
@@ -220,7 +225,7 @@ impl<'a> Reader<'a> {
     /// `extFields`: an object of strings (integers and booleans kept as their text, null
     /// absent), or null.
     fn ext_fields(&mut self) -> Option<ExtFields> {
-        if self.null()? {
+        if self.null() {
             return Some(ExtFields::new());
         }
         let mut read = Vec::with_capacity(16);
@@ -229,21 +234,11 @@ impl<'a> Reader<'a> {
             r.colon()?;
             let value = match r.peek()? {
                 b'"' => Some(CompactString::from(r.string()?)),
-                b'n' => {
-                    // Null is absent (Java's null); `n` that is not `null` is bad JSON.
-                    if !r.null()? {
-                        return None;
-                    }
-                    None
-                }
-                b't' if r.s[r.at..].starts_with(b"true") => {
-                    r.at += 4;
-                    Some(CompactString::const_new("true"))
-                }
-                b'f' if r.s[r.at..].starts_with(b"false") => {
-                    r.at += 5;
-                    Some(CompactString::const_new("false"))
-                }
+                // Null is absent (Java's null).
+                b'n' if r.word(b"null") => None,
+                b't' if r.word(b"true") => Some(CompactString::const_new("true")),
+                b'f' if r.word(b"false") => Some(CompactString::const_new("false")),
+                // An integer, or bad JSON (`n` that is not `null`…) it refuses.
                 _ => Some(CompactString::from(r.integer()?.0)),
             };
             read.push((key, value));
