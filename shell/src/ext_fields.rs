@@ -40,11 +40,13 @@ impl ExtFields {
     pub(crate) fn from_wire(mut read: Vec<(CompactString, Option<CompactString>)>) -> Self {
         // Keys often come in order with no nulls (jsoncpp's and Go's maps are sorted, we
         // sort ours, and a Java HashMap gives SEND_MESSAGE_V2's one-letter keys in order):
-        // taken as they are, without the sort's and the dedup's moves.
-        let ordered = read
-            .windows(2)
-            .all(|w| short_cmp(w[0].0.as_bytes(), w[1].0.as_bytes()).is_lt());
-        if ordered && read.iter().all(|(_, v)| v.is_some()) {
+        // taken as they are, without the sort's and the dedup's moves. Checked in one
+        // pass: every value is there and every key comes after the one before it.
+        let plain = read.first().is_none_or(|(_, v)| v.is_some())
+            && read.windows(2).all(|w| {
+                w[1].1.is_some() && short_cmp(w[0].0.as_bytes(), w[1].0.as_bytes()).is_lt()
+            });
+        if plain {
             let entries = read
                 .into_iter()
                 .filter_map(|(k, v)| Some((k, v?)))
