@@ -16,6 +16,7 @@
 //!   client by id and its answer passed back (10 s; CONSUME_MSG_TIMEOUT after that).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use tern_shell::body::{
@@ -41,12 +42,56 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take over a forwarded request (RocketMQ: 10 s).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a reset names no offsets to move to; its text is the remark RocketMQ answers.
+#[derive(Debug)]
+enum ResetError {
+    /// An explicit offset outside its queue (or a queue past the topic's read queues).
+    OutOfRange {
+        /// The offset asked for.
+        offset: i64,
+        /// The queue's min offset.
+        min: u64,
+        /// The queue's max offset.
+        max: u64,
+    },
+    /// A queue id past the topic's read queues.
+    IllegalQueue {
+        /// The queue id asked for.
+        queue_id: i32,
+        /// The topic asked for.
+        topic: String,
+    },
+}
+
+impl fmt::Display for ResetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OutOfRange { offset, min, max } => write!(
+                f,
+                "Target offset {offset} not in consume queue range [{min}-{max}]"
+            ),
+            Self::IllegalQueue { queue_id, topic } => {
+                write!(f, "queueId[{queue_id}] is illegal, topic:[{topic}]")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ResetError {}
+
+/// A reset refused: SYSTEM_ERROR with the reason, as RocketMQ answers.
+impl From<ResetError> for Refusal {
+    fn from(e: ResetError) -> Self {
+        Refusal::new(ResponseCode::SystemError, e.to_string())
+    }
+}
+
 /// The new offset of every read queue of the topic on this broker.
 fn reset_targets(
     ctx: &BrokerCtx,
     h: &ResetOffsetRequestHeader,
     read_queues: i32,
-) -> Result<BTreeMap<i32, i64>, String> {
+) -> Result<BTreeMap<i32, i64>, ResetError> {
     let store = &ctx.store;
     let by_time = |q: i32| -> i64 {
         if h.timestamp < 0 {
@@ -60,16 +105,19 @@ fn reset_targets(
         (Some(q), Some(offset)) => {
             let (min, max) = store.queue_bounds(&h.topic, q);
             if q >= read_queues || offset < min as i64 || offset > max as i64 {
-                return Err(format!(
-                    "Target offset {offset} not in consume queue range [{min}-{max}]"
-                ));
+                return Err(ResetError::OutOfRange { offset, min, max });
             }
             out.insert(q, offset);
         }
         (Some(q), None) if q < read_queues => {
             out.insert(q, by_time(q));
         }
-        (Some(q), None) => return Err(format!("queueId[{q}] is illegal, topic:[{}]", h.topic)),
+        (Some(q), None) => {
+            return Err(ResetError::IllegalQueue {
+                queue_id: q,
+                topic: h.topic.clone(),
+            });
+        }
         (None, _) => {
             for q in 0..read_queues {
                 let target = by_time(q);
@@ -122,10 +170,7 @@ pub fn reset_offset(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer {
             format!("Group {} does not exist", h.group),
         ));
     }
-    let targets = match reset_targets(ctx, &h, topic.read_queue_nums) {
-        Ok(t) => t,
-        Err(why) => return Err(Refusal::new(ResponseCode::SystemError, why)),
-    };
+    let targets = reset_targets(ctx, &h, topic.read_queue_nums)?;
     let table: BTreeMap<MessageQueue, i64> = targets
         .iter()
         .map(|(q, o)| (ctx.queue(&h.topic, *q), *o))
@@ -349,4 +394,28 @@ pub async fn consume_directly(ctx: &BrokerCtx, req: &RemotingCommand) -> Answer 
         .ext_fields
         .insert("brokerName", ctx.config.broker_name.clone());
     call_consumer(ctx, &forwarded, &h.consumer_group, client_id, record).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clients see these texts as remarks: each one, byte for byte.
+    #[test]
+    fn every_reset_error_says_what_it_said_as_a_string() {
+        let out = ResetError::OutOfRange {
+            offset: 9,
+            min: 2,
+            max: 7,
+        };
+        assert_eq!(
+            out.to_string(),
+            "Target offset 9 not in consume queue range [2-7]"
+        );
+        let queue = ResetError::IllegalQueue {
+            queue_id: 4,
+            topic: "T".into(),
+        };
+        assert_eq!(queue.to_string(), "queueId[4] is illegal, topic:[T]");
+    }
 }
