@@ -24,6 +24,30 @@ pub struct Goal {
     pub met: Option<bool>,
 }
 
+/// The raw sequential write() a run's batched send is held to: the median of the lower
+/// half of the run's raw writes (the middle one included when their count is odd), `None`
+/// when there are none.
+///
+/// Each raw write is measured right after a batched run, but some land on pages the
+/// kernel just freed, 10× faster on a VM than memory not recently used (see
+/// suite::raw_write_mb_s): runs have shown 2 of 4 raw writes at 4.9–6.1 GB/s beside
+/// 311–331 MB/s, and 3 of 7 at 1.3–2.3 GB/s, so the median of them all was one of those
+/// outliers and the goal meaningless. The effect only ever makes a write faster, and the
+/// lower half's median is out of its reach while at most half the writes are outliers.
+/// The minimum would be too, but then one write slowed by writeback would set the bar
+/// alone; here it moves the baseline half as far with four writes, and from five on only
+/// to a neighbouring honest write.
+fn raw_baseline(raws: &mut [f64]) -> Option<f64> {
+    raws.sort_by(f64::total_cmp);
+    let lower = &raws[..raws.len().div_ceil(2)];
+    let mid = lower.len() / 2;
+    match lower.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(lower[mid]),
+        _ => Some((lower[mid - 1] + lower[mid]) / 2.0),
+    }
+}
+
 fn find<'a>(
     rows: &'a [Measure],
     scenario: &str,
@@ -116,10 +140,8 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
             150.0,
         ),
     ));
-    // Batched send: the best load level, against the median raw write of the run. Each
-    // raw write is measured right after a batched run, but one of them can land on
-    // pages the kernel just freed (10× faster on a VM than untouched memory; see
-    // suite::raw_write_mb_s), so one odd figure must not decide the goal either way.
+    // Batched send: the best load level, against the raw writes of the run (see
+    // raw_baseline for why not their median).
     let best_batch = rows
         .iter()
         .filter(|r| r.scenario == "produce" && r.system == TERN && r.case == "batch32 ASYNC_FLUSH")
@@ -129,16 +151,15 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
         .filter(|r| r.scenario == "produce" && r.system == "raw write")
         .map(|r| r.mb_per_s)
         .collect();
-    raws.sort_by(f64::total_cmp);
-    let raw_median = (!raws.is_empty()).then(|| raws[raws.len() / 2]);
+    let raw_base = raw_baseline(&mut raws);
     out.push(goal(
         "batched send (32 × 1 KiB) vs raw sequential write()",
         "≥ 50%",
-        best_batch.zip(raw_median).map(|(b, raw)| {
+        best_batch.zip(raw_base).map(|(b, raw)| {
             let x = b.mb_per_s / raw.max(1e-9);
             (
                 format!(
-                    "{:.1}% ({:.0} MB/s at P={} of a median {:.0} MB/s over {} raw runs)",
+                    "{:.1}% ({:.0} MB/s at P={} of a lower-half median {:.0} MB/s over {} raw runs)",
                     x * 100.0,
                     b.mb_per_s,
                     b.producers,
@@ -483,5 +504,51 @@ mod tests {
         let g = find_goal(&goals, "… vs NATS JetStream ordered consumer");
         assert_eq!(g.met, Some(true));
         assert!(g.measured.starts_with("2.00×"), "{}", g.measured);
+    }
+
+    #[test]
+    fn the_raw_baseline_ignores_up_to_half_the_writes_landing_on_freed_pages() {
+        assert_eq!(raw_baseline(&mut []), None);
+        assert_eq!(raw_baseline(&mut [400.0]), Some(400.0));
+        // docs/perf/brokers.csv: two of four on pages just freed; the median was 4936.
+        assert_eq!(
+            raw_baseline(&mut [4936.2, 6072.2, 311.0, 333.0]),
+            Some(322.0)
+        );
+        // brokers-2026-11-29.csv: three of seven.
+        let mut seven = [2251.0, 410.0, 427.0, 425.0, 442.0, 1665.0, 1341.0];
+        assert_eq!(raw_baseline(&mut seven), Some(426.0));
+        // One slow write among honest ones does not set the bar alone.
+        assert_eq!(
+            raw_baseline(&mut [100.0, 400.0, 410.0, 5000.0, 420.0]),
+            Some(400.0)
+        );
+    }
+
+    #[test]
+    fn batched_send_is_held_to_the_raw_baseline_not_to_an_outlier() {
+        let mut batch = row("produce", TERN, "batch32 ASYNC_FLUSH", 16, 0);
+        batch.mb_per_s = 200.0;
+        let raw = |p: u32, mb_per_s: f64| Measure {
+            mb_per_s,
+            ..row("produce", "raw write", "sequential write()", p, 0)
+        };
+        let rows = vec![
+            batch,
+            raw(1, 4936.2),
+            raw(4, 6072.2),
+            raw(16, 311.0),
+            raw(64, 333.0),
+        ];
+        let goals = evaluate(&rows);
+        let g = find_goal(
+            &goals,
+            "batched send (32 × 1 KiB) vs raw sequential write()",
+        );
+        assert_eq!(g.met, Some(true));
+        assert_eq!(
+            g.measured,
+            "62.1% (200 MB/s at P=16 of a lower-half median 322 MB/s over 4 raw runs)"
+        );
     }
 }
