@@ -154,7 +154,9 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
     let raw_base = raw_baseline(&mut raws);
     out.push(goal(
         "batched send (32 × 1 KiB) vs raw sequential write()",
-        "≥ 50%",
+        // Issue 17's bar for fresh pages, which the raw writes kept apart from freed
+        // ones (raw_baseline) stand for.
+        "≥ 80%",
         best_batch.zip(raw_base).map(|(b, raw)| {
             let x = b.mb_per_s / raw.max(1e-9);
             (
@@ -166,7 +168,7 @@ pub fn evaluate(rows: &[Measure]) -> Vec<Goal> {
                     raw,
                     raws.len()
                 ),
-                x >= 0.5,
+                x >= 0.8,
             )
         }),
     ));
@@ -527,28 +529,34 @@ mod tests {
 
     #[test]
     fn batched_send_is_held_to_the_raw_baseline_not_to_an_outlier() {
-        let mut batch = row("produce", TERN, "batch32 ASYNC_FLUSH", 16, 0);
-        batch.mb_per_s = 200.0;
         let raw = |p: u32, mb_per_s: f64| Measure {
             mb_per_s,
             ..row("produce", "raw write", "sequential write()", p, 0)
         };
-        let rows = vec![
-            batch,
-            raw(1, 4936.2),
-            raw(4, 6072.2),
-            raw(16, 311.0),
-            raw(64, 333.0),
-        ];
-        let goals = evaluate(&rows);
-        let g = find_goal(
-            &goals,
-            "batched send (32 × 1 KiB) vs raw sequential write()",
-        );
-        assert_eq!(g.met, Some(true));
+        let goal_at = |batch_mb_per_s: f64| {
+            let mut batch = row("produce", TERN, "batch32 ASYNC_FLUSH", 16, 0);
+            batch.mb_per_s = batch_mb_per_s;
+            let rows = vec![
+                batch,
+                raw(1, 4936.2),
+                raw(4, 6072.2),
+                raw(16, 311.0),
+                raw(64, 333.0),
+            ];
+            let goals = evaluate(&rows);
+            let g = find_goal(
+                &goals,
+                "batched send (32 × 1 KiB) vs raw sequential write()",
+            );
+            (g.met, g.measured.clone())
+        };
         assert_eq!(
-            g.measured,
-            "62.1% (200 MB/s at P=16 of a lower-half median 322 MB/s over 4 raw runs)"
+            goal_at(200.0),
+            (
+                Some(false),
+                "62.1% (200 MB/s at P=16 of a lower-half median 322 MB/s over 4 raw runs)".into()
+            )
         );
+        assert_eq!(goal_at(260.0).0, Some(true), "80.7% of 322 MB/s");
     }
 }
