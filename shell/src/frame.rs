@@ -247,7 +247,11 @@ impl RemotingCommand {
     /// room reserved for `reserve` more bytes. A writer can send a large body straight
     /// from where it lies instead of copying it behind the header.
     pub fn encode_head(&self, reserve: usize) -> Result<Vec<u8>, FrameError> {
-        let mut out = Vec::with_capacity(8 + reserve);
+        let header = match self.serialize_type {
+            SerializeType::Json => serialize::json_header_size_hint(self),
+            SerializeType::RocketMq => 0,
+        };
+        let mut out = Vec::with_capacity(8 + header + reserve);
         self.append_head(&mut out)?;
         Ok(out)
     }

@@ -33,7 +33,7 @@ pub(crate) fn append_json_header(cmd: &RemotingCommand, out: &mut Vec<u8>) {
 
 /// The header's size, about: the fixed members (~110 bytes with their numbers) and the
 /// text of the fields and remark, so the buffer does not grow on the way.
-fn json_header_size_hint(cmd: &RemotingCommand) -> usize {
+pub(crate) fn json_header_size_hint(cmd: &RemotingCommand) -> usize {
     let fields: usize = cmd
         .ext_fields
         .iter()

@@ -8,5 +8,5 @@ mod binary;
 mod json;
 
 pub use binary::{decode_binary_header, encode_binary_header};
-pub(crate) use json::{append_json_header, push_json_str};
+pub(crate) use json::{append_json_header, json_header_size_hint, push_json_str};
 pub use json::{decode_json_header, encode_json_header};

@@ -145,7 +145,6 @@ impl ClientTls {
     }
 }
 
-/// The name in `host:port` a certificate is checked against (`[v6]:port` too).
 /// Why [`ClientTls::connect`] failed: the text starts with the address and says what to
 /// check; the handshake's io error (a rustls error inside it, when it was one) is the
 /// source. A host that cannot be a certificate's name has none.
@@ -174,6 +173,7 @@ impl std::error::Error for TlsConnectError {
     }
 }
 
+/// The name in `host:port` a certificate is checked against (`[v6]:port` too).
 fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');

@@ -367,10 +367,7 @@ impl Producer {
 
     async fn send_default(&self, p: &mut Prepared, mode: Mode) -> Result<Option<SendResult>> {
         let cfg = &self.inner.config;
-        // The first attempt starts now unless its latency is recorded (the fault table
-        // times the send alone, not the route lookup): a clock read saved a send.
-        let start = Instant::now();
-        let deadline = start + cfg.send_timeout;
+        let deadline = Instant::now() + cfg.send_timeout;
         let mut info = self.publish_info(&p.topic).await?;
         if info.queues.is_empty() {
             // No broker of the topic has a master in the cached route: one died and its
@@ -393,12 +390,10 @@ impl Producer {
         };
         let mut last_broker: Option<String> = None;
         let mut last_err = None;
-        for attempt in 0..attempts {
-            let begin = if attempt == 0 && !cfg.send_latency_fault_enable {
-                start
-            } else {
-                Instant::now()
-            };
+        for _ in 0..attempts {
+            // What the route lookup and earlier attempts left of the send timeout (Java's
+            // costTime); the same reading starts the attempt's latency.
+            let begin = Instant::now();
             let left = deadline.saturating_duration_since(begin);
             if left.is_zero() {
                 break;
