@@ -261,26 +261,25 @@ impl RemotingCommand {
     /// buffer. On an error `out` is left as it was.
     pub fn append_head(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
         let start = out.len();
+        let written = self.write_head(out, start);
+        if written.is_err() {
+            out.truncate(start);
+        }
+        written
+    }
+
+    /// [`Self::append_head`]'s work, the frame starting at `start` of `out`; on an error
+    /// the caller takes back what was written.
+    fn write_head(&self, out: &mut Vec<u8>, start: usize) -> Result<(), FrameError> {
         // The length prefix and the header mark, filled in once the header's length is known.
         out.extend_from_slice(&[0; 8]);
         match self.serialize_type {
             SerializeType::Json => serialize::append_json_header(self, out),
-            SerializeType::RocketMq => match serialize::encode_binary_header(self) {
-                Ok(header) => out.extend_from_slice(&header),
-                Err(e) => {
-                    out.truncate(start);
-                    return Err(e);
-                }
-            },
-        }
-        let header_len = out.len() - start - 8;
-        let (length, mark_len) = match frame_lengths(header_len, self.body.len()) {
-            Ok(lengths) => lengths,
-            Err(e) => {
-                out.truncate(start);
-                return Err(e);
+            SerializeType::RocketMq => {
+                out.extend_from_slice(&serialize::encode_binary_header(self)?)
             }
-        };
+        }
+        let (length, mark_len) = frame_lengths(out.len() - start - 8, self.body.len())?;
         let mark = (u32::from(self.serialize_type.byte()) << 24) | mark_len;
         out[start..start + 4].copy_from_slice(&length.to_be_bytes());
         out[start + 4..start + 8].copy_from_slice(&mark.to_be_bytes());

@@ -94,10 +94,10 @@ impl<P: Processor> ConnectionPool<P> {
     pub async fn invoke(
         &self,
         addr: &str,
-        cmd: RemotingCommand,
+        mut cmd: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
-        self.get(addr).await?.request(cmd, timeout).await
+        self.invoke_mut(addr, &mut cmd, timeout).await
     }
 
     /// [`Self::invoke`] with the command left to the caller, to send again (see
