@@ -229,12 +229,11 @@ fn parse_header(h: &[u8; FRAME_HEADER + FRAME_CONFIRM]) -> Result<(u64, usize), 
 async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, HaError> {
     match ctx.store.append_replicated(at, bytes) {
         Ok(to) => Ok(to),
-        Err(PutError::DiskFull | PutError::OverBudget) => {
-            // The master keeps the data; try again once space is freed.
+        Err(e @ (PutError::DiskFull | PutError::OverBudget)) => {
+            // The master keeps the data; try again once space is freed. The store's own
+            // text says which limit refused (it was "the disk is full" for both).
             runtime::sleep(RETRY).await;
-            Err(HaError::Local(
-                "the disk is full: replication paused".into(),
-            ))
+            Err(HaError::Local(format!("replication paused: {e}")))
         }
         Err(PutError::ShuttingDown) => {
             ctx.shutdown.wait().await;

@@ -256,8 +256,7 @@ fn respond(
 
 /// The store's refusal as the client sees it (SEND and END_TRANSACTION): SERVICE_NOT_AVAILABLE
 /// with "service not available now: " before [`PutError`]'s text while the store refuses
-/// every write (over its budget, a longer text of its own); that text alone, with its
-/// own code, otherwise.
+/// every write; that text alone, with its own code, otherwise.
 impl From<PutError> for Refusal {
     fn from(e: PutError) -> Self {
         let unavailable = |e: &PutError| {
@@ -267,14 +266,10 @@ impl From<PutError> for Refusal {
             )
         };
         match e {
-            PutError::DiskFull | PutError::Failed(_) | PutError::ShuttingDown => unavailable(&e),
-            // Says more than `PutError`'s text (the edge-gateway hint), which a POP ack's
-            // remark also shows: one text for both would change what one of them reads.
-            PutError::OverBudget => Refusal::new(
-                ResponseCode::ServiceNotAvailable,
-                "service not available now: the stored backlog is over its budget (an edge gateway \
-             whose uplink is down); writes resume as it drains",
-            ),
+            PutError::DiskFull
+            | PutError::OverBudget
+            | PutError::Failed(_)
+            | PutError::ShuttingDown => unavailable(&e),
             PutError::Illegal(_) => illegal(e.to_string()),
             PutError::Refused(code, remark) => Refusal::new(code, remark),
             PutError::Store(_) => {

@@ -46,9 +46,12 @@ impl std::fmt::Display for PutError {
             PutError::DiskFull => {
                 f.write_str("the broker's disk is full, writes are refused until space is freed")
             }
-            PutError::OverBudget => {
-                f.write_str("the stored backlog is over its budget; writes resume as it drains")
-            }
+            // Only the edge gateway sets a budget (`StoreService::set_write_limit`), so the
+            // hint holds wherever this text shows: a send's remark, a POP ack's, a log line.
+            PutError::OverBudget => f.write_str(
+                "the stored backlog is over its budget (an edge gateway whose uplink is down); \
+                 writes resume as it drains",
+            ),
             PutError::Illegal(why) => write!(f, "message cannot be stored: {why}"),
             PutError::Refused(_, remark) => f.write_str(remark),
             PutError::ShuttingDown => f.write_str("the broker is shutting down"),
