@@ -16,4 +16,4 @@ pub use binaries::{binary, binary_of};
 pub use ports::{free_port, free_ports, restartable_port};
 pub use process::Proc;
 pub use small_store::GEOMETRY;
-pub use wait::{EVERY, eventually, poll, poll_until, wait_until};
+pub use wait::{EVERY, eventually, poll, poll_until, poll_until_async, wait_until};

@@ -133,6 +133,24 @@ impl Proc {
         }
     }
 
+    /// The stdout lines not read yet, up to its end: for a process that exited (a run to
+    /// completion whose output is the result). Panics when stdout stays open `within`
+    /// longer (something the process started still holds it).
+    pub fn stdout_to_end(&mut self, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut lines = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stdout.recv_timeout(left) {
+                Ok(line) => lines.push(line),
+                Err(RecvTimeoutError::Disconnected) => return lines,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("{}'s stdout still open after {within:?}", self.name)
+                }
+            }
+        }
+    }
+
     /// Its log (stderr) so far.
     pub fn log(&self) -> String {
         match &self.stderr {

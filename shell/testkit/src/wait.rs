@@ -31,15 +31,26 @@ pub fn eventually<T>(what: &str, within: Duration, f: impl FnMut() -> Option<T>)
     poll(within, f).unwrap_or_else(|| panic!("timed out after {within:?}: {what}"))
 }
 
-/// Awaits `check` until it is true, sleeping between looks without blocking the
-/// executor; panics naming `what` when `within` passes.
-pub async fn wait_until(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+/// [`poll_until`] for an async `check`, sleeping between looks without blocking the
+/// executor; whether it became true within `within` (after one last look at the
+/// deadline).
+pub async fn poll_until_async(within: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?}: {what}"
-        );
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
         async_std::task::sleep(EVERY).await;
     }
+}
+
+/// [`poll_until_async`] that must succeed: panics naming `what` when `within` passes.
+pub async fn wait_until(what: &str, within: Duration, check: impl AsyncFnMut() -> bool) {
+    assert!(
+        poll_until_async(within, check).await,
+        "timed out after {within:?}: {what}"
+    );
 }
