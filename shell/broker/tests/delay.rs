@@ -292,11 +292,11 @@ fn saved_delay_offsets(dir: &std::path::Path) -> BTreeMap<i64, i64> {
 fn deliveries_counted_by_saved_offsets_are_not_repeated_after_kill_9() {
     let (dir, conf, mut b, before) = pending_delays();
     // Offsets reach the disk once the delivered copies are durable (about a second).
-    let deadline = Instant::now() + LATE;
-    while saved_delay_offsets(dir.path()).get(&1) != Some(&10) {
-        assert!(Instant::now() < deadline, "level 1's offset never saved");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let saved = || saved_delay_offsets(dir.path()).get(&1) == Some(&10);
+    assert!(
+        tern_testkit::poll_until(LATE, saved),
+        "level 1's offset never saved"
+    );
     b.kill9();
     let b = BrokerProc::standalone(dir.path(), &conf);
     let got = run(all_twenty(&b.addr));

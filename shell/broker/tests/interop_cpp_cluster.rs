@@ -5,10 +5,10 @@
 use crate::interop;
 
 use std::fs;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use interop::*;
+use tern_testkit::poll_until;
 
 /// HA replication under the real client: the C++ producer's sends to a SYNC_MASTER are
 /// acknowledged (SEND_OK) only once the slave holds them; the master is killed with
@@ -51,14 +51,14 @@ fn cpp_client_reads_from_the_slave_after_the_master_is_killed() {
     );
     create_topic(&master.addr, "TernHa", 4);
     // Sends before the slave is streaming would answer SLAVE_NOT_AVAILABLE.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !fs::read_to_string(&master.log)
-        .unwrap_or_default()
-        .contains("streaming the log to the slave")
-    {
-        assert!(Instant::now() < deadline, "the slave never connected");
-        thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        poll_until(Duration::from_secs(30), || {
+            fs::read_to_string(&master.log)
+                .unwrap_or_default()
+                .contains("streaming the log to the slave")
+        }),
+        "the slave never connected"
+    );
     let acked = send_acked(&py, &scratch, &ns_host.namesrv, "TernHa", 200, None, &[]);
     master.crash();
     consume_acked(&py, &scratch, &ns_host.namesrv, "TernHa", &acked, &[]);

@@ -168,20 +168,17 @@ fn the_standalone_name_server_serves_its_metrics_beside_the_brokers() {
         .clone()
         .expect("the name server serves metrics");
     assert_ne!(Some(&ns), b.metrics.as_ref());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let text = scrape(&ns);
-        // The broker registered: the name server counts it.
-        if sample(&text, "tern_namesrv_brokers", &["node_type=\"namesrv\""]) == Some(1.0) {
-            assert!(
-                text.contains("rocketmq_rpc_latency") && text.contains("request_code=\"103\""),
-                "{text}"
-            );
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{text}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let mut text = String::new();
+    // The broker registered: the name server counts it.
+    let counted = tern_testkit::poll_until(Duration::from_secs(20), || {
+        text = scrape(&ns);
+        sample(&text, "tern_namesrv_brokers", &["node_type=\"namesrv\""]) == Some(1.0)
+    });
+    assert!(counted, "the name server never counted the broker:\n{text}");
+    assert!(
+        text.contains("rocketmq_rpc_latency") && text.contains("request_code=\"103\""),
+        "{text}"
+    );
 }
 
 #[test]

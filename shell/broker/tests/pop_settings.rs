@@ -134,25 +134,14 @@ fn a_group_without_a_mode_gets_the_default_request_mode() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("broker.conf");
     std::fs::write(&conf, format!("{GEOMETRY}defaultMessageRequestMode=PUSH\n")).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tern-broker"))
-        .args(BrokerProc::standalone_args(dir.path(), &conf))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a broker with defaultMessageRequestMode=PUSH started");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tern-broker"));
+    cmd.args(BrokerProc::standalone_args(dir.path(), &conf));
+    let mut b = tern_testkit::Proc::spawn("tern-broker", &mut cmd);
+    let status = b
+        .wait_exit(Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("a broker with defaultMessageRequestMode=PUSH started"));
     assert!(!status.success());
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    // Complete: `wait_exit` returned a status, so the log reader reached its end.
+    let err = b.log();
     assert!(err.contains("defaultMessageRequestMode"), "{err}");
 }

@@ -3,9 +3,8 @@
 //! past the forcible ratio, and past the hard disk watermark sends are refused with a
 //! clear answer until space is freed.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tern_shell::code::RequestCode;
@@ -15,55 +14,41 @@ use tern_shell::headers::{
 };
 use tern_shell::runtime::block_on;
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand, ResponseCode};
+use tern_testkit::Proc;
 
-/// A broker process, killed when dropped so a failing test leaks nothing.
+/// A broker process, killed when dropped (its `Proc` does that) so a failing test leaks
+/// nothing.
 struct Running {
-    child: Child,
+    _proc: Proc,
     broker: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start(dir: &Path, conf: &str) -> Running {
     let conf_path = dir.join("broker.conf");
     // The gRPC endpoint (on with --standalone) on a free port: tests run in parallel.
     std::fs::write(&conf_path, format!("grpcServerPort=0\n{conf}")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern-broker"))
-        .args([
-            "--standalone",
-            "--listen",
-            "127.0.0.1:0",
-            "--namesrv-listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "warn",
-            "-c",
-        ])
-        .arg(&conf_path)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut broker = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(a) = line.strip_prefix("tern-broker listening on ") {
-            broker = Some(a.to_owned());
-        }
-        if line.starts_with("ready") {
-            break;
-        }
-    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
+    cmd.args([
+        "--standalone",
+        "--listen",
+        "127.0.0.1:0",
+        "--namesrv-listen",
+        "127.0.0.1:0",
+        "--log-level",
+        "warn",
+        "-c",
+    ])
+    .arg(&conf_path)
+    .arg("--data-dir")
+    .arg(dir.join("data"));
+    let mut proc = Proc::spawn("tern-broker", &mut cmd);
+    // The address comes before `ready`; serving starts at `ready`. 20 s as every other
+    // broker test waits for it.
+    let broker = proc.wait_announced("tern-broker listening on ", Duration::from_secs(20));
+    proc.wait_ready(Duration::from_secs(20));
     Running {
-        child,
-        broker: broker.expect("broker address printed"),
+        _proc: proc,
+        broker,
     }
 }
 

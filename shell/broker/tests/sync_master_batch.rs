@@ -36,22 +36,20 @@ fn slave(dir: &Path, namesrv: &str) -> BrokerProc {
 /// Waits until every thread of `pid` is stopped: SIGSTOP is delivered asynchronously,
 /// and a slave still running for a moment would acknowledge the next batch.
 fn wait_stopped(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let all_stopped = || {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-        let all_stopped = tasks.flatten().all(|t| {
+        tasks.flatten().all(|t| {
             std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
                 // The state follows the parenthesised command name.
                 stat.rsplit_once(')')
                     .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
             })
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "slave {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        })
+    };
+    assert!(
+        tern_testkit::poll_until(Duration::from_secs(10), all_stopped),
+        "slave {pid} did not stop"
+    );
 }
 
 fn batch(n: usize) -> RemotingCommand {

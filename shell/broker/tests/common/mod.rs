@@ -10,10 +10,9 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tern_shell::{
     Connection, ConnectionConfig, ConnectionCtx, Processor, RemotingCommand, RequestCode,
@@ -203,38 +202,15 @@ impl BrokerProc {
 
 /// Runs `tern-broker` to completion (for `-p` and startup failures), with a 20 s limit.
 pub fn run_to_exit(args: &[OsString]) -> (ExitStatus, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern-broker"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tern-broker");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut out, &mut s);
-        s
-    });
-    let t_err = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tern-broker {args:?} did not exit within 20 s");
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    (status, t_out.join().unwrap(), t_err.join().unwrap())
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
+    cmd.args(args);
+    let mut p = Proc::spawn("tern-broker", &mut cmd);
+    // On the panic, dropping `p` kills the broker and shows its log.
+    let status = p
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("tern-broker {args:?} did not exit within 20 s"));
+    let out = p.stdout_to_end(Duration::from_secs(5)).join("\n");
+    (status, out, p.log())
 }
 
 /// A processor that records every request the broker sends to a client.
@@ -257,14 +233,13 @@ impl Recorder {
 
     /// Waits up to `within` for at least `n` requests with `code`.
     pub async fn wait_for(&self, code: RequestCode, n: usize, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        loop {
-            let c = self.count(code);
-            if c >= n || Instant::now() >= deadline {
-                return c;
-            }
-            tern_shell::runtime::sleep(Duration::from_millis(20)).await;
-        }
+        let mut c = 0;
+        tern_testkit::poll_until_async(within, async || {
+            c = self.count(code);
+            c >= n
+        })
+        .await;
+        c
     }
 }
 
