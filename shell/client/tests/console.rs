@@ -8,15 +8,15 @@
 //! Screenshots go to `target/console-screenshots/`.
 
 use crate::common;
-use tern_testkit::Proc;
 use tern_testkit::python::repo_root;
+use tern_testkit::{Proc, poll_until};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Broker, acl_conf, run, write_acl};
 use tern_client::{
@@ -215,30 +215,20 @@ fn the_console_drives_a_real_cluster_in_a_real_browser() {
             writeln!(to_node, "consuming").unwrap();
         } else if let Some(k) = step.strip_prefix("resent ") {
             // Once by the group, once more by the page's re-send.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while count(k) < 2 {
-                assert!(
-                    Instant::now() < deadline,
-                    "{k} delivered {} times",
-                    count(k)
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            assert!(
+                poll_until(Duration::from_secs(10), || count(k) >= 2),
+                "{k} delivered {} times",
+                count(k)
+            );
             writeln!(to_node, "received").unwrap();
         } else if step == "reset" {
             // Every message again, through the reset the page made.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let again = (0..sent).filter(|&i| count(&key(i)) >= 2).count();
-                if again == sent {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "after the reset the consumer got {again} of {sent} messages again"
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            let again = || (0..sent).filter(|&i| count(&key(i)) >= 2).count();
+            assert!(
+                poll_until(Duration::from_secs(30), || again() == sent),
+                "after the reset the consumer got {} of {sent} messages again",
+                again()
+            );
             writeln!(to_node, "reconsumed").unwrap();
         } else if step == "stop consumer" {
             if let Some(c) = consumer.take() {

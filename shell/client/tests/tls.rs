@@ -6,7 +6,7 @@ use crate::common;
 use crate::certs;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::{Ca, Issued};
 use common::cli::admin;
@@ -44,15 +44,10 @@ fn refused_trusting(b: &Broker, ca: &Path) -> String {
 
 /// Waits (5 s at most) for the broker to log a line holding every one of `parts`.
 fn logged(b: &Broker, parts: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !b.log().lines().any(|l| parts.iter().all(|p| l.contains(p))) {
-        assert!(
-            Instant::now() < deadline,
-            "no broker log line with {parts:?}:\n{}",
-            b.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let found = tern_testkit::poll_until(Duration::from_secs(5), || {
+        b.log().lines().any(|l| parts.iter().all(|p| l.contains(p)))
+    });
+    assert!(found, "no broker log line with {parts:?}:\n{}", b.log());
 }
 
 #[test]

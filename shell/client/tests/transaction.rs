@@ -11,7 +11,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Broker, LogOf, Sink, recorder, run, wait_for};
 use tern_client::{
@@ -98,10 +98,11 @@ impl TransactionListener for Listener {
         );
         self.0.executed.fetch_add(1, Ordering::SeqCst);
         self.0.args.lock().unwrap().push(*arg);
-        let until = Instant::now() + DEADLINE;
-        while self.0.checks() < self.0.execute_waits_for_checks && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // Not an assertion: past the deadline it answers anyway, and the test's own
+        // checks on the check-backs say what went wrong.
+        tern_testkit::poll_until(DEADLINE, || {
+            self.0.checks() >= self.0.execute_waits_for_checks
+        });
         let v = *self.0.execute.lock().unwrap();
         answer(v)
     }
