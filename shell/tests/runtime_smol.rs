@@ -30,28 +30,25 @@ fn assert_async_std_never_started() {
     // A new thread carries its creator's name until it names itself (a blocking-pool
     // thread spawned from an executor thread is briefly `tern-smol-0`), so the count is
     // read until it settles; an async-std executor thread fails at once.
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    loop {
-        let names = process_threads();
+    let (mut smol, mut names) = (0, Vec::new());
+    let settled = tern_testkit::poll_until(Duration::from_secs(2), || {
+        names = process_threads();
         assert!(
             !names
                 .iter()
                 .any(|n| n.starts_with("async-std") || n.starts_with(runtime::POOL_THREAD_PREFIX)),
             "another executor's threads run: {names:?}"
         );
-        let smol = names
+        smol = names
             .iter()
             .filter(|n| n.starts_with(SMOL_THREAD_PREFIX))
             .count();
-        if smol == THREADS {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{smol} threads named {SMOL_THREAD_PREFIX}*, expected {THREADS}: {names:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        smol == THREADS
+    });
+    assert!(
+        settled,
+        "{smol} threads named {SMOL_THREAD_PREFIX}*, expected {THREADS}: {names:?}"
+    );
 }
 
 #[test]
