@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Central, Edge};
 use tern_client::{Message, SendStatus};
@@ -94,25 +94,22 @@ fn the_gateway_runs_its_tasks_on_smol_threads_and_never_starts_async_std() {
     // thread spawned by an executor thread is briefly `tern-smol-0`): read until the
     // count settles. A thread of another executor (the servers' `tern-worker-N`, or
     // async-std's) fails at once.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let names = threads(edge.pid().unwrap());
+    let (mut smol, mut names) = (0, Vec::new());
+    let settled = tern_testkit::poll_until(Duration::from_secs(5), || {
+        names = threads(edge.pid().unwrap());
         assert!(
             !names
                 .iter()
                 .any(|n| n.starts_with("async-std") || n.starts_with("tern-worker-")),
             "another executor runs in the gateway: {names:?}"
         );
-        let smol = names.iter().filter(|n| n.starts_with("tern-smol-")).count();
-        if smol == 2 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "edgeExecutorThreads=2, {smol} executor threads: {names:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        smol = names.iter().filter(|n| n.starts_with("tern-smol-")).count();
+        smol == 2
+    });
+    assert!(
+        settled,
+        "edgeExecutorThreads=2, {smol} executor threads: {names:?}"
+    );
     edge.stop();
 }
 
