@@ -17,6 +17,12 @@
 //! * [`allocate`]: queue allocation strategies, identical to Java's.
 //! * [`offset_store`]: remote offsets (clustering) and local offset files (broadcasting).
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tern_shell::body::SubscriptionData;
+use tern_shell::sync::MutexExt;
+
 pub use tern_shell::allocate;
 mod hook;
 pub mod lite;
@@ -58,6 +64,27 @@ pub(crate) fn readable_queues(
             })
         })
         .collect()
+}
+
+/// Claims a consumer's start once a broker has accepted each of `subs`: false when the
+/// consumer was started already, before the checks or by a call racing them. The checks
+/// come before the claim so that a start refused for an SQL92 subscription (the broker's
+/// code and remark) leaves the consumer unstarted, to be corrected and started again.
+pub(crate) async fn claim_start(
+    client: &crate::instance::ClientInstance,
+    group: &str,
+    subs: &Mutex<BTreeMap<String, SubscriptionData>>,
+    started: &AtomicBool,
+) -> crate::error::Result<bool> {
+    if started.load(Ordering::Acquire) {
+        return Ok(false);
+    }
+    // Copied out: the lock is not held across the round trips.
+    let subs: Vec<_> = subs.guard().values().cloned().collect();
+    for sub in &subs {
+        selector::check_in_broker(client, group, sub).await?;
+    }
+    Ok(!started.swap(true, Ordering::AcqRel))
 }
 
 /// A consumer's start once its hook is registered: the routes of `topics` (one not

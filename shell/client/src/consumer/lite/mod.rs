@@ -208,14 +208,8 @@ impl LitePullConsumer {
         if inner.shutdown.is_triggered() {
             return Err(ClientError::Shutdown);
         }
-        if inner.started.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let subs: Vec<SubscriptionData> = inner.subs.guard().values().cloned().collect();
-        for sub in &subs {
-            check_in_broker(&inner.client, &inner.config.group, sub).await?;
-        }
-        if inner.started.swap(true, Ordering::AcqRel) {
+        let (client, group) = (&inner.client, &inner.config.group);
+        if !crate::consumer::claim_start(client, group, &inner.subs, &inner.started).await? {
             return Ok(());
         }
         let hook: Arc<dyn ConsumerHook> = Arc::new(Hook(Arc::downgrade(inner)));

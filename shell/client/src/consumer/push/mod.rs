@@ -50,7 +50,7 @@ pub use listener::{
 use crate::config::{ClientConfig, ProducerConfig};
 use crate::consumer::hook::{Hook, RunningInfo};
 use crate::consumer::offset_store::OffsetStore;
-use crate::consumer::selector::{MessageSelector, check_in_broker};
+use crate::consumer::selector::MessageSelector;
 use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 use crate::processor::ConsumerHook;
@@ -211,14 +211,8 @@ impl PushConsumer {
         if inner.subs.guard().is_empty() {
             return Err(ClientError::InvalidMessage("no subscription".into()));
         }
-        if inner.started.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let subs: Vec<SubscriptionData> = inner.subs.guard().values().cloned().collect();
-        for sub in &subs {
-            check_in_broker(&inner.client, &inner.config.group, sub).await?;
-        }
-        if inner.started.swap(true, Ordering::AcqRel) {
+        let (client, group) = (&inner.client, &inner.config.group);
+        if !crate::consumer::claim_start(client, group, &inner.subs, &inner.started).await? {
             return Ok(());
         }
         let cfg = &inner.config;
