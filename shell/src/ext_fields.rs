@@ -247,6 +247,12 @@ mod tests {
 
     use super::*;
 
+    /// The model's pairs in its order, as [`ExtFields::iter`] yields them: what both
+    /// properties compare against.
+    fn pairs(map: &BTreeMap<String, String>) -> Vec<(&str, &str)> {
+        map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
     proptest! {
         /// Any sequence of inserts and removes leaves what a `BTreeMap` would hold, in
         /// its order, and answers each lookup as it would.
@@ -270,9 +276,7 @@ mod tests {
             }
             prop_assert_eq!(fields.len(), map.len());
             let ours: Vec<(&str, &str)> = fields.iter().collect();
-            let theirs: Vec<(&str, &str)> =
-                map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            prop_assert_eq!(ours, theirs);
+            prop_assert_eq!(ours, pairs(&map));
         }
     }
 
@@ -296,9 +300,7 @@ mod tests {
                 .collect();
             let fields = ExtFields::from_wire(wire);
             let ours: Vec<(&str, &str)> = fields.iter().collect();
-            let theirs: Vec<(&str, &str)> =
-                map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            prop_assert_eq!(ours, theirs);
+            prop_assert_eq!(ours, pairs(&map));
         }
     }
 
