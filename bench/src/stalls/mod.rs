@@ -162,7 +162,7 @@ pub fn run(p: &StallsParams, rows: &mut Vec<Measure>) -> Result<(), String> {
     let loaded = run_one(p, true, None)?;
     let mut runs = vec![quiet, loaded];
     if let Some(f) = p.paced {
-        let rate = f * runs[0].sent.msgs as f64 / runs[0].sent.secs;
+        let rate = f * runs[0].sent.msgs_per_s();
         eprintln!(
             "  paced runs: {rate:.0} msgs/s offered ({:.0}% of quiet)",
             f * 100.0
@@ -363,11 +363,11 @@ fn us(ns: u64) -> f64 {
 }
 
 fn log_run(r: &Run) {
-    let l = Latency::of(&r.sent.hist).unwrap_or_default();
+    let l = r.sent.latency();
     eprintln!(
         "  {:<7} {:>9.0} msgs/s  p50 {:.0} µs  p99 {:.0} µs  p99.9 {:.0} µs  max {:.0} µs  {} sends > {} ms  {} errors",
         r.name,
-        r.sent.msgs as f64 / r.sent.secs,
+        r.sent.msgs_per_s(),
         l.p50_us,
         l.p99_us,
         l.p999_us,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::background::{Counters, QUERY_TASKS, SQL_CONSUMERS, SQL_EXPR};
 use super::send::{self, BUCKET, SLOW};
 use super::{ROLL_SPAN, Run, StallsParams, events, us};
-use crate::table::{Latency, unix_secs};
+use crate::table::unix_secs;
 
 /// The section printed for the scenario.
 pub(super) fn markdown(p: &StallsParams, runs: &[&Run]) -> String {
@@ -38,13 +38,13 @@ pub(super) fn markdown(p: &StallsParams, runs: &[&Run]) -> String {
     );
     let cores = |c: Option<f64>| c.map_or("?".into(), |c| format!("{c:.2} cores"));
     for r in runs {
-        let l = Latency::of(&r.sent.hist).unwrap_or_default();
+        let l = r.sent.latency();
         let _ = writeln!(
             s,
             "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
             r.name,
             r.paced.map_or("all it can".into(), |x| format!("{x:.0}")),
-            r.sent.msgs as f64 / r.sent.secs,
+            r.sent.msgs_per_s(),
             l.p50_us,
             l.p99_us,
             l.p999_us,

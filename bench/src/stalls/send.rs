@@ -12,7 +12,7 @@ use tern_shell::message::decode_offset_msg_id;
 use tern_shell::runtime;
 
 use crate::load::{self, stamped_body};
-use crate::table::{histogram, record};
+use crate::table::{Latency, histogram, record};
 
 /// Width of one timeline bucket.
 pub const BUCKET: Duration = Duration::from_millis(100);
@@ -91,6 +91,20 @@ pub struct Sent {
     pub timeline: Vec<Bucket>,
     /// Sends slower than [`SLOW`], in time order.
     pub slow: Vec<Slow>,
+}
+
+impl Sent {
+    /// Messages acknowledged per second of the timed part: the runs' rate, and what a
+    /// paced run offers a share of.
+    pub fn msgs_per_s(&self) -> f64 {
+        self.msgs as f64 / self.secs
+    }
+
+    /// The send latencies' percentiles, zeros when no send was timed (the run still gets
+    /// its line and its row).
+    pub fn latency(&self) -> Latency {
+        Latency::of(&self.hist).unwrap_or_default()
+    }
 }
 
 /// How many messages each sender has had acknowledged: the query flood picks live keys
