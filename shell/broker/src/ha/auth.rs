@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use async_std::io::{ReadExt, WriteExt};
 use tern_shell::acl::guard::Acl;
-use tern_shell::acl::{SessionCredentials, random_bytes, tag, verify_tag};
+use tern_shell::acl::{AclRefusal, SessionCredentials, random_bytes, tag, verify_tag};
 use tern_shell::tls::SharedStream;
 
 use super::error::{HaError, timed};
@@ -106,16 +106,14 @@ pub async fn admit(stream: &SharedStream, acl: Option<&Acl>) -> Result<Option<[u
         .map_err(|_| HaError::Protocol("an access key that is not UTF-8".into()))?;
     let rules = acl.rules();
     let Some(account) = rules.accounts.get(&key) else {
-        return Err(HaError::Protocol(format!("No acl config for {key}")));
+        return Err(HaError::Protocol(AclRefusal::NoAccount(key).to_string()));
     };
     if !verify_tag(
         &account.secret_key,
         &[&HELLO, &nonce, key.as_bytes()],
         &sent,
     ) {
-        return Err(HaError::Protocol(format!(
-            "Check signature failed for accessKey={key}"
-        )));
+        return Err(HaError::Protocol(AclRefusal::BadSignature(key).to_string()));
     }
     if !account.admin {
         return Err(HaError::Protocol(format!(
