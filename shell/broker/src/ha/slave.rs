@@ -231,9 +231,9 @@ async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, HaError> {
         Ok(to) => Ok(to),
         Err(e @ (PutError::DiskFull | PutError::OverBudget)) => {
             // The master keeps the data; try again once space is freed. The store's own
-            // text says which limit refused (it was "the disk is full" for both).
+            // text says which limit refused; the caller's line names the replication.
             runtime::sleep(RETRY).await;
-            Err(HaError::Local(format!("replication paused: {e}")))
+            Err(HaError::Local(format!("paused: {e}")))
         }
         Err(PutError::ShuttingDown) => {
             ctx.shutdown.wait().await;

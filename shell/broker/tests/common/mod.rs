@@ -200,7 +200,8 @@ impl BrokerProc {
     }
 }
 
-/// Runs `tern-broker` to completion (for `-p` and startup failures), with a 20 s limit.
+/// Runs `tern-broker` to completion (for `-p` and startup failures), with a 20 s limit to
+/// exit; its stdout comes back as lines joined by `\n`.
 pub fn run_to_exit(args: &[OsString]) -> (ExitStatus, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
     cmd.args(args);
