@@ -247,12 +247,8 @@ impl RemotingCommand {
     /// room reserved for `reserve` more bytes. A writer can send a large body straight
     /// from where it lies instead of copying it behind the header.
     pub fn encode_head(&self, reserve: usize) -> Result<Vec<u8>, FrameError> {
-        let header = match self.serialize_type {
-            SerializeType::Json => serialize::json_header_size_hint(self),
-            SerializeType::RocketMq => 0,
-        };
-        let mut out = Vec::with_capacity(8 + header + reserve);
-        self.append_head(&mut out)?;
+        let mut out = Vec::new();
+        self.append_head_reserving(&mut out, reserve)?;
         Ok(out)
     }
 
@@ -260,17 +256,28 @@ impl RemotingCommand {
     /// behind it): the header is encoded in place, and several frames can share one
     /// buffer. On an error `out` is left as it was.
     pub fn append_head(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
+        self.append_head_reserving(out, 0)
+    }
+
+    /// [`Self::append_head`], reserving room for `room` more bytes behind the head along
+    /// with the head's own (one allocation for a frame whose body is copied behind it).
+    fn append_head_reserving(&self, out: &mut Vec<u8>, room: usize) -> Result<(), FrameError> {
         let start = out.len();
-        let written = self.write_head(out, start);
+        let written = self.write_head(out, start, room);
         if written.is_err() {
             out.truncate(start);
         }
         written
     }
 
-    /// [`Self::append_head`]'s work, the frame starting at `start` of `out`; on an error
-    /// the caller takes back what was written.
-    fn write_head(&self, out: &mut Vec<u8>, start: usize) -> Result<(), FrameError> {
+    /// [`Self::append_head_reserving`]'s work, the frame starting at `start` of `out`; on
+    /// an error the caller takes back what was written.
+    fn write_head(&self, out: &mut Vec<u8>, start: usize, room: usize) -> Result<(), FrameError> {
+        let header = match self.serialize_type {
+            SerializeType::Json => serialize::json_header_size_hint(self),
+            SerializeType::RocketMq => 0,
+        };
+        out.reserve(8 + header + room);
         // The length prefix and the header mark, filled in once the header's length is known.
         out.extend_from_slice(&[0; 8]);
         match self.serialize_type {

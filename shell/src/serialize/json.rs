@@ -23,11 +23,11 @@ pub fn encode_json_header(cmd: &RemotingCommand) -> String {
     out
 }
 
-/// Appends the JSON header of `cmd` to `out` (a frame being built): the header is written
-/// where it goes, not into a string of its own and copied (an allocation and a copy of
-/// ~300 bytes on every request and every answer).
+/// Appends the JSON header of `cmd` to `out` (a frame being built, room for it reserved
+/// by the caller with [`json_header_size_hint`]): the header is written where it goes,
+/// not into a string of its own and copied (an allocation and a copy of ~300 bytes on
+/// every request and every answer).
 pub(crate) fn append_json_header(cmd: &RemotingCommand, out: &mut Vec<u8>) {
-    out.reserve(json_header_size_hint(cmd));
     write_json_header(cmd, &mut ByteText(out));
 }
 
