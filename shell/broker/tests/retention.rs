@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::BrokerProc;
 use tern_shell::code::RequestCode;
 use tern_shell::headers::{
     OffsetResponseHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
@@ -14,46 +15,13 @@ use tern_shell::headers::{
 };
 use tern_shell::runtime::block_on;
 use tern_shell::{Connection, ConnectionConfig, RemotingCommand, ResponseCode};
-use tern_testkit::Proc;
 
-/// A broker process, killed when dropped (its `Proc` does that) so a failing test leaks
-/// nothing.
-struct Running {
-    _proc: Proc,
-    broker: String,
-}
-
-fn start(dir: &Path, conf: &str) -> Running {
+/// A standalone broker with `conf` under `dir`; the gRPC endpoint (on with
+/// --standalone) on a free port: tests run in parallel.
+fn start(dir: &Path, conf: &str) -> BrokerProc {
     let conf_path = dir.join("broker.conf");
-    // The gRPC endpoint (on with --standalone) on a free port: tests run in parallel.
     std::fs::write(&conf_path, format!("grpcServerPort=0\n{conf}")).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern-broker"));
-    cmd.args([
-        "--standalone",
-        "--listen",
-        "127.0.0.1:0",
-        "--namesrv-listen",
-        "127.0.0.1:0",
-        "--log-level",
-        "warn",
-        "-c",
-    ])
-    .arg(&conf_path)
-    .arg("--data-dir")
-    .arg(dir.join("data"));
-    let mut proc = Proc::spawn("tern-broker", &mut cmd);
-    // Serving starts at `ready`; the address is among the lines before it. 20 s as every
-    // other broker test waits for it.
-    let broker = proc
-        .wait_ready(Duration::from_secs(20))
-        .iter()
-        .find_map(|l| l.strip_prefix("tern-broker listening on "))
-        .map(|a| a.trim().to_owned())
-        .expect("the broker announced its address before ready");
-    Running {
-        _proc: proc,
-        broker,
-    }
+    BrokerProc::standalone(dir, &conf_path)
 }
 
 async fn connect(addr: &str) -> Connection {
@@ -120,7 +88,7 @@ fn expired_segments_are_deleted_and_queues_move_their_minimum() {
     );
     let b = start(dir.path(), &conf);
     block_on(async {
-        let conn = connect(&b.broker).await;
+        let conn = connect(&b.addr).await;
         // All but the active segment may go.
         fill_four_segments(&conn, "Retained").await;
         // Retention deletes no segment past the last durable checkpoint (taken every
@@ -182,7 +150,7 @@ fn past_the_max_used_ratio_only_expired_segments_go_and_past_the_forcible_ratio_
     );
     let b = start(fs.0.path(), &conf);
     block_on(async {
-        let conn = connect(&b.broker).await;
+        let conn = connect(&b.addr).await;
         fill_four_segments(&conn, "Kept").await;
         // Retention passes every 100 ms: none may take a segment that has not expired
         // (RocketMQ deletes only expired files until the forcible ratio).
@@ -223,7 +191,7 @@ fn writes_are_refused_past_the_disk_watermark_and_accepted_when_space_is_freed()
     let conf = format!("{SMALL}diskSpaceWarningLevelRatio=60\ndiskMaxUsedSpaceRatio=95\n");
     let b = start(fs.0.path(), &conf);
     block_on(async {
-        let conn = connect(&b.broker).await;
+        let conn = connect(&b.addr).await;
         // The default timer wheel (38.7 MB) cannot be allocated on 24 MiB: the broker
         // serves without a timer, and says so, rather than not at all.
         let info = conn
