@@ -24,6 +24,17 @@ pub(crate) enum Handled {
     Stop,
 }
 
+/// Whether the queue may be requested now.
+pub(crate) enum Gate {
+    /// Request it.
+    Open,
+    /// Over a flow-control threshold (the detail says which): look again after the
+    /// pause. The loop says so once (debug) until the queue is no longer held back.
+    Flow(Duration, String),
+    /// Held back for another reason (a paused or unlocked queue): look again after it.
+    Closed(Duration),
+}
+
 /// One consumer's part of the loop for one queue.
 pub(crate) trait QueuePuller {
     /// Names the request in log lines ("pull", "POP").
@@ -43,9 +54,8 @@ pub(crate) trait QueuePuller {
     /// The queue's drop signal and the consumer's shutdown: either ends the task.
     fn ends(&self) -> (&Shutdown, &Shutdown);
 
-    /// `Some(pause)` while the queue must not be requested (flow control, a paused or
-    /// unlocked queue): the loop looks again after it.
-    fn gate(&mut self) -> Option<Duration>;
+    /// Whether the queue may be requested now.
+    fn gate(&self) -> Gate;
 
     /// One request (a PULL_MESSAGE from [`Self::at`], a POP). Dropped unfinished when the
     /// queue is dropped or the consumer stops.
@@ -57,13 +67,30 @@ pub(crate) trait QueuePuller {
 
 /// Requests the queue until it is dropped or the consumer stops.
 pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P) {
-    let mut refusal_logged = false;
+    let (mut refusal_logged, mut flow_logged) = (false, false);
     loop {
         let (dropped, shutdown) = p.ends();
         if dropped.is_triggered() || shutdown.is_triggered() {
             return;
         }
-        if let Some(pause) = p.gate() {
+        let pause = match p.gate() {
+            Gate::Open => {
+                flow_logged = false;
+                None
+            }
+            Gate::Flow(pause, detail) => {
+                if !flow_logged {
+                    flow_logged = true;
+                    log::debug!("flow control on {:?}: {detail}", p.queue());
+                }
+                Some(pause)
+            }
+            Gate::Closed(pause) => {
+                flow_logged = false;
+                Some(pause)
+            }
+        };
+        if let Some(pause) = pause {
             if paused(p.ends(), pause).await {
                 return;
             }

@@ -19,7 +19,7 @@ use tern_shell::sync::MutexExt;
 
 use super::{Inner, QueueState};
 use crate::consumer::pull::{PullResult, PullStatus, pull_message};
-use crate::consumer::pull_loop::{Handled, QueuePuller, long_poll, pull_loop};
+use crate::consumer::pull_loop::{Gate, Handled, QueuePuller, long_poll, pull_loop};
 use crate::error::Result;
 
 /// Pause of a paused queue before it looks again (Java: 1 s).
@@ -61,17 +61,19 @@ impl QueuePuller for LitePuller {
         (&self.st.dropped, &self.inner.shutdown)
     }
 
-    fn gate(&mut self) -> Option<Duration> {
+    fn gate(&self) -> Gate {
         let (inner, st) = (&self.inner, &self.st);
         if inner.is_paused(&st.mq) {
-            return Some(PAUSED_DELAY);
+            return Gate::Closed(PAUSED_DELAY);
         }
-        if inner.buffered() >= inner.config.pull_threshold_for_all
-            || st.cached.load(Ordering::Acquire) >= inner.config.pull_threshold_for_queue
+        let (all, queue) = (inner.buffered(), st.cached.load(Ordering::Acquire));
+        if all >= inner.config.pull_threshold_for_all
+            || queue >= inner.config.pull_threshold_for_queue
         {
-            return Some(FLOW_CONTROL_DELAY);
+            let detail = format!("{all} msgs buffered, {queue} of them this queue's");
+            return Gate::Flow(FLOW_CONTROL_DELAY, detail);
         }
-        None
+        Gate::Open
     }
 
     async fn pull(&self) -> Result<PullResult> {

@@ -23,7 +23,7 @@ use tern_shell::runtime::{self, Shutdown, now_ms};
 use super::config::POP_DELAY_LEVEL_SECS;
 use super::listener::{ConsumeContext, ConsumeStatus};
 use super::pull_task::{ERROR_PAUSE, FLOW_CONTROL_PAUSE};
-use crate::consumer::pull_loop::{Handled, QueuePuller, pull_loop};
+use crate::consumer::pull_loop::{Gate, Handled, QueuePuller, pull_loop};
 use tern_shell::sync::MutexExt;
 
 use super::{Inner, Listener};
@@ -78,12 +78,7 @@ impl PopQueue {
 
 /// The pop task of one queue; ends when the queue is dropped or the consumer stops.
 pub(super) async fn pop_loop(inner: Arc<Inner>, mq: MessageQueue, pq: Arc<PopQueue>) {
-    let popper = Popper {
-        inner,
-        mq,
-        pq,
-        flow_logged: false,
-    };
+    let popper = Popper { inner, mq, pq };
     pull_loop(popper).await;
 }
 
@@ -92,8 +87,6 @@ struct Popper {
     inner: Arc<Inner>,
     mq: MessageQueue,
     pq: Arc<PopQueue>,
-    /// Flow control was logged since the queue last popped.
-    flow_logged: bool,
 }
 
 impl QueuePuller for Popper {
@@ -114,17 +107,13 @@ impl QueuePuller for Popper {
         (&self.pq.dropped, &self.inner.shutdown)
     }
 
-    fn gate(&mut self) -> Option<Duration> {
-        let (mq, waiting) = (&self.mq, self.pq.waiting_ack());
+    fn gate(&self) -> Gate {
+        let waiting = self.pq.waiting_ack();
         if waiting > self.inner.config.pop_threshold_for_queue {
-            if !self.flow_logged {
-                log::debug!("flow control on {mq:?}: {waiting} popped messages wait for an ack");
-                self.flow_logged = true;
-            }
-            return Some(FLOW_CONTROL_PAUSE);
+            let detail = format!("{waiting} popped messages wait for an ack");
+            return Gate::Flow(FLOW_CONTROL_PAUSE, detail);
         }
-        self.flow_logged = false;
-        None
+        Gate::Open
     }
 
     /// Dropped mid-POP: what the broker popped for us comes again after the invisible

@@ -17,7 +17,7 @@ use tern_shell::sync::MutexExt;
 
 use super::Inner;
 use crate::consumer::pull::{PullResult, PullStatus, pull_message};
-use crate::consumer::pull_loop::{Handled, QueuePuller, long_poll, pull_loop};
+use crate::consumer::pull_loop::{Gate, Handled, QueuePuller, long_poll, pull_loop};
 use crate::error::Result;
 
 /// Pause of a queue over its flow-control thresholds (Java: 50 ms).
@@ -41,7 +41,6 @@ pub(super) async fn pull_queue(
         mq,
         pq,
         orderly,
-        flow_logged: false,
         next,
     };
     pull_loop(puller).await;
@@ -53,8 +52,6 @@ struct PushPuller {
     mq: MessageQueue,
     pq: Arc<ProcessQueue>,
     orderly: bool,
-    /// Flow control was logged since the queue last pulled.
-    flow_logged: bool,
     /// The offset the next pull starts at.
     next: i64,
 }
@@ -77,28 +74,24 @@ impl QueuePuller for PushPuller {
         (self.pq.dropped(), &self.inner.shutdown)
     }
 
-    fn gate(&mut self) -> Option<Duration> {
-        let (cfg, pq, mq) = (&self.inner.config, &self.pq, &self.mq);
+    fn gate(&self) -> Gate {
+        let (cfg, pq) = (&self.inner.config, &self.pq);
         let (count, bytes) = pq.cached();
         let over_span = !self.orderly && pq.span() > cfg.consume_concurrently_max_span;
         if count > cfg.pull_threshold_for_queue
             || bytes > cfg.pull_threshold_size_for_queue_bytes
             || over_span
         {
-            if !self.flow_logged {
-                log::debug!("flow control on {mq:?}: {count} msgs, {bytes} bytes cached");
-                self.flow_logged = true;
-            }
-            return Some(FLOW_CONTROL_PAUSE);
+            let detail = format!("{count} msgs, {bytes} bytes cached");
+            return Gate::Flow(FLOW_CONTROL_PAUSE, detail);
         }
-        self.flow_logged = false;
         if self.orderly
             && self.inner.clustering()
             && !pq.is_locked(cfg.lock_max_live.as_millis() as u64)
         {
-            return Some(UNLOCKED_PAUSE);
+            return Gate::Closed(UNLOCKED_PAUSE);
         }
-        None
+        Gate::Open
     }
 
     async fn pull(&self) -> Result<PullResult> {
