@@ -245,7 +245,7 @@ async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, HaError> {
         Err(PutError::Store(e)) => Err(HaError::Local(format!(
             "storing the master's log at {at}: {e}"
         ))),
-        Err(PutError::Failed(why)) => Err(HaError::Local(format!("the store failed: {why}"))),
+        Err(e @ PutError::Failed(_)) => Err(HaError::Local(e.to_string())),
     }
 }
 
