@@ -58,18 +58,16 @@ async fn offsets(c: &Client) -> Vec<i64> {
 /// Waits until the slave's queues hold what the master's do.
 async fn until_caught_up(master: &Client, slave: &Client) -> Vec<i64> {
     let want = offsets(master).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = offsets(slave).await;
-        if got == want {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "slave at {got:?}, master at {want:?}"
-        );
-        async_std::task::sleep(Duration::from_millis(50)).await;
-    }
+    let mut got = Vec::new();
+    assert!(
+        tern_testkit::poll_until_async(Duration::from_secs(20), async || {
+            got = offsets(slave).await;
+            got == want
+        })
+        .await,
+        "slave at {got:?}, master at {want:?}"
+    );
+    got
 }
 
 /// Sends message `i` (bodies from 10 B to 100 KiB, so frames split records) and returns
@@ -111,11 +109,12 @@ fn sync_master_answers_once_the_slave_holds_the_message() {
         let s = slave(sd.path(), &ns);
         let sc = Client::connect(&s.addr).await;
         // Once the slave is connected, every send is acknowledged by it.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while send(&mc, 1).await.0 != ResponseCode::Success {
-            assert!(Instant::now() < deadline, "slave never acknowledged");
-            async_std::task::sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "slave never acknowledged",
+            Duration::from_secs(20),
+            async || send(&mc, 1).await.0 == ResponseCode::Success,
+        )
+        .await;
         for i in 2..120 {
             let (code, id) = send(&mc, i).await;
             assert_eq!(code, ResponseCode::Success, "message {i} ({id})");
@@ -132,22 +131,19 @@ fn sync_master_answers_once_the_slave_holds_the_message() {
         let end = info["commitLogMaxOffset"].clone();
         assert_eq!(info["haSlaveAckOffset"], end, "{info:?}");
         assert!(!info.contains_key("haMasterAddr"));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let info = runtime_info(&sc).await;
-            assert_eq!(info["haMasterAddr"], m.addr, "{info:?}");
-            assert!(info["haMasterHaAddr"].contains(':'), "{info:?}");
-            assert!(!info.contains_key("haSlaveCount"));
-            // The slave records its report just after sending it: allow a moment.
-            if info["haReportedOffset"] == end && info["haMasterOffset"] == end {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "slave's runtime info {info:?}, master at {end}"
-            );
-            runtime::sleep(Duration::from_millis(50)).await;
-        }
+        let mut info = BTreeMap::new();
+        // The slave records its report just after sending it: allow a moment.
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(20), async || {
+                info = runtime_info(&sc).await;
+                assert_eq!(info["haMasterAddr"], m.addr, "{info:?}");
+                assert!(info["haMasterHaAddr"].contains(':'), "{info:?}");
+                assert!(!info.contains_key("haSlaveCount"));
+                info["haReportedOffset"] == end && info["haMasterOffset"] == end
+            })
+            .await,
+            "slave's runtime info {info:?}, master at {end}"
+        );
 
         // A slave takes no sends, and says so in a way clients retry elsewhere.
         let resp = sc.call(send_v2(&msg(TOPIC, b"x", &[]), 0)).await;
@@ -279,15 +275,15 @@ async fn send_until_error(
 /// Waits until `c`'s broker has dispatched its whole log (pulls read consume queues,
 /// which trail the log a little).
 async fn until_dispatched(c: &Client) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let info = runtime_info(c).await;
-        if info["dispatchBehindBytes"] == "0" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "dispatch stuck: {info:?}");
-        runtime::sleep(Duration::from_millis(50)).await;
-    }
+    let mut info = BTreeMap::new();
+    assert!(
+        tern_testkit::poll_until_async(Duration::from_secs(60), async || {
+            info = runtime_info(c).await;
+            info["dispatchBehindBytes"] == "0"
+        })
+        .await,
+        "dispatch stuck: {info:?}"
+    );
 }
 
 /// Checks that the slave serves every acknowledged message intact, and nothing that was
@@ -350,11 +346,12 @@ fn kill_9_of_a_sync_master_mid_stream_loses_no_acknowledged_message() {
     let (settled, frozen_end) = run(async {
         let mc = Client::connect(&m.addr).await;
         create_topic(&mc, TOPIC, QUEUES).await;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while send(&mc, 0).await.0 != ResponseCode::Success {
-            assert!(Instant::now() < deadline, "slave never acknowledged");
-            runtime::sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "slave never acknowledged",
+            Duration::from_secs(60),
+            async || send(&mc, 0).await.0 == ResponseCode::Success,
+        )
+        .await;
         let senders: Vec<_> = (0..SENDERS)
             .map(|i| {
                 runtime::spawn(send_until_error(

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tern_shell::acl::SessionCredentials;
@@ -114,30 +114,28 @@ fn only_slaves_signed_in_as_admins_are_streamed_the_log() {
             &creds_line("slave_admin", "slave_secret"),
         );
         master_logs(&m, "slave signed in as slave_admin");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let resp = mc.call(as_admin(send_v2(&msg(TOPIC, b"y", &[]), 0))).await;
-            if resp.response_code() == ResponseCode::Success {
+        tern_testkit::wait_until(
+            "the signed slave never acknowledged",
+            Duration::from_secs(20),
+            async || {
+                let resp = mc.call(as_admin(send_v2(&msg(TOPIC, b"y", &[]), 0))).await;
+                if resp.response_code() != ResponseCode::Success {
+                    return false;
+                }
                 let h: SendMessageResponseHeader = resp.decode_header().unwrap();
                 assert!(!h.msg_id.is_empty());
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the signed slave never acknowledged"
-            );
-            async_std::task::sleep(Duration::from_millis(100)).await;
-        }
+                true
+            },
+        )
+        .await;
         // Its topic sync (admin-only reads of the master) went through signed too.
         let sc = Client::connect(&s.addr).await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !all_topics(&sc).await.contains(TOPIC) {
-            assert!(
-                Instant::now() < deadline,
-                "the slave never synced the topics"
-            );
-            async_std::task::sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "the slave never synced the topics",
+            Duration::from_secs(20),
+            async || all_topics(&sc).await.contains(TOPIC),
+        )
+        .await;
     });
 }
 
@@ -179,20 +177,20 @@ fn a_broker_registers_signed_with_a_name_server_that_checks_access() {
         let b = BrokerProc::with_conf(&conf);
         let nc = Client::connect(&ns_addr).await;
         // The broker's own topics are routed once its signed registration is taken.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let resp = nc.call(as_admin(route_req("TBW102"))).await;
-            if resp.response_code() == ResponseCode::Success {
-                assert!(String::from_utf8_lossy(&resp.body).contains(&b.addr));
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never registered: {resp:?}\n{}",
-                b.stderr_text()
-            );
-            async_std::task::sleep(Duration::from_millis(100)).await;
-        }
+        let mut resp = None;
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(20), async || {
+                let r = nc.call(as_admin(route_req("TBW102"))).await;
+                let routed = r.response_code() == ResponseCode::Success;
+                resp = Some(r);
+                routed
+            })
+            .await,
+            "never registered: {:?}\n{}",
+            resp.unwrap(),
+            b.stderr_text()
+        );
+        assert!(String::from_utf8_lossy(&resp.unwrap().body).contains(&b.addr));
         drop(b);
         ns.shutdown().await;
     });

@@ -9,7 +9,7 @@ use crate::certs;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tern_shell::tls::{ClientTls, ClientTlsSettings};
@@ -65,20 +65,20 @@ fn a_sync_master_replicates_over_tls_and_closes_plaintext_ha_peers() {
         assert!(conn.is_tls());
         let mc = Client { conn };
         create_topic(&mc, TOPIC, 2).await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let resp = mc.call(send_v2(&msg(TOPIC, b"first", &[]), 0)).await;
-            if resp.response_code() == ResponseCode::Success {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the slave never acknowledged: {resp:?}\nmaster:\n{}\nslave:\n{}",
-                m.stderr_text(),
-                s.stderr_text()
-            );
-            async_std::task::sleep(Duration::from_millis(100)).await;
-        }
+        let mut resp = None;
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(20), async || {
+                let r = mc.call(send_v2(&msg(TOPIC, b"first", &[]), 0)).await;
+                let acked = r.response_code() == ResponseCode::Success;
+                resp = Some(r);
+                acked
+            })
+            .await,
+            "the slave never acknowledged: {:?}\nmaster:\n{}\nslave:\n{}",
+            resp.unwrap(),
+            m.stderr_text(),
+            s.stderr_text()
+        );
         for i in 0..50 {
             let resp = mc
                 .call(send_v2(&msg(TOPIC, format!("m{i}").as_bytes(), &[]), i % 2))
