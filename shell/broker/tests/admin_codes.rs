@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tern_engine::hash::java_string_hash;
@@ -477,21 +477,17 @@ fn clean_expired_consume_queue_drops_queues_whose_records_left_the_log() {
         for i in 0..12u8 {
             send_ok(c, send_v2(&msg("Filler", &vec![i; 300 * 1024], &[]), 0)).await;
         }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let min = offset_of(
-                &c.call(topic_queue(RequestCode::GetMinOffset, "Old", 0))
-                    .await,
-            );
-            if min == 2 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Old's records never left the log"
-            );
-            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "Old's records never left the log",
+            Duration::from_secs(20),
+            async || {
+                offset_of(
+                    &c.call(topic_queue(RequestCode::GetMinOffset, "Old", 0))
+                        .await,
+                ) == 2
+            },
+        )
+        .await;
         assert!(
             cq.join("Old/0").exists(),
             "retention keeps a queue's last file"

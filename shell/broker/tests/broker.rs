@@ -23,19 +23,19 @@ fn route_lists_broker_for_tbw102_and_new_topic_at_once() {
     run(async {
         let ns = Client::connect(b.namesrv.as_deref().unwrap()).await;
         // Registration runs in the background at start: allow it a moment.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let route = loop {
-            let resp = ns.call(route_req("TBW102")).await;
-            if resp.response_code() == ResponseCode::Success {
-                break from_json::<TopicRouteData>(&resp.body).unwrap();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "TBW102 has no route: {:?}",
-                resp.remark
-            );
-            runtime::sleep(Duration::from_millis(50)).await;
-        };
+        let mut resp = None;
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(5), async || {
+                let r = ns.call(route_req("TBW102")).await;
+                let routed = r.response_code() == ResponseCode::Success;
+                resp = Some(r);
+                routed
+            })
+            .await,
+            "TBW102 has no route: {:?}",
+            resp.unwrap().remark
+        );
+        let route = from_json::<TopicRouteData>(&resp.unwrap().body).unwrap();
         assert_eq!(route.broker_datas.len(), 1, "{route:?}");
         assert_eq!(route.broker_datas[0].master_addr(), Some(b.addr.as_str()));
         assert_eq!(route.broker_datas[0].cluster, "DefaultCluster");
@@ -125,19 +125,19 @@ fn sent_messages_pull_back_intact_and_are_found_by_id_and_key() {
 
         // QUERY_MESSAGE by key (the index follows the log asynchronously: allow a moment).
         let query = |key: &str| query_req(topic, key, 32);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let found = loop {
-            let resp = c.call(query("key-7")).await;
-            if resp.response_code() == ResponseCode::Success {
-                break decode_pulled(&resp.body, true).unwrap();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "key-7 not found: {:?}",
-                resp.remark
-            );
-            runtime::sleep(Duration::from_millis(50)).await;
-        };
+        let mut resp = None;
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(3), async || {
+                let r = c.call(query("key-7")).await;
+                let found = r.response_code() == ResponseCode::Success;
+                resp = Some(r);
+                found
+            })
+            .await,
+            "key-7 not found: {:?}",
+            resp.unwrap().remark
+        );
+        let found = decode_pulled(&resp.unwrap().body, true).unwrap();
         assert_eq!(found, vec![got[7].clone()]);
         let resp = c.call(query("shared")).await;
         expect_code(&resp, ResponseCode::Success);

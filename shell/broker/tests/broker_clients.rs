@@ -50,14 +50,12 @@ fn consumer_offsets_and_queue_bounds_answer_and_survive_a_clean_restart() {
         // Java sends the update oneway: no answer, still stored.
         let oneway = commit_req("G_ONEWAY", topic, 2, 5);
         c.conn.oneway(oneway).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while offset_of(&c.call(query("G_ONEWAY", 2)).await) != 5 {
-            assert!(
-                Instant::now() < deadline,
-                "oneway offset update not applied"
-            );
-            runtime::sleep(Duration::from_millis(20)).await;
-        }
+        tern_testkit::wait_until(
+            "oneway offset update not applied",
+            Duration::from_secs(2),
+            async || offset_of(&c.call(query("G_ONEWAY", 2)).await) == 5,
+        )
+        .await;
         // A pull with COMMIT_OFFSET stores the offset too.
         let mut p = pull_with(
             pull_req("G_PULLC", topic, 2, 3, Some("*")),
