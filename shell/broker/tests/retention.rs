@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::BrokerProc;
 use tern_shell::code::RequestCode;
@@ -93,18 +93,16 @@ fn expired_segments_are_deleted_and_queues_move_their_minimum() {
         fill_four_segments(&conn, "Retained").await;
         // Retention deletes no segment past the last durable checkpoint (taken every
         // second), so the expired ones may go over more than one pass.
-        let deadline = Instant::now() + Duration::from_secs(15);
         let (mut min, mut segments) = (0, usize::MAX);
-        while Instant::now() < deadline {
+        // Not asserted here: the two checks below tell which part never happened.
+        tern_testkit::poll_until_async(Duration::from_secs(15), async || {
             min = min_offset(&conn, "Retained").await;
             segments = std::fs::read_dir(dir.path().join("data/store/commitlog"))
                 .unwrap()
                 .count();
-            if min > 0 && segments <= 2 {
-                break;
-            }
-            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
-        }
+            min > 0 && segments <= 2
+        })
+        .await;
         assert!(min > 0, "old segments were never deleted");
         assert!(segments <= 2, "{segments} segments left");
         // A new message still lands after deletion.
@@ -171,14 +169,12 @@ fn past_the_max_used_ratio_only_expired_segments_go_and_past_the_forcible_ratio_
             "{:?}",
             resp.remark
         );
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while min_offset(&conn, "Kept").await == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "the oldest segment was never deleted"
-            );
-            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "the oldest segment was never deleted",
+            Duration::from_secs(15),
+            async || min_offset(&conn, "Kept").await != 0,
+        )
+        .await;
     });
 }
 
@@ -219,34 +215,37 @@ fn writes_are_refused_past_the_disk_watermark_and_accepted_when_space_is_freed()
         // Fill the file system past 60 %.
         let filler = fs.0.path().join("filler");
         std::fs::write(&filler, vec![7u8; 16 * 1024 * 1024]).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let refused = loop {
-            let resp = send(&conn, "Full", b"while full".to_vec()).await;
-            if resp.response_code() == ResponseCode::ServiceNotAvailable {
-                break resp;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never refused: {:?}",
-                resp.remark
-            );
-            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
-        };
-        assert!(refused.remark.unwrap_or_default().contains("disk is full"));
+        let mut refused = None;
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+                let resp = send(&conn, "Full", b"while full".to_vec()).await;
+                let full = resp.response_code() == ResponseCode::ServiceNotAvailable;
+                refused = Some(resp);
+                full
+            })
+            .await,
+            "never refused: {:?}",
+            refused.unwrap().remark
+        );
+        assert!(
+            refused
+                .unwrap()
+                .remark
+                .unwrap_or_default()
+                .contains("disk is full")
+        );
         std::fs::remove_file(&filler).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let resp = send(&conn, "Full", b"after".to_vec()).await;
-            if resp.response_code() == ResponseCode::Success {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never accepted again: {:?}",
-                resp.remark
-            );
-            tern_shell::runtime::sleep(Duration::from_millis(50)).await;
-        }
+        let mut remark = None;
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+                let resp = send(&conn, "Full", b"after".to_vec()).await;
+                let accepted = resp.response_code() == ResponseCode::Success;
+                remark = resp.remark;
+                accepted
+            })
+            .await,
+            "never accepted again: {remark:?}"
+        );
     });
     drop(b);
 }
