@@ -9,7 +9,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tern_shell::headers::{ConsumerSendMsgBackRequestHeader, QueryMessageRequestHeader};
@@ -192,21 +192,22 @@ async fn send_two_levels_and_wait_for_the_first(c: &Client) -> Vec<String> {
 /// late repeat); returns every delivered copy, in queue order.
 async fn all_twenty(addr: &str) -> Vec<MessageExt> {
     let c = Client::connect(addr).await;
-    let deadline = Instant::now() + LATE;
-    loop {
-        let got = pull_all(&c, "Pending", 0, 0).await;
-        let distinct: std::collections::BTreeSet<&str> = got.iter().map(key).collect();
-        if distinct.len() == 20 {
-            runtime::sleep(Duration::from_millis(1_500)).await;
-            return pull_all(&c, "Pending", 0, 0).await;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of 20 after restart",
-            distinct.len()
-        );
-        runtime::sleep(Duration::from_millis(50)).await;
-    }
+    let mut distinct = 0;
+    assert!(
+        tern_testkit::poll_until_async(LATE, async || {
+            let got = pull_all(&c, "Pending", 0, 0).await;
+            distinct = got
+                .iter()
+                .map(key)
+                .collect::<std::collections::BTreeSet<&str>>()
+                .len();
+            distinct == 20
+        })
+        .await,
+        "{distinct} of 20 after restart"
+    );
+    runtime::sleep(Duration::from_millis(1_500)).await;
+    pull_all(&c, "Pending", 0, 0).await
 }
 
 /// A broker on a fresh folder (its conf `LEVELS`) that

@@ -330,20 +330,20 @@ fn pending_timers_survive_kill_9_and_only_delivered_ones_may_repeat() {
     let killed_at = now_ms();
     let b = BrokerProc::again(dir.path());
     b.with_client(async |c| {
-        let deadline = std::time::Instant::now() + LATE;
-        let got = loop {
-            let got = pull_all(c, "Killed", 0, 0).await;
-            let distinct: std::collections::BTreeSet<&str> = got.iter().map(key).collect();
-            if distinct.len() == 300 {
-                break got;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{} of 300 after kill -9",
-                distinct.len()
-            );
-            tern_shell::runtime::sleep(Duration::from_millis(100)).await;
-        };
+        let (mut got, mut distinct) = (Vec::new(), 0);
+        assert!(
+            tern_testkit::poll_until_async(LATE, async || {
+                got = pull_all(c, "Killed", 0, 0).await;
+                distinct = got
+                    .iter()
+                    .map(key)
+                    .collect::<std::collections::BTreeSet<&str>>()
+                    .len();
+                distinct == 300
+            })
+            .await,
+            "{distinct} of 300 after kill -9"
+        );
         let mut copies: BTreeMap<&str, Vec<&MessageExt>> = BTreeMap::new();
         for m in &got {
             let (s, due) = &sent[key(m)];
