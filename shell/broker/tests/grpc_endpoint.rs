@@ -406,28 +406,30 @@ fn verify_message_and_running_info_reach_the_5x_client() {
         );
 
         // The client as the broker lists it (the endpoint heartbeats in the background).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let client_id = loop {
-            let resp = admin
-                .call(RemotingCommand::request(
-                    RequestCode::GetConsumerConnectionList,
-                    &ConsumerGroupRequestHeader {
-                        consumer_group: group.into(),
-                    },
-                ))
-                .await;
-            if resp.response_code() == ResponseCode::Success {
-                let conns: ConsumerConnection = from_json(&resp.body).unwrap();
-                if let Some(conn) = conns.connection_set.first() {
-                    break conn.client_id.clone();
+        let mut client_id = String::new();
+        tern_testkit::wait_until(
+            "the 5.x consumer never registered",
+            std::time::Duration::from_secs(10),
+            async || {
+                let resp = admin
+                    .call(RemotingCommand::request(
+                        RequestCode::GetConsumerConnectionList,
+                        &ConsumerGroupRequestHeader {
+                            consumer_group: group.into(),
+                        },
+                    ))
+                    .await;
+                if resp.response_code() == ResponseCode::Success {
+                    let conns: ConsumerConnection = from_json(&resp.body).unwrap();
+                    if let Some(conn) = conns.connection_set.first() {
+                        client_id = conn.client_id.clone();
+                        return true;
+                    }
                 }
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the 5.x consumer never registered"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        };
+                false
+            },
+        )
+        .await;
 
         let info = admin
             .call(RemotingCommand::request(

@@ -347,19 +347,16 @@ fn popped_and_unacked_messages_are_in_flight() {
         }
         let group = format!("consumer_group=\"{G}\"");
         let labels = ["topic=\"PopFlight\"", group.as_str()];
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let text = scrape(&addr);
-            let n = sample(&text, "rocketmq_consumer_inflight_messages", &labels);
-            if n == Some(3.0) {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "inflight {n:?}, want 3:\n{text}"
-            );
-            tern_shell::runtime::sleep(Duration::from_millis(200)).await;
-        }
+        let (mut text, mut n) = (String::new(), None);
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+                text = scrape(&addr);
+                n = sample(&text, "rocketmq_consumer_inflight_messages", &labels);
+                n == Some(3.0)
+            })
+            .await,
+            "inflight {n:?}, want 3:\n{text}"
+        );
     });
 }
 
@@ -386,19 +383,16 @@ fn unresolved_half_messages_are_counted_by_topic() {
         let halves = |want: f64| {
             let addr = addr.clone();
             async move {
-                let deadline = std::time::Instant::now() + Duration::from_secs(10);
-                loop {
-                    let text = scrape(&addr);
-                    let n = sample(&text, "rocketmq_half_messages", &["topic=\"TxGauge\""]);
-                    if n == Some(want) || (want == 0.0 && n.is_none()) {
-                        return;
-                    }
-                    assert!(
-                        std::time::Instant::now() < deadline,
-                        "halves {n:?}, want {want}"
-                    );
-                    tern_shell::runtime::sleep(Duration::from_millis(100)).await;
-                }
+                let mut n = None;
+                assert!(
+                    tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+                        let text = scrape(&addr);
+                        n = sample(&text, "rocketmq_half_messages", &["topic=\"TxGauge\""]);
+                        n == Some(want) || (want == 0.0 && n.is_none())
+                    })
+                    .await,
+                    "halves {n:?}, want {want}"
+                );
             }
         };
         halves(2.0).await;

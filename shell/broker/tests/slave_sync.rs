@@ -8,7 +8,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tern_broker::config::BrokerConfig;
@@ -119,11 +119,12 @@ async fn create_group_retrying(c: &Client, group: &str, retry_max_times: i32) {
 async fn deliver_one_delayed(c: &Client, topic: &str) {
     let m = msg(topic, b"later", &[("DELAY", "1")]);
     send_ok(c, send_v1(&m, 0)).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while delay_offsets(c).await.offset_table.0.get(&1) != Some(&1) {
-        assert!(Instant::now() < deadline, "the delayed message never left");
-        runtime::sleep(Duration::from_millis(50)).await;
-    }
+    tern_testkit::wait_until(
+        "the delayed message never left",
+        Duration::from_secs(30),
+        async || delay_offsets(c).await.offset_table.0.get(&1) == Some(&1),
+    )
+    .await;
 }
 
 #[test]
@@ -309,15 +310,13 @@ fn the_task_syncs_a_slave_at_start_and_returns_at_shutdown_and_at_once_on_a_mast
         let task = runtime::spawn(slave_sync::run(p.slave.ctx().clone(), move || {
             Some(addr.clone())
         }));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !all_topics(&slave)
-            .await
-            .topic_config_table
-            .contains_key("ByTask")
-        {
-            assert!(Instant::now() < deadline, "no sync at start");
-            runtime::sleep(Duration::from_millis(50)).await;
-        }
+        tern_testkit::wait_until("no sync at start", Duration::from_secs(10), async || {
+            all_topics(&slave)
+                .await
+                .topic_config_table
+                .contains_key("ByTask")
+        })
+        .await;
         p.shutdown().await;
         runtime::timeout(Duration::from_secs(5), task)
             .await

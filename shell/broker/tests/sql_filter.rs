@@ -89,11 +89,13 @@ async fn pull_through(
 
 /// Waits until `queue 0` of `topic` holds `max` messages (GET_MAX_OFFSET).
 async fn wait_dispatched(c: &Client, topic: &str, max: i64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while offset_of(&c.call(max_offset_req(topic, 0)).await) < max {
-        assert!(Instant::now() < deadline, "{topic} never reached {max}");
-        runtime::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        tern_testkit::poll_until_async(Duration::from_secs(20), async || {
+            offset_of(&c.call(max_offset_req(topic, 0)).await) >= max
+        })
+        .await,
+        "{topic} never reached {max}"
+    );
 }
 
 #[test]
