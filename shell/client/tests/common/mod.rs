@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tern_client::{
     Admin, ClientConfig, ConcurrentListener, ConsumeContext, ConsumeProgress, ConsumeStatus,
@@ -17,7 +17,7 @@ use tern_client::{
 
 pub mod cli;
 
-use tern_testkit::{EVERY, GEOMETRY, Proc, binary};
+use tern_testkit::{GEOMETRY, Proc, binary};
 
 /// How long a started process may take to say where it listens.
 const START: Duration = Duration::from_secs(20);
@@ -289,25 +289,27 @@ pub fn run<F: std::future::Future>(f: F) -> F::Output {
     tern_client::block_on(f)
 }
 
-/// Awaits `check` until it gives `Ok`, looking again every [`EVERY`]; at `within` panics
-/// naming `what` with the last `Err`.
+/// Awaits `check` until it gives `Ok`, looking again every [`EVERY`](tern_testkit::EVERY);
+/// at `within` panics naming `what` with the last `Err`.
 pub async fn wait_for<T, E: Debug>(
     what: &str,
     within: Duration,
     mut check: impl AsyncFnMut() -> Result<T, E>,
 ) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        let miss = match check().await {
-            Ok(v) => return v,
-            Err(e) => e,
-        };
-        assert!(
-            Instant::now() < deadline,
-            "not within {within:?}: {what}: {miss:?}"
-        );
-        tern_shell::runtime::sleep(EVERY).await;
-    }
+    let (mut hit, mut miss) = (None, None);
+    let got = tern_testkit::poll_until_async(within, async || match check().await {
+        Ok(v) => {
+            hit = Some(v);
+            true
+        }
+        Err(e) => {
+            miss = Some(e);
+            false
+        }
+    })
+    .await;
+    assert!(got, "not within {within:?}: {what}: {:?}", miss.unwrap());
+    hit.unwrap()
 }
 
 /// A broker's log, read when shown (in the panic of a [`wait_for`] that failed).
