@@ -6,14 +6,13 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Broker, acl_conf, run, write_acl};
 use tern_client::{
     ClientConfig, ClientError, ConsumeContext, ConsumeFromWhere, ConsumeStatus, Message,
     MessageExt, Producer, ProducerConfig, PushConsumer, PushConsumerConfig, SessionCredentials,
 };
-use tern_shell::runtime::sleep;
 
 const RULES: &str = "\
 accounts:
@@ -126,14 +125,12 @@ fn signed_clients_pass_and_unsigned_or_unpermitted_ones_are_refused() {
             ConsumeStatus::Success
         });
         c.start().await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !sent.is_subset(&seen.lock().unwrap()) {
-            assert!(
-                Instant::now() < deadline,
-                "signed consumer did not get every message"
-            );
-            sleep(Duration::from_millis(50)).await;
-        }
+        tern_testkit::wait_until(
+            "signed consumer did not get every message",
+            Duration::from_secs(30),
+            async || sent.is_subset(&seen.lock().unwrap()),
+        )
+        .await;
         c.shutdown().await;
     });
 }

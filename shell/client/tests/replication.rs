@@ -6,13 +6,12 @@
 use crate::common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Broker, LogOf, NameSrv, Sink, recorder, run, wait_for};
 use tern_client::{
     ConsumeFromWhere, Message, MessageBuilder, PushConsumer, PushConsumerConfig, SendStatus,
 };
-use tern_shell::runtime::sleep;
 use tern_testkit::wait_until;
 
 const TOPIC: &str = "HaTopic";
@@ -52,18 +51,21 @@ fn acknowledged_messages_are_read_from_the_slave_after_the_master_is_killed() {
         master.create_topic(TOPIC, 4).await;
         let p = master.producer("ha-pg");
         // Until the slave is connected, sends are stored but not replicated.
-        let deadline = Instant::now() + Duration::from_secs(20);
         let mut i = 0;
-        loop {
-            let r = p.send(msg(i)).await.unwrap();
-            i += 1;
-            if r.status == SendStatus::SendOk {
-                break;
-            }
-            assert_eq!(r.status, SendStatus::SlaveNotAvailable);
-            assert!(Instant::now() < deadline, "the slave never caught up");
-            sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "the slave never caught up",
+            Duration::from_secs(20),
+            async || {
+                let r = p.send(msg(i)).await.unwrap();
+                i += 1;
+                if r.status == SendStatus::SendOk {
+                    return true;
+                }
+                assert_eq!(r.status, SendStatus::SlaveNotAvailable);
+                false
+            },
+        )
+        .await;
         let mut acked = BTreeSet::new();
         for i in 1000..1300 {
             let r = p.send(msg(i)).await.unwrap();
@@ -120,11 +122,12 @@ pub(crate) fn slave_read_pair(topic: &str, n: usize) -> (NameSrv, Broker, Broker
         // Bodies as the C++ interop script checks them.
         let m =
             |i: usize| Message::new(topic, format!("restart k{i}")).with_keys([format!("k{i}")]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while p.send(m(0)).await.unwrap().status != SendStatus::SendOk {
-            assert!(Instant::now() < deadline, "the slave never caught up");
-            sleep(Duration::from_millis(100)).await;
-        }
+        tern_testkit::wait_until(
+            "the slave never caught up",
+            Duration::from_secs(20),
+            async || p.send(m(0)).await.unwrap().status == SendStatus::SendOk,
+        )
+        .await;
         for i in 1..n {
             assert_eq!(p.send(m(i)).await.unwrap().status, SendStatus::SendOk);
         }

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Broker, run};
 use tern_client::{ClientError, Message, MessageBuilder, PullConsumer};
@@ -51,17 +51,20 @@ fn timer_messages_wait_until_due_and_a_recalled_one_never_comes() {
         let c = PullConsumer::new("timer-check", b.client_config()).unwrap();
         c.start().await;
         let queues = c.fetch_queues("Timed").await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
         let mut got = Vec::new();
-        while got.len() < 4 {
-            got.clear();
-            for q in &queues {
-                let r = c.pull(q, 0, 32).await.unwrap();
-                got.extend(r.messages);
-            }
-            assert!(Instant::now() < deadline, "{} of 4 arrived", got.len());
-            sleep(Duration::from_millis(50)).await;
-        }
+        assert!(
+            tern_testkit::poll_until_async(Duration::from_secs(30), async || {
+                got.clear();
+                for q in &queues {
+                    let r = c.pull(q, 0, 32).await.unwrap();
+                    got.extend(r.messages);
+                }
+                got.len() >= 4
+            })
+            .await,
+            "{} of 4 arrived",
+            got.len()
+        );
         // Past the slot: the recalled one stays away.
         sleep(Duration::from_millis((t0 + 4_000 - now_ms()).max(0) as u64)).await;
         got.clear();
