@@ -28,9 +28,9 @@ pub(crate) enum Handled {
 pub(crate) enum Gate {
     /// Request it.
     Open,
-    /// Over a flow-control threshold (the detail says which): look again after the
-    /// pause. The loop says so once (debug) until the queue is no longer held back.
-    Flow(Duration, String),
+    /// Over a flow-control threshold: look again after the pause. The loop says so once
+    /// (debug, with [`QueuePuller::flow_detail`]) until the queue is let through.
+    Flow(Duration),
     /// Held back for another reason (a paused or unlocked queue): look again after it.
     Closed(Duration),
 }
@@ -57,6 +57,10 @@ pub(crate) trait QueuePuller {
     /// Whether the queue may be requested now.
     fn gate(&self) -> Gate;
 
+    /// What put the queue over its flow-control thresholds, for the log line (asked only
+    /// when the line is written, not on every look).
+    fn flow_detail(&self) -> String;
+
     /// One request (a PULL_MESSAGE from [`Self::at`], a POP). Dropped unfinished when the
     /// queue is dropped or the consumer stops.
     async fn pull(&self) -> Result<Self::Pulled>;
@@ -78,10 +82,10 @@ pub(crate) async fn pull_loop<P: QueuePuller>(mut p: P) {
                 flow_logged = false;
                 None
             }
-            Gate::Flow(pause, detail) => {
+            Gate::Flow(pause) => {
                 if !flow_logged {
                     flow_logged = true;
-                    log::debug!("flow control on {:?}: {detail}", p.queue());
+                    log::debug!("flow control on {:?}: {}", p.queue(), p.flow_detail());
                 }
                 Some(pause)
             }

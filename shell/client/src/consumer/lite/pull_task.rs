@@ -66,14 +66,18 @@ impl QueuePuller for LitePuller {
         if inner.is_paused(&st.mq) {
             return Gate::Closed(PAUSED_DELAY);
         }
-        let (all, queue) = (inner.buffered(), st.cached.load(Ordering::Acquire));
-        if all >= inner.config.pull_threshold_for_all
-            || queue >= inner.config.pull_threshold_for_queue
+        if inner.buffered() >= inner.config.pull_threshold_for_all
+            || st.cached.load(Ordering::Acquire) >= inner.config.pull_threshold_for_queue
         {
-            let detail = format!("{all} msgs buffered, {queue} of them this queue's");
-            return Gate::Flow(FLOW_CONTROL_DELAY, detail);
+            return Gate::Flow(FLOW_CONTROL_DELAY);
         }
         Gate::Open
+    }
+
+    fn flow_detail(&self) -> String {
+        let queue = self.st.cached.load(Ordering::Acquire);
+        let all = self.inner.buffered();
+        format!("{all} msgs buffered by the consumer, {queue} from this queue")
     }
 
     async fn pull(&self) -> Result<PullResult> {

@@ -108,12 +108,15 @@ impl QueuePuller for Popper {
     }
 
     fn gate(&self) -> Gate {
-        let waiting = self.pq.waiting_ack();
-        if waiting > self.inner.config.pop_threshold_for_queue {
-            let detail = format!("{waiting} popped messages wait for an ack");
-            return Gate::Flow(FLOW_CONTROL_PAUSE, detail);
+        if self.pq.waiting_ack() > self.inner.config.pop_threshold_for_queue {
+            return Gate::Flow(FLOW_CONTROL_PAUSE);
         }
         Gate::Open
+    }
+
+    fn flow_detail(&self) -> String {
+        let waiting = self.pq.waiting_ack();
+        format!("{waiting} popped messages wait for an ack")
     }
 
     /// Dropped mid-POP: what the broker popped for us comes again after the invisible

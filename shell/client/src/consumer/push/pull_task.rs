@@ -82,8 +82,7 @@ impl QueuePuller for PushPuller {
             || bytes > cfg.pull_threshold_size_for_queue_bytes
             || over_span
         {
-            let detail = format!("{count} msgs, {bytes} bytes cached");
-            return Gate::Flow(FLOW_CONTROL_PAUSE, detail);
+            return Gate::Flow(FLOW_CONTROL_PAUSE);
         }
         if self.orderly
             && self.inner.clustering()
@@ -92,6 +91,11 @@ impl QueuePuller for PushPuller {
             return Gate::Closed(UNLOCKED_PAUSE);
         }
         Gate::Open
+    }
+
+    fn flow_detail(&self) -> String {
+        let (count, bytes) = self.pq.cached();
+        format!("{count} msgs, {bytes} bytes cached")
     }
 
     async fn pull(&self) -> Result<PullResult> {
