@@ -340,7 +340,7 @@ fn a_delayed_message_sent_again_is_stored_once_also_after_a_restart() {
         b.with_client(async |c| {
             let mut stored = (BTreeMap::new(), 0);
             // Not asserted here: the caller checks what was stored, timed out or not.
-            tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+            let _ = tern_testkit::poll_until_async(Duration::from_secs(10), async || {
                 stored = stored_keys(c, "DedupDelay", 2).await;
                 stored.1 > 0
             })

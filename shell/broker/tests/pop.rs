@@ -339,7 +339,7 @@ fn a_message_never_acked_goes_to_the_dlq_after_max_reconsume_times() {
         // Not acked again: reconsumeTimes 2 passes retryMaxTimes 1.
         let mut body = Vec::new();
         // Not asserted here: the DLQ's contents are checked below, timed out or not.
-        tern_testkit::poll_until_async(Duration::from_secs(15), async || {
+        let _ = tern_testkit::poll_until_async(Duration::from_secs(15), async || {
             let r = c
                 .call(pull_req("PULL_DLQ", "%DLQ%GID_POP", 0, 0, Some("*")))
                 .await;

@@ -95,7 +95,7 @@ fn expired_segments_are_deleted_and_queues_move_their_minimum() {
         // second), so the expired ones may go over more than one pass.
         let (mut min, mut segments) = (0, usize::MAX);
         // Not asserted here: the two checks below tell which part never happened.
-        tern_testkit::poll_until_async(Duration::from_secs(15), async || {
+        let _ = tern_testkit::poll_until_async(Duration::from_secs(15), async || {
             min = min_offset(&conn, "Retained").await;
             segments = std::fs::read_dir(dir.path().join("data/store/commitlog"))
                 .unwrap()

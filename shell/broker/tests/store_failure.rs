@@ -138,7 +138,7 @@ fn a_stalled_disk_answers_flush_disk_timeout_in_time_and_loses_nothing() {
         let mut bodies = Vec::new();
         // Dispatch may trail the last answer by a moment. Not asserted here: the
         // comparison below shows what was there, timed out or not.
-        tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+        let _ = tern_testkit::poll_until_async(Duration::from_secs(10), async || {
             let got = pull_all(c, "Stall", 0, 0).await;
             bodies = got.into_iter().map(|m| m.body).collect();
             bodies.len() >= sent.len()

@@ -348,7 +348,7 @@ fn a_timed_half_message_is_delivered_its_delay_after_the_commit() {
         );
         let mut got = Vec::new();
         // Not asserted here: the count check below shows what came, timed out or not.
-        tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+        let _ = tern_testkit::poll_until_async(Duration::from_secs(10), async || {
             got = pull_all(c, "TxTimer", 0, 0).await;
             !got.is_empty()
         })

@@ -113,7 +113,7 @@ fn every_send_mode_round_trips_through_the_pull_consumer_with_fields_intact() {
         let c = PullConsumer::new("modes-cg", b.client_config()).unwrap();
         let mut got = BTreeMap::new();
         // Not asserted here: the checks below show what was pulled, timed out or not.
-        tern_testkit::poll_until_async(Duration::from_secs(10), async || {
+        let _ = tern_testkit::poll_until_async(Duration::from_secs(10), async || {
             got = pull_all(&c, "Modes").await;
             got.len() >= sent.len()
         })

@@ -100,7 +100,7 @@ impl TransactionListener for Listener {
         self.0.args.lock().unwrap().push(*arg);
         // Not an assertion: past the deadline it answers anyway, and the test's own
         // checks on the check-backs say what went wrong.
-        tern_testkit::poll_until(DEADLINE, || {
+        let _ = tern_testkit::poll_until(DEADLINE, || {
             self.0.checks() >= self.0.execute_waits_for_checks
         });
         let v = *self.0.execute.lock().unwrap();

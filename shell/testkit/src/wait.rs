@@ -8,6 +8,7 @@ pub const EVERY: Duration = Duration::from_millis(50);
 
 /// Calls `f` until it gives a value; `None` when `within` passes first (after one last
 /// call at the deadline, so a slow first call still counts).
+#[must_use = "None means the deadline passed first"]
 pub fn poll<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + within;
     loop {
@@ -22,6 +23,7 @@ pub fn poll<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> 
 }
 
 /// Polls `f` until it is true; whether it became so within `within`.
+#[must_use = "false means the deadline passed first"]
 pub fn poll_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     poll(within, || f().then_some(())).is_some()
 }
@@ -34,6 +36,7 @@ pub fn eventually<T>(what: &str, within: Duration, f: impl FnMut() -> Option<T>)
 /// [`poll_until`] for an async `check`, sleeping between looks without blocking the
 /// executor; whether it became true within `within` (after one last look at the
 /// deadline).
+#[must_use = "false means the deadline passed first"]
 pub async fn poll_until_async(within: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
     loop {

@@ -235,7 +235,7 @@ impl Recorder {
     /// Waits up to `within` for at least `n` requests with `code`.
     pub async fn wait_for(&self, code: RequestCode, n: usize, within: Duration) -> usize {
         let mut c = 0;
-        tern_testkit::poll_until_async(within, async || {
+        let _ = tern_testkit::poll_until_async(within, async || {
             c = self.count(code);
             c >= n
         })
