@@ -186,9 +186,9 @@ impl Filters {
     /// The filter for a pull of `group` under `sub`, or why it is refused: SQL92 while
     /// `enablePropertyFilter` is off (RocketMQ's SYSTEM_ERROR and remark), an expression
     /// that does not parse or an unknown expression type (SUBSCRIPTION_PARSE_FAILED).
-    /// An unknown type is refused before the switch is looked at, as RocketMQ's pull
-    /// does; [`check_subscription`] keeps `checkClientConfig`'s order (switch first), so
-    /// the two stay apart.
+    /// An unknown type is refused here before the switch is looked at;
+    /// [`check_subscription`] keeps `checkClientConfig`'s order (the switch first), so
+    /// folding the two would change one of their remarks.
     pub fn for_pull(
         &self,
         enable_property_filter: bool,

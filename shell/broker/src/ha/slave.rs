@@ -242,10 +242,9 @@ async fn store(ctx: &BrokerCtx, at: u64, bytes: &[u8]) -> Result<u64, HaError> {
         Err(PutError::Illegal(why) | PutError::Refused(_, why)) => Err(HaError::Protocol(format!(
             "the master's log at {at} is refused: {why}"
         ))),
-        Err(PutError::Store(e)) => Err(HaError::Local(format!(
+        Err(e @ (PutError::Store(_) | PutError::Failed(_))) => Err(HaError::Local(format!(
             "storing the master's log at {at}: {e}"
         ))),
-        Err(e @ PutError::Failed(_)) => Err(HaError::Local(e.to_string())),
     }
 }
 
